@@ -1,0 +1,65 @@
+"""Findings: the verdicts the checks produce.  Pure data, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    FAIL = "fail"
+    WARN = "warn"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warn": 1, "fail": 2}[self.value]
+
+
+class Kind(str, Enum):
+    FAULT = "fault"
+    PLATFORM_LIMITATION = "platform_limitation"
+    UNKNOWN = "unknown"  # could not be judged, e.g. needs root
+
+
+@dataclass
+class Finding:
+    id: str  # stable dotted id, e.g. "nvlink.link.down"
+    severity: Severity
+    kind: Kind
+    host: str
+    subject: str  # "GPU1 (0000:2a:00.0)", "link 3", "GPU0->GPU5", "0000:18:00.0"
+    message: str  # one line a person reads
+    expected: Any = None
+    actual: Any = None
+    evidence: list[str] = field(default_factory=list)  # probe fields the verdict rests on
+    hint: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        d["kind"] = self.kind.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        d = dict(d)
+        d["severity"] = Severity(d["severity"])
+        d["kind"] = Kind(d["kind"])
+        return cls(**d)
+
+
+def fault(id: str, host: str, subject: str, message: str, **kw: Any) -> Finding:
+    return Finding(id=id, severity=kw.pop("severity", Severity.FAIL), kind=Kind.FAULT, host=host,
+                   subject=subject, message=message, **kw)
+
+
+def limitation(id: str, host: str, subject: str, message: str, **kw: Any) -> Finding:
+    return Finding(id=id, severity=kw.pop("severity", Severity.INFO), kind=Kind.PLATFORM_LIMITATION,
+                   host=host, subject=subject, message=message, **kw)
+
+
+def unknown(id: str, host: str, subject: str, message: str, **kw: Any) -> Finding:
+    return Finding(id=id, severity=kw.pop("severity", Severity.INFO), kind=Kind.UNKNOWN, host=host,
+                   subject=subject, message=message, **kw)

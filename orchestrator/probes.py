@@ -1,0 +1,98 @@
+"""The probe catalog and how a probe becomes one script piped to `python3 -` on a host.
+
+A probe file defines PROBE_NAME, PROBE_VERSION, PROBE_DESCRIPTION, PASSIVE and collect(ctx).  A
+line `# requires: _libname` pulls in a shared probe library (probes/_libname.py) before it.  The
+controller concatenates prelude + libraries + probe + one call line with the arguments embedded.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
+_REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$", re.MULTILINE)
+
+
+def probes_dir() -> Path:
+    """The shipped probes: beside the package in a checkout, or the installed `probes` package."""
+    if (PROBES_DIR / "_prelude.py").is_file():
+        return PROBES_DIR
+    import probes  # installed as package data next to orchestrator
+
+    return Path(probes.__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    version: str
+    description: str
+    passive: bool  # True: reads only, never disturbs running work (safe for the nightly audit)
+    path: Path
+    requires: tuple[str, ...]
+
+
+class UnknownProbe(KeyError):
+    pass
+
+
+def _constant(tree: ast.Module, name: str) -> Any:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise ValueError(f"probe file does not define {name}")
+
+
+@lru_cache(maxsize=None)
+def catalog() -> dict[str, ProbeSpec]:
+    specs: dict[str, ProbeSpec] = {}
+    for path in sorted(probes_dir().glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        source = path.read_text()
+        tree = ast.parse(source)
+        requires = tuple(r.strip() for m in _REQUIRES.findall(source) for r in m.split(","))
+        spec = ProbeSpec(
+            name=_constant(tree, "PROBE_NAME"),
+            version=_constant(tree, "PROBE_VERSION"),
+            description=_constant(tree, "PROBE_DESCRIPTION"),
+            passive=bool(_constant(tree, "PASSIVE")),
+            path=path,
+            requires=requires,
+        )
+        specs[spec.name] = spec
+    return specs
+
+
+def get(name: str) -> ProbeSpec:
+    try:
+        return catalog()[name]
+    except KeyError:
+        known = ", ".join(sorted(catalog()))
+        raise UnknownProbe(f"unknown probe {name!r}; known probes: {known}") from None
+
+
+@lru_cache(maxsize=None)
+def _source(path: Path) -> str:
+    return path.read_text()
+
+
+def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: float = 60.0) -> bytes:
+    """The exact bytes piped to the host's interpreter for one probe run."""
+    spec = get(name)
+    base = probes_dir()
+    parts = [_source(base / "_prelude.py")]
+    parts += [_source(base / f"{lib}.py") for lib in spec.requires]
+    parts.append(_source(spec.path))
+    # Arguments travel as a JSON string literal: no inventory value is ever spliced into code.
+    arg_json = json.dumps(args or {}, sort_keys=True)
+    parts.append(
+        f"\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({arg_json!r}), {float(deadline_s)!r})\n"
+    )
+    return "\n".join(parts).encode("utf-8")

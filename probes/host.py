@@ -1,0 +1,179 @@
+# Probe `host`: OS, kernel, CPU, memory, NUMA, DMI board identity, virtualization, NVIDIA driver.
+# Reads /proc, /sys and os.uname only.  Argument `root` (default "/") prefixes every path so the
+# same code reads a fixture tree in tests and in the demo fleet.
+import os
+import platform
+import re
+import socket
+
+PROBE_NAME = "host"
+PROBE_VERSION = "1.0"
+PROBE_DESCRIPTION = "OS, kernel, CPU, memory, NUMA, DMI board/BIOS/serials, virtualization, NVIDIA driver"
+PASSIVE = True
+
+_DMI_FIELDS = [
+    "sys_vendor", "product_name", "product_version", "product_sku", "product_family",
+    "board_vendor", "board_name", "board_version", "bios_vendor", "bios_version", "bios_date",
+    "chassis_vendor", "chassis_type",
+]
+_DMI_ROOT_ONLY = ["product_serial", "product_uuid", "board_serial", "chassis_serial"]
+_HYPERVISOR_STRINGS = [
+    ("qemu", "kvm"), ("kvm", "kvm"), ("vmware", "vmware"), ("virtualbox", "virtualbox"),
+    ("xen", "xen"), ("amazon ec2", "aws"), ("google compute engine", "gce"), ("google", "gce"),
+    ("microsoft corporation", "hyperv"), ("openstack", "openstack"), ("bochs", "bochs"),
+    ("parallels", "parallels"), ("oracle", "oracle"),
+]
+
+
+def _p(ctx, path):
+    root = ctx.args.get("root") or "/"
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _read(ctx, path):
+    try:
+        return ctx.read_text(_p(ctx, path))
+    except PermissionError:
+        return None
+
+
+def _os_release(ctx):
+    text = _read(ctx, "/etc/os-release") or _read(ctx, "/usr/lib/os-release") or ""
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip().strip('"')
+    return {"id": out.get("ID"), "version_id": out.get("VERSION_ID"), "pretty_name": out.get("PRETTY_NAME")}
+
+
+def _cpu(ctx):
+    text = _read(ctx, "/proc/cpuinfo") or ""
+    model = None
+    flags = set()
+    sockets = set()
+    cores = set()
+    threads = 0
+    phys = None
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        k, v = [s.strip() for s in line.split(":", 1)]
+        if k == "processor":
+            threads += 1
+        elif k in ("model name", "Model") and model is None:
+            model = v
+        elif k == "flags" and not flags:
+            flags = set(v.split())
+        elif k == "physical id":
+            phys = v
+            sockets.add(v)
+        elif k == "core id":
+            cores.add((phys, v))
+    return {
+        "model": model,
+        "sockets": len(sockets) or None,
+        "cores": len(cores) or None,
+        "threads": threads or None,
+        "hypervisor_flag": "hypervisor" in flags,
+    }
+
+
+def _memory(ctx):
+    text = _read(ctx, "/proc/meminfo") or ""
+    m = re.search(r"^MemTotal:\s+(\d+)\s+kB", text, re.MULTILINE)
+    return {"total_bytes": int(m.group(1)) * 1024 if m else None}
+
+
+def _numa(ctx):
+    base = _p(ctx, "/sys/devices/system/node")
+    try:
+        nodes = sorted(int(n[4:]) for n in os.listdir(base) if re.match(r"^node\d+$", n))
+    except OSError:
+        return {"nodes": None}
+    out = []
+    for n in nodes:
+        out.append({"node": n, "cpulist": _read(ctx, "/sys/devices/system/node/node%d/cpulist" % n)})
+    return {"nodes": out}
+
+
+def _dmi(ctx):
+    base = "/sys/class/dmi/id/"
+    dmi = {}
+    for f in _DMI_FIELDS:
+        dmi[f] = _read(ctx, base + f)
+    for f in _DMI_ROOT_ONLY:
+        path = _p(ctx, base + f)
+        try:
+            dmi[f] = ctx.read_text(path)
+        except PermissionError:
+            dmi[f] = needs_root("%s is readable by root only" % path)
+    return dmi
+
+
+def _virtualization(ctx, cpu, dmi):
+    hints = []
+    kind = None
+    vendor_text = " ".join(str(dmi.get(k) or "") for k in ("sys_vendor", "product_name", "bios_vendor", "board_vendor")).lower()
+    for needle, name in _HYPERVISOR_STRINGS:
+        if needle in vendor_text:
+            kind = name
+            hints.append("dmi:%s" % needle)
+            break
+    if cpu.get("hypervisor_flag"):
+        hints.append("cpuflag:hypervisor")
+        kind = kind or "unknown-hypervisor"
+    hv_type = _read(ctx, "/sys/hypervisor/type")
+    if hv_type:
+        hints.append("sys_hypervisor:%s" % hv_type)
+        kind = kind or hv_type
+    container = None
+    if os.path.exists(_p(ctx, "/.dockerenv")):
+        container = "docker"
+    elif os.path.exists(_p(ctx, "/run/.containerenv")):
+        container = "podman"
+    else:
+        cg = _read(ctx, "/proc/1/cgroup") or ""
+        for name in ("kubepods", "docker", "lxc", "containerd"):
+            if name in cg:
+                container = name
+                break
+    if container:
+        hints.append("container:%s" % container)
+    return {"virtualized": kind is not None, "hypervisor": kind, "container": container, "evidence": hints}
+
+
+def _driver(ctx):
+    text = _read(ctx, "/proc/driver/nvidia/version")
+    if text is None:
+        return {"loaded": False, "version": None}
+    m = re.search(r"NVRM version:.*?(\d+\.\d+(?:\.\d+)?)", text)
+    return {"loaded": True, "version": m.group(1) if m else None, "raw": text.splitlines()[0] if text else ""}
+
+
+def collect(ctx):
+    un = os.uname()
+    cpu = _cpu(ctx)
+    dmi = _dmi(ctx)
+    hostname = ctx.args.get("hostname") or _read(ctx, "/proc/sys/kernel/hostname") or socket.gethostname()
+    data = {
+        "hostname": hostname,
+        "os": _os_release(ctx),
+        "kernel": _read(ctx, "/proc/sys/kernel/osrelease") or un.release,
+        "arch": un.machine,
+        "cpu": cpu,
+        "memory": _memory(ctx),
+        "numa": _numa(ctx),
+        "dmi": dmi,
+        "virtualization": _virtualization(ctx, cpu, dmi),
+        "nvidia_driver": _driver(ctx),
+        "python": platform.python_version(),
+        "uptime_s": None,
+    }
+    up = _read(ctx, "/proc/uptime")
+    if up:
+        try:
+            data["uptime_s"] = float(up.split()[0])
+        except ValueError:
+            pass
+    return data
