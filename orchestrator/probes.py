@@ -11,7 +11,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def _constant(tree: ast.Module, name: str) -> Any:
     raise ValueError(f"probe file does not define {name}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def catalog() -> dict[str, ProbeSpec]:
     specs: dict[str, ProbeSpec] = {}
     for path in sorted(probes_dir().glob("*.py")):
@@ -78,7 +78,7 @@ def get(name: str) -> ProbeSpec:
         raise UnknownProbe(f"unknown probe {name!r}; known probes: {known}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _source(path: Path) -> str:
     return path.read_text()
 
@@ -87,9 +87,13 @@ def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: floa
     """The exact bytes piped to the host's interpreter for one probe run."""
     spec = get(name)
     base = probes_dir()
-    parts = [_source(base / "_prelude.py")]
-    parts += [_source(base / f"{lib}.py") for lib in spec.requires]
-    parts.append(_source(spec.path))
+    libs = [_source(base / f"{lib}.py") for lib in spec.requires]
+    return compose(_source(spec.path), args, deadline_s, libs)
+
+
+def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None) -> bytes:
+    """Prelude + libraries + probe + the call line.  Tests use it to run probes of their own."""
+    parts = [_source(probes_dir() / "_prelude.py"), *(libs or []), probe_source]
     # Arguments travel as a JSON string literal: no inventory value is ever spliced into code.
     arg_json = json.dumps(args or {}, sort_keys=True)
     parts.append(

@@ -1,0 +1,25 @@
+"""The registry of checks.  Each area module exports CHECKS (per host) and maybe FLEET_CHECKS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from orchestrator.checks import host
+from orchestrator.checks.base import FleetCheck, HostCheck, HostView
+from orchestrator.findings import Finding
+
+_AREAS = [host]
+
+HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
+FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
+
+
+def run_checks(views: Iterable[HostView]) -> list[Finding]:
+    views = list(views)
+    findings: list[Finding] = []
+    for v in views:
+        for check in HOST_CHECKS:
+            findings.extend(check(v))
+    for fleet_check in FLEET_CHECKS:
+        findings.extend(fleet_check(views))
+    return findings

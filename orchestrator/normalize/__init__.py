@@ -1,0 +1,43 @@
+"""Probe data -> normalized facts sections.  Pure functions; the registry maps probes to sections."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.normalize import host
+
+Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
+
+# probe name -> (facts section, normalizer)
+NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
+    "host": ("host", host.normalize),
+}
+
+# Sections computed from several probes' facts, in order: facts -> new section (or None).
+MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = []
+
+
+def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """facts from the `data` of every ok probe; errors name the probe whose data did not normalize."""
+    facts: dict[str, Any] = {}
+    errors: list[str] = []
+    for probe, data in envelopes.items():
+        entry = NORMALIZERS.get(probe)
+        if entry is None:
+            continue
+        section, fn = entry
+        try:
+            facts[section] = fn(data)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            # A host can send any shape; a broken section must not take the others with it.
+            errors.append(f"{probe}: data could not be normalized ({type(e).__name__}: {e})")
+    for section, merge in MERGERS:
+        try:
+            merged = merge(facts)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            errors.append(f"{section}: could not be derived ({type(e).__name__}: {e})")
+            continue
+        if merged is not None:
+            facts[section] = merged
+    return facts, errors

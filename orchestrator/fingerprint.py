@@ -1,0 +1,153 @@
+"""Topology fingerprints: what a host *is*, stable across identical machines; classes and outliers.
+
+The descriptor keeps shape (GPU model and count, link classes, NVSwitches, NICs per GPU and their
+levels, GPU PCIe gen/width, board model) and drops identity (serials, UUIDs, bus numbers).  Hosts
+with one descriptor form a class; within a family (same GPU model, or same board when GPU-less), a
+host whose descriptor differs from the family's majority is an outlier with the differences named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+from orchestrator.findings import Finding, Severity, fault
+
+_RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+def _most_common(values: list[Any]) -> Any:
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
+    gpus = (facts.get("gpus") or {}).get("list") or []
+    nvlink = facts.get("nvlink") or {}
+    topo = facts.get("topology") or {}
+    host = facts.get("host") or {}
+    pcie = facts.get("pcie") or {}
+    if not gpus and not host:
+        return None
+    board = host.get("board") or {}
+    d: dict[str, Any] = {
+        "gpu_model": _most_common([g.get("model") or g.get("name") for g in gpus]),
+        "gpu_count": len(gpus),
+        "board": board.get("model") or board.get("product"),
+        "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
+        "mig": any((g.get("mig") or {}).get("current") for g in gpus),
+        "gpu_pcie": sorted({f"Gen{(g.get('pcie') or {}).get('gen_current')}x{(g.get('pcie') or {}).get('width_current')}"
+                            for g in gpus}),
+        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []),
+        "nvswitch_count": len(nvlink.get("nvswitches") or []),
+    }
+    devices = topo.get("devices") or []
+    matrix = topo.get("matrix") or []
+    gpu_idx = [i for i, dv in enumerate(devices) if dv.get("kind") == "gpu"]
+    nic_idx = [i for i, dv in enumerate(devices) if dv.get("kind") == "nic"]
+    if not devices and pcie:
+        nics = [dv for dv in pcie.get("devices") or [] if dv.get("kind") == "nic"]
+        d["nic_count"] = len(nics)
+    else:
+        d["nic_count"] = len(nic_idx)
+    pair_levels: Counter[str] = Counter()
+    nic_best: list[str] = []
+    try:
+        for a_pos, a in enumerate(gpu_idx):
+            for b in gpu_idx[a_pos + 1:]:
+                pair_levels[str(matrix[a][b])] += 1
+            levels = [str(matrix[a][n]) for n in nic_idx if matrix[a][n]]
+            nic_best.append(min(levels, key=lambda v: _RANK.get(v, 9)) if levels else "none")
+    except (IndexError, TypeError):
+        pair_levels = Counter({"unknown": 1})
+    d["gpu_pair_levels"] = dict(sorted(pair_levels.items()))
+    d["gpu_nearest_nic"] = sorted(nic_best)
+    return d
+
+
+def digest(desc: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def class_name(desc: dict[str, Any]) -> str:
+    parts = []
+    if desc["gpu_count"]:
+        parts.append(f"{desc['gpu_count']}x{desc['gpu_model']}")
+        levels = desc["gpu_pair_levels"]
+        if len(levels) == 1:
+            parts.append(next(iter(levels)))
+        elif levels:
+            parts.append("mixed")
+    else:
+        parts.append(f"cpu-only-{desc.get('board') or 'unknown-board'}")
+    if desc["nic_count"]:
+        parts.append(f"{desc['nic_count']}NIC")
+        nearest = set(desc["gpu_nearest_nic"])
+        if len(nearest) == 1 and desc["gpu_count"]:
+            parts.append(nearest.pop())
+    if desc["mig"]:
+        parts.append("MIG")
+    if desc["virtualized"]:
+        parts.append("VM")
+    return "-".join(str(p).replace(" ", "_") for p in parts)
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [f"{k}: {a.get(k)!r} (class usual: {b.get(k)!r})" for k in sorted(b) if a.get(k) != b.get(k)]
+
+
+def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Set record["fingerprint"]/["class"]; return the classes and the outlier findings."""
+    descs: dict[str, dict[str, Any]] = {}
+    members: dict[str, list[str]] = defaultdict(list)
+    host_fp: dict[str, str] = {}
+    for rec in records:
+        desc = descriptor(rec["facts"])
+        if desc is None:
+            continue
+        fp = digest(desc)
+        descs[fp] = desc
+        members[fp].append(rec["name"])
+        host_fp[rec["name"]] = fp
+    names: dict[str, str] = {}
+    used: Counter[str] = Counter()
+    for fp in sorted(members, key=lambda f: (-len(members[f]), f)):
+        base = class_name(descs[fp])
+        used[base] += 1
+        names[fp] = base if used[base] == 1 else f"{base}~{fp[:4]}"
+    for rec in records:
+        host_digest = host_fp.get(rec["name"])
+        rec["fingerprint"] = host_digest
+        rec["class"] = names.get(host_digest) if host_digest else None
+
+    # Families: hosts that should look alike.  The majority of a family defines its usual shape.
+    families: dict[Any, list[str]] = defaultdict(list)
+    for name, fp in host_fp.items():
+        d = descs[fp]
+        families[d["gpu_model"] if d["gpu_count"] else ("board", d.get("board"))].append(name)
+    outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    findings: list[Finding] = []
+    for hosts in families.values():
+        if len(hosts) < 3:
+            continue  # with two machines nobody is the majority
+        counts = Counter(host_fp[h] for h in hosts)
+        (major_fp, major_n), *rest = counts.most_common()
+        if rest and rest[0][1] == major_n:
+            continue  # no strict majority: nothing to call an outlier against
+        for h in hosts:
+            fp = host_fp[h]
+            if fp == major_fp:
+                continue
+            diffs = _differences(descs[fp], descs[major_fp])
+            outliers[major_fp].append({"host": h, "class": names[fp], "differences": diffs})
+            findings.append(fault(
+                "topology.class.outlier", h, "topology",
+                f"differs from {major_n} of {len(hosts)} similar hosts (class {names[major_fp]}): " + "; ".join(diffs),
+                expected=names[major_fp], actual=names[fp], severity=Severity.WARN,
+                evidence=["fingerprint descriptor"],
+                hint="compare this host with its peers: a missing GPU, a down link or a moved NIC changes the shape"))
+    classes = [{"name": names[fp], "fingerprint": fp, "descriptor": descs[fp], "members": members[fp],
+                "outliers": outliers.get(fp, [])}
+               for fp in sorted(members, key=lambda f: (-len(members[f]), names[f]))]
+    return classes, findings

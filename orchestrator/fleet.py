@@ -1,0 +1,94 @@
+"""Assemble fleet.json: host records with normalized facts, topology classes and findings.
+
+Pure: takes what the runner collected (or what a stored run holds) and returns the document.
+`probe run` and `probe rejudge` both come through here, so a stored run is judged exactly like a
+live one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator import fingerprint
+from orchestrator.checks import run_checks
+from orchestrator.checks.base import HostView
+from orchestrator.expectations import Expectations
+from orchestrator.findings import Finding, Kind, Severity
+from orchestrator.normalize import normalize_host
+from orchestrator.outcomes import Outcome, worst
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class HostInput:
+    """One host as collected: probe summaries plus the `data` of every envelope that parsed."""
+
+    name: str
+    address: str
+    groups: list[str]
+    probes: dict[str, dict[str, Any]]  # probe -> ProbeResult.summary()
+    data: dict[str, dict[str, Any]]  # probe -> envelope data (status ok/error with data)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+
+
+def host_record(h: HostInput) -> dict[str, Any]:
+    facts, errors = normalize_host({p: d for p, d in h.data.items() if h.probes.get(p, {}).get("outcome") == "ok"})
+    outcome = worst([Outcome(p["outcome"]) for p in h.probes.values()])
+    reasons = [p["reason"] for p in h.probes.values() if p["outcome"] == outcome.value and p.get("reason")]
+    return {
+        "name": h.name,
+        "address": h.address,
+        "groups": h.groups,
+        "outcome": outcome.value,
+        "reason": reasons[0] if reasons else "",
+        "probes": h.probes,
+        "facts": facts,
+        "normalize_errors": errors,
+        "fingerprint": None,
+        "class": None,
+    }
+
+
+def _summary(hosts: list[dict[str, Any]], findings: list[Finding]) -> dict[str, Any]:
+    outcomes = Counter(h["outcome"] for h in hosts)
+    sev = Counter(f.severity.value for f in findings)
+    return {
+        "hosts": len(hosts),
+        "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome},
+        "findings": {s.value: sev.get(s.value, 0) for s in Severity},
+        "findings_by_kind": dict(Counter(f.kind.value for f in findings)),
+    }
+
+
+def build_fleet(run: dict[str, Any], inputs: list[HostInput],
+                expect_for: Callable[[HostInput], Expectations],
+                postprocess: Callable[[list[Finding]], list[Finding]] | None = None) -> dict[str, Any]:
+    records = [host_record(h) for h in inputs]
+    views = []
+    for h, rec in zip(inputs, records):
+        views.append(HostView(name=h.name, facts=rec["facts"],
+                              outcomes={p: s["outcome"] for p, s in h.probes.items()},
+                              expect=expect_for(h), vars=h.vars))
+    findings = run_checks(views)
+    for rec in records:
+        for err in rec["normalize_errors"]:
+            findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, rec["name"], "probe data",
+                                    err, hint="the host sent data of an unexpected shape; check the probe version"))
+    classes, class_findings = fingerprint.classify(records)
+    findings.extend(class_findings)
+    if postprocess is not None:
+        findings = postprocess(findings)
+    findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run": run,
+        "summary": _summary(records, findings),
+        "hosts": records,
+        "classes": classes,
+        "findings": [f.to_dict() for f in findings],
+    }

@@ -1,0 +1,61 @@
+"""Normalize the `host` probe's data into facts["host"]."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _val(v: Any) -> Any:
+    """A needs-root marker stays a marker; blanks and firmware filler become None."""
+    if isinstance(v, dict):
+        return v
+    if v is None:
+        return None
+    s = str(v).strip()
+    if not s or s.lower() in {"to be filled by o.e.m.", "default string", "not specified", "none", "0"}:
+        return None
+    return s
+
+
+def normalize(data: dict[str, Any]) -> dict[str, Any]:
+    dmi = data.get("dmi") or {}
+    cpu = data.get("cpu") or {}
+    virt = data.get("virtualization") or {}
+    mem = (data.get("memory") or {}).get("total_bytes")
+    numa_nodes = (data.get("numa") or {}).get("nodes")
+    driver = data.get("nvidia_driver") or {}
+    return {
+        "hostname": data.get("hostname"),
+        "os": (data.get("os") or {}).get("pretty_name"),
+        "kernel": data.get("kernel"),
+        "arch": data.get("arch"),
+        "cpu": {
+            "model": cpu.get("model"),
+            "sockets": cpu.get("sockets"),
+            "cores": cpu.get("cores"),
+            "threads": cpu.get("threads"),
+        },
+        "memory_gib": round(mem / 2**30, 1) if isinstance(mem, (int, float)) else None,
+        "numa_nodes": len(numa_nodes) if isinstance(numa_nodes, list) else None,
+        "board": {
+            "system_vendor": _val(dmi.get("sys_vendor")),
+            "product": _val(dmi.get("product_name")),
+            "vendor": _val(dmi.get("board_vendor")),
+            "model": _val(dmi.get("board_name")),
+            "version": _val(dmi.get("board_version")),
+            "bios_vendor": _val(dmi.get("bios_vendor")),
+            "bios_version": _val(dmi.get("bios_version")),
+            "bios_date": _val(dmi.get("bios_date")),
+            "system_serial": _val(dmi.get("product_serial")),
+            "board_serial": _val(dmi.get("board_serial")),
+            "system_uuid": _val(dmi.get("product_uuid")),
+        },
+        "virtualization": {
+            "virtualized": bool(virt.get("virtualized")),
+            "hypervisor": virt.get("hypervisor"),
+            "container": virt.get("container"),
+            "evidence": list(virt.get("evidence") or []),
+        },
+        "driver": {"loaded": bool(driver.get("loaded")), "version": driver.get("version")},
+        "python": data.get("python"),
+    }

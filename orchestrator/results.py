@@ -1,0 +1,148 @@
+"""The run directory: raw envelopes as hosts finish, then fleet.json; everything written atomically.
+
+Layout: <results>/<YYYYmmddTHHMMSSZ>-<id>/ run.json, fleet.json, findings.json,
+raw/<host>/<probe>.json (envelope), raw/<host>/<probe>.stdout|.stderr (when not an envelope),
+raw/<host>/_host.json (inventory facts needed to re-judge: name, address, groups, public vars).
+A run killed half-way still has run.json (state "running"/"interrupted") and every finished host's
+raw files, so it can be listed, shown and re-judged.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from orchestrator import atomic
+from orchestrator.fleet import HostInput
+from orchestrator.runner import HostResult
+
+_SECRET_KEY = re.compile(r"pass|secret|token|credential|private_key_passphrase", re.IGNORECASE)
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def default_results_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "fleetprobe" / "runs"
+
+
+def safe_component(name: str) -> str:
+    """A host name as one path component: nothing like '..' or '/' survives."""
+    s = _SAFE.sub(lambda m: f"%{ord(m.group()):02X}" if ord(m.group()) < 256 else "_", name)
+    if s in ("", ".", "..") or s.startswith("."):
+        s = "%2E" + s[1:] if s.startswith(".") else "_"
+    return s[:200]
+
+
+def public_vars(vars: dict[str, Any]) -> dict[str, Any]:
+    """Inventory variables minus anything that looks like a secret (never written to disk)."""
+    return {k: ("<redacted>" if _SECRET_KEY.search(k) else v) for k, v in vars.items()}
+
+
+def new_run_id() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+@dataclass
+class RunWriter:
+    dir: Path
+    meta: dict[str, Any]
+
+    @classmethod
+    def create(cls, results_dir: Path, meta: dict[str, Any], run_dir: Path | None = None) -> RunWriter:
+        run_id = new_run_id()
+        d = run_dir or (results_dir / run_id)
+        d.mkdir(parents=True, exist_ok=True)
+        meta = {"id": d.name, "state": "running", "started": _now(), "user": _user(), **meta}
+        w = cls(d, meta)
+        atomic.write_json(d / "run.json", meta)
+        return w
+
+    def host_finished(self, res: HostResult) -> None:
+        hdir = self.dir / "raw" / safe_component(res.host.name)
+        atomic.write_json(hdir / "_host.json", {
+            "name": res.host.name,
+            "address": res.host.address,
+            "groups": res.host.groups,
+            "vars": public_vars(res.host.vars),
+            "probes": {p: r.summary() for p, r in res.probes.items()},
+            "duration_s": round(res.duration_s, 3),
+        })
+        for name, pr in res.probes.items():
+            if pr.envelope is not None:
+                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict())
+            if pr.stdout:
+                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout)
+            if pr.stderr.strip():
+                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr)
+
+    def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
+        atomic.write_json(self.dir / "fleet.json", fleet)
+        atomic.write_json(self.dir / "findings.json", fleet["findings"])
+        self.meta.update(state=state, finished=_now(), summary=fleet["summary"])
+        atomic.write_json(self.dir / "run.json", self.meta)
+
+    def mark(self, state: str) -> None:
+        self.meta.update(state=state, finished=_now())
+        atomic.write_json(self.dir / "run.json", self.meta)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def host_input_from_result(res: HostResult) -> HostInput:
+    return HostInput(
+        name=res.host.name,
+        address=res.host.address,
+        groups=res.host.groups,
+        probes={p: r.summary() for p, r in res.probes.items()},
+        data={p: r.envelope.data for p, r in res.probes.items() if r.envelope is not None},
+        warnings={p: r.envelope.warnings for p, r in res.probes.items() if r.envelope and r.envelope.warnings},
+        vars=public_vars(res.host.vars),
+    )
+
+
+def load_host_inputs(run_dir: Path) -> list[HostInput]:
+    """Read a stored run's raw files back (for rejudge); hosts in the order they were recorded."""
+    out: list[HostInput] = []
+    raw = run_dir / "raw"
+    if not raw.is_dir():
+        return out
+    entries = []
+    for hdir in raw.iterdir():
+        meta_path = hdir / "_host.json"
+        if not meta_path.is_file():
+            continue
+        meta = json.loads(meta_path.read_text())
+        data = {}
+        for p in meta.get("probes", {}):
+            env_path = hdir / f"{p}.json"
+            if env_path.is_file():
+                data[p] = json.loads(env_path.read_text()).get("data", {})
+        entries.append((meta_path.stat().st_mtime, HostInput(
+            name=meta["name"], address=meta.get("address", meta["name"]), groups=meta.get("groups", []),
+            probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}))))
+    run_meta = run_dir / "run.json"
+    order = json.loads(run_meta.read_text()).get("hosts_order", []) if run_meta.is_file() else []
+    pos = {n: i for i, n in enumerate(order)}
+    entries.sort(key=lambda e: (pos.get(e[1].name, len(pos)), e[0]))
+    return [e[1] for e in entries]
+
+
+def elapsed_since(t0: float) -> float:
+    return time.monotonic() - t0

@@ -1,0 +1,274 @@
+"""Run probes on many hosts in parallel: one worker and one connection per host.
+
+Workers never print: every result comes back to the calling thread, which hands it to the event
+sink (progress, run-directory writer).  Each host has a deadline of its own, so one bad host never
+holds the run past that deadline.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator import probes
+from orchestrator.envelope import Envelope, EnvelopeError, parse_envelope
+from orchestrator.inventory.model import Host
+from orchestrator.outcomes import Outcome, worst
+from orchestrator.transport.base import CommandResult, Transport, TransportError, TransportOptions
+
+# A probe's own watchdog fires this much before the controller gives up on the command, so a slow
+# probe still reports its partial data instead of being cut off.
+PROBE_DEADLINE_MARGIN_S = 2.0
+DEFAULT_FORKS = 32
+
+
+@dataclass(frozen=True)
+class ProbeCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+@dataclass
+class RunOptions:
+    forks: int = DEFAULT_FORKS
+    transport: TransportOptions = field(default_factory=TransportOptions)
+    host_deadline: float | None = None  # default: connect timeout + sum of probe timeouts
+    become: bool = False
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    outcome: Outcome
+    reason: str = ""
+    envelope: Envelope | None = None
+    duration_s: float = 0.0
+    stdout: bytes = b""  # kept only when the output was not a valid envelope
+    stderr: bytes = b""
+    retried: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 3),
+            "probe_version": self.envelope.probe_version if self.envelope else None,
+            "retried": self.retried,
+        }
+
+
+@dataclass
+class HostResult:
+    host: Host
+    probes: dict[str, ProbeResult]
+    duration_s: float = 0.0
+
+    @property
+    def outcome(self) -> Outcome:
+        return worst([p.outcome for p in self.probes.values()])
+
+    @property
+    def reason(self) -> str:
+        bad = [p for p in self.probes.values() if p.outcome == self.outcome and p.reason]
+        return bad[0].reason if bad else ""
+
+
+class EventSink(Protocol):
+    def host_finished(self, result: HostResult) -> None: ...
+
+
+TransportFactory = Callable[[Host, TransportOptions], Transport]
+
+_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax")
+
+
+def probe_command(host: Host, become: bool) -> str:
+    """`python3 -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
+    interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
+    cmd = f"{interp} -"
+    if become or host.become:
+        cmd = f"sudo -n -- {cmd}"
+    return cmd
+
+
+def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
+    """Per-host probe arguments from inventory vars: `probe_root` (a sysfs/proc root for every
+    probe that reads files) and `probe_args: {probe: {arg: value}}`."""
+    args: dict[str, Any] = {}
+    if host.vars.get("probe_root"):
+        args["root"] = str(host.vars["probe_root"])
+    per_probe = host.vars.get("probe_args")
+    if isinstance(per_probe, dict) and isinstance(per_probe.get(probe), dict):
+        args.update(per_probe[probe])
+    return args
+
+
+def classify(host: Host, call: ProbeCall, res: CommandResult) -> ProbeResult:
+    """Turn what came back over the transport into an outcome with a one-line reason."""
+    base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:]}
+    if res.timed_out:
+        return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
+    if res.stdout_truncated:
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
+                           reason=f"probe output exceeded the {len(res.stdout)}-byte cap; output discarded", **base)
+    err_text = res.stderr.decode("utf-8", "replace")
+    if not res.stdout.strip() and res.exit_code in (126, 127):
+        return ProbeResult(outcome=Outcome.FAILED, reason=(
+            f"interpreter {host.python!r} not found on the host; install python3 or set "
+            f"ansible_python_interpreter for {host.name}"), **base)
+    if not res.stdout.strip() and "sudo" in err_text and "password" in err_text:
+        return ProbeResult(outcome=Outcome.FAILED, reason=(
+            "sudo asked for a password (become uses sudo -n); allow passwordless sudo for python3 or drop become"),
+            **base)
+    if not res.stdout.strip() and _PY2.search(res.stderr):
+        return ProbeResult(outcome=Outcome.FAILED, reason=(
+            f"interpreter {host.python!r} cannot run the probe (Python 2 or older than 3.6?); "
+            "set ansible_python_interpreter to a Python 3.6+"), **base)
+    try:
+        env = parse_envelope(res.stdout, call.name)
+    except EnvelopeError as e:
+        detail = f"; exit code {res.exit_code}" if res.exit_code else ""
+        tail = err_text.strip().splitlines()[-1:] if err_text.strip() else []
+        extra = f"; stderr: {tail[0][:160]}" if tail else ""
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT, reason=f"{e}{detail}{extra}", stdout=res.stdout[:65536], **base)
+    if env.status == "ok":
+        return ProbeResult(outcome=Outcome.OK, envelope=env, **base)
+    if env.status == "unsupported":
+        return ProbeResult(outcome=Outcome.UNSUPPORTED, reason="; ".join(env.errors) or "unsupported", envelope=env, **base)
+    return ProbeResult(outcome=Outcome.FAILED, reason="; ".join(env.errors)[:500] or "probe reported an error",
+                       envelope=env, **base)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+             stop: threading.Event, active: dict[str, Transport], lock: threading.Lock) -> HostResult:
+    t0 = time.monotonic()
+    deadline = options.host_deadline or (options.transport.connect_timeout * (options.transport.retries + 1)
+                                         + sum(c.timeout for c in calls))
+    results: dict[str, ProbeResult] = {}
+    transport: Transport | None = None
+    try:
+        transport = factory(host, options.transport)
+        with lock:
+            active[host.name] = transport
+        for i, call in enumerate(calls):
+            if stop.is_set():
+                raise _Cancelled()
+            left = deadline - (time.monotonic() - t0)
+            if left <= 0:
+                results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
+                continue
+            timeout = min(call.timeout, left)
+            args = {**call.args, **host_probe_args(host, call.name)}
+            script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
+            try:
+                res = transport.run(probe_command(host, options.become), script, timeout)
+            except TransportError as e:
+                if stop.is_set():
+                    raise _Cancelled() from None
+                outcome = Outcome.UNREACHABLE
+                results[call.name] = ProbeResult(call.name, outcome, e.message, retried=e.retried)
+                for rest in calls[i + 1:]:
+                    results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
+                break
+            if stop.is_set() and res.exit_code is None:
+                raise _Cancelled()
+            results[call.name] = classify(host, call, res)
+    except _Cancelled:
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))
+    except TransportError as e:  # raised while opening
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.UNREACHABLE, e.message, retried=e.retried))
+    finally:
+        with lock:
+            active.pop(host.name, None)
+        if transport is not None:
+            try:
+                transport.close()
+            except Exception:  # closing a dead connection must not lose the results
+                pass
+    return HostResult(host=host, probes=results, duration_s=time.monotonic() - t0)
+
+
+def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+              sink: EventSink, stop: threading.Event | None = None) -> list[HostResult]:
+    """Run `calls` on every host; returns results in inventory order.
+
+    KeyboardInterrupt: hosts not yet started are marked skipped, in-flight connections are
+    closed (their hosts end as skipped/"run interrupted"), every finished result is kept, and
+    the interrupt is re-raised after the sink saw everything.
+    """
+    stop = stop or threading.Event()
+    host_list = list(hosts)
+    order = {h.name: i for i, h in enumerate(host_list)}
+    done: dict[str, HostResult] = {}
+    active: dict[str, Transport] = {}
+    lock = threading.Lock()
+    interrupted: BaseException | None = None
+    pool = ThreadPoolExecutor(max_workers=max(1, options.forks), thread_name_prefix="probe")
+    pending: dict[Future[HostResult], Host] = {}
+    queue = list(reversed(host_list))
+
+    def submit_more() -> None:
+        # Submit lazily so memory and queued work stay bounded by forks, not by fleet size.
+        while queue and len(pending) < options.forks * 2 and not stop.is_set():
+            h = queue.pop()
+            pending[pool.submit(run_host, h, calls, options, factory, stop, active, lock)] = h
+
+    try:
+        submit_more()
+        while pending:
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h = pending.pop(fut)
+                res = fut.result()
+                done[h.name] = res
+                sink.host_finished(res)
+            submit_more()
+    except KeyboardInterrupt as e:
+        interrupted = e
+        stop.set()
+        with lock:
+            for t in list(active.values()):
+                try:
+                    t.close()
+                except Exception:
+                    pass
+        for fut, h in list(pending.items()):
+            try:
+                res = fut.result(timeout=options.transport.connect_timeout + 5)
+            except Exception:
+                res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+            done[h.name] = res
+            sink.host_finished(res)
+        pending.clear()
+    finally:
+        pool.shutdown(wait=interrupted is None, cancel_futures=True)
+    for h in queue if interrupted else []:
+        res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted before this host started")
+                             for c in calls})
+        done[h.name] = res
+        sink.host_finished(res)
+    results = sorted(done.values(), key=lambda r: order[r.host.name])
+    if interrupted is not None:
+        raise RunInterrupted(results) from interrupted
+    return results
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or SIGTERM: carries every result that was finished or closed off."""
+
+    def __init__(self, results: list[HostResult]):
+        super().__init__("run interrupted")
+        self.results = results

@@ -1,0 +1,57 @@
+"""Replay transport: answers each probe with an envelope recorded earlier.
+
+The bundled demo fleet uses it so a fresh machine without GPUs or SSH shows real probe output of
+simulated machines.  Recordings are produced by `orchestrator.simulate.record` from the fixture
+machines, never typed by hand.  Host variable `probe_replay` names the recording directory
+(absolute, relative to the inventory, or the name of a bundled demo machine).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from orchestrator.inventory.model import Host
+from orchestrator.transport.base import CommandResult, TransportError, TransportOptions
+
+DEMO_RECORDINGS = Path(__file__).resolve().parent.parent / "demo" / "recordings"
+# The shipped script is self-describing: its probe file defines PROBE_NAME near the top.
+_PROBE_NAME = re.compile(rb'^PROBE_NAME = "([A-Za-z0-9_]+)"', re.MULTILINE)
+
+
+def recording_dir(host: Host) -> Path:
+    ref = host.vars.get("probe_replay")
+    if not ref:
+        raise TransportError("unreachable", f"{host.name}: ansible_connection=replay needs a probe_replay variable")
+    path = Path(str(ref)).expanduser()
+    if not path.is_absolute():
+        base = host.vars.get("inventory_dir")
+        candidates = ([Path(str(base)) / path] if base else []) + [DEMO_RECORDINGS / path]
+        path = next((c for c in candidates if c.is_dir()), candidates[-1])
+    return path
+
+
+class ReplayTransport:
+    def __init__(self, host: Host, options: TransportOptions):
+        self.host = host
+        self.dir = recording_dir(host)
+        if not self.dir.is_dir():
+            raise TransportError("unreachable", f"{host.name}: no recordings at {self.dir}")
+
+    def run(self, command: str, stdin: bytes, timeout: float) -> CommandResult:
+        t0 = time.monotonic()
+        m = _PROBE_NAME.search(stdin)
+        name = m.group(1).decode() if m else "?"
+        path = self.dir / f"{name}.json"
+        if not path.is_file():
+            # What a host without that capability answers: nothing recorded means not supported.
+            out = json.dumps({"envelope_version": 1, "probe": name, "probe_version": "replay",
+                              "status": "unsupported", "data": {}, "warnings": [], "duration_s": 0,
+                              "errors": ["no recording of this probe for this host"]}).encode()
+            return CommandResult(0, out, b"", time.monotonic() - t0)
+        return CommandResult(0, path.read_bytes(), b"", time.monotonic() - t0)
+
+    def close(self) -> None:
+        pass
