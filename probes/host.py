@@ -168,6 +168,8 @@ def collect(ctx):
         "virtualization": _virtualization(ctx, cpu, dmi),
         "nvidia_driver": _driver(ctx),
         "python": platform.python_version(),
+        # Which address the controller reached us on: lets a benchmark prove N distinct peers.
+        "ssh_connection": os.environ.get("SSH_CONNECTION"),
         "uptime_s": None,
     }
     up = _read(ctx, "/proc/uptime")

@@ -1,0 +1,85 @@
+"""Write the /proc, /etc and DMI files the `host` probe reads, for a simulated machine.
+
+Descriptions live in machines/<name>.host.yaml; a fault variant `<base>--<fault>` without a host
+file of its own uses its base machine's.  Serials are derived from the host name so that a fleet of
+identical machines still has unique identities (and a test can make two collide on purpose).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MACHINES = Path(__file__).resolve().parent / "machines"
+
+
+def description_path(machine: str, layer: str) -> Path | None:
+    """machines/<machine>.<layer>.yaml, else the base machine's (the part before '--')."""
+    for name in (machine, machine.split("--", 1)[0]):
+        p = MACHINES / f"{name}.{layer}.yaml"
+        if p.is_file():
+            return p
+    return None
+
+
+def load_description(machine: str, layer: str) -> dict[str, Any] | None:
+    p = description_path(machine, layer)
+    if p is None:
+        return None
+    doc = yaml.safe_load(p.read_text()) or {}
+    base = doc.pop("base", None)
+    if base:
+        parent = load_description(base, layer) or {}
+        parent.update(doc)
+        return parent
+    return doc
+
+
+def serial_for(hostname: str, salt: str) -> str:
+    return str(int(hashlib.sha256(f"{salt}:{hostname}".encode()).hexdigest()[:12], 16))[:13]
+
+
+def _write(root: Path, rel: str, text: str, mode: int = 0o444) -> None:
+    p = root / rel.lstrip("/")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text if text.endswith("\n") else text + "\n")
+    p.chmod(mode)
+
+
+def build_host_files(machine: str, root: Path, hostname: str) -> Path:
+    d = load_description(machine, "host")
+    if d is None:
+        raise FileNotFoundError(f"no host description for machine {machine!r} in {MACHINES}")
+    _write(root, "/proc/sys/kernel/hostname", hostname)
+    _write(root, "/proc/sys/kernel/osrelease", d["kernel"])
+    _write(root, "/etc/os-release", f'ID={d["os_id"]}\nVERSION_ID="{d["os_version"]}"\nPRETTY_NAME="{d["os_pretty"]}"\n')
+    sockets, cores, tpc = d["sockets"], d["cores_per_socket"], d.get("threads_per_core", 2)
+    flags = "fpu vme de pse tsc msr pae sse sse2 avx avx2" + (" hypervisor" if d.get("hypervisor") else "")
+    lines = []
+    cpu = 0
+    for t in range(tpc):
+        for s in range(sockets):
+            for c in range(cores):
+                lines.append(f"processor\t: {cpu}\nmodel name\t: {d['cpu_model']}\nphysical id\t: {s}\n"
+                             f"core id\t\t: {c}\nflags\t\t: {flags}\n")
+                cpu += 1
+    _write(root, "/proc/cpuinfo", "\n".join(lines))
+    _write(root, "/proc/meminfo", f"MemTotal:       {int(d['memory_gib'] * 1024 * 1024)} kB\n")
+    _write(root, "/proc/uptime", "86400.00 100000.00")
+    per_node = cpu // max(1, d.get("numa_nodes", sockets))
+    for n in range(d.get("numa_nodes", sockets)):
+        _write(root, f"/sys/devices/system/node/node{n}/cpulist", f"{n * per_node}-{(n + 1) * per_node - 1}")
+    dmi = dict(d.get("dmi") or {})
+    if d.get("serials_readable", True):
+        dmi.setdefault("product_serial", serial_for(hostname, "system"))
+        dmi.setdefault("board_serial", serial_for(hostname, "board"))
+    for key, value in dmi.items():
+        _write(root, f"/sys/class/dmi/id/{key}", str(value))
+    if d.get("driver_version"):
+        _write(root, "/proc/driver/nvidia/version",
+               f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {d['driver_version']}  Release Build\n"
+               "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
+    return root
