@@ -24,7 +24,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -184,7 +184,7 @@ class _Validator:
         # A constructor for leaf values only: the safe loader's own scalar rules (ints, bools...).
         self._loader = yaml.SafeLoader("")
 
-    def fail(self, node: yaml.Node, message: str) -> Any:
+    def fail(self, node: yaml.Node, message: str) -> NoReturn:
         raise PlaybookError(f"{self.where}:{node.start_mark.line + 1}: {message}")
 
     def value(self, node: yaml.Node) -> Any:
@@ -262,7 +262,7 @@ class _Validator:
             return ":".join(x.strip() for x in val)
         if isinstance(val, str) and val.strip():
             return val.strip()
-        return self.fail(node, f"{what} must be a host pattern like 'all', 'gpu:!gpu07' or a list of patterns")
+        self.fail(node, f"{what} must be a host pattern like 'all', 'gpu:!gpu07' or a list of patterns")
 
     def probe_list(self, node: yaml.Node, label: str, passive_only: bool) -> tuple[ProbeStep, ...]:
         if not isinstance(node, yaml.SequenceNode) or not node.value:
@@ -329,7 +329,7 @@ class _Validator:
                 self.fail(m["severity"][1], f"{what}.severity must be one of {', '.join(OVERRIDE_SEVERITIES)}, got {sev!r}")
             reason = self.value(m["reason"][1]) if "reason" in m else None
             if not isinstance(reason, str) or not reason.strip():
-                return self.fail(vnode, f"{what} needs a reason: say why this finding is changed, for the next reader")
+                self.fail(vnode, f"{what} needs a reason: say why this finding is changed, for the next reader")
             out[fid] = Override(severity=str(sev), reason=reason.strip())
         return out
 
