@@ -138,9 +138,9 @@ def _count(fleet: dict[str, Any], s: RunSummary) -> None:
             s.findings[sev] = int(by_sev.get(sev, 0) or 0)
     else:
         for f in fleet.get("findings") or []:
-            sev = f.get("severity") if isinstance(f, dict) else None
-            if sev in s.findings:
-                s.findings[sev] += 1
+            level = f.get("severity") if isinstance(f, dict) else None
+            if level in s.findings:
+                s.findings[level] += 1
 
 
 def list_runs(results_dir: str | Path) -> list[RunSummary]:
