@@ -231,3 +231,29 @@ def prune(results_dir: str | Path, keep_count: int | None = None, keep_days: flo
     for path in doomed:
         shutil.rmtree(path, ignore_errors=True)
     return doomed
+
+
+def load_fleet(run_dir: str | Path) -> dict[str, Any]:
+    """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
+    data, why = _read_json(Path(run_dir) / "fleet.json")
+    if data is None:
+        raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
+    return data
+
+
+def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:
+    """The two runs `probe diff [A] [B]` compares: both given; A and the latest; or, with neither,
+    the newest complete run and the complete run before it of the same inventory."""
+    if a and b:
+        return resolve_run(results_dir, a), resolve_run(results_dir, b)
+    if a:
+        return resolve_run(results_dir, a), resolve_run(results_dir, "latest")
+    complete = [s for s in list_runs(results_dir) if not s.partial]
+    if not complete:
+        raise RunNotFound(f"no complete run under {results_dir} to compare")
+    new = complete[-1].path
+    prev = previous_run(results_dir, new)
+    if prev is None:
+        raise RunNotFound(f"{new.name} has no earlier complete run of the same inventory to compare with; "
+                          f"name two runs: probe diff A B")
+    return prev.path, new

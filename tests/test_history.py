@@ -138,3 +138,25 @@ def test_prune_by_age_protects_baseline_and_newest(results: Path):
     assert prune(results) == []  # no policy: nothing removed
     with pytest.raises(ValueError):
         prune(results, keep_count=0)
+
+
+def test_diff_pair_defaults_and_load_fleet(results: Path):
+    from orchestrator.history import diff_pair, load_fleet
+
+    names = [r.id for r in list_runs(results)]
+    # d and e are partial; the newest complete run is c, and its predecessor of the same inventory a
+    old, new = diff_pair(results)
+    assert (old.name, new.name) == (names[0], names[2])
+    old, new = diff_pair(results, "bbbb")
+    assert (old.name, new.name) == (names[1], names[4])
+    old, new = diff_pair(results, "cccc", "aaaa")
+    assert (old.name, new.name) == (names[2], names[0])
+    assert load_fleet(old)["run"]["id"] == names[2]
+    with pytest.raises(RunNotFound, match=r"fleet\.json is not valid JSON"):
+        load_fleet(results / names[4])
+    solo = results.parent / "solo"
+    make_run(solo, 0, "ffffff")
+    with pytest.raises(RunNotFound, match="no earlier complete run"):
+        diff_pair(solo)
+    with pytest.raises(RunNotFound, match="no complete run"):
+        diff_pair(results.parent / "none")
