@@ -102,6 +102,11 @@ def _diff_gpus(name: str, of: dict[str, Any], nf: dict[str, Any], source: str) -
             if g.bus_id and n.bus_id and g.bus_id != n.bus_id:
                 out.append(Change(name, "gpu.moved", g.uuid, g.bus_id, n.bus_id,
                                   f"GPU {g.uuid} moved from {g.bus_id} to {n.bus_id}"))
+            if n.lost and not g.lost:
+                out.append(Change(name, "gpu.lost", n.label, g.uuid, None,
+                                  f"GPU lost: {n.label} fell off the bus (NVML: GPU_IS_LOST)"))
+            elif g.lost and not n.lost:
+                out.append(Change(name, "gpu.gained", n.label, None, n.uuid, f"GPU back: {n.label} answers again"))
             continue
         n2 = new_by_bus.get(g.bus_id) if g.bus_id else None
         if n2 is not None and id(n2) not in matched:
@@ -122,14 +127,16 @@ def _diff_gpus(name: str, of: dict[str, Any], nf: dict[str, Any], source: str) -
 def _diff_links(name: str, of: dict[str, Any], nf: dict[str, Any]) -> list[Change]:
     old, new = F.nvlinks(of) or {}, F.nvlinks(nf) or {}
     out: list[Change] = []
+    # True up, False down, None: NVML could not tell (no change claimed either way)
     for key in sorted(set(old) | set(new)):
-        was, now = old.get(key), new.get(key)
+        was: object = old.get(key, "absent")
+        now: object = new.get(key, "absent")
         subject = f"{key[0]} link {key[1]}"
-        if was and not now:
-            state = "absent" if now is None else "down"
+        if was is True and now in (False, "absent"):
+            state = "down" if now is False else "absent"
             out.append(Change(name, "link.down", subject, "up", state, f"NVLink {subject} went {state}"))
-        elif now and not was:
-            out.append(Change(name, "link.up", subject, "absent" if was is None else "down", "up",
+        elif now is True and was in (False, "absent"):
+            out.append(Change(name, "link.up", subject, "down" if was is False else "absent", "up",
                               f"NVLink {subject} came up"))
     return out
 

@@ -16,15 +16,16 @@ def host(name: str, n_gpus: int = 4, links_down: tuple[tuple[int, int], ...] = (
          p2p: float | None = None) -> dict:
     gpus = [{"index": i, "uuid": f"GPU-{name}-{i}", "bus_id": BUS[i], "name": "NVIDIA H100 80GB HBM3"}
             for i in range(n_gpus)]
-    nvlink = {"gpus": [{"bus_id": g["bus_id"], "links": [
+    nvlink = {"order": [g["bus_id"] for g in gpus], "gpus": [{"bus_id": g["bus_id"], "links": [
         {"link": k, "state": "down" if (g["index"], k) in links_down else "up"} for k in range(2)]} for g in gpus]}
     labels = [g["bus_id"] for g in gpus]
     matrix = [["X" if i == j else "NV2" for j in range(n_gpus)] for i in range(n_gpus)]
-    facts: dict = {"gpus": {"gpus": gpus}, "nvlink": nvlink, "topology": {"labels": labels, "matrix": matrix},
-                   "pcie": {"gpus": [{"bus_id": b} for b in labels]}}
+    devices = [{"name": f"GPU{i}", "kind": "gpu", "bus_id": b} for i, b in enumerate(labels)]
+    facts: dict = {"gpus": {"order": labels, "list": gpus}, "nvlink": nvlink,
+                   "topology": {"devices": devices, "matrix": matrix}, "pcie": {"gpus": labels}}
     probe_rec = {p: {"outcome": "ok"} for p in probes if p != "topology_dummy"}
     if p2p is not None:
-        facts["p2p"] = {"gpus": labels, "ce_unidir_gbps": [[None if i == j else p2p for j in range(n_gpus)]
+        facts["p2p"] = {"order": labels, "ce_unidir_gbps": [[None if i == j else p2p for j in range(n_gpus)]
                                                           for i in range(n_gpus)]}
         probe_rec["p2p"] = {"outcome": "ok"}
     if outcome == "unreachable":
@@ -114,7 +115,7 @@ def test_sections_whose_probe_did_not_run_are_not_compared():
 def test_moved_and_replaced_gpus_and_class_and_levels():
     old = fleet("r1", [host("a")], [])
     new_h = host("a", cls="B")
-    g = new_h["facts"]["gpus"]["gpus"]
+    g = new_h["facts"]["gpus"]["list"]
     g[0]["bus_id"] = "0000:99:00.0"  # same board, other slot
     g[1]["uuid"] = "GPU-other"  # other board, same slot
     new_h["facts"]["topology"]["matrix"][0][2] = new_h["facts"]["topology"]["matrix"][2][0] = "SYS"
@@ -150,3 +151,21 @@ def test_render_strips_terminal_escapes_from_host_text():
     new = fleet("r2", [host("evil\x1b[2J\x1b]0;pwned\x07")], [])
     text = render_diff(diff_fleets(old, new))
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_gpu_fallen_off_the_bus_and_unknown_link_state():
+    old = fleet("r1", [host("a")], [])
+    new_h = host("a")
+    new_h["facts"]["gpus"]["list"][2]["lost"] = True
+    new_h["facts"]["nvlink"]["gpus"][0]["links"][0]["state"] = None  # NVML could not tell: not "down"
+    d = diff_fleets(old, fleet("r2", [new_h], []))
+    assert [(c.kind, c.subject) for c in d.changes] == [("gpu.lost", f"GPU2 {BUS[2]}")]
+    assert "GPU_IS_LOST" in d.changes[0].message
+    assert [c.kind for c in diff_fleets(fleet("r2", [new_h], []), old).changes] == ["gpu.gained"]
+
+
+def test_pcie_bus_list_is_compared_when_nvml_did_not_run():
+    old = fleet("r1", [host("a", probes=("host", "pcie"))], [])
+    new = fleet("r2", [host("a", n_gpus=3, probes=("host", "pcie"))], [])
+    d = diff_fleets(old, new)
+    assert [(c.kind, c.subject, c.old) for c in d.changes] == [("gpu.lost", f"GPU3 {BUS[3]}", None)]

@@ -4,16 +4,17 @@ The normalized fact shapes belong to the normalize modules (docs/facts-*.md).  D
 JUnit and the Ansible inventory only need a handful of numbers and identities from them, and they
 all go through the functions here, so when a shape changes this is the one file to adapt.
 
-Shapes read (tolerant: a missing or odd section yields None / empty, never an exception):
+Shapes read (docs/facts-gpus.md, docs/facts-pcie.md; tolerant: a missing or odd section yields
+None / empty, never an exception):
 
-* `facts["gpus"]["gpus"]`: list of `{"index", "uuid", "bus_id", "name"}` (nvml).
-* `facts["pcie"]["gpus"]`: list of `{"bus_id", ...}` (pcie), used when nvml did not run.
-* `facts["nvlink"]["gpus"]`: list of `{"uuid"|"bus_id"|"index", "links": [{"link", "state"|"active",
-  "remote_bus_id"}]}`; a link counts as up when `active` is true or `state` is up/active.
-* `facts["topology"]`: `{"labels": [..]}` or `{"devices": [{"label", "bus_id"}]}` plus `"matrix"`
-  (list of rows, or `{row: {col: level}}`).
-* `facts["p2p"]`: any numeric leaf whose key path mentions `gbps` is a bandwidth figure; matrices
-  (lists of rows) beside a `gpus`/`labels` list are labelled with those entries.
+* `facts["gpus"]["list"]`: `[{"index", "uuid", "bus_id", "name", "lost"}]` (nvml).
+* `facts["pcie"]["gpus"]`: sorted GPU bus ids (pcie), used when nvml did not run.
+* `facts["nvlink"]["gpus"]`: `[{"bus_id", "uuid", "index", "links": [{"link", "state": up|down|null}]}]`
+  and `links_up_total`.
+* `facts["topology"]`: `{"devices": [{"name", "kind", "bus_id"}], "matrix": [[level|null]]}`.
+* `facts["p2p"]` (shape not yet published): any numeric leaf whose key path mentions `gbps` is a
+  bandwidth figure; matrices (lists of rows) beside an `order`/`gpus`/`labels` list are labelled
+  with those entries; a `min_gbps` at the top or under `summary` is the slowest pair.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class GpuRef:
     bus_id: str | None
     name: str | None
     index: int | None
+    lost: bool = False  # NVML answered GPU_IS_LOST: listed, but fallen off the bus
 
     @property
     def label(self) -> str:
@@ -51,27 +53,32 @@ class GpuRef:
         return f"{idx} {self.bus_id or '?'}"
 
 
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def gpus(facts: dict[str, Any] | None, source: str | None = None) -> list[GpuRef] | None:
     """The GPUs of a host from `source` ("gpus": NVML, "pcie": the bus); by default NVML's list,
     else the bus's.  None when that section is absent."""
-    items = None
-    for section in (source,) if source else ("gpus", "pcie"):
-        items = _list_of_dicts(_section(facts, section), "gpus")
+    if source in (None, "gpus"):
+        items = _list_of_dicts(_section(facts, "gpus"), "list")
         if items is not None:
-            break
-    if items is None:
-        return None
-    out = []
-    for i, g in enumerate(items):
-        bus = g.get("bus_id")
-        idx = g.get("index")
-        out.append(GpuRef(
-            uuid=g.get("uuid") if isinstance(g.get("uuid"), str) else None,
-            bus_id=bus.lower() if isinstance(bus, str) else None,
-            name=g.get("name") if isinstance(g.get("name"), str) else None,
-            index=idx if isinstance(idx, int) and not isinstance(idx, bool) else i,
-        ))
-    return out
+            out = []
+            for i, g in enumerate(items):
+                idx = g.get("index")
+                bus = _str(g.get("bus_id"))
+                out.append(GpuRef(uuid=_str(g.get("uuid")), bus_id=bus.lower() if bus else None,
+                                  name=_str(g.get("name")),
+                                  index=idx if isinstance(idx, int) and not isinstance(idx, bool) else i,
+                                  lost=g.get("lost") is True))
+            return out
+    if source in (None, "pcie"):
+        pcie = _section(facts, "pcie")
+        bdfs = pcie.get("gpus") if isinstance(pcie, dict) else None
+        if isinstance(bdfs, list):
+            return [GpuRef(uuid=None, bus_id=b.lower(), name=None, index=i)
+                    for i, b in enumerate(x for x in bdfs if isinstance(x, str))]
+    return None
 
 
 def gpu_count(facts: dict[str, Any] | None) -> int | None:
@@ -79,32 +86,37 @@ def gpu_count(facts: dict[str, Any] | None) -> int | None:
     return None if g is None else len(g)
 
 
-def _link_up(link: dict[str, Any]) -> bool:
-    if isinstance(link.get("active"), bool):
-        return bool(link["active"])
-    return str(link.get("state", "")).lower() in UP_STATES
+def _link_up(link: dict[str, Any]) -> bool | None:
+    state = link.get("state")
+    if state is None:
+        return None  # NVML could not say: unknown, not down
+    return str(state).lower() in UP_STATES
 
 
-def nvlinks(facts: dict[str, Any] | None) -> dict[tuple[str, int], bool] | None:
-    """(GPU key, link number) -> up; the GPU key is its bus id, else uuid, else `GPU<index>`."""
+def nvlinks(facts: dict[str, Any] | None) -> dict[tuple[str, int], bool | None] | None:
+    """(GPU key, link number) -> up (None: state unknown); the GPU key is its bus id, else uuid,
+    else `GPU<index>`."""
     items = _list_of_dicts(_section(facts, "nvlink"), "gpus")
     if items is None:
         return None
-    out: dict[tuple[str, int], bool] = {}
+    out: dict[tuple[str, int], bool | None] = {}
     for gi, g in enumerate(items):
-        key = g.get("bus_id") or g.get("uuid") or f"GPU{g.get('index', gi)}"
+        bus = _str(g.get("bus_id"))
+        key = bus.lower() if bus else (_str(g.get("uuid")) or f"GPU{g.get('index', gi)}")
         links = g.get("links")
         if not isinstance(links, list):
             continue
         for li, link in enumerate(links):
-            if not isinstance(link, dict):
-                continue
-            n = link.get("link", li)
-            out[(str(key).lower() if g.get("bus_id") else str(key), int(n) if isinstance(n, int) else li)] = _link_up(link)
+            if isinstance(link, dict):
+                n = link.get("link", li)
+                out[(key, n if isinstance(n, int) else li)] = _link_up(link)
     return out
 
 
 def nvlink_links_up(facts: dict[str, Any] | None) -> int | None:
+    section = _section(facts, "nvlink")
+    if isinstance(section, dict) and isinstance(section.get("links_up_total"), int):
+        return int(section["links_up_total"])
     links = nvlinks(facts)
     return None if links is None else sum(1 for up in links.values() if up)
 
@@ -146,7 +158,7 @@ def level_matrix(facts: dict[str, Any] | None) -> dict[tuple[str, str], str] | N
 
 def _walk_gbps(node: Any, path: str, labels: list[str] | None, out: dict[str, float]) -> None:
     if isinstance(node, dict):
-        lab = node.get("gpus") if isinstance(node.get("gpus"), list) else node.get("labels")
+        lab = next((node[k] for k in ("order", "gpus", "labels") if isinstance(node.get(k), list)), None)
         if isinstance(lab, list):
             labels = [str(x.get("bus_id") or x.get("index")) if isinstance(x, dict) else str(x) for x in lab]
         for k, v in node.items():
