@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib.util
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -87,12 +88,17 @@ class Playbook:
 # --------------------------------------------------------------------------- shipped playbooks
 
 def playbooks_dir() -> Path:
-    """Shipped playbooks: `playbooks/` beside the package in a checkout, else the installed copy."""
+    """Shipped playbooks: `playbooks/` beside the package in a checkout, else the installed
+    `playbooks` package data (as `probes` is shipped)."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "playbooks", here / "playbooks"):
+    candidates = [here.parent / "playbooks", here / "playbooks"]
+    spec = importlib.util.find_spec("playbooks")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) for p in spec.submodule_search_locations]
+    for candidate in candidates:
         if (candidate / f"{DEFAULT_PLAYBOOK}.yml").is_file():
             return candidate
-    return here.parent / "playbooks"
+    return candidates[0]
 
 
 def _description(path: Path) -> str:
