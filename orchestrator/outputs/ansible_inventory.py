@@ -32,7 +32,7 @@ def group_name(prefix: str, raw: Any) -> str:
 
 
 def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, dict[str, None]] = {}  # an insertion-ordered set per group: 10k hosts stay linear
     origin: dict[str, str] = {}  # group name -> the raw value it came from, to keep distinct values apart
     hostvars: dict[str, dict[str, Any]] = {}
 
@@ -44,9 +44,7 @@ def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[
             name = f"{group_name(prefix, raw)}_{n}"
             n += 1
         origin[name] = key
-        members = groups.setdefault(name, [])
-        if host not in members:
-            members.append(host)
+        groups.setdefault(name, {})[host] = None
 
     findings_by_host: dict[str, list[dict[str, Any]]] = {}
     for f in fleet.get("findings") or []:
@@ -75,7 +73,7 @@ def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[
         if h.get("address") and h.get("address") != name:
             hv["ansible_host"] = h["address"]
         hostvars[name] = hv
-    return groups, hostvars
+    return {g: list(members) for g, members in groups.items()}, hostvars
 
 
 def render_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
