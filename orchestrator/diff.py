@@ -8,7 +8,7 @@ unreachable in either run get a reachability change and nothing else, for the sa
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.outputs import facts as F
@@ -205,15 +205,28 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
             d.changes.append(Change(name, "class.changed", name, o.get("class"), n.get("class"),
                                     f"topology class {o.get('class')} -> {n.get('class')}"))
         # NVML's GPU list when nvml ran both times, else the PCIe bus's (bus ids, no uuids)
+        gpu_changes: list[Change] = []
         for section in ("gpus", "pcie"):
             pair = _comparable(o, n, section)
             if pair:
-                d.changes.extend(_diff_gpus(name, *pair, source=section))
+                gpu_changes = _diff_gpus(name, *pair, source=section)
                 break
-        for section, fn in (("nvlink", _diff_links), ("topology", _diff_levels)):
-            pair = _comparable(o, n, section)
-            if pair:
-                d.changes.extend(fn(name, *pair))
+        pair = _comparable(o, n, "nvlink")
+        links = _diff_links(name, *pair) if pair else []
+        # A GPU that is gone takes its links with it: one line for the GPU, not one per link.
+        for i, g in enumerate(gpu_changes):
+            if g.kind != "gpu.lost":
+                continue
+            bus = g.subject.rsplit(" ", 1)[-1]
+            gone = [c for c in links if c.new == "absent" and c.subject.startswith(f"{bus} link ")]
+            if gone:
+                links = [c for c in links if c not in gone]
+                gpu_changes[i] = replace(g, message=f"{g.message}; its {len(gone)} NVLink(s) with it")
+        d.changes.extend(gpu_changes)
+        d.changes.extend(links)
+        pair = _comparable(o, n, "topology")
+        if pair:
+            d.changes.extend(_diff_levels(name, *pair))
         pair = _comparable(o, n, "p2p")
         if pair:
             d.changes.extend(_diff_bandwidth(name, *pair, bw_tolerance))

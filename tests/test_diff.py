@@ -60,10 +60,7 @@ def test_lost_gpu_downed_link_new_and_resolved_finding(pair):
     d = diff_fleets(old, new)
     got = sorted((c.host, c.kind, c.subject) for c in d.changes)
     assert got == sorted([
-        ("gpu01", "gpu.lost", f"GPU3 {BUS[3]}"),
-        # the lost GPU's links and matrix row are gone with it: link 0 and 1 of GPU3
-        ("gpu01", "link.down", f"{BUS[3]} link 0"),
-        ("gpu01", "link.down", f"{BUS[3]} link 1"),
+        ("gpu01", "gpu.lost", f"GPU3 {BUS[3]}"),  # its links are folded into this one line
         ("gpu02", "link.down", f"{BUS[1]} link 0"),
         ("gpu02", "finding.new", "nvlink.link.down GPU1 link 0"),
         ("gpu03", "finding.resolved", f"pcie.link.downgraded {BUS[0]}"),
@@ -77,11 +74,11 @@ def test_lost_gpu_downed_link_new_and_resolved_finding(pair):
     assert d.old_run == "r1" and d.new_run == "r2"
     text = render_diff(d)
     assert "drift r1 -> r2:" in text
-    assert "- GPU lost: GPU3 0000:5d:00.0 (NVIDIA H100 80GB HBM3, GPU-gpu01-3)" in text
+    assert "- GPU lost: GPU3 0000:5d:00.0 (NVIDIA H100 80GB HBM3, GPU-gpu01-3); its 2 NVLink(s) with it" in text
     assert "! new finding nvlink.link.down GPU1 link 0" in text
     assert "+ resolved finding pcie.link.downgraded 0000:18:00.0" in text
     assert text.rstrip().endswith("on 5 host(s): finding.new 1, finding.resolved 1, gpu.lost 1, "
-                                  "host.added 1, host.removed 1, link.down 3")
+                                  "host.added 1, host.removed 1, link.down 1")
 
 
 def test_identical_runs_have_no_changes(pair):
