@@ -225,3 +225,19 @@ def test_tabular_formats_round_trip(run: dict):
     assert render_rows([], "csv", ["a", "b"]) == "a,b\n"
     with pytest.raises(ValueError, match="unknown format 'xml'"):
         render_rows([], "xml")
+
+
+def test_write_outputs_writes_all_and_reports_each_failure(run: dict, tmp_path: Path):
+    from orchestrator.outputs.emit import OutputError, write_outputs
+
+    paths = write_outputs(run, prometheus=tmp_path / "p.prom", junit=tmp_path / "j.xml",
+                          ansible_inventory=tmp_path / "i.json")
+    assert [p.name for p in paths] == ["p.prom", "j.xml", "i.json"]
+    assert _metrics((tmp_path / "p.prom").read_text())
+    assert ET.parse(tmp_path / "j.xml").getroot().tag == "testsuites"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OutputError) as e:
+        write_outputs(run, prometheus=blocker / "p.prom", junit=tmp_path / "j2.xml")
+    assert str(e.value).startswith(f"could not write --prometheus {blocker / 'p.prom'}: ")
+    assert (tmp_path / "j2.xml").is_file()  # the other output was still written
