@@ -39,6 +39,54 @@ def _finding_text(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _host_suite(h: dict[str, Any], findings: list[dict[str, Any]], ids: list[str], fail_sev: set[str]) -> ET.Element:
+    name = str(h["name"])
+    suite = ET.Element("testsuite", name=_x(name))
+
+    def case(check: str) -> ET.Element:
+        return ET.SubElement(suite, "testcase", classname=_x(f"fleetprobe.{name}"), name=_x(check))
+
+    if h.get("outcome") == "unreachable":
+        reason = h.get("reason") or "no reason recorded"
+        err = ET.SubElement(case("host.reachable"), "error", message=_x(f"unreachable: {reason}"), type="unreachable")
+        err.text = _x(reason)
+        return suite
+    for probe, rec in sorted((h.get("probes") or {}).items()):
+        if not isinstance(rec, dict):
+            continue
+        tc = case(f"probe.{probe}")
+        if isinstance(rec.get("duration_s"), (int, float)):
+            tc.set("time", f"{float(rec['duration_s']):.3f}")
+        outcome, reason = rec.get("outcome"), rec.get("reason") or ""
+        if outcome in _ERROR_OUTCOMES:
+            ET.SubElement(tc, "error", message=_x(f"{outcome}: {reason}"), type=_x(outcome)).text = _x(reason)
+        elif outcome in _SKIP_OUTCOMES:
+            ET.SubElement(tc, "skipped", message=_x(f"{outcome}: {reason}"))
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        by_id.setdefault(str(f.get("id")), []).append(f)
+    for check in ids:
+        tc = case(check)
+        hits = by_id.get(check, [])
+        failing = [f for f in hits if f.get("severity") in fail_sev]
+        rest = [f for f in hits if f.get("severity") not in fail_sev]
+        if failing:
+            msg = f"{failing[0].get('subject')}: {failing[0].get('message')}"
+            if len(failing) > 1:
+                msg += f" (+{len(failing) - 1} more)"
+            failure = ET.SubElement(tc, "failure", message=_x(msg), type=_x(failing[0].get("severity")))
+            failure.text = _x("\n".join(_finding_text(f) for f in failing))
+        if rest:
+            ET.SubElement(tc, "system-out").text = _x("\n".join(_finding_text(f) for f in rest))
+    return suite
+
+
+def _set_counts(el: ET.Element, cases: list[ET.Element]) -> None:
+    el.set("tests", str(len(cases)))
+    for attr, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        el.set(attr, str(sum(1 for c in cases if c.find(tag) is not None)))
+
+
 def build_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: Iterable[str] = ("fail",)) -> ET.Element:
     fail_sev = set(fail_on)
     findings = [f for f in fleet.get("findings") or [] if isinstance(f, dict)]
@@ -48,61 +96,14 @@ def build_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: I
         by_host.setdefault(str(f.get("host")), []).append(f)
     run = fleet.get("run") or {}
     root = ET.Element("testsuites", name=_x(f"fleetprobe {run.get('id') or ''}".strip()))
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for h in fleet.get("hosts") or []:
-        if not isinstance(h, dict) or not h.get("name"):
-            continue
-        name = str(h["name"])
-        suite = ET.SubElement(root, "testsuite", name=_x(name))
-        if run.get("started"):
-            suite.set("timestamp", _x(run["started"]))
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-
-        def case(check: str, _suite: ET.Element = suite, _counts: dict[str, int] = counts,
-                 _host: str = name) -> ET.Element:
-            _counts["tests"] += 1
-            return ET.SubElement(_suite, "testcase", classname=_x(f"fleetprobe.{_host}"), name=_x(check))
-
-        if h.get("outcome") == "unreachable":
-            tc = case("host.reachable")
-            reason = h.get("reason") or "no reason recorded"
-            ET.SubElement(tc, "error", message=_x(f"unreachable: {reason}"), type="unreachable").text = _x(reason)
-            counts["errors"] += 1
-        else:
-            for probe, rec in sorted((h.get("probes") or {}).items()):
-                if not isinstance(rec, dict):
-                    continue
-                tc = case(f"probe.{probe}")
-                if rec.get("duration_s") is not None:
-                    tc.set("time", _x(f"{float(rec['duration_s']):.3f}"))
-                outcome, reason = rec.get("outcome"), rec.get("reason") or ""
-                if outcome in _ERROR_OUTCOMES:
-                    ET.SubElement(tc, "error", message=_x(f"{outcome}: {reason}"), type=_x(outcome)).text = _x(reason)
-                    counts["errors"] += 1
-                elif outcome in _SKIP_OUTCOMES:
-                    ET.SubElement(tc, "skipped", message=_x(f"{outcome}: {reason}"))
-                    counts["skipped"] += 1
-            mine = by_host.get(name, [])
-            for check in ids:
-                tc = case(check)
-                hits = [f for f in mine if str(f.get("id")) == check]
-                failing = [f for f in hits if f.get("severity") in fail_sev]
-                if failing:
-                    first = failing[0]
-                    msg = f"{first.get('subject')}: {first.get('message')}"
-                    if len(failing) > 1:
-                        msg += f" (+{len(failing) - 1} more)"
-                    ET.SubElement(tc, "failure", message=_x(msg), type=_x(first.get("severity"))).text = \
-                        _x("\n".join(_finding_text(f) for f in failing))
-                    counts["failures"] += 1
-                rest = [f for f in hits if f not in failing]
-                if rest:
-                    ET.SubElement(tc, "system-out").text = _x("\n".join(_finding_text(f) for f in rest))
-        for k, v in counts.items():
-            suite.set(k, str(v))
-            totals[k] += v
-    for k, v in totals.items():
-        root.set(k, str(v))
+        if isinstance(h, dict) and h.get("name"):
+            suite = _host_suite(h, by_host.get(str(h["name"]), []), ids, fail_sev)
+            if run.get("started"):
+                suite.set("timestamp", _x(run["started"]))
+            _set_counts(suite, suite.findall("testcase"))
+            root.append(suite)
+    _set_counts(root, root.findall("testsuite/testcase"))
     return root
 
 
