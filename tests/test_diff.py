@@ -166,3 +166,33 @@ def test_pcie_bus_list_is_compared_when_nvml_did_not_run():
     new = fleet("r2", [host("a", n_gpus=3, probes=("host", "pcie"))], [])
     d = diff_fleets(old, new)
     assert [(c.kind, c.subject, c.old) for c in d.changes] == [("gpu.lost", f"GPU3 {BUS[3]}", None)]
+
+
+def test_p2p_records_are_matched_by_bus_ids_not_position():
+    from orchestrator.outputs.facts import bandwidths, p2p_min_gbps
+
+    def p2p_host(pairs: list[tuple[int, int, float]]) -> dict:
+        h = host("a")
+        h["probes"]["p2p"] = {"outcome": "ok"}
+        h["facts"]["p2p"] = {
+            "gpus": [{"index": i, "bus_id": b, "h2d_gbps": 50.0} for i, b in enumerate(BUS)],
+            "pairs": [{"src": a, "dst": b, "src_bus_id": BUS[a], "dst_bus_id": BUS[b], "ce_gbps": v,
+                       "sm_read_gbps": v * 0.9} for a, b, v in pairs],
+            "bidirectional": [{"a": 0, "b": 1, "a_bus_id": BUS[0], "b_bus_id": BUS[1], "total_gbps": 700.0}],
+            "all_to_host": {"d2h_total_gbps": 100.0},
+        }
+        return h
+
+    old_h = p2p_host([(0, 1, 350.0), (1, 0, 352.0)])
+    new_h = p2p_host([(1, 0, 351.0), (0, 1, 20.0)])  # other order, one pair collapsed
+    bw = bandwidths(new_h["facts"])
+    assert bw is not None
+    assert bw[f"pairs[{BUS[0]}->{BUS[1]}].ce_gbps"] == 20.0
+    assert bw[f"bidirectional[{BUS[0]}<->{BUS[1]}].total_gbps"] == 700.0
+    assert bw[f"gpus[{BUS[2]}].h2d_gbps"] == 50.0
+    assert p2p_min_gbps(old_h["facts"]) == 350.0  # copy engine, one way: not the sm figure, not host
+    d = diff_fleets(fleet("r1", [old_h], []), fleet("r2", [new_h], []))
+    assert [(c.kind, c.subject) for c in d.changes] == [
+        ("bandwidth.dropped", f"pairs[{BUS[0]}->{BUS[1]}].ce_gbps"),
+        ("bandwidth.dropped", f"pairs[{BUS[0]}->{BUS[1]}].sm_read_gbps"),
+    ]

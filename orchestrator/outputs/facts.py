@@ -12,9 +12,11 @@ None / empty, never an exception):
 * `facts["nvlink"]["gpus"]`: `[{"bus_id", "uuid", "index", "links": [{"link", "state": up|down|null}]}]`
   and `links_up_total`.
 * `facts["topology"]`: `{"devices": [{"name", "kind", "bus_id"}], "matrix": [[level|null]]}`.
-* `facts["p2p"]` (shape not yet published): any numeric leaf whose key path mentions `gbps` is a
-  bandwidth figure; matrices (lists of rows) beside an `order`/`gpus`/`labels` list are labelled
-  with those entries; a `min_gbps` at the top or under `summary` is the slowest pair.
+* `facts["p2p"]` (normalized shape not yet published; read like the probe's raw data): any numeric
+  leaf whose key path mentions `gbps` is a bandwidth figure; matrices (lists of rows) beside an
+  `order`/`gpus`/`labels` list are labelled with those entries, list records by their
+  `src_bus_id`/`dst_bus_id`, `a_bus_id`/`b_bus_id` or `bus_id`; a `min_gbps` at the top or under
+  `summary` is the slowest pair, else the smallest one-way copy-engine GPU->GPU figure.
 """
 
 from __future__ import annotations
@@ -156,6 +158,18 @@ def level_matrix(facts: dict[str, Any] | None) -> dict[tuple[str, str], str] | N
     return out
 
 
+def _item_label(item: Any, i: int, labels: list[str] | None) -> str:
+    """A list entry named by what it measures, not by its position (which moves when a GPU goes)."""
+    if isinstance(item, dict):
+        for a, b, sep in (("src_bus_id", "dst_bus_id", "->"), ("a_bus_id", "b_bus_id", "<->")):
+            if isinstance(item.get(a), str) and isinstance(item.get(b), str):
+                return f"{item[a]}{sep}{item[b]}"
+        if isinstance(item.get("bus_id"), str):
+            return str(item["bus_id"])
+        return str(i)
+    return labels[i] if labels and i < len(labels) else str(i)
+
+
 def _walk_gbps(node: Any, path: str, labels: list[str] | None, out: dict[str, float]) -> None:
     if isinstance(node, dict):
         lab = next((node[k] for k in ("order", "gpus", "labels") if isinstance(node.get(k), list)), None)
@@ -174,8 +188,7 @@ def _walk_gbps(node: Any, path: str, labels: list[str] | None, out: dict[str, fl
                     b = labels[j] if labels and j < len(labels) else str(j)
                     _walk_gbps(x, f"{path}[{a}->{b}]", labels, out)
             else:
-                a = labels[i] if labels and i < len(labels) and not isinstance(v, dict) else str(i)
-                _walk_gbps(v, f"{path}[{a}]", labels, out)
+                _walk_gbps(v, f"{path}[{_item_label(v, i, labels)}]", labels, out)
     elif isinstance(node, (int, float)) and not isinstance(node, bool) and "gbps" in path.lower():
         out[path] = float(node)
 
@@ -199,6 +212,10 @@ def p2p_min_gbps(facts: dict[str, Any] | None) -> float | None:
     for holder in (p2p, p2p.get("summary")):
         if isinstance(holder, dict) and isinstance(holder.get("min_gbps"), (int, float)):
             return float(holder["min_gbps"])
-    pairs = [v for k, v in (bandwidths(facts) or {}).items() if "->" in k and "host" not in k.lower()
-             and "bidir" not in k.lower()]
-    return min(pairs) if pairs else None
+    # one direction only (a->b, never the a<->b totals), GPU to GPU (no host copies); the copy
+    # engine figures when there are any, as p2pBandwidthLatencyTest reports them
+    pairs = {k: v for k, v in (bandwidths(facts) or {}).items()
+             if "->" in k and "<->" not in k and "host" not in k.lower() and "bidir" not in k.lower()}
+    ce = [v for k, v in pairs.items() if "ce" in k.rsplit(".", 1)[-1].lower()]
+    values = ce or list(pairs.values())
+    return min(values) if values else None
