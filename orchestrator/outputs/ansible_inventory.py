@@ -46,10 +46,7 @@ def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[
         origin[name] = key
         groups.setdefault(name, {})[host] = None
 
-    findings_by_host: dict[str, list[dict[str, Any]]] = {}
-    for f in fleet.get("findings") or []:
-        if isinstance(f, dict):
-            findings_by_host.setdefault(str(f.get("host")), []).append(f)
+    findings_by_host = F.findings_by_host(fleet)
     for h in fleet.get("hosts") or []:
         if not isinstance(h, dict) or not h.get("name"):
             continue

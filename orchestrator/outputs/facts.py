@@ -219,3 +219,25 @@ def p2p_min_gbps(facts: dict[str, Any] | None) -> float | None:
     ce = [v for k, v in pairs.items() if "ce" in k.rsplit(".", 1)[-1].lower()]
     values = ce or list(pairs.values())
     return min(values) if values else None
+
+
+SEVERITIES = ("fail", "warn", "info")
+
+
+def findings_by_host(fleet: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """host -> its findings (fleet.json finding dicts), in run order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in fleet.get("findings") or []:
+        if isinstance(f, dict):
+            out.setdefault(str(f.get("host")), []).append(f)
+    return out
+
+
+def severity_counts(fleet: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """host -> {fail, warn, info: number of findings}; a host without findings is not a key."""
+    counts: dict[str, dict[str, int]] = {}
+    for host, findings in findings_by_host(fleet).items():
+        for f in findings:
+            if f.get("severity") in SEVERITIES:
+                counts.setdefault(host, dict.fromkeys(SEVERITIES, 0))[f["severity"]] += 1
+    return counts

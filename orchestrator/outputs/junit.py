@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.outputs import facts as F
 from orchestrator.outputs import write_atomic
 
 _ERROR_OUTCOMES = ("failed", "invalid_output", "timeout")
@@ -91,9 +92,7 @@ def build_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: I
     fail_sev = set(fail_on)
     findings = [f for f in fleet.get("findings") or [] if isinstance(f, dict)]
     ids = sorted(set(check_ids) | {str(f.get("id")) for f in findings})
-    by_host: dict[str, list[dict[str, Any]]] = {}
-    for f in findings:
-        by_host.setdefault(str(f.get("host")), []).append(f)
+    by_host = F.findings_by_host(fleet)
     run = fleet.get("run") or {}
     root = ET.Element("testsuites", name=_x(f"fleetprobe {run.get('id') or ''}".strip()))
     for h in fleet.get("hosts") or []:

@@ -15,8 +15,6 @@ from typing import Any
 from orchestrator.outputs import facts as F
 from orchestrator.outputs import write_atomic
 
-SEVERITIES = ("fail", "warn", "info")
-
 # name -> help text; the order here is the order in the file
 METRICS = {
     "fleetprobe_run_timestamp_seconds": "Unix time the fleetprobe run that produced these values finished.",
@@ -63,11 +61,7 @@ def _timestamp(fleet: dict[str, Any]) -> float | None:
 def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = {m: [] for m in METRICS}
     ts = _timestamp(fleet)
-    counts: dict[str, dict[str, int]] = {}
-    for f in fleet.get("findings") or []:
-        if isinstance(f, dict) and f.get("severity") in SEVERITIES:
-            c = counts.setdefault(str(f.get("host")), dict.fromkeys(SEVERITIES, 0))
-            c[f["severity"]] += 1
+    counts = F.severity_counts(fleet)
     for h in fleet.get("hosts") or []:
         if not isinstance(h, dict) or not h.get("name"):
             continue
@@ -82,7 +76,7 @@ def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], floa
                               ("fleetprobe_p2p_min_gbps", F.p2p_min_gbps(facts))):
             if value is not None:
                 out[metric].append((host, float(value)))
-        for sev, n in counts.get(name, dict.fromkeys(SEVERITIES, 0)).items():
+        for sev, n in counts.get(name, dict.fromkeys(F.SEVERITIES, 0)).items():
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
         for probe, rec in sorted((h.get("probes") or {}).items()):
             if isinstance(rec, dict) and rec.get("outcome"):

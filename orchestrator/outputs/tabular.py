@@ -27,17 +27,13 @@ RUN_COLUMNS = ("id", "started", "inventory", "playbook", "hosts", "ok", "failed"
 
 
 def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
-    counts: dict[str, dict[str, int]] = {}
-    for f in fleet.get("findings") or []:
-        if isinstance(f, dict) and f.get("severity") in ("fail", "warn", "info"):
-            c = counts.setdefault(str(f.get("host")), {"fail": 0, "warn": 0, "info": 0})
-            c[f["severity"]] += 1
+    counts = F.severity_counts(fleet)
     rows = []
     for h in fleet.get("hosts") or []:
         if not isinstance(h, dict):
             continue
         facts = h.get("facts") or {}
-        c = counts.get(str(h.get("name")), {"fail": 0, "warn": 0, "info": 0})
+        c = counts.get(str(h.get("name")), dict.fromkeys(F.SEVERITIES, 0))
         probes = h.get("probes") or {}
         rows.append({
             "host": h.get("name"), "address": h.get("address"), "outcome": h.get("outcome"),
