@@ -13,7 +13,6 @@ import getpass
 import json
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,6 +21,7 @@ from typing import Any
 
 from orchestrator import atomic
 from orchestrator.fleet import HostInput
+from orchestrator.history import new_run_id
 from orchestrator.runner import HostResult
 
 _SECRET_KEY = re.compile(r"pass|secret|token|credential|private_key_passphrase", re.IGNORECASE)
@@ -44,10 +44,6 @@ def safe_component(name: str) -> str:
 def public_vars(vars: dict[str, Any]) -> dict[str, Any]:
     """Inventory variables minus anything that looks like a secret (never written to disk)."""
     return {k: ("<redacted>" if _SECRET_KEY.search(k) else v) for k, v in vars.items()}
-
-
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
 @dataclass

@@ -60,7 +60,7 @@ def build_host_files(machine: str, root: Path, hostname: str) -> Path:
     flags = "fpu vme de pse tsc msr pae sse sse2 avx avx2" + (" hypervisor" if d.get("hypervisor") else "")
     lines = []
     cpu = 0
-    for t in range(tpc):
+    for _thread in range(tpc):
         for s in range(sockets):
             for c in range(cores):
                 lines.append(f"processor\t: {cpu}\nmodel name\t: {d['cpu_model']}\nphysical id\t: {s}\n"
