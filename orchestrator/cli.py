@@ -8,7 +8,7 @@ import tempfile
 import traceback
 
 from orchestrator import __version__, exitcodes
-from orchestrator.commands import info, run
+from orchestrator.commands import history, info, run
 from orchestrator.commands.run import UsageError
 
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub)
     info.add_parsers(sub)
+    history.add_parsers(sub)
     return parser
 
 

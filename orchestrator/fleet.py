@@ -8,7 +8,7 @@ live one.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from orchestrator.expectations import Expectations
 from orchestrator.findings import Finding, Kind, Severity
 from orchestrator.normalize import normalize_host
 from orchestrator.outcomes import Outcome, worst
+from orchestrator.playbook import Override, apply_overrides
 
 SCHEMA_VERSION = 1
 
@@ -67,7 +68,8 @@ def _summary(hosts: list[dict[str, Any]], findings: list[Finding]) -> dict[str, 
 
 def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
-                postprocess: Callable[[list[Finding]], list[Finding]] | None = None) -> dict[str, Any]:
+                overrides_for: Callable[[str], Mapping[str, Override]] | None = None) -> dict[str, Any]:
+    """`overrides_for(host)` gives the playbook's severity changes and silences for that host."""
     records = [host_record(h) for h in inputs]
     views = []
     for h, rec in zip(inputs, records):
@@ -81,8 +83,16 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                                     err, hint="the host sent data of an unexpected shape; check the probe version"))
     classes, class_findings = fingerprint.classify(records)
     findings.extend(class_findings)
-    if postprocess is not None:
-        findings = postprocess(findings)
+    silenced: list[dict[str, Any]] = []
+    if overrides_for is not None:
+        by_host: dict[str, list[Finding]] = {}
+        for f in findings:
+            by_host.setdefault(f.host, []).append(f)
+        findings = []
+        for host, items in by_host.items():
+            result = apply_overrides(items, overrides_for(host))
+            findings.extend(result.findings)
+            silenced.extend(s.to_dict() for s in result.silenced)
     findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
     return {
         "schema_version": SCHEMA_VERSION,
@@ -91,4 +101,5 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
         "hosts": records,
         "classes": classes,
         "findings": [f.to_dict() for f in findings],
+        "silenced": silenced,
     }

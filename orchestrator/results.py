@@ -63,12 +63,16 @@ class RunWriter:
 
     def host_finished(self, res: HostResult) -> None:
         hdir = self.dir / "raw" / safe_component(res.host.name)
-        atomic.write_json(hdir / "_host.json", {
+        meta_path = hdir / "_host.json"
+        summaries = {p: r.summary() for p, r in res.probes.items()}
+        if meta_path.is_file():  # a second play on the same host adds its probes
+            summaries = {**json.loads(meta_path.read_text()).get("probes", {}), **summaries}
+        atomic.write_json(meta_path, {
             "name": res.host.name,
             "address": res.host.address,
             "groups": res.host.groups,
             "vars": public_vars(res.host.vars),
-            "probes": {p: r.summary() for p, r in res.probes.items()},
+            "probes": summaries,
             "duration_s": round(res.duration_s, 3),
         })
         for name, pr in res.probes.items():

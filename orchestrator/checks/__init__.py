@@ -23,3 +23,11 @@ def run_checks(views: Iterable[HostView]) -> list[Finding]:
     for fleet_check in FLEET_CHECKS:
         findings.extend(fleet_check(views))
     return findings
+
+
+# Every finding id fleetprobe can raise (documented in docs/findings.md); JUnit lists them as cases.
+FINDING_IDS: tuple[str, ...] = (
+    "host.board.mismatch", "host.virtualized", "host.driver.missing", "host.driver.version",
+    "identity.serial.needs_root", "identity.hostname.duplicate", "identity.system_serial.duplicate",
+    "topology.class.outlier", "probe.data.malformed",
+)

@@ -7,13 +7,20 @@ import json
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator import exitcodes, probes
+from orchestrator.diff import diff_fleets, render_diff
 from orchestrator.expectations import ExpectationError, Expectations
 from orchestrator.fleet import HostInput, build_fleet
+from orchestrator.history import RunNotFound, load_fleet, parse_keep, previous_run, prune, resolve_run
 from orchestrator.inventory.model import Host, Inventory
+from orchestrator.lock import LockHeld, RunLock
+from orchestrator.outputs.emit import OutputError, write_outputs
+from orchestrator.outputs.tabular import render_findings, render_hosts
+from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.progress import Fanout, Progress
 from orchestrator.results import RunWriter, default_results_dir, host_input_from_result
 from orchestrator.runner import HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
@@ -77,21 +84,50 @@ def expectations_for_hosts(hosts: list[Host], override: Expectations) -> dict[st
     return out
 
 
-def probe_calls(names: list[str], timeout: float, args: dict[str, dict[str, Any]] | None = None) -> list[ProbeCall]:
+def probe_calls(steps: list[tuple[str, dict[str, Any], float]]) -> list[ProbeCall]:
     calls = []
-    for n in names:
+    for name, args, timeout in steps:
         try:
-            probes.get(n)
+            probes.get(name)
         except probes.UnknownProbe as e:
             raise UsageError(str(e.args[0])) from None
-        calls.append(ProbeCall(n, dict((args or {}).get(n, {})), timeout))
+        calls.append(ProbeCall(name, dict(args), timeout))
     return calls
 
 
-def default_probe_names() -> list[str]:
-    """Without a playbook: every passive probe (the nightly-audit set), host first."""
-    names = [s.name for s in probes.catalog().values() if s.passive]
-    return sorted(names, key=lambda n: (n != "host", n))
+@dataclass
+class PlannedPlay:
+    play: Play
+    hosts: list[Host]
+    calls: list[ProbeCall]
+    forks: int
+    become: bool
+
+
+def load_play_plan(args: argparse.Namespace, inv: Inventory, limited: list[Host]) -> tuple[Playbook, list[PlannedPlay]]:
+    from orchestrator.inventory import InventoryError
+    from orchestrator.inventory.patterns import select_hosts
+
+    try:
+        book = load_playbook(find_playbook(args.playbook))
+    except PlaybookError as e:
+        raise UsageError(str(e)) from None
+    allowed = {h.name for h in limited}
+    plan = []
+    for play in book.plays:
+        try:
+            hosts = [h for h in select_hosts(inv, play.hosts) if h.name in allowed]
+        except InventoryError:
+            hosts = []  # a play for a group this inventory lacks simply has nothing to do
+        steps: list[tuple[str, dict[str, Any], float]]
+        if args.probe:
+            steps = [(n, {}, args.timeout) for n in args.probe]
+        else:
+            steps = [(s.name, s.args, s.timeout or args.timeout) for s in play.probes]
+        plan.append(PlannedPlay(play, hosts, probe_calls(steps), play.forks or args.forks, play.become or args.become))
+    if not any(p.hosts for p in plan):
+        raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
+    return book, plan
 
 
 def _install_sigterm() -> None:
@@ -101,69 +137,187 @@ def _install_sigterm() -> None:
         signal.signal(signal.SIGTERM, raise_interrupt)
 
 
+def results_root(args: argparse.Namespace) -> Path:
+    if getattr(args, "results", None):
+        return Path(args.results)
+    if getattr(args, "output_dir", None):
+        return Path(args.output_dir).resolve().parent
+    return default_results_dir()
+
+
 def execute(args: argparse.Namespace) -> int:
+    if args.inventory is None and not args.quiet:
+        print(f"no -i given: running the bundled demo fleet ({DEMO_INVENTORY})", file=sys.stderr)
     inv, hosts = load_hosts(args.inventory, args.limit)
     override = parse_expect_args(args.expect or [])
-    expectations = expectations_for_hosts(hosts, override)
-    calls = probe_calls(args.probe or default_probe_names(), args.timeout)
+    book, plan = load_play_plan(args, inv, hosts)
+    inventory_expect = expectations_for_hosts(hosts, Expectations())
+    expectations: dict[str, Expectations] = {}
+    overrides: dict[str, dict[str, Override]] = {}
+    for pp in plan:
+        for h in pp.hosts:
+            expectations[h.name] = inventory_expect[h.name].merged(pp.play.expect).merged(override)
+            overrides.setdefault(h.name, {}).update(pp.play.findings)
+    root = results_root(args)
+    keep = None
+    if args.keep:
+        try:
+            keep = parse_keep(args.keep)
+        except ValueError as e:
+            raise UsageError(f"--keep: {e}") from None
+    baseline = None
+    if args.baseline:
+        try:
+            baseline = resolve_run(root, args.baseline)
+        except RunNotFound as e:
+            raise UsageError(f"--baseline: {e}") from None
     topts = TransportOptions(connect_timeout=args.connect_timeout, command_timeout=args.timeout,
                              host_key_policy=args.host_key_policy)
-    options = RunOptions(forks=args.forks, transport=topts, become=args.become)
-    results_root = Path(args.results) if args.results else default_results_dir()
+    ordered = [h for h in hosts if h.name in expectations]
     meta = {
         "inventory": list(inv.sources),
         "limit": args.limit,
-        "playbook": None,
-        "probes": [c.name for c in calls],
+        "playbook": str(book.path),
+        "probes": sorted({c.name for pp in plan for c in pp.calls}),
         "options": {"forks": args.forks, "timeout": args.timeout, "connect_timeout": args.connect_timeout,
                     "host_key_policy": args.host_key_policy, "become": args.become},
-        "hosts_order": [h.name for h in hosts],
+        "hosts_order": [h.name for h in ordered],
     }
     try:
-        writer = RunWriter.create(results_root, meta, Path(args.output_dir) if args.output_dir else None)
+        root.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(root)
+        lock.acquire()
+    except LockHeld as e:
+        print(f"probe: {e}", file=sys.stderr)
+        return exitcodes.LOCKED
     except OSError as e:
-        raise UsageError(f"cannot create the run directory under {results_root}: {e.strerror}; "
+        raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
+    try:
+        return _run_locked(args, root, meta, plan, ordered, expectations, overrides, topts, baseline, keep)
+    finally:
+        lock.release()
+
+
+def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan: list[PlannedPlay],
+                ordered: list[Host], expectations: dict[str, Expectations],
+                overrides: dict[str, dict[str, Override]], topts: TransportOptions,
+                baseline: Path | None, keep: tuple[int | None, int | None] | None) -> int:
+    try:
+        writer = RunWriter.create(root, meta, Path(args.output_dir) if args.output_dir else None)
+    except OSError as e:
+        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
                          "choose another with --results or -o") from None
-    progress = Progress(len(hosts), enabled=None if not args.quiet else False)
+    progress = Progress(len(ordered), enabled=False if args.quiet else None)
     _install_sigterm()
+    merged: dict[str, HostResult] = {}
     interrupted = False
     try:
-        results: list[HostResult] = run_fleet(hosts, calls, options, open_transport, Fanout(writer, progress))
-    except RunInterrupted as e:
-        results = e.results
-        interrupted = True
+        for pp in plan:
+            if not pp.hosts:
+                continue
+            options = RunOptions(forks=pp.forks, transport=topts, become=pp.become)
+            try:
+                results = run_fleet(pp.hosts, pp.calls, options, open_transport, Fanout(writer, progress))
+            except RunInterrupted as e:
+                results = e.results
+                interrupted = True
+            for r in results:
+                if r.host.name in merged:
+                    merged[r.host.name].probes.update(r.probes)
+                else:
+                    merged[r.host.name] = r
+            if interrupted:
+                break
     finally:
         progress.close()
-    inputs = [host_input_from_result(r) for r in results]
-    fleet = judge(writer.meta, inputs, expectations)
-    writer.finish(fleet, state="interrupted" if interrupted else "complete")
-    emit(fleet, args, writer.dir)
+    inputs = [host_input_from_result(merged[h.name]) for h in ordered if h.name in merged]
+    fleet = judge(writer.meta, inputs, expectations, overrides)
+    try:
+        writer.finish(fleet, state="interrupted" if interrupted else "complete")
+    except OSError as e:
+        print(f"probe: could not write {writer.dir}/fleet.json: {e.strerror or e}; raw results are in {writer.dir}/raw",
+              file=sys.stderr)
+        return exitcodes.INTERNAL
+    previous = baseline
+    if previous is None:
+        prev = previous_run(root, writer.dir)
+        previous = prev.path if prev else None
+    emit(fleet, args, writer.dir, previous)
+    try:
+        write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
+                      check_ids=known_check_ids(fleet))
+    except OutputError as e:
+        print(f"probe: {e}", file=sys.stderr)
+    if keep:
+        prune(root, keep[0], keep[1], protect=tuple(p.name for p in (baseline, writer.dir) if p))
     if interrupted:
-        print(f"interrupted: {len(results)} host results kept in {writer.dir}", file=sys.stderr)
+        print(f"interrupted: {len(inputs)} host results kept in {writer.dir}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     return exitcodes.for_fleet(fleet)
 
 
-def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: dict[str, Expectations]) -> dict[str, Any]:
+def known_check_ids(fleet: dict[str, Any]) -> list[str]:
+    """Every finding id this run could have raised: the documented catalog plus what it did raise."""
+    from orchestrator.checks import FINDING_IDS
+
+    return sorted(set(FINDING_IDS) | {f["id"] for f in fleet["findings"]})
+
+
+def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: dict[str, Expectations],
+          overrides: dict[str, dict[str, Override]] | None = None) -> dict[str, Any]:
     run = {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
-    return build_fleet(run, inputs, lambda h: expectations.get(h.name, Expectations()))
+    table = overrides or {}
+    return build_fleet(run, inputs, lambda h: expectations.get(h.name, Expectations()),
+                       lambda host: table.get(host, {}))
 
 
-def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path) -> None:
-    if args.format == "json":
+def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path, previous: Path | None = None) -> None:
+    fmt = args.format
+    if fmt == "json":
         json.dump(fleet, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
         return
+    if fmt in ("yaml", "csv"):
+        print(render_findings(fleet, fmt) if args.quiet else render_hosts(fleet, fmt))
+        return
+    print(render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or []))
+    if previous is not None and not args.quiet:
+        try:
+            old = load_fleet(previous)
+        except (OSError, ValueError):
+            old = None
+        if old is not None:
+            d = diff_fleets(old, fleet)
+            print(f"\ndrift since {previous.name}:\n" + (render_diff(d) if d.changes else "  no change"))
+    print(f"\nrun: {run_dir}")
+
+
+def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str] | None = None) -> str:
     out = []
-    if not args.quiet:
+    if not quiet:
         out.append(hosts_table(fleet))
+        for section in show or []:
+            out.extend(render_section(fleet, section))
         ct = classes_table(fleet)
         if ct:
             out.append(ct)
-    out.append(findings_table(fleet["findings"], "warn" if args.quiet else "info"))
+    out.append(findings_table(fleet["findings"], "warn" if quiet else "info"))
+    if fleet.get("silenced"):
+        out.append(f"{len(fleet['silenced'])} finding(s) silenced by the playbook")
     out.append(recap(fleet))
-    out.append(f"run: {run_dir}")
-    print("\n\n".join(out))
+    return "\n\n".join(out)
+
+
+def render_section(fleet: dict[str, Any], section: str) -> list[str]:
+    """Per-host detail views (`--show pcie,gpus,topo,nvlink,p2p`)."""
+    from orchestrator.views import sections
+
+    out = []
+    for rec in fleet["hosts"]:
+        text = sections.render(section, rec)
+        if text:
+            out.append(f"== {rec['name']}: {section}\n{text}")
+    return out
 
 
 def add_parser(sub: Any) -> None:
@@ -174,7 +328,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-i", "--inventory", action="append", metavar="INV",
                    help="inventory file, directory, or comma list 'h1,h2,' (repeatable; default: the demo fleet)")
     p.add_argument("-l", "--limit", metavar="PATTERN", help="host pattern as Ansible's --limit ('gpu:!gpu07', '@file')")
-    p.add_argument("--probe", action="append", metavar="NAME", help="probe to run (repeatable; default: passive probes)")
+    p.add_argument("-p", "--playbook", metavar="PLAYBOOK",
+                   help="playbook file or shipped name: audit (default), premigration, quick")
+    p.add_argument("--probe", action="append", metavar="NAME", help="run only these probes (repeatable; overrides the playbook's)")
     p.add_argument("-f", "--forks", type=int, default=32, help="hosts probed at once (default 32)")
     p.add_argument("-t", "--timeout", type=float, default=60.0, help="seconds per probe (default 60)")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect and log in (default 10)")
@@ -184,6 +340,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="expectation for every host, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory holding all runs (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write this run exactly here")
-    p.add_argument("--format", choices=["table", "json"], default="table", help="stdout format (default table)")
+    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table",
+                   help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
+    p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[],
+                   metavar="VIEWS", help="per-host detail views: pcie, gpus, topo, nvlink, p2p (comma list)")
+    p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
+    p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
+    p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
+    p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true", help="only findings of severity warn/fail and errors")
     p.set_defaults(func=execute)
