@@ -10,29 +10,49 @@ class InventoryError(Exception):
     """A user's inventory is wrong; the message names the file and line and says what to do."""
 
 
+# ansible_connection values we accept; paramiko and smart are Ansible's names for SSH.
+SSH_CONNECTIONS = ("ssh", "paramiko", "smart")
+CONNECTIONS = (*SSH_CONNECTIONS, "local", "replay")
+
+_TRUE = {"yes", "y", "true", "t", "on", "1"}
+
+
+def _first(vars: dict[str, Any], *keys: str) -> Any:
+    # Ansible still honours the pre-2.0 ansible_ssh_* spellings; old inventories use them.
+    for k in keys:
+        if vars.get(k) is not None:
+            return vars[k]
+    return None
+
+
 @dataclass
 class Host:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)  # merged: all < parent < child < host
-    groups: list[str] = field(default_factory=list)  # every group the host is in, "all" included
+    # every group the host is in, "all" included, in the order their variables apply (weakest first)
+    groups: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # var name -> "file:line" of the winning value
 
     @property
     def address(self) -> str:
-        return str(self.vars.get("ansible_host", self.name))
+        a = _first(self.vars, "ansible_host", "ansible_ssh_host")
+        return str(a) if a is not None else self.name
 
     @property
     def port(self) -> int | None:
-        p = self.vars.get("ansible_port")
+        p = _first(self.vars, "ansible_port", "ansible_ssh_port")
         return int(p) if p is not None else None
 
     @property
     def user(self) -> str | None:
-        u = self.vars.get("ansible_user")
+        u = _first(self.vars, "ansible_user", "ansible_ssh_user")
         return str(u) if u is not None else None
 
     @property
     def connection(self) -> str:
-        return str(self.vars.get("ansible_connection", "ssh"))
+        """ssh, local or replay (Ansible's paramiko and smart mean ssh here)."""
+        c = str(self.vars.get("ansible_connection") or "ssh")
+        return "ssh" if c in SSH_CONNECTIONS else c
 
     @property
     def python(self) -> str:
@@ -40,12 +60,15 @@ class Host:
 
     @property
     def key_file(self) -> str | None:
-        k = self.vars.get("ansible_ssh_private_key_file")
+        k = _first(self.vars, "ansible_ssh_private_key_file", "ansible_private_key_file")
         return str(k) if k is not None else None
 
     @property
     def become(self) -> bool:
-        return bool(self.vars.get("ansible_become", False))
+        b = self.vars.get("ansible_become", False)
+        if isinstance(b, str):  # "yes"/"no" strings are booleans to Ansible; bool("no") is True
+            return b.strip().lower() in _TRUE
+        return bool(b)
 
 
 @dataclass
@@ -54,6 +77,8 @@ class Group:
     vars: dict[str, Any] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # direct members
+    depth: int = 0  # longest path from "all" (all = 0); deeper groups' vars win
+    priority: int = 1  # ansible_group_priority: breaks ties between groups of equal depth
 
 
 @dataclass
@@ -61,3 +86,4 @@ class Inventory:
     hosts: dict[str, Host]  # insertion order = inventory order
     groups: dict[str, Group]
     sources: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # "file:line: ..." things Ansible also only warns about
