@@ -377,8 +377,8 @@ class _Builder:
 
     def finish(self, sources: list[str]) -> Inventory:
         # Top-level groups outside "all:" still belong to all (Ansible's reconcile step).
-        for name, g in self.groups.items():
-            if name != "all" and not g.parents:
+        for name, gb in self.groups.items():
+            if name != "all" and not gb.parents:
                 self._add_child("all", name, name)
         ungrouped = self.groups["ungrouped"]
         for name, h in self.hosts.items():
@@ -396,8 +396,8 @@ class _Builder:
 
         groups: dict[str, Group] = {}
         group_file_vars: dict[str, dict[str, _Var]] = {}
-        for name, g in self.groups.items():
-            own = dict(g.vars)
+        for name, gb in self.groups.items():
+            own = dict(gb.vars)
             extra: dict[str, _Var] = {}
             for basedir in self.basedirs:
                 extra.update(self._entity_vars(basedir, "group_vars", name))
@@ -406,10 +406,10 @@ class _Builder:
             groups[name] = Group(
                 name=name,
                 vars={k: v.value for k, v in own.items()},
-                children=list(g.children),
-                hosts=list(g.hosts),
+                children=list(gb.children),
+                hosts=list(gb.hosts),
                 depth=depth[name],
-                priority=g.priority,
+                priority=gb.priority,
             )
 
         ancestors = {g: self._ancestors(g) for g in self.groups}

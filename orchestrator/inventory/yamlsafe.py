@@ -25,7 +25,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _MAP_TAG = "tag:yaml.org,2002:map"
 
 
-class LineMap(dict):  # type: ignore[type-arg]
+class LineMap(dict):
     """A mapping from a YAML file: ``line`` is where it starts, ``key_lines[key]`` where each key is."""
 
     line: int
@@ -86,12 +86,13 @@ def _construct_unsafe(loader: _LineLoader, node: Node) -> Any:
         return loader.construct_scalar(node)
     if isinstance(node, SequenceNode):
         return loader.construct_sequence(node, deep=True)
-    return loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    assert isinstance(node, MappingNode)
+    return _construct_linemap(loader, node)
 
 
-_LineLoader.add_constructor(_MAP_TAG, _construct_linemap)  # type: ignore[arg-type]
-_LineLoader.add_constructor("!vault", _construct_vault)  # type: ignore[arg-type]
-_LineLoader.add_constructor("!unsafe", _construct_unsafe)  # type: ignore[arg-type]
+_LineLoader.add_constructor(_MAP_TAG, _construct_linemap)
+_LineLoader.add_constructor("!vault", _construct_vault)
+_LineLoader.add_constructor("!unsafe", _construct_unsafe)
 
 
 def _check_expanded_size(node: Node, filename: str) -> None:
