@@ -139,21 +139,24 @@ class _Builder:
             self.groups[name] = _G(name)
         return self.groups[name]
 
-    def _ancestors(self, name: str) -> set[str]:
-        seen: set[str] = set()
-        todo = list(self.groups[name].parents)
+    def _reaches(self, start: str, target: str) -> bool:
+        """Whether target is start or lies below it (walks down: a new child has no children yet)."""
+        seen, todo = {start}, [start]
         while todo:
             g = todo.pop()
-            if g not in seen:
-                seen.add(g)
-                todo.extend(self.groups[g].parents)
-        return seen
+            if g == target:
+                return True
+            for c in self.groups[g].children:
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        return False
 
     def _add_child(self, parent: str, child: str, where: str) -> None:
         if child == "all":
             raise InventoryError(f"{where}: 'all' cannot be a child of group '{parent}'; every group is already in all")
         self._group(child)
-        if child == parent or child in self._ancestors(parent):
+        if self._reaches(child, parent):
             raise InventoryError(
                 f"{where}: making '{child}' a child of '{parent}' creates a loop ('{parent}' is already inside "
                 f"'{child}')"
@@ -359,21 +362,24 @@ class _Builder:
                         )
 
     # ----- finishing -------------------------------------------------------------------------
-    def _depths(self) -> dict[str, int]:
-        # Longest path from "all" (Ansible raises a child's depth to parent depth + 1, transitively).
-        # Kahn's order: the parent graph is acyclic (checked in _add_child), and deep chains must
-        # not hit Python's recursion limit.
+    def _depths_and_ancestors(self) -> tuple[dict[str, int], dict[str, frozenset[str]]]:
+        # Depth is the longest path from "all" (Ansible raises a child's depth to parent depth + 1,
+        # transitively). Kahn's order: the graph is acyclic (checked in _add_child), and deep
+        # chains must not hit Python's recursion limit.
         pending = {g: len(self.groups[g].parents) for g in self.groups}
         depth = dict.fromkeys(self.groups, 0)
+        ancestors: dict[str, frozenset[str]] = {}
         ready = [g for g, n in pending.items() if n == 0]
         while ready:
             g = ready.pop()
+            parents = self.groups[g].parents
+            ancestors[g] = frozenset(parents).union(*(ancestors[p] for p in parents))
             for child in self.groups[g].children:
                 depth[child] = max(depth[child], depth[g] + 1)
                 pending[child] -= 1
                 if pending[child] == 0:
                     ready.append(child)
-        return depth
+        return depth, ancestors
 
     def finish(self, sources: list[str]) -> Inventory:
         # Top-level groups outside "all:" still belong to all (Ansible's reconcile step).
@@ -389,7 +395,7 @@ class _Builder:
             elif others and "ungrouped" in h.groups:
                 h.groups.remove("ungrouped")
                 ungrouped.hosts.remove(name)
-        depth = self._depths()
+        depth, ancestors = self._depths_and_ancestors()
 
         def order(names: set[str]) -> list[str]:
             return sorted(names, key=lambda n: (depth[n], self.groups[n].priority, n))
@@ -412,7 +418,6 @@ class _Builder:
                 priority=gb.priority,
             )
 
-        ancestors = {g: self._ancestors(g) for g in self.groups}
         hosts: dict[str, Host] = {}
         for name, h in self.hosts.items():
             member: set[str] = set()
