@@ -5,8 +5,8 @@ separate). Terms: ``all``/``*``, a group name (all its hosts, sub-groups include
 glob (``gpu0*``, applied to group and host names), a regex (``~gpu0[1-4]``, ``re.match`` on group
 and host names), a subscript (``gpu[0]``, ``gpu[-1]``, ``gpu[0:3]`` inclusive, ``gpu[2:]``) of the
 hosts a name matches in inventory order, a host range (``gpu[01:04]``, ``gpu[01-03,07]``) when the
-part before the bracket matches nothing itself, and ``@file`` (one term per line; blank lines and
-``#`` comments skipped). ``&term`` intersects, ``!term`` excludes. As in Ansible the terms are
+part before the bracket matches nothing itself, and ``@file`` (the union of its lines, each a
+pattern term such as a host name; blank lines and ``#`` comments skipped). ``&term`` intersects, ``!term`` excludes. As in Ansible the terms are
 applied unions first, then intersections, then exclusions; a pattern of only ``&``/``!`` terms
 starts from ``all``. The selected hosts come back in inventory order.
 """
@@ -111,6 +111,12 @@ class _Matcher:
         return sorted(found, key=self.order.__getitem__)
 
     def match(self, term: str) -> list[str]:
+        if term.startswith("@"):  # a file of names: the union of its lines
+            found: set[str] = set()
+            for line in _read_file(term):
+                for t in _split(line):
+                    found.update(self.match(t.lstrip("&!")))
+            return sorted(found, key=self.order.__getitem__)
         if term.startswith("~"):
             try:
                 regex = re.compile(term[1:])
@@ -170,14 +176,7 @@ def select_hosts(inv: Inventory, pattern: str | None, warnings: list[str] | None
         return list(inv.hosts.values())
     if not pattern.strip():
         raise PatternError("--limit: the pattern is empty")
-    terms: list[str] = []
-    for term in _split(pattern):
-        bare = term.lstrip("&!")
-        if bare.startswith("@"):
-            prefix = term[: len(term) - len(bare)]
-            terms.extend(prefix + t if prefix else t for t in _read_file(bare))
-        else:
-            terms.append(term)
+    terms = _split(pattern)
     unions = [t for t in terms if not t.startswith(("&", "!"))]
     inters = [t[1:] for t in terms if t.startswith("&")]
     excludes = [t[1:] for t in terms if t.startswith("!")]
