@@ -107,7 +107,9 @@ def test_realistic_cluster_inventory_loads_unchanged() -> None:
     assert inv.hosts["bastion"].groups == ["all", "ungrouped"]
     assert inv.hosts["controller"].connection == "local"
     # origins say where each winning value was written
-    assert login.origins["ansible_port"].endswith(f"hosts.yml:{line_of(FIXTURES / 'cluster' / 'hosts.yml', 'ansible_port: 2222')}")
+    assert login.origins["ansible_port"].endswith(
+        f"hosts.yml:{line_of(FIXTURES / 'cluster' / 'hosts.yml', 'ansible_port: 2222')}"
+    )
     assert inv.groups["gpu_h100"].depth == 2 and inv.groups["gpu"].children == ["gpu_h100", "gpu_a100"]
     assert inv.groups["infiniband"].vars == {"ib_subnet_manager": "ufm01", "mtu": 4092}
 
@@ -149,7 +151,9 @@ def test_directory_warns_about_ini_and_extensionless_files(tmp_path: Path) -> No
     write(tmp_path, {"a.yml": "all: {hosts: {h1: }}\n", "hosts": "[gpu]\nh2\n", "old.ini": "[x]\n"})
     inv = load_inventory([str(tmp_path)])
     assert list(inv.hosts) == ["h1"]
-    assert any("hosts: not read" in w for w in inv.warnings) and any("old.ini: not read" in w for w in inv.warnings)
+    assert any("hosts: not read" in w for w in inv.warnings) and any(
+        "old.ini: not read" in w for w in inv.warnings
+    )
 
 
 def test_later_source_overrides_earlier_without_conflict(tmp_path: Path) -> None:
@@ -299,7 +303,10 @@ def test_recursive_alias_is_refused(tmp_path: Path) -> None:
 
 def test_a_large_honest_inventory_with_aliases_loads(tmp_path: Path) -> None:
     hosts = "".join(f"    gpu{i:04d}: *common\n" for i in range(2000))
-    text = "all:\n  vars:\n    x: 1\n  hosts:\n    gpu0000: &common {ansible_user: ops}\n" + hosts.split("\n", 1)[1]
+    text = (
+        "all:\n  vars:\n    x: 1\n  hosts:\n    gpu0000: &common {ansible_user: ops}\n"
+        + hosts.split("\n", 1)[1]
+    )
     _, inv = load_text(tmp_path, text)
     assert len(inv.hosts) == 2000
     assert inv.hosts["gpu1999"].user == "ops"
@@ -401,7 +408,9 @@ def test_ssh_aliases_and_replay_connection(tmp_path: Path) -> None:
 def test_unexpected_group_key_and_empty_file_warn(tmp_path: Path) -> None:
     _, inv = load_text(tmp_path, "gpu:\n  host:\n    g1:\n  hosts:\n    g2:\n")
     assert list(inv.hosts) == ["g2"]
-    assert inv.warnings == [f"{tmp_path}/inv.yml:2: group 'gpu': key 'host' ignored; only hosts, children and vars are read (Ansible ignores it too)"]
+    assert inv.warnings == [
+        f"{tmp_path}/inv.yml:2: group 'gpu': key 'host' ignored; only hosts, children and vars are read (Ansible ignores it too)"
+    ]
     empty = write(tmp_path / "e", {"empty.yml": "# nothing yet\n"})
     inv2 = load_inventory([str(empty)])
     assert inv2.hosts == {} and "empty inventory file" in inv2.warnings[0]

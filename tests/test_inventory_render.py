@@ -93,6 +93,8 @@ def test_graph(inv: Inventory) -> None:
 
 
 def test_graph_of_one_group_and_limited(inv: Inventory) -> None:
-    assert inventory_graph(inv, "gpu", select_hosts(inv, "g1")) == "@gpu:\n  |--@h100:\n  |  |--g1\n  |--@spare:"
+    assert (
+        inventory_graph(inv, "gpu", select_hosts(inv, "g1")) == "@gpu:\n  |--@h100:\n  |  |--g1\n  |--@spare:"
+    )
     with pytest.raises(InventoryError, match="no group 'gpux'"):
         inventory_graph(inv, "gpux")

@@ -154,7 +154,9 @@ class _Builder:
 
     def _add_child(self, parent: str, child: str, where: str) -> None:
         if child == "all":
-            raise InventoryError(f"{where}: 'all' cannot be a child of group '{parent}'; every group is already in all")
+            raise InventoryError(
+                f"{where}: 'all' cannot be a child of group '{parent}'; every group is already in all"
+            )
         self._group(child)
         if self._reaches(child, parent):
             raise InventoryError(
@@ -189,8 +191,14 @@ class _Builder:
         var = _Var(value, where)
         self._check_conflict("group", group, key, var)
         if key == "ansible_group_priority":  # Ansible: a sort key, not a variable
-            if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
-                raise InventoryError(f"{where}: ansible_group_priority must be a whole number, found {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, str))
+                or not str(value).strip().isdigit()
+            ):
+                raise InventoryError(
+                    f"{where}: ansible_group_priority must be a whole number, found {value!r}"
+                )
             self.groups[group].priority = int(value)
             return
         self.groups[group].vars[key] = var
@@ -305,10 +313,14 @@ class _Builder:
             if data is None:
                 self._vars_cache[path] = {}
             elif not isinstance(data, LineMap):
-                raise InventoryError(f"{path}:1: a vars file must be a mapping (variable: value), found {_typename(data)}")
+                raise InventoryError(
+                    f"{path}:1: a vars file must be a mapping (variable: value), found {_typename(data)}"
+                )
             else:
                 self._vars_cache[path] = {
-                    _name(k, "a variable name", f"{path}:{data.key_lines[k]}"): _Var(v, f"{path}:{data.key_lines[k]}")
+                    _name(k, "a variable name", f"{path}:{data.key_lines[k]}"): _Var(
+                        v, f"{path}:{data.key_lines[k]}"
+                    )
                     for k, v in data.items()
                 }
         return self._vars_cache[path]
@@ -346,7 +358,10 @@ class _Builder:
 
     def _warn_orphan_vars(self) -> None:
         for basedir in dict.fromkeys(self.basedirs):
-            for subdir, known, what in (("group_vars", self.groups, "group"), ("host_vars", self.hosts, "host")):
+            for subdir, known, what in (
+                ("group_vars", self.groups, "group"),
+                ("host_vars", self.hosts, "host"),
+            ):
                 d = os.path.join(basedir, subdir)
                 if not os.path.isdir(d):
                     continue
@@ -468,7 +483,9 @@ class _Builder:
             if port is None:
                 continue
             value = port.value
-            ok = not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).strip().isdigit()
+            ok = (
+                not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).strip().isdigit()
+            )
             if not ok or not 1 <= int(value) <= 65535:
                 raise InventoryError(
                     f"{port.where}: host '{host}': {key} must be a port number 1-65535, found {value!r}"
@@ -489,7 +506,9 @@ def _inventory_files(directory: str, warnings: list[str]) -> Iterator[str]:
         if ext in INVENTORY_EXTENSIONS:
             yield full
         elif ext in ("", ".ini", ".cfg") or os.access(full, os.X_OK):
-            warnings.append(f"{full}: not read; only YAML/JSON inventories (.yml, .yaml, .json) are supported")
+            warnings.append(
+                f"{full}: not read; only YAML/JSON inventories (.yml, .yaml, .json) are supported"
+            )
 
 
 def load_inventory(sources: list[str]) -> Inventory:

@@ -69,7 +69,9 @@ def _split(pattern: str) -> list[str]:
 def _read_file(term: str) -> list[str]:
     path = term[1:]
     if not os.path.isfile(path):
-        raise PatternError(f"--limit {term}: no such file{' (it is a directory)' if os.path.isdir(path) else ''}")
+        raise PatternError(
+            f"--limit {term}: no such file{' (it is a directory)' if os.path.isdir(path) else ''}"
+        )
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
@@ -98,7 +100,9 @@ class _Matcher:
                         if child not in seen:
                             seen.add(child)
                             todo.append(child)
-                self._members[group] = sorted((h for h in found if h in self.order), key=self.order.__getitem__)
+                self._members[group] = sorted(
+                    (h for h in found if h in self.order), key=self.order.__getitem__
+                )
         return self._members[group]
 
     def _by_regex(self, regex: re.Pattern[str], hosts_too: bool) -> list[str]:
@@ -193,11 +197,15 @@ def select_hosts(inv: Inventory, pattern: str | None, warnings: list[str] | None
         selected.update(dict.fromkeys(hits))
     if not selected:
         hint = _close_names(inv, unmatched[0]) if unmatched else ""
-        raise PatternError(f"--limit {pattern!r}: {', '.join(repr(u) for u in unmatched)} matches no host or group; {hint}")
+        raise PatternError(
+            f"--limit {pattern!r}: {', '.join(repr(u) for u in unmatched)} matches no host or group; {hint}"
+        )
     for t in inters:
         hits = m.match(t)
         if not hits:
-            raise PatternError(f"--limit {pattern!r}: '&{t}' matches no host or group; {_close_names(inv, t)}")
+            raise PatternError(
+                f"--limit {pattern!r}: '&{t}' matches no host or group; {_close_names(inv, t)}"
+            )
         keep = set(hits)
         selected = {h: None for h in selected if h in keep}
         if not selected:

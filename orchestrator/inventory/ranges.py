@@ -42,9 +42,7 @@ def _span(beg: str, end: str, step: int, body: str) -> list[str]:
         if lo > hi:
             raise RangeError(f"[{body}]: start {beg!r} comes after end {end!r}")
         return list(letters[lo : hi + 1 : step])
-    raise RangeError(
-        f"[{body}]: bounds {beg!r} and {end!r} must both be numbers or both be single letters"
-    )
+    raise RangeError(f"[{body}]: bounds {beg!r} and {end!r} must both be numbers or both be single letters")
 
 
 def _expand_body(body: str) -> list[str]:

@@ -55,7 +55,10 @@ def _construct_linemap(loader: _LineLoader, node: MappingNode) -> LineMap:
             hash(key)
         except TypeError:
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
+                "while constructing a mapping",
+                node.start_mark,
+                "found an unhashable key",
+                key_node.start_mark,
             ) from None
         value = loader.construct_object(value_node, deep=True)
         line = key_node.start_mark.line + 1
@@ -170,7 +173,9 @@ def load_yaml_file(path: str) -> Any:
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
-            raise InventoryError(f"{path}: file is {size:,} bytes; inventories over {MAX_FILE_BYTES:,} are refused")
+            raise InventoryError(
+                f"{path}: file is {size:,} bytes; inventories over {MAX_FILE_BYTES:,} are refused"
+            )
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except UnicodeDecodeError as exc:
