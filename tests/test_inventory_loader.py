@@ -327,6 +327,8 @@ ERROR_CASES = [
     ("mixed_range", "gpu:\n  hosts:\n    g[a:5]:\n", "inv.yml:3: host range 'g[a:5]' does not expand"),
     ("top_list", "- all\n", "inv.yml:1: an inventory must be a mapping of group names"),
     ("plugin", "plugin: amazon.aws.aws_ec2\nregions: [us-east-1]\n", "inv.yml:1: this is an inventory plugin"),
+    ("list_json", '{"_meta": {"hostvars": {}}, "all": {"children": ["ungrouped"]}}',
+     "inv.yml:1: this is 'ansible-inventory --list' JSON output"),
     ("loop", "a:\n  children:\n    b:\n      children:\n        a:\n",
      "inv.yml:5: making 'a' a child of 'b' creates a loop"),
     ("self_loop", "a:\n  children:\n    a:\n", "inv.yml:3: making 'a' a child of 'a' creates a loop"),
@@ -387,6 +389,14 @@ def test_repeats_with_equal_values_are_not_conflicts(tmp_path: Path) -> None:
     g1 = inv.hosts["g1"]
     # a is also under p, so it is deeper than b (depth 2 vs 1) and its d wins
     assert g1.vars == {"x": 1, "d": 1, "rack": "r1"} and g1.groups == ["all", "b", "p", "a"]
+
+
+def test_ipv6_hosts(tmp_path: Path) -> None:
+    _, inv = load_text(
+        tmp_path, "all:\n  hosts:\n    fe80::1:\n    '[fe80::2]:2222':\n    '[2001:db8::3]':\n"
+    )
+    assert list(inv.hosts) == ["fe80::1", "fe80::2", "2001:db8::3"]
+    assert [h.port for h in inv.hosts.values()] == [None, 2222, None]
 
 
 def test_ssh_aliases_and_replay_connection(tmp_path: Path) -> None:

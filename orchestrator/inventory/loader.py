@@ -28,6 +28,7 @@ a ``host_vars`` value that replaces a different inline value is reported in
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Iterator
@@ -47,6 +48,7 @@ _SECTIONS = {
     "children": "group name: its hosts/children/vars, or empty",
     "hosts": "host name: its variables, or empty",
 }
+_BRACKETED_V6 = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::([0-9]+))?$")
 _INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*$", re.M)
 
 
@@ -94,7 +96,16 @@ def _name(value: Any, what: str, where: str) -> str:
 
 
 def _split_port(pattern: str) -> tuple[str, int | None]:
-    """``gpu01:2222`` -> (gpu01, 2222). Colons inside range brackets and IPv6 addresses are not ports."""
+    """``gpu01:2222`` -> (gpu01, 2222). Colons inside range brackets and IPv6 addresses are not ports;
+    ``[fe80::1]:2222`` is an IPv6 address with a port, as in Ansible."""
+    bracketed = _BRACKETED_V6.match(pattern)
+    if bracketed:
+        try:
+            ipaddress.IPv6Address(bracketed.group(1))
+        except ValueError:
+            pass
+        else:
+            return bracketed.group(1), int(bracketed.group(2)) if bracketed.group(2) else None
     depth, colons = 0, []
     for i, ch in enumerate(pattern):
         if ch == "[":
@@ -222,6 +233,12 @@ class _Builder:
             raise InventoryError(
                 f"{path}:1: an inventory must be a mapping of group names (usually starting with 'all:'), "
                 f"found {_typename(data)}{self._ini_hint(path)}"
+            )
+        if "_meta" in data:
+            raise InventoryError(
+                f"{path}:{data.key_lines['_meta']}: this is 'ansible-inventory --list' JSON output, not an "
+                "inventory; give the original inventory, or convert it with 'ansible-inventory -i <inventory> "
+                "--list -y > inventory.yml'"
             )
         if isinstance(data.get("plugin"), str):
             raise InventoryError(
