@@ -165,8 +165,8 @@ def test_later_source_overrides_earlier_without_conflict(tmp_path: Path) -> None
 
 
 def test_comma_list() -> None:
-    inv = load_inventory(["gpu01, gpu02:2222,node[1-2],"])
-    assert list(inv.hosts) == ["gpu01", "gpu02", "node1", "node2"]
+    inv = load_inventory(["gpu01, gpu02:2222,node[1-2,5],"])
+    assert list(inv.hosts) == ["gpu01", "gpu02", "node1", "node2", "node5"]
     assert inv.hosts["gpu02"].port == 2222 and inv.hosts["gpu01"].port is None
     assert inv.groups["ungrouped"].hosts == list(inv.hosts)
     assert inv.hosts["gpu01"].groups == ["all", "ungrouped"] and inv.hosts["gpu01"].vars == {}
@@ -334,6 +334,7 @@ ERROR_CASES = [
     ("self_loop", "a:\n  children:\n    a:\n", "inv.yml:3: making 'a' a child of 'a' creates a loop"),
     ("all_child", "a:\n  children:\n    all:\n", "inv.yml:3: 'all' cannot be a child"),
     ("null_group_name", "all:\n  children:\n    ~: {hosts: {h: }}\n", "inv.yml:3: a group name must be a name"),
+    ("control_chars", 'all:\n  hosts:\n    "gpu\\e[31m01":\n', "inv.yml:3: a host name 'gpu\\x1b[31m01' contains control"),
     ("priority", "a:\n  vars:\n    ansible_group_priority: high\n", "inv.yml:3: ansible_group_priority must be a whole number"),
     ("connection", "all:\n  vars:\n    ansible_connection: winrm\n  hosts:\n    h1:\n",
      "inv.yml:3: host 'h1': ansible_connection 'winrm' is not supported"),

@@ -31,12 +31,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.inventory.model import CONNECTIONS, Group, Host, Inventory, InventoryError
-from orchestrator.inventory.ranges import expand_host_pattern
+from orchestrator.inventory.ranges import expand_host_pattern, split_outside_brackets
 from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
 
 INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -92,6 +93,9 @@ def _name(value: Any, what: str, where: str) -> str:
     text = str(value).strip()
     if not text:
         raise InventoryError(f"{where}: {what} is empty")
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        # names reach terminals, file names and command lines; control characters have no business there
+        raise InventoryError(f"{where}: {what} {text!r} contains control characters")
     return text
 
 
@@ -318,7 +322,7 @@ class _Builder:
     def load_host_list(self, text: str) -> None:
         # Ansible's host_list source: every name lands in "ungrouped". Ranges work here too.
         self._file, self._seen = _HOST_LIST, {}
-        for item in text.split(","):
+        for item in split_outside_brackets(text, ","):
             item = item.strip()
             if item:
                 self._parse_host_entry(item, None, "ungrouped", f"-i {text!r}")

@@ -20,7 +20,7 @@ import os
 import re
 
 from orchestrator.inventory.model import Host, Inventory, InventoryError
-from orchestrator.inventory.ranges import RangeError, expand_range, has_range
+from orchestrator.inventory.ranges import RangeError, expand_range, has_range, split_outside_brackets
 
 _SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)[:-]([0-9]*))\]$")
 _GLOB_CHARS = ("*", "?", "[", ".")
@@ -37,23 +37,9 @@ def _is_ipv6(text: str) -> bool:
         return False
 
 
-def _split_outside_brackets(text: str, sep: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        elif ch == sep and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
 def _split(pattern: str) -> list[str]:
     terms: list[str] = []
-    for piece in _split_outside_brackets(pattern, ","):
+    for piece in split_outside_brackets(pattern, ","):
         piece = piece.strip()
         if not piece:
             continue
@@ -62,7 +48,7 @@ def _split(pattern: str) -> list[str]:
         if bare.startswith("~") or _is_ipv6(bare):
             terms.append(piece)
         else:
-            terms.extend(t.strip() for t in _split_outside_brackets(piece, ":") if t.strip())
+            terms.extend(t.strip() for t in split_outside_brackets(piece, ":") if t.strip())
     return terms
 
 

@@ -81,6 +81,21 @@ def _expand_body(body: str) -> list[str]:
     return out
 
 
+def split_outside_brackets(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` except inside ``[...]``, so ``a,gpu[01-03,07]`` is two items."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
 def expand_range(name: str) -> list[str]:
     """All host names a pattern stands for, in order. Raises RangeError if a bracket does not expand."""
     if not has_range(name):
