@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -106,6 +107,7 @@ def test_realistic_cluster_inventory_loads_unchanged() -> None:
     assert inv.hosts["bastion"].python == "/usr/bin/python3.6"
     assert inv.hosts["bastion"].groups == ["all", "ungrouped"]
     assert inv.hosts["controller"].connection == "local"
+    assert inv.hosts["controller"].python == sys.executable  # {{ ansible_playbook_python }}
     # origins say where each winning value was written
     assert login.origins["ansible_port"].endswith(
         f"hosts.yml:{line_of(FIXTURES / 'cluster' / 'hosts.yml', 'ansible_port: 2222')}"
@@ -398,6 +400,28 @@ def test_ipv6_hosts(tmp_path: Path) -> None:
     )
     assert list(inv.hosts) == ["fe80::1", "fe80::2", "2001:db8::3"]
     assert [h.port for h in inv.hosts.values()] == [None, 2222, None]
+
+
+def test_templates_are_not_evaluated_and_say_so(tmp_path: Path) -> None:
+    path, inv = load_text(
+        tmp_path,
+        """\
+        all:
+          vars:
+            ansible_host: "{{ inventory_hostname }}.mgmt"
+            ansible_python_interpreter: auto_silent
+          hosts:
+            h1:
+            h2:
+        """,
+    )
+    assert inv.hosts["h1"].address == "{{ inventory_hostname }}.mgmt" and inv.hosts["h1"].python == "python3"
+    assert inv.warnings == [  # once per place, not once per host
+        f"{path}:3: ansible_host='{{{{ inventory_hostname }}}}.mgmt' is a Jinja2 template; templates are not "
+        "evaluated, the text is used as written"
+    ]
+    msg = error_of(tmp_path / "p", "all:\n  hosts:\n    h1: {ansible_port: '{{ p }}'}\n")
+    assert "ansible_port must be a port number" in msg and "templates are not evaluated" in msg
 
 
 def test_ssh_aliases_and_replay_connection(tmp_path: Path) -> None:

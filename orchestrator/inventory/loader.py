@@ -36,11 +36,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.inventory.model import CONNECTIONS, Group, Host, Inventory, InventoryError
+from orchestrator.inventory.model import (
+    CONNECTIONS,
+    Group,
+    Host,
+    Inventory,
+    InventoryError,
+    is_playbook_python,
+)
 from orchestrator.inventory.ranges import expand_host_pattern, split_outside_brackets
 from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
 
 INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
+# the variables the transport acts on (a Jinja2 template in one of these is worth a warning)
+CONNECTION_KEYS = (
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_connection",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+    "ansible_python_interpreter",
+    "ansible_become",
+)
 # Ansible's find_vars_files: the first of these that exists is used (a directory is read whole).
 _VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
 _HOST_LIST = "<-i host list>"
@@ -147,6 +168,7 @@ class _Builder:
         self._file = ""
         self._vars_cache: dict[str, dict[str, _Var]] = {}
         self._entity_cache: dict[tuple[str, str, str], dict[str, _Var]] = {}
+        self._templated: set[str] = set()
 
     # ----- building blocks -------------------------------------------------------------------
     def _group(self, name: str) -> _G:
@@ -482,6 +504,7 @@ class _Builder:
                         )
                     merged[key] = var
             self._validate(name, merged)
+            self._warn_templates(merged)
             hosts[name] = Host(
                 name=name,
                 vars={k: v.value for k, v in merged.items()},
@@ -490,6 +513,23 @@ class _Builder:
             )
         self._warn_orphan_vars()
         return Inventory(hosts=hosts, groups=groups, sources=list(sources), warnings=list(self.warnings))
+
+    def _warn_templates(self, merged: dict[str, _Var]) -> None:
+        # We connect with these values as written; Ansible would render Jinja2 first.
+        for key in CONNECTION_KEYS:
+            var = merged.get(key)
+            if (
+                var is not None
+                and isinstance(var.value, str)
+                and "{{" in var.value
+                and not is_playbook_python(var.value)
+                and var.where not in self._templated
+            ):
+                self._templated.add(var.where)
+                self.warnings.append(
+                    f"{var.where}: {key}={var.value!r} is a Jinja2 template; templates are not evaluated, "
+                    "the text is used as written"
+                )
 
     @staticmethod
     def _validate(host: str, merged: dict[str, _Var]) -> None:
@@ -508,8 +548,9 @@ class _Builder:
                 not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).strip().isdigit()
             )
             if not ok or not 1 <= int(value) <= 65535:
+                extra = " (Jinja2 templates are not evaluated)" if "{{" in str(value) else ""
                 raise InventoryError(
-                    f"{port.where}: host '{host}': {key} must be a port number 1-65535, found {value!r}"
+                    f"{port.where}: host '{host}': {key} must be a port number 1-65535, found {value!r}{extra}"
                 )
 
 

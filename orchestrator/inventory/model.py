@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,11 @@ SSH_CONNECTIONS = ("ssh", "paramiko", "smart")
 CONNECTIONS = (*SSH_CONNECTIONS, "local", "replay")
 
 _TRUE = {"yes", "y", "true", "t", "on", "1"}
+
+
+def is_playbook_python(value: Any) -> bool:
+    """``{{ ansible_playbook_python }}``: the one Jinja2 template we understand (no other is evaluated)."""
+    return isinstance(value, str) and value.replace(" ", "") == "{{ansible_playbook_python}}"
 
 
 def _first(vars: dict[str, Any], *keys: str) -> Any:
@@ -56,7 +62,14 @@ class Host:
 
     @property
     def python(self) -> str:
-        return str(self.vars.get("ansible_python_interpreter", "python3"))
+        p = self.vars.get("ansible_python_interpreter")
+        # "auto", "auto_silent", "auto_legacy": Ansible's interpreter discovery; python3 is what it
+        # finds on every supported distribution, and what we run when nothing is set.
+        if p is None or str(p).startswith("auto"):
+            return "python3"
+        if is_playbook_python(p):  # the common idiom for local hosts: the controller's own Python
+            return sys.executable or "python3"
+        return str(p)
 
     @property
     def key_file(self) -> str | None:
