@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,42 +11,77 @@ class InventoryError(Exception):
     """A user's inventory is wrong; the message names the file and line and says what to do."""
 
 
+# ansible_connection values we accept; paramiko and smart are Ansible's names for SSH.
+SSH_CONNECTIONS = ("ssh", "paramiko", "smart")
+CONNECTIONS = (*SSH_CONNECTIONS, "local", "replay")
+
+_TRUE = {"yes", "y", "true", "t", "on", "1"}
+
+
+def is_playbook_python(value: Any) -> bool:
+    """``{{ ansible_playbook_python }}``: the one Jinja2 template we understand (no other is evaluated)."""
+    return isinstance(value, str) and value.replace(" ", "") == "{{ansible_playbook_python}}"
+
+
+def _first(vars: dict[str, Any], *keys: str) -> Any:
+    # Ansible still honours the pre-2.0 ansible_ssh_* spellings; old inventories use them.
+    for k in keys:
+        if vars.get(k) is not None:
+            return vars[k]
+    return None
+
+
 @dataclass
 class Host:
     name: str
     vars: dict[str, Any] = field(default_factory=dict)  # merged: all < parent < child < host
-    groups: list[str] = field(default_factory=list)  # every group the host is in, "all" included
+    # every group the host is in, "all" included, in the order their variables apply (weakest first)
+    groups: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)  # var name -> "file:line" of the winning value
 
     @property
     def address(self) -> str:
-        return str(self.vars.get("ansible_host", self.name))
+        a = _first(self.vars, "ansible_host", "ansible_ssh_host")
+        return str(a) if a is not None else self.name
 
     @property
     def port(self) -> int | None:
-        p = self.vars.get("ansible_port")
+        p = _first(self.vars, "ansible_port", "ansible_ssh_port")
         return int(p) if p is not None else None
 
     @property
     def user(self) -> str | None:
-        u = self.vars.get("ansible_user")
+        u = _first(self.vars, "ansible_user", "ansible_ssh_user")
         return str(u) if u is not None else None
 
     @property
     def connection(self) -> str:
-        return str(self.vars.get("ansible_connection", "ssh"))
+        """ssh, local or replay (Ansible's paramiko and smart mean ssh here)."""
+        c = str(self.vars.get("ansible_connection") or "ssh")
+        return "ssh" if c in SSH_CONNECTIONS else c
 
     @property
     def python(self) -> str:
-        return str(self.vars.get("ansible_python_interpreter", "python3"))
+        p = self.vars.get("ansible_python_interpreter")
+        # "auto", "auto_silent", "auto_legacy": Ansible's interpreter discovery; python3 is what it
+        # finds on every supported distribution, and what we run when nothing is set.
+        if p is None or str(p).startswith("auto"):
+            return "python3"
+        if is_playbook_python(p):  # the common idiom for local hosts: the controller's own Python
+            return sys.executable or "python3"
+        return str(p)
 
     @property
     def key_file(self) -> str | None:
-        k = self.vars.get("ansible_ssh_private_key_file")
+        k = _first(self.vars, "ansible_ssh_private_key_file", "ansible_private_key_file")
         return str(k) if k is not None else None
 
     @property
     def become(self) -> bool:
-        return bool(self.vars.get("ansible_become", False))
+        b = self.vars.get("ansible_become", False)
+        if isinstance(b, str):  # "yes"/"no" strings are booleans to Ansible; bool("no") is True
+            return b.strip().lower() in _TRUE
+        return bool(b)
 
 
 @dataclass
@@ -54,6 +90,8 @@ class Group:
     vars: dict[str, Any] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # direct members
+    depth: int = 0  # longest path from "all" (all = 0); deeper groups' vars win
+    priority: int = 1  # ansible_group_priority: breaks ties between groups of equal depth
 
 
 @dataclass
@@ -61,3 +99,4 @@ class Inventory:
     hosts: dict[str, Host]  # insertion order = inventory order
     groups: dict[str, Group]
     sources: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # "file:line: ..." things Ansible also only warns about

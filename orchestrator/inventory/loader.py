@@ -1,0 +1,601 @@
+"""Load Ansible YAML inventories (files, directories, ``host1,host2,`` lists) into an Inventory.
+
+Variable precedence is Ansible's (ansible-core's VariableManager with the default
+VARIABLE_PRECEDENCE and hash_behaviour=replace), weakest first:
+
+1. ``vars`` of ``all`` in inventory files
+2. ``vars`` of every other group of the host in inventory files, groups sorted by
+   (depth, ansible_group_priority, name): a child group (deeper) beats its parent; between two
+   groups of the same depth the name that sorts later wins (Ansible's rule, not file order)
+3. ``group_vars/all`` beside each inventory source
+4. ``group_vars/<group>`` beside each inventory source, same group order as 2 -- so any
+   group_vars file beats any inventory-file group ``vars``, exactly as in Ansible
+5. the host's own variables in inventory files (``hosts: {gpu01: {...}}``)
+6. ``host_vars/<host>`` beside each inventory source
+
+Sources apply in the order given; for 3, 4 and 6 the outer loop is the source. A later value
+replaces an earlier one whole (nested dicts are not merged, as Ansible's default).
+
+Conflicts (an error naming both places): *within one inventory file*, one host or one group given
+the same variable twice with different values -- the same host under the same group twice, a range
+and an explicit name that overlap, the same host's inline vars under two groups, a group that
+appears in two places with different ``vars``, or a duplicate key in one YAML mapping. Ansible
+keeps whichever it read last, which makes the result depend on the file's layout. Across files
+(several ``-i``, a directory, ``group_vars``/``host_vars``) the stronger layer wins as in Ansible;
+a ``host_vars`` value that replaces a different inline value is reported in
+``Inventory.warnings`` rather than refused, so that a working Ansible inventory loads unchanged.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.inventory.model import (
+    CONNECTIONS,
+    Group,
+    Host,
+    Inventory,
+    InventoryError,
+    is_playbook_python,
+)
+from orchestrator.inventory.ranges import expand_host_pattern, split_outside_brackets
+from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
+
+INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
+# the variables the transport acts on (a Jinja2 template in one of these is worth a warning)
+CONNECTION_KEYS = (
+    "ansible_host",
+    "ansible_ssh_host",
+    "ansible_port",
+    "ansible_ssh_port",
+    "ansible_user",
+    "ansible_ssh_user",
+    "ansible_connection",
+    "ansible_ssh_private_key_file",
+    "ansible_private_key_file",
+    "ansible_python_interpreter",
+    "ansible_become",
+)
+# Ansible's find_vars_files: the first of these that exists is used (a directory is read whole).
+_VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
+_HOST_LIST = "<-i host list>"
+_SECTIONS = {
+    "vars": "variable: value",
+    "children": "group name: its hosts/children/vars, or empty",
+    "hosts": "host name: its variables, or empty",
+}
+_BRACKETED_V6 = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::([0-9]+))?$")
+_INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*$", re.M)
+
+
+@dataclass
+class _Var:
+    value: Any
+    where: str  # "file:line"
+
+
+@dataclass
+class _G:
+    name: str
+    vars: dict[str, _Var] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    parents: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    priority: int = 1
+
+
+@dataclass
+class _H:
+    name: str
+    vars: dict[str, _Var] = field(default_factory=dict)
+    groups: list[str] = field(default_factory=list)  # direct memberships
+
+
+def _typename(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _name(value: Any, what: str, where: str) -> str:
+    # YAML turns a bare 10 or 1.5 into numbers; Ansible uses their text. Anything else is a mistake.
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InventoryError(f"{where}: {what} must be a name, found {_typename(value)}")
+    text = str(value).strip()
+    if not text:
+        raise InventoryError(f"{where}: {what} is empty")
+    if any(unicodedata.category(ch) == "Cc" for ch in text):
+        # names reach terminals, file names and command lines; control characters have no business there
+        raise InventoryError(f"{where}: {what} {text!r} contains control characters")
+    return text
+
+
+def _split_port(pattern: str) -> tuple[str, int | None]:
+    """``gpu01:2222`` -> (gpu01, 2222). Colons inside range brackets and IPv6 addresses are not ports;
+    ``[fe80::1]:2222`` is an IPv6 address with a port, as in Ansible."""
+    bracketed = _BRACKETED_V6.match(pattern)
+    if bracketed:
+        try:
+            ipaddress.IPv6Address(bracketed.group(1))
+        except ValueError:
+            pass
+        else:
+            return bracketed.group(1), int(bracketed.group(2)) if bracketed.group(2) else None
+    depth, colons = 0, []
+    for i, ch in enumerate(pattern):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == ":" and depth == 0:
+            colons.append(i)
+    if len(colons) != 1:
+        return pattern, None
+    head, tail = pattern[: colons[0]], pattern[colons[0] + 1 :]
+    if head and tail.isdigit():
+        return head, int(tail)
+    return pattern, None
+
+
+def _section(value: Any, line: int) -> Any:
+    # Ansible accepts `hosts: gpu01` / `children: gpu` as a one-entry mapping.
+    if isinstance(value, str):
+        m = LineMap({value: None})
+        m.line, m.key_lines = line, {value: line}
+        return m
+    return value
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.groups: dict[str, _G] = {"all": _G("all"), "ungrouped": _G("ungrouped")}
+        self.groups["all"].children.append("ungrouped")
+        self.groups["ungrouped"].parents.append("all")
+        self.hosts: dict[str, _H] = {}
+        self.warnings: list[str] = []
+        self.basedirs: list[str] = []
+        self._seen: dict[tuple[str, str, str], _Var] = {}  # per file: (kind, entity, var) -> first value
+        self._file = ""
+        self._vars_cache: dict[str, dict[str, _Var]] = {}
+        self._entity_cache: dict[tuple[str, str, str], dict[str, _Var]] = {}
+        self._templated: set[str] = set()
+
+    # ----- building blocks -------------------------------------------------------------------
+    def _group(self, name: str) -> _G:
+        if name not in self.groups:
+            self.groups[name] = _G(name)
+        return self.groups[name]
+
+    def _reaches(self, start: str, target: str) -> bool:
+        """Whether target is start or lies below it (walks down: a new child has no children yet)."""
+        seen, todo = {start}, [start]
+        while todo:
+            g = todo.pop()
+            if g == target:
+                return True
+            for c in self.groups[g].children:
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        return False
+
+    def _add_child(self, parent: str, child: str, where: str) -> None:
+        if child == "all":
+            raise InventoryError(
+                f"{where}: 'all' cannot be a child of group '{parent}'; every group is already in all"
+            )
+        self._group(child)
+        if self._reaches(child, parent):
+            raise InventoryError(
+                f"{where}: making '{child}' a child of '{parent}' creates a loop ('{parent}' is already inside "
+                f"'{child}')"
+            )
+        if child not in self.groups[parent].children:
+            self.groups[parent].children.append(child)
+            self.groups[child].parents.append(parent)
+
+    def _add_host(self, name: str, group: str) -> _H:
+        host = self.hosts.get(name)
+        if host is None:
+            host = self.hosts[name] = _H(name)
+        if group not in host.groups:
+            host.groups.append(group)
+            self.groups[group].hosts.append(name)
+        return host
+
+    def _check_conflict(self, kind: str, entity: str, key: str, var: _Var) -> None:
+        first = self._seen.get((kind, entity, key))
+        if first is None:
+            self._seen[(kind, entity, key)] = var
+        elif first.value != var.value:
+            raise InventoryError(
+                f"{var.where}: {kind} '{entity}' gets {key}={var.value!r} here but {key}={first.value!r} at "
+                f"{first.where}; within one inventory file a {kind} may have only one value per variable "
+                "(Ansible would silently keep the last one). Keep one of them."
+            )
+
+    def _set_group_var(self, group: str, key: str, value: Any, where: str) -> None:
+        var = _Var(value, where)
+        self._check_conflict("group", group, key, var)
+        if key == "ansible_group_priority":  # Ansible: a sort key, not a variable
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, str))
+                or not str(value).strip().isdigit()
+            ):
+                raise InventoryError(
+                    f"{where}: ansible_group_priority must be a whole number, found {value!r}"
+                )
+            self.groups[group].priority = int(value)
+            return
+        self.groups[group].vars[key] = var
+
+    def _set_host_var(self, host: str, key: str, value: Any, where: str) -> None:
+        var = _Var(value, where)
+        self._check_conflict("host", host, key, var)
+        self.hosts[host].vars[key] = var
+
+    # ----- inventory files -------------------------------------------------------------------
+    def load_file(self, path: str) -> None:
+        self._file, self._seen = path, {}
+        try:
+            data = load_yaml_file(path)
+        except InventoryError as exc:
+            raise InventoryError(f"{exc}{self._ini_hint(path)}") from None
+        if data is None:
+            self.warnings.append(f"{path}: empty inventory file, no hosts in it")
+            return
+        if not isinstance(data, LineMap):
+            raise InventoryError(
+                f"{path}:1: an inventory must be a mapping of group names (usually starting with 'all:'), "
+                f"found {_typename(data)}{self._ini_hint(path)}"
+            )
+        if "_meta" in data:
+            raise InventoryError(
+                f"{path}:{data.key_lines['_meta']}: this is 'ansible-inventory --list' JSON output, not an "
+                "inventory; give the original inventory, or convert it with 'ansible-inventory -i <inventory> "
+                "--list -y > inventory.yml'"
+            )
+        if isinstance(data.get("plugin"), str):
+            raise InventoryError(
+                f"{path}:{data.key_lines['plugin']}: this is an inventory plugin configuration "
+                f"(plugin: {data['plugin']}), which is not supported; export a static inventory with "
+                f"'ansible-inventory -i {path} --list -y > static.yml'"
+            )
+        for key, value in data.items():
+            where = f"{path}:{data.key_lines[key]}"
+            self._parse_group(_name(key, "a group name", where), value, None, where)
+
+    def _ini_hint(self, path: str) -> str:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = fh.read(65536)
+        except OSError:
+            return ""
+        if _INI_SECTION.search(head):
+            return (
+                " -- this looks like an INI inventory; only YAML inventories are read. Convert it once "
+                f"with 'ansible-inventory -i {path} --list -y > inventory.yml'"
+            )
+        return ""
+
+    def _parse_group(self, name: str, data: Any, parent: str | None, where: str) -> None:
+        if data is not None and not isinstance(data, LineMap):
+            raise InventoryError(
+                f"{where}: group '{name}' must be a mapping with hosts/children/vars (or empty), "
+                f"found {_typename(data)}"
+            )
+        self._group(name)
+        if parent is not None:
+            self._add_child(parent, name, where)
+        if data is None:
+            return
+        for key, raw in data.items():
+            line = data.key_lines[key]
+            kwhere = f"{self._file}:{line}"
+            if key not in _SECTIONS:
+                self.warnings.append(
+                    f"{kwhere}: group '{name}': key {key!r} ignored; only hosts, children and vars are read "
+                    "(Ansible ignores it too)"
+                )
+                continue
+            value = _section(raw, line)
+            if value is None:
+                continue
+            if not isinstance(value, LineMap):
+                raise InventoryError(
+                    f"{kwhere}: '{key}' of group '{name}' must be a mapping ({_SECTIONS[key]}), "
+                    f"found {_typename(value)}"
+                )
+            for item, sub in value.items():
+                iwhere = f"{self._file}:{value.key_lines[item]}"
+                if key == "vars":
+                    self._set_group_var(name, _name(item, "a variable name", iwhere), sub, iwhere)
+                elif key == "children":
+                    self._parse_group(_name(item, "a group name", iwhere), sub, name, iwhere)
+                else:
+                    self._parse_host_entry(_name(item, "a host name", iwhere), sub, name, iwhere)
+
+    def _parse_host_entry(self, pattern: str, hvars: Any, group: str, where: str) -> None:
+        if hvars is not None and not isinstance(hvars, LineMap):
+            raise InventoryError(
+                f"{where}: variables of host '{pattern}' must be a mapping (variable: value) or empty, "
+                f"found {_typename(hvars)}"
+            )
+        name, port = _split_port(pattern)
+        for host in expand_host_pattern(name, where):
+            self._add_host(host, group)
+            if port is not None:
+                self._set_host_var(host, "ansible_port", port, where)
+            for key, value in (hvars or {}).items():
+                kwhere = f"{self._file}:{hvars.key_lines[key]}"  # type: ignore[union-attr]
+                self._set_host_var(host, _name(key, "a variable name", kwhere), value, kwhere)
+
+    def load_host_list(self, text: str) -> None:
+        # Ansible's host_list source: every name lands in "ungrouped". Ranges work here too.
+        self._file, self._seen = _HOST_LIST, {}
+        for item in split_outside_brackets(text, ","):
+            item = item.strip()
+            if item:
+                self._parse_host_entry(item, None, "ungrouped", f"-i {text!r}")
+
+    # ----- group_vars / host_vars ------------------------------------------------------------
+    def _vars_file(self, path: str) -> dict[str, _Var]:
+        if path not in self._vars_cache:
+            data = load_yaml_file(path)
+            if data is None:
+                self._vars_cache[path] = {}
+            elif not isinstance(data, LineMap):
+                raise InventoryError(
+                    f"{path}:1: a vars file must be a mapping (variable: value), found {_typename(data)}"
+                )
+            else:
+                self._vars_cache[path] = {
+                    _name(k, "a variable name", f"{path}:{data.key_lines[k]}"): _Var(
+                        v, f"{path}:{data.key_lines[k]}"
+                    )
+                    for k, v in data.items()
+                }
+        return self._vars_cache[path]
+
+    @staticmethod
+    def _dir_vars_files(path: str) -> Iterator[str]:
+        for entry in sorted(os.listdir(path)):
+            full = os.path.join(path, entry)
+            if entry.startswith(".") or entry.endswith("~"):
+                continue
+            if os.path.isdir(full):
+                yield from _Builder._dir_vars_files(full)
+            elif os.path.splitext(entry)[1] in _VARS_SUFFIXES:
+                yield full
+
+    def _entity_vars(self, basedir: str, subdir: str, name: str) -> dict[str, _Var]:
+        key = (basedir, subdir, name)
+        if key not in self._entity_cache:
+            self._entity_cache[key] = self._find_entity_vars(basedir, subdir, name)
+        return self._entity_cache[key]
+
+    def _find_entity_vars(self, basedir: str, subdir: str, name: str) -> dict[str, _Var]:
+        if os.sep in name or name in (".", ".."):
+            return {}
+        stem = os.path.join(basedir, subdir, name)
+        for suffix in _VARS_SUFFIXES:
+            candidate = stem + suffix
+            if os.path.exists(candidate):
+                files = list(self._dir_vars_files(candidate)) if os.path.isdir(candidate) else [candidate]
+                merged: dict[str, _Var] = {}
+                for f in files:
+                    merged.update(self._vars_file(f))
+                return merged
+        return {}
+
+    def _warn_orphan_vars(self) -> None:
+        for basedir in dict.fromkeys(self.basedirs):
+            for subdir, known, what in (
+                ("group_vars", self.groups, "group"),
+                ("host_vars", self.hosts, "host"),
+            ):
+                d = os.path.join(basedir, subdir)
+                if not os.path.isdir(d):
+                    continue
+                for entry in sorted(os.listdir(d)):
+                    if entry.startswith(".") or entry.endswith("~"):
+                        continue
+                    stem, ext = os.path.splitext(entry)
+                    name = stem if ext in _VARS_SUFFIXES[1:] else entry
+                    if name not in known:
+                        self.warnings.append(
+                            f"{os.path.join(d, entry)}: no {what} '{name}' in the inventory; these variables "
+                            "are not used"
+                        )
+
+    # ----- finishing -------------------------------------------------------------------------
+    def _depths_and_ancestors(self) -> tuple[dict[str, int], dict[str, frozenset[str]]]:
+        # Depth is the longest path from "all" (Ansible raises a child's depth to parent depth + 1,
+        # transitively). Kahn's order: the graph is acyclic (checked in _add_child), and deep
+        # chains must not hit Python's recursion limit.
+        pending = {g: len(self.groups[g].parents) for g in self.groups}
+        depth = dict.fromkeys(self.groups, 0)
+        ancestors: dict[str, frozenset[str]] = {}
+        ready = [g for g, n in pending.items() if n == 0]
+        while ready:
+            g = ready.pop()
+            parents = self.groups[g].parents
+            ancestors[g] = frozenset(parents).union(*(ancestors[p] for p in parents))
+            for child in self.groups[g].children:
+                depth[child] = max(depth[child], depth[g] + 1)
+                pending[child] -= 1
+                if pending[child] == 0:
+                    ready.append(child)
+        return depth, ancestors
+
+    def finish(self, sources: list[str]) -> Inventory:
+        # Top-level groups outside "all:" still belong to all (Ansible's reconcile step).
+        for name, gb in self.groups.items():
+            if name != "all" and not gb.parents:
+                self._add_child("all", name, name)
+        ungrouped = self.groups["ungrouped"]
+        for name, h in self.hosts.items():
+            others = [g for g in h.groups if g not in ("all", "ungrouped")]
+            if not others and name not in ungrouped.hosts:
+                ungrouped.hosts.append(name)
+                h.groups.append("ungrouped")
+            elif others and "ungrouped" in h.groups:
+                h.groups.remove("ungrouped")
+                ungrouped.hosts.remove(name)
+        depth, ancestors = self._depths_and_ancestors()
+
+        def order(names: set[str]) -> list[str]:
+            return sorted(names, key=lambda n: (depth[n], self.groups[n].priority, n))
+
+        groups: dict[str, Group] = {}
+        group_file_vars: dict[str, dict[str, _Var]] = {}
+        for name, gb in self.groups.items():
+            own = dict(gb.vars)
+            extra: dict[str, _Var] = {}
+            for basedir in self.basedirs:
+                extra.update(self._entity_vars(basedir, "group_vars", name))
+            group_file_vars[name] = extra
+            own.update(extra)
+            groups[name] = Group(
+                name=name,
+                vars={k: v.value for k, v in own.items()},
+                children=list(gb.children),
+                hosts=list(gb.hosts),
+                depth=depth[name],
+                priority=gb.priority,
+            )
+
+        hosts: dict[str, Host] = {}
+        for name, h in self.hosts.items():
+            member: set[str] = set()
+            for g in h.groups:
+                member.add(g)
+                member |= ancestors[g]
+            member.add("all")
+            ordered = order(member)
+            merged: dict[str, _Var] = {}
+            for g in ordered:  # 1 and 2: inventory-file group vars
+                merged.update(self.groups[g].vars)
+            for basedir in self.basedirs:  # 3: group_vars/all
+                merged.update(self._entity_vars(basedir, "group_vars", "all"))
+            for basedir in self.basedirs:  # 4: group_vars/<group>
+                for g in ordered:
+                    if g != "all":
+                        merged.update(self._entity_vars(basedir, "group_vars", g))
+            merged.update(h.vars)  # 5: inline host vars
+            for basedir in self.basedirs:  # 6: host_vars/<host>
+                for key, var in self._entity_vars(basedir, "host_vars", name).items():
+                    inline = h.vars.get(key)
+                    if inline is not None and inline.value != var.value:
+                        self.warnings.append(
+                            f"{var.where}: host '{name}': {key}={var.value!r} from host_vars replaces "
+                            f"{key}={inline.value!r} given at {inline.where}"
+                        )
+                    merged[key] = var
+            self._validate(name, merged)
+            self._warn_templates(merged)
+            hosts[name] = Host(
+                name=name,
+                vars={k: v.value for k, v in merged.items()},
+                groups=ordered,
+                origins={k: v.where for k, v in merged.items()},
+            )
+        self._warn_orphan_vars()
+        return Inventory(hosts=hosts, groups=groups, sources=list(sources), warnings=list(self.warnings))
+
+    def _warn_templates(self, merged: dict[str, _Var]) -> None:
+        # We connect with these values as written; Ansible would render Jinja2 first.
+        for key in CONNECTION_KEYS:
+            var = merged.get(key)
+            if (
+                var is not None
+                and isinstance(var.value, str)
+                and "{{" in var.value
+                and not is_playbook_python(var.value)
+                and var.where not in self._templated
+            ):
+                self._templated.add(var.where)
+                self.warnings.append(
+                    f"{var.where}: {key}={var.value!r} is a Jinja2 template; templates are not evaluated, "
+                    "the text is used as written"
+                )
+
+    @staticmethod
+    def _validate(host: str, merged: dict[str, _Var]) -> None:
+        conn = merged.get("ansible_connection")
+        if conn is not None and conn.value not in CONNECTIONS:
+            raise InventoryError(
+                f"{conn.where}: host '{host}': ansible_connection {conn.value!r} is not supported "
+                f"(use one of: {', '.join(CONNECTIONS)})"
+            )
+        for key in ("ansible_port", "ansible_ssh_port"):
+            port = merged.get(key)
+            if port is None:
+                continue
+            value = port.value
+            ok = (
+                not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).strip().isdigit()
+            )
+            if not ok or not 1 <= int(value) <= 65535:
+                extra = " (Jinja2 templates are not evaluated)" if "{{" in str(value) else ""
+                raise InventoryError(
+                    f"{port.where}: host '{host}': {key} must be a port number 1-65535, found {value!r}{extra}"
+                )
+
+
+def _inventory_files(directory: str, warnings: list[str]) -> Iterator[str]:
+    """Inventory files in a directory, sorted, recursing; group_vars/host_vars and hidden entries skipped."""
+    for entry in sorted(os.listdir(directory)):
+        full = os.path.join(directory, entry)
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        if os.path.isdir(full):
+            if entry not in ("group_vars", "host_vars"):
+                yield from _inventory_files(full, warnings)
+            continue
+        ext = os.path.splitext(entry)[1].lower()
+        if ext in INVENTORY_EXTENSIONS:
+            yield full
+        elif ext in ("", ".ini", ".cfg") or os.access(full, os.X_OK):
+            warnings.append(
+                f"{full}: not read; only YAML/JSON inventories (.yml, .yaml, .json) are supported"
+            )
+
+
+def load_inventory(sources: list[str]) -> Inventory:
+    """Load the ``-i`` values, in order, into one Inventory. Raises InventoryError naming file and line."""
+    if not sources:
+        raise InventoryError("no inventory given; pass -i FILE, -i DIR or -i host1,host2,")
+    b = _Builder()
+    for src in sources:
+        if os.path.isdir(src):
+            b.basedirs.append(src)
+            files = list(_inventory_files(src, b.warnings))
+            if not files:
+                b.warnings.append(f"{src}: directory has no .yml/.yaml/.json inventory files")
+            for f in files:
+                b.load_file(f)
+        elif os.path.isfile(src):
+            b.basedirs.append(os.path.dirname(src) or ".")
+            b.load_file(src)
+        elif "," in src:
+            b.load_host_list(src)
+        elif os.path.exists(src):
+            raise InventoryError(f"inventory source {src!r} is neither a file nor a directory")
+        else:
+            raise InventoryError(
+                f"inventory source {src!r} not found (give a YAML file, a directory, or a comma list "
+                "like 'host1,host2,')"
+            )
+    return b.finish(sources)
