@@ -50,11 +50,14 @@ def load_hosts(sources: list[str] | None, limit: str | None) -> tuple[Inventory,
     from orchestrator.inventory.loader import load_inventory
     from orchestrator.inventory.patterns import select_hosts
 
+    warnings: list[str] = []
     try:
         inv = load_inventory(sources or [str(DEMO_INVENTORY)])
-        hosts = select_hosts(inv, limit)
+        hosts = select_hosts(inv, limit, warnings)
     except InventoryError as e:
         raise UsageError(str(e)) from None
+    for w in [*inv.warnings, *warnings]:
+        print(f"warning: {w}", file=sys.stderr)
     if not hosts:
         raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else ""))
     return inv, hosts
