@@ -88,7 +88,7 @@ class Nvml(object):
         try:
             self.lib = ctypes.CDLL(path or "libnvidia-ml.so.1")
         except OSError as e:
-            raise NvmlUnavailable("cannot load %s: %s" % (path or "libnvidia-ml.so.1", e))
+            raise NvmlUnavailable("cannot load %s: %s" % (path or "libnvidia-ml.so.1", e)) from None
         self._fns = {}
         self.missing = set()
         rc = self.call("nvmlInit_v2")
@@ -145,7 +145,7 @@ class Nvml(object):
 
     def uint(self, name, *args):
         v = ctypes.c_uint(0)
-        rc = self.call(name, *(args + (ctypes.byref(v),)))
+        rc = self.call(name, *args, ctypes.byref(v))
         if rc != NVML_SUCCESS:
             return None, self.err(rc)
         return v.value, None
@@ -222,7 +222,7 @@ def nvml_open(path):
     try:
         return Nvml(path)
     except NvmlUnavailable as e:
-        raise Unsupported(str(e))
+        raise Unsupported(str(e)) from None
 
 
 def link_count(nv, handle):
