@@ -146,3 +146,18 @@ def test_fleet_duplicate_uuid_and_serial_named_on_both_hosts():
     c = view_of("consumer-8x4090", host_facts("consumer-8x4090", seed="same"), name="c")
     d = view_of("consumer-8x4090", host_facts("consumer-8x4090", seed="same"), name="d")
     assert {f.id for f in _fleet(c, d)} == {"identity.uuid.duplicate"}
+
+
+def test_zero_fans_reported_on_actively_cooled_board():
+    facts = copy.deepcopy(host_facts("consumer-8x4090"))
+    facts["gpus"]["list"][7]["fans"] = []
+    fs = findings(view_of("consumer-8x4090", facts))
+    assert [_key(f) for f in fs] == [("sensor.fan.not_reporting", "warn", "fault", "GPU7 (0000:e1:00.0)")]
+
+
+def test_fabric_state_not_supported_is_no_finding():
+    # what a real single H200 in a pass-through VM answered (driver 580): call SUCCESS, state 0
+    facts = copy.deepcopy(host_facts("dgx-h100"))
+    for g in facts["gpus"]["list"]:
+        g["fabric"] = {"state": "not_supported", "status": "SUCCESS", "clique_id": 0, "health_summary": None}
+    assert findings(view_of("dgx-h100", facts)) == []

@@ -80,6 +80,9 @@ def test_sxm_has_no_fans_and_consumer_fans_report():
     rtx = run_probe("nvml", "consumer-8x4090")[0]["data"]["gpus"][0]
     assert rtx["fans"] == [{"index": 0, "speed_pct": 30}, {"index": 1, "speed_pct": 30}]
     assert rtx["serial"] is None and rtx["unknown"]["serial"] == "NOT_SUPPORTED"
+    # R580 on a real H200 answered nvmlDeviceGetNumFans with SUCCESS/0: an empty list, no reason
+    lenovo = run_probe("nvml", "lenovo-8xh100-cx7")[0]["data"]["gpus"][0]
+    assert lenovo["fans"] == [] and "fans" not in lenovo["unknown"]
 
 
 def test_consumer_p2p_not_supported_and_no_nvlink():

@@ -233,6 +233,14 @@ def check_fans(view: HostView) -> Iterator[Finding]:
                             actual=fans, evidence=[f"nvml.gpus[{g.get('index')}].fans"],
                             hint="a fan tachometer or controller is not answering")
             continue
+        if fans == [] and model and model.has_fans:
+            yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+                        "NVML reports zero fans on an actively cooled board", severity=Severity.WARN,
+                        expected="fan speeds", actual=[], evidence=[f"nvml.gpus[{g.get('index')}].fans"],
+                        hint="the fan controller is not seen by the driver; check the card physically")
+            continue
+        if fans == []:
+            continue  # passively cooled: newer drivers answer "0 fans" instead of NOT_SUPPORTED
         reason = g.get("fans_unknown")
         if reason == "NOT_SUPPORTED" and not (model and model.has_fans):
             continue  # passively cooled (SXM, most data-center boards): no fan to report

@@ -304,7 +304,8 @@ nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t h, unsigned int fan, unsigned
 #if FAKE_DRV >= 510
 nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t h, unsigned int *n) {
     ENTER("nvmlDeviceGetNumFans"); OUT(n);
-    if (g->nfans <= 0) return NVML_ERROR_NOT_SUPPORTED;
+    /* nfans 0: answers SUCCESS with zero fans, as a real H200 on R580 did; -1: NOT_SUPPORTED */
+    if (g->nfans < 0) return NVML_ERROR_NOT_SUPPORTED;
     *n = (unsigned int)g->nfans; return NVML_SUCCESS;
 }
 #endif

@@ -166,7 +166,7 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "numa_node": int(g.get("gpu_numa_id", -1)),
             "cpu_mask": _cpumask(cpus[int(g.get("numa", 0)) % len(cpus)]),
             "temp": int(g.get("temperature", 35)),
-            "nfans": len(fans) if fans else -1, "fan_pct": list(fans or []),
+            "nfans": len(fans) if fans is not None else -1, "fan_pct": list(fans or []),
             "power_mw": int(float(g.get("power_w", 60)) * 1000),
             "ecc_supported": int(g.get("ecc", True) is not None), "ecc_mode": int(bool(g.get("ecc", True))),
             "remap_supported": int(g.get("remapped_rows") is not None),
