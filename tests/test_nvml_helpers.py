@@ -42,12 +42,12 @@ def shared_dir() -> Path:
     return Path(os.environ.get("FLEETPROBE_SHARED") or ROOT.parent / "shared")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fake_lib(machine: str, seed: str = "") -> Path:
     return build_fake_nvml(machine, CACHE, seed=seed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def run_probe(probe: str, machine: str, seed: str = "") -> tuple[dict[str, Any], float]:
     """(envelope dict, wall seconds) of one probe run against the fake library of `machine`."""
     script = build_script(probe, {"lib": str(fake_lib(machine, seed))}, deadline_s=30)

@@ -92,7 +92,7 @@ def test_unknown_fixture_and_bad_override_are_clear_errors():
         fake_nvml.load_machine("nope")
     spec = fake_nvml.load_machine("dgx-h100")
     spec["gpu_overrides"] = {"0000:99:00.0": {"lost": True}}
-    with pytest.raises(fake_nvml.FixtureError, match="0000:99:00.0"):
+    with pytest.raises(fake_nvml.FixtureError, match=r"0000:99:00\.0"):
         fake_nvml.expand_machine(spec)
 
 
