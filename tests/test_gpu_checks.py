@@ -24,6 +24,7 @@ FAULTS = {
                                     ("gpu.row_remap.failure", "fail", "fault", "GPU3 (0000:4e:00.0)")},
     "dgx-h100--fabric-incomplete": {("nvlink.fabric.incomplete", "fail", "fault", "GPU5 (0000:ab:00.0)")},
     "dgx1-v100--old-driver": set(),  # unknown fields, no verdicts
+    "dgx-h100--gpu-gen1x8": set(),  # a PCIe finding (pcie.link.downgraded), not a GPU one
 }
 
 

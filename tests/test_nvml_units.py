@@ -101,3 +101,17 @@ def test_seed_changes_identities_only():
     b = fake_nvml.expand_machine(fake_nvml.load_machine("dgx-a100"), seed="b")
     assert a["gpus"][0]["uuid"] != b["gpus"][0]["uuid"] and a["gpus"][0]["serial"] != b["gpus"][0]["serial"]
     assert a["topo"] == b["topo"] and a["links"] == b["links"]
+
+
+def test_variant_without_nvml_file_is_its_base_with_own_identities():
+    spec = fake_nvml.load_machine("dgx-a100--p2p-disabled")
+    assert spec["machine"] == "dgx-a100--p2p-disabled"
+    a = fake_nvml.expand_machine(spec)
+    b = fake_nvml.expand_machine(fake_nvml.load_machine("dgx-a100"))
+    assert a["links"] == b["links"] and a["gpus"][0]["uuid"] != b["gpus"][0]["uuid"]
+
+
+def test_gen1x8_variant_matches_the_pcie_fault():
+    t = fake_nvml.expand_machine(fake_nvml.load_machine("dgx-h100--gpu-gen1x8"))
+    g = next(g for g in t["gpus"] if g["bus_id"] == "0000:3a:00.0")
+    assert (g["gen_cur"], g["width_cur"], g["gen_max"], g["width_max"]) == (1, 8, 5, 16)

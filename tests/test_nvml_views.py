@@ -7,7 +7,7 @@ import copy
 from test_nvml_helpers import host_facts, needs_gcc, shared_dir
 
 from orchestrator.normalize import topology
-from orchestrator.views.gpus import render_gpu_table
+from orchestrator.views.gpus import render_gpu_table, view_gpus
 from orchestrator.views.topo import render_topo
 
 pytestmark = needs_gcc
@@ -49,3 +49,12 @@ def test_topo_view_unknown_cells_and_no_data():
     text = render_topo(topology.merge(f["gpus"], None, None), legend=False)
     row0 = next(ln for ln in text.splitlines() if ln.startswith("GPU0 "))
     assert row0.split()[6] == "?"  # GPU0-GPU5: NVML lost, no PCIe facts: unknown, not guessed
+
+
+def test_section_renderers_take_one_facts_section():
+    f = host_facts("ws-4xa6000")
+    assert view_gpus(f["gpus"]).startswith("GPUs: 4 GPU(s), driver 535.129.03")
+    merged = topology.merge_facts({"gpus": f["gpus"], "nvlink": f["nvlink"]})
+    assert merged is not None and merged["matrix"][0][1] == "NV4"
+    assert topology.merge_facts({"host": {}}) is None
+    assert "NV4" in render_topo(merged)

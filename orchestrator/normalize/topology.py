@@ -77,3 +77,11 @@ def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
             if key in cells and cells[key] != "X":
                 matrix[i][j], source[i][j] = cells[key], "pcie"
     return {"devices": devices, "matrix": matrix, "source": source}
+
+
+def merge_facts(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The MERGERS entry: facts of one host -> the topology section, None when no source ran."""
+    gpus, nvlink, pcie = facts.get("gpus"), facts.get("nvlink"), facts.get("pcie")
+    if not (gpus or nvlink or pcie):
+        return None
+    return merge(gpus, nvlink, pcie)

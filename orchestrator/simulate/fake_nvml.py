@@ -48,9 +48,18 @@ def _deep_merge(base: Any, over: Any) -> Any:
 
 
 def load_machine(name: str) -> dict[str, Any]:
-    """The fixture with its `base:` chain resolved (fault variants override a healthy machine)."""
+    """The fixture with its `base:` chain resolved (fault variants override a healthy machine).
+
+    A variant `<base>--<fault>` without an NVML file of its own (its fault lives in another layer,
+    e.g. PCIe or CUDA) is its base machine as NVML sees it, under its own name (own identities).
+    """
     path = MACHINES / f"{name}.nvml.yaml"
     if not path.is_file():
+        base = name.split("--", 1)[0]
+        if base != name and (MACHINES / f"{base}.nvml.yaml").is_file():
+            spec = load_machine(base)
+            spec["machine"] = name
+            return spec
         raise FixtureError(f"no NVML fixture {name!r}; known: {', '.join(machine_names())}")
     raw = yaml.safe_load(path.read_text()) or {}
     base_name = raw.pop("base", None)

@@ -84,3 +84,8 @@ def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, A
     table = tabulate(rows, headers=["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans",
                                     "power", "MIG", "virt", "NVLink", "health"], tablefmt="simple")
     return head + "\n" + table
+
+
+def view_gpus(gpus: dict[str, Any]) -> str:
+    """The `--show gpus` renderer (facts["gpus"] only: no NVLink column source, no host name)."""
+    return render_gpu_table("GPUs", gpus)
