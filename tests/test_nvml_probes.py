@@ -14,7 +14,7 @@ from orchestrator.simulate.fake_nvml import expand_machine, load_machine, machin
 
 pytestmark = needs_gcc
 
-ALL = machine_names()
+ALL = [m for m in machine_names() if m != "dgx-h100--driver-not-loaded"]
 EXPECTED_BUS = {
     "dgx-h100": ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
                  "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
@@ -158,6 +158,13 @@ def test_links_down_fixture_reports_two_inactive_links():
     down = {g["bus_id"]: [lk["link"] for lk in g["links"] if lk["state"] == "down"] for g in gpus}
     assert down.pop("0000:3a:00.0") == [6, 13]
     assert all(v == [] for v in down.values())
+
+
+@pytest.mark.parametrize("probe", ["nvml", "nvlink"])
+def test_library_without_driver_is_unsupported_with_the_reason(probe):
+    env, _ = run_probe(probe, "dgx-h100--driver-not-loaded")
+    assert env["status"] == "unsupported"
+    assert env["errors"] == ["nvmlInit failed: DRIVER_NOT_LOADED"]
 
 
 @pytest.mark.parametrize("probe", ["nvml", "nvlink"])

@@ -94,6 +94,7 @@ const char *nvmlErrorString(nvmlReturn_t r) {
 
 nvmlReturn_t nvmlInit_v2(void) {
     int i, j;
+    if (FAKE_INIT_RC != NVML_SUCCESS) return FAKE_INIT_RC; /* e.g. DRIVER_NOT_LOADED: library present, no driver */
     for (i = 0; i < FAKE_NGPU; i++) {
         HANDLES[i].magic = MAGIC; HANDLES[i].gpu = i; HANDLES[i].mig = -1;
         for (j = 0; j < FAKE_MAXMIG; j++) {
