@@ -43,6 +43,13 @@ def test_fault_fixture_yields_exactly_its_findings(machine):
     assert got == FAULTS[machine]
 
 
+def test_single_h200_vm_yields_what_the_real_one_did():
+    # tools/devcheck/nvml_check.py on the real H200 (pass-through VM, R580) produced exactly these
+    fs = findings(view_of("vm-1xh200"))
+    assert [(f.id, f.severity.value, f.kind.value) for f in fs] == [
+        ("nvlink.link.down", "info", "platform_limitation"), ("gpu.virtualization", "info", "platform_limitation")]
+
+
 def test_links_down_names_the_links():
     (f,) = findings(view_of("dgx-h100--links-down"))
     assert "6, 13" in f.message and f.expected == 18 and f.actual == 16

@@ -66,7 +66,7 @@ def test_bridged_workstation_pairs():
     topo = topology.merge(facts["gpus"], facts["nvlink"], None)
     m = topo["matrix"]
     assert m[0][1] == "NV4" and m[2][3] == "NV4"
-    assert m[0][2] == "SYS" and m[1][2] == "SYS" and m[0][3] == "SYS"
+    assert m[0][2] == "NODE" and m[1][2] == "NODE" and m[0][3] == "NODE"  # one socket, as the evidence
     assert facts["nvlink"]["gpus"][0]["version"] == "3.1"
 
 

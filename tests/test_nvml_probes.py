@@ -26,15 +26,16 @@ EXPECTED_BUS = {
                         "0000:81:00.0", "0000:a1:00.0", "0000:c1:00.0", "0000:e1:00.0"],
     "ws-4xa6000": ["0000:17:00.0", "0000:65:00.0", "0000:b3:00.0", "0000:ca:00.0"],
     "vm-2xa100": ["0000:00:05.0", "0000:00:06.0"],
+    "vm-1xh200": ["0000:00:06.0"],
     "lenovo-8xh100-cx7": ["0000:1b:00.0", "0000:2c:00.0", "0000:3c:00.0", "0000:4d:00.0",
                           "0000:9b:00.0", "0000:ac:00.0", "0000:bc:00.0", "0000:cd:00.0"],
 }
 NAMES = {"dgx-h100": "NVIDIA H100 80GB HBM3", "dgx-a100": "NVIDIA A100-SXM4-80GB",
          "dgx1-v100": "Tesla V100-SXM2-32GB", "consumer-8x4090": "NVIDIA GeForce RTX 4090",
          "ws-4xa6000": "NVIDIA RTX A6000", "vm-2xa100": "NVIDIA A100 80GB PCIe",
-         "lenovo-8xh100-cx7": "NVIDIA H100 80GB HBM3"}
+         "lenovo-8xh100-cx7": "NVIDIA H100 80GB HBM3", "vm-1xh200": "NVIDIA H200"}
 LINKS = {"dgx-h100": 18, "lenovo-8xh100-cx7": 18, "dgx-a100": 12, "dgx1-v100": 6, "ws-4xa6000": 4,
-         "consumer-8x4090": 0, "vm-2xa100": 0}
+         "consumer-8x4090": 0, "vm-2xa100": 0, "vm-1xh200": 0}
 
 
 def test_all_required_fixtures_exist():
@@ -81,8 +82,8 @@ def test_sxm_has_no_fans_and_consumer_fans_report():
     assert rtx["fans"] == [{"index": 0, "speed_pct": 30}, {"index": 1, "speed_pct": 30}]
     assert rtx["serial"] is None and rtx["unknown"]["serial"] == "NOT_SUPPORTED"
     # R580 on a real H200 answered nvmlDeviceGetNumFans with SUCCESS/0: an empty list, no reason
-    lenovo = run_probe("nvml", "lenovo-8xh100-cx7")[0]["data"]["gpus"][0]
-    assert lenovo["fans"] == [] and "fans" not in lenovo["unknown"]
+    h200 = run_probe("nvml", "vm-1xh200")[0]["data"]["gpus"][0]
+    assert h200["fans"] == [] and "fans" not in h200["unknown"]
 
 
 def test_consumer_p2p_not_supported_and_no_nvlink():
@@ -92,11 +93,27 @@ def test_consumer_p2p_not_supported_and_no_nvlink():
     assert all(g["links"] == [] and g["unknown"]["links"] == "NOT_SUPPORTED" for g in nvl["gpus"])
 
 
-def test_h100_fabric_falls_back_from_v3_to_v2_and_lenovo_reads_v3():
+def test_fabric_info_versions():
     dgx = run_probe("nvml", "dgx-h100")[0]["data"]["gpus"][0]["fabric"]
     assert dgx["state"] == "completed" and dgx["health_summary"] is None  # driver 550: v2 struct only
-    lenovo = run_probe("nvml", "lenovo-8xh100-cx7")[0]["data"]["gpus"][0]["fabric"]
-    assert lenovo["state"] == "completed" and lenovo["health_summary"] == "healthy"
+    h200 = run_probe("nvml", "vm-1xh200")[0]["data"]["gpus"][0]
+    assert h200["fabric"]["state"] == "not_supported" and h200["fabric"]["status"] == "SUCCESS"
+    assert h200["virtualization_mode"] == "passthrough" and h200["unknown"] == {"numa_node": "NOT_SUPPORTED"}
+
+
+def test_fabric_v3_struct_accepted_only_by_r580():
+    class FabricV3(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
+                    ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint),
+                    ("healthSummary", ctypes.c_ubyte)]
+    for machine, want in (("dgx-h100", 25), ("vm-1xh200", 0)):  # 25 = ARGUMENT_VERSION_MISMATCH
+        lib = ctypes.CDLL(str(fake_lib(machine)))
+        assert lib.nvmlInit_v2() == 0
+        h = ctypes.c_void_p()
+        assert lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(0), ctypes.byref(h)) == 0
+        info = FabricV3(version=ctypes.sizeof(FabricV3) | (3 << 24))
+        assert lib.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(info)) == want, machine
+        assert lib.nvmlShutdown() == 0
 
 
 def test_mig_instances_and_passthrough():

@@ -185,7 +185,7 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "fabric_state": FABRIC_STATES[(fabric or {}).get("state", "not_supported")],
             "clique": int((fabric or {}).get("clique_id", 0)),
             "cluster_uuid": _hex_id(seed, name, "cluster"),
-            "health_summary": 1 if fabric else 0,
+            "health_summary": 1 if (fabric or {}).get("state") == "completed" else 0,
             "lost": int(bool(g.get("lost"))),
             "nlinks": len(links[i]) if links[i] else -1,
             "nvlink_version": int(g.get("nvlink_version", 0)),
