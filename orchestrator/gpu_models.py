@@ -27,6 +27,8 @@ class GpuModel:
     pcie_width: int = 16
     p2p_floor_gbps: float | None = None  # published acceptance floor (AzHPC) for NVLink P2P
     p2p_supported: bool = True  # consumer cards: P2P disabled by the driver
+    nvlink_bridge: bool = False  # PCIe card whose NVLink needs an optional bridge: absent links are no fault
+    has_fans: bool = False  # actively cooled board: NVML must report its fans (SXM/passive boards have none)
 
     @property
     def nvlink_gbps(self) -> float:
@@ -39,20 +41,21 @@ MODELS: tuple[GpuModel, ...] = (
     GpuModel("B300-SXM", r"B300", "Blackwell", 5, 18, 50.0, 6),
     GpuModel("B200-SXM", r"B200", "Blackwell", 5, 18, 50.0, 5),
     GpuModel("H200-SXM", r"H200", "Hopper", 4, 18, 26.562, 5, p2p_floor_gbps=335.0),
-    GpuModel("H100-NVL", r"H100 NVL", "Hopper", 4, 12, 26.562, 5),
-    GpuModel("H100-PCIE", r"H100 PCIe", "Hopper", 4, 12, 26.562, 5),
+    GpuModel("H100-NVL", r"H100 NVL", "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True),
+    GpuModel("H100-PCIE", r"H100 PCIe", "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True),
     GpuModel("H100-SXM", r"H100", "Hopper", 4, 18, 26.562, 5, p2p_floor_gbps=335.0),
     GpuModel("H800-SXM", r"H800", "Hopper", 4, 8, 26.562, 5),
-    GpuModel("A100-PCIE", r"A100.*PCIe", "Ampere", 3, 12, 25.0, 4),
+    GpuModel("A100-PCIE", r"A100.*PCIe", "Ampere", 3, 12, 25.0, 4, nvlink_bridge=True),
     GpuModel("A100-SXM", r"A100", "Ampere", 3, 12, 25.0, 4, p2p_floor_gbps=235.0),
     GpuModel("A800-SXM", r"A800", "Ampere", 3, 8, 25.0, 4),
     GpuModel("V100-SXM", r"V100.*SXM", "Volta", 2, 6, 25.781, 3),
     GpuModel("V100-PCIE", r"V100", "Volta", None, 0, 0.0, 3),
     GpuModel("P100-SXM", r"P100.*SXM", "Pascal", 1, 4, 20.0, 3),
-    GpuModel("RTX-A6000", r"RTX A6000", "Ampere", 3, 4, 14.062, 4),
-    GpuModel("RTX-3090", r"3090", "Ampere", 3, 4, 14.062, 4, p2p_supported=False),
-    GpuModel("RTX-4090", r"4090", "Ada", None, 0, 0.0, 4, p2p_supported=False),
-    GpuModel("RTX-5090", r"5090", "Blackwell", None, 0, 0.0, 5, p2p_supported=False),
+    GpuModel("RTX-A6000", r"RTX A6000", "Ampere", 3, 4, 14.062, 4, nvlink_bridge=True, has_fans=True),
+    GpuModel("RTX-3090", r"3090", "Ampere", 3, 4, 14.062, 4, p2p_supported=False, nvlink_bridge=True,
+             has_fans=True),
+    GpuModel("RTX-4090", r"4090", "Ada", None, 0, 0.0, 4, p2p_supported=False, has_fans=True),
+    GpuModel("RTX-5090", r"5090", "Blackwell", None, 0, 0.0, 5, p2p_supported=False, has_fans=True),
     GpuModel("L40S", r"L40S", "Ada", None, 0, 0.0, 4),
     GpuModel("L40", r"L40", "Ada", None, 0, 0.0, 4),
     GpuModel("L4", r"\bL4\b", "Ada", None, 0, 0.0, 4),

@@ -1,0 +1,87 @@
+"""Merge gpus + nvlink + pcie facts into the `nvidia-smi topo -m` matrix (`facts["topology"]`).
+
+Pure.  GPU pair: NV# when NVLink is active between them, else NVML's common-ancestor level, else
+the PCIe probe's level.  Anything involving a NIC comes from the PCIe probe.  A cell nobody can
+answer stays null.  Shape: docs/facts-gpus.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pcie_lookup(pcie: dict[str, Any] | None) -> tuple[dict[tuple[str, str], str], list[str], list[str]]:
+    levels = (pcie or {}).get("levels") or {}
+    order = [str(b) for b in levels.get("order") or []]
+    matrix = levels.get("matrix") or []
+    cells: dict[tuple[str, str], str] = {}
+    for i, a in enumerate(order):
+        row = matrix[i] if i < len(matrix) and isinstance(matrix[i], list) else []
+        for j, b in enumerate(order):
+            if j < len(row) and isinstance(row[j], str):
+                cells[(a, b)] = row[j]
+    nics = [str(b) for b in (pcie or {}).get("nics") or [] if b in order] or [
+        b for b, lab in zip(order, levels.get("labels") or []) if str(lab).startswith("NIC")]
+    names = [str(x) for x in levels.get("nic_names") or []]
+    return cells, nics, names
+
+
+def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
+          pcie: dict[str, Any] | None) -> dict[str, Any]:
+    cells, nics, nic_names = _pcie_lookup(pcie)
+    gpu_order: list[str] = [b for b in (gpus or {}).get("order") or [] if b]
+    if not gpu_order:
+        gpu_order = [b for b in (nvlink or {}).get("order") or [] if b] or list((pcie or {}).get("gpus") or [])
+    by_bus = {g.get("bus_id"): g for g in (gpus or {}).get("list") or []}
+    pdev = {d.get("bdf"): d for d in (pcie or {}).get("devices") or [] if isinstance(d, dict)}
+    # NV# by bus-id pair
+    nv_pairs: dict[tuple[str, str], int] = {}
+    nv_order = (nvlink or {}).get("order") or []
+    for i, row in enumerate((nvlink or {}).get("nv") or []):
+        for j, v in enumerate(row or []):
+            if v and i < len(nv_order) and j < len(nv_order):
+                nv_pairs[(nv_order[i], nv_order[j])] = int(v)
+    nvml_levels: dict[tuple[str, str], str] = {}
+    g_order = (gpus or {}).get("order") or []
+    for i, row in enumerate((gpus or {}).get("levels") or []):
+        for j, v in enumerate(row or []):
+            if isinstance(v, str) and v != "X" and i < len(g_order) and j < len(g_order):
+                nvml_levels[(g_order[i], g_order[j])] = v
+
+    devices: list[dict[str, Any]] = []
+    for k, b in enumerate(gpu_order):
+        g = by_bus.get(b) or {}
+        numa = (pdev.get(b) or {}).get("numa")
+        devices.append({"name": f"GPU{k}", "kind": "gpu", "bus_id": b, "cpu_affinity": g.get("cpu_affinity")
+                        or (pdev.get(b) or {}).get("local_cpulist"), "numa": numa})
+    for k, b in enumerate(nics):
+        label = nic_names[k] if k < len(nic_names) else (pdev.get(b) or {}).get("label")
+        devices.append({"name": f"NIC{k}", "kind": "nic", "bus_id": b, "label": label})
+
+    n = len(devices)
+    matrix: list[list[str | None]] = [[None] * n for _ in range(n)]
+    source: list[list[str | None]] = [[None] * n for _ in range(n)]
+    for i, da in enumerate(devices):
+        for j, db in enumerate(devices):
+            if i == j:
+                matrix[i][j], source[i][j] = "X", "self"
+                continue
+            key = (da["bus_id"], db["bus_id"])
+            if da["kind"] == "gpu" and db["kind"] == "gpu":
+                if key in nv_pairs:
+                    matrix[i][j], source[i][j] = f"NV{nv_pairs[key]}", "nvlink"
+                    continue
+                if key in nvml_levels:
+                    matrix[i][j], source[i][j] = nvml_levels[key], "nvml"
+                    continue
+            if key in cells and cells[key] != "X":
+                matrix[i][j], source[i][j] = cells[key], "pcie"
+    return {"devices": devices, "matrix": matrix, "source": source}
+
+
+def merge_facts(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """The MERGERS entry: facts of one host -> the topology section, None when no source ran."""
+    gpus, nvlink, pcie = facts.get("gpus"), facts.get("nvlink"), facts.get("pcie")
+    if not (gpus or nvlink or pcie):
+        return None
+    return merge(gpus, nvlink, pcie)
