@@ -7,11 +7,11 @@ unreachable in either run get a reachability change and nothing else, for the sa
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.outputs import facts as F
+from orchestrator.views.text import clean
 
 # Which probe a facts section comes from (architecture.md, normalized facts table).
 _SECTION_PROBE = {"gpus": "nvml", "nvlink": "nvlink", "topology": "nvml", "p2p": "p2p", "pcie": "pcie"}
@@ -238,12 +238,9 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
     return d
 
 
-_CTRL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def _clean(s: Any) -> str:
     # Host-controlled text (names, reasons, finding messages) must not steer the terminal.
-    return _CTRL.sub("", str(s))
+    return clean(s, limit=400)
 
 
 _MARK = {

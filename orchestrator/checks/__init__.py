@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.checks import host
+from orchestrator.checks import gpu, host
 from orchestrator.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.findings import Finding
 
-_AREAS = [host]
+_AREAS = [host, gpu]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
@@ -30,4 +30,8 @@ FINDING_IDS: tuple[str, ...] = (
     "host.board.mismatch", "host.virtualized", "host.driver.missing", "host.driver.version",
     "identity.serial.needs_root", "identity.hostname.duplicate", "identity.system_serial.duplicate",
     "topology.class.outlier", "probe.data.malformed",
+    "gpu.lost", "gpu.count.mismatch", "gpu.count.pci_vs_nvml", "gpu.model.mismatch", "nvlink.link.down",
+    "nvlink.p2p_status_mismatch", "gpu.mig.enabled", "gpu.virtualization", "sensor.fan.zero_while_hot",
+    "sensor.fan.not_reporting", "gpu.row_remap.pending", "gpu.row_remap.failure", "nvlink.fabric.incomplete",
+    "identity.uuid.duplicate", "identity.gpu_serial.duplicate",
 )

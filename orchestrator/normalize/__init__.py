@@ -5,17 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.normalize import host
+from orchestrator.normalize import gpus, host, nvlink, topology
 
 Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
 
 # probe name -> (facts section, normalizer)
 NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
     "host": ("host", host.normalize),
+    "nvml": ("gpus", gpus.normalize),
+    "nvlink": ("nvlink", nvlink.normalize),
 }
 
 # Sections computed from several probes' facts, in order: facts -> new section (or None).
-MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = []
+MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
+    ("topology", topology.merge_facts),
+]
 
 
 def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:

@@ -27,8 +27,10 @@ def recording_dir(host: Host) -> Path:
         raise TransportError("unreachable", f"{host.name}: ansible_connection=replay needs a probe_replay variable")
     path = Path(str(ref)).expanduser()
     if not path.is_absolute():
-        base = host.vars.get("inventory_dir")
-        candidates = ([Path(str(base)) / path] if base else []) + [DEMO_RECORDINGS / path]
+        # Relative to the inventory file that set the variable, else a bundled demo machine.
+        origin = host.origins.get("probe_replay", "")
+        base = Path(origin.rsplit(":", 1)[0]).parent if origin else None
+        candidates = ([base / path] if base else []) + [DEMO_RECORDINGS / path]
         path = next((c for c in candidates if c.is_dir()), candidates[-1])
     return path
 

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from tabulate import tabulate
 
-try:  # the shared sanitizer, when present in this checkout
-    from orchestrator.views.text import clean
-except ImportError:  # pragma: no cover - same contract, kept local so the view never prints raw bytes
-    _CTRL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-    def clean(text: Any) -> str:
-        return _CTRL.sub("", str(text))
+from orchestrator.views.text import clean
 
 
 def _na(v: Any, fmt: str = "{}") -> str:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.views import gpus, topo
+
 Renderer = Callable[[dict[str, Any]], str]
 
 # section name -> (facts key, renderer); filled as view modules exist.
-VIEWS: dict[str, tuple[str, Renderer]] = {}
+VIEWS: dict[str, tuple[str, Renderer]] = {
+    "gpus": ("gpus", gpus.view_gpus),
+    "topo": ("topology", topo.render_topo),
+}
 
 
 def render(section: str, host_record: dict[str, Any]) -> str:
