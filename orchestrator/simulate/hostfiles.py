@@ -1,5 +1,8 @@
 """Write the /proc, /etc and DMI files the `host` probe reads, for a simulated machine.
 
+The NVIDIA driver files (/proc/driver/nvidia) belong to the PCIe layer (simulate/sysfs.py), so
+every probe of one simulated host sees one driver version.
+
 Descriptions live in machines/<name>.host.yaml; a fault variant `<base>--<fault>` without a host
 file of its own uses its base machine's.  Serials are derived from the host name so that a fleet of
 identical machines still has unique identities (and a test can make two collide on purpose).
@@ -78,8 +81,4 @@ def build_host_files(machine: str, root: Path, hostname: str) -> Path:
         dmi.setdefault("board_serial", serial_for(hostname, "board"))
     for key, value in dmi.items():
         _write(root, f"/sys/class/dmi/id/{key}", str(value))
-    if d.get("driver_version"):
-        _write(root, "/proc/driver/nvidia/version",
-               f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {d['driver_version']}  Release Build\n"
-               "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
     return root
