@@ -193,7 +193,7 @@ class FleetView:
 # Characters that would let a host-controlled string hide or reorder text on screen: C0/C1
 # controls, bidi embeddings/overrides/isolates, zero-width characters.  They are shown as visible
 # \\uXXXX escapes instead, so "gpu01\u202e" is not mistaken for another host.
-_INVISIBLE = {c: "\\u%04x" % c for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x200B, 0x200C, 0x200D,
+_INVISIBLE = {c: f"\\u{c:04x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x200B, 0x200C, 0x200D,
                                             0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]}
 
 
@@ -209,11 +209,11 @@ def _str(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, dict) and "unknown" in value:
-        return "unknown (%s)" % _str(value["unknown"])
+        return "unknown ({})".format(_str(value["unknown"]))
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return ("%.1f" % value).rstrip("0").rstrip(".")
+        return (f"{value:.1f}").rstrip("0").rstrip(".")
     if isinstance(value, (list, tuple)):
         return ", ".join(_str(v) for v in value)
     return visible(str(value))
@@ -236,10 +236,10 @@ def _num(value: Any) -> float | None:
 def anchor_for(prefix: str, name: str, seen: dict[str, int]) -> str:
     """An HTML id safe for any host name: ASCII letters, digits and dashes, unique within the page."""
     core = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in name)[:48] or "_"
-    base = "%s-%s" % (prefix, core)
+    base = f"{prefix}-{core}"
     n = seen.get(base, 0)
     seen[base] = n + 1
-    return base if n == 0 else "%s-%d" % (base, n)
+    return base if n == 0 else f"{base}-{n}"
 
 
 def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
@@ -248,11 +248,11 @@ def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
     max_gen, max_width = link.get("gen_max"), link.get("width_max")
     if gen is None and width is None:
         return "", False
-    now = "Gen%s x%s" % (_str(gen) or "?", _str(width) or "?")
+    now = "Gen{} x{}".format(_str(gen) or "?", _str(width) or "?")
     degraded = (isinstance(gen, int) and isinstance(max_gen, int) and gen < max_gen) or \
                (isinstance(width, int) and isinstance(max_width, int) and width < max_width)
     if degraded:
-        return "%s (max Gen%s x%s)" % (now, _str(max_gen), _str(max_width)), True
+        return f"{now} (max Gen{_str(max_gen)} x{_str(max_width)})", True
     return now, False
 
 
@@ -295,7 +295,7 @@ def device_labels(facts: dict[str, Any]) -> dict[str, str]:
         bus = _str(g.get("bus_id")).lower()
         idx = g.get("index") if isinstance(g.get("index"), int) else pos
         if bus:
-            out[bus] = "GPU%d" % idx
+            out[bus] = f"GPU{idx}"
     for d in _list(_dict(facts.get("topology")).get("devices")):
         if isinstance(d, dict) and isinstance(d.get("bus_id"), str) and isinstance(d.get("name"), str):
             out[d["bus_id"].lower()] = d["name"]
@@ -321,15 +321,15 @@ def read_gpus(facts: dict[str, Any]) -> list[GpuRow]:
             numa = g.get("numa_node")
         mig_text = _str(mig.get("current")) if mig else ""
         if mig.get("instances"):
-            mig_text += " (%d instances)" % len(_list(mig.get("instances")))
+            mig_text += f" ({len(_list(mig.get('instances')))} instances)"
         rows.append(GpuRow(
             index=_str(g.get("index")), bus_id=_str(g.get("bus_id")),
             name=_str(g.get("name")) + (" (lost)" if g.get("lost") else ""),
             uuid=_str(g.get("uuid")), serial=_str(g.get("serial")),
             memory="%.0f GiB" % (mem / 2**30) if mem is not None else "",
             pcie=link, pcie_degraded=degraded, numa=_str(numa), mig=mig_text,
-            temperature="%s °C" % _str(g.get("temperature_c")) if g.get("temperature_c") is not None else "",
-            power="%s W" % _str(g.get("power_w")) if g.get("power_w") is not None else ""))
+            temperature="{} °C".format(_str(g.get("temperature_c"))) if g.get("temperature_c") is not None else "",
+            power="{} W".format(_str(g.get("power_w"))) if g.get("power_w") is not None else ""))
     return rows
 
 
@@ -370,7 +370,7 @@ def read_nvlink(facts: dict[str, Any]) -> NvlinkGraph | None:
     nodes: dict[str, GraphNode] = {}
     for g in gpus:
         bus = _str(g.get("bus_id")).lower()
-        label = labels.get(bus) or ("GPU%s" % _str(g.get("index")) if g.get("index") is not None else bus)
+        label = labels.get(bus) or ("GPU{}".format(_str(g.get("index"))) if g.get("index") is not None else bus)
         nodes[bus] = GraphNode(bus, label, "gpu")
     gpu_buses = set(nodes)
     bonds: dict[tuple[str, str], list[int]] = {}
@@ -411,7 +411,7 @@ def read_nvlink(facts: dict[str, Any]) -> NvlinkGraph | None:
             nodes[bus] = GraphNode(bus, "", "nvswitch")
             switches.append(bus)
     for n, bus in enumerate(sorted(set(switches))):
-        nodes[bus].label = "NVSwitch%d" % n
+        nodes[bus].label = f"NVSwitch{n}"
     edges = [GraphEdge(a, b, c[0], c[1]) for (a, b), c in bonds.items()]
     ordered = sorted(nodes.values(), key=lambda n: (n.kind != "gpu", n.kind, _label_key(n.label), n.id))
     return NvlinkGraph(ordered, edges)
@@ -474,15 +474,15 @@ def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozen
     roots = [r for r in roots if r.kind in _KEEP or any(x.kind in _KEEP for x in _descendants(r))]
     for u in _list(section.get("uplinks")):
         u = _dict(u)
-        node = nodes.get(_str(u.get("id")).lower())
+        uplink = nodes.get(_str(u.get("id")).lower())
         gpus = [_str(x).lower() for x in _list(u.get("gpus"))]
         nics = [_str(x).lower() for x in _list(u.get("nics"))]
-        if node is None or not gpus or not nics:
+        if uplink is None or not gpus or not nics:
             continue
         names = sorted((labels.get(b, b) for b in gpus), key=_label_key) + \
             sorted((labels.get(b, b) for b in nics), key=_label_key)
-        node.note = "uplink shared: " + ", ".join(names)
-        node.shared_uplink = bool(flagged & set(gpus + nics + [node.bus_id]))
+        uplink.note = "uplink shared: " + ", ".join(names)
+        uplink.shared_uplink = bool(flagged & {*gpus, *nics, uplink.bus_id})
     return roots
 
 
@@ -521,8 +521,8 @@ def read_p2p(facts: dict[str, Any]) -> P2pHeat | None:
     n = len(measured)
     if n == 0:
         return None
-    labels = [labels_map.get(b, "GPU%d" % i) for i, b in enumerate(buses)] if len(buses) == n else \
-        ["GPU%d" % i for i in range(n)]
+    labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(buses)] if len(buses) == n else \
+        [f"GPU{i}" for i in range(n)]
     cells = []
     for a in range(n):
         row = []
@@ -558,7 +558,7 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
     their class's representative get a detailed section with pictures (at most `max_pictures`,
     worst first); every other host is one row in its class's member table."""
     if not isinstance(fleet, dict):
-        raise ValueError("fleet.json must be a JSON object, got %s" % type(fleet).__name__)
+        raise ValueError(f"fleet.json must be a JSON object, got {type(fleet).__name__}")
     run = _dict(fleet.get("run"))
     hosts_raw = [h for h in _list(fleet.get("hosts")) if isinstance(h, dict)]
     classes_raw = [c for c in _list(fleet.get("classes")) if isinstance(c, dict)]

@@ -49,7 +49,7 @@ def _static() -> tuple[str, str]:
 
 
 def _csp_hash(text: str) -> str:
-    return "'sha256-%s'" % base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return "'sha256-{}'".format(base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii"))
 
 
 def _pictures(page: HostPage) -> dict[str, Markup]:
@@ -57,12 +57,12 @@ def _pictures(page: HostPage) -> dict[str, Markup]:
     if not page.detailed:
         return pics
     # Markup here is sound: svg.py escapes every string it writes (tested with hostile payloads).
-    if page.nvlink is not None and page.nvlink.edges:
-        pics["nvlink"] = Markup(svg.nvlink_svg(page.nvlink, "NVLink graph of %s" % page.name))
+    if page.nvlink is not None and any(n.links for n in page.nvlink.nodes):
+        pics["nvlink"] = Markup(svg.nvlink_svg(page.nvlink, f"NVLink graph of {page.name}"))
     if page.p2p is not None:
-        pics["p2p"] = Markup(svg.p2p_svg(page.p2p, "P2P bandwidth of %s" % page.name))
+        pics["p2p"] = Markup(svg.p2p_svg(page.p2p, f"P2P bandwidth of {page.name}"))
     if page.pcie:
-        pics["pcie"] = Markup(svg.pcie_svg(page.pcie, "PCIe tree of %s" % page.name))
+        pics["pcie"] = Markup(svg.pcie_svg(page.pcie, f"PCIe tree of {page.name}"))
     return pics
 
 
@@ -83,7 +83,7 @@ def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
     pages = [h for c in view.classes for h in c.hosts] + view.unclassified
     css, js = _static()
     csp = "; ".join([
-        "default-src 'none'", "img-src data:", "style-src %s" % _csp_hash(css), "script-src %s" % _csp_hash(js),
+        "default-src 'none'", "img-src data:", f"style-src {_csp_hash(css)}", f"script-src {_csp_hash(js)}",
         "base-uri 'none'", "form-action 'none'"])
     return _environment().get_template("report.html.j2").render(
         v=view, version=__version__, css=Markup(css), js=Markup(js), csp=csp,
@@ -99,13 +99,13 @@ def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ReportError("%s: no such file; give a run directory or its fleet.json" % p) from None
+        raise ReportError(f"{p}: no such file; give a run directory or its fleet.json") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError("%s: cannot read: %s" % (p, exc)) from None
+        raise ReportError(f"{p}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise ReportError("%s: not valid JSON (line %d): %s" % (p, exc.lineno, exc.msg)) from None
+        raise ReportError(f"{p}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
-        raise ReportError("%s: not a fleet.json (expected an object with a 'hosts' list)" % p)
+        raise ReportError(f"{p}: not a fleet.json (expected an object with a 'hosts' list)")
     return data
 
 
@@ -114,7 +114,7 @@ def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: d
     html = render_report(fleet, previous)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % target.name, dir=str(target.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(html)

@@ -65,12 +65,12 @@ def _host_facts(hostile: str | None, board: str, bios: str, driver: str, virt: s
 def _gpu(hostile: str | None, index: int, bus: str, name: str, mem_gib: int, link: dict[str, Any],
          serial: str, mig: bool = False) -> dict[str, Any]:
     return {
-        "index": index, "bus_id": bus, "uuid": "GPU-%08x-1111-2222-3333-%012x" % (index + 0x5A000000, _stable(bus)),
+        "index": index, "bus_id": bus, "uuid": f"GPU-{index + 0x5A000000:08x}-1111-2222-3333-{_stable(bus):012x}",
         "name": _s(hostile, name), "model": None, "serial": _s(hostile, serial),
         "board_part_number": _s(hostile, "692-2G520-0200-000"), "vbios": _s(hostile, "96.00.74.00.01"),
         "memory_total_bytes": mem_gib * 2**30, "memory_used_bytes": 0,
         "mig": {"current": mig, "pending": mig,
-                "instances": [{"index": i, "uuid": "MIG-%d" % i, "name": _s(hostile, "1g.10gb"),
+                "instances": [{"index": i, "uuid": f"MIG-{i}", "name": _s(hostile, "1g.10gb"),
                                "memory_total_bytes": 10200547328} for i in range(2)] if mig else []},
         "virtualization_mode": "passthrough" if mig else "none",
         "pcie": dict(link, gen_gpu_max=link["gen_max"]),
@@ -110,7 +110,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
     gpus = []
     for i, bus in enumerate(H100_GPUS):
         link = _link(4, 8, 5, 16) if i == downgraded_gpu else _link(5, 16, 5, 16)
-        gpus.append(_gpu(hostile, i, bus, "NVIDIA H100 80GB HBM3", 80, link, "16523220%05d" % (_stable(name) % 1000 * 10 + i)))
+        gpus.append(_gpu(hostile, i, bus, "NVIDIA H100 80GB HBM3", 80, link, f"16523220{_stable(name) % 1000 * 10 + i:05d}"))
     # NVLink: every GPU's 18 links go to the four NVSwitches, 5/4/4/5.  NVML cannot name the far
     # end of a link that is down, as on real hosts.
     nvl_gpus = []
@@ -144,7 +144,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
     for r in range(4):
         numa = 0 if r < 2 else 1
         base = 0x15 + r * 0x20
-        rp, up = "0000:%02x:01.0" % base, "0000:%02x:00.0" % (base + 1)
+        rp, up = f"0000:{base:02x}:01.0", "0000:%02x:00.0" % (base + 1)
         devices.append(_pci(rp, "root_port", None, _link(5, 16, 5, 16), numa, port_type="root_port", family="Intel"))
         devices.append(_pci(up, "switch_port", rp, _link(5, 16, 5, 16), numa, port_type="upstream_port",
                             family=_s(hostile, "Broadcom PEX")))
@@ -153,7 +153,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
         if nic_under_gpu_switch and r == 1:
             members.append(nics[r])
         for k, dev in enumerate(members):
-            dp = "0000:%02x:%02x.0" % (base + 2, k)
+            dp = f"0000:{base + 2:02x}:{k:02x}.0"
             downs.append(dp)
             devices.append(_pci(dp, "switch_port", up, _link(5, 16, 5, 16), numa, port_type="downstream_port",
                                 family="Broadcom PEX", switch=up))
@@ -161,16 +161,16 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
                 devices.append(_pci(dev, "gpu", dp, gpus[H100_GPUS.index(dev)]["pcie"], numa, family="NVIDIA", switch=up))
             else:
                 devices.append(_pci(dev, "nic", dp, _link(5, 16, 5, 16), numa, family="ConnectX",
-                                    label=_s(hostile, "mlx5_%d" % r), switch=up))
+                                    label=_s(hostile, f"mlx5_{r}"), switch=up))
         switches.append({"upstream": up, "parent": rp, "vendor": "0x1000", "device": "0xc030",
                          "family": "Broadcom PEX", "levels": 1, "downstream": downs})
         uplinks.append({"id": up, "type": "switch", "port": rp, "gpus": members[:2],
                         "nics": members[2:], "nvme": [], "nvswitches": [], "other": []})
         if not (nic_under_gpu_switch and r == 1):
-            nic_rp = "0000:%02x:03.0" % base
+            nic_rp = f"0000:{base:02x}:03.0"
             devices.append(_pci(nic_rp, "root_port", None, _link(5, 16, 5, 16), numa, port_type="root_port"))
             devices.append(_pci(nics[r], "nic", nic_rp, _link(5, 16, 5, 16), numa, family="ConnectX",
-                                label=_s(hostile, "mlx5_%d" % r)))
+                                label=_s(hostile, f"mlx5_{r}")))
             uplinks.append({"id": nic_rp, "type": "root_port", "port": nic_rp, "gpus": [], "nics": [nics[r]],
                             "nvme": [], "nvswitches": [], "other": []})
     nvs_rp = "0000:04:01.0"
@@ -180,7 +180,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
     devices.append(_pci("0000:00:1f.4", "other", None, None, 0, family="Intel"))  # SMBus: not drawn
     downgraded = [{"bdf": d["bdf"], "kind": d["kind"], **d["link"]} for d in devices if d["link"] and
                   (d["link"]["gen_current"] < d["link"]["gen_max"] or d["link"]["width_current"] < d["link"]["width_max"])]
-    labels = ["GPU%d" % i for i in range(8)] + ["NIC%d" % i for i in range(4)]
+    labels = [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(4)]
     socket = [i // 4 for i in range(8)] + [n // 2 for n in range(4)]
     matrix = []
     for a in range(12):
@@ -199,7 +199,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
                     for b, c in enumerate(row)] for a, row in enumerate(matrix)]
     order = list(H100_GPUS) + nics
     return {
-        "name": _s(hostile, name), "address": _s(hostile, "10.0.1.%d" % (_stable(name) % 200 + 10)),
+        "name": _s(hostile, name), "address": _s(hostile, f"10.0.1.{_stable(name) % 200 + 10}"),
         "groups": [_s(hostile, "h100"), "gpu"], "outcome": "ok", "reason": None,
         "probes": {p: {"outcome": "ok", "reason": None, "duration_s": 0.4, "probe_version": "1", "retried": False}
                    for p in ("host", "nvml", "nvlink", "pcie", "p2p")},
@@ -211,7 +211,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
                      "gpus": sorted(H100_GPUS), "nics": sorted(nics), "nvswitches": list(H100_NVSWITCHES), "nvme": [],
                      "switches": switches, "uplinks": uplinks,
                      "levels": {"order": order, "labels": labels,
-                                "nic_names": [_s(hostile, "mlx5_%d" % i) for i in range(4)], "matrix": pcie_levels},
+                                "nic_names": [_s(hostile, f"mlx5_{i}") for i in range(4)], "matrix": pcie_levels},
                      "downgraded": downgraded, "acs": []},
             "topology": _topology(labels, order, matrix),
             "p2p": _p2p(H100_GPUS, 370.0, 335.0, slow=slow_pair_gpu),
@@ -240,7 +240,7 @@ def _p2p(buses: list[str], typical: float, expected: float, slow: int | None = N
 
 
 def _a100_host(name: str, hostile: str | None) -> dict[str, Any]:
-    gpus = [_gpu(hostile, i, bus, "NVIDIA A100 80GB PCIe", 80, _link(4, 16, 4, 16), "13240%07d" % i)
+    gpus = [_gpu(hostile, i, bus, "NVIDIA A100 80GB PCIe", 80, _link(4, 16, 4, 16), f"13240{i:07d}")
             for i, bus in enumerate(A100_GPUS)]
     nvl = []
     for i, bus in enumerate(A100_GPUS):
@@ -264,7 +264,7 @@ def _a100_host(name: str, hostile: str | None) -> dict[str, Any]:
          ["SYS", "SYS", "X", "NV12", "SYS"], ["SYS", "SYS", "NV12", "X", "SYS"],
          ["NODE", "NODE", "SYS", "SYS", "X"]]
     return {
-        "name": _s(hostile, name), "address": _s(hostile, "10.0.2.%d" % (_stable(name) % 200 + 10)),
+        "name": _s(hostile, name), "address": _s(hostile, f"10.0.2.{_stable(name) % 200 + 10}"),
         "groups": [_s(hostile, "a100"), "gpu"], "outcome": "ok", "reason": None,
         "probes": {p: {"outcome": "ok", "reason": None, "duration_s": 0.3, "probe_version": "1", "retried": False}
                    for p in ("host", "nvml", "nvlink", "pcie", "p2p")},
@@ -282,7 +282,7 @@ def _a100_host(name: str, hostile: str | None) -> dict[str, Any]:
 
 
 def _vm_host(name: str, hostile: str | None) -> dict[str, Any]:
-    gpus = [_gpu(hostile, i, bus, "NVIDIA A100-SXM4-80GB", 80, _link(4, 16, 4, 16), "1564520%06d" % i, mig=True)
+    gpus = [_gpu(hostile, i, bus, "NVIDIA A100-SXM4-80GB", 80, _link(4, 16, 4, 16), f"1564520{i:06d}", mig=True)
             for i, bus in enumerate(VM_GPUS)]
     devices = [_pci("0000:00:00.0", "host_bridge", None, None, None, port_type="rc_integrated")]
     devices += [_pci(bus, "gpu", None, _link(4, 16, 4, 16), None, family="NVIDIA") for bus in VM_GPUS]
@@ -410,7 +410,7 @@ def build_large_fleet(n_hosts: int = 2000, broken_every: int = 50) -> dict[str, 
     for i in range(n_hosts):
         src = broken if i % broken_every == 0 else templates[i % len(templates)]
         host = copy.deepcopy(src)
-        host["name"] = "node%05d" % i
+        host["name"] = f"node{i:05d}"
         hosts.append(host)
         cls = classes.setdefault(host["class"], {"name": host["class"], "fingerprint": host["fingerprint"],
                                                  "members": [], "outliers": []})
