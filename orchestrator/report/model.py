@@ -11,6 +11,7 @@ schema versions, and a report must render whatever is there rather than crash on
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +236,11 @@ def _num(value: Any) -> float | None:
 
 def anchor_for(prefix: str, name: str, seen: dict[str, int]) -> str:
     """An HTML id safe for any host name: ASCII letters, digits and dashes, unique within the page."""
-    core = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in name)[:48] or "_"
+    core = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in name)
+    if core != name or len(core) > 48:
+        # Names that needed rewriting keep a checksum of the original, so two hostile names
+        # with the same safe prefix still get distinct, stable ids.
+        core = f"{core[:40]}-{zlib.crc32(name.encode('utf-8', 'surrogatepass')):08x}"
     base = f"{prefix}-{core}"
     n = seen.get(base, 0)
     seen[base] = n + 1

@@ -403,7 +403,9 @@ def build_previous_fleet() -> dict[str, Any]:
 def build_large_fleet(n_hosts: int = 2000, broken_every: int = 50) -> dict[str, Any]:
     """A big fleet made of the sample's hosts: every `broken_every`-th host carries gpu02's fault."""
     sample = build_sample_fleet()
-    templates = [h for h in sample["hosts"] if h["facts"]]
+    # Healthy members of the three classes (gpu01, a100-01, vm01 with its nvlink probe passing).
+    templates = [copy.deepcopy(sample["hosts"][i]) for i in (0, 4, 6)]
+    templates[2].update(outcome="ok", reason=None)
     broken = sample["hosts"][1]
     hosts, findings = [], []
     classes: dict[str, dict[str, Any]] = {}
