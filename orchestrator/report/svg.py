@@ -95,12 +95,13 @@ def nvlink_svg(graph: NvlinkGraph, title: str = "NVLink graph") -> str:
         x, y = pos[n.id]
         sub = f"{n.links - n.down}/{n.links} up" if n.down else f"{n.links} links"
         if n.down_unattached:
-            sy = y + node_h / 2
-            ex, ey = (x, sy + 34) if others else (x + (x - width / 2) * 0.25, y + (y - height / 2) * 0.25)
+            # Off the node's right edge, so it does not sit on the edge labels below the node.
+            sx, sy = x + node_w / 2 - 8, y + node_h / 2
+            ex, ey = (sx + 10, sy + 26) if others else (x + (x - width / 2) * 0.25, y + (y - height / 2) * 0.25)
             body.append(_el("g", {"class": "edge edge-down stub", "data-down": n.down_unattached},
                             _el("title", text=f"{n.label}: {n.down_unattached} link(s) down, far end unknown"),
-                            _el("line", {"x1": x, "y1": sy, "x2": ex, "y2": ey, "stroke-width": 3}),
-                            _el("text", {"class": "edge-label", "x": ex, "y": ey + 12},
+                            _el("line", {"x1": sx, "y1": sy, "x2": ex, "y2": ey, "stroke-width": 3}),
+                            _el("text", {"class": "stub-label", "x": ex + 3, "y": ey + 4},
                                 text=f"{n.down_unattached} down")))
         body.append(_el("g", {"class": f"node node-{n.kind}" + (" node-down" if n.down else "")},
                         _el("title", text=f"{n.label} {n.id}: {sub}"),
