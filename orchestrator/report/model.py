@@ -558,7 +558,7 @@ def _severity_rank(sev: str) -> int:
 
 
 def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
-                     max_pictures: int = 400) -> FleetView:
+                     max_pictures: int = 100) -> FleetView:
     """The whole report's data.  Hosts with a fail/warn finding, a non-ok outcome, or that are
     their class's representative get a detailed section with pictures (at most `max_pictures`,
     worst first); every other host is one row in its class's member table."""
@@ -605,9 +605,15 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
                    key=lambda h: (-max([_severity_rank(r.severity) for r in by_host.get(_str(h.get("name")), [])] or [-1]),
                                   _str(h.get("name"))))
     detailed = set(representatives.values())
-    budget = max(0, max_pictures - len(detailed))
-    detailed.update(_str(h.get("name")) for h in wants[:budget])
-    capped = max(0, len(wants) - budget)
+    capped = 0
+    for h in wants:
+        name = _str(h.get("name"))
+        if name in detailed:
+            continue
+        if len(detailed) < max_pictures:
+            detailed.add(name)
+        else:
+            capped += 1
 
     pages: dict[str, HostPage] = {}
     for h in hosts_raw:

@@ -28,7 +28,9 @@ from orchestrator.report.model import FleetView, HostPage, build_fleet_view, lev
 
 TEMPLATES = Path(__file__).with_name("templates")
 IDENTITY_KEYS = ("Board", "BIOS", "Driver")
-MAX_PICTURES = 400
+# Detailed host sections (with pictures) at most; ~45 KB each for an 8-GPU host.  The troubled
+# hosts past the cap stay in the findings table and their class's member table.
+MAX_PICTURES = 100
 
 
 class ReportError(Exception):
@@ -109,9 +111,10 @@ def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: dict[str, Any] | None = None) -> Path:
+def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: dict[str, Any] | None = None,
+                 max_pictures: int = MAX_PICTURES) -> Path:
     """Render and write atomically (temp file + rename), so a reader never sees half a page."""
-    html = render_report(fleet, previous)
+    html = render_report(fleet, previous, max_pictures=max_pictures)
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
