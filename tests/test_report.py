@@ -164,7 +164,7 @@ def test_broken_hosts_say_why(doc):
     rows = doc.by_id("broken").find_all("tr")[1:]
     names = [r.find_all("td")[0].text() for r in rows]
     # Every host with a fail or warn finding or a bad outcome, fails first; gpu01 (info only) is not broken.
-    assert names[:3] == ["a100-01", "gpu02", "gpu05"]
+    assert names[:4] == ["a100-01", "a100-02", "gpu02", "gpu05"]
     assert set(names) == {"a100-01", "gpu02", "gpu05", "a100-02", "gpu03", "gpu04", "vm01"}
     gpu02 = rows[names.index("gpu02")].text()
     assert "NVLink link 7 of GPU3 is down" in gpu02
@@ -256,6 +256,12 @@ def test_nvlink_bridge_pairs_drawn_without_switches(doc):
     assert len(svg.find_all("g", cls="node-gpu")) == 4 and not svg.find_all("g", cls="node-nvswitch")
     edges = svg.find_all("g", cls="edge")
     assert sorted(e.find_all("text")[0].text() for e in edges) == ["12", "12"]  # each bond once, not twice
+    # A bridge link down, seen from both GPUs: one red bond, both GPUs at 11/12.
+    svg = pictures(host_section(doc, "a100-02"), "nvlink")[0]
+    down = svg.find_all("g", cls="edge-down")
+    assert [e.find_all("text")[0].text() for e in down] == ["12 (1 down)"]
+    assert sorted(n.find_all("text")[0].text() for n in svg.find_all("g", cls="node-down")) == ["GPU2", "GPU3"]
+    assert {n.find_all("text")[1].text() for n in svg.find_all("g", cls="node-down")} == {"11/12 up"}
 
 
 def test_pcie_tree_highlights_shared_uplink_and_downgrade(doc):

@@ -82,20 +82,20 @@ def test_report_renders_filters_and_draws(driver, report):
     # The findings table renders, and the severity filter hides and shows rows.
     table = driver.find_element(By.ID, "findings-table")
     assert table.is_displayed()
-    assert _visible_rows(driver) == 11
+    assert _visible_rows(driver) == 12
     counter = driver.find_element(By.ID, "finding-count")
-    assert counter.text == "11 of 11 shown"
+    assert counter.text == "12 of 12 shown"
     for sev in ("warn", "info"):
         driver.find_element(By.CSS_SELECTOR, f"#finding-filters input[value={sev}]").click()
-    assert _visible_rows(driver) == 4
-    assert counter.text == "4 of 11 shown"
+    assert _visible_rows(driver) == 5
+    assert counter.text == "5 of 12 shown"
     host = driver.find_element(By.CSS_SELECTOR, "#finding-filters input[name=host]")
     host.send_keys("gpu02")
     assert _visible_rows(driver) == 2
     host.clear()
     host.send_keys(" ")  # clear() fires no input event; a blank search matches everything
     driver.find_element(By.CSS_SELECTOR, "#finding-filters input[value=info]").click()
-    assert _visible_rows(driver) == 7
+    assert _visible_rows(driver) == 8
     # Sorting by host puts a100-01 first (A-Z), a second click reverses it.
     header = driver.find_element(By.XPATH, "//table[@id='findings-table']//th[text()='host']")
     header.click()
@@ -106,7 +106,7 @@ def test_report_renders_filters_and_draws(driver, report):
     assert first.text == "vm01"
     # Clicking the "fail" card narrows the table to failures.
     driver.find_element(By.CSS_SELECTOR, ".card[data-severity=fail]").click()
-    assert _visible_rows(driver) == 4
+    assert _visible_rows(driver) == 5
 
     # Navigating to #host-gpu02 opened its collapsed section; the NVLink graph is drawn, with
     # the down link in red.
@@ -157,7 +157,7 @@ def test_hostile_report_runs_no_injected_code(driver, tmp_path):
     # Only our own script exists; a CSP violation or a broken page would be logged as an error.
     assert driver.execute_script("return document.scripts.length;") == 1
     assert driver.execute_script("return document.images.length;") == 0
-    assert _visible_rows(driver) == 11
+    assert _visible_rows(driver) == 12
     assert _errors(driver) == []
 
 

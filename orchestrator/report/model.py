@@ -445,7 +445,7 @@ def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozen
     gpu_names = {_str(g.get("bus_id")).lower(): _str(g.get("name")) for g in _gpu_list(facts)}
     switch_ups = {_str(_dict(s).get("upstream")).lower() for s in _list(section.get("switches"))}
     if not switch_ups:  # older data: an upstream port whose parent is not a switch port
-        switch_ups = {b for b, d in devices.items() if d.get("port_type") == "upstream_port"
+        switch_ups = {b for b, d in devices.items() if "upstream_port" in (d.get("role"), d.get("port_type"))
                       and _dict(devices.get(_str(d.get("parent")).lower())).get("kind") != "switch_port"}
     downgraded = {_str(_dict(d).get("bdf")).lower() for d in _list(section.get("downgraded"))}
 
@@ -462,7 +462,8 @@ def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozen
         link, degraded = _link_text(_dict(d.get("link")))
         label = labels.get(bus) or {"root_port": "root port", "switch": "PCIe switch", "nvswitch": "NVSwitch",
                                     "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
-        name = gpu_names.get(bus) or " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
+        name = gpu_names.get(bus) or _str(d.get("model")) or \
+            " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
         nodes[bus] = PcieNode(bus, kind, label, name, link, degraded or bus in downgraded, False, "")
     roots = []
     for bus, node in nodes.items():
@@ -492,10 +493,12 @@ def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozen
 
 
 def flagged_buses(findings: list[FindingRow]) -> set[str]:
-    """Bus ids named by a host's PCIe findings (subject, message, expected, actual)."""
+    """Bus ids named by a host's shared-uplink findings (pcie.nic.shared_switch and kin), from
+    subject, message, expected and actual.  Other PCIe findings (a downgraded link) name a GPU
+    too, but do not make its uplink a problem."""
     out: set[str] = set()
     for f in findings:
-        if f.id.startswith("pcie.") and f.severity in ("fail", "warn"):
+        if f.id.startswith("pcie.") and ("shared" in f.id or "uplink" in f.id) and f.severity in ("fail", "warn"):
             for text in (f.subject, f.message, f.expected, f.actual):
                 out.update(_BDF.findall(text.lower()))
     return out

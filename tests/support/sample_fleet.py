@@ -239,14 +239,19 @@ def _p2p(buses: list[str], typical: float, expected: float, slow: int | None = N
     return {"gpus": list(buses), "unit": "GB/s", "tests": {"ce_unidir": {"bandwidth": matrix, "expected": exp}}}
 
 
-def _a100_host(name: str, hostile: str | None) -> dict[str, Any]:
+def _a100_host(name: str, hostile: str | None, bridge_link_down: bool = False) -> dict[str, Any]:
     gpus = [_gpu(hostile, i, bus, "NVIDIA A100 80GB PCIe", 80, _link(4, 16, 4, 16), f"13240{i:07d}")
             for i, bus in enumerate(A100_GPUS)]
     nvl = []
     for i, bus in enumerate(A100_GPUS):
         peer = A100_GPUS[i ^ 1]
-        links = [{"link": n, "state": "up", "version": "3.0", "remote_bus_id": peer, "remote_type": "gpu"} for n in range(12)]
-        nvl.append({"index": i, "bus_id": bus, "links_total": 12, "links_up": 12, "inactive": [], "version": "3.0",
+        # On the faulty host, link 11 of the GPU2<->GPU3 bridge is down; NVML still names the
+        # far end (the bridge is there), so both ends list it.
+        links = [{"link": n, "state": "down" if bridge_link_down and i >= 2 and n == 11 else "up", "version": "3.0",
+                  "remote_bus_id": peer, "remote_type": "gpu"} for n in range(12)]
+        up = sum(1 for x in links if x["state"] == "up")
+        nvl.append({"index": i, "bus_id": bus, "links_total": 12, "links_up": up,
+                    "inactive": [x["link"] for x in links if x["state"] != "up"], "version": "3.0",
                     "links": links, "unknown": {}})
     nvlink = {"supported": True, "order": list(A100_GPUS), "gpus": nvl, "nvswitches": [],
               "pairs": [{"a": A100_GPUS[0], "b": A100_GPUS[1], "links": 12}, {"a": A100_GPUS[2], "b": A100_GPUS[3], "links": 12}],
@@ -322,7 +327,7 @@ def build_sample_fleet(hostile: str | None = None) -> dict[str, Any]:
         _h100_host("gpu03", h, downgraded_gpu=5),
         _h100_host("gpu04", h, nic_under_gpu_switch=True),
         _a100_host("a100-01", h),
-        _a100_host("a100-02", h),
+        _a100_host("a100-02", h, bridge_link_down=True),
         _vm_host("vm01", h),
         {"name": _s(h, "gpu05"), "address": _s(h, "10.0.1.99"), "groups": [_s(h, "h100")], "outcome": "unreachable",
          "reason": _s(h, "ssh: connect to 10.0.1.99 port 22: No route to host"), "probes": {}, "facts": {},
@@ -351,6 +356,9 @@ def build_sample_fleet(hostile: str | None = None) -> dict[str, Any]:
                  _s(h, "Host is a KVM guest: PCIe tree is synthetic"), actual="kvm"),
         _finding("host.dmi.serial_unknown", "info", "unknown", n("gpu01"), "DMI",
                  _s(h, "System serial needs root; run the play with become"), evidence=["host.dmi.product_serial"]),
+        _finding("nvlink.link.down", "fail", "fault", n("a100-02"), n("GPU2 (0000:b1:00.0) link 11"),
+                 _s(h, "NVLink bridge link 11 between GPU2 and GPU3 is down (11 of 12 links up)"), expected=12, actual=11,
+                 evidence=["nvlink.gpus[2].links[11].state"], hint="Reseat the NVLink bridge."),
         _finding("nvml.ecc.unknown", "warn", "unknown", n("a100-02"), "GPU2 (0000:b1:00.0)",
                  _s(h, "ECC counters could not be read: NVML_ERROR_NO_PERMISSION"), hint="Run with sudo -n."),
         _finding("host.unreachable", "fail", "unknown", n("gpu05"), "host",
