@@ -15,6 +15,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator import gpu_models
+
 SEVERITIES = ("fail", "warn", "info")
 # Worst first, as the fleet summary lists them.
 OUTCOME_ORDER = ("unreachable", "timeout", "invalid_output", "failed", "unsupported", "skipped", "ok")
@@ -514,32 +516,77 @@ def _descendants(node: PcieNode) -> list[PcieNode]:
     return out
 
 
-def read_p2p(facts: dict[str, Any]) -> P2pHeat | None:
+# The floors the p2p checks judge against when no expectation is written (checks/p2p.py): a
+# model's published NVLink P2P floor, else this share of what the link carries.
+NVLINK_FLOOR_RATIO = 0.6
+PCIE_FLOOR_RATIO = 0.5
+
+
+def _pair_floor(facts: dict[str, Any], bus_a: str, bus_b: str) -> float | None:
+    """What a GPU pair should at least reach, from its topo level and the GPU model: the
+    display's "expected".  A finding with its own expected value overrides this (read_p2p)."""
+    topo = _dict(facts.get("topology"))
+    buses = [_str(_dict(d).get("bus_id")).lower() for d in _list(topo.get("devices"))]
+    matrix = _list(topo.get("matrix"))
+    if bus_a not in buses or bus_b not in buses:
+        return None
+    row = _list(matrix[buses.index(bus_a)]) if buses.index(bus_a) < len(matrix) else []
+    j = buses.index(bus_b)
+    level = _str(row[j]) if j < len(row) else ""
+    gpus = {_str(g.get("bus_id")).lower(): g for g in _gpu_list(facts)}
+    model = gpu_models.lookup(_str(_dict(gpus.get(bus_a)).get("name")))
+    nv = re.fullmatch(r"NV(\d+)", level)
+    if nv and model is not None and model.nvlink_links:
+        links = int(nv.group(1))
+        if model.p2p_floor_gbps:
+            return round(model.p2p_floor_gbps * min(1.0, links / model.nvlink_links), 1)
+        return round(links * model.nvlink_link_gbps * NVLINK_FLOOR_RATIO, 1)
+    if level in ("PIX", "PXB", "PHB", "NODE", "SYS"):
+        rates = []
+        for bus in (bus_a, bus_b):
+            link = _dict(_dict(gpus.get(bus)).get("pcie"))
+            rates.append(gpu_models.pcie_gbps(link.get("gen_max") or link.get("gen_current"),
+                                              link.get("width_max") or link.get("width_current")))
+        if all(r is not None for r in rates):
+            return round(min(r for r in rates if r is not None) * PCIE_FLOOR_RATIO, 1)
+    return None
+
+
+def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
+    """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
+    CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
     section = _dict(facts.get("p2p"))
-    tests = _dict(section.get("tests"))
-    if not tests:
+    measured = _list(_dict(section.get("matrices")).get("ce_gbps"))
+    order = [_str(b).lower() for b in _list(section.get("order"))]
+    n = len(order)
+    if n == 0 or len(measured) != n:
         return None
-    # Prefer the copy-engine unidirectional matrix: it is what floors are written against.
-    name = "ce_unidir" if "ce_unidir" in tests else sorted(tests)[0]
-    test = _dict(tests.get(name))
-    measured = _list(test.get("bandwidth"))
-    expected = _list(test.get("expected"))
+    # A p2p finding naming a pair ("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)") with a numeric
+    # expected value is what the verdict used; it wins over the derived floor.
+    judged: dict[tuple[str, str], float] = {}
+    for f in findings:
+        buses = _BDF.findall(f.subject.lower())
+        try:
+            floor = float(f.expected)
+        except ValueError:
+            continue
+        if f.id.startswith("p2p.") and len(buses) == 2:
+            judged[(buses[0], buses[1])] = floor
     labels_map = device_labels(facts)
-    buses = [_str(b).lower() for b in _list(section.get("gpus"))]
-    n = len(measured)
-    if n == 0:
-        return None
-    labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(buses)] if len(buses) == n else \
-        [f"GPU{i}" for i in range(n)]
+    labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(order)]
     cells = []
     for a in range(n):
         row = []
         mrow = _list(measured[a])
-        erow = _list(expected[a]) if a < len(expected) else []
         for b in range(n):
-            row.append(HeatCell(_num(mrow[b]) if b < len(mrow) else None, _num(erow[b]) if b < len(erow) else None))
+            if a == b:
+                row.append(HeatCell(None, None))
+                continue
+            value = _num(mrow[b]) if b < len(mrow) else None
+            expected = judged.get((order[a], order[b])) or _pair_floor(facts, order[a], order[b])
+            row.append(HeatCell(value, expected))
         cells.append(row)
-    return P2pHeat(name.replace("_", " "), _str(section.get("unit")) or "GB/s", labels, cells)
+    return P2pHeat("copy engine, one direction", "GB/s", labels, cells)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -674,7 +721,7 @@ def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outli
         gpus=read_gpus(facts), levels=read_levels(facts) if detailed else None,
         nvlink=read_nvlink(facts) if detailed else None,
         pcie=read_pcie(facts, flagged_buses(findings)) if detailed else [],
-        p2p=read_p2p(facts) if detailed else None, detailed=detailed, representative=representative)
+        p2p=read_p2p(facts, findings) if detailed else None, detailed=detailed, representative=representative)
 
 
 def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],

@@ -170,19 +170,20 @@ def _clip(text: str, n: int) -> str:
 
 
 def ratio_class(cell: HeatCell) -> str:
+    """Red under the expected floor, amber within 5% above it, green beyond."""
     r = cell.ratio
     if r is None:
         return "hm-none" if cell.measured is None else "hm-noexp"
-    if r < 0.5:
+    if r < 1.0:
         return "hm-bad"
-    if r < 0.9:
+    if r < 1.05:
         return "hm-low"
     return "hm-good"
 
 
 def p2p_svg(heat: P2pHeat, title: str = "P2P bandwidth") -> str:
     """Rows are sources, columns destinations.  Each cell shows the measured value and
-    measured/expected; the colour is the ratio (red under 50%, amber under 90%)."""
+    measured/expected, where expected is the floor the pair should reach; red below it."""
     n = len(heat.labels)
     cw, ch, left, top = 66.0, 40.0, 64.0, 44.0
     width = left + n * cw + 10
@@ -200,7 +201,7 @@ def p2p_svg(heat: P2pHeat, title: str = "P2P bandwidth") -> str:
             x = left + j * cw
             if cell.measured is None:
                 line1, line2 = ("—" if i != j else ""), ""
-                tip = f"{label}→{heat.labels[j]}: not measured"
+                tip = f"{label}→{heat.labels[j]}: not measured" if i != j else f"{label}: itself, not a peer pair"
             else:
                 line1 = _f(cell.measured)
                 line2 = f"{cell.ratio * 100:.0f}%" if cell.ratio is not None else ""

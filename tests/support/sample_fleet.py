@@ -214,29 +214,44 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
                                 "nic_names": [_s(hostile, f"mlx5_{i}") for i in range(4)], "matrix": pcie_levels},
                      "downgraded": downgraded, "acs": []},
             "topology": _topology(labels, order, matrix),
-            "p2p": _p2p(H100_GPUS, 370.0, 335.0, slow=slow_pair_gpu),
+            "p2p": _p2p(H100_GPUS, [g["name"] for g in gpus], 370.0, 52.0, slow=slow_pair_gpu),
         },
         "fingerprint": "h100-nic-pix" if nic_under_gpu_switch else "3f9a1c27d0b4",
         "class": "dgx-h100-8gpu",
     }
 
 
-def _p2p(buses: list[str], typical: float, expected: float, slow: int | None = None,
-         pairs: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+def _p2p(buses: list[str], names: list[str], nvlink_gbps: float, pcie_gbps: float, slow: int | None = None,
+         nv_pairs: list[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """facts["p2p"] as orchestrator/normalize/p2p.py writes it: matrices in CUDA ordinal order,
+    the diagonal holding the device-local copy.  `nv_pairs`: only these pairs are NVLinked (None:
+    all are); a `slow` GPU copies at a third of the NVLink figure."""
     n = len(buses)
-    matrix: list[list[float | None]] = []
+    ce: list[list[float | None]] = []
+    pairs = []
     for a in range(n):
         row: list[float | None] = []
         for b in range(n):
-            if a == b or (pairs is not None and (a, b) not in pairs and (b, a) not in pairs):
-                row.append(None)
-            elif slow is not None and slow in (a, b):
-                row.append(round(typical * 0.31 + a * 0.7, 1))
-            else:
-                row.append(round(typical - (a * 3 + b) % 7 * 1.3, 1))
-        matrix.append(row)
-    exp = [[None if a == b else expected for b in range(n)] for a in range(n)]
-    return {"gpus": list(buses), "unit": "GB/s", "tests": {"ce_unidir": {"bandwidth": matrix, "expected": exp}}}
+            if a == b:
+                row.append(1450.0 + a)
+                continue
+            linked = nv_pairs is None or (a, b) in nv_pairs or (b, a) in nv_pairs
+            base = nvlink_gbps if linked else pcie_gbps
+            value = round(base * 0.31 + a * 0.7, 1) if slow is not None and slow in (a, b) else \
+                round(base - (a * 3 + b) % 7 * base / 300, 1)
+            row.append(value)
+            pairs.append({"src": a, "dst": b, "src_bus_id": buses[a], "dst_bus_id": buses[b], "can_access_peer": True,
+                          "peer_enabled": True, "peer_error": None, "staged": False, "ce_gbps": value,
+                          "sm_read_gbps": value, "latency_us": 2.1, "bidir_gbps": None, "verified": True})
+        ce.append(row)
+    gpus = [{"index": i, "bus_id": bus, "name": names[i], "model": None, "status": "ok", "error": None,
+             "h2d_gbps": 52.1, "d2h_gbps": 51.7, "local_ce_gbps": ce[i][i], "local_sm_gbps": ce[i][i],
+             "verified": True} for i, bus in enumerate(buses)]
+    measured = [p["ce_gbps"] for p in pairs]
+    return {"order": list(buses), "gpus": gpus, "pairs": pairs,
+            "matrices": {"ce_gbps": ce, "can_access_peer": [[None if a == b else True for b in range(n)] for a in range(n)]},
+            "summary": {"min_gbps": min(measured), "pairs_measured": len(measured)},
+            "all_to_host": None, "mismatches": [], "complete": True}
 
 
 def _a100_host(name: str, hostile: str | None, bridge_link_down: bool = False) -> dict[str, Any]:
@@ -280,7 +295,7 @@ def _a100_host(name: str, hostile: str | None, bridge_link_down: bool = False) -
             "pcie": {"devices": devices, "uplinks": [], "switches": [], "downgraded": [],
                      "gpus": list(A100_GPUS), "nics": ["0000:42:00.0"]},
             "topology": _topology(labels, [*A100_GPUS, "0000:42:00.0"], m),
-            "p2p": _p2p(A100_GPUS, 255.0, 235.0, pairs=[(0, 1), (2, 3)]),
+            "p2p": _p2p(A100_GPUS, [g["name"] for g in gpus], 255.0, 21.0, nv_pairs=[(0, 1), (2, 3)]),
         },
         "fingerprint": "a100-nv12-pairs", "class": "a100-pcie-4gpu",
     }
@@ -338,9 +353,9 @@ def build_sample_fleet(hostile: str | None = None) -> dict[str, Any]:
         _finding("nvlink.link.down", "fail", "fault", n("gpu02"), n("GPU3 (0000:5d:00.0) link 7"),
                  _s(h, "NVLink link 7 of GPU3 is down (17 of 18 links up)"), expected=18, actual=17,
                  evidence=["nvlink.gpus[3].links[7].state"], hint="Reseat or replace the GPU baseboard; check fabric manager."),
-        _finding("p2p.bandwidth.low", "fail", "fault", n("gpu02"), n("GPU3->GPU0"),
-                 _s(h, "P2P copy GPU3->GPU0 at 117.3 GB/s, 35% of the 335 GB/s floor"), expected=335.0, actual=117.3,
-                 evidence=["p2p.tests.ce_unidir.bandwidth[3][0]"], hint="Cross-check NVLink link state."),
+        _finding("p2p.bandwidth.low", "fail", "fault", n("gpu02"), n("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)"),
+                 _s(h, "P2P copy GPU3->GPU0 at 116.8 GB/s, 35% of the 335 GB/s floor"), expected=335.0, actual=116.8,
+                 evidence=["p2p.matrices.ce_gbps[3][0]"], hint="Cross-check NVLink link state."),
         _finding("pcie.link.downgraded", "warn", "fault", n("gpu03"), n("GPU5 (0000:ab:00.0)"),
                  _s(h, "PCIe link of GPU5 runs at Gen4 x8, capable of Gen5 x16"), expected="Gen5 x16", actual="Gen4 x8",
                  evidence=["pcie.devices[0000:ab:00.0].link"], hint="Reseat the card; check the riser and BIOS link settings."),
