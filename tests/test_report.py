@@ -262,6 +262,7 @@ def test_nvlink_bridge_pairs_drawn_without_switches(doc):
     assert [e.find_all("text")[0].text() for e in down] == ["12 (1 down)"]
     assert sorted(n.find_all("text")[0].text() for n in svg.find_all("g", cls="node-down")) == ["GPU2", "GPU3"]
     assert {n.find_all("text")[1].text() for n in svg.find_all("g", cls="node-down")} == {"11/12 up"}
+    assert "1 link down" in host_section(doc, "a100-02").find_all("figure", cls="fig-nvlink")[0].text()
 
 
 def test_pcie_tree_highlights_shared_uplink_and_downgrade(doc):

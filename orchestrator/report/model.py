@@ -89,7 +89,8 @@ class NvlinkGraph:
 
     @property
     def down_links(self) -> int:
-        return sum(n.down for n in self.nodes if n.kind == "gpu")
+        """Physical links down: a GPU<->GPU link is listed by both GPUs but is one link."""
+        return sum(e.down for e in self.edges) + sum(n.down_unattached for n in self.nodes)
 
 
 @dataclass
