@@ -13,7 +13,7 @@ from tabulate import tabulate
 from orchestrator.commands.run import UsageError, emit, judge, results_root
 from orchestrator.diff import diff_fleets, render_diff
 from orchestrator.expectations import ExpectationError, Expectations
-from orchestrator.history import RunNotFound, diff_pair, list_runs, load_fleet, resolve_run
+from orchestrator.history import RunNotFound, diff_pair, list_runs, load_fleet, previous_run, resolve_run
 from orchestrator.outputs.tabular import render_rows, run_rows
 from orchestrator.playbook import Override, PlaybookError, load_playbook, shipped_playbooks
 from orchestrator.results import RunWriter, load_host_inputs
@@ -102,6 +102,26 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from orchestrator.report import ReportError, write_report
+
+    run_dir = _resolve(args, args.run)
+    fleet = _fleet(run_dir)
+    prev_dir = _resolve(args, args.previous) if args.previous else None
+    if prev_dir is None:
+        prev = previous_run(results_root(args), run_dir)
+        prev_dir = prev.path if prev else None
+    try:
+        out = write_report(fleet, args.output, previous=_fleet(prev_dir) if prev_dir else None,
+                           max_pictures=args.max_pictures)
+    except ReportError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+    print(f"report: {out}")
+    return 0
+
+
 def cmd_playbooks(args: argparse.Namespace) -> int:
     print(tabulate([[n, str(p), d] for n, p, d in shipped_playbooks()], headers=["playbook", "file", "what it does"]))
     return 0
@@ -141,6 +161,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_rejudge, show=[])
+
+    p = sub.add_parser("report", help="write the self-contained HTML report of a run (default: the latest)")
+    p.add_argument("run", nargs="?", help="run id, 'latest', -1, or a run directory")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    p.add_argument("--previous", metavar="RUN", help="run to show drift against (default: the run before)")
+    p.add_argument("--max-pictures", type=int, default=100, help="hosts drawn with pictures (default 100)")
+    _results_opt(p)
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("playbooks", help="list the shipped playbooks")
     p.set_defaults(func=cmd_playbooks)

@@ -246,6 +246,13 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
         prev = previous_run(root, writer.dir)
         previous = prev.path if prev else None
     emit(fleet, args, writer.dir, previous)
+    if args.html:
+        from orchestrator.report import ReportError, write_report
+
+        try:
+            write_report(fleet, args.html, previous=load_fleet(previous) if previous else None)
+        except (ReportError, OSError, ValueError) as e:
+            print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
         write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
                       check_ids=known_check_ids(fleet))
@@ -347,6 +354,7 @@ def add_parser(sub: Any) -> None:
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[],
                    metavar="VIEWS", help="per-host detail views: pcie, gpus, topo, nvlink, p2p (comma list)")
+    p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
     p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
