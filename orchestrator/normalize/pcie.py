@@ -402,10 +402,14 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     needs_root = sorted({f for d in devs.values() for f, u in (("port_type", d["port_type_unknown"]),
                                                                 ("acs", d["acs_unknown"])) if u == HEADER_ONLY})
     nvidia = data.get("nvidia") if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
+    models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
+    roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
     out_devices = []
     for b in sorted(devs):
         d = dict(devs[b])
-        d.pop("_role", None)
+        d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
+        if d["kind"] == "gpu":
+            d["model"] = models.get(b)
         out_devices.append(d)
     return {
         "config_access": access or ("header_only" if needs_root else "full"),
