@@ -227,7 +227,7 @@ def collect(ctx):
     try:
         bdfs = sorted(n for n in os.listdir(devices_dir) if _BDF.match(n.lower()))
     except OSError as e:
-        raise Unsupported("no PCI bus in sysfs (%s): %s" % (devices_dir, e))
+        raise Unsupported("no PCI bus in sysfs (%s): %s" % (devices_dir, e)) from None
     rdma = _class_names(ctx, "infiniband")
     net = _class_names(ctx, "net")
     data = {"devices": [], "nvidia": None, "iommu": None}
@@ -240,9 +240,7 @@ def collect(ctx):
     data["nvidia"] = _nvidia(ctx)
     data["iommu"] = _iommu(ctx)
     lengths = [d["config"].get("length") for d in data["devices"]]
-    if not lengths:
-        data["config_access"] = "none"
-    elif all(n is None for n in lengths):
+    if not lengths or all(n is None for n in lengths):
         data["config_access"] = "none"
     elif any(n is not None and n <= 64 for n in lengths):
         data["config_access"] = "header_only"

@@ -133,7 +133,7 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     bdf = str(raw.get("bdf") or "").lower()
     if not _BDF.match(bdf):
         return None
-    cfg = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    cfg: dict[str, Any] = raw["config"] if isinstance(raw.get("config"), dict) else {}
     vendor, cls = _hex(raw.get("vendor")), _hex(raw.get("class"))
     host, chain = _split_path(raw.get("path") or [], bdf)
     numa = _int(raw.get("numa_node"))
@@ -250,7 +250,7 @@ def level(devs: dict[str, dict[str, Any]], a: str, b: str, numa_nodes: int) -> s
 
 
 def _tree(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    nodes = {b: {"bdf": b, "children": []} for b in devs}
+    nodes: dict[str, dict[str, Any]] = {b: {"bdf": b, "children": []} for b in devs}
     roots: dict[str, dict[str, Any]] = {}
     for b in sorted(devs):
         d = devs[b]
@@ -358,7 +358,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         elif d["chain"] and devs.get(d["chain"][0], {}).get("_role") == "root":
             groups.setdefault(("root_port", d["chain"][0]), []).append(b)
     for (gtype, gid), members in sorted(groups.items(), key=lambda kv: kv[0][1]):
-        g = {"id": gid, "type": gtype, "port": devs[gid]["parent"] if gtype == "switch" else gid,
+        g: dict[str, Any] = {"id": gid, "type": gtype, "port": devs[gid]["parent"] if gtype == "switch" else gid,
              "gpus": [], "nics": [], "nvme": [], "nvswitches": [], "other": []}
         for m in sorted(members):
             k = devs[m]["kind"]
@@ -401,7 +401,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     access = data.get("config_access") if isinstance(data, dict) else None
     needs_root = sorted({f for d in devs.values() for f, u in (("port_type", d["port_type_unknown"]),
                                                                 ("acs", d["acs_unknown"])) if u == HEADER_ONLY})
-    nvidia = data.get("nvidia") if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
+    nvidia: dict[str, Any] = data["nvidia"] if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
     models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
     roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
     out_devices = []
