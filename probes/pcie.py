@@ -132,9 +132,10 @@ def _class_names(ctx, cls):
         return out
     for name in names:
         target = os.path.realpath(os.path.join(base, name, "device"))
-        bdf = os.path.basename(target)
-        if _BDF.match(bdf):
-            out.setdefault(bdf, []).append(name)
+        # virtio NICs point at .../0000:00:03.0/virtio2: the PCI function is the nearest BDF above.
+        bdfs = [c for c in target.split(os.sep) if _BDF.match(c)]
+        if bdfs and os.path.exists(os.path.join(base, name, "device")):
+            out.setdefault(bdfs[-1], []).append(name)
     return out
 
 
