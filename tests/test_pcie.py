@@ -398,13 +398,41 @@ def test_probe_without_pci_bus_is_unsupported(tmp_path: Path) -> None:
     assert env["status"] == "unsupported" and "no PCI bus" in env["errors"][0]
 
 
+def _many_functions() -> dict[str, Any]:
+    """7 host bridges, each a root port + Gen5 switch with 24 NICs/NVMe: 350 functions."""
+    roots = []
+    for h in range(7):
+        hb = 0x10 + h * 0x20
+        ports = {f"0000:{hb + 2:02x}:{i:02x}.0": {"bdf": f"0000:{hb + 3 + i:02x}:00.0",
+                                                 "type": "cx7" if i % 2 else "nvme-samsung"} for i in range(24)}
+        roots.append({"bus": f"pci0000:{hb:02x}", "numa": h // 4, "devices": [
+            {"bdf": f"0000:{hb:02x}:01.0", "type": "intel-rp5",
+             "children": [{"bdf": f"0000:{hb + 1:02x}:00.0", "type": "bcm-pex5-usp", "ports": ports}]}]})
+    return {"name": "many-functions", "numa": {0: "0-3", 1: "4-7"}, "roots": roots,
+            "levels": {"columns": [], "rows": {}}, "findings": []}
+
+
 def test_probe_time_on_the_biggest_fixture(machines: Machines, capsys: pytest.CaptureFixture[str]) -> None:
     sizes = {m: len(machines.env(m)["data"]["devices"]) for m in HEALTHY}
     biggest = max(sizes, key=lambda m: sizes[m])
-    t0 = time.perf_counter()
-    env = run_probe(machines.base / biggest)
-    wall = time.perf_counter() - t0
-    with capsys.disabled():
-        print(f"\npcie probe on {biggest} ({sizes[biggest]} functions): in-probe {env['duration_s']:.3f}s, "
-              f"with interpreter start {wall:.3f}s")
-    assert env["status"] == "ok"
+    many = machines.env(_many_functions(), key="many-functions")
+    for name, root, n in ((biggest, machines.base / biggest, sizes[biggest]),
+                          ("synthetic", machines.base / "many-functions", len(many["data"]["devices"]))):
+        t0 = time.perf_counter()
+        env = run_probe(root)
+        wall = time.perf_counter() - t0
+        with capsys.disabled():
+            print(f"\npcie probe on {name} ({n} functions): in-probe {env['duration_s']:.3f}s, "
+                  f"with interpreter start {wall:.3f}s")
+        assert env["status"] == "ok" and len(env["data"]["devices"]) == n
+
+
+@pytest.mark.parametrize("data", [{}, {"devices": None}, {"devices": ["junk", {"bdf": "nonsense"}, {"bdf": "0000:00:01.0"}]},
+                                  {"devices": [{"bdf": "0000:00:01.0", "path": ["x"], "config": "bad", "class": "zz"}],
+                                   "nvidia": "bad"}])
+def test_normalize_survives_malformed_probe_data(data: dict[str, Any]) -> None:
+    facts = normalize(data)
+    assert facts["gpus"] == [] and facts["levels"]["matrix"] == []
+    render_tree(facts)
+    render_levels(facts)
+    assert findings_for(facts, {"gpu_nic_level": "PIX", "pcie_gen": 5}) == []

@@ -103,6 +103,9 @@ def test_bad_descriptions_get_one_clear_message(tmp_path: Path) -> None:
                       tmp_path / "t")
     with pytest.raises(FixtureError, match=r"no device 0000:ee:00\.0"):
         load_description({"base": "dgx-h100", "patch": [{"bdf": "0000:ee:00.0", "set": {}}]})
+    with pytest.raises(FixtureError, match="is not a bus id"):
+        build_machine({"roots": [{"bus": "pci0000:00", "devices": [{"bdf": "0000:100:01.0", "type": "intel-rp5"}]}]},
+                      tmp_path / "u")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(FixtureError, match="not empty"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import re
 import struct
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ import yaml
 MACHINES_DIR = Path(__file__).resolve().parent / "machines"
 SUFFIX = ".pcie.yaml"
 
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
            5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 _PORT_TYPE = {"endpoint": 0, "root": 4, "usp": 5, "dsp": 6, "pci_bridge": 7}
@@ -193,6 +195,8 @@ class _Builder:
     def resolve(self, node: dict[str, Any], parent: dict[str, Any] | None,
                 parent_type: dict[str, Any] | None, numa: int) -> None:
         """Fill in derived values: type, numa, trained link (both ends agree), RDMA names."""
+        if not _BDF.match(str(node.get("bdf", ""))):
+            raise FixtureError(f"{self.desc['name']}: {node.get('bdf')!r} is not a bus id like 0000:18:00.0")
         t = self.type_of(node, parent_type)
         node["_t"] = t
         node["_numa"] = int(node.get("numa", numa))
