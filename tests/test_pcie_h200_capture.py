@@ -102,3 +102,24 @@ def test_probe_on_the_captured_h200_guest(tmp_path: Path) -> None:
     assert "[GPU0]  NVIDIA H200  Gen5 x16" in render_tree(facts) and "NIC0: eth0" in render_levels(facts)
     view = HostView(name="h200", facts={"pcie": facts}, outcomes={"pcie": "ok"})
     assert [f.to_dict() for c in CHECKS for f in c(view)] == []
+
+
+def test_the_vm_1xh200_fixture_reads_like_the_capture(tmp_path: Path) -> None:
+    from orchestrator.simulate import build_machine
+
+    def facts(root: Path) -> dict:
+        r = subprocess.run([sys.executable, "-"], input=build_script("pcie", {"root": str(root)}),
+                           capture_output=True, timeout=60)
+        return normalize(json.loads(r.stdout)["data"])
+
+    real = facts(_extract(tmp_path / "real"))
+    fixture = facts(build_machine("vm-1xh200", tmp_path / "fixture"))
+    keys = ("vendor", "device", "subsystem_vendor", "subsystem_device", "class", "kind", "driver", "numa",
+            "local_cpulist", "host_bridge", "chain", "link", "label", "model")
+
+    def summary(f: dict) -> dict:
+        return {d["bdf"]: {k: d.get(k) for k in keys} for d in f["devices"]}
+
+    assert summary(fixture) == summary(real)
+    for k in ("gpus", "nics", "levels", "gpu_counts", "switches", "uplinks"):
+        assert fixture[k] == real[k], k

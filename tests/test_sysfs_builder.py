@@ -87,6 +87,21 @@ def test_variants_inherit_and_change(tmp_path: Path) -> None:
     assert (vm / "sys/bus/pci/devices/0000:00:05.0/numa_node").read_text() == "-1\n"
 
 
+def test_faults_of_other_layers_build_their_base_machine(tmp_path: Path) -> None:
+    desc = load_description("dgx-h100--links-down")  # an NVML-layer fault: same PCIe bus as dgx-h100
+    assert desc["name"] == "dgx-h100--links-down" and desc["levels"] == load_description("dgx-h100")["levels"]
+    root = build_machine("dgx-h100--links-down", tmp_path / "ld")
+    assert (root / "proc/sys/kernel/hostname").read_text() == "dgx-h100--links-down\n"
+    assert "dgx-h100--links-down" not in list_machines()
+    with pytest.raises(FixtureError, match="unknown fixture machine"):
+        load_description("nosuch--links-down")
+    old = build_machine("dgx1-v100--old-driver", tmp_path / "od")
+    assert " 410.129 " in (old / "proc/driver/nvidia/version").read_text()
+    unloaded = build_machine("dgx-h100--driver-not-loaded", tmp_path / "nl")
+    assert not (unloaded / "proc/driver/nvidia").exists()
+    assert not (unloaded / "sys/bus/pci/devices/0000:18:00.0/driver").exists()
+
+
 def test_every_description_builds_and_declares_its_expectations(tmp_path: Path) -> None:
     for name in list_machines():
         desc = load_description(name)

@@ -20,6 +20,10 @@ Description format (`machines/<name>.pcie.yaml`), see dgx-h100.pcie.yaml for a f
 * `base: <name>` inherits another description; `patch: [{bdf, set: {...}}]` changes nodes,
   `move: [{bdf, under, new_bdf}]` re-plugs a card; other top-level keys replace the base's.
 * `config_bytes`: 4096 (root), 256 (VM without ECAM) or 64 (non-root reader).
+* `nvidia: {driver: <version>}` writes /proc/driver/nvidia (null: driver not loaded, with
+  `drivers_unloaded: [nvidia]` so no GPU is bound); `cpus` is the CPU list of NUMA-less devices.
+* A name `<base>--<fault>` without a file of its own (a fault of the NVML or P2P layer) builds
+  its base machine.
 * `levels`, `findings`, `expect`: what tests expect of this machine (not used by the builder).
 """
 
@@ -69,6 +73,14 @@ def load_description(name_or_description: str | dict[str, Any]) -> dict[str, Any
         desc.setdefault("name", "custom")
     else:
         path = MACHINES_DIR / (name_or_description + SUFFIX)
+        base_name = name_or_description.split("--", 1)[0]
+        if not path.is_file() and "--" in name_or_description and (MACHINES_DIR / (base_name + SUFFIX)).is_file():
+            # A fault of another layer (NVML, P2P) looks like its base machine on the PCIe bus.
+            desc = load_description(base_name)
+            desc["name"] = name_or_description
+            for key in ("levels", "findings"):
+                desc.setdefault(key, None)
+            return desc
         if not path.is_file():
             raise FixtureError(f"unknown fixture machine {name_or_description!r}; known: {', '.join(list_machines())}")
         desc = yaml.safe_load(path.read_text())
@@ -149,7 +161,9 @@ class _Builder:
         self.types: dict[str, dict[str, Any]] = {**_common_types(), **(desc.get("types") or {})}
         self.full = int(desc.get("config_bytes", 4096))
         self.cpus: dict[Any, str] = {int(k): v for k, v in (desc.get("numa") or {}).items()}
-        self.all_cpus = ",".join(self.cpus.values()) or "0-3"
+        # local_cpulist of a device without NUMA node is every online CPU, as the kernel prints it
+        self.all_cpus = str(desc.get("cpus") or ",".join(self.cpus.values()) or "0-3")
+        self.unloaded = set(desc.get("drivers_unloaded") or [])
         self.iommu = bool(desc.get("iommu", True))
         self.next_group = 0
         self.rdma_counters: dict[str, int] = {}
@@ -243,7 +257,7 @@ class _Builder:
             (ad / k).write_text(v + "\n")
         (ad / "config").write_bytes(self.config(node, cls, vendor, device, int(sv), int(sd))[: self.full])
         driver = node.get("driver", t.get("driver"))
-        if driver:
+        if driver and driver not in self.unloaded:
             drv = self.dest / "sys/bus/pci/drivers" / driver
             drv.mkdir(parents=True, exist_ok=True)
             self.symlink(ad / "driver", drv)
