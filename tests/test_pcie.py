@@ -24,7 +24,7 @@ from orchestrator.findings import Finding, Kind, Severity
 from orchestrator.normalize.pcie import normalize
 from orchestrator.probes import build_script
 from orchestrator.simulate import build_machine, list_machines, load_description
-from orchestrator.views.pcie import render_levels, render_tree
+from orchestrator.views.pcie import render_levels, render_pcie, render_tree
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FLEETPROBE_SHARED") or REPO.parent / "shared")
@@ -349,6 +349,10 @@ def test_tree_and_levels_views(machines: Machines) -> None:
     assert "NIC0: mlx5_0 (0000:19:00.0)" in levels
     acs = render_tree(machines.facts("dgx-a100--acs"))
     assert "ACS RR,CR" in acs
+    full = render_pcie(facts)
+    assert full.startswith(tree) and "downgraded link 0000:3a:00.0: Gen1 x8 (max Gen5 x16)" in full
+    assert "uplink 0000:38:00.0: GPUs 0000:3a:00.0 share it with NICs 0000:3b:00.0" in full
+    assert "GPUs: PCI 8, /proc 8, /dev 8" in full
 
 
 def test_views_strip_control_characters(machines: Machines) -> None:

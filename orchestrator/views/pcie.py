@@ -121,3 +121,21 @@ def render_levels(pcie: dict[str, Any]) -> str:
         out += "\nNIC Legend:\n" + "".join(f"  {lab}: {clean(name)} ({b})\n" for lab, b, name in nic_rows)
     out += "\nLevels from the PCIe tree only; NV# (NVLink) comes from the nvlink probe.\n"
     return out
+
+
+def render_pcie(pcie: dict[str, Any]) -> str:
+    """`--show pcie`: the tree, then the level matrix, then what is wrong on the bus in one line each."""
+    out = render_tree(pcie) + "\n" + render_levels(pcie)
+    notes = []
+    for e in pcie.get("downgraded") or []:
+        notes.append(f"downgraded link {e['bdf']}: {_gw(e['gen_current'], e['width_current'])} "
+                     f"(max {_gw(e['gen_max'], e['width_max'])})")
+    for u in pcie.get("uplinks") or []:
+        if u.get("gpus") and u.get("nics"):
+            notes.append(f"uplink {u['id']}: GPUs {', '.join(u['gpus'])} share it with NICs {', '.join(u['nics'])}")
+    counts = pcie.get("gpu_counts") or {}
+    if counts.get("pci"):
+        notes.append(f"GPUs: PCI {counts.get('pci')}, /proc {counts.get('proc', 'n/a')}, /dev {counts.get('dev', 'n/a')}")
+    if pcie.get("needs_root"):
+        notes.append("config space needs root: " + ", ".join(pcie["needs_root"]) + " inferred or unknown")
+    return out + ("\n" + "\n".join(notes) + "\n" if notes else "")
