@@ -1,0 +1,429 @@
+"""Normalize the `pcie` probe's raw sysfs data into `facts["pcie"]` (shape: docs/facts-pcie.md).
+
+Pure: a JSON-able dict in, a JSON-able dict out.  Levels follow the reconstruction of
+`nvidia-smi topo -m` in gpu-probe-reference.md §4.3: different host bridge -> NODE/SYS by NUMA
+node, same host bridge without a common bridge -> PHB, otherwise count the PCIe switches on the
+path (<= 1 -> PIX, more -> PXB).  Broadcom's two internal levels are deliberately not flattened,
+because nvidia-smi does not flatten them either (DGX A100 shows GPU<->NIC PXB).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+NVIDIA = 0x10DE
+_BDF = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_PORT_TYPES = {0: "endpoint", 1: "legacy_endpoint", 4: "root_port", 5: "upstream_port",
+               6: "downstream_port", 7: "pcie_to_pci_bridge", 8: "pci_to_pcie_bridge",
+               9: "rc_integrated", 10: "rc_event_collector"}
+_SPEED_GEN = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5,
+              "64": 6, "64.0": 6}
+_GEN_SPEED = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
+_ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10), ("EC", 0x20), ("DT", 0x40))
+_REDIRECT = ("RR", "CR", "EC")  # the bits pci=disable_acs_redir= clears: they force P2P upstream
+_SWITCH_VENDORS = {0x10B5: "PLX", 0x1000: "Broadcom PEX", 0x11F8: "Microchip"}
+_VENDORS = {NVIDIA: "NVIDIA", 0x15B3: "Mellanox", 0x14E4: "Broadcom", 0x8086: "Intel", 0x10B5: "PLX",
+            0x1000: "Broadcom PEX", 0x11F8: "Microchip", 0x1022: "AMD", 0x144D: "Samsung",
+            0x1A03: "ASPEED", 0x1AF4: "virtio", 0x1B36: "QEMU", 0x1414: "Microsoft", 0x15AD: "VMware",
+            0x1234: "QEMU", 0x1D0F: "Amazon"}
+_VIRTUAL_HOST_BRIDGES = {(0x8086, 0x1237): "QEMU i440FX host bridge", (0x8086, 0x29C0): "QEMU Q35 host bridge"}
+_VIRTUAL_VENDORS = {0x1AF4: "virtio device", 0x1B36: "QEMU device", 0x1414: "Hyper-V device",
+                    0x15AD: "VMware device", 0x1234: "QEMU/Bochs display"}
+LEVEL_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+HEADER_ONLY = "needs root: config space beyond 64 bytes"
+
+
+def _hex(value: Any) -> int | None:
+    try:
+        return int(str(value), 16)
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_speed(text: Any) -> tuple[int | None, str | None]:
+    """sysfs link speed ("16.0 GT/s PCIe", old "16 GT/s", "Unknown") -> (generation, "16.0 GT/s")."""
+    if not isinstance(text, str):
+        return None, None
+    m = re.match(r"\s*([\d.]+)\s*GT/s", text)
+    if not m:
+        return None, None
+    gen = _SPEED_GEN.get(m.group(1))
+    return gen, _GEN_SPEED.get(gen) if gen else f"{m.group(1)} GT/s"
+
+
+def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
+    gen_cur, speed_cur = parse_speed(raw.get("current_link_speed"))
+    gen_max, speed_max = parse_speed(raw.get("max_link_speed"))
+    w_cur, w_max = _int(raw.get("current_link_width")), _int(raw.get("max_link_width"))
+    pcie = cfg.get("pcie") if isinstance(cfg.get("pcie"), dict) and "unknown" not in cfg["pcie"] else None
+    if gen_max is None and w_max is None and pcie:
+        # Older kernels without link attributes: fall back to LNKCAP/LNKSTA from config space.
+        gen_max, w_max = pcie.get("lnkcap_speed") or None, pcie.get("lnkcap_width")
+        gen_cur, w_cur = pcie.get("lnksta_speed") or None, pcie.get("lnksta_width")
+        speed_cur, speed_max = _GEN_SPEED.get(gen_cur or 0), _GEN_SPEED.get(gen_max or 0)
+    if gen_max is None and w_max is None:
+        return None
+    return {"gen_current": gen_cur, "gen_max": gen_max, "speed_current": speed_cur, "speed_max": speed_max,
+            "width_current": w_cur, "width_max": w_max}
+
+
+def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    acs = cfg.get("acs")
+    if isinstance(acs, dict) and "unknown" in acs:
+        return None, HEADER_ONLY if int(cfg.get("length") or 0) <= 64 else str(acs["unknown"])
+    if "unreadable" in cfg:
+        return None, str(cfg["unreadable"])
+    if not isinstance(acs, dict):
+        return None, None
+    cap, ctl = int(acs.get("cap") or 0), int(acs.get("ctl") or 0)
+    enabled = [n for n, b in _ACS_BITS if ctl & b]
+    return {"capable": [n for n, b in _ACS_BITS if cap & b], "enabled": enabled,
+            "redirect": any(b in enabled for b in _REDIRECT)}, None
+
+
+def _base_kind(vendor: int | None, cls: int | None) -> str:
+    if cls is None:
+        return "other"
+    if vendor == NVIDIA and cls >> 8 in (0x0300, 0x0302):
+        return "gpu"
+    if vendor == NVIDIA and cls == 0x068000:
+        return "nvswitch"
+    if cls >> 8 in (0x0200, 0x0207):
+        return "nic"
+    if cls == 0x010802:
+        return "nvme"
+    if cls >> 8 == 0x0600:
+        return "host_bridge"
+    if cls >> 8 in (0x0604, 0x0609):
+        return "bridge"
+    return "other"
+
+
+def _family(vendor: int | None, kind: str) -> str | None:
+    if vendor is None:
+        return None
+    if vendor == 0x15B3:
+        return "ConnectX" if kind == "nic" else "Mellanox"
+    if vendor == 0x1000 and kind != "switch_port":
+        return "Broadcom/LSI"
+    return _VENDORS.get(vendor)
+
+
+def _split_path(path: list[str], bdf: str) -> tuple[str | None, list[str]]:
+    """(host bridge component, bridges from the root port down to the parent)."""
+    comps = [c.lower() for c in path or []]
+    if not comps or comps[-1] != bdf:
+        return None, []
+    i = len(comps) - 1
+    while i > 0 and _BDF.match(comps[i - 1]):
+        i -= 1
+    host = comps[i - 1] if i > 0 else None
+    return host, comps[i:-1]
+
+
+def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
+    bdf = str(raw.get("bdf") or "").lower()
+    if not _BDF.match(bdf):
+        return None
+    cfg: dict[str, Any] = raw["config"] if isinstance(raw.get("config"), dict) else {}
+    vendor, cls = _hex(raw.get("vendor")), _hex(raw.get("class"))
+    host, chain = _split_path(raw.get("path") or [], bdf)
+    numa = _int(raw.get("numa_node"))
+    pcie = cfg.get("pcie")
+    port_type, port_unknown = None, None
+    if isinstance(pcie, dict) and "unknown" not in pcie:
+        port_type = _PORT_TYPES.get(int(pcie.get("port_type", -1)), "other")
+    elif isinstance(pcie, dict):
+        port_unknown = HEADER_ONLY
+    elif "unreadable" in cfg:
+        port_unknown = str(cfg["unreadable"])
+    acs, acs_unknown = _acs(cfg)
+    rdma = [str(x) for x in raw.get("rdma") or []]
+    netdevs = [str(x) for x in raw.get("netdevs") or []]
+    d: dict[str, Any] = {
+        "bdf": bdf,
+        "vendor": raw.get("vendor"), "device": raw.get("device"),
+        "subsystem_vendor": raw.get("subsystem_vendor"), "subsystem_device": raw.get("subsystem_device"),
+        "class": raw.get("class"),
+        "kind": _base_kind(vendor, cls),
+        "family": None,
+        "label": None, "netdevs": netdevs, "rdma": rdma[0] if rdma else None,
+        "driver": raw.get("driver"),
+        "numa": numa if numa is not None and numa >= 0 else None,
+        "local_cpulist": raw.get("local_cpulist"),
+        "iommu_group": raw.get("iommu_group"),
+        "host_bridge": host,
+        "chain": chain,
+        "parent": chain[-1] if chain else None,
+        "port_type": port_type,
+        "port_type_unknown": port_unknown,
+        "switch": None,
+        "link": _link(raw, cfg),
+        "acs": acs,
+        "acs_unknown": acs_unknown,
+        "vf": bool(raw.get("vf")),
+    }
+    if d["kind"] == "nic":
+        d["label"] = d["rdma"] or (netdevs[0] if netdevs else None)
+    return d
+
+
+def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
+    """Give every bridge a role: root_port / upstream / downstream / plain bridge.
+
+    With config space readable the PCIe port type decides.  Without it (non-root), infer from the
+    position, as the reference §3.2 says: below a root port bridges alternate upstream/downstream;
+    an upstream-position bridge counts as a switch port only if it has bridges below it or comes
+    from a switch vendor (an ASPEED PCIe-to-PCI bridge with a VGA below stays a plain bridge).
+    """
+    children: dict[str, list[str]] = {}
+    for d in devs.values():
+        if d["parent"]:
+            children.setdefault(d["parent"], []).append(d["bdf"])
+    for bdf in sorted(devs, key=lambda b: len(devs[b]["chain"])):
+        d = devs[bdf]
+        if d["kind"] != "bridge":
+            continue
+        pt = d["port_type"]
+        if pt is None:
+            parent = devs.get(d["parent"] or "")
+            prole = parent.get("_role") if parent else None
+            vendor = _hex(d["vendor"])
+            has_bridge_kids = any(devs[c]["kind"] == "bridge" for c in children.get(bdf, []) if c in devs)
+            if parent is None:
+                role = "root"
+            elif prole == "usp":
+                role = "dsp"
+            elif prole in ("root", "dsp") and (has_bridge_kids or vendor in _SWITCH_VENDORS):
+                role = "usp"
+            else:
+                role = "bridge"
+        else:
+            role = {"root_port": "root", "upstream_port": "usp", "downstream_port": "dsp"}.get(pt, "bridge")
+        d["_role"] = role
+        d["kind"] = {"root": "root_port", "usp": "switch_port", "dsp": "switch_port"}.get(role, "bridge")
+    for d in devs.values():
+        d["family"] = _family(_hex(d["vendor"]), d["kind"])
+
+
+def _switch_of(devs: dict[str, dict[str, Any]], bdf: str) -> str | None:
+    """The switch (its upstream port) a bridge belongs to; None for root ports and plain bridges."""
+    d = devs.get(bdf)
+    if not d:
+        return None
+    if d.get("_role") == "usp":
+        return bdf
+    if d.get("_role") == "dsp" and d["parent"] and devs.get(d["parent"], {}).get("_role") == "usp":
+        return d["parent"]
+    return None
+
+
+def level(devs: dict[str, dict[str, Any]], a: str, b: str, numa_nodes: int) -> str | None:
+    """The topo -m PCIe level between two devices (reference §4.3)."""
+    if a == b:
+        return "X"
+    da, db = devs[a], devs[b]
+    if da["host_bridge"] is None or db["host_bridge"] is None:
+        return None
+    if da["host_bridge"] != db["host_bridge"]:
+        na, nb = da["numa"], db["numa"]
+        if na is not None and nb is not None:
+            return "NODE" if na == nb else "SYS"
+        return "NODE" if numa_nodes <= 1 else None
+    ca, cb = da["chain"], db["chain"]
+    common = 0
+    while common < min(len(ca), len(cb)) and ca[common] == cb[common]:
+        common += 1
+    if common == 0:
+        return "PHB"
+    bridges = ca[common:] + cb[common:] + [ca[common - 1]]
+    switches = {s for s in (_switch_of(devs, x) for x in bridges) if s}
+    return "PIX" if len(switches) <= 1 else "PXB"
+
+
+def _tree(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    nodes: dict[str, dict[str, Any]] = {b: {"bdf": b, "children": []} for b in devs}
+    roots: dict[str, dict[str, Any]] = {}
+    for b in sorted(devs):
+        d = devs[b]
+        if d["parent"] and d["parent"] in nodes:
+            nodes[d["parent"]]["children"].append(nodes[b])
+        else:
+            hb = d["host_bridge"] or "?"
+            r = roots.setdefault(hb, {"host_bridge": hb, "numa": None, "children": []})
+            r["children"].append(nodes[b])
+            if r["numa"] is None:
+                r["numa"] = d["numa"]
+    return [roots[k] for k in sorted(roots)]
+
+
+def _below(devs: dict[str, dict[str, Any]], port: str, kinds: tuple[str, ...]) -> list[str]:
+    return sorted(b for b, d in devs.items() if port in d["chain"] and d["kind"] in kinds)
+
+
+def _gpu_counts(gpus: list[str], devs: dict[str, dict[str, Any]], nvidia: dict[str, Any]) -> dict[str, Any]:
+    proc_present = bool(nvidia.get("proc_present"))
+    proc_gpus = {str(g.get("bus_id", "")).lower(): g for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
+    dev_nodes = set(nvidia.get("dev_nodes") or [])
+    passthrough = [b for b in gpus if devs[b]["driver"] in ("vfio-pci", "pci-stub")]
+    host_gpus = [b for b in gpus if b not in passthrough]
+    missing_proc = [b for b in host_gpus if b not in proc_gpus] if proc_present else []
+    missing_dev = []
+    if proc_present:
+        for b in host_gpus:
+            g = proc_gpus.get(b)
+            minor = g.get("minor") if g else None
+            if g is None or minor is None or f"nvidia{minor}" not in dev_nodes:
+                missing_dev.append(b)
+    return {
+        "pci": len(gpus),
+        "proc": len(proc_gpus) if proc_present else None,
+        "dev": len(dev_nodes) if proc_present or dev_nodes else None,
+        "driver_loaded": proc_present,
+        "missing_from_proc": missing_proc,
+        "missing_from_dev": missing_dev,
+        "proc_not_on_pci": sorted(b for b in proc_gpus if b not in devs),
+        "passthrough": passthrough,
+    }
+
+
+def _virtual(devs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    evidence = []
+    for b in sorted(devs):
+        v, dv = _hex(devs[b]["vendor"]), _hex(devs[b]["device"])
+        if (v, dv) in _VIRTUAL_HOST_BRIDGES:
+            evidence.append(f"{b}: {_VIRTUAL_HOST_BRIDGES[(v or 0, dv or 0)]}")
+        elif v in _VIRTUAL_VENDORS:
+            evidence.append(f"{b}: {_VIRTUAL_VENDORS[v or 0]}")
+    return {"detected": bool(evidence), "evidence": evidence[:8]}
+
+
+def normalize(data: dict[str, Any]) -> dict[str, Any]:
+    raw_devices = data.get("devices") if isinstance(data, dict) else None
+    devs: dict[str, dict[str, Any]] = {}
+    for raw in raw_devices or []:
+        if isinstance(raw, dict):
+            d = _device(raw)
+            if d:
+                devs[d["bdf"]] = d
+    _classify_bridges(devs)
+    for d in devs.values():
+        usps = [x for x in d["chain"] if devs.get(x, {}).get("_role") == "usp"]
+        d["switch"] = usps[0] if usps else None
+
+    def of(kind: str) -> list[str]:
+        return sorted(b for b, d in devs.items() if d["kind"] == kind and not d["vf"])
+
+    gpus, nics_all, nvsw, nvme = of("gpu"), of("nic"), of("nvswitch"), of("nvme")
+    rdma_nics = [b for b in nics_all if devs[b]["rdma"]]
+    # topo -m lists RDMA devices; a box without any lists every NIC so affinity still shows.
+    nics = rdma_nics or nics_all
+    numa_nodes = len({d["numa"] for d in devs.values() if d["numa"] is not None})
+
+    order = gpus + nics
+    matrix = [[level(devs, a, b, numa_nodes) for b in order] for a in order]
+    levels = {"order": order,
+              "labels": [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{j}" for j in range(len(nics))],
+              "nic_names": [devs[b]["label"] or b for b in nics],
+              "matrix": matrix}
+
+    switches = []
+    for b in sorted(devs):
+        d = devs[b]
+        if d.get("_role") != "usp" or d["switch"] is not None:
+            continue  # only outermost upstream ports: one entry per physical switch
+        inner = [x for x in devs if devs[x].get("_role") == "usp" and b in devs[x]["chain"]]
+        same_part = [x for x in inner if (devs[x]["vendor"], devs[x]["device"]) == (d["vendor"], d["device"])]
+        switches.append({"upstream": b, "parent": d["parent"], "vendor": d["vendor"], "device": d["device"],
+                         "family": d["family"], "levels": 1 + (1 if same_part else 0),
+                         "nested": sorted(inner),
+                         "downstream": sorted(x for x in devs if devs[x].get("_role") == "dsp"
+                                              and (devs[x]["parent"] == b or devs[x]["parent"] in same_part))})
+
+    uplinks = []
+    groups: dict[tuple[str, str], list[str]] = {}
+    for b, d in devs.items():
+        if d["kind"] not in ("gpu", "nic", "nvme", "nvswitch", "other") or d["vf"]:
+            continue
+        if d["switch"]:
+            groups.setdefault(("switch", d["switch"]), []).append(b)
+        elif d["chain"] and devs.get(d["chain"][0], {}).get("_role") == "root":
+            groups.setdefault(("root_port", d["chain"][0]), []).append(b)
+    for (gtype, gid), members in sorted(groups.items(), key=lambda kv: kv[0][1]):
+        g: dict[str, Any] = {"id": gid, "type": gtype, "port": devs[gid]["parent"] if gtype == "switch" else gid,
+             "gpus": [], "nics": [], "nvme": [], "nvswitches": [], "other": []}
+        for m in sorted(members):
+            k = devs[m]["kind"]
+            g[{"gpu": "gpus", "nic": "nics", "nvme": "nvme", "nvswitch": "nvswitches"}.get(k, "other")].append(m)
+        if g["gpus"] or g["nics"] or gtype == "switch":
+            uplinks.append(g)
+
+    downgraded = []
+    for b in sorted(devs):
+        d = devs[b]
+        link = d["link"]
+        if not link or d.get("_role") in ("root", "dsp") or not link["width_current"]:
+            continue  # ports report the link below them; that link is reported by the device there
+        parent = devs.get(d["parent"] or "")
+        plink = parent["link"] if parent and parent.get("_role") in ("root", "dsp") else None
+        gmax, wmax = link["gen_max"], link["width_max"]
+        if plink:
+            gmax = min(x for x in (gmax, plink["gen_max"]) if x is not None) if (gmax or plink["gen_max"]) else None
+            wmax = min(x for x in (wmax, plink["width_max"]) if x is not None) if (wmax or plink["width_max"]) else None
+        gcur, wcur = link["gen_current"], link["width_current"]
+        if (gcur and gmax and gcur < gmax) or (wcur and wmax and wcur < wmax):
+            downgraded.append({"bdf": b, "kind": d["kind"], "gen_current": gcur, "gen_max": gmax,
+                               "speed_current": link["speed_current"], "speed_max": _GEN_SPEED.get(gmax or 0),
+                               "width_current": wcur, "width_max": wmax})
+
+    acs = []
+    for b in sorted(devs):
+        d = devs[b]
+        if d.get("_role") not in ("dsp", "root") or not d["acs"] or not d["acs"]["redirect"]:
+            continue
+        below = _below(devs, b, ("gpu",))
+        if not below:
+            continue
+        group = d["switch"] or (b if d.get("_role") == "dsp" else None)
+        peers = sorted(x for x, e in devs.items() if e["kind"] in ("gpu", "nic") and x not in below
+                       and group and (e["switch"] == group or group in e["chain"]))
+        acs.append({"port": b, "port_role": "downstream_port" if d["_role"] == "dsp" else "root_port",
+                    "enabled": [x for x in d["acs"]["enabled"] if x in _REDIRECT], "gpus": below, "peers": peers})
+
+    access = data.get("config_access") if isinstance(data, dict) else None
+    needs_root = sorted({f for d in devs.values() for f, u in (("port_type", d["port_type_unknown"]),
+                                                                ("acs", d["acs_unknown"])) if u == HEADER_ONLY})
+    nvidia: dict[str, Any] = data["nvidia"] if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
+    models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
+    roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
+    out_devices = []
+    for b in sorted(devs):
+        d = dict(devs[b])
+        d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
+        if d["kind"] == "gpu":
+            d["model"] = models.get(b)
+        out_devices.append(d)
+    return {
+        "config_access": access or ("header_only" if needs_root else "full"),
+        "needs_root": needs_root,
+        "virtual_platform": _virtual(devs),
+        "devices": out_devices,
+        "tree": _tree(devs),
+        "gpus": gpus, "nics": nics_all, "nvswitches": nvsw, "nvme": nvme,
+        "switches": switches,
+        "uplinks": uplinks,
+        "levels": levels,
+        "downgraded": downgraded,
+        "acs": acs,
+        "gpu_counts": _gpu_counts(gpus, devs, nvidia),
+        "nvswitch_nodes": len(nvidia.get("nvswitch_nodes") or []),
+        "iommu": data.get("iommu") if isinstance(data, dict) else None,
+    }
