@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.checks import gpu, host
+from orchestrator.checks import gpu, host, pcie
 from orchestrator.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.findings import Finding
 
-_AREAS = [host, gpu]
+_AREAS = [host, gpu, pcie]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
@@ -34,4 +34,6 @@ FINDING_IDS: tuple[str, ...] = (
     "nvlink.p2p_status_mismatch", "gpu.mig.enabled", "gpu.virtualization", "sensor.fan.zero_while_hot",
     "sensor.fan.not_reporting", "gpu.row_remap.pending", "gpu.row_remap.failure", "nvlink.fabric.incomplete",
     "identity.uuid.duplicate", "identity.gpu_serial.duplicate",
+    "pcie.link.downgraded", "pcie.nic.shared_switch", "pcie.acs.enabled", "gpu.count.pci_vs_driver",
+    "pcie.config.needs_root", "pcie.gpu_nic.affinity",
 )

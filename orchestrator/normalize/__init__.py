@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.normalize import gpus, host, nvlink, topology
+from orchestrator.normalize import gpus, host, nvlink, pcie, topology
 
 Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
 
 # probe name -> (facts section, normalizer)
 NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
     "host": ("host", host.normalize),
+    "pcie": ("pcie", pcie.normalize),
     "nvml": ("gpus", gpus.normalize),
     "nvlink": ("nvlink", nvlink.normalize),
 }

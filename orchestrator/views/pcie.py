@@ -5,17 +5,9 @@ Pure: facts in, str out.  Every host-controlled string passes through `clean()`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-try:  # the shared sanitizer (orchestrator/views/text.py) when present
-    from orchestrator.views.text import clean
-except ImportError:  # pragma: no cover - same contract, for a checkout without it
-    _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-    def clean(text: Any) -> str:
-        return _CONTROL.sub("", str(text))
-
+from orchestrator.views.text import clean
 
 _ROLE = {"root_port": "root port", "upstream_port": "switch upstream", "downstream_port": "switch downstream",
          "bridge": "bridge"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.views import gpus, topo
+from orchestrator.views import gpus, pcie, topo
 
 Renderer = Callable[[dict[str, Any]], str]
 
@@ -13,6 +13,7 @@ Renderer = Callable[[dict[str, Any]], str]
 VIEWS: dict[str, tuple[str, Renderer]] = {
     "gpus": ("gpus", gpus.view_gpus),
     "topo": ("topology", topo.render_topo),
+    "pcie": ("pcie", pcie.render_pcie),
 }
 
 
