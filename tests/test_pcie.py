@@ -116,7 +116,7 @@ NVSWITCH_IDS = {
     "lenovo-8xh100-cx7": ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"],
     "dgx-a100": [f"0000:{b:02x}:00.0" for b in range(0xC4, 0xCA)],
 }
-GPU_DEVICE_IDS = {"dgx-h100": "0x2330", "dgx-a100": "0x20b0", "dgx1-v100": "0x1db1", "consumer-8x4090": "0x2684",
+GPU_DEVICE_IDS = {"dgx-h100": "0x2330", "dgx-a100": "0x20b2", "dgx1-v100": "0x1db1", "consumer-8x4090": "0x2684",
                   "ws-4xa6000": "0x2230", "vm-2xa100": "0x20b5", "lenovo-8xh100-cx7": "0x2330"}
 
 
