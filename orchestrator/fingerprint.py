@@ -125,7 +125,9 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     families: dict[Any, list[str]] = defaultdict(list)
     for name, fp in host_fp.items():
         d = descs[fp]
-        families[d["gpu_model"] if d["gpu_count"] else ("board", d.get("board"))].append(name)
+        # Same GPU model on the same board: machines bought as one kind.  A different board is a
+        # different product (its own class), not an outlier of this one.
+        families[(d["gpu_model"] if d["gpu_count"] else None, d.get("board"))].append(name)
     outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
     findings: list[Finding] = []
     for hosts in families.values():

@@ -20,7 +20,7 @@ def _gpus(rec: dict[str, Any]) -> str:
     g = rec["facts"].get("gpus")
     if not g:
         return "-"
-    gpus = g.get("gpus") or []
+    gpus = g.get("list") or []
     names = Counter(str(x.get("name")) for x in gpus)
     return ", ".join(f"{n}x {clean(name, 40)}" for name, n in names.items()) or "0"
 
