@@ -154,7 +154,7 @@ static double op_ns(const op_t *op, int sdev, int conc_host, int bidir)
     dev_of(op->src, op->n, &sd);
     dev_of(op->dst, op->n, &dd);
     if (op->kind == OP_KCOPY) {
-        lat_us = 3.0;
+        lat_us = 1.0;
         if (sd == sdev && dd == sdev) gbps = FX_LOCAL_SM[sdev];
         else if (dd == sdev && sd >= 0) { gbps = FX_SM_GBPS[sd][sdev]; lat_us = FX_LAT_US[sd][sdev]; }
         else if (sd == sdev && dd >= 0) { gbps = FX_SM_GBPS[sdev][dd]; lat_us = FX_LAT_US[sdev][dd]; }
@@ -166,7 +166,7 @@ static double op_ns(const op_t *op, int sdev, int conc_host, int bidir)
         gbps = FX_D2H[sd]; lat_us = FX_HOST_LAT_US;
         if (conc_host > 1 && FX_HOST_AGG > 0 && FX_HOST_AGG / conc_host < gbps) gbps = FX_HOST_AGG / conc_host;
     } else if (sd >= 0 && sd == dd) {
-        gbps = FX_LOCAL_CE[sd]; lat_us = FX_HOST_LAT_US;
+        gbps = FX_LOCAL_CE[sd]; lat_us = 1.0;
     } else if (sd >= 0 && dd >= 0) {
         if (peer_enabled(sd, dd)) {
             gbps = bidir ? FX_BIDIR_GBPS[sd][dd] / 2.0 : FX_CE_GBPS[sd][dd];
@@ -178,7 +178,10 @@ static double op_ns(const op_t *op, int sdev, int conc_host, int bidir)
     } else {
         gbps = 20.0; lat_us = FX_HOST_LAT_US; /* host to host through pinned memory */
     }
-    return lat_us * 1e3 + (double)op->n / gbps; /* bytes / (GB/s) = ns */
+    /* A copy takes at least its latency; beyond that the link's rate decides (bytes / (GB/s)
+     * = ns).  Back-to-back large copies pipeline their setup, so latency is not added on top. */
+    double ns = (double)op->n / gbps;
+    return ns > lat_us * 1e3 ? ns : lat_us * 1e3;
 }
 
 static void exec_op(stream_t *s, op_t *op, int conc_host, int bidir)
@@ -318,6 +321,7 @@ static void observe(double t) { if (t > gclock) gclock = t; }
 CUresult cuInit(unsigned int flags)
 {
     if (flags != 0) return INVALID_VALUE;
+    report();
     if (FX_INIT_ERROR) return FX_INIT_ERROR;
     initialised = 1;
     for (int d = 0; d < FX_NMAX; d++) ctxs[d].dev = d;

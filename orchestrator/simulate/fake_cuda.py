@@ -49,7 +49,7 @@ def load_fixture(machine: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
         raise FixtureError(f"{path.name}: top level must be a mapping")
     base = raw.pop("base", None)
     if base:
-        raw = _merge(load_fixture(str(base), _seen + (machine,)), raw)
+        raw = _merge(load_fixture(str(base), (*_seen, machine)), raw)
     raw["machine"] = machine
     return raw
 
@@ -59,11 +59,8 @@ def _pair_table(fx: dict[str, Any], n: int) -> list[list[dict[str, Any]]]:
     classes = fx.get("classes") or {}
     default = fx.get("default_class")
     table: list[list[dict[str, Any]]] = []
-    for a in range(n):
-        row = []
-        for b in range(n):
-            row.append(dict(classes.get(default, {})) if default else {})
-        table.append(row)
+    for _ in range(n):
+        table.append([dict(classes.get(default, {})) if default else {} for _ in range(n)])
     for a, b, cls in fx.get("pair_class") or []:
         if cls not in classes:
             raise FixtureError(f"{fx['machine']}: pair_class names unknown class {cls!r}")
