@@ -278,6 +278,10 @@ def test_consumer_cards_get_a_platform_limitation_not_a_fault(libdir: Path) -> N
     ("dgx-h100--oom", {"p2p.gpu.error"}),
     ("dgx-h100--busy", {"p2p.gpu.busy"}),
     ("dgx-h100--launch-failure", {"p2p.cuda.error"}),
+    ("dgx-h100--gpu-gen1x8", {"p2p.host_bandwidth.low"}),  # one slow GPU is not uplink contention
+    ("dgx-h100--fabric-incomplete", {"p2p.not_possible"}),
+    ("dgx-a100--gpu-lost", {"p2p.gpu.error"}),
+    ("dgx-h100--links-down", {"p2p.bandwidth.low"}),  # without nvlink facts: judged against all 18 links
 ])
 def test_fault_fixture_yields_its_finding(libdir: Path, machine: str, expected: set[str]) -> None:
     env, _ = run_probe(libdir, machine)
@@ -374,3 +378,30 @@ def test_view_prints_p2pbandwidthlatencytest_style_matrices(libdir: Path) -> Non
     assert "12.00" in row2 and "376.00" in row2
     assert "\x1b" not in text
     assert render(None) == "p2p: not measured\n"
+
+
+def test_links_down_is_judged_against_the_links_still_up(libdir: Path) -> None:
+    env, _ = run_probe(libdir, "dgx-h100--links-down")
+    order = normalize(env["data"])["order"]
+    nv = [[None if a == b else (16 if 2 in (a, b) else 18) for b in range(8)] for a in range(8)]
+    assert judge(env, facts={"nvlink": {"order": order, "supported": True, "nv": nv}}) == []
+
+
+def test_mesh_pairs_with_unknown_link_count_are_not_compared_with_full_links(libdir: Path) -> None:
+    env, _ = run_probe(libdir, "dgx1-v100")
+    found = judge(env)
+    assert ids(found) == {"p2p.uplink.contention"}  # NV1 pairs at 22.5 GB/s are neither low nor outliers
+    assert {f.kind.value for f in found} == {"fault"} and len(found) == 2  # d2h and h2d
+    order = normalize(env["data"])["order"]
+    pcie = {"uplinks": [{"id": f"sw{k}", "type": "switch", "gpus": order[2 * k:2 * k + 2]} for k in range(4)]}
+    found = judge(env, facts={"pcie": pcie})
+    assert {(f.id, f.kind.value, f.severity.value) for f in found} == {
+        ("p2p.uplink.contention", "platform_limitation", "info")}
+    assert "shared uplink: 0000:06:00.0, 0000:07:00.0" in found[0].evidence
+
+
+def test_every_shipped_fixture_builds_and_runs(libdir: Path) -> None:
+    for machine in machines():
+        env, acct = run_probe(libdir, machine, pairs="none", repeats=1, loops=1)
+        assert env["status"] in ("ok", "unsupported"), (machine, env["errors"])
+        assert_nothing_held(acct)

@@ -132,6 +132,7 @@ class _PairJudgement:
     ceiling: float | None
     floor: float | None
     floor_source: str
+    nv: int | None = None  # bonded links the judgement assumed (None: unknown)
 
 
 def _judge_pairs(view: HostView, p2p: dict[str, Any]) -> list[_PairJudgement]:
@@ -142,14 +143,23 @@ def _judge_pairs(view: HostView, p2p: dict[str, Any]) -> list[_PairJudgement]:
         link = pair_link(view.facts, p["src_bus_id"], p["dst_bus_id"], p2p)
         model = gpu_models.lookup(gpus[a].get("name")) if a < len(gpus) else None
         ceiling = floor = None
+        nv = None
         source = ""
         if link.kind == "nvlink" and model is not None and model.nvlink_links:
-            nv = link.nv or model.nvlink_links
-            ceiling = round(nv * model.nvlink_link_gbps, 1)
-            if model.p2p_floor_gbps:
+            # models with a published floor sit on an NVSwitch fabric: every pair has all links
+            nv = model.nvlink_links if link.nv is None and model.p2p_floor_gbps else link.nv
+            if nv is None:
+                # link count unknown (no nvlink/topology facts) on a mesh or bridge: judge against
+                # one link, the least any NVLink pair has
+                ceiling = None
+                floor = round(model.nvlink_link_gbps * NVLINK_MIN_RATIO, 1)
+                source = f"{NVLINK_MIN_RATIO:.0%} of one {model.nvlink_link_gbps} GB/s link (link count unknown)"
+            elif model.p2p_floor_gbps:
+                ceiling = round(nv * model.nvlink_link_gbps, 1)
                 floor = round(model.p2p_floor_gbps * min(1.0, nv / model.nvlink_links), 1)
                 source = f"published floor for {model.key} NVLink P2P"
             else:
+                ceiling = round(nv * model.nvlink_link_gbps, 1)
                 floor = round(ceiling * NVLINK_MIN_RATIO, 1)
                 source = f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s"
         elif link.kind == "pcie":
@@ -162,7 +172,7 @@ def _judge_pairs(view: HostView, p2p: dict[str, Any]) -> list[_PairJudgement]:
         if view.expect.p2p_min_gbps is not None:
             floor = view.expect.p2p_min_gbps
             source = "expectation p2p_min_gbps"
-        out.append(_PairJudgement(p, link, ceiling, floor, source))
+        out.append(_PairJudgement(p, link, ceiling, floor, source, nv))
     return out
 
 
@@ -202,7 +212,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
     yield from _asymmetric(host, judged)
     yield from _outliers(host, judged, low)
     yield from _host_links(view, p2p, gpus)
-    yield from _contention(host, p2p)
+    yield from _contention(view, p2p)
     yield from _mismatch(host, p2p)
     yield from _run_state(host, p2p, gpus)
 
@@ -268,19 +278,21 @@ def _asymmetric(host: str, judged: list[_PairJudgement]) -> Iterable[Finding]:
                         hint="one direction of the path is degraded (a lane or link trained down, errors)")
 
 
-def _class_key(j: _PairJudgement, p2p: dict[str, Any] | None = None) -> str:
+def _class_key(j: _PairJudgement) -> str | None:
+    """Pairs that should perform alike; None when that cannot be told (NVLink count unknown)."""
     if j.link.kind == "nvlink":
-        return f"nvlink:{j.link.nv or '?'}"
+        return f"NV{j.nv}" if j.nv else None
     if j.link.kind == "pcie":
-        return f"pcie:{j.link.level or '?'}"
-    return "unknown"
+        return f"PCIe {j.link.level or 'P2P'}"
+    return None
 
 
 def _outliers(host: str, judged: list[_PairJudgement], low: set[tuple[int, int]]) -> Iterable[Finding]:
     classes: dict[str, list[_PairJudgement]] = {}
     for j in judged:
-        if j.pair["peer_enabled"] and j.pair.get("ce_gbps") is not None and j.link.kind is not None:
-            classes.setdefault(_class_key(j), []).append(j)
+        key = _class_key(j)
+        if j.pair["peer_enabled"] and j.pair.get("ce_gbps") is not None and key is not None:
+            classes.setdefault(key, []).append(j)
     for key, members in sorted(classes.items()):
         if len(members) < 3:
             continue
@@ -321,22 +333,41 @@ def _host_links(view: HostView, p2p: dict[str, Any], gpus: list[dict[str, Any]])
                                  "NUMA placement and IOMMU mode")
 
 
-def _contention(host: str, p2p: dict[str, Any]) -> Iterable[Finding]:
+def shared_uplinks(facts: dict[str, Any], buses: list[str]) -> list[list[str]]:
+    """Groups of the measured GPUs that share one uplink by design (facts["pcie"]["uplinks"])."""
+    groups = []
+    for up in (facts.get("pcie") or {}).get("uplinks") or []:
+        if isinstance(up, dict):
+            members = [b for b in up.get("gpus") or [] if b in buses]
+            if len(members) > 1:
+                groups.append(members)
+    return groups
+
+
+def _contention(view: HostView, p2p: dict[str, Any]) -> Iterable[Finding]:
     a2h = p2p.get("all_to_host")
     if not isinstance(a2h, dict) or len(a2h.get("gpus") or []) < 2:
         return
+    shared = shared_uplinks(view.facts, a2h["gpus"])
     for d in ("d2h", "h2d"):
-        total, single = a2h.get(f"{d}_total_gbps"), a2h.get(f"{d}_sum_single_gbps")
-        if total is None or not single:
+        total, ref = a2h.get(f"{d}_total_gbps"), a2h.get(f"{d}_parallel_gbps")
+        if total is None or not ref or total >= ref * CONTENTION_RATIO:
             continue
-        if total < single * CONTENTION_RATIO:
-            yield fault("p2p.uplink.contention", host, f"{len(a2h['gpus'])} GPUs to host ({d})",
-                        f"all GPUs at once reach {total:.1f} GB/s, {total / single:.0%} of the "
-                        f"{single:.1f} GB/s they reach one at a time", severity=Severity.WARN,
-                        expected=round(single * CONTENTION_RATIO, 1), actual=total,
-                        evidence=[f"gpus {', '.join(a2h['gpus'])}"],
-                        hint="GPUs share an oversubscribed PCIe uplink (switch or root port); see the pcie "
-                             "section's uplink groups")
+        subject = f"{len(a2h['gpus'])} GPUs to host ({d})"
+        message = (f"all GPUs at once reach {total:.1f} GB/s, {total / ref:.0%} of the {ref:.1f} GB/s "
+                   f"they would without a shared bottleneck")
+        evidence = [f"gpus {', '.join(a2h['gpus'])}"] + [f"shared uplink: {', '.join(g)}" for g in shared]
+        if shared:
+            # the PCIe tree shows GPUs behind common uplinks: the box is built that way
+            yield limitation("p2p.uplink.contention", view.name, subject,
+                             message + "; GPUs share PCIe uplinks by design", expected=round(ref * CONTENTION_RATIO, 1),
+                             actual=total, evidence=evidence,
+                             hint="expected for this board; place data loading and NIC traffic with it in mind")
+        else:
+            yield fault("p2p.uplink.contention", view.name, subject, message, severity=Severity.WARN,
+                        expected=round(ref * CONTENTION_RATIO, 1), actual=total, evidence=evidence,
+                        hint="GPUs share an oversubscribed PCIe uplink (switch or root port) or the host's "
+                             "memory/IOMMU path; compare with the pcie section's uplink groups")
 
 
 def _mismatch(host: str, p2p: dict[str, Any]) -> Iterable[Finding]:

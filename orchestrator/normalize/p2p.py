@@ -104,6 +104,10 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
             # what the same GPUs reach one at a time, for the contention judgement
             "d2h_sum_single_gbps": _sum([gpus[i]["d2h_gbps"] for i in members]),
             "h2d_sum_single_gbps": _sum([gpus[i]["h2d_gbps"] for i in members]),
+            # one timed region spans all GPUs, so without contention the slowest GPU sets the
+            # total: n x the smallest single figure
+            "d2h_parallel_gbps": _parallel([gpus[i]["d2h_gbps"] for i in members]),
+            "h2d_parallel_gbps": _parallel([gpus[i]["h2d_gbps"] for i in members]),
             "verified": _all_true(a2h.get("verified")),
         }
         for kind, ok in (a2h.get("verified") or {}).items():
@@ -158,3 +162,9 @@ def _sum(values: list[Any]) -> float | None:
 def _min(values: list[Any]) -> float | None:
     present = [v for v in values if v is not None]
     return min(present) if present else None
+
+
+def _parallel(values: list[Any]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return round(len(values) * min(values), 3)

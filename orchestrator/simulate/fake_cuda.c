@@ -408,6 +408,7 @@ CUresult cuGetErrorName(CUresult e, const char **s)
 CUresult cuDevicePrimaryCtxRetain(void **pctx, int d)
 {
     NEED_DEV(d);
+    if (d == FX_FAIL_GPU) return FX_FAIL_CODE; /* a GPU that fell off the bus or is unavailable */
     ctxs[d].retained++;
     n_retained++;
     *pctx = &ctxs[d];

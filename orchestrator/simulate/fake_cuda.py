@@ -117,6 +117,8 @@ def fixture_header(fx: dict[str, Any]) -> str:
         f"#define FX_PTX_MAX {int(fx.get('ptx_max_version', 88))}\n",
         f"#define FX_INIT_ERROR {int(faults.get('init_error', 0))}\n",
         f"#define FX_OOM_GPU {int(faults.get('oom_gpu', -1))}\n",
+        f"#define FX_FAIL_GPU {int((faults.get('fail_gpu') or {}).get('gpu', -1))}\n",
+        f"#define FX_FAIL_CODE {int((faults.get('fail_gpu') or {}).get('error', 999))}\n",
         f"#define FX_LAUNCH_FAILURE {1 if faults.get('launch_failure') else 0}\n",
         f"#define FX_MAX_PEERS {int(fx.get('max_peers', 0))}\n",
         f"#define FX_MEM_BYTES {int(float(gpu.get('memory_gib', 80)) * (1 << 30))}LL\n",
@@ -166,7 +168,7 @@ def build_fake_cuda(machine: str, dest_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     (tmp / "fixture.h").write_text(header)
-    cmd = [gcc, "-std=gnu11", "-O1", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fPIC", "-shared",
+    cmd = [gcc, "-std=gnu11", "-O0", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fPIC", "-shared",
            f"-I{tmp}", '-DFAKE_CUDA_FIXTURE="fixture.h"', "-Wl,-soname,libcuda.so.1",
            "-o", str(tmp / "libcuda.so.1"), str(SOURCE)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
