@@ -134,6 +134,7 @@ _SIGS = {
     "cuDeviceGetP2PAttribute": [_P(c_int), c_int, c_int, c_int],
     "cuDevicePrimaryCtxRetain": [_P(c_void_p), c_int], "cuDevicePrimaryCtxRelease_v2": [c_int],
     "cuCtxSetCurrent": [c_void_p], "cuCtxEnablePeerAccess": [c_void_p, c_uint],
+    "cuCtxDisablePeerAccess": [c_void_p],
     "cuMemAlloc_v2": [_P(c_uint64), c_size_t], "cuMemFree_v2": [c_uint64],
     "cuMemHostAlloc": [_P(c_void_p), c_size_t, c_uint], "cuMemFreeHost": [c_void_p],
     "cuMemHostGetDevicePointer_v2": [_P(c_uint64), c_void_p, c_uint],
@@ -783,13 +784,21 @@ def _measure(sess, data, gpus, pairs, driver, t_end):
         units += [("h2d", g), ("d2h", g), ("local_ce", g), ("local_sm", g)]
     if len(usable) > 1:
         units += [("all_d2h", None), ("all_h2d", None)]
-    done_peer = set()
+    # One unordered pair at a time: enable peer access both ways, measure, disable again, so a
+    # GPU never holds more peer mappings than one (TOO_MANY_PEERS on large non-switch systems).
+    seen = set()
     for a, b in pairs:
-        units += [("enable_peer", (a, b)), ("ce", (a, b)), ("sm_read", (a, b)), ("latency", (a, b))]
-    for a, b in pairs:
-        if (b, a) in pairs and (b, a) not in done_peer and (a, b) not in done_peer:
-            done_peer.add((a, b))
-            units.append(("bidir", (a, b)))
+        key = (min(a, b), max(a, b))
+        if key in seen:
+            continue
+        seen.add(key)
+        both = [ab for ab in (key, (key[1], key[0])) if ab in pairs]
+        for ab in both:
+            units.append(("enable_peer", ab))
+            units += [("ce", ab), ("sm_read", ab), ("latency", ab)]
+        if len(both) == 2:
+            units.append(("bidir", key))
+        units.append(("disable_peer", key))
     state = {"pair": {}, "per_gpu": dict((g, gpus[g]) for g in usable), "fatal": False}
     for i, (kind, who) in enumerate(units):
         if time.time() >= t_end:
@@ -836,6 +845,15 @@ def _enable(sess, a, b):
         if e.code != 704:  # already enabled counts as success, as nvbandwidth does
             return e.name
     return None
+
+
+def _disable(sess, a, b):
+    sess.use(a)
+    try:
+        sess.cu("cuCtxDisablePeerAccess", sess.ctxs[b])
+    except CudaError as e:
+        if e.code != 705:  # not enabled (the other direction's call already undid it) is fine
+            raise
 
 
 def _run_unit(sess, data, state, kind, who):
@@ -895,6 +913,12 @@ def _run_unit(sess, data, state, kind, who):
             "a": a, "b": b, "a_bus_id": data["gpus"][a]["bus_id"], "b_bus_id": data["gpus"][b]["bus_id"],
             "peer": bool(state["pair"][(a, b)]["peer_enabled"] and state["pair"][(b, a)]["peer_enabled"]),
             "total_gbps": bw, "verified": ok, "samples_ms": [round(x, 6) for x in smp]})
+        return
+    if kind == "disable_peer":
+        for x, y in ((a, b), (b, a)):
+            if (x, y) in state["pair"] and state["pair"][(x, y)]["peer_enabled"]:
+                _disable(sess, x, y)
+                _disable(sess, y, x)
         return
     rec = _pair_rec(data, state, a, b)
     if kind == "enable_peer":

@@ -405,3 +405,26 @@ def test_every_shipped_fixture_builds_and_runs(libdir: Path) -> None:
         env, acct = run_probe(libdir, machine, pairs="none", repeats=1, loops=1)
         assert env["status"] in ("ok", "unsupported"), (machine, env["errors"])
         assert_nothing_held(acct)
+
+
+def test_peer_mappings_are_released_pair_by_pair(libdir: Path) -> None:
+    env, acct = run_probe(libdir, "dgx-h100--peer-limit")
+    pairs = env["data"]["pairs"]
+    assert len(pairs) == 56 and all(p["peer_enabled"] and p["peer_error"] is None for p in pairs)
+    assert_nothing_held(acct)
+
+
+def test_too_many_peers_is_a_platform_limitation(libdir: Path) -> None:
+    env, _ = run_probe(libdir, "dgx-h100", pairs=[[0, 1]])
+    data = json.loads(json.dumps(env["data"]))
+    data["pairs"][0].update(peer_enabled=False, peer_error="CUDA_ERROR_TOO_MANY_PEERS")
+    found = judge({"data": data})
+    assert [(f.id, f.kind.value, f.actual) for f in found] == [
+        ("p2p.not_possible", "platform_limitation", "CUDA_ERROR_TOO_MANY_PEERS")]
+
+
+def test_probe_parses_as_python_3_6() -> None:
+    import ast
+
+    ast.parse((ROOT / "probes" / "p2p.py").read_text(), feature_version=(3, 6))
+    ast.parse((ROOT / "probes" / "_prelude.py").read_text(), feature_version=(3, 6))

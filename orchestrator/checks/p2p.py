@@ -236,15 +236,18 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[dict[
         if p["peer_enabled"]:
             continue
         model = gpu_models.lookup(gpus[p["src"]].get("name")) if p["src"] < len(gpus) else None
-        if model is not None and not model.p2p_supported:
+        if (model is not None and not model.p2p_supported) or p.get("peer_error") == "CUDA_ERROR_TOO_MANY_PEERS":
             product.append(j)
         elif j.link.kind == "nvlink" or p.get("peer_error"):
             dead.append(j)
     if product:
         names = sorted({gpus[j.pair["src"]].get("name") or "?" for j in product})
+        peers = any(j.pair.get("peer_error") == "CUDA_ERROR_TOO_MANY_PEERS" for j in product)
+        why = ("the GPUs ran out of peer mappings (CUDA_ERROR_TOO_MANY_PEERS)" if peers
+               else f"P2P is not supported by this product ({', '.join(names)})")
         yield limitation("p2p.not_possible", host, f"{len(product)} GPU pairs",
-                         f"P2P is not supported by this product ({', '.join(names)}): copies go through host memory",
-                         actual="cuDeviceCanAccessPeer=0",
+                         f"{why}: copies go through host memory",
+                         actual="CUDA_ERROR_TOO_MANY_PEERS" if peers else "cuDeviceCanAccessPeer=0",
                          evidence=[_pair_name(j.pair) for j in product[:8]],
                          hint="platform limitation of consumer cards; plan for host-staged GPU-to-GPU traffic")
     if dead:
