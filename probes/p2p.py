@@ -164,10 +164,6 @@ class CudaError(Exception):
         Exception.__init__(self, "%s: %s (%d)" % (call, self.name, code))
 
 
-class _Fatal(Exception):
-    """A sticky CUDA error: the context is gone, measuring stops."""
-
-
 class _Cuda(object):
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
@@ -799,7 +795,7 @@ def _measure(sess, data, gpus, pairs, driver, t_end):
         if len(both) == 2:
             units.append(("bidir", key))
         units.append(("disable_peer", key))
-    state = {"pair": {}, "per_gpu": dict((g, gpus[g]) for g in usable), "fatal": False}
+    state = {"pair": {}, "per_gpu": dict((g, gpus[g]) for g in usable)}
     for i, (kind, who) in enumerate(units):
         if time.time() >= t_end:
             data["budget_exhausted"] = True
