@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.checks import gpu, host, pcie
+from orchestrator.checks import gpu, host, p2p, pcie
 from orchestrator.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.findings import Finding
 
-_AREAS = [host, gpu, pcie]
+_AREAS = [host, gpu, pcie, p2p]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
@@ -36,4 +36,7 @@ FINDING_IDS: tuple[str, ...] = (
     "identity.uuid.duplicate", "identity.gpu_serial.duplicate",
     "pcie.link.downgraded", "pcie.nic.shared_switch", "pcie.acs.enabled", "gpu.count.pci_vs_driver",
     "pcie.config.needs_root", "pcie.gpu_nic.affinity",
+    "p2p.not_possible", "p2p.bandwidth.low", "p2p.slower_than_host", "p2p.asymmetric", "p2p.outlier",
+    "p2p.uplink.contention", "p2p.data.mismatch", "p2p.host_bandwidth.low", "p2p.cuda.error", "p2p.gpu.error",
+    "p2p.gpu.busy", "p2p.guard.unavailable", "p2p.budget.exhausted",
 )

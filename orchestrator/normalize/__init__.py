@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.normalize import gpus, host, nvlink, pcie, topology
+from orchestrator.normalize import gpus, host, nvlink, p2p, pcie, topology
 
 Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -15,6 +15,7 @@ NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
     "pcie": ("pcie", pcie.normalize),
     "nvml": ("gpus", gpus.normalize),
     "nvlink": ("nvlink", nvlink.normalize),
+    "p2p": ("p2p", p2p.normalize),
 }
 
 # Sections computed from several probes' facts, in order: facts -> new section (or None).

@@ -7,19 +7,9 @@ counts read+write there, i.e. twice this).  `-` is a value not measured.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-try:  # the shared terminal sanitiser, when this checkout has it
-    from orchestrator.views.text import clean as _clean  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - same rules, kept local so the view works alone
-    _CTRL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b.?|[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-
-    def _clean(value: Any, limit: int = 200) -> str:
-        if value is None:
-            return "-"
-        s = _CTRL.sub("?", str(value))
-        return s if len(s) <= limit else s[: limit - 1] + "…"
+from orchestrator.views.text import clean as _clean
 
 
 def _num(v: Any, digits: int = 2) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.views import gpus, pcie, topo
+from orchestrator.views import bandwidth, gpus, pcie, topo
 
 Renderer = Callable[[dict[str, Any]], str]
 
@@ -14,6 +14,7 @@ VIEWS: dict[str, tuple[str, Renderer]] = {
     "gpus": ("gpus", gpus.view_gpus),
     "topo": ("topology", topo.render_topo),
     "pcie": ("pcie", pcie.render_pcie),
+    "p2p": ("p2p", bandwidth.render),
 }
 
 
