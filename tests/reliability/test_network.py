@@ -1,0 +1,135 @@
+"""Network faults against real sockets and real sshd processes: each is classified, none hangs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from orchestrator.inventory.model import Host
+from orchestrator.transport import CommandResult, SshTransport, TransportError
+from tests.support import fakes
+from tests.support.sshd import SshdServer, SshKeys
+
+pytestmark = pytest.mark.ssh
+
+
+def _fails(host: Host, sshd: SshdServer, **opts: object) -> tuple[TransportError, float]:
+    start = time.monotonic()
+    with pytest.raises(TransportError) as err:
+        SshTransport(host, sshd.options(**opts)).run("true", b"", 10)
+    return err.value, time.monotonic() - start
+
+
+def test_refused_port_is_unreachable_fast_after_retries(sshd: SshdServer) -> None:
+    with fakes.closed_port() as port:
+        err, elapsed = _fails(sshd.host("down01", ansible_port=port), sshd, retries=2)
+    assert err.kind == "unreachable"
+    assert f"127.0.0.1:{port}" in err.message and "refused" in err.message
+    assert err.retried == 2  # refused can be a restarting sshd: retried, then given up
+    assert elapsed < 5, elapsed
+    assert "\n" not in err.message
+
+
+def test_black_holed_address_gives_connect_timeout_at_the_deadline(sshd: SshdServer) -> None:
+    with fakes.black_hole() as port:
+        err, elapsed = _fails(sshd.host("dark01", ansible_port=port), sshd, connect_timeout=1.0)
+    assert err.kind == "connect_timeout"
+    assert "no TCP answer within 1s" in err.message
+    assert err.retried == 0  # a timeout is never retried: it would multiply the wait
+    assert 0.9 <= elapsed < 5, elapsed
+
+
+def test_listener_that_never_sends_a_banner_is_a_protocol_error_at_the_deadline(sshd: SshdServer) -> None:
+    with fakes.silent() as server:
+        err, elapsed = _fails(sshd.host("mute01", ansible_port=server.port), sshd, connect_timeout=1.0)
+    assert err.kind == "protocol"
+    assert "no SSH banner within 1s" in err.message and f":{server.port}" in err.message
+    assert err.retried == 0
+    assert 0.9 <= elapsed < 5, elapsed
+
+
+def test_slow_drip_server_cannot_hold_the_connection_past_the_deadline(sshd: SshdServer) -> None:
+    # Paramiko's own banner timeout restarts with every byte; only our watchdog ends this
+    with fakes.drip(interval=1.0) as server:
+        err, elapsed = _fails(sshd.host("drip01", ansible_port=server.port), sshd, connect_timeout=1.5)
+    assert err.kind == "protocol"
+    assert "no SSH banner" in err.message
+    assert elapsed < 6, elapsed
+
+
+def test_web_server_on_the_ssh_port_is_a_protocol_error(sshd: SshdServer) -> None:
+    with fakes.greeting() as server:
+        err, elapsed = _fails(sshd.host("web01", ansible_port=server.port), sshd, connect_timeout=3.0)
+    assert err.kind == "protocol" and "ansible_port" in err.message
+    assert elapsed < 8, elapsed
+
+
+def test_sshd_killed_mid_command_is_disconnected_and_other_hosts_finish(
+    sshd_factory: Callable[..., SshdServer], sshd: SshdServer
+) -> None:
+    doomed = sshd_factory(addresses=["127.0.0.1"])
+    victim = SshTransport(doomed.host("victim01"), doomed.options())
+    survivor = SshTransport(sshd.host("ok01"), sshd.options())
+    victim.connect()
+    outcome: dict[str, object] = {}
+
+    def run_victim() -> None:
+        try:
+            outcome["result"] = victim.run("echo started; sleep 30", b"", timeout=20)
+        except TransportError as e:
+            outcome["error"] = e
+
+    t = threading.Thread(target=run_victim)
+    start = time.monotonic()
+    t.start()
+    time.sleep(0.5)  # let the command start
+    doomed.kill_all()
+    good = survivor.run("echo fine", b"", 10)
+    t.join(timeout=15)
+    elapsed = time.monotonic() - start
+    victim.close()
+    survivor.close()
+    assert not t.is_alive()
+    assert "error" in outcome, outcome
+    err = outcome["error"]
+    assert isinstance(err, TransportError)
+    assert err.kind == "disconnected" and "victim01" in err.message
+    assert elapsed < 10, elapsed  # noticed at once, not at the 20 s command deadline
+    assert good.exit_code == 0 and good.stdout == b"fine\n"
+
+
+def test_a_new_command_after_sshd_died_reports_the_host_unreachable(
+    sshd_factory: Callable[..., SshdServer],
+) -> None:
+    doomed = sshd_factory(addresses=["127.0.0.1"])
+    with SshTransport(doomed.host(), doomed.options(retries=1)) as t:
+        assert t.run("true", b"", 10).exit_code == 0
+        doomed.kill_all()
+        time.sleep(0.2)
+        with pytest.raises(TransportError) as err:
+            t.run("true", b"", 10)
+    assert err.value.kind in ("unreachable", "disconnected")
+
+
+def test_maxstartups_drops_are_retried_until_every_host_gets_in(tmp_path: Path, ssh_keys: SshKeys) -> None:
+    server = fakes.tiny_maxstartups_sshd(tmp_path / "tiny", ssh_keys)
+    try:
+        hosts = server.fleet(8)
+        options = server.options(retries=12, retry_backoff=0.1, connect_timeout=5.0)
+
+        def one(host: Host) -> CommandResult:
+            with SshTransport(host, options) as t:
+                return t.run("echo in", b"", 20)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(one, hosts))
+    finally:
+        server.stop()
+    assert all(r.exit_code == 0 and r.stdout == b"in\n" for r in results), results
+    assert sum(r.retried for r in results) > 0, "sshd dropped nobody: the fault was not exercised"
+    assert "past MaxStartups" in server.log() or "drop connection" in server.log()

@@ -1,0 +1,169 @@
+"""SshTransport against a real OpenSSH sshd on loopback: commands, stdin, deadlines, caps, config."""
+
+from __future__ import annotations
+
+import os
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from orchestrator.inventory.model import Host
+from orchestrator.transport import (
+    CommandResult,
+    SshTransport,
+    TransportError,
+    open_transport,
+)
+from tests.support.sshd import SshdServer
+
+pytestmark = pytest.mark.ssh
+
+
+def test_runs_command_with_stdin_and_reports_exit_code_and_streams(sshd: SshdServer) -> None:
+    # the way probes are shipped: the script itself is python's stdin
+    script = b"import sys\nprint('probe on', sys.version_info[0])\nprint('warn', file=sys.stderr)\nsys.exit(4)\n"
+    with open_transport(sshd.host("gpu01"), sshd.options()) as t:
+        assert isinstance(t, SshTransport)
+        r = t.run("python3 -", script, timeout=20)
+    assert r.exit_code == 4
+    assert r.stdout == b"probe on 3\n"
+    assert r.stderr == b"warn\n"
+    assert not r.timed_out and not r.stdout_truncated and r.retried == 0
+
+
+def test_large_stdin_and_stdout_pass_through_intact(sshd: SshdServer) -> None:
+    # bigger than Paramiko's 2 MB window in both directions: the writer and reader must overlap
+    payload = os.urandom(3 * 1024 * 1024)
+    with open_transport(sshd.host(), sshd.options()) as t:
+        r = t.run("cat", payload, timeout=30)
+    assert r.exit_code == 0
+    assert r.stdout == payload
+
+
+def test_connection_is_reused_for_several_commands(sshd: SshdServer) -> None:
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        first = t.run("echo $SSH_CONNECTION", b"", 10)
+        second = t.run("echo $SSH_CONNECTION", b"", 10)
+    # same client source port: one TCP connection carried both sessions
+    assert first.stdout.split()[1] == second.stdout.split()[1]
+
+
+def test_twenty_hosts_concurrently_each_get_their_own_answer(sshd: SshdServer) -> None:
+    hosts = sshd.fleet(20)
+
+    def one(host: Host) -> tuple[Host, CommandResult]:
+        with open_transport(host, sshd.options()) as t:
+            return host, t.run('cat; echo " $SSH_CONNECTION"', host.name.encode(), 30)
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(one, hosts))
+    assert len(results) == 20
+    for host, r in results:
+        assert r.exit_code == 0, r
+        name, rest = r.stdout.decode().split(" ", 1)
+        assert name == host.name
+        # SSH_CONNECTION = client_ip client_port server_ip server_port
+        assert rest.split()[2:4] == [host.address, str(sshd.port)]
+    assert len({h.address for h in hosts}) == len(sshd.addresses)
+
+
+def test_hanging_command_times_out_within_its_deadline(sshd: SshdServer) -> None:
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        start = time.monotonic()
+        r = t.run("sleep 30", b"", timeout=1.0)
+        elapsed = time.monotonic() - start
+        assert r.timed_out and r.exit_code is None
+        assert elapsed < 6, elapsed  # generous: the deadline is 1 s
+        # the connection survives a timed-out command
+        assert t.run("echo again", b"", 10).stdout == b"again\n"
+
+
+def test_output_before_the_deadline_is_kept(sshd: SshdServer) -> None:
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        r = t.run("echo partial; echo err >&2; exec sleep 30", b"", timeout=1.0)
+    assert r.timed_out and r.stdout == b"partial\n" and r.stderr == b"err\n"
+
+
+def test_command_that_ignores_stdin_does_not_block_the_writer(sshd: SshdServer) -> None:
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        r = t.run("echo done", os.urandom(8 * 1024 * 1024), timeout=20)
+    assert r.exit_code == 0 and r.stdout == b"done\n" and not r.timed_out
+
+
+def test_stdout_cap_truncates_without_holding_the_output_in_memory(sshd: SshdServer) -> None:
+    cap = 1024 * 1024
+    with SshTransport(sshd.host(), sshd.options(max_output=cap)) as t:
+        t.connect()
+        tracemalloc.start()
+        try:
+            r = t.run("head -c 50000000 /dev/zero; echo never-reached >&2", b"", timeout=60)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert t.run("echo still-usable", b"", 10).stdout == b"still-usable\n"
+    assert r.stdout_truncated
+    assert len(r.stdout) == cap and set(r.stdout) == {0}
+    assert r.exit_code is None  # stopped, not finished
+    assert peak < 12 * cap, f"peak Python allocation {peak} bytes for a {cap} byte cap"
+
+
+def test_stderr_cap_keeps_draining_so_stdout_still_arrives(sshd: SshdServer) -> None:
+    cmd = "head -c 3000000 /dev/zero >&2; echo result"
+    with SshTransport(sshd.host(), sshd.options(max_stderr=64 * 1024)) as t:
+        r = t.run(cmd, b"", timeout=30)
+    assert r.exit_code == 0 and r.stdout == b"result\n"
+    assert r.stderr_truncated and len(r.stderr) == 64 * 1024
+
+
+def test_ssh_config_supplies_hostname_port_user_and_identity(sshd: SshdServer, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "Host fleet-alias\n"
+        f"    HostName {sshd.addresses[-1]}\n"
+        f"    Port {sshd.port}\n"
+        f"    User {sshd.user}\n"
+        f"    IdentityFile {sshd.keys.user_key}\n"
+        "    IdentitiesOnly yes\n"
+    )
+    host = Host(name="fleet-alias", vars={})  # nothing from the inventory but the name
+    with open_transport(host, sshd.options(ssh_config=str(cfg))) as t:
+        r = t.run("echo $SSH_CONNECTION; id -un", b"", 10)
+    conn, user = r.stdout.decode().splitlines()
+    assert conn.split()[2:4] == [sshd.addresses[-1], str(sshd.port)]
+    assert user == sshd.user
+
+
+def test_inventory_key_is_the_only_key_used(sshd: SshdServer, tmp_path: Path) -> None:
+    # ssh_config offers the right key, the inventory names the wrong one: the inventory wins alone
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host *\n    IdentityFile {sshd.keys.user_key}\n")
+    host = sshd.host(ansible_ssh_private_key_file=str(sshd.keys.wrong_key))
+    with pytest.raises(TransportError) as err:
+        SshTransport(host, sshd.options(ssh_config=str(cfg))).run("true", b"", 10)
+    assert err.value.kind == "auth"
+
+
+def test_proxyjump_from_ssh_config(sshd: SshdServer, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "Host jump\n"
+        f"    HostName {sshd.addresses[0]}\n    Port {sshd.port}\n    User {sshd.user}\n"
+        f"    IdentityFile {sshd.keys.user_key}\n"
+        "Host behind\n"
+        f"    HostName {sshd.addresses[-1]}\n    Port {sshd.port}\n    User {sshd.user}\n"
+        f"    IdentityFile {sshd.keys.user_key}\n    ProxyJump jump\n"
+    )
+    with open_transport(Host(name="behind"), sshd.options(ssh_config=str(cfg))) as t:
+        r = t.run("echo $SSH_CONNECTION", b"", 10)
+    # the target saw the jump host's forwarded connection, to its own address
+    assert r.exit_code == 0
+    assert r.stdout.split()[2].decode() == sshd.addresses[-1]
+
+
+def test_missing_ssh_config_file_is_a_config_error(sshd: SshdServer, tmp_path: Path) -> None:
+    with pytest.raises(TransportError) as err:
+        SshTransport(sshd.host(), sshd.options(ssh_config=str(tmp_path / "nope")))
+    assert err.value.kind == "config" and "nope" in err.value.message
