@@ -38,8 +38,8 @@ def load_known_hosts(paths: list[str]) -> HostKeys:
             continue
         if len(paths) == 1:
             return keys  # the common case: share the cached object itself
-        for entry in keys._entries:
-            merged._entries.append(entry)
+        for entry in keys._entries:  # type: ignore[attr-defined]
+            merged._entries.append(entry)  # type: ignore[attr-defined]
     return merged
 
 
@@ -120,5 +120,5 @@ class HostKeySetup:
         if self.policy != "off":
             # Paramiko only ever reads this attribute (.get / lookup), so sharing one parsed
             # object between connections is safe; additions go through append_known_host.
-            client._system_host_keys = load_known_hosts(self.read_from)
+            client._system_host_keys = load_known_hosts(self.read_from)  # type: ignore[attr-defined]
         client.set_missing_host_key_policy(_Policy(self.policy, self.record_to))

@@ -80,7 +80,7 @@ def fabric_config(ssh_config: str | None) -> Config:
     """
     if ssh_config is not None:
         paths: tuple[str, ...] = (os.path.expanduser(ssh_config),)
-        if not os.path.isfile(paths[0]):
+        if not os.path.exists(paths[0]):  # `-F /dev/null` is the usual way to read no config
             raise TransportError("config", f"ssh config file {ssh_config} does not exist; fix --ssh-config")
     else:
         paths = (os.path.expanduser("~/.ssh/config"), "/etc/ssh/ssh_config")
@@ -572,7 +572,7 @@ def _kill_remote(chan: paramiko.Channel) -> None:
         m.add_string("signal")
         m.add_boolean(False)
         m.add_string("KILL")
-        chan.transport._send_user_message(m)
+        chan.get_transport()._send_user_message(m)  # type: ignore[attr-defined]
     except Exception:
         pass  # best effort: the channel is closed right after either way
 

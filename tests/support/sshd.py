@@ -28,6 +28,7 @@ from pathlib import Path
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import TransportOptions
 
+ROOT_DIR = Path(__file__).resolve().parents[2]  # the repository root
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 SSH_KEYGEN = shutil.which("ssh-keygen")
 MAX_ADDRESSES = 16  # OpenSSH's MAX_LISTEN_SOCKS
