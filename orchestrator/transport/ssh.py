@@ -14,6 +14,7 @@ failures are never retried: they will not fix themselves and retrying can lock a
 
 from __future__ import annotations
 
+import base64
 import errno
 import os
 import random
@@ -168,6 +169,7 @@ class SshTransport:
         self.policy = host_key_policy(host, options)
         self.retried = 0  # connection attempts retried so far, reported on every result
         self._conn: Connection | None = None
+        self._agent: paramiko.Agent | None = None
         self._config = fabric_config(options.ssh_config)
         self._hostkeys = self._hostkey_setup()
 
@@ -202,9 +204,16 @@ class SshTransport:
     def _make_connection(self, attempt: _Attempt) -> Connection:
         key = self.host.key_file
         connect_kwargs: dict[str, Any] = {}
+        agent_key = None
         if key is not None:
-            # the inventory named the key: use it alone, as `ssh -i KEY -o IdentitiesOnly=yes`
-            connect_kwargs.update(key_filename=[os.path.expanduser(key)], look_for_keys=False, allow_agent=False)
+            # the inventory named the key: use it alone, as `ssh -i KEY -o IdentitiesOnly=yes`,
+            # which still signs with the agent's copy when the agent holds that key
+            key = os.path.expanduser(key)
+            agent_key = self._agent_copy(key)
+            if agent_key is not None:
+                connect_kwargs.update(pkey=agent_key, look_for_keys=False, allow_agent=False)
+            else:
+                connect_kwargs.update(key_filename=[key], look_for_keys=False, allow_agent=False)
         try:
             conn = Connection(
                 self.host.address,
@@ -215,12 +224,34 @@ class SshTransport:
             )
         except (ValueError, KeyError, TypeError) as e:
             raise TransportError("config", f"{self.label()}: bad SSH settings ({_one_line(e)}); check ssh_config and inventory") from e
-        if key is not None:
+        if agent_key is not None:
+            conn.connect_kwargs.pop("key_filename", None)
+        elif key is not None:
             # Fabric merges ssh_config IdentityFile into the list; the inventory key wins alone
-            conn.connect_kwargs["key_filename"] = [os.path.expanduser(key)]
+            conn.connect_kwargs["key_filename"] = [key]
         for c in _chain(conn):
             self._prepare(c, attempt)
         return conn
+
+    def _agent_copy(self, key_path: str) -> paramiko.AgentKey | None:
+        """The ssh-agent's key matching `key_path` (by its .pub file), or None."""
+        if not os.environ.get("SSH_AUTH_SOCK"):
+            return None
+        try:
+            with open(key_path + ".pub") as f:
+                blob = base64.b64decode(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+        if self._agent is None:
+            try:
+                self._agent = paramiko.Agent()
+            except (paramiko.SSHException, OSError):
+                return None
+        try:
+            keys = self._agent.get_keys()
+        except (paramiko.SSHException, OSError):
+            return None
+        return next((k for k in keys if k.asbytes() == blob), None)
 
     def _prepare(self, conn: Connection, attempt: _Attempt) -> None:
         budget = self.options.connect_timeout
@@ -535,6 +566,9 @@ class SshTransport:
 
     def close(self) -> None:
         self._drop()
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
 
     def __enter__(self) -> SshTransport:
         return self

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.transport import SshTransport, TransportError, become_failure, wrap_command
-from tests.support.sshd import ROOT_DIR, SshdServer, known_hosts_line
+from tests.support.agent import agent_add, agent_missing_reason, ssh_agent
+from tests.support.sshd import KEY_PASSPHRASE, ROOT_DIR, SshdServer, known_hosts_line
 
 pytestmark = pytest.mark.ssh
 
@@ -83,6 +84,50 @@ def test_passphrase_key_without_agent_fails_at_once_without_prompting(
     assert "passphrase" in out["message"] and f"ssh-add {sshd.keys.passphrase_key}" in out["message"]
     assert elapsed < 30, elapsed
     assert b"Traceback" not in proc.stderr
+
+
+def test_agent_is_used_when_the_inventory_names_no_key(
+    sshd: SshdServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if agent_missing_reason():
+        pytest.skip(agent_missing_reason())
+    monkeypatch.setenv("HOME", str(tmp_path))  # the agent is the only source of keys
+    host = sshd.host()
+    del host.vars["ansible_ssh_private_key_file"]
+    with ssh_agent() as sock:
+        agent_add(sock, sshd.keys.user_key)
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
+        with SshTransport(host, sshd.options()) as t:
+            assert t.run("true", b"", 10).exit_code == 0
+
+
+def test_passphrase_key_named_in_inventory_works_once_the_agent_holds_it(
+    sshd: SshdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # what the passphrase error tells the user to do must actually fix it
+    if agent_missing_reason():
+        pytest.skip(agent_missing_reason())
+    host = sshd.host(ansible_ssh_private_key_file=str(sshd.keys.passphrase_key))
+    with ssh_agent() as sock:
+        agent_add(sock, sshd.keys.wrong_key)  # other keys in the agent are not offered
+        agent_add(sock, sshd.keys.passphrase_key, KEY_PASSPHRASE)
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
+        with SshTransport(host, sshd.options()) as t:
+            assert t.run("true", b"", 10).exit_code == 0
+
+
+def test_inventory_key_does_not_fall_back_to_other_agent_keys(
+    sshd: SshdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if agent_missing_reason():
+        pytest.skip(agent_missing_reason())
+    host = sshd.host(ansible_ssh_private_key_file=str(sshd.keys.wrong_key))
+    with ssh_agent() as sock:
+        agent_add(sock, sshd.keys.user_key)  # would work, but the inventory asked for wrong_key only
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
+        with pytest.raises(TransportError) as err:
+            SshTransport(host, sshd.options()).run("true", b"", 10)
+    assert err.value.kind == "auth"
 
 
 # -- host keys -----------------------------------------------------------------------------------
