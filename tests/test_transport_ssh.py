@@ -17,6 +17,7 @@ from orchestrator.transport import (
     TransportError,
     open_transport,
 )
+from orchestrator.transport.ssh import fabric_config
 from tests.support.sshd import SshdServer
 
 pytestmark = pytest.mark.ssh
@@ -134,6 +135,15 @@ def test_ssh_config_supplies_hostname_port_user_and_identity(sshd: SshdServer, t
     conn, user = r.stdout.decode().splitlines()
     assert conn.split()[2:4] == [sshd.addresses[-1], str(sshd.port)]
     assert user == sshd.user
+
+
+def test_one_hosts_ssh_settings_do_not_leak_into_the_shared_config(sshd: SshdServer, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host alias1\n    HostName 127.0.0.1\n    Port {sshd.port}\n    IdentityFile {sshd.keys.user_key}\n")
+    opts = sshd.options(ssh_config=str(cfg))
+    with SshTransport(Host("alias1"), opts) as t:
+        assert t.run("true", b"", 10).exit_code == 0
+    assert dict(fabric_config(str(cfg)).connect_kwargs) == {}
 
 
 def test_inventory_key_is_the_only_key_used(sshd: SshdServer, tmp_path: Path) -> None:

@@ -203,7 +203,9 @@ class SshTransport:
 
     def _make_connection(self, attempt: _Attempt) -> Connection:
         key = self.host.key_file
-        connect_kwargs: dict[str, Any] = {}
+        # Never empty: Fabric uses an empty dict's place to hand out the shared Config's own
+        # connect_kwargs, which it then fills with this host's IdentityFiles (leaking to all hosts).
+        connect_kwargs: dict[str, Any] = {"allow_agent": True, "look_for_keys": True}
         agent_key = None
         if key is not None:
             # the inventory named the key: use it alone, as `ssh -i KEY -o IdentitiesOnly=yes`,
