@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import logging
 import os
 import random
 import select
@@ -45,6 +46,11 @@ from orchestrator.transport.base import CommandResult, TransportError, Transport
 from orchestrator.transport.hostkeys import POLICIES, HostKeySetup, UnknownHostKey, known_hosts_name
 
 READ_CHUNK = 65536
+
+# Paramiko logs every failed handshake with a traceback at ERROR; with no logging configured Python
+# would print those to the terminal for each unreachable host. Our TransportError carries the
+# reason; the records still reach handlers the application sets up (e.g. a --debug log).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 # how often the read loop wakes without data to notice a connection that died silently
 IDLE_WAKE_S = 1.0
 

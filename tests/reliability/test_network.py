@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +15,7 @@ import pytest
 from orchestrator.inventory.model import Host
 from orchestrator.transport import CommandResult, SshTransport, TransportError
 from tests.support import fakes
-from tests.support.sshd import SshdServer, SshKeys
+from tests.support.sshd import ROOT_DIR, SshdServer, SshKeys
 
 pytestmark = pytest.mark.ssh
 
@@ -133,3 +135,26 @@ def test_maxstartups_drops_are_retried_until_every_host_gets_in(tmp_path: Path, 
     assert all(r.exit_code == 0 and r.stdout == b"in\n" for r in results), results
     assert sum(r.retried for r in results) > 0, "sshd dropped nobody: the fault was not exercised"
     assert "past MaxStartups" in server.log() or "drop connection" in server.log()
+
+
+def test_failed_handshakes_print_nothing_on_the_terminal(tmp_path: Path) -> None:
+    # Paramiko logs tracebacks for failed handshakes; without a handler Python prints them
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(ROOT_DIR)!r})\n"
+        "from orchestrator.inventory.model import Host\n"
+        "from orchestrator.transport import SshTransport, TransportOptions, TransportError\n"
+        "from tests.support import fakes\n"
+        "for server in (fakes.greeting(), fakes.silent()):\n"
+        "    with server:\n"
+        "        host = Host('h', {'ansible_host': '127.0.0.1', 'ansible_port': server.port})\n"
+        "        opts = TransportOptions(connect_timeout=1, ssh_config=os.devnull, known_hosts=os.devnull)\n"
+        "        try:\n"
+        "            SshTransport(host, opts).run('true', b'', 5)\n"
+        "        except TransportError as e:\n"
+        "            print(e.kind)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.stdout.split() == [b"protocol", b"protocol"]
+    assert proc.stderr == b""
