@@ -25,8 +25,13 @@ class LocalTransport:
         self.host = host
         self.options = options or TransportOptions()
 
-    def run(self, command: str, stdin: bytes = b"", timeout: float | None = None) -> CommandResult:
+    def run(
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+    ) -> CommandResult:
+        """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`."""
         limit = self.options.command_timeout if timeout is None else timeout
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
         started = time.monotonic()
         deadline = started + max(limit, 0.0)
         proc = subprocess.Popen(

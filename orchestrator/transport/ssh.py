@@ -262,7 +262,7 @@ class SshTransport:
         return next((k for k in keys if k.asbytes() == blob), None)
 
     def _prepare(self, conn: Connection, attempt: _Attempt) -> None:
-        budget = self.options.connect_timeout
+        budget = attempt.budget
         # Fabric would int() a float timeout (0.5 -> 0 -> no timeout): pass it to Paramiko ourselves
         conn.connect_timeout = None
         conn.connect_kwargs.update(
@@ -274,27 +274,41 @@ class SshTransport:
         )
         self._hostkeys.apply(conn.client)
 
-    def connect(self) -> None:
-        """Open the connection if it is not open, retrying transient failures. Raises TransportError."""
+    def connect(self, deadline: float | None = None) -> None:
+        """Open the connection if it is not open, retrying transient failures. Raises TransportError.
+
+        Each attempt gets connect_timeout seconds; `deadline` (a time.monotonic() value, the
+        host's overall deadline) shortens attempts and stops retries that could not finish by it.
+        """
         if self._conn is not None and self._conn.is_connected:
             return
         self._drop()
         attempt_no = 0
         while True:
+            budget = self.options.connect_timeout
+            if deadline is not None:
+                budget = min(budget, deadline - time.monotonic())
+                if budget <= 0:
+                    raise TransportError(
+                        "connect_timeout",
+                        f"{self.label()}: the host's deadline passed before a connection could be made",
+                        retried=self.retried,
+                    )
             try:
-                self._conn = self._connect_once()
+                self._conn = self._connect_once(budget)
                 return
             except _Failure as f:
-                if not f.retryable or attempt_no >= self.options.retries:
+                pause = min(self.options.retry_backoff * (2**attempt_no), 5.0) * random.uniform(0.5, 1.5)
+                late = deadline is not None and time.monotonic() + pause >= deadline
+                if not f.retryable or attempt_no >= self.options.retries or late:
                     note = f" (after {attempt_no} retries)" if attempt_no else ""
                     raise TransportError(f.kind, f.message + note, retried=self.retried) from None
             attempt_no += 1
             self.retried += 1
-            base = self.options.retry_backoff * (2 ** (attempt_no - 1))
-            time.sleep(min(base, 5.0) * random.uniform(0.5, 1.5))
+            time.sleep(pause)
 
-    def _connect_once(self) -> Connection:
-        attempt = _Attempt(self.options.connect_timeout)
+    def _connect_once(self, budget: float) -> Connection:
+        attempt = _Attempt(budget)
         conn = self._make_connection(attempt)
         timer = threading.Timer(attempt.budget, attempt.expire)
         timer.daemon = True
@@ -314,7 +328,7 @@ class SshTransport:
 
     def _classify(self, e: BaseException, attempt: _Attempt, conn: Connection) -> _Failure:
         label = self.label()
-        secs = f"{self.options.connect_timeout:g}s"
+        secs = f"{attempt.budget:.3g}s"
         if isinstance(e, TransportError):
             return _Failure(e.kind, e.message)
         if isinstance(e, UnknownHostKey):
@@ -424,14 +438,19 @@ class SshTransport:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def run(self, command: str, stdin: bytes = b"", timeout: float | None = None) -> CommandResult:
-        """Run `command` (no pty), feed it `stdin`, return within `timeout` s of the session opening.
+    def run(
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+    ) -> CommandResult:
+        """Run `command` (no pty), feed it `stdin`; the command gets `timeout` s (default command_timeout).
 
-        Connects first if needed (bounded by connect_timeout per attempt). Raises TransportError
+        Connects first if needed (connect_timeout per attempt, see connect()). `deadline`, a
+        time.monotonic() value, bounds connecting and the command together. Raises TransportError
         when the host cannot be reached or the connection dies mid-command.
         """
         limit = self.options.command_timeout if timeout is None else timeout
-        self.connect()
+        self.connect(deadline)
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
         assert self._conn is not None
         transport = self._conn.client.get_transport()
         started = time.monotonic()
