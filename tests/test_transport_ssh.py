@@ -177,3 +177,34 @@ def test_missing_ssh_config_file_is_a_config_error(sshd: SshdServer, tmp_path: P
     with pytest.raises(TransportError) as err:
         SshTransport(sshd.host(), sshd.options(ssh_config=str(tmp_path / "nope")))
     assert err.value.kind == "config" and "nope" in err.value.message
+
+
+def test_no_pty_is_allocated(sshd: SshdServer) -> None:
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        r = t.run("tty", b"", 10)
+    assert r.exit_code == 1 and r.stdout.strip() == b"not a tty"
+
+
+def test_default_user_ssh_config_and_its_known_hosts_file_are_honoured(
+    sshd: SshdServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    kh = home / "fleet_known_hosts"
+    kh.write_text(sshd.known_hosts.read_text())
+    (home / ".ssh" / "config").write_text(
+        "Host gpu-a\n"
+        f"    HostName {sshd.addresses[1 % len(sshd.addresses)]}\n    Port {sshd.port}\n    User {sshd.user}\n"
+        f"    IdentityFile {sshd.keys.user_key}\n    UserKnownHostsFile ~/fleet_known_hosts\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    opts = sshd.options(ssh_config=None, known_hosts=None)  # what a user gets without flags
+    with open_transport(Host("gpu-a"), opts) as t:
+        assert t.run("true", b"", 10).exit_code == 0  # strict passed on ~/fleet_known_hosts
+    # accept-new records into that same file, not ~/.ssh/known_hosts
+    kh.write_text("")
+    with open_transport(Host("gpu-a", {"probe_host_key_policy": "accept-new"}), opts) as t:
+        assert t.run("true", b"", 10).exit_code == 0
+    assert f":{sshd.port} ssh-ed25519" in kh.read_text()
+    assert not (home / ".ssh" / "known_hosts").exists()

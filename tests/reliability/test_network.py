@@ -66,7 +66,7 @@ def test_slow_drip_server_cannot_hold_the_connection_past_the_deadline(sshd: Ssh
 
 def test_web_server_on_the_ssh_port_is_a_protocol_error(sshd: SshdServer) -> None:
     with fakes.greeting() as server:
-        err, elapsed = _fails(sshd.host("web01", ansible_port=server.port), sshd, connect_timeout=3.0)
+        err, elapsed = _fails(sshd.host("web01", ansible_port=server.port), sshd, connect_timeout=1.0)
     assert err.kind == "protocol" and "ansible_port" in err.message
     assert elapsed < 8, elapsed
 
@@ -149,7 +149,7 @@ def test_failed_handshakes_print_nothing_on_the_terminal(tmp_path: Path) -> None
         "for server in (fakes.greeting(), fakes.silent()):\n"
         "    with server:\n"
         "        host = Host('h', {'ansible_host': '127.0.0.1', 'ansible_port': server.port})\n"
-        "        opts = TransportOptions(connect_timeout=1, ssh_config=os.devnull, known_hosts=os.devnull)\n"
+        "        opts = TransportOptions(connect_timeout=0.5, ssh_config=os.devnull, known_hosts=os.devnull)\n"
         "        try:\n"
         "            SshTransport(host, opts).run('true', b'', 5)\n"
         "        except TransportError as e:\n"
