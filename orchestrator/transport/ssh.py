@@ -217,6 +217,9 @@ class SshTransport:
             # the inventory named the key: use it alone, as `ssh -i KEY -o IdentitiesOnly=yes`,
             # which still signs with the agent's copy when the agent holds that key
             key = os.path.expanduser(key)
+            if not os.access(key, os.R_OK):
+                why = "does not exist" if not os.path.exists(key) else "is not readable by this user"
+                raise TransportError("auth", f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file")
             agent_key = self._agent_copy(key)
             if agent_key is not None:
                 connect_kwargs.update(pkey=agent_key, look_for_keys=False, allow_agent=False)

@@ -38,6 +38,13 @@ def test_wrong_key_is_an_auth_error_naming_user_and_key(sshd: SshdServer, no_age
     assert err.retried == 0  # auth failures are never retried
 
 
+def test_missing_key_file_is_an_auth_error_naming_the_file(sshd: SshdServer, tmp_path: Path) -> None:
+    missing = tmp_path / "id_gone"
+    err = _error(sshd, {"ansible_ssh_private_key_file": str(missing)})
+    assert err.kind == "auth" and f"{missing} does not exist" in err.message
+    assert "ansible_ssh_private_key_file" in err.message
+
+
 def test_no_key_and_no_agent_is_an_auth_error(
     sshd: SshdServer, no_agent: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
