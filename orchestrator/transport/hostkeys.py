@@ -44,24 +44,24 @@ def load_known_hosts(paths: list[str]) -> HostKeys:
 
 
 def _load_one(path: str) -> HostKeys | None:
+    with _lock:
+        return _load_locked(path)
+
+
+def _load_locked(path: str) -> HostKeys | None:
     sig = _signature(path)
     if sig is None:
         return None
-    with _lock:
-        cached = _cache.get(path)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        keys = HostKeys()
-        try:
-            keys.load(path)
-        except (OSError, UnicodeDecodeError):
-            return None
-        _cache[path] = (sig, keys)
-        return keys
-
-
-def fingerprint(key: PKey) -> str:
-    return f"{key.get_name()} {key.fingerprint}"
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == sig:
+        return cached[1]
+    keys = HostKeys()
+    try:
+        keys.load(path)
+    except (OSError, UnicodeDecodeError):
+        return None
+    _cache[path] = (sig, keys)
+    return keys
 
 
 def known_hosts_name(address: str, port: int) -> str:
@@ -72,6 +72,11 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
     """Record an accepted key the way ssh does: one plain line appended to the user's known_hosts."""
     line = f"{name} {key.get_name()} {key.get_base64()}\n"
     with _lock:
+        current = _load_locked(path)
+        if current is not None:
+            known = current.lookup(name)
+            if known is not None and known.get(key.get_name()) == key:
+                return  # another connection to the same address recorded it a moment ago
         parent = os.path.dirname(path)
         if parent and not os.path.isdir(parent):
             os.makedirs(parent, mode=0o700, exist_ok=True)
@@ -81,11 +86,12 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
         finally:
             os.close(fd)
         # keep the shared parsed copy current instead of re-parsing the whole file next time
-        cached = _cache.get(path)
         sig = _signature(path)
-        if cached is not None and sig is not None:
-            cached[1].add(name, key.get_name(), key)
-            _cache[path] = (sig, cached[1])
+        if sig is not None:
+            if current is None:
+                current = HostKeys()
+            current.add(name, key.get_name(), key)
+            _cache[path] = (sig, current)
 
 
 class UnknownHostKey(Exception):

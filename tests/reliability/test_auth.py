@@ -171,7 +171,7 @@ def test_changed_host_key_is_refused_under_accept_new_too(sshd: SshdServer, tmp_
 
 def test_unknown_hosts_under_accept_new_are_accepted_and_recorded(sshd: SshdServer, tmp_path: Path) -> None:
     kh = tmp_path / "sub" / "known_hosts"  # the directory is created like ssh does
-    hosts = sshd.fleet(len(sshd.addresses))
+    hosts = sshd.fleet(2 * len(sshd.addresses))  # two inventory hosts per address
     opts = sshd.options(known_hosts=str(kh), host_key_policy="accept-new")
 
     def one(host: object) -> int | None:
