@@ -157,8 +157,11 @@ def test_wrapped_command_runs_unchanged_through_sudo(tmp_path: Path) -> None:
     (bindir / "sudo").chmod(0o755)
     marker = tmp_path / "injected"
     cmd = f"""echo "a'b"; echo '$(touch {marker})'; echo $((1+2))"""
-    r = _local().run(f"PATH={bindir}:$PATH; export PATH; " + wrap_command(cmd, True, "nobody; touch " + str(marker)),
-                     b"", timeout=10)
+    r = _local().run(
+        f"PATH={bindir}:$PATH; export PATH; " + wrap_command(cmd, True, "nobody; touch " + str(marker)),
+        b"",
+        timeout=10,
+    )
     assert r.exit_code == 0, r
     assert r.stdout == f"a'b\n$(touch {marker})\n3\n".encode()
     assert not marker.exists()

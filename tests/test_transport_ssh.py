@@ -25,7 +25,9 @@ pytestmark = pytest.mark.ssh
 
 def test_runs_command_with_stdin_and_reports_exit_code_and_streams(sshd: SshdServer) -> None:
     # the way probes are shipped: the script itself is python's stdin
-    script = b"import sys\nprint('probe on', sys.version_info[0])\nprint('warn', file=sys.stderr)\nsys.exit(4)\n"
+    script = (
+        b"import sys\nprint('probe on', sys.version_info[0])\nprint('warn', file=sys.stderr)\nsys.exit(4)\n"
+    )
     with open_transport(sshd.host("gpu01"), sshd.options()) as t:
         assert isinstance(t, SshTransport)
         r = t.run("python3 -", script, timeout=20)
@@ -139,7 +141,9 @@ def test_ssh_config_supplies_hostname_port_user_and_identity(sshd: SshdServer, t
 
 def test_one_hosts_ssh_settings_do_not_leak_into_the_shared_config(sshd: SshdServer, tmp_path: Path) -> None:
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host alias1\n    HostName 127.0.0.1\n    Port {sshd.port}\n    IdentityFile {sshd.keys.user_key}\n")
+    cfg.write_text(
+        f"Host alias1\n    HostName 127.0.0.1\n    Port {sshd.port}\n    IdentityFile {sshd.keys.user_key}\n"
+    )
     opts = sshd.options(ssh_config=str(cfg))
     with SshTransport(Host("alias1"), opts) as t:
         assert t.run("true", b"", 10).exit_code == 0

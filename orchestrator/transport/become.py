@@ -32,8 +32,10 @@ def become_failure(exit_code: int | None, stderr: bytes) -> str | None:
     if exit_code == 127 and any("sudo" in ln and "not found" in ln for ln in lines):
         return "sudo is not installed on the host; install it or run without become"
     if any(m in ln for ln in sudo_lines for m in _PASSWORD_MARKERS):
-        return ("sudo wants a password on the host (sudo -n does not prompt); allow this user passwordless "
-                "sudo (NOPASSWD) or run without become")
+        return (
+            "sudo wants a password on the host (sudo -n does not prompt); allow this user passwordless "
+            "sudo (NOPASSWD) or run without become"
+        )
     if any("not in the sudoers file" in ln or "not allowed to" in ln for ln in sudo_lines):
         return "the user may not use sudo on the host; add it to sudoers or run without become"
     return None

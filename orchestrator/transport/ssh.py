@@ -104,7 +104,9 @@ def fabric_config(ssh_config: str | None) -> Config:
                 with open(path) as f:
                     parsed.parse(f)
             except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise TransportError("config", f"cannot read ssh config {path}: {_one_line(e)}; fix or remove it") from e
+                raise TransportError(
+                    "config", f"cannot read ssh config {path}: {_one_line(e)}; fix or remove it"
+                ) from e
         config = Config(ssh_config=parsed, lazy=True)
         _config_cache[paths] = (sigs, config)
         return config
@@ -219,7 +221,9 @@ class SshTransport:
             key = os.path.expanduser(key)
             if not os.access(key, os.R_OK):
                 why = "does not exist" if not os.path.exists(key) else "is not readable by this user"
-                raise TransportError("auth", f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file")
+                raise TransportError(
+                    "auth", f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file"
+                )
             agent_key = self._agent_copy(key)
             if agent_key is not None:
                 connect_kwargs.update(pkey=agent_key, look_for_keys=False, allow_agent=False)
@@ -234,7 +238,9 @@ class SshTransport:
                 connect_kwargs=connect_kwargs,
             )
         except (ValueError, KeyError, TypeError) as e:
-            raise TransportError("config", f"{self.label()}: bad SSH settings ({_one_line(e)}); check ssh_config and inventory") from e
+            raise TransportError(
+                "config", f"{self.label()}: bad SSH settings ({_one_line(e)}); check ssh_config and inventory"
+            ) from e
         if agent_key is not None:
             conn.connect_kwargs.pop("key_filename", None)
         elif key is not None:
@@ -369,7 +375,11 @@ class SshTransport:
         if isinstance(e, AuthenticationException) or (
             isinstance(e, SSHException) and "no authentication methods" in str(e).lower()
         ):
-            how = f"key {self.host.key_file}" if self.host.key_file else "the ssh-agent and the default/ssh_config keys"
+            how = (
+                f"key {self.host.key_file}"
+                if self.host.key_file
+                else "the ssh-agent and the default/ssh_config keys"
+            )
             return _Failure(
                 "auth",
                 f"{label}: authentication failed for user {user!r} with {how}; check ansible_user and "
@@ -397,9 +407,14 @@ class SshTransport:
                     f"{label}: connection refused; is sshd running there and is the port right (ansible_port)?",
                     retryable=True,
                 )
-            return _Failure("unreachable", f"{label}: no route to host; check the address (ansible_host) and the network")
+            return _Failure(
+                "unreachable", f"{label}: no route to host; check the address (ansible_host) and the network"
+            )
         if isinstance(e, socket.gaierror):
-            return _Failure("unreachable", f"{label}: cannot resolve the host name ({_one_line(e)}); fix ansible_host or DNS")
+            return _Failure(
+                "unreachable",
+                f"{label}: cannot resolve the host name ({_one_line(e)}); fix ansible_host or DNS",
+            )
         if isinstance(e, (socket.timeout, TimeoutError)):
             return _Failure("connect_timeout", f"{label}: no TCP answer within {secs}; {_TIMEOUT_HINT}")
         if isinstance(e, ChannelException):
@@ -408,7 +423,9 @@ class SshTransport:
                 f"{label}: the ProxyJump host could not open a connection to it ({_one_line(e)}); check the address and port",
             )
         if isinstance(e, IncompatiblePeer):
-            return _Failure("protocol", f"{label}: the server speaks an incompatible SSH version ({_one_line(e)})")
+            return _Failure(
+                "protocol", f"{label}: the server speaks an incompatible SSH version ({_one_line(e)})"
+            )
         cause = e.__context__ if isinstance(e, SSHException) else e
         closed_early = isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError))
         if isinstance(e, SSHException) and "banner" in str(e).lower():
@@ -426,7 +443,9 @@ class SshTransport:
                 "check ansible_port",
             )
         if isinstance(e, SSHException) and "protocol version" in str(e).lower():
-            return _Failure("protocol", f"{label}: this port does not speak SSH ({_one_line(e)}); check ansible_port")
+            return _Failure(
+                "protocol", f"{label}: this port does not speak SSH ({_one_line(e)}); check ansible_port"
+            )
         if closed_early:
             return _Failure(
                 "protocol",
@@ -434,9 +453,14 @@ class SshTransport:
                 retryable=True,
             )
         if isinstance(e, SSHException) and "timeout" in str(e).lower():
-            return _Failure("connect_timeout", f"{label}: SSH handshake timed out after {secs} ({_one_line(e)})")
+            return _Failure(
+                "connect_timeout", f"{label}: SSH handshake timed out after {secs} ({_one_line(e)})"
+            )
         if isinstance(e, OSError):
-            return _Failure("unreachable", f"{label}: cannot connect ({_one_line(e)}); check ansible_host and ansible_port")
+            return _Failure(
+                "unreachable",
+                f"{label}: cannot connect ({_one_line(e)}); check ansible_host and ansible_port",
+            )
         return _Failure("protocol", f"{label}: SSH connection failed ({type(e).__name__}: {_one_line(e)})")
 
     # -- commands ---------------------------------------------------------------------------
@@ -463,16 +487,23 @@ class SshTransport:
         except (SSHException, EOFError, OSError) as e:
             if not transport.is_active():
                 self._drop()
-                raise TransportError("disconnected", f"{self.label()}: connection lost before the command started; "
-                                     "the host or its sshd went away", retried=self.retried) from e
-            raise TransportError("protocol", f"{self.label()}: sshd refused a session ({_one_line(e)}); "
-                                 "check MaxSessions on the host", retried=self.retried) from e
+                raise TransportError(
+                    "disconnected",
+                    f"{self.label()}: connection lost before the command started; "
+                    "the host or its sshd went away",
+                    retried=self.retried,
+                ) from e
+            raise TransportError(
+                "protocol",
+                f"{self.label()}: sshd refused a session ({_one_line(e)}); check MaxSessions on the host",
+                retried=self.retried,
+            ) from e
         expired = threading.Event()
 
         def expire() -> None:
             expired.set()
             _kill_remote(chan)
-            chan.close()
+            _close_channel(chan)
 
         # exec_command() and sendall() have no timeouts of their own: closing the channel wakes them
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
@@ -482,7 +513,7 @@ class SshTransport:
             return self._exchange(chan, transport, command, stdin, deadline, started, expired)
         finally:
             timer.cancel()
-            chan.close()
+            _close_channel(chan)
 
     def _exchange(
         self,
@@ -503,10 +534,15 @@ class SshTransport:
             chan.exec_command(command)
         except (SSHException, EOFError, OSError) as e:
             if expired.is_set():
-                return CommandResult(None, b"", b"", time.monotonic() - started, timed_out=True, retried=self.retried)
+                return CommandResult(
+                    None, b"", b"", time.monotonic() - started, timed_out=True, retried=self.retried
+                )
             self._raise_if_dropped(transport, e)
-            raise TransportError("protocol", f"{self.label()}: sshd refused to run the command ({_one_line(e)})",
-                                 retried=self.retried) from e
+            raise TransportError(
+                "protocol",
+                f"{self.label()}: sshd refused to run the command ({_one_line(e)})",
+                retried=self.retried,
+            ) from e
         writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
         writer.start()
         fd = chan.fileno()  # readable whenever stdout or stderr has data, or on EOF/close
@@ -547,7 +583,10 @@ class SshTransport:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            select.select([fd], [], [], min(remaining, IDLE_WAKE_S))
+            try:
+                select.select([fd], [], [], min(remaining, IDLE_WAKE_S))
+            except (OSError, ValueError):
+                pass  # the deadline timer closed the channel (and its fd) under us: loop re-checks
         # the exit status can arrive after EOF
         timed_out = expired.is_set()
         if not out_trunc and not timed_out:
@@ -566,7 +605,7 @@ class SshTransport:
                 f"{self.label()}: the connection dropped while the command ran (sshd or the host went away)",
                 retried=self.retried,
             )
-        chan.close()
+        _close_channel(chan)
         writer.join(timeout=1.0)
         return CommandResult(
             exit_code=exit_code,
@@ -583,7 +622,8 @@ class SshTransport:
         if not transport.is_active():
             self._drop()
             raise TransportError(
-                "disconnected", f"{self.label()}: the connection dropped while starting the command",
+                "disconnected",
+                f"{self.label()}: the connection dropped while starting the command",
                 retried=self.retried,
             ) from e
 
@@ -607,7 +647,9 @@ class SshTransport:
         self.close()
 
 
-_TIMEOUT_HINT = "the host is down, black-holed or firewalled; check ansible_host/ansible_port or raise --connect-timeout"
+_TIMEOUT_HINT = (
+    "the host is down, black-holed or firewalled; check ansible_host/ansible_port or raise --connect-timeout"
+)
 
 
 def _feed(chan: paramiko.Channel, data: bytes) -> None:
@@ -617,6 +659,14 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         chan.shutdown_write()
     except (OSError, EOFError, SSHException):
         pass  # the command ended or hit its deadline before reading all of stdin
+
+
+def _close_channel(chan: paramiko.Channel) -> None:
+    # closing sends a message; on a connection that just died that raises, and it is closed anyway
+    try:
+        chan.close()
+    except (OSError, EOFError, SSHException):
+        pass
 
 
 def _kill_remote(chan: paramiko.Channel) -> None:

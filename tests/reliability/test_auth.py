@@ -140,7 +140,9 @@ def test_inventory_key_does_not_fall_back_to_other_agent_keys(
 # -- host keys -----------------------------------------------------------------------------------
 
 
-def test_unknown_host_under_strict_is_refused_with_the_command_to_fix_it(sshd: SshdServer, tmp_path: Path) -> None:
+def test_unknown_host_under_strict_is_refused_with_the_command_to_fix_it(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text("")
     err = _error(sshd, {"ansible_host": "127.0.0.1"}, known_hosts=str(kh))
@@ -150,7 +152,9 @@ def test_unknown_host_under_strict_is_refused_with_the_command_to_fix_it(sshd: S
     assert kh.read_text() == ""  # strict records nothing
 
 
-def test_changed_host_key_under_strict_is_refused_and_says_how_to_fix(sshd: SshdServer, tmp_path: Path) -> None:
+def test_changed_host_key_under_strict_is_refused_and_says_how_to_fix(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text(known_hosts_line("127.0.0.1", sshd.port, sshd.keys.public(sshd.keys.other_host_key)))
     before = kh.read_text()
@@ -181,7 +185,9 @@ def test_unknown_hosts_under_accept_new_are_accepted_and_recorded(sshd: SshdServ
     with ThreadPoolExecutor(max_workers=8) as pool:
         assert list(pool.map(one, hosts)) == [0] * len(hosts)
     lines = kh.read_text().splitlines()
-    expected = {known_hosts_line(a, sshd.port, sshd.keys.public(sshd.keys.host_key)).strip() for a in sshd.addresses}
+    expected = {
+        known_hosts_line(a, sshd.port, sshd.keys.public(sshd.keys.host_key)).strip() for a in sshd.addresses
+    }
     assert set(lines) == expected and len(lines) == len(expected)  # one intact line per address
     # what was recorded now satisfies strict
     with SshTransport(sshd.host(), sshd.options(known_hosts=str(kh))) as t:
@@ -234,7 +240,9 @@ exit 1
 """
 
 
-def test_become_where_sudo_wants_a_password_fails_fast_with_a_message(sshd: SshdServer, tmp_path: Path) -> None:
+def test_become_where_sudo_wants_a_password_fails_fast_with_a_message(
+    sshd: SshdServer, tmp_path: Path
+) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "sudo").write_text(FAKE_SUDO_PASSWORD)

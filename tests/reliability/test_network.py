@@ -155,7 +155,9 @@ def test_failed_handshakes_print_nothing_on_the_terminal(tmp_path: Path) -> None
         "        except TransportError as e:\n"
         "            print(e.kind)\n"
     )
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+    )
     assert proc.stdout.split() == [b"protocol", b"protocol"]
     assert proc.stderr == b""
 

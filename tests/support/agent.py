@@ -24,8 +24,12 @@ def ssh_agent() -> Iterator[str]:
     # unix socket paths are limited to ~100 bytes: pytest's tmp_path can be longer
     home = tempfile.mkdtemp(prefix="fp-agent-")
     sock = os.path.join(home, "agent.sock")
-    proc = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", sock],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 5
         while not os.path.exists(sock):
@@ -51,6 +55,14 @@ def agent_add(sock: str, key: Path, passphrase: str | None = None) -> None:
             askpass = Path(tmp) / "askpass"
             askpass.write_text(f"#!/bin/sh\nprintf '%s\\n' '{passphrase}'\n")
             askpass.chmod(0o700)
-            env.update(SSH_ASKPASS=str(askpass), SSH_ASKPASS_REQUIRE="force", DISPLAY=env.get("DISPLAY", ":0"))
-        subprocess.run(["ssh-add", str(key)], env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                       check=True, timeout=20)
+            env.update(
+                SSH_ASKPASS=str(askpass), SSH_ASKPASS_REQUIRE="force", DISPLAY=env.get("DISPLAY", ":0")
+            )
+        subprocess.run(
+            ["ssh-add", str(key)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=True,
+            timeout=20,
+        )

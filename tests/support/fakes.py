@@ -63,8 +63,13 @@ class FakeServer:
     The connection is then held open, silent, until the server stops.
     """
 
-    def __init__(self, payload: bytes = b"", interval: float | None = None, repeat: bool = False,
-                 address: str = "127.0.0.1"):
+    def __init__(
+        self,
+        payload: bytes = b"",
+        interval: float | None = None,
+        repeat: bool = False,
+        address: str = "127.0.0.1",
+    ):
         self.payload = payload
         self.interval = interval
         self.repeat = repeat

@@ -326,8 +326,12 @@ def _accepts(address: str, port: int) -> bool:
 
 
 @contextlib.contextmanager
-def running_sshd(workdir: Path, keys: SshKeys, extra_config: dict[str, str] | None = None,
-                 addresses: list[str] | None = None) -> Iterator[SshdServer]:
+def running_sshd(
+    workdir: Path,
+    keys: SshKeys,
+    extra_config: dict[str, str] | None = None,
+    addresses: list[str] | None = None,
+) -> Iterator[SshdServer]:
     server = start_sshd(workdir, keys, extra_config, addresses)
     try:
         yield server
