@@ -76,7 +76,7 @@ def test_twenty_hosts_concurrently_each_get_their_own_answer(sshd: SshdServer) -
 def test_hanging_command_times_out_within_its_deadline(sshd: SshdServer) -> None:
     with SshTransport(sshd.host(), sshd.options()) as t:
         start = time.monotonic()
-        r = t.run("sleep 30", b"", timeout=1.0)
+        r = t.run("sleep 6", b"", timeout=1.0)  # short: sshd leaves it running after we go
         elapsed = time.monotonic() - start
         assert r.timed_out and r.exit_code is None
         assert elapsed < 6, elapsed  # generous: the deadline is 1 s
@@ -86,7 +86,7 @@ def test_hanging_command_times_out_within_its_deadline(sshd: SshdServer) -> None
 
 def test_output_before_the_deadline_is_kept(sshd: SshdServer) -> None:
     with SshTransport(sshd.host(), sshd.options()) as t:
-        r = t.run("echo partial; echo err >&2; exec sleep 30", b"", timeout=1.0)
+        r = t.run("echo partial; echo err >&2; exec sleep 6", b"", timeout=1.0)
     assert r.timed_out and r.stdout == b"partial\n" and r.stderr == b"err\n"
 
 

@@ -670,12 +670,15 @@ def _close_channel(chan: paramiko.Channel) -> None:
 
 
 def _kill_remote(chan: paramiko.Channel) -> None:
-    """Ask sshd to SIGKILL the command's process group before we close its channel.
+    """Ask sshd to SIGTERM the command's process group before we close its channel.
 
     Closing the channel alone leaves a command that ignores its stdin running on the host until it
-    ends by itself. OpenSSH honours the RFC 4254 "signal" request (with privilege separation, i.e.
-    a root-run sshd) by killing the session's process group. Paramiko has no public call for it,
-    hence the hand-built message; where the server ignores it we lose nothing.
+    ends by itself. OpenSSH honours the RFC 4254 "signal" request for sessions it runs under
+    privilege separation (logins other than root) by signalling the session's process group.
+    TERM, not KILL: a login shell killed outright in the middle of its rc files can leave lock
+    files behind in the user's home (pyenv's rehash lock, for one) that stall every later login.
+    Paramiko has no public call for this request, hence the hand-built message; where the server
+    ignores it we lose nothing.
     """
     if chan.closed or chan.status_event.is_set():
         return
@@ -685,7 +688,7 @@ def _kill_remote(chan: paramiko.Channel) -> None:
         m.add_int(chan.remote_chanid)
         m.add_string("signal")
         m.add_boolean(False)
-        m.add_string("KILL")
+        m.add_string("TERM")
         chan.get_transport()._send_user_message(m)  # type: ignore[attr-defined]
     except Exception:
         pass  # best effort: the channel is closed right after either way

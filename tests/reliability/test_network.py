@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -72,37 +71,44 @@ def test_web_server_on_the_ssh_port_is_a_protocol_error(sshd: SshdServer) -> Non
 
 
 def test_sshd_killed_mid_command_is_disconnected_and_other_hosts_finish(
-    sshd_factory: Callable[..., SshdServer], sshd: SshdServer
+    sshd_factory: Callable[..., SshdServer], sshd: SshdServer, tmp_path: Path
 ) -> None:
     doomed = sshd_factory(addresses=["127.0.0.1"])
-    victim = SshTransport(doomed.host("victim01"), doomed.options())
-    survivor = SshTransport(sshd.host("ok01"), sshd.options())
-    victim.connect()
-    outcome: dict[str, object] = {}
+    victims = [SshTransport(h, doomed.options()) for h in doomed.fleet(4, prefix="victim")]
+    survivors = [SshTransport(h, sshd.options()) for h in sshd.fleet(4, prefix="ok")]
+    for t in victims + survivors:
+        t.connect()  # so the kill lands while commands run, not while connecting
 
-    def run_victim() -> None:
+    running = tmp_path / "running"
+    running.mkdir()
+
+    def run(t: SshTransport) -> CommandResult | TransportError:
         try:
-            outcome["result"] = victim.run("echo started; sleep 30", b"", timeout=20)
+            if t in victims:
+                return t.run(f"touch {running}/{t.host.name}; exec sleep 30", b"", timeout=20)
+            return t.run(f"sleep 1.5; echo {t.host.name}", b"", timeout=20)
         except TransportError as e:
-            outcome["error"] = e
+            return e
 
-    t = threading.Thread(target=run_victim)
     start = time.monotonic()
-    t.start()
-    time.sleep(0.5)  # let the command start
-    doomed.kill_all()
-    good = survivor.run("echo fine", b"", 10)
-    t.join(timeout=15)
-    elapsed = time.monotonic() - start
-    victim.close()
-    survivor.close()
-    assert not t.is_alive()
-    assert "error" in outcome, outcome
-    err = outcome["error"]
-    assert isinstance(err, TransportError)
-    assert err.kind == "disconnected" and "victim01" in err.message
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futures = [pool.submit(run, t) for t in victims + survivors]
+        # kill once every victim's command runs (its login shell is past its rc files)
+        while len(list(running.iterdir())) < len(victims) and time.monotonic() - start < 15:
+            time.sleep(0.05)
+        doomed.kill_all()
+        killed_at = time.monotonic()
+        outcomes = [f.result(timeout=20) for f in futures]
+    elapsed = time.monotonic() - killed_at
+    for t in victims + survivors:
+        t.close()
+    for t, out in zip(victims, outcomes[:4]):
+        assert isinstance(out, TransportError), out
+        assert out.kind == "disconnected" and t.host.name in out.message
+    for t, out in zip(survivors, outcomes[4:]):
+        assert isinstance(out, CommandResult), out
+        assert out.exit_code == 0 and out.stdout == f"{t.host.name}\n".encode()
     assert elapsed < 10, elapsed  # noticed at once, not at the 20 s command deadline
-    assert good.exit_code == 0 and good.stdout == b"fine\n"
 
 
 def test_a_new_command_after_sshd_died_reports_the_host_unreachable(
@@ -183,5 +189,5 @@ def test_host_deadline_bounds_connecting_and_retrying(sshd: SshdServer) -> None:
 def test_host_deadline_shortens_the_command(sshd: SshdServer) -> None:
     with SshTransport(sshd.host(), sshd.options()) as t:
         t.connect()
-        r = t.run("sleep 30", b"", 30, deadline=time.monotonic() + 1.0)
+        r = t.run("sleep 6", b"", 30, deadline=time.monotonic() + 1.0)
     assert r.timed_out

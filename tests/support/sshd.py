@@ -204,14 +204,23 @@ class SshdServer:
         return self.proc is not None and self.proc.poll() is None
 
     def kill_all(self) -> None:
-        """Kill the listener and every session process below it at once (sshd 'dies')."""
+        """sshd dies: SIGKILL the listener and every sshd session process at once.
+
+        Only sshd's own processes are killed, as in a real crash. The users' commands below them
+        lose their connection and are then ended with SIGTERM (never SIGKILL: a login shell killed
+        outright in the middle of its rc files can leave stale lock files in the user's home,
+        e.g. pyenv's rehash lock, which then stall every later login).
+        """
         if self.proc is None:
             return
-        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+        below = descendants(self.proc.pid)
+        sshd_pids = [p for p in below if _comm(p).startswith("sshd")]
+        for pid in [self.proc.pid, *sshd_pids]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        _end_gently([p for p in below if p not in sshd_pids])
 
     def stop(self) -> None:
         if self.proc is None:
@@ -225,10 +234,38 @@ class SshdServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         # sessions outlive the listener; tests must not leave them behind
-        for pid in sessions:
+        _end_gently(sessions)
+        self.proc = None
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _end_gently(pids: list[int], grace: float = 3.0) -> None:
+    """SIGTERM (shells run their EXIT traps), then SIGKILL whatever is left after `grace` s."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.proc = None
 
 
 def _config_text(server: SshdServer, extra: dict[str, str]) -> str:
