@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
@@ -212,3 +213,24 @@ def test_default_user_ssh_config_and_its_known_hosts_file_are_honoured(
         assert t.run("true", b"", 10).exit_code == 0
     assert f":{sshd.port} ssh-ed25519" in kh.read_text()
     assert not (home / ".ssh" / "known_hosts").exists()
+
+
+def test_no_file_descriptors_or_threads_leak_across_commands_and_connections(sshd: SshdServer) -> None:
+    def counts() -> tuple[int, int]:
+        return len(os.listdir("/proc/self/fd")), threading.active_count()
+
+    with SshTransport(sshd.host(), sshd.options()) as t:
+        t.run("true", b"", 10)  # warm up: the connection and its thread exist from here
+        before = counts()
+        for i in range(10):
+            t.run(f"echo {i}", b"x" * 1000, 10)
+        t.run("sleep 6", b"", 0.3)  # a timed-out one too
+        time.sleep(0.2)
+        during = counts()
+    for _ in range(3):
+        with SshTransport(sshd.host(), sshd.options()) as t2:
+            t2.run("true", b"", 10)
+    time.sleep(0.3)
+    after = counts()
+    assert during == before, (before, during)
+    assert after[0] <= before[0] and after[1] <= before[1], (before, after)
