@@ -232,5 +232,6 @@ def test_no_file_descriptors_or_threads_leak_across_commands_and_connections(ssh
             t2.run("true", b"", 10)
     time.sleep(0.3)
     after = counts()
-    assert during == before, (before, during)
+    # a cancelled timer thread may still be winding down when counted: growth is what matters
+    assert during[0] == before[0] and during[1] <= before[1], (before, during)
     assert after[0] <= before[0] and after[1] <= before[1], (before, after)
