@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport import (
@@ -235,3 +236,18 @@ def test_no_file_descriptors_or_threads_leak_across_commands_and_connections(ssh
     # a cancelled timer thread may still be winding down when counted: growth is what matters
     assert during[0] == before[0] and during[1] <= before[1], (before, during)
     assert after[0] <= before[0] and after[1] <= before[1], (before, after)
+
+
+def test_inventory_yaml_describes_hosts_that_connect_under_strict(sshd: SshdServer, tmp_path: Path) -> None:
+    hosts = sshd.fleet(3)
+    data = yaml.safe_load(sshd.inventory_yaml(hosts))
+    group_vars = data["all"]["vars"]
+    assert group_vars == {"probe_known_hosts": str(sshd.known_hosts)}
+    for h in hosts:
+        merged = {**group_vars, **data["all"]["hosts"][h.name]}
+        assert merged["ansible_host"] == h.address and merged["ansible_port"] == sshd.port
+        # probe_known_hosts from the inventory replaces the (here: empty) known_hosts option
+        empty = tmp_path / "empty_known_hosts"
+        empty.write_text("")
+        with SshTransport(Host(h.name, merged), sshd.options(known_hosts=str(empty))) as t:
+            assert t.run("true", b"", 10).exit_code == 0

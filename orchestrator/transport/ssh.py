@@ -198,8 +198,10 @@ class SshTransport:
     # -- connection ---------------------------------------------------------------------------
 
     def _hostkey_setup(self) -> HostKeySetup:
-        if self.options.known_hosts:
-            path = os.path.expanduser(self.options.known_hosts)
+        # inventory variable first (per host/group), then the option; either replaces ssh's defaults
+        given = self.host.vars.get("probe_known_hosts") or self.options.known_hosts
+        if given:
+            path = os.path.expanduser(str(given))
             return HostKeySetup(self.policy, [path], path)
         lookup = self._config.base_ssh_config.lookup(self.host.address)
         user_files = str(lookup.get("userknownhostsfile", "~/.ssh/known_hosts")).split()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -185,13 +186,19 @@ class SshdServer:
             setattr(opts, k, v)
         return opts
 
-    def inventory_yaml(self, hosts: list[Host]) -> str:
-        """A YAML inventory text for these hosts (for end-to-end tests of the CLI)."""
-        lines = ["all:", "  hosts:"]
+    def inventory_yaml(self, hosts: list[Host], known_hosts: bool = True) -> str:
+        """A YAML inventory for these hosts (end-to-end tests of the CLI).
+
+        known_hosts=True adds `probe_known_hosts` pointing at this server's prepared file, so
+        `strict` passes without touching ~/.ssh.
+        """
+        lines = ["all:"]
+        if known_hosts:
+            lines += ["  vars:", f"    probe_known_hosts: {json.dumps(str(self.known_hosts))}"]
+        lines.append("  hosts:")
         for h in hosts:
             lines.append(f"    {h.name}:")
-            for k, v in h.vars.items():
-                lines.append(f"      {k}: {v!r}" if isinstance(v, str) else f"      {k}: {v}")
+            lines += [f"      {k}: {json.dumps(v)}" for k, v in h.vars.items()]  # JSON is valid YAML
         return "\n".join(lines) + "\n"
 
     def log(self) -> str:
