@@ -1,0 +1,30 @@
+"""Transports: run one command with stdin under a deadline on a host (SSH or local), then close."""
+
+from orchestrator.transport.base import (
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_MAX_STDERR,
+    CommandResult,
+    Transport,
+    TransportError,
+    TransportOptions,
+)
+from orchestrator.transport.become import become_failure, wrap_command
+from orchestrator.transport.factory import TRANSPORTS, open_transport, register_transport
+from orchestrator.transport.local import LocalTransport
+from orchestrator.transport.ssh import SshTransport
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "DEFAULT_MAX_STDERR",
+    "TRANSPORTS",
+    "CommandResult",
+    "LocalTransport",
+    "SshTransport",
+    "Transport",
+    "TransportError",
+    "TransportOptions",
+    "become_failure",
+    "open_transport",
+    "register_transport",
+    "wrap_command",
+]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024  # bytes of stdout kept per command; beyond it: truncated
+DEFAULT_MAX_STDERR = 1024 * 1024  # bytes of stderr kept; the rest is read and dropped
 
 
 @dataclass
@@ -21,13 +22,16 @@ class CommandResult:
     timed_out: bool = False
     stdout_truncated: bool = False  # the host sent more than max_output bytes
     stderr_truncated: bool = False
+    retried: int = 0  # connection attempts that failed and were retried before this one got through
 
 
 class TransportError(Exception):
     """The host could not be reached or would not let us in.
 
     kind: "unreachable" (refused, no route, DNS), "connect_timeout", "auth", "hostkey",
-    "protocol" (not an SSH server, banner never came), "disconnected" (dropped mid-command).
+    "protocol" (not an SSH server, banner never came), "disconnected" (dropped mid-command),
+    "config" (a setting such as the host-key policy or the connection type is invalid).
+    `message` is one line naming the host and saying what to do.
     """
 
     def __init__(self, kind: str, message: str, retried: int = 0):
@@ -45,7 +49,9 @@ class TransportOptions:
     known_hosts: str | None = None  # default ~/.ssh/known_hosts
     ssh_config: str | None = None  # default ~/.ssh/config when it exists
     retries: int = 2  # connection errors only, with jitter
-    max_output: int = DEFAULT_MAX_OUTPUT
+    retry_backoff: float = 0.25  # first retry waits about this long (x0.5..1.5 jitter), doubling after
+    max_output: int = DEFAULT_MAX_OUTPUT  # past it the command is stopped and stdout_truncated set
+    max_stderr: int = DEFAULT_MAX_STDERR  # past it stderr is drained but not kept (stderr_truncated)
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -1,0 +1,138 @@
+"""Local transport: the command runs here under `/bin/sh -c`, in its own process group.
+
+Same contract as SSH: stdin is written then closed, stdout/stderr are read together with the same
+caps, and at the deadline (or past the stdout cap) the whole process group is killed, so a probe
+that forked children cannot leave them behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+from orchestrator.inventory.model import Host
+from orchestrator.transport.base import CommandResult, TransportOptions
+
+READ_CHUNK = 65536
+
+
+class LocalTransport:
+    def __init__(self, host: Host | None = None, options: TransportOptions | None = None):
+        self.host = host
+        self.options = options or TransportOptions()
+
+    def run(
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+    ) -> CommandResult:
+        """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`."""
+        limit = self.options.command_timeout if timeout is None else timeout
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
+        started = time.monotonic()
+        deadline = started + max(limit, 0.0)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, killed as one at the deadline
+            close_fds=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        out = bytearray()
+        err = bytearray()
+        out_trunc = err_trunc = False
+        pending = memoryview(stdin)
+        sel = selectors.DefaultSelector()
+        try:
+            if pending:
+                os.set_blocking(proc.stdin.fileno(), False)
+                sel.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            sel.register(proc.stderr, selectors.EVENT_READ)
+            open_outputs = 2
+            while open_outputs and not out_trunc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                for key, _ in sel.select(timeout=remaining):
+                    f = key.fileobj
+                    if f is proc.stdin:
+                        try:
+                            n = os.write(proc.stdin.fileno(), pending[:READ_CHUNK])
+                            pending = pending[n:]
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            pending = pending[:0]  # the command stopped reading: fine
+                        if not pending:
+                            sel.unregister(proc.stdin)
+                            proc.stdin.close()
+                        continue
+                    data = os.read(key.fd, READ_CHUNK)
+                    if not data:
+                        sel.unregister(f)
+                        open_outputs -= 1
+                    elif f is proc.stdout:
+                        room = self.options.max_output - len(out)
+                        if len(data) > room:
+                            out += data[:room]
+                            out_trunc = True
+                            break
+                        out += data
+                    elif not err_trunc:
+                        room = self.options.max_stderr - len(err)
+                        if len(data) > room:
+                            err += data[:room]
+                            err_trunc = True  # keep draining, drop the rest
+                        else:
+                            err += data
+            # outputs still open at the deadline: the command (or a child holding them) overran
+            timed_out = open_outputs > 0 and not out_trunc
+            if out_trunc or timed_out:
+                _kill_group(proc)
+            else:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                    _kill_group(proc)
+            proc.wait()
+        finally:
+            sel.close()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    f.close()
+            if proc.poll() is None:
+                _kill_group(proc)
+                proc.wait()
+        killed = timed_out or out_trunc
+        return CommandResult(
+            exit_code=None if killed else proc.returncode,
+            stdout=bytes(out),
+            stderr=bytes(err),
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+            stdout_truncated=out_trunc,
+            stderr_truncated=err_trunc,
+        )
+
+    def close(self) -> None:
+        """Nothing is held between commands."""
+
+    def __enter__(self) -> LocalTransport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
