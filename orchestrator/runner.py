@@ -7,6 +7,7 @@ holds the run past that deadline.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import threading
@@ -21,6 +22,7 @@ from orchestrator.envelope import Envelope, EnvelopeError, parse_envelope
 from orchestrator.inventory.model import Host
 from orchestrator.outcomes import Outcome, worst
 from orchestrator.transport.base import CommandResult, Transport, TransportError, TransportOptions
+from orchestrator.transport.become import become_failure, wrap_command
 
 # A probe's own watchdog fires this much before the controller gives up on the command, so a slow
 # probe still reports its partial data instead of being cut off.
@@ -86,16 +88,23 @@ class EventSink(Protocol):
 
 TransportFactory = Callable[[Host, TransportOptions], Transport]
 
+# A dropped connection after login is the host failing mid-probe, not an unreachable host; a
+# configuration error is ours to fix.  Every other transport error means we never got in.
+_TRANSPORT_OUTCOME = {"disconnected": Outcome.FAILED, "config": Outcome.FAILED}
+
 _PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax")
 
 
 def probe_command(host: Host, become: bool) -> str:
     """`python3 -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
-    interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
-    cmd = f"{interp} -"
-    if become or host.become:
-        cmd = f"sudo -n -- {cmd}"
-    return cmd
+    try:
+        interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
+    except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
+        interp = shlex.quote(host.python)
+    become = become or host.become
+    if host.connection == "local" and os.geteuid() == 0:
+        become = False  # already root here: sudo would add nothing but a dependency on sudo
+    return wrap_command(f"{interp} -", become)
 
 
 def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
@@ -112,21 +121,21 @@ def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
 
 def classify(host: Host, call: ProbeCall, res: CommandResult) -> ProbeResult:
     """Turn what came back over the transport into an outcome with a one-line reason."""
-    base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:]}
+    base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
+                            "retried": res.retried}
     if res.timed_out:
         return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
     if res.stdout_truncated:
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
                            reason=f"probe output exceeded the {len(res.stdout)}-byte cap; output discarded", **base)
     err_text = res.stderr.decode("utf-8", "replace")
+    sudo_reason = become_failure(res.exit_code, res.stderr) if not res.stdout.strip() else None
+    if sudo_reason:
+        return ProbeResult(outcome=Outcome.FAILED, reason=sudo_reason, **base)
     if not res.stdout.strip() and res.exit_code in (126, 127):
         return ProbeResult(outcome=Outcome.FAILED, reason=(
             f"interpreter {host.python!r} not found on the host; install python3 or set "
             f"ansible_python_interpreter for {host.name}"), **base)
-    if not res.stdout.strip() and "sudo" in err_text and "password" in err_text:
-        return ProbeResult(outcome=Outcome.FAILED, reason=(
-            "sudo asked for a password (become uses sudo -n); allow passwordless sudo for python3 or drop become"),
-            **base)
     if not res.stdout.strip() and _PY2.search(res.stderr):
         return ProbeResult(outcome=Outcome.FAILED, reason=(
             f"interpreter {host.python!r} cannot run the probe (Python 2 or older than 3.6?); "
@@ -172,11 +181,11 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             args = {**call.args, **host_probe_args(host, call.name)}
             script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
             try:
-                res = transport.run(probe_command(host, options.become), script, timeout)
+                res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline)
             except TransportError as e:
                 if stop.is_set():
                     raise _Cancelled() from None
-                outcome = Outcome.UNREACHABLE
+                outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
                 results[call.name] = ProbeResult(call.name, outcome, e.message, retried=e.retried)
                 for rest in calls[i + 1:]:
                     results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
@@ -189,7 +198,8 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))
     except TransportError as e:  # raised while opening
         for call in calls:
-            results.setdefault(call.name, ProbeResult(call.name, Outcome.UNREACHABLE, e.message, retried=e.retried))
+            results.setdefault(call.name, ProbeResult(call.name, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE),
+                                                      e.message, retried=e.retried))
     finally:
         with lock:
             active.pop(host.name, None)

@@ -24,7 +24,8 @@ from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_
 from orchestrator.progress import Fanout, Progress
 from orchestrator.results import RunWriter, default_results_dir, host_input_from_result
 from orchestrator.runner import HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
-from orchestrator.transport.base import Transport, TransportOptions
+from orchestrator.transport.base import TransportOptions
+from orchestrator.transport.factory import open_transport
 from orchestrator.views.findings import classes_table, findings_table
 from orchestrator.views.hosts import hosts_table, recap
 
@@ -33,16 +34,6 @@ DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.ym
 
 class UsageError(Exception):
     """A user's mistake: printed as one line, exit code 2."""
-
-
-def open_transport(host: Host, options: TransportOptions) -> Transport:
-    if host.connection == "replay":
-        from orchestrator.transport.replay import ReplayTransport
-
-        return ReplayTransport(host, options)
-    from orchestrator.transport.factory import open_transport as open_real
-
-    return open_real(host, options)
 
 
 def load_hosts(sources: list[str] | None, limit: str | None) -> tuple[Inventory, list[Host]]:
@@ -175,7 +166,8 @@ def execute(args: argparse.Namespace) -> int:
         except RunNotFound as e:
             raise UsageError(f"--baseline: {e}") from None
     topts = TransportOptions(connect_timeout=args.connect_timeout, command_timeout=args.timeout,
-                             host_key_policy=args.host_key_policy)
+                             host_key_policy=args.host_key_policy, retries=args.retries,
+                             known_hosts=args.known_hosts, ssh_config=args.ssh_config)
     ordered = [h for h in hosts if h.name in expectations]
     meta = {
         "inventory": list(inv.sources),
@@ -346,6 +338,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect and log in (default 10)")
     p.add_argument("--host-key-policy", choices=["strict", "accept-new", "off"], default="strict",
                    help="SSH host key checking, as OpenSSH's StrictHostKeyChecking (default strict)")
+    p.add_argument("--retries", type=int, default=2, help="connection retries with jitter, refused/dropped only (default 2)")
+    p.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default: ~/.ssh/config's, else ~/.ssh/known_hosts)")
+    p.add_argument("--ssh-config", metavar="FILE", help="ssh config file instead of ~/.ssh/config (like ssh -F)")
     p.add_argument("-b", "--become", action="store_true", help="run probes with sudo -n (fails fast without NOPASSWD)")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="expectation for every host, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory holding all runs (default ~/.local/state/fleetprobe/runs)")

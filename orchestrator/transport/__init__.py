@@ -11,7 +11,16 @@ from orchestrator.transport.base import (
 from orchestrator.transport.become import become_failure, wrap_command
 from orchestrator.transport.factory import TRANSPORTS, open_transport, register_transport
 from orchestrator.transport.local import LocalTransport
-from orchestrator.transport.ssh import SshTransport
+
+
+def __getattr__(name: str) -> object:
+    # SshTransport pulls in Fabric and Paramiko: only when someone asks for it.
+    if name == "SshTransport":
+        from orchestrator.transport.ssh import SshTransport
+
+        return SshTransport
+    raise AttributeError(name)
+
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",

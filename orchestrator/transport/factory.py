@@ -11,16 +11,26 @@ from typing import Callable
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import Transport, TransportError, TransportOptions
 from orchestrator.transport.local import LocalTransport
-from orchestrator.transport.ssh import SshTransport
+from orchestrator.transport.replay import ReplayTransport
 
 TransportFactory = Callable[[Host, TransportOptions], Transport]
 
+
+def _ssh(host: Host, options: TransportOptions) -> Transport:
+    # Imported on first use: local and replay runs (the demo, a GPU box probing itself) need no
+    # Fabric/Paramiko import and start faster.
+    from orchestrator.transport.ssh import SshTransport
+
+    return SshTransport(host, options)
+
+
 # ansible_connection value -> factory. "paramiko" and "smart" are Ansible's other names for SSH.
 TRANSPORTS: dict[str, TransportFactory] = {
-    "ssh": SshTransport,
-    "paramiko": SshTransport,
-    "smart": SshTransport,
+    "ssh": _ssh,
+    "paramiko": _ssh,
+    "smart": _ssh,
     "local": LocalTransport,
+    "replay": ReplayTransport,
 }
 
 

@@ -42,7 +42,8 @@ class ReplayTransport:
         if not self.dir.is_dir():
             raise TransportError("unreachable", f"{host.name}: no recordings at {self.dir}")
 
-    def run(self, command: str, stdin: bytes, timeout: float) -> CommandResult:
+    def run(self, command: str, stdin: bytes = b"", timeout: float | None = None, *,
+            deadline: float | None = None) -> CommandResult:
         t0 = time.monotonic()
         m = _PROBE_NAME.search(stdin)
         name = m.group(1).decode() if m else "?"
