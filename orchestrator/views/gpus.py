@@ -23,6 +23,8 @@ def _pcie(p: dict[str, Any]) -> str:
 
 def _fans(g: dict[str, Any]) -> str:
     fans = g.get("fans")
+    if fans == []:
+        return "none"  # NVML answered: this board has no fans (SXM, passive cooling)
     if fans:
         return "/".join(_na(f.get("speed_pct"), "{}%") for f in fans)
     return "N/A" if g.get("fans_unknown") == "NOT_SUPPORTED" else f"? ({g.get('fans_unknown')})"
