@@ -150,10 +150,10 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
                 raise TextParseError(f"link {n} line has no value (truncated?)", source, i)
             else:
                 notes.append(Note(i, f"link {n}: state {value!r} not understood; left unknown"))
-            key = (id(g), n)
-            if key in seen_status:
+            seen = (id(g), n)
+            if seen in seen_status:
                 notes.append(Note(i, f"link {n} listed twice for the same GPU; the later line is kept"))
-            seen_status.add(key)
+            seen_status.add(seen)
             has_status = True
             continue
         if line.strip().startswith("NVML:") and cur is not None:
