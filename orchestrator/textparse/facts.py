@@ -91,7 +91,9 @@ def _blank_gpu(index: int) -> dict[str, Any]:
         "board_part_number": None, "vbios": None, "pci_device_id": None, "memory_total_bytes": None,
         "memory_used_bytes": None, "architecture": None, "compute_capability": None, "persistence_mode": None,
         "compute_mode": None, "mig": None, "virtualization_mode": None, "pcie": None, "numa_node": None,
-        "cpu_affinity": None, "temperature_c": None, "fans": None, "fans_unknown": need_q, "power_w": None,
+        # fans_unknown carries NVML-style reasons that checks judge (NOT_SUPPORTED = no fan); a
+        # field absent from the text is not a sensor fault, so its reason lives in unknown only.
+        "cpu_affinity": None, "temperature_c": None, "fans": None, "fans_unknown": None, "power_w": None,
         "ecc": None, "remapped_rows": None, "fabric": None, "lost": None, "display": None,
     }
     g["unknown"] = {k: need_q for k, v in g.items() if v is None and k not in ("fans_unknown",)}
@@ -140,8 +142,10 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
         g["fans"], g["fans_unknown"] = [{"index": 0, "speed_pct": q.fan_speed_pct}], None
         g["unknown"].pop("fans", None)
     else:
-        g["fans_unknown"] = q.unknown.get("fan_speed_pct", NOT_IN_TEXT)
-        g["unknown"]["fans"] = g["fans_unknown"]
+        why = q.unknown.get("fan_speed_pct", NOT_IN_TEXT)
+        # nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED.
+        g["fans_unknown"] = "NOT_SUPPORTED" if re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I) else None
+        g["unknown"]["fans"] = why
     ecc = {"mode_current": q.ecc_current, "volatile_uncorrected": q.ecc_volatile_uncorrected,
            "aggregate_uncorrected": q.ecc_aggregate_uncorrected, "aggregate_corrected": q.ecc_aggregate_corrected}
     for k, attr in (("mode_current", "ecc_current"), ("volatile_uncorrected", "ecc_volatile_uncorrected"),
@@ -207,6 +211,12 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     if p.nvlink and not (p.smi_list or p.topo or p.query):
         # `nvlink -s -i N` lists one GPU on purpose: it counts GPUs only when nothing else does.
         counts["nvidia-smi nvlink"] = max(sum(1 for x in rep.gpus if x.index is not None) for rep in p.nvlink)
+    for pm in p.p2p:
+        for lab in pm.labels:
+            if re.fullmatch(r"GPU\d+", lab):
+                gpu(int(lab[3:]))
+        if not counts:
+            counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
     if p.query:
         uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
         for pos, qg in enumerate(p.query.gpus):
@@ -354,8 +364,10 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             rec["links_total"], rec["inactive"] = None, None
             rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
         if states and all(s is None for s in states):
-            rec["links_up"], rec["inactive"] = None, None
-            rec["unknown"]["links_up"] = "only capabilities (-c) were imported"
+            # -c lists links but not their state: nothing about up/down may be concluded.
+            rec["links_listed"] = len(links)
+            rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
+            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = "only capabilities (-c) were imported"
         out_gpus.append(rec)
     nv, labels = None, None
     if p.topo:
@@ -545,7 +557,8 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         devices.append(rec)
     by = {d["bdf"]: d for d in devices}
     for d in devices:
-        ups = [c for c in d["chain"] if by.get(c, {}).get("port_type") == "upstream_port"]
+        own = [d["bdf"]] if d.get("port_type") == "upstream_port" else []
+        ups = [c for c in d["chain"] + own if by.get(c, {}).get("port_type") == "upstream_port"]
         d["switch"] = ups[0] if ups else None
     for u in unnamed:
         devices.append({"bdf": None, "kind": None, "link": _link_rec(u, None), "unknown": {"bdf": "no device header"}})
@@ -660,8 +673,9 @@ def _switches(devices: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
             continue
         inner = [x for x in devices if x.get("switch") == d["bdf"]]
         downs = [x["bdf"] for x in inner if x.get("port_type") == "downstream_port" and x.get("parent") == d["bdf"]]
-        levels = 1 + max((sum(1 for c in x["chain"] if by.get(c, {}).get("port_type") == "upstream_port") - 1
-                          for x in inner if x.get("port_type") == "upstream_port"), default=0)
+        # Nested upstream ports inside one physical switch (Broadcom Gen4 parts have two levels).
+        levels = max((sum(1 for c in [*x["chain"], x["bdf"]] if by.get(c, {}).get("port_type") == "upstream_port")
+                      for x in inner if x.get("port_type") == "upstream_port"), default=1)
         out.append({"upstream": d["bdf"], "parent": d.get("parent"), "vendor": d.get("vendor"),
                     "device": d.get("device"), "family": d.get("family"), "levels": levels, "downstream": downs})
     return out
