@@ -53,8 +53,13 @@ def _matrix_kind(lines: list[str]) -> str | None:
                     p2p += 1
         if levels or p2p:
             return "topo_matrix" if levels >= p2p else "topo_p2p"
-        # A header with no readable rows still says which command it came from by its columns.
-        return "topo_matrix" if parsed[1] else None
+        # One GPU (only X cells): the affinity columns or the legend still say which command it was.
+        rest = "\n".join(lines[i + 1 :])
+        if parsed[1] or re.search(r"^\s*NV#\s*=", rest, re.M):
+            return "topo_matrix"
+        if re.search(r"^\s*OK\s*=\s*Status Ok", rest, re.M | re.I):
+            return "topo_p2p"
+        return None
     return None
 
 
