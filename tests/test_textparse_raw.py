@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.textparse import RAW_COMMANDS, facts_from_raw_outputs
+from orchestrator.textparse import RAW_COMMANDS, facts_from_raw_outputs, read_path
 from tests.test_textparse_common import FIXTURES, evidence, shared_dir
 
 needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
@@ -75,3 +75,9 @@ def test_raw_mode_with_no_tools_at_all(tmp_path: Path):
     assert outputs == dict.fromkeys(RAW_COMMANDS)
     res = facts_from_raw_outputs(outputs)
     assert res["facts"] == {} and res["outcomes"] == {} and len(res["missing"]) == len(RAW_COMMANDS)
+
+
+def test_empty_stdout_is_not_a_missing_command():
+    res = facts_from_raw_outputs({"nvlink_status": b"", "topo_matrix": read_path(FIXTURES / "h200_real_topo_m.txt").encode()})
+    assert res["missing"] == [] and "nvidia-smi nvlink -s: ran but printed nothing" in res["notes"]
+    assert "nvlink" not in res["facts"] and res["facts"]["gpus"]["count"] == 1

@@ -146,18 +146,23 @@ def import_files(paths: list[Path], kind: str | None = None) -> ImportedHost:
 
 
 def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
-    """Raw mode: {kind: stdout bytes or None (command missing/failed/timed out)} -> a dict with
+    """Raw mode: {kind: stdout bytes, or None when the command was missing, failed or timed out} -> a dict with
     `facts` (sections), `outcomes` (probe -> ok), `files`, `notes`, `errors`, `missing` (kinds
     whose command gave nothing) and `mode: "raw"`.  The kind is taken from the key, not sniffed."""
     items: list[tuple[str, str | bytes]] = []
     missing: list[str] = []
+    empty: list[str] = []
     kinds: dict[str, str] = {}
     for k, raw in outputs.items():
         if k not in PARSERS:
             raise ValueError(f"unknown raw output kind {k!r}; known: {', '.join(PARSED_KINDS)}")
         src = RAW_COMMANDS.get(k, k)
-        if raw is None or not raw.strip():
+        if raw is None:
             missing.append(k)
+            continue
+        if not raw.strip():
+            # The command ran and printed nothing: `nvlink -s` does that on GPUs without NVLink.
+            empty.append(f"{src}: ran but printed nothing")
             continue
         items.append((src, raw))
         kinds[src] = k
@@ -177,7 +182,7 @@ def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
         files.append(ImportedFile(src, k, True))
     facts = to_facts(p)
     notes.extend(str(n) for n in all_notes(p))
-    host = ImportedHost(facts, files, notes, errors)
+    host = ImportedHost(facts, files, empty + notes, errors)
     out = host.to_dict()
     out["mode"] = "raw"
     out["missing"] = [f"{RAW_COMMANDS.get(k, k)}: no output (command missing, failed or timed out)" for k in missing]
