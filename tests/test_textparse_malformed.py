@@ -169,3 +169,20 @@ def test_truncations_and_byte_flips_never_raise_anything_else():
             except TextParseError as e:
                 assert "\n" not in str(e) and str(e).startswith(f.name)
     assert tried > 100
+
+
+@pytest.mark.parametrize("text", [
+    "a" + " " * 300_000 + "b",  # was quadratic in the -q key/value split
+    "\tGPU0\tmlx5_" + "1" * 300_000 + "x",  # long device-label candidate in a header
+    "GPU 00000000:18:00.0\n    " + "a " * 150_000,
+])
+def test_pathological_long_lines_are_refused_not_slow(text):
+    from orchestrator.textparse import PARSED_KINDS
+
+    detect_kind(text)
+    for kind in PARSED_KINDS:
+        with pytest.raises(TextParseError) as ei:
+            parse_text(text, "long.txt", kind)
+        assert str(ei.value).startswith("long.txt")
+    with pytest.raises(TextParseError, match=r"^long\.txt:\d+: line is \d+ characters long"):
+        parse_topo_matrix(text, "long.txt")

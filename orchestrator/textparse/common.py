@@ -98,9 +98,23 @@ def read_path(path: Path | str) -> str:
     return decode_input(data, str(p))
 
 
-def text_lines(text: str) -> list[str]:
-    """Lines without ANSI remnants or trailing whitespace.  Index i is line number i + 1."""
-    return [strip_ansi(line).rstrip() for line in text.split("\n")]
+# No line of these outputs comes near this (a 144-device topo header is ~1.2 KiB); longer lines
+# are refused so that no per-line pattern ever runs over megabytes.
+MAX_LINE = 16384
+
+
+def text_lines(text: str, source: str | None = "<text>") -> list[str]:
+    """Lines without ANSI remnants or trailing whitespace.  Index i is line number i + 1.
+    A line over MAX_LINE characters raises TextParseError (source None: it is cut instead)."""
+    out = []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE:
+            if source is not None:
+                raise TextParseError(f"line is {len(line)} characters long (over {MAX_LINE}): not command output",
+                                     source, i)
+            line = line[:MAX_LINE]
+        out.append(strip_ansi(line).rstrip())
+    return out
 
 
 def norm_bus_id(raw: str | None) -> str | None:

@@ -81,7 +81,7 @@ def detect_kind(text: str) -> str:
         return "nvlink_caps"
     if re.search(r"^\s*Link\s+\d+\s*:\s*(\d|<)", head, re.M) or re.search(r"all links are in\s*active", head, re.I):
         return "nvlink_status"
-    lines = text_lines(head)
+    lines = text_lines(head, None)
     kind = _matrix_kind(lines)
     if kind:
         return kind

@@ -95,7 +95,7 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
     nodes: dict[str, TreeNode] = {}
     roots: list[str] = []
     notes: list[Note] = []
-    for ln, line in enumerate(text_lines(text), start=1):
+    for ln, line in enumerate(text_lines(text, source), start=1):
         if not line.strip():
             continue
         if not re.match(r"^[\s|+\\`-]*[-+\\`]", line) or not re.search(r"\[|[0-9a-fA-F]{2}\.[0-7]", line):
@@ -279,7 +279,7 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
     devices: list[PciDevice] = []
     notes: list[Note] = []
     cur: PciDevice | None = None
-    for ln, line in enumerate(text_lines(text), start=1):
+    for ln, line in enumerate(text_lines(text, source), start=1):
         s = line.strip()
         if not s:
             continue

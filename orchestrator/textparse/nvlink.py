@@ -50,13 +50,13 @@ class NvlinkGpu:
     links: list[NvlinkLink] = field(default_factory=list)
     all_inactive: bool = False  # NVML's "all links are inActive" message (link count unknown then)
     message: str | None = None  # any NVML message printed for this GPU
+    _by_link: dict[int, NvlinkLink] = field(default_factory=dict, repr=False, compare=False)
 
     def link(self, n: int) -> NvlinkLink:
-        for lk in self.links:
-            if lk.link == n:
-                return lk
-        lk = NvlinkLink(n)
-        self.links.append(lk)
+        lk = self._by_link.get(n)
+        if lk is None:
+            lk = self._by_link[n] = NvlinkLink(n)
+            self.links.append(lk)
         return lk
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +96,7 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
     gpus: list[NvlinkGpu] = []
+    by_key: dict[tuple[int, str], NvlinkGpu] = {}  # (index, uuid): -s and -c of one GPU merge
     notes: list[Note] = []
     cur: NvlinkGpu | None = None
     has_status = has_caps = False
@@ -109,15 +110,15 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             notes.append(Note(line_no, "no 'GPU n:' line before the links: GPU index, name and UUID unknown"))
         return cur
 
-    for i, line in enumerate(text_lines(text), start=1):
+    for i, line in enumerate(text_lines(text, source), start=1):
         if not line.strip():
             continue
         m = GPU_LINE.match(line)
         if m:
-            idx = int(m.group(1))
-            cur = next((g for g in gpus if g.index == idx and g.uuid == m.group(3)), None)
+            gkey = (int(m.group(1)), m.group(3))
+            cur = by_key.get(gkey)
             if cur is None:
-                cur = NvlinkGpu(idx, m.group(2) or None, m.group(3) or None)
+                cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, m.group(3) or None)
                 gpus.append(cur)
             continue
         if _ALL_INACTIVE.search(line):

@@ -78,15 +78,17 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
     gpus: list[ListedGpu] = []
+    seen: set[int] = set()
     notes: list[Note] = []
-    for i, line in enumerate(text_lines(text), start=1):
+    for i, line in enumerate(text_lines(text, source), start=1):
         if not line.strip():
             continue
         m = GPU_LINE.match(line)
         if m:
             idx = int(m.group(1))
-            if any(g.index == idx for g in gpus):
+            if idx in seen:
                 raise TextParseError(f"GPU {idx} is listed twice", source, i)
+            seen.add(idx)
             gpus.append(ListedGpu(idx, m.group(2), m.group(3) or None))
             continue
         m = _MIG_LINE.match(line)
@@ -336,7 +338,9 @@ class _Node:
         return node
 
 
-_KV = re.compile(r"^(\s*)(\S.*?)\s+:(?:\s(.*))?$")
+# The first whitespace-colon separates key and value ("Bus Id   : 00000000:18:00.0"); found by a
+# linear search, since a backtracking key pattern is quadratic on long lines of spaces.
+_SEP = re.compile(r"\s:(?=\s|$)")
 
 
 def _tree(lines: list[str]) -> _Node:
@@ -345,11 +349,12 @@ def _tree(lines: list[str]) -> _Node:
     for i, raw in enumerate(lines, start=1):
         if not raw.strip() or raw.strip().startswith("==="):
             continue
-        m = _KV.match(raw)
-        if m:
-            indent, key, value = len(m.group(1).expandtabs(4)), m.group(2).strip(), (m.group(3) or "").strip()
+        expanded = raw.expandtabs(4)
+        indent = len(expanded) - len(expanded.lstrip())
+        m = _SEP.search(raw)
+        if m and raw[: m.start()].strip():
+            key, value = raw[: m.start()].strip(), raw[m.end() :].strip()
         else:
-            indent = len(raw.expandtabs(4)) - len(raw.expandtabs(4).lstrip())
             key, value = raw.strip(), None
         while stack[-1][0] >= indent:
             stack.pop()
@@ -365,7 +370,7 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text)
+    lines = text_lines(text, source)
     root = _tree(lines)
     notes: list[Note] = []
     gpus: list[SmiGpu] = []

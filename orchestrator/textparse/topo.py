@@ -237,10 +237,12 @@ def _read_matrix(
     if header is None:
         raise TextParseError(f"no {what} header (a line of GPU0 GPU1 ... column labels) found", source, 1)
     labels = header.labels
-    dup = sorted({x for x in labels if labels.count(x) > 1})
+    dup = sorted({x for x in labels if labels.count(x) > 1}) if len(set(labels)) != len(labels) else []
     if dup:
         raise TextParseError(f"column label(s) {', '.join(dup)} appear twice in the header", source, header.line_no)
     n = len(labels)
+    label_set = set(labels)
+    seen: set[str] = set()
     rows: list[_Row] = []
     end = start
     for i in range(start, len(lines)):
@@ -254,11 +256,12 @@ def _read_matrix(
         if stripped.lower().startswith("legend"):
             break
         first = _SPLIT_RUN.split(stripped.split()[0])[0]
-        if first not in labels or len(rows) >= n:
+        if first not in label_set or len(rows) >= n:
             notes.append(Note(i + 1, f"not part of the matrix, ignored: {stripped[:80]!r}"))
             continue
-        if any(r.label == first for r in rows):
+        if first in seen:
             raise TextParseError(f"row {first} appears twice", source, i + 1)
+        seen.add(first)
         if stripped.split()[0] != first:  # the label ran into the first cell
             line = line.replace(first, first + " ", 1)
         tokens = _split_cells(_row_tokens(line), run, single)
@@ -288,7 +291,7 @@ def _read_matrix(
         tail = [t for t in tokens[k:] if t != ""]
         rows.append(_Row(i + 1, first, cells, tail))
     if len(rows) != n:
-        missing = [x for x in labels if x not in {r.label for r in rows}]
+        missing = [x for x in labels if x not in seen]
         last = rows[-1].line_no if rows else header.line_no
         raise TextParseError(
             f"matrix is not square: {n} columns but {len(rows)} rows (missing {', '.join(missing)}; truncated?)",
@@ -364,7 +367,7 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text)
+    lines = text_lines(text, source)
     header, rows, end, notes = _read_matrix(lines, source, LEVEL_TOKEN, _LEVEL_RUN, "topology matrix")
     if any(c == "SOC" for r in rows for c in r.cells):
         notes.append(Note(None, "old legend: SOC (CPU socket interconnect) read as SYS"))
@@ -418,7 +421,7 @@ def parse_topo_p2p(text: str | bytes, source: str = "<text>", mode: str | None =
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text)
+    lines = text_lines(text, source)
     if mode is None:
         for line in lines:
             m = re.search(r"topo\s+(?:-p2p|--p2pstatus)\s*([rwnap])\b", line)
@@ -440,7 +443,7 @@ _CPU_HEAD = re.compile(r"The GPUs that have an affinity with CPU\s+(\d+)\s+are\s
 def parse_topo_cpu(text: str | bytes, source: str = "<text>") -> CpuAffinity:
     """Parse one or more `nvidia-smi topo -c N` outputs: CPU -> nearest GPU indices."""
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    lines = text_lines(text)
+    lines = text_lines(text, source)
     nearest: dict[int, list[int]] = {}
     notes: list[Note] = []
     i = 0
