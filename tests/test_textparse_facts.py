@@ -210,3 +210,25 @@ def test_import_reports_per_file_results(tmp_path: Path):
     assert any(e.startswith(f"{tmp_path / 'absent.txt'}: cannot read file") for e in h.errors)
     assert any(e.startswith(f"{bad}:1: not a recognised") for e in h.errors)
     assert h.facts["topology"]["legend_style"] == "switch"
+
+
+def test_import_fleet_directory_and_host_records(tmp_path: Path):
+    from orchestrator.textparse import host_record, import_fleet, summary_lines
+
+    (tmp_path / "gpu01").mkdir()
+    (tmp_path / "gpu01" / "topo.txt").write_bytes((FIXTURES / "h200_real_topo_m.txt").read_bytes())
+    (tmp_path / "gpu01" / "q.xml").write_bytes((FIXTURES / "h200_real_q_x.xml").read_bytes())
+    (tmp_path / "gpu02.nvlink.txt").write_bytes((FIXTURES / "nvlink_s_no_header_two_inactive.txt").read_bytes())
+    (tmp_path / "gpu03.junk").write_bytes(b"\x00\x01\x02")
+    (tmp_path / ".hidden").write_text("x")
+    hosts = import_fleet(tmp_path)
+    assert sorted(hosts) == ["gpu01", "gpu02", "gpu03"]
+    r1 = host_record("gpu01", hosts["gpu01"])
+    assert r1["outcome"] == "ok" and r1["probes"]["nvml"]["probe_version"] == "text"
+    assert r1["facts"]["gpus"]["list"][0]["bus_id"] == "0000:00:06.0"
+    r3 = host_record("gpu03", hosts["gpu03"])
+    assert r3["outcome"] == "invalid_output" and "binary data" in r3["reason"] and r3["facts"] == {}
+    json.dumps([r1, r3])
+    lines = summary_lines(hosts["gpu01"])
+    assert any(line.endswith(": topo_matrix") for line in lines)
+    assert all(line.isprintable() for line in lines)

@@ -187,3 +187,60 @@ def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
     out["mode"] = "raw"
     out["missing"] = [f"{RAW_COMMANDS.get(k, k)}: no output (command missing, failed or timed out)" for k in missing]
     return out
+
+
+def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]:
+    """`probe import --fleet DIR`: each subdirectory is a host (its files are that host's
+    evidence); loose files are grouped by the part of their name before the first dot
+    (`gpu07.topo.txt`, `gpu07.q.xml` -> host `gpu07`).  Hidden entries are skipped."""
+    groups: dict[str, list[Path]] = {}
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as e:
+        raise TextParseError(f"cannot list fleet directory: {e.strerror or e}", str(root)) from None
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            files = sorted(p for p in entry.iterdir() if p.is_file() and not p.name.startswith("."))
+            if files:
+                groups.setdefault(entry.name, []).extend(files)
+        elif entry.is_file():
+            groups.setdefault(entry.name.split(".", 1)[0], []).append(entry)
+    return {name: import_files(paths, kind) for name, paths in groups.items()}
+
+
+def host_record(name: str, host: ImportedHost) -> dict[str, Any]:
+    """A fleet.json host entry for imported evidence (schema of docs/architecture.md), so `show`,
+    `diff` and `report` treat an imported host like a probed one.  `imported` says from what."""
+    probes = {
+        probe: {"outcome": "ok", "reason": "imported from text", "duration_s": None, "probe_version": "text",
+                "retried": False}
+        for probe in host.outcomes
+    }
+    ok = bool(host.facts)
+    return {
+        "name": name,
+        "address": None,
+        "groups": [],
+        "outcome": "ok" if ok else "invalid_output",
+        "reason": None if ok else ("; ".join(host.errors) or "no facts in the imported files")[:500],
+        "probes": probes,
+        "facts": host.facts,
+        "fingerprint": None,
+        "class": None,
+        "imported": {"files": [f.to_dict() for f in host.files], "notes": list(host.notes),
+                     "errors": list(host.errors)},
+    }
+
+
+def summary_lines(host: ImportedHost) -> list[str]:
+    """One line per file (kind or error) and per note, control characters removed, for the CLI."""
+    from orchestrator.textparse.common import strip_ansi
+
+    def clean(s: str) -> str:
+        return "".join(ch if ch.isprintable() else "?" for ch in strip_ansi(s))
+
+    out = [clean(f"{f.source}: {f.kind}" if f.ok else f"{f.error}") for f in host.files]
+    out += [clean(f"note: {n}") for n in host.notes]
+    return out
