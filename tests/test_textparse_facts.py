@@ -104,6 +104,7 @@ def test_lspci_vvvnn_switch_acs_uplink():
     h = imp("lspci_vvvnn_switch_gpu_nic_acs.txt")
     p = h.facts["pcie"]
     assert p["gpus"] == ["0000:c3:00.0"] and p["nics"] == ["0000:c4:00.0"] and p["gpu_counts"]["pci"] == 1
+    assert p["gpu_counts"]["driver_loaded"] is True and p["gpu_counts"]["passthrough"] == []
     by = {d["bdf"]: d for d in p["devices"]}
     gpu = by["0000:c3:00.0"]
     assert gpu["chain"] == ["0000:c0:01.0", "0000:c1:00.0", "0000:c2:00.0"] and gpu["parent"] == "0000:c2:00.0"
@@ -112,8 +113,10 @@ def test_lspci_vvvnn_switch_acs_uplink():
     assert gpu["link"]["width_current"] == 8 and gpu["link"]["width_max"] == 16 and gpu["link"]["downgraded"]
     assert p["switches"] == [{"upstream": "0000:c1:00.0", "parent": "0000:c0:01.0", "vendor": "0x1000",
                               "device": "0xc030", "family": "Broadcom PEX", "levels": 1,
-                              "downstream": ["0000:c2:00.0"]}]
-    assert p["acs"] == [{"port": "0000:c2:00.0", "enabled": ["RR", "CR"], "gpus": ["0000:c3:00.0"]}]
+                              "downstream": ["0000:c2:00.0", "0000:c2:01.0"]}]
+    assert p["acs"] == [{"port": "0000:c2:00.0", "port_role": "downstream_port", "enabled": ["RR", "CR"],
+                         "gpus": ["0000:c3:00.0"], "peers": ["0000:c4:00.0"]}]
+    assert by["0000:c4:00.0"]["switch"] == "0000:c1:00.0"
     assert {d["bdf"] for d in p["downgraded"]} == {"0000:c1:00.0", "0000:c3:00.0"}
     assert by["0000:c0:01.0"]["acs"]["redirect"] is False
 
@@ -232,3 +235,22 @@ def test_import_fleet_directory_and_host_records(tmp_path: Path):
     lines = summary_lines(hosts["gpu01"])
     assert any(line.endswith(": topo_matrix") for line in lines)
     assert all(line.isprintable() for line in lines)
+
+
+@needs_evidence
+def test_same_pcie_checks_run_on_imported_lspci_text():
+    """Where the PCIe checks exist (after integration): a `(downgraded)` LnkSta and ACS redirect
+    above a GPU give the live-run findings, and a GPU bound to nvidia is not 'driver missing'."""
+    checks = pytest.importorskip("orchestrator.checks.pcie")
+    from orchestrator.checks.base import HostView
+    from orchestrator.expectations import Expectations
+
+    def ids(*names: str) -> list[str]:
+        h = imp(*names)
+        view = HostView("h", h.facts, h.outcomes, Expectations())
+        return [f.id for chk in checks.CHECKS for f in chk(view)]
+
+    assert ids("lspci_vvv_grep_lnk_2x_rtx3090_gen1_x8_downgraded_01.txt").count("pcie.link.downgraded") == 2
+    found = ids("lspci_vvvnn_switch_gpu_nic_acs.txt")
+    assert "pcie.acs.enabled" in found and "pcie.link.downgraded" in found
+    assert "gpu.count.pci_vs_driver" not in found

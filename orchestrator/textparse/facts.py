@@ -578,11 +578,19 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
                 "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")}})
     acs = []
     for d in devices:
-        if d.get("port_type") == "downstream_port" and (d.get("acs") or {}).get("redirect"):
-            below = [x["bdf"] for x in devices if x.get("kind") == "gpu" and d["bdf"] in x.get("chain", [])]
-            if below:
-                acs.append({"port": d["bdf"], "enabled": [e for e in d["acs"]["enabled"] if e in ("RR", "CR", "EC")],
-                            "gpus": below})
+        role = d.get("port_type")
+        if role not in ("downstream_port", "root_port") or not (d.get("acs") or {}).get("redirect"):
+            continue
+        below = [x["bdf"] for x in devices if x.get("kind") == "gpu" and d["bdf"] in x.get("chain", [])]
+        if not below:
+            continue
+        # P2P partners affected: other GPUs/NICs under the same switch (or below this port).
+        group = d.get("switch") or (d["bdf"] if role == "downstream_port" else None)
+        peers = sorted(x["bdf"] for x in devices if x.get("kind") in ("gpu", "nic") and x["bdf"] not in below
+                       and group and (x.get("switch") == group or group in x.get("chain", [])))
+        acs.append({"port": d["bdf"], "port_role": role,
+                    "enabled": [e for e in d["acs"]["enabled"] if e in ("RR", "CR", "EC")], "gpus": below,
+                    "peers": peers})
     gpus = of("gpu")
     section: dict[str, Any] = {
         "config_access": None,
@@ -601,16 +609,30 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         "levels": _levels_from_topo(p.topo) if p.topo else None,
         "downgraded": downgraded,
         "acs": acs,
-        "gpu_counts": {"pci": len(gpus) if gpus is not None else None, "proc": None, "dev": None,
-                       "driver_loaded": None, "missing_from_proc": [], "missing_from_dev": [],
-                       "proc_not_on_pci": [], "passthrough": [],
-                       "unknown": "only the PCI count can come from lspci text"},
+        "gpu_counts": _gpu_counts(devices, gpus),
     }
     if gpus is None:
         section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
                                    if partial else "device classes unknown (lspci -tv has none; add lspci -vvvnn)")
     low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
     return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
+
+
+def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[str, Any]:
+    """What lspci text says about the driver: `Kernel driver in use` is printed whenever a driver
+    is bound (no root needed), so in a complete listing its absence on every GPU means unbound."""
+    out: dict[str, Any] = {"pci": None, "proc": None, "dev": None, "driver_loaded": None, "missing_from_proc": [],
+                           "missing_from_dev": [], "proc_not_on_pci": [], "passthrough": [],
+                           "unknown": "/proc/driver/nvidia and /dev are not in lspci text: proc, dev and the "
+                                      "missing_* lists are not known"}
+    if gpus is None:
+        return out
+    by = {d["bdf"]: d for d in devices if d.get("bdf")}
+    drivers = {b: by[b].get("driver") for b in gpus}
+    out["pci"] = len(gpus)
+    out["passthrough"] = sorted(b for b, drv in drivers.items() if drv in ("vfio-pci", "pci-stub"))
+    out["driver_loaded"] = any(drv == "nvidia" for drv in drivers.values()) if gpus else None
+    return out
 
 
 def _parents(p: Parsed, bdfs: list[str]) -> dict[str, str]:
