@@ -228,3 +228,54 @@ def test_smi_xml_mig_passthrough_downtrained():
     assert (b.fan_speed_pct, b.temperature_c) == (0, 58)
     assert a.fabric_state is None and a.unknown["fabric_state"] == "N/A in the source"
     json.dumps(q.to_dict())  # JSON-able
+
+
+def test_smi_query_text_mig_devices_and_two_gpus():
+    from orchestrator.textparse import parse_smi_query
+
+    text = """
+==============NVSMI LOG==============
+
+Driver Version                            : 550.90.07
+Attached GPUs                             : 2
+GPU 00000000:07:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    MIG Mode
+        Current                           : Enabled
+        Pending                           : Enabled
+    MIG Devices
+        MIG Device
+            Index                         : 0
+            GPU Instance ID               : 7
+            Compute Instance ID           : 0
+            FB Memory Usage
+                Total                     : 9984 MiB
+        MIG Device
+            Index                         : 1
+            GPU Instance ID               : 8
+            Compute Instance ID           : 0
+    GPU UUID                              : GPU-aaaa
+    PCI
+        Bus Id                            : 00000000:07:00.0
+        GPU Link Info
+            PCIe Generation
+                Max                       : 4
+                Current                   : 2
+            Link Width
+                Max                       : 16x
+                Current                   : 16x
+GPU 00000000:0F:00.0
+    Product Name                          : NVIDIA A100-SXM4-80GB
+    MIG Mode
+        Current                           : Disabled
+        Pending                           : Enabled
+    Fan Speed                             : 30 %
+"""
+    q = parse_smi_query(text)
+    a, b = q.gpus
+    assert (a.bus_id, b.bus_id) == ("0000:07:00.0", "0000:0f:00.0")
+    assert [(m.index, m.gpu_instance_id, m.memory_total_bytes) for m in a.mig_devices] == [
+        (0, 7, 9984 * 1024**2), (1, 8, None)]
+    assert (a.pcie_gen_current, a.pcie_gen_max) == (2, 4) and a.uuid == "GPU-aaaa"
+    assert (b.mig_current, b.mig_pending, b.fan_speed_pct) == (False, True, 30)
+    assert q.notes == []

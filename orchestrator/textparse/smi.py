@@ -387,6 +387,22 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
             return found.value if found is not None else None
 
         _fill(gpu, lookup, xml=False)
+        migs = node.get("MIG Devices")
+        for mig in migs.children if migs is not None else []:
+            if mig.key.lower() != "mig device":
+                continue
+            idx_node = mig.get("Index")
+            idx = _int(idx_node.value or "") if idx_node is not None else None
+            if idx is None:
+                notes.append(Note(mig.line, "MIG Device without an Index, ignored"))
+                continue
+            gi, ci, fb = mig.get("GPU Instance ID"), mig.get("Compute Instance ID"), mig.get("FB Memory Usage", "Total")
+            gpu.mig_devices.append(MigDevice(
+                idx, None, None,
+                _int(gi.value or "") if gi is not None else None,
+                _int(ci.value or "") if ci is not None else None,
+                _mib(fb.value or "") if fb is not None else None,
+            ))
         pci_bus = lookup(("PCI", "Bus Id"))
         if pci_bus and norm_bus_id(pci_bus) and norm_bus_id(pci_bus) != gpu.bus_id:
             notes.append(Note(node.line, f"GPU block {m.group(1)} says PCI Bus Id {pci_bus}"))
