@@ -1,0 +1,151 @@
+"""Shared pieces of the text parsers: bounded decoding, notes, one-line errors.
+
+Text evidence comes from pastes, tickets and SSH stdout, so it may be empty, binary, huge or cut
+off.  Everything here turns such input into one clear `TextParseError` (file and line), and every
+parser reports what it skipped as `Note`s instead of guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# A topo matrix of 72 GPUs plus 72 NICs is well under 100 KiB; anything past this is not a
+# command output we know, and reading it whole would let one file exhaust the controller.
+MAX_BYTES = 8 * 1024 * 1024
+
+# nvidia-smi underlines table headers on a TTY.  Pastes keep the sequence with or without the ESC
+# byte (`\x1b[4m` or a bare `[4m`), so both forms are removed.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[[0-9]{1,3}(?:;[0-9]{1,3})*m|\[m")
+# Control characters that never occur in these outputs (tab, newline, CR, form feed are fine).
+_JUNK = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+class TextParseError(ValueError):
+    """Input that cannot be read as the expected output.  str() is one line: `file:line: why`."""
+
+    def __init__(self, message: str, source: str | None = None, line: int | None = None):
+        self.message = message.replace("\n", " ")
+        self.source = source or "<text>"
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Note:
+    """Something the parser saw but could not read; `line` is 1-based, None for the whole file."""
+
+    line: int | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "text": self.text}
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.text}" if self.line is not None else self.text
+
+
+def strip_ansi(s: str) -> str:
+    return _ANSI.sub("", s)
+
+
+def decode_input(data: bytes | str, source: str = "<text>") -> str:
+    """Bytes or str -> text with LF line ends.  Raises TextParseError for empty, huge or binary input."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_BYTES:
+            raise TextParseError(
+                f"input is larger than {MAX_BYTES // (1024 * 1024)} MiB; fleetprobe reads at most that much "
+                "of a text output (is this really nvidia-smi or lspci output?)",
+                source,
+            )
+        nul = data.find(b"\x00")
+        if nul >= 0:
+            raise TextParseError("binary data (NUL byte), not command output", source, data.count(b"\n", 0, nul) + 1)
+        text = data.decode("utf-8", errors="replace")
+    else:
+        if len(data) > MAX_BYTES:
+            raise TextParseError(
+                f"input is larger than {MAX_BYTES // (1024 * 1024)} MiB; fleetprobe reads at most that much", source
+            )
+        text = data
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        raise TextParseError("empty input (no text at all)", source, 1)
+    # Binary junk decodes to replacement characters and stray control bytes.  A few in a paste
+    # are tolerated (a stray byte in a poster's annotation); many mean this is not text.
+    bad = len(_JUNK.findall(text)) + text.count("\ufffd")
+    if bad > max(8, len(text) // 100):
+        m = _JUNK.search(text) or re.search("\ufffd", text)
+        line = text.count("\n", 0, m.start()) + 1 if m else None
+        raise TextParseError(f"binary data ({bad} non-text bytes), not command output", source, line)
+    return text
+
+
+def read_path(path: Path | str) -> str:
+    """Read at most MAX_BYTES (+1 to notice more) of a file and decode it; errors name the file."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise TextParseError(f"cannot read file: {e.strerror or e}", str(p)) from None
+    return decode_input(data, str(p))
+
+
+# No line of these outputs comes near this (a 144-device topo header is ~1.2 KiB); longer lines
+# are refused so that no per-line pattern ever runs over megabytes.
+MAX_LINE = 16384
+
+
+def text_lines(text: str, source: str | None = "<text>") -> list[str]:
+    """Lines without ANSI remnants or trailing whitespace.  Index i is line number i + 1.
+    A line over MAX_LINE characters raises TextParseError (source None: it is cut instead)."""
+    out = []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE:
+            if source is not None:
+                raise TextParseError(f"line is {len(line)} characters long (over {MAX_LINE}): not command output",
+                                     source, i)
+            line = line[:MAX_LINE]
+        out.append(strip_ansi(line).rstrip())
+    return out
+
+
+def norm_bus_id(raw: str | None) -> str | None:
+    """'00000000:18:00.0', '0000:18:00.0', '18:00.0' -> '0000:18:00.0'; None when not a bus id.
+
+    lspci omits the domain only when every device is in domain 0000 (its documented rule), so a
+    short id means domain 0000.
+    """
+    if not raw:
+        return None
+    m = re.fullmatch(r"\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*", raw)
+    if not m:
+        return None
+    dom = int(m.group(1) or "0", 16)
+    if dom > 0xFFFF:
+        return None
+    return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+
+
+CPULIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+
+
+def parse_cpulist(s: str) -> list[int] | None:
+    """'0-3,8' -> [0, 1, 2, 3, 8]; None when not a cpulist."""
+    if not CPULIST.fullmatch(s):
+        return None
+    out: list[int] = []
+    for part in s.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if b < a or b - a > 65536:
+            return None
+        out.extend(range(a, b + 1))
+    return out
