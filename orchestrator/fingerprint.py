@@ -124,6 +124,9 @@ def _distinguish(desc: dict[str, Any], first: dict[str, Any], fp: str) -> str:
     odd = [p for p in desc.get("gpu_pcie") or [] if p not in (first.get("gpu_pcie") or [])]
     if odd:
         return "+" + "+".join(odd)
+    near = sorted(set(desc.get("gpu_nearest_nic") or []) - set(first.get("gpu_nearest_nic") or []))
+    if near:
+        return "+NIC-" + "+".join(near)  # a NIC moved: some GPU now has one at another level
     return "~" + fp[:4]
 
 
