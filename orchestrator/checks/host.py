@@ -136,8 +136,9 @@ def nvswitches(view: HostView) -> Iterator[Finding]:
             yield fault("nvlink.nvswitch.count", view.name, "NVSwitches", msg,
                         hint="a missing NVSwitch leaves GPUs with fewer NVLinks; check `nvidia-smi nvlink -s`, "
                              "fabric manager and the baseboard", **kw)
-    if on_bus == 0 and via_links:
-        # NVLinks end on switches the PCI bus does not show: a hypervisor that hides the fabric.
+    if on_bus == 0 and via_links and pcie and pcie.get("gpus"):
+        # NVLinks end on switches the PCI bus does not show: a hypervisor that hides the fabric.  Only
+        # when the bus was really read (it shows the GPUs): garbage pcie data proves nothing.
         yield limitation("nvlink.nvswitch.hidden", view.name, "NVSwitches",
                          f"GPU NVLinks reach {via_links} NVSwitch(es) that are not on this PCI bus",
                          expected="NVSwitches visible on the PCI bus", actual={"pci": 0, "nvlink": via_links},
