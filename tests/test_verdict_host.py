@@ -116,3 +116,14 @@ def test_checks_stay_silent_when_their_probe_did_not_run() -> None:
     view = HostView(name="a", facts=facts, outcomes={"host": "ok", "pcie": "timeout", "nvml": "failed", "nvlink": "ok"},
                     expect=Expectations(nic_count=3, nvswitch_count=6))
     assert _run(view) == []
+
+
+def test_a_vm_that_masks_its_hypervisor_is_caught_by_its_emulated_pci_bus() -> None:
+    facts = recorded_facts("vm-a100-01")
+    facts["host"]["virtualization"] = {"virtualized": False, "hypervisor": None, "container": None, "evidence": []}
+    masked = [f for f in _run(_view("vm", facts)) if f[0] == "host.virtualized"]
+    assert masked == [("host.virtualized", "warn", "platform_limitation", "platform")]
+    strict = [f for f in _run(_view("vm", facts, virtualization="none")) if f[0] == "host.virtualized"]
+    assert strict == [("host.virtualized", "fail", "fault", "platform")]
+    bare = recorded_facts("dgx-h100-01")
+    assert [f for f in _run(_view("h", bare, virtualization="none")) if f[0] == "host.virtualized"] == []

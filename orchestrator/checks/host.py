@@ -54,6 +54,20 @@ def virtualization(view: HostView) -> Iterator[Finding]:
                          f"host is virtualized ({what}): PCIe topology, NVSwitches and P2P may be hidden or emulated",
                          actual=what, evidence=[f"host.virtualization.evidence={','.join(virt.get('evidence') or [])}"],
                          hint="findings about topology on this host describe the VM, not the physical machine")
+    else:
+        # The host probe saw no hypervisor (DMI and CPU flags can be masked) but the PCI bus is an
+        # emulated one: a VM that hides itself, so its "topology" is the hypervisor's invention.
+        pcie = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+        vp = (pcie or {}).get("virtual_platform") or {}
+        if vp.get("detected"):
+            strict = bool(want and want.lower() == "none")
+            yield Finding("host.virtualized", Severity.FAIL if strict else Severity.WARN,
+                          Kind.FAULT if strict else Kind.PLATFORM_LIMITATION, view.name, "platform",
+                          "the PCI bus is emulated (" + "; ".join(vp.get("evidence") or [])[:200]
+                          + ") although the host reports no hypervisor: a masked VM",
+                          expected="none" if strict else None, actual="emulated PCI bus",
+                          evidence=["pcie.virtual_platform.evidence", "host.virtualization"],
+                          hint="ask the provider what this machine is; PCIe/NVLink topology here is not physical")
 
 
 def driver(view: HostView) -> Iterator[Finding]:
