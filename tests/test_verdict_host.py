@@ -127,3 +127,19 @@ def test_a_vm_that_masks_its_hypervisor_is_caught_by_its_emulated_pci_bus() -> N
     assert strict == [("host.virtualized", "fail", "fault", "platform")]
     bare = recorded_facts("dgx-h100-01")
     assert [f for f in _run(_view("h", bare, virtualization="none")) if f[0] == "host.virtualized"] == []
+
+
+def test_placeholder_serials_are_not_identities_and_big_duplicate_groups_stay_readable() -> None:
+    def view(i: int, hostname: str, serial: str) -> HostView:
+        return HostView(name=f"n{i:04d}", facts={"host": {"hostname": hostname, "board": {"system_serial": serial}}})
+
+    fillers = ["To Be Filled By O.E.M.", "Default string", "0000000000", "N/A", "System Serial Number"]
+    views = [view(i, f"host{i}", fillers[i % len(fillers)]) for i in range(10)]
+    assert list(host_checks.duplicate_identities(views)) == []
+    crowd = [view(i, "ubuntu", f"S{i}") for i in range(2000)]  # a cloud image that never set its hostname
+    found = list(host_checks.duplicate_identities(crowd))
+    assert len(found) == 2000 and {f.id for f in found} == {"identity.hostname.duplicate"}
+    first = found[0]
+    assert first.message == "hostname 'ubuntu' is also reported by n0001, n0002, n0003, n0004, n0005 and 1994 more"
+    assert max(len(f.message) for f in found) < 200
+    assert "2000 hosts report it" in first.evidence

@@ -96,6 +96,13 @@ def driver(view: HostView) -> Iterator[Finding]:
                       actual=version, evidence=["host.nvidia_driver.version"], hint="pin the driver version the fleet is validated on")
 
 
+# Firmware fill-ins that many boards share: not identities, so never "duplicates".
+_PLACEHOLDER_SERIALS = re.compile(
+    r"^(to be filled by o\.?e\.?m\.?|default string|system serial number|not specified|not applicable|none|"
+    r"n/?a|unknown|chassis serial number|serial|0123456789|123456789|(.)\2*)$", re.IGNORECASE)
+_NAMED = 5  # hosts named in one message; the rest are counted (10,000 hosts on "ubuntu" stay readable)
+
+
 def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
     """Two hosts claiming one hostname or one system serial are two names for one box, or forged."""
     for fid, key, label in (("identity.hostname.duplicate", "hostname", "hostname"),
@@ -104,16 +111,25 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
         for v in views:
             host = v.facts.get("host") or {}
             value = host.get(key) if key == "hostname" else (host.get("board") or {}).get(key)
-            if isinstance(value, str) and value:
-                seen[value].append(v.name)
+            if not isinstance(value, str) or not value.strip():
+                continue
+            if key == "system_serial" and _PLACEHOLDER_SERIALS.match(value.strip()):
+                continue
+            seen[value].append(v.name)
         for value, names in seen.items():
-            if len(names) > 1:
-                for name in names:
-                    others = [n for n in names if n != name]
-                    yield fault(fid, name, label, f"{label} {value!r} is also reported by {', '.join(others)}",
-                                actual=value, expected="unique across the fleet", evidence=[f"host.{key}"],
-                                severity=Severity.WARN if key == "hostname" else Severity.FAIL,
-                                hint="two inventory entries reach the same machine, or the machine lies about its identity")
+            if len(names) < 2:
+                continue
+            # Linear in the hosts sharing the value: each message names a few others and counts the rest.
+            head = names[:_NAMED + 1]
+            for name in names:
+                others = [n for n in head if n != name][:_NAMED]
+                more = len(names) - 1 - len(others)
+                text = ", ".join(others) + (f" and {more} more" if more else "")
+                yield fault(fid, name, label, f"{label} {value!r} is also reported by {text}",
+                            actual=value, expected="unique across the fleet",
+                            evidence=[f"host.{key}", f"{len(names)} hosts report it"],
+                            severity=Severity.WARN if key == "hostname" else Severity.FAIL,
+                            hint="two inventory entries reach the same machine, or the machine lies about its identity")
 
 
 def _ran(view: HostView, probe: str, section: str) -> dict[str, Any] | None:
