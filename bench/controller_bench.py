@@ -9,6 +9,7 @@ inventory's.  Each size runs in a fresh interpreter so its peak RSS is its own.
 
     python bench/controller_bench.py                      # 1000 and 10000 hosts
     python bench/controller_bench.py --hosts 1000 --profile   # cProfile of build_fleet, top functions
+    python bench/controller_bench.py --cloud-image        # all hosts "ubuntu" with a placeholder serial
 """
 
 from __future__ import annotations
@@ -57,18 +58,18 @@ def _templates() -> list[tuple[str, dict[str, dict[str, Any]], dict[str, dict[st
     return out
 
 
-def _with_identity(data: dict[str, dict[str, Any]], i: int) -> dict[str, dict[str, Any]]:
+def _with_identity(data: dict[str, dict[str, Any]], i: int, cloud_image: bool = False) -> dict[str, dict[str, Any]]:
     """The template's data with this copy's own identities; the rest is shared, not copied
     (normalizers are pure), as a controller holding many hosts' envelopes would have it."""
     out = dict(data)
     tag = f"{i:07d}"
     if "host" in data:
         host = dict(data["host"])
-        host["hostname"] = f"{host.get('hostname')}-{tag}"
+        host["hostname"] = "ubuntu" if cloud_image else f"{host.get('hostname')}-{tag}"
         dmi = dict(host.get("dmi") or {})
         for key in ("product_serial", "board_serial"):
             if isinstance(dmi.get(key), str):
-                dmi[key] = dmi[key][:6] + tag
+                dmi[key] = "To Be Filled By O.E.M." if cloud_image else dmi[key][:6] + tag
         host["dmi"] = dmi
         out["host"] = host
     for probe in ("nvml", "nvlink"):
@@ -87,14 +88,14 @@ def _with_identity(data: dict[str, dict[str, Any]], i: int) -> dict[str, dict[st
     return out
 
 
-def make_inputs(n: int) -> tuple[list[HostInput], dict[str, Expectations]]:
+def make_inputs(n: int, cloud_image: bool = False) -> tuple[list[HostInput], dict[str, Expectations]]:
     templates = _templates()
     inputs, expect = [], {}
     for i in range(n):
         name, probes, data, exp = templates[i % len(templates)]
         host = f"{name}-{i:05d}"
         inputs.append(HostInput(name=host, address=f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", groups=["demo"],
-                                probes=copy.deepcopy(probes), data=_with_identity(data, i)))
+                                probes=copy.deepcopy(probes), data=_with_identity(data, i, cloud_image)))
         expect[host] = exp
     return inputs, expect
 
@@ -103,9 +104,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def measure(n: int, profile: bool = False) -> dict[str, Any]:
+def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    inputs, expect = make_inputs(n)
+    inputs, expect = make_inputs(n, cloud_image)
     t1 = time.perf_counter()
     run = {"id": f"bench-{n}", "started": None, "finished": None, "inventory": [str(DEMO_INVENTORY)],
            "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None, "user": None}
@@ -136,16 +137,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--profile", action="store_true", help="cProfile build_fleet (largest size only)")
+    ap.add_argument("--cloud-image", action="store_true",
+                    help="every host reports hostname 'ubuntu' and a placeholder system serial (the duplicate-identity "
+                         "worst case)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, profile=args.profile)))
+        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image)))
         return 0
     rows = []
     for n in args.hosts:
         cmd = [sys.executable, __file__, "--one", str(n)]
         if args.profile and n == max(args.hosts):
             cmd.append("--profile")
+        if args.cloud_image:
+            cmd.append("--cloud-image")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{n} hosts: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
