@@ -42,7 +42,7 @@ def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
         "board": board.get("model") or board.get("product"),
         "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
         "mig": any((g.get("mig") or {}).get("current") for g in gpus),
-        "gpu_pcie": sorted({_pcie_shape(g.get("pcie") or {}) for g in gpus}),
+        "gpu_pcie": sorted(_pcie_shape(g.get("pcie") or {}) for g in gpus),  # per GPU: two slow links differ from one
         "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []),
         "nvswitch_count": len(nvlink.get("nvswitches") or []),
     }
@@ -121,7 +121,7 @@ def _distinguish(desc: dict[str, Any], first: dict[str, Any], fp: str) -> str:
     differs (another product of the same shape), else the odd PCIe links, else the digest."""
     if desc.get("board") != first.get("board") and desc.get("board"):
         return "@" + str(desc["board"]).replace(" ", "_")
-    odd = [p for p in desc.get("gpu_pcie") or [] if p not in (first.get("gpu_pcie") or [])]
+    odd = sorted({p for p in desc.get("gpu_pcie") or [] if p not in (first.get("gpu_pcie") or [])})
     if odd:
         return "+" + "+".join(odd)
     near = sorted(set(desc.get("gpu_nearest_nic") or []) - set(first.get("gpu_nearest_nic") or []))
@@ -130,8 +130,19 @@ def _distinguish(desc: dict[str, Any], first: dict[str, Any], fp: str) -> str:
     return "~" + fp[:4]
 
 
+def _show(value: Any) -> str:
+    """Descriptor values as a person reads them: lists as counts ("7×18, 1×16"), maps as "NV18: 28"."""
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        return ", ".join(f"{n}×{v}" for v, n in sorted(Counter(map(str, value)).items(), key=lambda kv: (-kv[1], kv[0])))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k)!r} (class usual: {b.get(k)!r})" for k in sorted(b) if a.get(k) != b.get(k)]
+    return [f"{k}: {_show(a.get(k))} (class usual: {_show(b.get(k))})" for k in sorted(b) if a.get(k) != b.get(k)]
 
 
 def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
@@ -150,7 +161,8 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     names: dict[str, str] = {}
     first_of: dict[str, str] = {}  # base name -> fingerprint of the biggest class that holds it
     taken: set[str] = set()
-    for fp in sorted(members, key=lambda f: (-len(members[f]), f)):
+    # Bigger classes get the plain name; among equals, the class of the first host by name.
+    for fp in sorted(members, key=lambda f: (-len(members[f]), min(members[f]), f)):
         base = class_name(descs[fp])
         if base not in first_of:
             first_of[base] = fp
