@@ -67,6 +67,7 @@ class Expectations:
 
 
 _LEVELS = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+_MIN_INT = {"pcie_gen": 1, "pcie_width": 1}  # counts may be 0 (a CPU node has no GPU); a link has a lane
 
 
 def _coerce(key: str, type_name: Any, value: Any, where: str) -> Any:
@@ -77,11 +78,19 @@ def _coerce(key: str, type_name: Any, value: Any, where: str) -> Any:
         if t.startswith("int"):
             if isinstance(value, bool):
                 raise TypeError
-            return int(value)
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError  # 8.5 GPUs is a typo, not 8
+            number = int(value)
+            if number < _MIN_INT.get(key, 0):
+                raise ExpectationError(f"{where}.{key} must be at least {_MIN_INT.get(key, 0)}, got {value!r}")
+            return number
         if t.startswith("float"):
             if isinstance(value, bool):
                 raise TypeError
-            return float(value)
+            real = float(value)
+            if not real >= 0:  # also rejects NaN
+                raise ExpectationError(f"{where}.{key} must be a number >= 0, got {value!r}")
+            return real
         if t.startswith("bool"):
             if not isinstance(value, bool):
                 raise TypeError
@@ -90,5 +99,7 @@ def _coerce(key: str, type_name: Any, value: Any, where: str) -> Any:
         if key == "gpu_nic_level" and value.upper() not in _LEVELS:
             raise ExpectationError(f"{where}.gpu_nic_level must be one of {', '.join(_LEVELS)}, got {value!r}")
         return value.upper() if key == "gpu_nic_level" else value
+    except ExpectationError:
+        raise  # already says exactly what is wrong
     except (TypeError, ValueError):
         raise ExpectationError(f"{where}.{key}: {value!r} is not a valid {t.split(' ')[0]}") from None

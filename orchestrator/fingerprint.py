@@ -22,6 +22,11 @@ def _most_common(values: list[Any]) -> Any:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
+def _pcie_shape(p: dict[str, Any]) -> str:
+    gen, width = p.get("gen_current"), p.get("width_current")
+    return f"Gen{gen if gen is not None else '?'}x{width if width is not None else '?'}"
+
+
 def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
     gpus = (facts.get("gpus") or {}).get("list") or []
     nvlink = facts.get("nvlink") or {}
@@ -37,8 +42,7 @@ def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
         "board": board.get("model") or board.get("product"),
         "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
         "mig": any((g.get("mig") or {}).get("current") for g in gpus),
-        "gpu_pcie": sorted({f"Gen{(g.get('pcie') or {}).get('gen_current')}x{(g.get('pcie') or {}).get('width_current')}"
-                            for g in gpus}),
+        "gpu_pcie": sorted(_pcie_shape(g.get("pcie") or {}) for g in gpus),  # per GPU: two slow links differ from one
         "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []),
         "nvswitch_count": len(nvlink.get("nvswitches") or []),
     }
@@ -70,15 +74,34 @@ def digest(desc: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _link_part(desc: dict[str, Any]) -> str | None:
+    """The GPU-pair part of a class name: "NV18", "NV1/NV2", "NV4-pairs", "NV12-partial", "SYS"."""
+    levels: dict[str, int] = desc["gpu_pair_levels"]
+    if not levels:
+        return None
+    if len(levels) == 1:
+        return next(iter(levels))
+    nv = sorted((lv for lv in levels if lv.startswith("NV")), key=lambda lv: int(lv[2:]) if lv[2:].isdigit() else 0)
+    if not nv:
+        # PCIe only: name the spread, nearest first ("PIX/SYS"); more than three says little.
+        pcie = sorted(levels, key=lambda lv: _RANK.get(lv, 9))
+        return "/".join(pcie) if len(pcie) <= 3 else "mixed"
+    nv_pairs = sum(levels[lv] for lv in nv)
+    links_up = desc.get("nvlink_links_up") or []
+    if len(nv) == 1 and desc["gpu_count"] >= 2 and nv_pairs * 2 == desc["gpu_count"]:
+        return f"{nv[0]}-pairs"  # bridged pairs (workstation cards): each GPU bonded to exactly one peer
+    if any(n == 0 for n in links_up) and any(n for n in links_up):
+        return "/".join(nv) + "-partial"  # some GPUs have no NVLink at all while their peers do
+    return "/".join(nv)  # e.g. the DGX-1 hybrid cube mesh: NV1 and NV2 pairs, the rest over PCIe
+
+
 def class_name(desc: dict[str, Any]) -> str:
-    parts = []
+    parts: list[Any] = []
     if desc["gpu_count"]:
         parts.append(f"{desc['gpu_count']}x{desc['gpu_model']}")
-        levels = desc["gpu_pair_levels"]
-        if len(levels) == 1:
-            parts.append(next(iter(levels)))
-        elif levels:
-            parts.append("mixed")
+        link = _link_part(desc)
+        if link:
+            parts.append(link)
     else:
         parts.append(f"cpu-only-{desc.get('board') or 'unknown-board'}")
     if desc["nic_count"]:
@@ -93,8 +116,33 @@ def class_name(desc: dict[str, Any]) -> str:
     return "-".join(str(p).replace(" ", "_") for p in parts)
 
 
+def _distinguish(desc: dict[str, Any], first: dict[str, Any], fp: str) -> str:
+    """A suffix that tells a class apart from the bigger class of the same name: the board when it
+    differs (another product of the same shape), else the odd PCIe links, else the digest."""
+    if desc.get("board") != first.get("board") and desc.get("board"):
+        return "@" + str(desc["board"]).replace(" ", "_")
+    odd = sorted({p for p in desc.get("gpu_pcie") or [] if p not in (first.get("gpu_pcie") or [])})
+    if odd:
+        return "+" + "+".join(odd)
+    near = sorted(set(desc.get("gpu_nearest_nic") or []) - set(first.get("gpu_nearest_nic") or []))
+    if near:
+        return "+NIC-" + "+".join(near)  # a NIC moved: some GPU now has one at another level
+    return "~" + fp[:4]
+
+
+def _show(value: Any) -> str:
+    """Descriptor values as a person reads them: lists as counts ("7×18, 1×16"), maps as "NV18: 28"."""
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        return ", ".join(f"{n}×{v}" for v, n in sorted(Counter(map(str, value)).items(), key=lambda kv: (-kv[1], kv[0])))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
+    return str(value)
+
+
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k)!r} (class usual: {b.get(k)!r})" for k in sorted(b) if a.get(k) != b.get(k)]
+    return [f"{k}: {_show(a.get(k))} (class usual: {_show(b.get(k))})" for k in sorted(b) if a.get(k) != b.get(k)]
 
 
 def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
@@ -111,11 +159,20 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
         members[fp].append(rec["name"])
         host_fp[rec["name"]] = fp
     names: dict[str, str] = {}
-    used: Counter[str] = Counter()
-    for fp in sorted(members, key=lambda f: (-len(members[f]), f)):
+    first_of: dict[str, str] = {}  # base name -> fingerprint of the biggest class that holds it
+    taken: set[str] = set()
+    # Bigger classes get the plain name; among equals, the class of the first host by name.
+    for fp in sorted(members, key=lambda f: (-len(members[f]), min(members[f]), f)):
         base = class_name(descs[fp])
-        used[base] += 1
-        names[fp] = base if used[base] == 1 else f"{base}~{fp[:4]}"
+        if base not in first_of:
+            first_of[base] = fp
+            name = base
+        else:
+            name = base + _distinguish(descs[fp], descs[first_of[base]], fp)
+            if name in taken:
+                name = f"{base}~{fp[:4]}"
+        taken.add(name)
+        names[fp] = name
     for rec in records:
         host_digest = host_fp.get(rec["name"])
         rec["fingerprint"] = host_digest

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Controller benchmark: the verdict layer (normalize, checks, classes, overrides = build_fleet) and
+writing fleet.json, for fleets of recorded hosts.
+
+Hosts are the 25 bundled demo recordings (orchestrator/demo/recordings) repeated with fresh
+identities: every copy gets its own hostname, system/board serials and GPU UUIDs/serials, so the
+fleet-wide duplicate checks see a realistic fleet, not 400 clones.  Expectations are the demo
+inventory's.  Each size runs in a fresh interpreter so its peak RSS is its own.
+
+    python bench/controller_bench.py                      # 1000 and 10000 hosts
+    python bench/controller_bench.py --hosts 1000 --profile   # cProfile of build_fleet, top functions
+    python bench/controller_bench.py --cloud-image        # all hosts "ubuntu" with a placeholder serial
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import io
+import json
+import pstats
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from orchestrator import atomic  # noqa: E402
+from orchestrator.expectations import Expectations  # noqa: E402
+from orchestrator.fleet import HostInput, build_fleet  # noqa: E402
+
+RECORDINGS = REPO / "orchestrator" / "demo" / "recordings"
+DEMO_INVENTORY = REPO / "orchestrator" / "demo" / "inventory.yml"
+
+
+def _templates() -> list[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]], Expectations]]:
+    from orchestrator.commands.run import expectations_for_hosts, load_hosts
+
+    _, hosts = load_hosts([str(DEMO_INVENTORY)], "demo")
+    expect = expectations_for_hosts(hosts, Expectations())
+    out = []
+    for h in hosts:
+        probes: dict[str, dict[str, Any]] = {}
+        data: dict[str, dict[str, Any]] = {}
+        for path in sorted((RECORDINGS / h.name).glob("*.json")):
+            env = json.loads(path.read_text())
+            probes[env["probe"]] = {"outcome": "ok" if env["status"] == "ok" else env["status"], "reason": "",
+                                    "duration_s": env.get("duration_s", 0.0), "probe_version": env.get("probe_version"),
+                                    "retried": 0}
+            data[env["probe"]] = env["data"]
+        out.append((h.name, probes, data, expect[h.name]))
+    return out
+
+
+def _with_identity(data: dict[str, dict[str, Any]], i: int, cloud_image: bool = False) -> dict[str, dict[str, Any]]:
+    """The template's data with this copy's own identities; the rest is shared, not copied
+    (normalizers are pure), as a controller holding many hosts' envelopes would have it."""
+    out = dict(data)
+    tag = f"{i:07d}"
+    if "host" in data:
+        host = dict(data["host"])
+        host["hostname"] = "ubuntu" if cloud_image else f"{host.get('hostname')}-{tag}"
+        dmi = dict(host.get("dmi") or {})
+        for key in ("product_serial", "board_serial"):
+            if isinstance(dmi.get(key), str):
+                dmi[key] = "To Be Filled By O.E.M." if cloud_image else dmi[key][:6] + tag
+        host["dmi"] = dmi
+        out["host"] = host
+    for probe in ("nvml", "nvlink"):
+        if probe in data and isinstance(data[probe].get("gpus"), list):
+            section = dict(data[probe])
+            gpus = []
+            for g in section["gpus"]:
+                g = dict(g)
+                if isinstance(g.get("uuid"), str):
+                    g["uuid"] = g["uuid"][:-7] + tag
+                if isinstance(g.get("serial"), str):
+                    g["serial"] = g["serial"][:6] + tag
+                gpus.append(g)
+            section["gpus"] = gpus
+            out[probe] = section
+    return out
+
+
+def make_inputs(n: int, cloud_image: bool = False) -> tuple[list[HostInput], dict[str, Expectations]]:
+    templates = _templates()
+    inputs, expect = [], {}
+    for i in range(n):
+        name, probes, data, exp = templates[i % len(templates)]
+        host = f"{name}-{i:05d}"
+        inputs.append(HostInput(name=host, address=f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", groups=["demo"],
+                                probes=copy.deepcopy(probes), data=_with_identity(data, i, cloud_image)))
+        expect[host] = exp
+    return inputs, expect
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    inputs, expect = make_inputs(n, cloud_image)
+    t1 = time.perf_counter()
+    run = {"id": f"bench-{n}", "started": None, "finished": None, "inventory": [str(DEMO_INVENTORY)],
+           "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None, "user": None}
+    prof = cProfile.Profile() if profile else None
+    if prof:
+        prof.enable()
+    fleet = build_fleet(run, inputs, lambda h: expect[h.name], lambda host: {})
+    if prof:
+        prof.disable()
+    t2 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="controller-bench-") as tmp:
+        path = atomic.write_json(Path(tmp) / "fleet.json", fleet)
+        size = path.stat().st_size
+    t3 = time.perf_counter()
+    result = {"hosts": n, "inputs_s": round(t1 - t0, 2), "build_fleet_s": round(t2 - t1, 2),
+              "write_s": round(t3 - t2, 2), "total_s": round(t3 - t1, 2),
+              "per_1k_hosts_s": round((t3 - t1) / n * 1000, 2), "peak_rss_mb": round(_peak_rss_mb()),
+              "fleet_json_mb": round(size / 1e6, 1), "classes": len(fleet["classes"]),
+              "findings": len(fleet["findings"])}
+    if prof:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+        result["profile"] = buf.getvalue()
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, nargs="+", default=[1000, 10000])
+    ap.add_argument("--profile", action="store_true", help="cProfile build_fleet (largest size only)")
+    ap.add_argument("--cloud-image", action="store_true",
+                    help="every host reports hostname 'ubuntu' and a placeholder system serial (the duplicate-identity "
+                         "worst case)")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image)))
+        return 0
+    rows = []
+    for n in args.hosts:
+        cmd = [sys.executable, __file__, "--one", str(n)]
+        if args.profile and n == max(args.hosts):
+            cmd.append("--profile")
+        if args.cloud_image:
+            cmd.append("--cloud-image")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"{n} hosts: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        rows.append(json.loads(proc.stdout))
+    cols = ["hosts", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "peak_rss_mb", "fleet_json_mb",
+            "classes", "findings"]
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join(str(r[c]) for c in cols))
+    for r in rows:
+        if "profile" in r:
+            print(f"\ncProfile of build_fleet, {r['hosts']} hosts (by own time):\n{r['profile']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
