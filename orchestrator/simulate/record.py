@@ -39,7 +39,7 @@ GROUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("lenovo_h100", "lenovo-h100-", {"gpu_count": 8, "gpu_model": "H100", "nvlink_all_up": True, "gpu_nic_level": "PIX"}),
     ("dgx_a100", "dgx-a100-", {"gpu_count": 8, "gpu_model": "A100", "nvlink_all_up": True, "gpu_nic_level": "PXB",
                                "pcie_gen": 4, "mig": False}),
-    ("dgx1_v100", "dgx1-v100-", {"gpu_count": 8, "gpu_model": "V100", "nvlink_links_per_gpu": 6}),
+    ("dgx1_v100", "dgx1-v100-", {"gpu_count": 8, "gpu_model": "V100", "nvlink_links_per_gpu": 6, "driver_min": "470"}),
     ("rtx4090", "rtx4090-", {"gpu_count": 8, "gpu_model": "4090"}),
     ("workstations", "ws-a6000-", {"gpu_count": 4, "gpu_model": "A6000", "nic_count": 1}),
     ("cloud_vms", "vm-", {"gpu_count": 2}),
