@@ -8,7 +8,7 @@ import tempfile
 import traceback
 
 from orchestrator import __version__, exitcodes
-from orchestrator.commands import history, info, run
+from orchestrator.commands import history, importer, info, run
 from orchestrator.commands.run import UsageError
 
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     info.add_parsers(sub)
     history.add_parsers(sub)
+    importer.add_parser(sub)
     return parser
 
 

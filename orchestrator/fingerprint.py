@@ -184,7 +184,9 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
         d = descs[fp]
         # Same GPU model on the same board: machines bought as one kind.  A different board is a
         # different product (its own class), not an outlier of this one.
-        families[(d["gpu_model"] if d["gpu_count"] else None, d.get("board"))].append(name)
+        if d["gpu_count"] and not d["gpu_model"]:
+            continue  # GPUs of unknown model (text evidence without names): no peers to compare with
+        families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
     outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
     findings: list[Finding] = []
     for hosts in families.values():

@@ -20,6 +20,7 @@ from orchestrator.findings import Finding, Kind, Severity
 from orchestrator.normalize import normalize_host
 from orchestrator.outcomes import Outcome, worst
 from orchestrator.playbook import Override, apply_overrides
+from orchestrator.textparse.importer import SECTION_PROBE
 
 SCHEMA_VERSION = 1
 
@@ -35,10 +36,16 @@ class HostInput:
     data: dict[str, dict[str, Any]]  # probe -> envelope data (status ok/error with data)
     warnings: dict[str, list[str]] = field(default_factory=dict)
     vars: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] | None = None  # already normalized (imported text evidence): used as is
 
 
 def host_record(h: HostInput) -> dict[str, Any]:
-    facts, errors = normalize_host({p: d for p, d in h.data.items() if h.probes.get(p, {}).get("outcome") == "ok"})
+    errors: list[str] = []
+    if h.facts is not None:
+        facts = h.facts
+    else:
+        facts, errors = normalize_host({p: d for p, d in h.data.items()
+                                        if h.probes.get(p, {}).get("outcome") == "ok"})
     outcome = worst([Outcome(p["outcome"]) for p in h.probes.values()])
     reasons = [p["reason"] for p in h.probes.values() if p["outcome"] == outcome.value and p.get("reason")]
     return {
@@ -53,6 +60,17 @@ def host_record(h: HostInput) -> dict[str, Any]:
         "fingerprint": None,
         "class": None,
     }
+
+
+def judged_outcomes(probes: dict[str, dict[str, Any]], facts: dict[str, Any]) -> dict[str, str]:
+    """Probe outcomes as the checks see them: a section read from text (raw mode) counts as its
+    probe having run, so that probe's checks judge it."""
+    out = {p: s["outcome"] for p, s in probes.items()}
+    if out.get("raw") == "ok":
+        for section in facts:
+            if section in SECTION_PROBE:
+                out[SECTION_PROBE[section]] = "ok"
+    return out
 
 
 def _summary(hosts: list[dict[str, Any]], findings: list[Finding]) -> dict[str, Any]:
@@ -73,8 +91,7 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
     records = [host_record(h) for h in inputs]
     views = []
     for h, rec in zip(inputs, records):
-        views.append(HostView(name=h.name, facts=rec["facts"],
-                              outcomes={p: s["outcome"] for p, s in h.probes.items()},
+        views.append(HostView(name=h.name, facts=rec["facts"], outcomes=judged_outcomes(h.probes, rec["facts"]),
                               expect=expect_for(h), vars=h.vars))
     findings = run_checks(views)
     for rec in records:

@@ -134,9 +134,11 @@ def load_host_inputs(run_dir: Path) -> list[HostInput]:
             env_path = hdir / f"{p}.json"
             if env_path.is_file():
                 data[p] = json.loads(env_path.read_text()).get("data", {})
+        facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
+        facts = json.loads(facts_path.read_text()).get("facts") if facts_path.is_file() else None
         entries.append((meta_path.stat().st_mtime, HostInput(
             name=meta["name"], address=meta.get("address", meta["name"]), groups=meta.get("groups", []),
-            probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}))))
+            probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}), facts=facts)))
     run_meta = run_dir / "run.json"
     order = json.loads(run_meta.read_text()).get("hosts_order", []) if run_meta.is_file() else []
     pos = {n: i for i, n in enumerate(order)}

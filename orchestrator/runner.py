@@ -155,6 +155,53 @@ def classify(host: Host, call: ProbeCall, res: CommandResult) -> ProbeResult:
                        envelope=env, **base)
 
 
+RAW_PROBE = "raw"
+RAW_COMMAND_TIMEOUT_S = 30.0
+
+
+def _no_interpreter(res: CommandResult) -> bool:
+    return not res.stdout.strip() and res.exit_code in (126, 127) and not res.timed_out \
+        and become_failure(res.exit_code, res.stderr) is None
+
+
+def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: float, why: str) -> ProbeResult:
+    """Run the standard text commands (nvidia-smi, lspci); the controller parses what they print."""
+    from orchestrator.textparse import RAW_COMMANDS
+
+    t0 = time.monotonic()
+    outputs: dict[str, str | None] = {}
+    notes: list[str] = []
+    # Where nvidia-smi/lspci live off the default PATH (e.g. /usr/local/nvidia/bin in containers).
+    extra_path = host.vars.get("probe_raw_path")
+    prefix = f'PATH={shlex.quote(str(extra_path))}:"$PATH" ' if extra_path else ""
+    for kind, command in RAW_COMMANDS.items():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            outputs[kind] = None
+            notes.append(f"{command}: not run, host deadline reached")
+            continue
+        try:
+            res = transport.run(wrap_command(prefix + command, options.become or host.become), b"",
+                                min(RAW_COMMAND_TIMEOUT_S, left), deadline=deadline)
+        except TransportError as e:
+            return ProbeResult(RAW_PROBE, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE), e.message,
+                               duration_s=time.monotonic() - t0, retried=e.retried)
+        if res.timed_out or res.stdout_truncated or res.exit_code != 0:
+            outputs[kind] = None
+            state = "timed out" if res.timed_out else ("too much output" if res.stdout_truncated
+                                                       else f"exit code {res.exit_code}")
+            notes.append(f"{command}: {state}")
+        else:
+            outputs[kind] = res.stdout.decode("utf-8", "replace")
+    got = [k for k, v in outputs.items() if v is not None]
+    env = Envelope(probe=RAW_PROBE, probe_version="text", status="ok" if got else "unsupported",
+                   data={"outputs": outputs, "why": why}, errors=[] if got else ["no text command answered"],
+                   warnings=[why, *notes], duration_s=time.monotonic() - t0)
+    outcome = Outcome.OK if got else Outcome.UNSUPPORTED
+    reason = why if got else f"{why}; none of nvidia-smi/lspci answered ({'; '.join(notes)})"
+    return ProbeResult(RAW_PROBE, outcome, reason, envelope=env, duration_s=env.duration_s)
+
+
 class _Cancelled(Exception):
     pass
 
@@ -170,6 +217,11 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
         transport = factory(host, options.transport)
         with lock:
             active[host.name] = transport
+        if str(host.vars.get("probe_mode", "")).lower() == "raw":
+            results[RAW_PROBE] = run_raw(transport, host, options, t0 + deadline, "probe_mode: raw")
+            for call in calls:
+                results[call.name] = ProbeResult(call.name, Outcome.SKIPPED, "probe_mode: raw (text commands instead)")
+            calls = []
         for i, call in enumerate(calls):
             if stop.is_set():
                 raise _Cancelled()
@@ -193,6 +245,13 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             if stop.is_set() and res.exit_code is None:
                 raise _Cancelled()
             results[call.name] = classify(host, call, res)
+            if _no_interpreter(res):
+                # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
+                why = f"interpreter {host.python!r} not found on the host: raw mode used instead"
+                for rest in calls[i:]:
+                    results[rest.name] = ProbeResult(rest.name, Outcome.UNSUPPORTED, why)
+                results[RAW_PROBE] = run_raw(transport, host, options, t0 + deadline, why)
+                break
     except _Cancelled:
         for call in calls:
             results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))

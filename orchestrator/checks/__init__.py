@@ -39,5 +39,5 @@ FINDING_IDS: tuple[str, ...] = (
     "p2p.not_possible", "p2p.bandwidth.low", "p2p.slower_than_host", "p2p.asymmetric", "p2p.outlier",
     "p2p.uplink.contention", "p2p.data.mismatch", "p2p.host_bandwidth.low", "p2p.cuda.error", "p2p.gpu.error",
     "p2p.gpu.busy", "p2p.guard.unavailable", "p2p.budget.exhausted",
-    "nvlink.nvswitch.count", "nvlink.nvswitch.hidden", "pcie.nic.count", "p2p.status.disabled",
+    "probe.raw_mode", "nvlink.nvswitch.count", "nvlink.nvswitch.hidden", "pcie.nic.count", "p2p.status.disabled",
 )

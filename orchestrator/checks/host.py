@@ -235,5 +235,15 @@ def p2p_status(view: HostView) -> Iterator[Finding]:
                          "and the BIOS; P2P-capable GPUs on bare metal should read OK")
 
 
-CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status]
+def raw_mode(view: HostView) -> Iterator[Finding]:
+    """Facts read from nvidia-smi/lspci text know less than the probes: say so once per host."""
+    if view.outcomes.get("raw") == "ok":
+        yield unknown("probe.raw_mode", view.name, "host",
+                      "probed in raw mode (no usable Python 3): facts parsed from nvidia-smi/lspci text, "
+                      "lower confidence; fields text cannot give are unknown",
+                      evidence=["raw.outputs"], hint="install python3 (3.6+) or set ansible_python_interpreter "
+                      "for the full probes")
+
+
+CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode]
 FLEET_CHECKS = [duplicate_identities]

@@ -24,11 +24,31 @@ MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
 ]
 
 
+# Raw mode (no Python on the host): the outputs of nvidia-smi/lspci, parsed here on the controller.
+RAW_PROBE = "raw"
+
+
+def _raw_facts(data: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    from orchestrator.textparse import facts_from_raw_outputs
+
+    outputs = {k: (v.encode() if isinstance(v, str) else None) for k, v in (data.get("outputs") or {}).items()}
+    try:
+        parsed = facts_from_raw_outputs(outputs)
+    except ValueError as e:
+        errors.append(f"raw: {e}")
+        return {}
+    errors.extend(f"raw: {e}" for e in parsed.get("errors", []))
+    return dict(parsed.get("facts") or {})
+
+
 def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
     """facts from the `data` of every ok probe; errors name the probe whose data did not normalize."""
     facts: dict[str, Any] = {}
     errors: list[str] = []
     for probe, data in envelopes.items():
+        if probe == RAW_PROBE:
+            facts.update(_raw_facts(data, errors))
+            continue
         entry = NORMALIZERS.get(probe)
         if entry is None:
             continue
