@@ -184,9 +184,9 @@ def test_drift_lists_new_findings_and_removed_host(doc):
     assert "hosts removed: 1 — a100-03" in drift.text()
     new = drift.find_all("table", cls="drift-new")[0].find_all("tr")[1:]
     assert sorted(r.find_all("td")[1].text() for r in new) == ["host.unreachable", "nvlink.link.down", "p2p.bandwidth.low"]
-    changes = {(r.find_all("td")[0].text(), r.find_all("td")[1].text()) for r in drift.find_all("tr")
-               if len(r.find_all("td")) == 4}
-    assert ("gpu05", "outcome") in changes
+    changes = {(r.find_all("td")[0].text(), r.find_all("td")[1].text())
+               for r in drift.find_all("table", cls="drift-changes")[0].find_all("tr")[1:]}
+    assert ("gpu05", "host.unreachable") in changes
 
 
 # ----------------------------------------------------------------------------------------------

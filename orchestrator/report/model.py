@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator import gpu_models
+from orchestrator.diff import diff_fleets
 
 SEVERITIES = ("fail", "warn", "info")
 # Worst first, as the fleet summary lists them.
@@ -166,8 +167,7 @@ class Drift:
     previous_run: str
     added_hosts: list[str]
     removed_hosts: list[str]
-    outcome_changes: list[tuple[str, str, str]]  # host, before, after
-    class_changes: list[tuple[str, str, str]]
+    changes: list[tuple[str, str, str]]  # host, kind (orchestrator.diff), what changed
     new_findings: list[FindingRow]
     resolved_findings: list[FindingRow]
 
@@ -727,29 +727,22 @@ def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outli
 
 def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],
                 anchors: dict[str, str]) -> Drift:
-    """What changed since `previous`: hosts, outcomes, classes, findings keyed by (id, host, subject)."""
+    """What changed since `previous`, as `probe diff` computes it (orchestrator.diff), with the
+    new and resolved findings as full rows for the tables."""
     prev = previous if isinstance(previous, dict) else {}
-    now_hosts = {_str(h.get("name")): h for h in _list(fleet.get("hosts")) if isinstance(h, dict)}
-    old_hosts = {_str(h.get("name")): h for h in _list(prev.get("hosts")) if isinstance(h, dict)}
-    outcome_changes, class_changes = [], []
-    for name in sorted(set(now_hosts) & set(old_hosts)):
-        a, b = _str(old_hosts[name].get("outcome")), _str(now_hosts[name].get("outcome"))
-        if a != b:
-            outcome_changes.append((name, a, b))
-        ca, cb = _str(old_hosts[name].get("class")), _str(now_hosts[name].get("class"))
-        fa, fb = _str(old_hosts[name].get("fingerprint")), _str(now_hosts[name].get("fingerprint"))
-        if ca != cb or fa != fb:
-            class_changes.append((name, ca or fa, cb or fb))
+    d = diff_fleets(prev, fleet)
+    kind_hosts = {k: sorted({c.host for c in d.changes if c.kind == k}) for k in ("host.added", "host.removed")}
+    changes = [(c.host, c.kind, c.message) for c in d.changes if not c.kind.startswith(("finding.", "host.added",
+                                                                                         "host.removed"))]
 
     def keyed(fs: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
         return {(_str(f.get("id")), _str(f.get("host")), _str(f.get("subject"))): f
                 for f in _list(fs) if isinstance(f, dict)}
 
     now_f, old_f = keyed(fleet.get("findings")), keyed(prev.get("findings"))
-    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in old_hosts.values()}
+    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _list(prev.get("hosts")) if isinstance(h, dict)}
     return Drift(
         previous_run=_str(_dict(prev.get("run")).get("id")),
-        added_hosts=sorted(set(now_hosts) - set(old_hosts)), removed_hosts=sorted(set(old_hosts) - set(now_hosts)),
-        outcome_changes=outcome_changes, class_changes=class_changes,
+        added_hosts=kind_hosts["host.added"], removed_hosts=kind_hosts["host.removed"], changes=changes,
         new_findings=[finding_row(now_f[k], host_class, anchors) for k in sorted(set(now_f) - set(old_f))],
         resolved_findings=[finding_row(old_f[k], old_classes, {}) for k in sorted(set(old_f) - set(now_f))])
