@@ -8,14 +8,13 @@ it (mappings merge key by key, lists replace), which keeps each fault fixture to
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from orchestrator.simulate.cbuild import BuildError, build_shared_library
 
 HERE = Path(__file__).resolve().parent
 MACHINES = HERE / "machines"
@@ -155,27 +154,9 @@ def build_fake_cuda(machine: str, dest_dir: Path) -> Path:
     """Compile (once, cached by content) the fake libcuda.so.1 for `machine`; return its path."""
     fx = load_fixture(machine)
     header = fixture_header(fx)
-    src = SOURCE.read_text()
-    key = hashlib.sha256((src + header).encode()).hexdigest()[:16]
-    out_dir = Path(dest_dir) / f"fake-cuda-{machine}-{key}"
-    lib = out_dir / "libcuda.so.1"
-    if lib.is_file():
-        return lib
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if not gcc:
-        raise FixtureError("building the fake libcuda needs gcc (or cc) on PATH")
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    (tmp / "fixture.h").write_text(header)
-    cmd = [gcc, "-std=gnu11", "-O0", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fPIC", "-shared",
-           f"-I{tmp}", '-DFAKE_CUDA_FIXTURE="fixture.h"', "-Wl,-soname,libcuda.so.1",
-           "-o", str(tmp / "libcuda.so.1"), str(SOURCE)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise FixtureError(f"gcc failed for fake libcuda {machine}:\n{proc.stderr[-4000:]}")
+    flags = ["-std=gnu11", "-O0", "-Wall", "-Wextra", "-Wno-unused-parameter", '-DFAKE_CUDA_FIXTURE="fixture.h"']
     try:
-        tmp.rename(out_dir)
-    except OSError:  # another builder won the race; its result is identical
-        shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+        return build_shared_library(SOURCE, "fixture.h", header, "libcuda.so.1", Path(dest_dir),
+                                    f"fake-cuda-{machine}", flags)
+    except BuildError as e:
+        raise FixtureError(str(e)) from None

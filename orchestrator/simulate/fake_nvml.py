@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from orchestrator.simulate.cbuild import BuildError, build_shared_library
 
 HERE = Path(__file__).resolve().parent
 MACHINES = HERE / "machines"
@@ -288,28 +288,8 @@ def build_fake_nvml(machine: str, dest_dir: Path, seed: str = "") -> Path:
     identities, hosts with the same seed (deliberately) share them.
     """
     header = render_header(expand_machine(load_machine(machine), seed))
-    source = C_SOURCE.read_text()
-    key = hashlib.sha256((header + source).encode()).hexdigest()[:16]
-    out_dir = Path(dest_dir) / f"{machine}-{key}"
-    lib = out_dir / "libnvidia-ml.so.1"
-    if lib.is_file():
-        return lib
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if not gcc:
-        raise FixtureError("building the fake NVML needs gcc (apt-get install gcc)")
-    tmp = Path(dest_dir) / f".{machine}-{key}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    (tmp / "fake_nvml_data.h").write_text(header)
-    (tmp / "fake_nvml.c").write_text(source)
-    proc = subprocess.run(
-        [gcc, "-shared", "-fPIC", "-O1", "-Wall", "-Wno-unused-function", "-Wl,-soname,libnvidia-ml.so.1",
-         "-I", str(tmp), "-o", str(tmp / "libnvidia-ml.so.1"), str(tmp / "fake_nvml.c")],
-        capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise FixtureError(f"gcc failed for {machine}:\n{proc.stderr[-2000:]}")
     try:
-        tmp.rename(out_dir)
-    except OSError:  # a concurrent build won the race; its result is identical
-        shutil.rmtree(tmp, ignore_errors=True)
-    return lib
+        return build_shared_library(C_SOURCE, "fake_nvml_data.h", header, "libnvidia-ml.so.1", Path(dest_dir),
+                                    machine, ["-O1", "-Wall", "-Wno-unused-function"])
+    except BuildError as e:
+        raise FixtureError(str(e)) from None
