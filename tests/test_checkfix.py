@@ -233,3 +233,19 @@ def test_nvlink_all_up_passes_a_healthy_bridged_pair_and_fails_one_inactive_link
     g["inactive"], g["links_up"] = [0, 1, 2, 3], 0
     assert [f.subject for f in run(facts) if f.id == "nvlink.link.down"] == []
     assert [f.actual for f in run(facts, nvlink_all_up=True) if f.id == "nvlink.link.down"] == [0]
+
+
+# --- p2p lookups with unknown bus ids --------------------------------------------------------------------
+
+def test_p2p_pair_link_and_gpu_pcie_never_match_an_unknown_bus_id() -> None:
+    from orchestrator import gpu_models
+    from orchestrator.checks import p2p as p2p_checks
+
+    facts = _without_bus_ids(recorded_facts("dgx-h100-01"))
+    for d in facts["topology"]["devices"]:
+        d["bus_id"] = None  # a topo -m import: every device's bus id unknown
+    # an unknown bus id is not the first GPU whose bus id is also unknown (its NV18 row)
+    assert p2p_checks.pair_link(facts, None, None, {}).source == "none"  # type: ignore[arg-type]
+    facts["gpus"]["list"][0]["pcie"].update(gen_max=1, width_max=1)
+    h100 = gpu_models.lookup("H100")
+    assert p2p_checks.gpu_pcie(facts, None, h100) == (5, 16)  # type: ignore[arg-type]
