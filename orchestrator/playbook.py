@@ -10,11 +10,12 @@ A playbook is a YAML list of plays, Ansible-like:
       passive_only: true           # refuse probes that load the GPUs
       expect: {mig: false}         # Expectations keys
       findings:                    # overrides, each with a reason
-        sensor.fan.zero_rpm: {severity: warn, reason: "liquid-cooled, no fans"}
+        sensor.fan.not_reporting: {severity: info, reason: "liquid-cooled, no fans"}
 
 Loading is strict: the YAML is composed to nodes (safe tags only) so every error names the file
 and line, unknown keys are errors with the closest known key suggested, duplicate keys are errors
-(plain YAML loading silently keeps the last one).
+(plain YAML loading silently keeps the last one), and an override naming no registered finding id
+(a glob must match at least one) is an error: a typo would otherwise silently change nothing.
 """
 
 from __future__ import annotations
@@ -148,10 +149,19 @@ def _probe_catalog() -> dict[str, bool]:
     return {name: spec.passive for name, spec in catalog().items()}
 
 
-def load_playbook(path: str | Path, probes: Mapping[str, bool] | None = None) -> Playbook:
+def _finding_ids() -> tuple[str, ...]:
+    # Imported here: the registry pulls in every check module, which loading a playbook rarely needs.
+    from orchestrator.checks import FINDING_IDS
+
+    return FINDING_IDS
+
+
+def load_playbook(path: str | Path, probes: Mapping[str, bool] | None = None,
+                  finding_ids: Iterable[str] | None = None) -> Playbook:
     """Load and validate a playbook.
 
     `probes` maps each known probe name to whether it is passive; by default the shipped catalog.
+    `finding_ids` are the ids overrides may name; by default the registry (checks.FINDING_IDS).
     Raises PlaybookError (`file:line: message`) on any problem.
     """
     path = Path(path)
@@ -159,13 +169,15 @@ def load_playbook(path: str | Path, probes: Mapping[str, bool] | None = None) ->
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise PlaybookError(f"{path}: cannot read playbook: {e.strerror or e}") from None
-    return parse_playbook(text, path, probes)
+    return parse_playbook(text, path, probes, finding_ids)
 
 
-def parse_playbook(text: str, path: str | Path = "<playbook>", probes: Mapping[str, bool] | None = None) -> Playbook:
+def parse_playbook(text: str, path: str | Path = "<playbook>", probes: Mapping[str, bool] | None = None,
+                   finding_ids: Iterable[str] | None = None) -> Playbook:
     path = Path(path)
     known = dict(probes) if probes is not None else _probe_catalog()
-    v = _Validator(str(path), known)
+    ids = tuple(finding_ids) if finding_ids is not None else _finding_ids()
+    v = _Validator(str(path), known, ids)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -184,9 +196,10 @@ def parse_playbook(text: str, path: str | Path = "<playbook>", probes: Mapping[s
 
 
 class _Validator:
-    def __init__(self, where: str, probes: dict[str, bool]) -> None:
+    def __init__(self, where: str, probes: dict[str, bool], finding_ids: tuple[str, ...] = ()) -> None:
         self.where = where
         self.probes = probes
+        self.finding_ids = finding_ids
         # A constructor for leaf values only: the safe loader's own scalar rules (ints, bools...).
         self._loader = yaml.SafeLoader("")
 
@@ -336,8 +349,26 @@ class _Validator:
             reason = self.value(m["reason"][1]) if "reason" in m else None
             if not isinstance(reason, str) or not reason.strip():
                 self.fail(vnode, f"{what} needs a reason: say why this finding is changed, for the next reader")
+            self.finding_id(knode, fid, label)
             out[fid] = Override(severity=str(sev), reason=reason.strip())
         return out
+
+    def finding_id(self, node: yaml.Node, fid: str, label: str) -> None:
+        """An override must name a registered id, or be a glob matching at least one."""
+        ids = self.finding_ids
+        if fid in ids:
+            return
+        is_glob = any(c in fid for c in "*?[")
+        if is_glob and any(fnmatch.fnmatchcase(i, fid) for i in ids):
+            return
+        near = difflib.get_close_matches(fid, list(ids), n=1, cutoff=0.6)
+        if not near:
+            # A wrong area or a wrong tail: suggest an id sharing the first part ("sensor.", "pcie.").
+            head = fid.split(".", 1)[0]
+            near = [i for i in ids if i.split(".", 1)[0] == head][:1]
+        tip = f"; did you mean {near[0]!r}?" if near else ""
+        what = "matches no finding id" if is_glob else "is not a finding id"
+        self.fail(node, f"{label}.findings: {fid!r} {what}{tip} (the ids are listed in docs/findings.md)")
 
 
 # --------------------------------------------------------------------------- overrides

@@ -131,9 +131,6 @@ def test_bridge_optional_cards_without_links_are_not_down_unless_links_are_expec
     assert len([i for i in _ids(facts, nvlink_links_per_gpu=4) if i[0] == "nvlink.link.down"]) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="checks/gpu.py: probe_expect.nvlink_all_up is parsed but no check reads "
-                   "it; a bridge-optional card (A6000) with every link down passes check_nvlink_links "
-                   "although nvlink_all_up: true was written")
 def test_nvlink_all_up_expectation_is_honoured_on_bridge_optional_cards() -> None:
     facts = recorded_facts("ws-a6000-01")
     for g in facts["nvlink"]["gpus"]:
@@ -164,9 +161,6 @@ def test_pcie_downgrade_with_expectation_catches_a_gpu_at_its_best_in_a_slow_slo
     assert _ids(recorded_facts("dgx-a100-01"), pcie_gen=4, pcie_width=16) == []
 
 
-@pytest.mark.xfail(strict=True, reason="checks/pcie.py: without a written pcie_gen the model table's PCIe "
-                   "generation (gpu_models: H100 = Gen5) is never used; an H100 that trained at its slot's "
-                   "best Gen4 is not in facts.pcie.downgraded and raises nothing")
 def test_pcie_generation_from_the_model_table_when_nothing_is_written() -> None:
     facts = copy.deepcopy(recorded_facts("dgx-h100-01"))
     for d in facts["pcie"]["devices"]:
@@ -175,9 +169,6 @@ def test_pcie_generation_from_the_model_table_when_nothing_is_written() -> None:
     assert [i for i in _ids(facts) if i[0] == "pcie.link.downgraded"]
 
 
-@pytest.mark.xfail(strict=True, reason="checks/pcie.py:_names numbers GPUs by PCI bus order; when a GPU is "
-                   "missing from NVML (dgx-h100-05: 0000:ba:00.0) the later GPUs get an index one above the "
-                   "one NVML/nvidia-smi gives them, so 'GPU7 (0000:db:00.0)' is NVML's GPU6")
 def test_gpu_labels_in_pcie_findings_agree_with_nvml_indices() -> None:
     facts = recorded_facts("dgx-h100-05")
     dev = next(d for d in facts["pcie"]["devices"] if d["bdf"] == "0000:db:00.0")

@@ -48,7 +48,7 @@ def test_full_play_loads_with_every_field():
             - {name: p2p, args: {size_mb: 64}, timeout: 120}
           expect: {gpu_count: 8, mig: false, gpu_nic_level: pix}
           findings:
-            sensor.fan.zero_rpm: {severity: warn, reason: liquid cooled}
+            sensor.fan.zero_while_hot: {severity: warn, reason: liquid cooled}
             pcie.*: {severity: off, reason: "vendor board, known"}
         """)
     (play,) = pb.plays
@@ -58,7 +58,7 @@ def test_full_play_loads_with_every_field():
     assert play.probe_names == ["host", "p2p"]
     assert play.probes[1].args == {"size_mb": 64} and play.probes[1].timeout == 120.0
     assert play.expect == Expectations(gpu_count=8, mig=False, gpu_nic_level="PIX")
-    assert play.findings["sensor.fan.zero_rpm"] == Override("warn", "liquid cooled")
+    assert play.findings["sensor.fan.zero_while_hot"] == Override("warn", "liquid cooled")
     # a bare YAML `off` is the boolean false; it still means "silence"
     assert play.findings["pcie.*"] == Override("off", "vendor board, known")
     assert play.line == 1
@@ -181,3 +181,39 @@ def test_apply_overrides_changes_severity_and_silences_with_reason():
 def test_no_overrides_keeps_everything():
     res = apply_overrides(_findings(), {})
     assert res.findings == _findings() and res.silenced == []
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "needle"),
+    [
+        # a typo of a registered id: named with its line and the id it most likely meant
+        ("- name: a\n  probes: [host]\n  findings:\n    pcie.link.downgarded: {severity: warn, reason: r}\n", 4,
+         "'pcie.link.downgarded' is not a finding id; did you mean 'pcie.link.downgraded'?"),
+        # the id the docs example used to show, which no check raises
+        ("- name: a\n  probes: [host]\n  findings:\n    x: {severity: info, reason: r}\n"
+         "    sensor.fan.zero_rpm: {severity: info, reason: r}\n", 5,
+         "'sensor.fan.zero_rpm' is not a finding id; did you mean 'sensor.fan.zero_while_hot'?"),
+        # a glob must match at least one registered id
+        ("- name: a\n  probes: [host]\n  findings:\n    pcei.*: {severity: off, reason: r}\n", 4,
+         "'pcei.*' matches no finding id"),
+    ],
+)
+def test_override_ids_must_be_registered(text, line, needle):
+    with pytest.raises(PlaybookError) as e:
+        parse_playbook(text, "pb.yml", CATALOG, finding_ids=("pcie.link.downgraded", "pcie.acs.enabled",
+                                                             "sensor.fan.zero_while_hot", "x"))
+    msg = str(e.value)
+    assert msg.startswith(f"pb.yml:{line}: "), msg
+    assert needle in msg, msg
+
+
+def test_override_ids_are_checked_against_the_registry_by_default():
+    from orchestrator.checks import FINDING_IDS
+
+    ok = parse("- name: a\n  probes: [host]\n  findings:\n    sensor.*: {severity: off, reason: r}\n"
+               "    nvlink.link.down: {severity: warn, reason: r}\n")
+    assert set(ok.plays[0].findings) == {"sensor.*", "nvlink.link.down"}
+    assert "nvlink.link.down" in FINDING_IDS
+    msg = error_of("- name: a\n  probes: [host]\n  findings:\n    nvlink.link.dwn: {severity: warn, reason: r}\n")
+    assert msg.startswith("pb.yml:4: ") and "did you mean 'nvlink.link.down'?" in msg
+

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from orchestrator import gpu_models
 from orchestrator.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.findings import Finding, Severity, fault, limitation
 
+_NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
 HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
 
 
@@ -32,6 +34,17 @@ def _subject(g: dict[str, Any]) -> str:
 def _gpus(view: HostView) -> list[dict[str, Any]]:
     facts = _section(view, "gpus", "nvml")
     return list(facts.get("list") or []) if facts else []
+
+
+def _key(g: dict[str, Any]) -> str:
+    """What identifies one GPU on a host: its bus id, else its NVML index (text imports without
+    `nvidia-smi -q` have no bus ids; keying those by None would fold every GPU into one)."""
+    bus = g.get("bus_id")
+    return bus if isinstance(bus, str) and bus else f"#{g.get('index')}"
+
+
+def _bus_label(key: str) -> str:
+    return "bus id unknown" if key.startswith("#") else key
 
 
 def _mig_on(g: dict[str, Any] | None) -> bool:
@@ -58,14 +71,16 @@ def check_count(view: HostView) -> Iterator[Finding]:
     nvml_bus = [b for b in (gfacts or {}).get("order") or [] if b]
     nvml_count = (gfacts or {}).get("count")
     if view.expect.gpu_count is not None:
-        found = nvml_count if gfacts is not None else (len(pcie.get("gpus") or []) if pcie else None)
+        # An lspci-only text import has pcie.gpus = null (unknown), which is not "0 GPUs".
+        bus_gpus = pcie.get("gpus") if pcie else None
+        found = nvml_count if gfacts is not None else (len(bus_gpus) if isinstance(bus_gpus, list) else None)
         if found is not None and found != view.expect.gpu_count:
             yield fault("gpu.count.mismatch", view.name, "GPUs",
                         f"{found} GPUs found, {view.expect.gpu_count} expected",
                         expected=view.expect.gpu_count, actual=found,
                         evidence=["nvml.count" if gfacts is not None else "pcie.gpus"],
                         hint="compare with the order or contract; see gpu.count.pci_vs_nvml for which bus id")
-    if gfacts is None or pcie is None:
+    if gfacts is None or pcie is None or not isinstance(pcie.get("gpus"), list):
         return
     counts = pcie.get("gpu_counts") or {}
     passthrough = set(counts.get("passthrough") or [])
@@ -108,11 +123,12 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
     nvl = _section(view, "nvlink", "nvlink")
     if nvl is None:
         return
-    by_bus = {g.get("bus_id"): g for g in _gpus(view)}
+    by_key = {_key(g): g for g in _gpus(view)}
+    all_up = view.expect.nvlink_all_up is True
     for lg in nvl.get("gpus") or []:
         if lg.get("lost") or lg.get("links_total") is None:
             continue  # unreadable, not down: gpu.lost / the probe outcome already says so
-        g = by_bus.get(lg.get("bus_id")) or {}
+        g = by_key.get(_key(lg)) or {}
         model = gpu_models.lookup(lg.get("name") or g.get("name"))
         total, up = lg.get("links_total") or 0, lg.get("links_up") or 0
         inactive = list(lg.get("inactive") or [])
@@ -120,8 +136,12 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
         bridge_optional = bool(model and model.nvlink_bridge)
         if want is None and model and model.nvlink_links and not bridge_optional:
             want = model.nvlink_links
-        if bridge_optional and up == 0 and view.expect.nvlink_links_per_gpu is None:
-            continue  # PCIe card without a bridge: no NVLink by design
+        if all_up:
+            # "every link the GPU has": the links it reports, or the model's count if it reports fewer.
+            has = max(total, model.nvlink_links if model and not bridge_optional else 0)
+            want = max(want or 0, has) or None
+        if bridge_optional and up == 0 and view.expect.nvlink_links_per_gpu is None and not all_up:
+            continue  # PCIe card without a bridge: no NVLink by design (unless all links were required)
         if not inactive and (want is None or up >= want):
             continue
         missing = max(0, (want or 0) - total)
@@ -153,10 +173,15 @@ def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
     order, nv = nvl.get("order") or [], nvl.get("nv") or []
     g_order = gfacts.get("order") or []
     status = (gfacts.get("p2p") or {}).get("nvlink") or []
-    by_bus = {g.get("bus_id"): g for g in gfacts.get("list") or []}
+    # GPUs by bus id, or by NVML index where a text import has no bus ids (never by None).
+    glist = [g for g in gfacts.get("list") or [] if isinstance(g, dict)]
+    g_order = [_key(g) for g in glist] if len(glist) == len(g_order) else [b or None for b in g_order]
+    by_bus = {_key(g): g for g in glist}
+    nl = [g for g in nvl.get("gpus") or [] if isinstance(g, dict)]
+    order = [_key(g) for g in nl] if len(nl) == len(order) else [b or None for b in order]
     for i, a in enumerate(order):
         for j, b in enumerate(order):
-            if j <= i or a not in g_order or b not in g_order:
+            if j <= i or a is None or b is None or a not in g_order or b not in g_order:
                 continue
             links = nv[i][j] if i < len(nv) and j < len(nv[i]) else None
             if not links:
@@ -167,7 +192,7 @@ def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
             bad = sorted(v for v in vals if v != "OK")
             if not bad:
                 continue
-            subj = f"GPU{gi}<->GPU{gj} ({a} / {b})"
+            subj = f"GPU{gi}<->GPU{gj} ({_bus_label(a)} / {_bus_label(b)})"
             msg = f"NV{links} links up but NVML P2P status over NVLink is {'/'.join(bad)}"
             kw: dict[str, Any] = {"expected": "OK", "actual": bad, "evidence": ["nvlink.nv", "nvml.p2p.nvlink"]}
             if any(_mig_on(by_bus.get(x)) or _vgpu(by_bus.get(x)) for x in (a, b)):
@@ -299,10 +324,22 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
     for value, where in sorted(seen.items()):
         if len(where) < 2:
             continue
-        places = [f"{h}:{s}" for h, s in where]
-        for host in sorted({h for h, _ in where}):
-            yield fault(fid, host, value, f"GPU {label} {value} appears {len(where)} times in the fleet: "
-                        + ", ".join(places), expected="unique", actual=places, evidence=[f"nvml.gpus[].{field}"],
+        # Each message names this host's places and at most _NAMED elsewhere, and counts the rest:
+        # listing every place in every message is quadratic (497 MB of text at 3,000 hosts, one UUID).
+        by_host: dict[str, list[str]] = defaultdict(list)
+        for h, s in where:
+            by_host[h].append(f"{h}:{s}")
+        hosts = list(by_host)  # first-seen order
+        for host in sorted(hosts):
+            own = by_host[host][:_NAMED]
+            # Places on the first other hosts: at most _NAMED + 1 hosts are looked at, whatever the fleet size.
+            others = [pl for h in islice((h for h in hosts if h != host), _NAMED) for pl in by_host[h]][:_NAMED]
+            named = own + others
+            more = len(where) - len(named)
+            text = ", ".join(named) + (f" and {more} more" if more else "")
+            yield fault(fid, host, value, f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
+                        expected="unique", actual={"count": len(where), "named": named},
+                        evidence=[f"nvml.gpus[].{field}", f"{len(hosts)} hosts report it"],
                         hint="a device list that repeats identities is forged or virtualised; "
                              "ask the provider which physical GPU you got")
 

@@ -45,8 +45,10 @@ class Link:
     source: str  # where the answer came from: topology | nvlink | nvml-p2p | rank | none
 
 
-def _index(order: Any, bus: str) -> int | None:
-    if isinstance(order, list) and bus in order:
+def _index(order: Any, bus: str | None) -> int | None:
+    # A null bus id (text imports without `nvidia-smi -q`) is unknown: it matches nothing, never
+    # the first GPU whose bus id is also unknown.
+    if isinstance(order, list) and bus and bus in order:
         return order.index(bus)
     return None
 
@@ -96,7 +98,7 @@ def _cell(m: Any, a: int, b: int) -> Any:
 def gpu_pcie(facts: dict[str, Any], bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
     """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's."""
     for g in (facts.get("gpus") or {}).get("list") or []:
-        if isinstance(g, dict) and g.get("bus_id") == bus:
+        if bus and isinstance(g, dict) and g.get("bus_id") == bus:
             pcie = g.get("pcie") or {}
             gen = pcie.get("gen_max") or pcie.get("gen_current")
             width = pcie.get("width_max") or pcie.get("width_current")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from orchestrator import gpu_models
 from orchestrator.checks.base import HostCheck, HostView
 from orchestrator.findings import Finding, Severity, fault, limitation, unknown
 
@@ -33,11 +34,41 @@ def _in_container(view: HostView) -> bool:
     return bool(((host.get("virtualization") or {}) if isinstance(host, dict) else {}).get("container"))
 
 
-def _names(pcie: dict[str, Any]) -> dict[str, str]:
-    """bdf -> "GPU3 (0000:5d:00.0)" / "NIC mlx5_0 (0000:19:00.0)" for subjects and messages."""
+def _nvml_gpus(view: HostView) -> list[dict[str, Any]]:
+    """NVML's GPU list when the nvml probe ran (or facts came without outcomes, as from an import)."""
+    if view.outcomes and not view.ran("nvml"):
+        return []
+    gpus = view.facts.get("gpus")
+    lst = gpus.get("list") if isinstance(gpus, dict) else None
+    return [g for g in lst if isinstance(g, dict)] if isinstance(lst, list) else []
+
+
+def _nvml_index(view: HostView) -> dict[str, int] | None:
+    """bus id -> NVML index, or None when NVML cannot say for every GPU it lists (no NVML, or a text
+    import without bus ids): then GPUs are numbered by bus order, which is NVML's order on a
+    complete box."""
+    out: dict[str, int] = {}
+    for g in _nvml_gpus(view):
+        bus, idx = g.get("bus_id"), g.get("index")
+        if not isinstance(bus, str) or not bus or not isinstance(idx, int):
+            return None
+        out[bus.lower()] = idx
+    return out or None
+
+
+def _names(pcie: dict[str, Any], view: HostView | None = None) -> dict[str, str]:
+    """bdf -> "GPU3 (0000:5d:00.0)" / "NIC mlx5_0 (0000:19:00.0)" for subjects and messages.
+
+    GPU numbers are NVML's (what nvidia-smi shows) when NVML ran: a GPU missing from NVML shifts
+    the bus order of every later GPU, so counting on the bus would name the wrong GPU.  A GPU on
+    the bus that NVML does not list has no number: "GPU? (bdf)"."""
     out: dict[str, str] = {}
+    nvml = _nvml_index(view) if view is not None else None
     for i, b in enumerate(pcie.get("gpus") or []):
-        out[b] = f"GPU{i} ({b})"
+        if nvml is None:
+            out[b] = f"GPU{i} ({b})"
+        else:
+            out[b] = f"GPU{nvml[b]} ({b})" if b in nvml else f"GPU? ({b})"
     labels = {d["bdf"]: d.get("label") for d in pcie.get("devices") or [] if isinstance(d, dict)}
     for b in pcie.get("nics") or []:
         out[b] = f"NIC {labels.get(b)} ({b})" if labels.get(b) else f"NIC {b}"
@@ -52,7 +83,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None:
         return
-    names = _names(pcie)
+    names = _names(pcie, view)
     exp_gen, exp_width = view.expect.pcie_gen, view.expect.pcie_width
     reported = set()
     for e in pcie.get("downgraded") or []:
@@ -85,6 +116,8 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                           expected=expected, actual=actual, evidence=evidence,
                           hint="re-check while the GPU is busy (e.g. during the p2p probe); set probe_expect.pcie_gen "
                                "to make this a hard requirement")
+    if not exp_gen:
+        yield from _below_model_generation(view, pcie, names, reported)
     if not (exp_gen or exp_width):
         return
     # Expectations also catch a GPU that trained at its best but in a slot below the requirement.
@@ -103,12 +136,75 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                         hint="the GPU or its slot cannot reach the expected generation/width; check the slot and riser")
 
 
+def _slot_max_gen(d: dict[str, Any], devs: dict[str, dict[str, Any]]) -> int | None:
+    """The generation the port above a device supports (its slot), None when unknown."""
+    parent = devs.get(d.get("parent") or "")
+    role = (parent or {}).get("role") or (parent or {}).get("port_type")  # text imports: port_type only
+    if not parent or role not in ("root_port", "downstream_port") or not parent.get("link"):
+        return None
+    gen = parent["link"].get("gen_max")
+    return gen if isinstance(gen, int) else None
+
+
+def _below_model_generation(view: HostView, pcie: dict[str, Any], names: dict[str, str],
+                            reported: set[str]) -> Iterator[Finding]:
+    """Where no pcie_gen is written, the GPU model's own generation (gpu_models) is the derived one.
+
+    Only a link that trained at the best both of its ends advertise can be judged: a GPU whose
+    current speed is below its own and its slot's maximum may just be idle (GPUs slow the link at
+    rest), and that case is already in `downgraded` (reported above as unknown).  Left: the slot
+    cannot do the model's generation (the server limits it: a platform limitation), or the GPU
+    itself advertises less than its model does in a slot that can do more (a fault).  Both are
+    `pcie.link.downgraded`: info/platform_limitation for the slot, warn/fault for the GPU; a written
+    `pcie_gen` replaces the model's generation (and makes either a fail).
+    """
+    if _virtualized(view, pcie):
+        return  # an emulated port's link fields describe the hypervisor's bus, not a slot
+    nvml_names = {str(g.get("bus_id")).lower(): g.get("name") for g in _nvml_gpus(view) if g.get("bus_id")}
+    devs = {d["bdf"]: d for d in pcie.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+    for b, d in devs.items():
+        link = d.get("link")
+        if d.get("kind") != "gpu" or b in reported or not link:
+            continue
+        model = gpu_models.lookup(d.get("model") or nvml_names.get(b))
+        cur, dev_max = link.get("gen_current"), link.get("gen_max")
+        if model is None or not isinstance(cur, int) or cur >= model.pcie_gen:
+            continue
+        slot = _slot_max_gen(d, devs)
+        caps = [g for g in (dev_max, slot) if isinstance(g, int)]
+        if not caps or cur < min(caps):
+            continue  # both ends unknown, or trained below both ends: idle or already in `downgraded`
+        subject = names.get(b, f"gpu {b}")
+        actual = f"{_gw(cur, link.get('width_current'))} ({link.get('speed_current')})"
+        expected = _gw(model.pcie_gen, link.get("width_max"))
+        evidence = [f"sysfs {b}: current_link_speed, max_link_speed", f"sysfs {d.get('parent')}: max_link_speed",
+                    f"gpu_models {model.key}: PCIe Gen{model.pcie_gen}"]
+        if slot is not None and slot < model.pcie_gen:
+            # Same id as a downgrade (one place for link findings); the kind says it is the platform.
+            yield limitation("pcie.link.downgraded", view.name, subject,
+                             f"{subject} runs at {actual}: its slot supports Gen{slot} at most, the "
+                             f"{model.key} does Gen{model.pcie_gen}", expected=expected, actual=actual,
+                             evidence=evidence,
+                             hint="the server's slot (or riser/switch) limits host<->GPU bandwidth; a newer "
+                                  "platform is needed for the GPU's full link; set probe_expect.pcie_gen to "
+                                  "make it a requirement")
+        else:
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link at {actual} and advertises Gen{dev_max} at most, below the "
+                        f"{model.key}'s Gen{model.pcie_gen}"
+                        + (f", in a slot that supports Gen{slot}" if slot is not None else ""),
+                        severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
+                        hint="the GPU reports a lower link capability than its model has: check the VBIOS/"
+                             "firmware PCIe setting, the riser and the BIOS slot speed setting; set "
+                             "probe_expect.pcie_gen to make this a hard requirement")
+
+
 def check_nic_shared_switch(view: HostView) -> Iterator[Finding]:
     """A NIC sharing a GPU uplink by accident rather than by design (definition: docs/facts-pcie.md)."""
     pcie = _facts(view)
     if pcie is None:
         return
-    names = _names(pcie)
+    names = _names(pcie, view)
     groups = [u for u in pcie.get("uplinks") or [] if u.get("gpus")]
     mixed = [u for u in groups if u.get("nics")]
     if not mixed:
@@ -143,7 +239,7 @@ def check_acs(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None or view.expect.acs_allowed:
         return
-    names = _names(pcie)
+    names = _names(pcie, view)
     virtual = _virtualized(view, pcie)
     for e in pcie.get("acs") or []:
         if e.get("port_role") != "downstream_port" or not e.get("peers"):
@@ -170,7 +266,7 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
         return
     counts = pcie.get("gpu_counts") or {}
     gpus = pcie.get("gpus") or []
-    names = _names(pcie)
+    names = _names(pcie, view)
     passthrough = set(counts.get("passthrough") or [])
     if not gpus or len(passthrough) == len(gpus):
         return
@@ -210,31 +306,72 @@ def check_needs_root(view: HostView) -> Iterator[Finding]:
                   hint="run the pcie probe with become (sudo -n) to judge ACS and confirm switch ports")
 
 
-def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
+def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[Any]], str] | None:
+    """(key, label) per device in matrix order, the GPU x NIC level matrix, and where it came from.
+
+    The PCIe probe's `levels` first; without them (a `nvidia-smi topo -m` text import, or a host
+    where only NVML ran) the merged `topology` matrix, whose devices say their kind.  Keys are
+    "gpu:<bus id or name>" / "nic:<...>" so GPUs without a bus id (text) stay apart."""
     pcie = _facts(view)
-    want = view.expect.gpu_nic_level
-    if pcie is None or not want:
-        return
-    levels = pcie.get("levels") or {}
+    levels = (pcie or {}).get("levels") or {}
     order = levels.get("order") or []
-    matrix = levels.get("matrix") or []
-    gpus = pcie.get("gpus") or []
-    nic_idx = [i for i, b in enumerate(order) if b not in gpus]
-    names = _names(pcie)
+    if pcie is not None and order and levels.get("matrix"):
+        gpus = set(pcie.get("gpus") or [])
+        names = _names(pcie, view)
+        keyed = [(("gpu:" if b in gpus else "nic:") + b, names.get(b, b)) for b in order]
+        return keyed, levels["matrix"], "pcie.levels (GPU x NIC)"
+    if view.outcomes and not (view.ran("nvml") or view.ran("pcie")):
+        return None
+    topo = view.facts.get("topology")
+    devices = topo.get("devices") if isinstance(topo, dict) else None
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if not isinstance(devices, list) or not isinstance(matrix, list) or not devices:
+        return None
+    keyed = []
+    for i, d in enumerate(devices):
+        d = d if isinstance(d, dict) else {}
+        kind = "gpu" if d.get("kind") == "gpu" else "nic" if d.get("kind") == "nic" else "other"
+        bus, name = d.get("bus_id"), d.get("name") or f"#{i}"
+        label = f"{name} ({bus or 'bus id unknown'})" if kind == "gpu" else str(name)
+        if kind == "nic" and d.get("label"):
+            label = f"NIC {d['label']}" + (f" ({bus})" if bus else "")
+        keyed.append((f"{kind}:{bus or name}#{i}", label))
+    # Without the PCIe probe a live run's merged matrix has no GPU x NIC cells (they come from that
+    # probe only): no known cell means "not known", never "no NIC".
+    gpu_idx = [i for i, (k, _) in enumerate(keyed) if k.startswith("gpu:")]
+    nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
+    if not any(_cell(matrix, i, j) in LEVEL_RANK for i in gpu_idx for j in nic_idx):
+        return None
+    return keyed, matrix, "topology (nvidia-smi topo -m GPU x NIC)"
+
+
+def _cell(matrix: list[list[Any]], i: int, j: int) -> Any:
+    row = matrix[i] if i < len(matrix) and isinstance(matrix[i], list) else []
+    return row[j] if j < len(row) else None
+
+
+def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
+    want = view.expect.gpu_nic_level
+    if not want:
+        return
+    found = _affinity_matrix(view)
+    if found is None:
+        return  # neither the PCIe levels nor a topo matrix: nothing to judge (the outcomes say why)
+    keyed, matrix, evidence = found
+    nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
     want_rank = LEVEL_RANK.get("PIX" if want == "NV" else want, 5)
-    for gi, g in enumerate(order):
-        if g not in gpus:
+    for gi, (key, subject) in enumerate(keyed):
+        if not key.startswith("gpu:"):
             continue
-        cells = [(matrix[gi][j], order[j]) for j in nic_idx if matrix[gi][j] in LEVEL_RANK]
+        cells = [(_cell(matrix, gi, j), keyed[j][1]) for j in nic_idx if _cell(matrix, gi, j) in LEVEL_RANK]
         best = min(cells, key=lambda c: LEVEL_RANK[c[0]]) if cells else None
         if best and LEVEL_RANK[best[0]] <= want_rank:
             continue
-        subject = names.get(g, g)
-        actual = f"{best[0]} to {names.get(best[1], best[1])}" if best else "no NIC found"
+        actual = f"{best[0]} to {best[1]}" if best else "no NIC found"
         yield fault("pcie.gpu_nic.affinity", view.name, subject,
                     f"{subject} has no NIC at {want} or closer (nearest: {actual})",
                     expected=want, actual=best[0] if best else None,
-                    evidence=["pcie.levels (GPU x NIC)"],
+                    evidence=[evidence],
                     hint="the GPU's RDMA traffic will cross the host bridge; check NIC placement against the design")
 
 
