@@ -79,7 +79,7 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
 
 
 def fabric_config(ssh_config: str | None) -> Config:
-    """A Fabric Config whose ssh_config is parsed once and shared by every connection.
+    """A Fabric Config whose ssh_config is parsed once; every connection gets its own clone.
 
     Like `ssh -F`, an explicit file replaces ~/.ssh/config and /etc/ssh/ssh_config; without one
     both are read (user first, so its settings win). Giving Fabric the parsed object also keeps it
@@ -95,7 +95,7 @@ def fabric_config(ssh_config: str | None) -> Config:
     with _config_lock:
         cached = _config_cache.get(paths)
         if cached is not None and cached[0] == sigs:
-            return cached[1]
+            return cached[1].clone()
         parsed = paramiko.SSHConfig()
         for path, sig in zip(paths, sigs):
             if sig is None:
@@ -109,7 +109,10 @@ def fabric_config(ssh_config: str | None) -> Config:
                 ) from e
         config = Config(ssh_config=parsed, lazy=True)
         _config_cache[paths] = (sigs, config)
-        return config
+        # Each connection gets its own copy: Fabric's Connection() writes into its Config
+        # (inline_ssh_env), which re-merges it and leaves it empty for a moment; a Config shared by
+        # threads then fails in another thread with "No attribute or config key 'authentication'".
+        return config.clone()
 
 
 def _one_line(e: object) -> str:
