@@ -19,7 +19,7 @@ import pytest
 
 from orchestrator.inventory.model import Host
 from tests.support import fakes
-from tests.support.fleet import Cli, hosts_by_name, stop, wait_for, write_script
+from tests.support.fleet import HANG, Cli, hosts_by_name, stop, wait_for, write_script
 from tests.support.sshd import ROOT_DIR, SshdServer, known_hosts_line
 
 pytestmark = pytest.mark.ssh
@@ -93,7 +93,7 @@ def fault_run(sshd: SshdServer, tmp_path_factory: pytest.TempPathFactory) -> Any
                                            sshd.keys.public(sshd.keys.other_host_key)))
     scripts = tmp / "bin"
     scripts.mkdir()
-    hang = write_script(scripts / "hang", "exec sleep 30")
+    hang = write_script(scripts / "hang", HANG)
     garbage = write_script(scripts / "garbage", "cat >/dev/null\necho 'Segmentation fault? no: just not JSON'")
     nothing = write_script(scripts / "nothing", "cat >/dev/null\nexit 0")
     with contextlib.ExitStack() as stack:
@@ -225,7 +225,7 @@ def test_half_the_fleet_black_holed_costs_one_connect_deadline(sshd: SshdServer,
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupt_keeps_finished_hosts(sshd: SshdServer, cli: Cli, tmp_path: Path, sig: int) -> None:
-    hang = write_script(tmp_path / "hang", "exec sleep 20")
+    hang = write_script(tmp_path / "hang", HANG)
     fast = sshd.fleet(6, prefix="fast")
     slow = [sshd.host(f"slow{i:02d}", ansible_python_interpreter=str(hang)) for i in range(1, 5)]
     inv = write_inventory(sshd, fast + slow, tmp_path / "int.yml")

@@ -112,6 +112,11 @@ def finding_ids(fleet: dict[str, Any], severities: tuple[str, ...] = ("fail", "w
     return out
 
 
+# A command that never finishes, yet ends within a second once nobody reads it: OpenSSH ignores the
+# transport's "signal" request for root logins, so a plain `sleep` would outlive the test.
+HANG = "cat >/dev/null\nwhile printf . >&2; do sleep 0.5; done"
+
+
 def write_script(path: Path, body: str) -> Path:
     """An executable shell script (used as a misbehaving ansible_python_interpreter)."""
     path.write_text("#!/bin/sh\n" + body + "\n")
