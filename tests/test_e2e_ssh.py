@@ -70,7 +70,7 @@ def test_twenty_hosts_over_real_ssh_give_twenty_correct_rows(sshd: SshdServer, c
         assert env["status"] == "ok" and env["probe"] == "host"
         # SSH_CONNECTION = client_ip client_port server_ip server_port: the probe really ran in a
         # session that came in on this host's own address.
-        client_ip, _cport, server_ip, server_port = env["data"]["ssh_connection"].split()
+        _client_ip, _cport, server_ip, server_port = env["data"]["ssh_connection"].split()
         assert (server_ip, int(server_port)) == (h.vars["ansible_host"], sshd.port)
         seen_servers.add(server_ip)
     assert seen_servers == set(sshd.addresses[:20])
