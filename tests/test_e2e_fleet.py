@@ -11,6 +11,7 @@ diff, rejudge, report.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.support import fakes
 from tests.support.fleet import (
     Cli,
     SimulatedHost,
@@ -145,3 +147,117 @@ def test_ssh_run_and_replayed_recordings_agree(ssh_run: Any, replay_run: dict[st
             assert ssh_recs[name]["facts"].get(section) == replay_recs[name]["facts"].get(section), (name, section)
     assert {c["name"]: sorted(c["members"]) for c in fleet["classes"]} == \
         {c["name"]: sorted(c["members"]) for c in replay_run["classes"]}
+
+
+# ------------------------------------------------------------------- the other commands, once each
+
+
+def test_hosts_list_and_graph_show_the_fleet_inventory(ssh_run: Any, cli: Cli, sims: list[SimulatedHost]) -> None:
+    _proc, _fleet, _run_dir, inv = ssh_run
+    listed = cli.run("hosts", "-i", str(inv), "--list")
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    hostvars = doc["_meta"]["hostvars"]
+    assert sorted(hostvars) == sorted(HOSTS)
+    for sim in sims:
+        assert hostvars[sim.name]["probe_root"] == str(sim.root)
+        assert hostvars[sim.name]["probe_args"]["nvml"]["lib"] == str(sim.nvml_lib)
+    graph = cli.run("hosts", "-i", str(inv), "--graph")
+    assert graph.returncode == 0, graph.stderr
+    lines = graph.stdout.splitlines()
+    assert lines[0] == "@all:"
+    assert sorted(ln.rsplit("--", 1)[1] for ln in lines if not ln.rstrip().endswith(":")) == sorted(HOSTS)
+
+
+def test_probes_and_playbooks_list_what_is_shipped(cli: Cli) -> None:
+    probes = cli.run("probes")
+    assert probes.returncode == 0, probes.stderr
+    names = {ln.split()[0] for ln in probes.stdout.splitlines()[2:] if ln.strip()}
+    assert {"host", "pcie", "nvml", "nvlink", "p2p"} <= names
+    assert re.search(r"^p2p\s+\S+\s+active", probes.stdout, re.MULTILINE)  # the one that loads the GPUs
+    books = cli.run("playbooks")
+    assert books.returncode == 0 and {"audit", "premigration", "quick"} <= set(re.findall(r"^(\w+)\s", books.stdout, re.M))
+
+
+def test_show_renders_the_stored_run(ssh_run: Any, cli: Cli) -> None:
+    _proc, fleet, run_dir, _inv = ssh_run
+    as_json = cli.run("show", str(run_dir), "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == fleet
+    table = cli.run("show", str(run_dir))
+    assert table.returncode == 0, table.stderr
+    for name in HOSTS:
+        assert name in table.stdout
+    for ids in EXPECTED.values():
+        for fid in ids:
+            assert fid in table.stdout
+
+
+def test_rejudge_rebuilds_the_same_judgement_and_a_stricter_one(ssh_run: Any, cli: Cli) -> None:
+    _proc, fleet, run_dir, _inv = ssh_run
+    same = cli.run("rejudge", str(run_dir), "--format", "json")
+    assert same.returncode == 0, same.stderr
+    again = json.loads(same.stdout)
+    assert finding_ids(again) == finding_ids(fleet)
+    assert again["run"]["id"] != fleet["run"]["id"]
+    # A stricter playbook judges the stored raw data anew, without touching a host.
+    strict = cli.home / "strict.yml"
+    strict.write_text("- name: bare metal only\n  hosts: all\n  probes: [host]\n  expect:\n    virtualization: none\n")
+    stricter = json.loads(cli.run("rejudge", str(run_dir), "-p", str(strict), "--format", "json").stdout)
+    rank = {"info": 0, "warn": 1, "fail": 2}
+    before = {(f["host"], f["id"]): rank[f["severity"]] for f in fleet["findings"]}
+    after = {(f["host"], f["id"]): rank[f["severity"]] for f in stricter["findings"]}
+    assert set(after) >= set(before)
+    changed = {k for k in after if after[k] != before.get(k)}
+    # Only the VM is judged differently, and more severely: its GPU virtualization is now a problem.
+    assert changed and {h for h, _ in changed} == {"vm-a100-01"}
+    assert all(after[k] > before.get(k, -1) for k in changed)
+    assert after[("vm-a100-01", "gpu.virtualization")] >= rank["warn"]
+
+
+def test_report_writes_one_html_page_with_every_host(ssh_run: Any, cli: Cli) -> None:
+    _proc, _fleet, run_dir, _inv = ssh_run
+    out = cli.home / "x.html"
+    proc = cli.run("report", str(run_dir), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert str(out) in proc.stdout
+    html = out.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    for name in HOSTS:
+        assert name in html
+    assert "nvlink.link.down" in html and "pcie.acs.enabled" in html
+
+
+def test_diff_and_runs_show_a_host_that_became_unreachable(
+    sshd: SshdServer, sims: list[SimulatedHost], cli: Cli
+) -> None:
+    pair = [s for s in sims if s.name in ("ws-a6000-02", "vm-a100-01")]
+    hosts = ssh_hosts(sshd, pair)
+    inv = cli.home / "pair.yml"
+    common = ["--probe", "host", "--probe", "pcie", "--ssh-config", str(sshd.ssh_config)]
+    inv.write_text(sshd.inventory_yaml(hosts))
+    first, fleet1 = cli.run_json("run", "-i", str(inv), *common)
+    assert first.returncode == 0, first.stderr
+    with fakes.closed_port() as port:
+        hosts[1].vars["ansible_port"] = port  # vm-a100-01 goes away
+        inv.write_text(sshd.inventory_yaml(hosts))
+        second, fleet2 = cli.run_json("run", "-i", str(inv), *common)
+    assert second.returncode == 4, second.stderr
+    assert hosts_by_name(fleet2)["vm-a100-01"]["outcome"] == "unreachable"
+
+    # No arguments: the last two runs of one inventory, i.e. these two.
+    diff = cli.run("diff", "--format", "json")
+    assert diff.returncode == 0, diff.stderr
+    doc = json.loads(diff.stdout)
+    assert (doc["old_run"], doc["new_run"]) == (fleet1["run"]["id"], fleet2["run"]["id"])
+    changes = doc["changes"]
+    assert {(c["host"], c["kind"]) for c in changes} == {("vm-a100-01", "host.unreachable")}
+    text = cli.run("diff", fleet1["run"]["id"], fleet2["run"]["id"])
+    assert "vm-a100-01" in text.stdout and "ws-a6000-02" not in text.stdout
+
+    runs = cli.run("runs", "--format", "json")
+    assert runs.returncode == 0, runs.stderr
+    rows = {r["id"]: r for r in json.loads(runs.stdout)}
+    one, two = rows[fleet1["run"]["id"]], rows[fleet2["run"]["id"]]
+    assert (one["hosts"], one["ok"], one["unreachable"]) == (2, 2, 0)
+    assert (two["hosts"], two["ok"], two["unreachable"]) == (2, 1, 1)
