@@ -10,8 +10,8 @@ known_hosts), then, for the same 100 inventory hosts, same key and same known_ho
               what fleetprobe ships (`orchestrator.probes.build_script('host', {}, 30)`).
 
 For each it prints the wall time and the peak memory of the controller's process tree: "peak RSS"
-is each controller process's own peak RSS (VmHWM, which restarts at exec, so the forked copy of
-this script does not count), summed over the 100 ssh clients (they all run at once); "sampled" is the largest sum of RSS and of PSS (shared pages
+is each controller process's own peak RSS as GNU time reports it, summed over the 100 ssh
+clients (they all run at once); "sampled" is the largest sum of RSS and of PSS (shared pages
 divided among the processes sharing them, fairer to 100 ssh sharing one binary and libc) seen
 every 50 ms in /proc, which a loaded machine can undersample.
 Both sides must return 100 valid `ok` envelopes, else the figures are not printed as a success.
@@ -49,10 +49,10 @@ class Figures:
     peak_procs: int
     ok: int
     total: int
-    hwm_mib: float  # each process's own peak RSS (VmHWM), summed: robust when sampling starves
+    maxrss_mib: float  # each controller process's peak RSS by GNU time (%M), summed
 
     def line(self) -> str:
-        return (f"{self.label:<34} wall {self.wall_s:6.2f} s   peak RSS {self.hwm_mib:7.1f} MiB   "
+        return (f"{self.label:<34} wall {self.wall_s:6.2f} s   peak RSS {self.maxrss_mib:7.1f} MiB   "
                 f"sampled: RSS {self.peak_rss_mib:7.1f} MiB, PSS {self.peak_pss_mib:7.1f} MiB, "
                 f"{self.peak_procs:3d} processes   ok {self.ok}/{self.total}")
 
@@ -77,7 +77,6 @@ class TreeSampler:
         self.peak_rss = 0
         self.peak_pss = 0
         self.peak_procs = 0
-        self.hwm: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -96,21 +95,33 @@ class TreeSampler:
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
         self.peak_procs = max(self.peak_procs, len(pids))
-        for p in pids:
-            # VmHWM starts afresh at exec and only grows after it: the last value seen is the
-            # process's peak (not the max: a sample between fork and exec sees this script's size)
-            hwm = _kib(f"/proc/{p}/status", "VmHWM:")
-            if hwm:
-                self.hwm[p] = hwm
-
-    @property
-    def hwm_mib(self) -> float:
-        return sum(self.hwm.values()) / 1024
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval)
+
+
+TIME = "/usr/bin/time"
+
+
+def timed(argv: list[str], report: Path) -> list[str]:
+    """argv under GNU time, which writes the command's peak RSS (KiB) to `report`.
+
+    time forks the command itself: Linux carries the forking process's peak RSS over into the
+    child's, so a tiny parent (time, ~1 MiB) keeps the figure honest where this Python would not.
+    """
+    if not os.access(TIME, os.X_OK):
+        raise SystemExit(f"{TIME} (GNU time) is needed for the memory figures: apt-get install time")
+    return [TIME, "-f", "%M", "-o", str(report), *argv]
+
+
+def maxrss_kib(reports: list[Path]) -> int:
+    total = 0
+    for r in reports:
+        lines = r.read_text().split() if r.is_file() else []
+        total += int(lines[-1]) if lines and lines[-1].isdigit() else 0
+    return total
 
 
 def run_fleetprobe(inv: Path, work: Path, forks: int, ssh_config: Path, total: int) -> Figures:
@@ -123,8 +134,9 @@ def run_fleetprobe(inv: Path, work: Path, forks: int, ssh_config: Path, total: i
     out_path, err_path = work / f"fleet-f{forks}.json", work / f"fleet-f{forks}.err"
     t0 = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
-    with TreeSampler(lambda: [proc.pid, *descendants(proc.pid)]) as sampler:
+        proc = subprocess.Popen(timed(argv, work / f"fleet-f{forks}.rss"), env=env, stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL)
+    with TreeSampler(lambda: descendants(proc.pid)) as sampler:
         proc.wait()
     wall = time.monotonic() - t0
     try:
@@ -134,7 +146,7 @@ def run_fleetprobe(inv: Path, work: Path, forks: int, ssh_config: Path, total: i
         print(err_path.read_text(errors="replace"), file=sys.stderr)
         ok = 0
     return Figures(f"fleetprobe run --forks {forks}", wall, sampler.peak_rss / 1024, sampler.peak_pss / 1024,
-                   sampler.peak_procs, ok, total, sampler.hwm_mib)
+                   sampler.peak_procs, ok, total, maxrss_kib([work / f"fleet-f{forks}.rss"]) / 1024)
 
 
 def run_plain_ssh(hosts: list[tuple[str, int]], key: Path, known_hosts: Path, ssh_config: Path, user: str,
@@ -145,7 +157,8 @@ def run_plain_ssh(hosts: list[tuple[str, int]], key: Path, known_hosts: Path, ss
     procs: list[subprocess.Popen[bytes]] = []
     outs: list[Path] = []
     t0 = time.monotonic()
-    with TreeSampler(lambda: [p for pr in procs for p in (pr.pid, *descendants(pr.pid))]) as sampler:
+    reports = [work / f"ssh-{i:03d}.rss" for i in range(len(hosts))]
+    with TreeSampler(lambda: [p for pr in procs for p in descendants(pr.pid)]) as sampler:
         for i, (addr, port) in enumerate(hosts):
             out = work / f"ssh-{i:03d}.out"
             outs.append(out)
@@ -153,7 +166,8 @@ def run_plain_ssh(hosts: list[tuple[str, int]], key: Path, known_hosts: Path, ss
                     "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
                     "-o", "ConnectTimeout=10", "-p", str(port), "-l", user, addr, "python3 -"]
             with open(out, "wb") as fo:
-                procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=fo, stderr=subprocess.DEVNULL))
+                procs.append(subprocess.Popen(timed(argv, reports[i]), stdin=subprocess.PIPE, stdout=fo,
+                                              stderr=subprocess.DEVNULL))
         # The script goes in after every process exists: all 100 run at once, as the runner does.
         for pr in procs:
             assert pr.stdin is not None
@@ -169,7 +183,7 @@ def run_plain_ssh(hosts: list[tuple[str, int]], key: Path, known_hosts: Path, ss
         except ValueError:
             pass
     return Figures(f"{len(hosts)} x plain ssh ... python3 -", wall, sampler.peak_rss / 1024,
-                   sampler.peak_pss / 1024, sampler.peak_procs, ok, len(hosts), sampler.hwm_mib)
+                   sampler.peak_pss / 1024, sampler.peak_procs, ok, len(hosts), maxrss_kib(reports) / 1024)
 
 
 def main() -> int:
