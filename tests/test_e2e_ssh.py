@@ -81,6 +81,10 @@ def test_twenty_hosts_over_real_ssh_give_twenty_correct_rows(sshd: SshdServer, c
 # ------------------------------------------------------------------------------------------ faults
 
 GOOD = ["good01", "good02", "good03"]
+# Long enough for a real probe on a busy 2-core CI machine, short enough to wait for the hang once.
+PROBE_TIMEOUT = 8
+# The connect deadline the faults must wait out; the good hosts beside them log in within it.
+CONNECT_TIMEOUT = 3
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +120,7 @@ def fault_run(sshd: SshdServer, tmp_path_factory: pytest.TempPathFactory) -> Any
         inv.write_text(sshd.inventory_yaml(hosts))
         t0 = time.monotonic()
         proc, fleet = cli.run_json("run", "-i", str(inv), "-o", str(tmp / "run"), "--probe", "host",
-                                   "--connect-timeout", "2", "-t", "3", *ssh_args(sshd))
+                                   "--connect-timeout", str(CONNECT_TIMEOUT), "-t", str(PROBE_TIMEOUT), *ssh_args(sshd))
         wall = time.monotonic() - t0
     return proc, fleet, wall, tmp / "run"
 
@@ -149,7 +153,7 @@ FAULTS = {
     "mute01": ("unreachable", []),
     "wrongkey01": ("unreachable", ["auth"]),
     "hostkey01": ("unreachable", ["ssh-keygen -R"]),
-    "hang01": ("timeout", ["3s"]),
+    "hang01": ("timeout", [f"{PROBE_TIMEOUT}s"]),
     "garbage01": ("invalid_output", []),
     "nothing01": ("invalid_output", []),
     "nopython01": ("failed", ["/opt/nowhere/bin/python3.99"]),
@@ -174,7 +178,7 @@ def test_fault_reasons_say_what_happened(fault_run: Any, sshd: SshdServer) -> No
     _proc, fleet, _wall, run_dir = fault_run
     recs = hosts_by_name(fleet)
     assert "HOST KEY CHANGED" in recs["hostkey01"]["reason"]
-    assert "2s" in recs["mute01"]["reason"]  # it waited for the connect deadline, and says so
+    assert f"{CONNECT_TIMEOUT}s" in recs["mute01"]["reason"]  # it waited for the connect deadline, and says so
     assert "interpreter" in recs["nopython01"]["reason"]
     # invalid output keeps the raw bytes for a human to look at
     assert b"not JSON" in (run_dir / "raw" / "garbage01" / "host.stdout").read_bytes()
@@ -186,10 +190,11 @@ def test_fault_run_does_not_wait_for_the_sum_of_deadlines(fault_run: Any) -> Non
     _proc, fleet, wall, run_dir = fault_run
     recs = hosts_by_name(fleet)
     # The silent listener and the hanging command each held their host up to its deadline ...
-    assert json.loads((run_dir / "raw" / "mute01" / "_host.json").read_text())["duration_s"] >= 2
-    assert recs["hang01"]["probes"]["host"]["duration_s"] >= 3
+    assert json.loads((run_dir / "raw" / "mute01" / "_host.json").read_text())["duration_s"] >= CONNECT_TIMEOUT
+    assert recs["hang01"]["probes"]["host"]["duration_s"] >= PROBE_TIMEOUT
     # ... but in parallel: the run ends far below connect deadline + probe timeout per bad host, serially.
-    serial = 8 * (2 * 3 + 3)  # 8 bad hosts x (connect deadline x (1 + 2 retries) + probe timeout)
+    # 8 bad hosts x (connect deadline x (1 + 2 retries) + probe timeout)
+    serial = 8 * (CONNECT_TIMEOUT * 3 + PROBE_TIMEOUT)
     assert wall < serial / 2, wall
 
 
@@ -198,7 +203,7 @@ def test_fault_run_does_not_wait_for_the_sum_of_deadlines(fault_run: Any) -> Non
 
 def test_half_the_fleet_black_holed_costs_one_connect_deadline(sshd: SshdServer, cli: Cli, tmp_path: Path) -> None:
     n = 8
-    connect_timeout = 2.0
+    connect_timeout = float(CONNECT_TIMEOUT)
     with contextlib.ExitStack() as stack:
         holes = [stack.enter_context(fakes.black_hole()) for _ in range(n)]
         good = sshd.fleet(n, prefix="good")
@@ -213,7 +218,7 @@ def test_half_the_fleet_black_holed_costs_one_connect_deadline(sshd: SshdServer,
     assert all(recs[h.name]["outcome"] == "ok" for h in good)
     for h in dark:
         assert recs[h.name]["outcome"] == "unreachable"
-        assert "2s" in recs[h.name]["reason"] and "\n" not in recs[h.name]["reason"]
+        assert f"{CONNECT_TIMEOUT}s" in recs[h.name]["reason"] and "\n" not in recs[h.name]["reason"]
     good_time = sum(recs[h.name]["probes"]["host"]["duration_s"] for h in good)
     serial = n * connect_timeout + good_time
     assert wall >= connect_timeout  # the holes really were waited for ...
