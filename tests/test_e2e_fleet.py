@@ -59,10 +59,11 @@ EXPECTED: dict[str, set[str]] = {
     "dgx-h100-07": {"p2p.bandwidth.low", "p2p.slower_than_host"},
     "dgx-a100-03": {"pcie.acs.enabled"},  # ACS on a switch: P2P detours through the root complex
     "dgx-a100-05": {"p2p.not_possible"},  # peer access refused between GPUs
-    "rtx4090-02": {"sensor.fan.zero_while_hot"},  # fan at 0 RPM at 58 C
+    # fan at 0 RPM at 58 C; GeForce P2P disabled by the driver (info, platform limitation)
+    "rtx4090-02": {"sensor.fan.zero_while_hot", "p2p.status.disabled"},
     "ws-a6000-02": {"pcie.nic.shared_switch"},  # the NIC moved under a GPU's switch
     # a VM: facts about the platform (info), not faults
-    "vm-a100-01": {"host.virtualized", "gpu.virtualization", "gpu.mig.enabled"},
+    "vm-a100-01": {"host.virtualized", "gpu.virtualization", "gpu.mig.enabled", "p2p.status.disabled"},
 }
 HOSTS = list(EXPECTED)
 HEALTHY = ["dgx-h100-01"]
