@@ -78,13 +78,37 @@ def expectations_for_hosts(hosts: list[Host], override: Expectations) -> dict[st
     return out
 
 
-def probe_calls(steps: list[tuple[str, dict[str, Any], float]]) -> list[ProbeCall]:
+# Probe arguments are embedded in the script as JSON.  YAML aliases share objects, so a few hundred
+# bytes of playbook can stand for billions of values (or contain themselves): count before encoding.
+MAX_ARG_VALUES = 100_000
+
+
+def _args_problem(args: Any) -> str | None:
+    seen = 0
+    stack: list[tuple[Any, tuple[int, ...]]] = [(args, ())]
+    while stack:
+        value, parents = stack.pop()
+        seen += 1
+        if seen > MAX_ARG_VALUES:
+            return f"expand to more than {MAX_ARG_VALUES:,} values (a YAML alias bomb?)"
+        if isinstance(value, (dict, list)):
+            if id(value) in parents:
+                return "contain themselves (a recursive YAML alias)"
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, (*parents, id(value))) for v in items)
+    return None
+
+
+def probe_calls(steps: list[tuple[str, dict[str, Any], float]], where: str = "playbook") -> list[ProbeCall]:
     calls = []
     for name, args, timeout in steps:
         try:
             probes.get(name)
         except probes.UnknownProbe as e:
             raise UsageError(str(e.args[0])) from None
+        problem = _args_problem(args)
+        if problem:
+            raise UsageError(f"{where}: the args of probe {name!r} {problem}; refusing to run it")
         calls.append(ProbeCall(name, dict(args), timeout))
     return calls
 
@@ -118,7 +142,7 @@ def load_play_plan(args: argparse.Namespace, inv: Inventory, limited: list[Host]
             steps = [(n, {}, args.timeout) for n in args.probe]
         else:
             steps = [(s.name, s.args, s.timeout or args.timeout) for s in play.probes]
-        plan.append(PlannedPlay(play, hosts, probe_calls(steps), play.forks or args.forks, play.become or args.become))
+        plan.append(PlannedPlay(play, hosts, probe_calls(steps, str(book.path)), play.forks or args.forks, play.become or args.become))
     if not any(p.hosts for p in plan):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
     return book, plan
