@@ -129,7 +129,8 @@ def load_play_plan(args: argparse.Namespace, inv: Inventory, limited: list[Host]
     try:
         book = load_playbook(find_playbook(args.playbook))
     except PlaybookError as e:
-        raise UsageError(str(e)) from None
+        # PyYAML's errors quote the offending line with a caret underneath: keep the first line
+        raise UsageError(str(e).strip().splitlines()[0]) from None
     allowed = {h.name for h in limited}
     plan = []
     for play in book.plays:
