@@ -249,17 +249,22 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     except KeyboardInterrupt as e:
         interrupted = e
         stop.set()
-        with lock:
-            for t in list(active.values()):
+        give_up = time.monotonic() + options.transport.connect_timeout + 5
+        # Close every live connection, and keep closing until the workers return: a host that was
+        # still connecting at the first close can finish its handshake and start its probe after it.
+        while pending and time.monotonic() < give_up:
+            _close_all(active, lock)
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h = pending.pop(fut)
                 try:
-                    t.close()
+                    res = fut.result()
                 except Exception:
-                    pass
-        for fut, h in list(pending.items()):
-            try:
-                res = fut.result(timeout=options.transport.connect_timeout + 5)
-            except Exception:
-                res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                done[h.name] = res
+                sink.host_finished(res)
+        for _fut, h in list(pending.items()):  # a worker that would not stop: recorded, not waited for
+            res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
             done[h.name] = res
             sink.host_finished(res)
         pending.clear()
@@ -274,6 +279,16 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     if interrupted is not None:
         raise RunInterrupted(results) from interrupted
     return results
+
+
+def _close_all(active: dict[str, Transport], lock: threading.Lock) -> None:
+    with lock:
+        transports = list(active.values())
+    for t in transports:
+        try:
+            t.close()
+        except Exception:  # a connection half torn down can raise anything; it is going away
+            pass
 
 
 class RunInterrupted(Exception):
