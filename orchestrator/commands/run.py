@@ -231,16 +231,20 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
     _install_sigterm()
     merged: dict[str, HostResult] = {}
     interrupted = False
+    stop = threading.Event()
+    store = _StoreOrStop(writer, stop)
     try:
         for pp in plan:
             if not pp.hosts:
                 continue
             options = RunOptions(forks=pp.forks, transport=topts, become=pp.become)
             try:
-                results = run_fleet(pp.hosts, pp.calls, options, open_transport, Fanout(writer, progress))
+                results = run_fleet(pp.hosts, pp.calls, options, open_transport, Fanout(store, progress), stop)
             except RunInterrupted as e:
                 results = e.results
                 interrupted = True
+            if store.error is not None:
+                return _results_unwritable(writer, store.error)
             for r in results:
                 if r.host.name in merged:
                     merged[r.host.name].probes.update(r.probes)
@@ -255,9 +259,7 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
     try:
         writer.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:
-        print(f"probe: could not write {writer.dir}/fleet.json: {e.strerror or e}; raw results are in {writer.dir}/raw",
-              file=sys.stderr)
-        return exitcodes.INTERNAL
+        return _results_unwritable(writer, e)
     previous = baseline
     if previous is None:
         prev = previous_run(root, writer.dir)
@@ -281,6 +283,40 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
         print(f"interrupted: {len(inputs)} host results kept in {writer.dir}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     return exitcodes.for_fleet(fleet)
+
+
+# EX_CANTCREAT from sysexits.h: the run could not store its results (disk full, read-only, quota).
+RESULTS_UNWRITABLE = 73
+
+
+class _StoreOrStop:
+    """The run-directory writer as an event sink: the first write that fails (disk full, read-only
+    remount, quota) stops the run, since nothing more it learns could be kept."""
+
+    def __init__(self, writer: RunWriter, stop: threading.Event) -> None:
+        self.writer = writer
+        self.stop = stop
+        self.error: OSError | None = None
+
+    def host_finished(self, res: HostResult) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.writer.host_finished(res)
+        except OSError as e:
+            self.error = e
+            self.stop.set()
+
+
+def _results_unwritable(writer: RunWriter, error: OSError) -> int:
+    try:
+        writer.mark("failed")  # a small file; on a full disk it may not fit either
+    except OSError:
+        pass
+    print(f"probe: cannot write the results to {writer.dir}: {error.strerror or error}; the run was stopped "
+          f"(files already there are complete). Free space or choose another directory with --results",
+          file=sys.stderr)
+    return RESULTS_UNWRITABLE
 
 
 def known_check_ids(fleet: dict[str, Any]) -> list[str]:
