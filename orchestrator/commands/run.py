@@ -22,7 +22,7 @@ from orchestrator.outputs.emit import OutputError, write_outputs
 from orchestrator.outputs.tabular import render_findings, render_hosts
 from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.progress import Fanout, Progress
-from orchestrator.results import RunWriter, default_results_dir, host_input_from_result
+from orchestrator.results import RunWriter, default_results_dir, host_input_from_result, redact_message
 from orchestrator.runner import HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
@@ -46,9 +46,9 @@ def load_hosts(sources: list[str] | None, limit: str | None) -> tuple[Inventory,
         inv = load_inventory(sources or [str(DEMO_INVENTORY)])
         hosts = select_hosts(inv, limit, warnings)
     except InventoryError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(redact_message(str(e))) from None
     for w in [*inv.warnings, *warnings]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {redact_message(w)}", file=sys.stderr)
     if not hosts:
         raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else ""))
     return inv, hosts
