@@ -82,6 +82,7 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
             proc.wait()
     stderr = err.decode()
     assert proc.returncode == 130, stderr
+    assert b"Traceback" not in out
     assert stopped_in < 15, stopped_in  # closing the connections ends the slow probes at once
     run_dir = only_run_dir(results)
     assert f"interrupted: 5 host results kept in {run_dir}" in stderr
@@ -96,6 +97,8 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
     for i in range(1, 3):
         rec = host_record(fleet, f"slow{i:02d}")
         assert rec["outcome"] == "skipped" and rec["reason"] == "run interrupted"
+    if sig == signal.SIGTERM:
+        return  # the run directory is the same whichever signal ended it: read it back once
     # the partial run is an ordinary stored run: listed, shown, re-judged
     shown = run_cli(["show", run_dir.name, "--results", str(results)])
     assert shown.code in (0, 1) and "fast01" in shown.stdout and "slow01" in shown.stdout, shown.stderr
@@ -105,7 +108,6 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
     assert rejudged.code in (0, 1), rejudged.stderr
     # the lock was released: the next run starts
     assert not (results / ".fleetprobe.lock").read_text().strip()
-    assert b"Traceback" not in out
 
 
 def test_interrupt_on_the_local_transport_keeps_finished_hosts(tmp_path: Path) -> None:
@@ -246,7 +248,7 @@ def test_second_run_on_the_same_results_directory_exits_75_naming_the_holder(tmp
 def test_shell_metacharacters_in_the_inventory_never_run(tmp_path: Path, sshd: SshdServer) -> None:
     marker = tmp_path / "pwned-X"
     cmd = f"touch {marker}"
-    payloads = [f"$({cmd})", f"`{cmd}`", f"; {cmd}", f"'; {cmd}; '", f"\"; {cmd}; \"", f"| {cmd}", f"&& {cmd}"]
+    payloads = [f"$({cmd})", f"`{cmd}`", f"; {cmd}", f"'; {cmd}; '", f"\"|| {cmd} && \""]
     hosts: dict[str, dict[str, Any]] = {"good01": {}, "sshgood01": _ssh_host(sshd)}
     for i, p in enumerate(payloads):
         hosts[f"name{i}{p}"] = {}  # host names (local: the name is never part of a command)
