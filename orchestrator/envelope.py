@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,15 +36,31 @@ def _str_list(value: Any, name: str) -> list[str]:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _finite(text: str) -> float:
+    # 1e400 parses as inf: fleet.json would then carry `Infinity`, which strict JSON readers reject
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
 def parse_envelope(stdout: bytes, expected_probe: str) -> Envelope:
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
         raise EnvelopeError("probe printed nothing on stdout")
+    snippet = text[:60].encode("unicode_escape").decode("ascii")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except json.JSONDecodeError as e:
-        snippet = text[:60].encode("unicode_escape").decode("ascii")
         raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
+    except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range
+        raise EnvelopeError(f"stdout is not usable JSON ({str(e).split(';')[0][:100]}); starts with {snippet!r}") from None
+    except RecursionError:  # "[[[[..." nested deeper than the parser's stack
+        raise EnvelopeError(f"stdout is JSON nested too deeply to read; starts with {snippet!r}") from None
     return envelope_from_dict(doc, expected_probe)
 
 

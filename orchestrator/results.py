@@ -46,6 +46,17 @@ def public_vars(vars: dict[str, Any]) -> dict[str, Any]:
     return {k: ("<redacted>" if _SECRET_KEY.search(k) else v) for k, v in vars.items()}
 
 
+# `key=value` / `key: value` in a message, where the key looks like a secret's
+_SECRET_ASSIGN = re.compile(r"""(\b[\w.-]*(?:pass|secret|token|credential)[\w.-]*['"]?\s*[=:]\s*)"""
+                            r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;)]+)""", re.IGNORECASE)
+
+
+def redact_message(text: str) -> str:
+    """An error message with the values of secret-looking variables replaced (e.g. the inventory
+    loader's "gets ansible_password='...' here but ...='...' there")."""
+    return _SECRET_ASSIGN.sub(lambda m: m.group(1) + "<redacted>", text)
+
+
 @dataclass
 class RunWriter:
     dir: Path

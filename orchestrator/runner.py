@@ -7,12 +7,14 @@ holds the run past that deadline.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -295,6 +297,7 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
             h = queue.pop()
             pending[pool.submit(run_host, h, calls, options, factory, stop, active, lock)] = h
 
+    delivering: HostResult | None = None
     try:
         submit_more()
         while pending:
@@ -303,22 +306,32 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
                 h = pending.pop(fut)
                 res = fut.result()
                 done[h.name] = res
-                sink.host_finished(res)
+                delivering = res
+                with _signals_deferred():
+                    sink.host_finished(res)
+                delivering = None
             submit_more()
     except KeyboardInterrupt as e:
         interrupted = e
         stop.set()
-        with lock:
-            for t in list(active.values()):
+        if delivering is not None:  # the interrupt beat the deferral: record that host again, whole
+            sink.host_finished(delivering)
+        give_up = time.monotonic() + options.transport.connect_timeout + 5
+        # Close every live connection, and keep closing until the workers return: a host that was
+        # still connecting at the first close can finish its handshake and start its probe after it.
+        while pending and time.monotonic() < give_up:
+            _close_all(active, lock)
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h = pending.pop(fut)
                 try:
-                    t.close()
+                    res = fut.result()
                 except Exception:
-                    pass
-        for fut, h in list(pending.items()):
-            try:
-                res = fut.result(timeout=options.transport.connect_timeout + 5)
-            except Exception:
-                res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                done[h.name] = res
+                sink.host_finished(res)
+        for _fut, h in list(pending.items()):  # a worker that would not stop: recorded, not waited for
+            res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
             done[h.name] = res
             sink.host_finished(res)
         pending.clear()
@@ -333,6 +346,30 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     if interrupted is not None:
         raise RunInterrupted(results) from interrupted
     return results
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving while a finished host is being recorded takes effect right after
+    it, so that host's raw files are never left half written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are only ever handled in the main thread
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _close_all(active: dict[str, Transport], lock: threading.Lock) -> None:
+    with lock:
+        transports = list(active.values())
+    for t in transports:
+        try:
+            t.close()
+        except Exception:  # a connection half torn down can raise anything; it is going away
+            pass
 
 
 class RunInterrupted(Exception):

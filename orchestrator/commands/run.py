@@ -22,7 +22,7 @@ from orchestrator.outputs.emit import OutputError, write_outputs
 from orchestrator.outputs.tabular import render_findings, render_hosts
 from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.progress import Fanout, Progress
-from orchestrator.results import RunWriter, default_results_dir, host_input_from_result
+from orchestrator.results import RunWriter, default_results_dir, host_input_from_result, redact_message
 from orchestrator.runner import HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
@@ -46,9 +46,9 @@ def load_hosts(sources: list[str] | None, limit: str | None) -> tuple[Inventory,
         inv = load_inventory(sources or [str(DEMO_INVENTORY)])
         hosts = select_hosts(inv, limit, warnings)
     except InventoryError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(redact_message(str(e))) from None
     for w in [*inv.warnings, *warnings]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {redact_message(w)}", file=sys.stderr)
     if not hosts:
         raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else ""))
     return inv, hosts
@@ -78,13 +78,37 @@ def expectations_for_hosts(hosts: list[Host], override: Expectations) -> dict[st
     return out
 
 
-def probe_calls(steps: list[tuple[str, dict[str, Any], float]]) -> list[ProbeCall]:
+# Probe arguments are embedded in the script as JSON.  YAML aliases share objects, so a few hundred
+# bytes of playbook can stand for billions of values (or contain themselves): count before encoding.
+MAX_ARG_VALUES = 100_000
+
+
+def _args_problem(args: Any) -> str | None:
+    seen = 0
+    stack: list[tuple[Any, tuple[int, ...]]] = [(args, ())]
+    while stack:
+        value, parents = stack.pop()
+        seen += 1
+        if seen > MAX_ARG_VALUES:
+            return f"expand to more than {MAX_ARG_VALUES:,} values (a YAML alias bomb?)"
+        if isinstance(value, (dict, list)):
+            if id(value) in parents:
+                return "contain themselves (a recursive YAML alias)"
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, (*parents, id(value))) for v in items)
+    return None
+
+
+def probe_calls(steps: list[tuple[str, dict[str, Any], float]], where: str = "playbook") -> list[ProbeCall]:
     calls = []
     for name, args, timeout in steps:
         try:
             probes.get(name)
         except probes.UnknownProbe as e:
             raise UsageError(str(e.args[0])) from None
+        problem = _args_problem(args)
+        if problem:
+            raise UsageError(f"{where}: the args of probe {name!r} {problem}; refusing to run it")
         calls.append(ProbeCall(name, dict(args), timeout))
     return calls
 
@@ -105,7 +129,8 @@ def load_play_plan(args: argparse.Namespace, inv: Inventory, limited: list[Host]
     try:
         book = load_playbook(find_playbook(args.playbook))
     except PlaybookError as e:
-        raise UsageError(str(e)) from None
+        # PyYAML's errors quote the offending line with a caret underneath: keep the first line
+        raise UsageError(str(e).strip().splitlines()[0]) from None
     allowed = {h.name for h in limited}
     plan = []
     for play in book.plays:
@@ -118,7 +143,7 @@ def load_play_plan(args: argparse.Namespace, inv: Inventory, limited: list[Host]
             steps = [(n, {}, args.timeout) for n in args.probe]
         else:
             steps = [(s.name, s.args, s.timeout or args.timeout) for s in play.probes]
-        plan.append(PlannedPlay(play, hosts, probe_calls(steps), play.forks or args.forks, play.become or args.become))
+        plan.append(PlannedPlay(play, hosts, probe_calls(steps, str(book.path)), play.forks or args.forks, play.become or args.become))
     if not any(p.hosts for p in plan):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
     return book, plan
@@ -206,16 +231,20 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
     _install_sigterm()
     merged: dict[str, HostResult] = {}
     interrupted = False
+    stop = threading.Event()
+    store = _StoreOrStop(writer, stop)
     try:
         for pp in plan:
             if not pp.hosts:
                 continue
             options = RunOptions(forks=pp.forks, transport=topts, become=pp.become)
             try:
-                results = run_fleet(pp.hosts, pp.calls, options, open_transport, Fanout(writer, progress))
+                results = run_fleet(pp.hosts, pp.calls, options, open_transport, Fanout(store, progress), stop)
             except RunInterrupted as e:
                 results = e.results
                 interrupted = True
+            if store.error is not None:
+                return _results_unwritable(writer, store.error)
             for r in results:
                 if r.host.name in merged:
                     merged[r.host.name].probes.update(r.probes)
@@ -230,9 +259,7 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
     try:
         writer.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:
-        print(f"probe: could not write {writer.dir}/fleet.json: {e.strerror or e}; raw results are in {writer.dir}/raw",
-              file=sys.stderr)
-        return exitcodes.INTERNAL
+        return _results_unwritable(writer, e)
     previous = baseline
     if previous is None:
         prev = previous_run(root, writer.dir)
@@ -256,6 +283,40 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
         print(f"interrupted: {len(inputs)} host results kept in {writer.dir}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     return exitcodes.for_fleet(fleet)
+
+
+# EX_CANTCREAT from sysexits.h: the run could not store its results (disk full, read-only, quota).
+RESULTS_UNWRITABLE = 73
+
+
+class _StoreOrStop:
+    """The run-directory writer as an event sink: the first write that fails (disk full, read-only
+    remount, quota) stops the run, since nothing more it learns could be kept."""
+
+    def __init__(self, writer: RunWriter, stop: threading.Event) -> None:
+        self.writer = writer
+        self.stop = stop
+        self.error: OSError | None = None
+
+    def host_finished(self, res: HostResult) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.writer.host_finished(res)
+        except OSError as e:
+            self.error = e
+            self.stop.set()
+
+
+def _results_unwritable(writer: RunWriter, error: OSError) -> int:
+    try:
+        writer.mark("failed")  # a small file; on a full disk it may not fit either
+    except OSError:
+        pass
+    print(f"probe: cannot write the results to {writer.dir}: {error.strerror or error}; the run was stopped "
+          f"(files already there are complete). Free space or choose another directory with --results",
+          file=sys.stderr)
+    return RESULTS_UNWRITABLE
 
 
 def known_check_ids(fleet: dict[str, Any]) -> list[str]:
