@@ -244,15 +244,22 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                 for rest in calls[i + 1:]:
                     results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
                 break
-            if stop.is_set() and res.exit_code is None:
+            if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
                 raise _Cancelled()
             results[call.name] = classify(host, call, res)
             if _no_interpreter(res):
                 # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
                 why = f"interpreter {host.python!r} not found on the host: raw mode used instead"
-                for rest in calls[i:]:
-                    results[rest.name] = ProbeResult(rest.name, Outcome.UNSUPPORTED, why)
-                results[RAW_PROBE] = run_raw(transport, host, options, t0 + deadline, why)
+                raw = run_raw(transport, host, options, t0 + deadline, why)
+                if raw.outcome == Outcome.OK:
+                    for rest in calls[i:]:
+                        results[rest.name] = ProbeResult(rest.name, Outcome.UNSUPPORTED, why)
+                    results[RAW_PROBE] = raw
+                else:  # no Python and no nvidia-smi/lspci either: the missing interpreter is the news
+                    failed = results[call.name]
+                    failed.reason += "; raw mode found no nvidia-smi/lspci either"
+                    for rest in calls[i + 1:]:
+                        results[rest.name] = ProbeResult(rest.name, Outcome.SKIPPED, f"not run: {failed.reason}")
                 break
     except _Cancelled:
         for call in calls:

@@ -286,7 +286,6 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
 
 
 # EX_CANTCREAT from sysexits.h: the run could not store its results (disk full, read-only, quota).
-RESULTS_UNWRITABLE = 73
 
 
 class _StoreOrStop:
@@ -316,7 +315,7 @@ def _results_unwritable(writer: RunWriter, error: OSError) -> int:
     print(f"probe: cannot write the results to {writer.dir}: {error.strerror or error}; the run was stopped "
           f"(files already there are complete). Free space or choose another directory with --results",
           file=sys.stderr)
-    return RESULTS_UNWRITABLE
+    return exitcodes.RESULTS_UNWRITABLE
 
 
 def known_check_ids(fleet: dict[str, Any]) -> list[str]:

@@ -72,6 +72,7 @@ _SECTIONS = {
 }
 _BRACKETED_V6 = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::([0-9]+))?$")
 _INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*$", re.M)
+_SECRET_NAME = re.compile(r"pass|secret|token|credential", re.IGNORECASE)
 
 
 @dataclass
@@ -218,8 +219,11 @@ class _Builder:
         if first is None:
             self._seen[(kind, entity, key)] = var
         elif first.value != var.value:
+            # Never echo a secret back into a log or a terminal.
+            secret = _SECRET_NAME.search(key) is not None
+            now, before = ("<redacted>", "<redacted>") if secret else (repr(var.value), repr(first.value))
             raise InventoryError(
-                f"{var.where}: {kind} '{entity}' gets {key}={var.value!r} here but {key}={first.value!r} at "
+                f"{var.where}: {kind} '{entity}' gets {key}={now} here but {key}={before} at "
                 f"{first.where}; within one inventory file a {kind} may have only one value per variable "
                 "(Ansible would silently keep the last one). Keep one of them."
             )

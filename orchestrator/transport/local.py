@@ -42,6 +42,7 @@ class LocalTransport:
             start_new_session=True,  # its own process group, killed as one at the deadline
             close_fds=True,
         )
+        self._proc: subprocess.Popen[bytes] | None = proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         out = bytearray()
         err = bytearray()
@@ -124,7 +125,10 @@ class LocalTransport:
         )
 
     def close(self) -> None:
-        """Nothing is held between commands."""
+        """Kill a command still running (Ctrl-C closes transports from another thread)."""
+        proc = getattr(self, "_proc", None)
+        if proc is not None and proc.poll() is None:
+            _kill_group(proc)
 
     def __enter__(self) -> LocalTransport:
         return self
