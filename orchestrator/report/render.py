@@ -15,7 +15,6 @@ import base64
 import hashlib
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from orchestrator import atomic
 from orchestrator.report import svg
 from orchestrator.report.model import FleetView, HostPage, build_fleet_view, level_class
 
@@ -115,14 +115,4 @@ def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: d
                  max_pictures: int = MAX_PICTURES) -> Path:
     """Render and write atomically (temp file + rename), so a reader never sees half a page."""
     html = render_report(fleet, previous, max_pictures=max_pictures)
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic.write_text(Path(out), html)
