@@ -7,7 +7,11 @@ probe script (the `host` probe) and must reach N distinct addresses (the probe r
 $SSH_CONNECTION).  Runs are interleaved across tools and repeated; figures are medians with
 min-max.  Results go to bench/RESULTS.md, regenerated, never typed.
 
-    python bench/fleet_bench.py --sizes 10,100,500,1000 --repeats 3 --forks 32
+    sh bench/setup.sh            # parallel-ssh and ansible-core (in /tmp/ansible-venv); as root
+    BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py --sizes 10,100,500,1000
+
+Run as root it creates the login user `fpbench`.  Not part of the test suite.  The audit
+playbook against fixture roots is not benchmarked yet: only the `host` probe.
 """
 
 from __future__ import annotations
@@ -451,6 +455,8 @@ def controller_one(n: int) -> dict:
 
 def controller_only(sizes: list[int], timeout: float) -> str:
     """Each size in a process of its own, so peak RSS is that size's alone; bounded by `timeout`."""
+    if not sizes:
+        return "(not run: --controller-sizes was empty)"
     lines = ["| hosts | normalize + check + write fleet.json, s | per 1,000 hosts, s | fleet.json MB | peak RSS MB |",
              "|---:|---:|---:|---:|---:|"]
     per_k = []
