@@ -11,7 +11,7 @@ import ast
 import json
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ PROBES_DIR = Path(__file__).resolve().parent.parent / "probes"
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.+)$", re.MULTILINE)
 
 
+@cache  # where the probes live does not change while we run; build_script asks twice per host
 def probes_dir() -> Path:
     """The shipped probes: beside the package in a checkout, or the installed `probes` package."""
     if (PROBES_DIR / "_prelude.py").is_file():
@@ -93,10 +94,15 @@ def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: floa
 
 def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None) -> bytes:
     """Prelude + libraries + probe + the call line.  Tests use it to run probes of their own."""
-    parts = [_source(probes_dir() / "_prelude.py"), *(libs or []), probe_source]
+    head = _head(_source(probes_dir() / "_prelude.py"), tuple(libs or ()), probe_source)
     # Arguments travel as a JSON string literal: no inventory value is ever spliced into code.
     arg_json = json.dumps(args or {}, sort_keys=True)
-    parts.append(
-        f"\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({arg_json!r}), {float(deadline_s)!r})\n"
-    )
-    return "\n".join(parts).encode("utf-8")
+    call = f"\n\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({arg_json!r}), {float(deadline_s)!r})\n"
+    return head + call.encode("utf-8")
+
+
+@lru_cache(maxsize=128)
+def _head(prelude: str, libs: tuple[str, ...], probe_source: str) -> bytes:
+    # The ~20 KB of code before the call line is the same for every host running this probe: join
+    # and encode it once (the sources are the cached strings of _source, so hashing them is free).
+    return "\n".join([prelude, *libs, probe_source]).encode("utf-8")

@@ -29,6 +29,8 @@ from orchestrator.transport.become import become_failure, wrap_command
 # A probe's own watchdog fires this much before the controller gives up on the command, so a slow
 # probe still reports its partial data instead of being cut off.
 PROBE_DEADLINE_MARGIN_S = 2.0
+# Measured flat from 16 to 100 forks on the 2-core bench; 32 stays under a bastion's MaxStartups
+# hard limit (100). Reasoning and figures: docs/performance.md.
 DEFAULT_FORKS = 32
 
 

@@ -23,7 +23,7 @@ from orchestrator.outputs.tabular import render_findings, render_hosts
 from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.progress import Fanout, Progress
 from orchestrator.results import RunWriter, default_results_dir, host_input_from_result, redact_message
-from orchestrator.runner import HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
+from orchestrator.runner import DEFAULT_FORKS, HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
 from orchestrator.views.findings import classes_table, findings_table
@@ -393,7 +393,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-p", "--playbook", metavar="PLAYBOOK",
                    help="playbook file or shipped name: audit (default), premigration, quick")
     p.add_argument("--probe", action="append", metavar="NAME", help="run only these probes (repeatable; overrides the playbook's)")
-    p.add_argument("-f", "--forks", type=int, default=32, help="hosts probed at once (default 32)")
+    p.add_argument("-f", "--forks", type=int, default=DEFAULT_FORKS,
+                   help=f"hosts probed at once (default {DEFAULT_FORKS}; see docs/performance.md)")
     p.add_argument("-t", "--timeout", type=float, default=60.0, help="seconds per probe (default 60)")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect and log in (default 10)")
     p.add_argument("--host-key-policy", choices=["strict", "accept-new", "off"], default="strict",

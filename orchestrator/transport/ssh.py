@@ -55,7 +55,8 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 IDLE_WAKE_S = 1.0
 
 _config_lock = threading.Lock()
-_config_cache: dict[tuple[str, ...], tuple[tuple[tuple[int, int] | None, ...], Config]] = {}
+# config file paths -> (their (mtime, size) when parsed, the parsed ssh_config)
+_config_cache: dict[tuple[str, ...], tuple[tuple[tuple[int, int] | None, ...], paramiko.SSHConfig]] = {}
 
 
 def host_key_policy(host: Host, options: TransportOptions) -> str:
@@ -79,12 +80,22 @@ def _stat_sig(path: str) -> tuple[int, int] | None:
 
 
 def fabric_config(ssh_config: str | None) -> Config:
-    """A Fabric Config whose ssh_config is parsed once; every connection gets its own clone.
+    """A Fabric Config of its own over an ssh_config parsed once per process.
 
     Like `ssh -F`, an explicit file replaces ~/.ssh/config and /etc/ssh/ssh_config; without one
     both are read (user first, so its settings win). Giving Fabric the parsed object also keeps it
     from re-reading the files every time a ProxyJump hop clones the config.
+
+    The Config itself is never shared between connections: Fabric's Connection() stores a setting
+    into its Config (inline_ssh_env), and invoke rebuilds the whole Config on every store, so a
+    shared one is briefly empty while another thread reads it (seen as "No attribute or config key
+    found for 'gateway'" at 500 hosts). A fresh lazy Config costs ~0.1 ms; the parse is what is shared.
     """
+    return Config(ssh_config=parsed_ssh_config(ssh_config), lazy=True)
+
+
+def parsed_ssh_config(ssh_config: str | None) -> paramiko.SSHConfig:
+    """The ssh_config files, parsed once per process while they are unchanged (read-only after)."""
     if ssh_config is not None:
         paths: tuple[str, ...] = (os.path.expanduser(ssh_config),)
         if not os.path.exists(paths[0]):  # `-F /dev/null` is the usual way to read no config
@@ -95,7 +106,7 @@ def fabric_config(ssh_config: str | None) -> Config:
     with _config_lock:
         cached = _config_cache.get(paths)
         if cached is not None and cached[0] == sigs:
-            return cached[1].clone()
+            return cached[1]
         parsed = paramiko.SSHConfig()
         for path, sig in zip(paths, sigs):
             if sig is None:
@@ -107,12 +118,38 @@ def fabric_config(ssh_config: str | None) -> Config:
                 raise TransportError(
                     "config", f"cannot read ssh config {path}: {_one_line(e)}; fix or remove it"
                 ) from e
-        config = Config(ssh_config=parsed, lazy=True)
-        _config_cache[paths] = (sigs, config)
-        # Each connection gets its own copy: Fabric's Connection() writes into its Config
-        # (inline_ssh_env), which re-merges it and leaves it empty for a moment; a Config shared by
-        # threads then fails in another thread with "No attribute or config key 'authentication'".
-        return config.clone()
+        _config_cache[paths] = (sigs, parsed)
+        return parsed
+
+
+_key_lock = threading.Lock()
+# private key path -> ((mtime, size) when loaded, the key or None when Paramiko must load it itself)
+_key_cache: dict[str, tuple[tuple[int, int] | None, paramiko.PKey | None]] = {}
+
+
+def _loaded_key(path: str) -> paramiko.PKey | None:
+    """The private key at `path`, read and parsed once per process while the file is unchanged.
+
+    Given only key_filename, Paramiko re-reads the file for every connection and tries RSA, then
+    ECDSA, then Ed25519 parsing on it (an ed25519 key costs two failed parses each time). None when
+    Paramiko's own loading must run instead, so its behaviour and errors stay exactly as before:
+    a passphrase-protected key (it raises PasswordRequiredException, classified as auth), an
+    unreadable or unknown key, or a key with a `-cert.pub` certificate beside it (Paramiko pairs them).
+    """
+    sig = _stat_sig(path)
+    with _key_lock:
+        cached = _key_cache.get(path)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+    key: paramiko.PKey | None = None
+    if sig is not None and not os.path.exists(path + "-cert.pub"):
+        try:
+            key = paramiko.PKey.from_path(path)
+        except Exception:  # any failure: leave it to Paramiko's path, which reports it properly
+            key = None
+    with _key_lock:
+        _key_cache[path] = (sig, key)
+    return key
 
 
 def _one_line(e: object) -> str:
@@ -229,7 +266,7 @@ class SshTransport:
                 raise TransportError(
                     "auth", f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file"
                 )
-            agent_key = self._agent_copy(key)
+            agent_key = self._agent_copy(key) or _loaded_key(key)
             if agent_key is not None:
                 connect_kwargs.update(pkey=agent_key, look_for_keys=False, allow_agent=False)
             else:
