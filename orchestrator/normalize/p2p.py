@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator import gpu_models
+from orchestrator.normalize.gpus import model_key
 
 MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
                "verified")
@@ -36,14 +36,13 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     mismatches: list[dict[str, Any]] = []
     for i, g in enumerate(raw_gpus):
-        model = gpu_models.lookup(g.get("name"))
         gv = g.get("verified")
         verified: dict[str, Any] = gv if isinstance(gv, dict) else {}
         for kind, ok in verified.items():
             if not ok:
                 mismatches.append({"copy": kind, "src": i, "dst": i, "src_bus_id": order[i], "dst_bus_id": order[i]})
         gpus.append({
-            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model.key if model else None,
+            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model_key(g.get("name")),
             "status": g.get("status"), "error": g.get("error"),
             "busy_processes": busy.get(str(i)),
             "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
