@@ -1,8 +1,9 @@
 """Normalize the p2p probe's data into `facts["p2p"]` (pure; shape in docs/facts-p2p.md).
 
-Matrices come twice: as lists of lists indexed by CUDA ordinal (the `order` list gives each
-ordinal's bus id; CUDA order is not NVML order) and keyed by bus id (`by_bus`), so other
-sections (nvlink, topology, pcie) join on bus ids, never on indices.
+Matrices are lists of lists indexed by CUDA ordinal; the `order` list gives each ordinal's bus id
+(CUDA order is not NVML order), so other sections (nvlink, topology, pcie) join on bus ids through
+`order`, never on bare indices.  (A second copy keyed by bus id, `by_bus`, had no reader and was a
+tenth of a host's facts; it was dropped.)
 """
 
 from __future__ import annotations
@@ -114,8 +115,6 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
                 mismatches.append({"copy": "all_" + kind, "src": None, "dst": None, "src_bus_id": None,
                                    "dst_bus_id": None})
 
-    by_bus = {k: {order[a]: {order[b]: mats[k][a][b] for b in range(n)} for a in range(n)}
-              for k in MATRIX_KEYS}
     guard = data.get("guard") or {}
     params = data.get("params") or {}
     ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
@@ -135,7 +134,6 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         "gpus": gpus,
         "pairs": pairs,
         "matrices": mats,
-        "by_bus": by_bus,
         "rank": data.get("p2p_rank"),
         "nvml_nvlink": data.get("nvml_nvlink"),
         "all_to_host": all_to_host,

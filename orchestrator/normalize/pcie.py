@@ -457,7 +457,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
     out_devices = []
     for b in sorted(devs):
-        d = dict(devs[b])
+        d = devs[b]  # finished with the working copy: no per-device dict copy
         d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
         if d["kind"] == "gpu":
             d["model"] = models.get(b)
