@@ -177,7 +177,7 @@ def main() -> int:
         for c in cols:
             values = [r[c] for r in rs]
             med = statistics.median(values)
-            med = round(med, 2) if isinstance(med, float) else med
+            med = int(med) if all(isinstance(v, int) for v in values) and med == int(med) else round(med, 2)
             cells.append(str(med) if min(values) == max(values) else f"{med} ({min(values)}-{max(values)})")
         print("| " + " | ".join(cells) + " |")
     if args.json:
