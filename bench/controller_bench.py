@@ -10,6 +10,10 @@ inventory's.  Each size runs in a fresh interpreter so its peak RSS is its own.
     python bench/controller_bench.py                      # 1000 and 10000 hosts
     python bench/controller_bench.py --hosts 1000 --profile   # cProfile of build_fleet, top functions
     python bench/controller_bench.py --cloud-image        # all hosts "ubuntu" with a placeholder serial
+    python bench/controller_bench.py --repeat 3           # medians (min-max) of 3 fresh runs per size
+
+Wall seconds on a shared machine swing with its load, so CPU seconds of the process are reported
+beside them (cpu_* columns); both are medians over --repeat runs.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import io
 import json
 import pstats
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,22 +112,24 @@ def _peak_rss_mb() -> float:
 def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
     inputs, expect = make_inputs(n, cloud_image)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     run = {"id": f"bench-{n}", "started": None, "finished": None, "inventory": [str(DEMO_INVENTORY)],
            "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None, "user": None}
-    prof = cProfile.Profile() if profile else None
+    prof = cProfile.Profile(time.process_time) if profile else None  # CPU clock: load on a shared machine
     if prof:
         prof.enable()
     fleet = build_fleet(run, inputs, lambda h: expect[h.name], lambda host: {})
     if prof:
         prof.disable()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory(prefix="controller-bench-") as tmp:
         path = atomic.write_json(Path(tmp) / "fleet.json", fleet)
         size = path.stat().st_size
-    t3 = time.perf_counter()
+        t3, c3 = time.perf_counter(), time.process_time()
     result = {"hosts": n, "inputs_s": round(t1 - t0, 2), "build_fleet_s": round(t2 - t1, 2),
               "write_s": round(t3 - t2, 2), "total_s": round(t3 - t1, 2),
+              "cpu_build_s": round(c2 - c1, 2), "cpu_write_s": round(c3 - c2, 2), "cpu_total_s": round(c3 - c1, 2),
+              "cpu_per_1k_hosts_s": round((c3 - c1) / n * 1000, 2),
               "per_1k_hosts_s": round((t3 - t1) / n * 1000, 2), "peak_rss_mb": round(_peak_rss_mb()),
               "fleet_json_mb": round(size / 1e6, 1), "classes": len(fleet["classes"]),
               "findings": len(fleet["findings"])}
@@ -140,28 +147,42 @@ def main() -> int:
     ap.add_argument("--cloud-image", action="store_true",
                     help="every host reports hostname 'ubuntu' and a placeholder system serial (the duplicate-identity "
                          "worst case)")
+    ap.add_argument("--repeat", type=int, default=1, help="fresh runs per size; the table shows medians (min-max)")
+    ap.add_argument("--json", action="store_true", help="print every run's figures as JSON too")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image)))
         return 0
-    rows = []
-    for n in args.hosts:
-        cmd = [sys.executable, __file__, "--one", str(n)]
-        if args.profile and n == max(args.hosts):
-            cmd.append("--profile")
-        if args.cloud_image:
-            cmd.append("--cloud-image")
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"{n} hosts: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-            return 1
-        rows.append(json.loads(proc.stdout))
-    cols = ["hosts", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "peak_rss_mb", "fleet_json_mb",
-            "classes", "findings"]
-    print(" | ".join(cols))
-    for r in rows:
-        print(" | ".join(str(r[c]) for c in cols))
+    runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.hosts}
+    for _ in range(max(1, args.repeat)):
+        for n in args.hosts:  # interleaved, so a burst of load on the machine hits every size alike
+            cmd = [sys.executable, __file__, "--one", str(n)]
+            if args.profile and n == max(args.hosts) and not runs[n]:
+                cmd.append("--profile")
+            if args.cloud_image:
+                cmd.append("--cloud-image")
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"{n} hosts: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            runs[n].append(json.loads(proc.stdout))
+    cols = ["hosts", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "cpu_build_s", "cpu_write_s",
+            "cpu_total_s", "cpu_per_1k_hosts_s", "peak_rss_mb", "fleet_json_mb", "classes", "findings"]
+    print(f"runs per size: {max(1, args.repeat)}; median (min-max)")
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for rs in runs.values():
+        cells = []
+        for c in cols:
+            values = [r[c] for r in rs]
+            med = statistics.median(values)
+            med = int(med) if all(isinstance(v, int) for v in values) and med == int(med) else round(med, 2)
+            cells.append(str(med) if min(values) == max(values) else f"{med} ({min(values)}-{max(values)})")
+        print("| " + " | ".join(cells) + " |")
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "profile"} for rs in runs.values() for r in rs]))
+    rows = [r for rs in runs.values() for r in rs]
     for r in rows:
         if "profile" in r:
             print(f"\ncProfile of build_fleet, {r['hosts']} hosts (by own time):\n{r['profile']}")

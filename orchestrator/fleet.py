@@ -7,8 +7,10 @@ live one.
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +86,32 @@ def _summary(hosts: list[dict[str, Any]], findings: list[Finding]) -> dict[str, 
     }
 
 
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Building a fleet allocates millions of small dicts and lists that all stay alive; each of
+    them counts towards the cyclic collector's thresholds, so it ran full collections over the
+    whole growing fleet again and again (more than half the CPU time at 2,000 hosts) and found
+    nothing: facts are trees, freed by reference counting.  Paused here, restored after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None) -> dict[str, Any]:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host."""
+    with _no_cyclic_gc():
+        return _build_fleet(run, inputs, expect_for, overrides_for)
+
+
+def _build_fleet(run: dict[str, Any], inputs: list[HostInput],
+                 expect_for: Callable[[HostInput], Expectations],
+                 overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
     records = [host_record(h) for h in inputs]
     views = []
     for h, rec in zip(inputs, records):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from orchestrator import gpu_models
@@ -16,11 +17,30 @@ def bus_id(text: Any) -> str | None:
     """Any NVML/CUDA/sysfs spelling -> '0000:bb:dd.f' lower-case; None when not a bus id."""
     if not isinstance(text, str):
         return None
+    return _bus_id(text)
+
+
+# A fleet repeats a few hundred bus ids over and over (identical machines, every link's remote):
+# parsing each once is most of what normalization spends on them.  Bounded, so odd input cannot
+# grow it without limit.
+@lru_cache(maxsize=8192)
+def _bus_id(text: str) -> str | None:
     m = _BUS.match(text.strip())
     if not m:
         return None
     dom = int(m.group(1) or "0", 16) & 0xFFFF
     return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+
+
+def model_key(name: Any) -> str | None:
+    """gpu_models.lookup(name).key, remembered: the lookup runs up to 23 regexes per GPU."""
+    return _model_key(name) if isinstance(name, str) else None
+
+
+@lru_cache(maxsize=1024)
+def _model_key(name: str) -> str | None:
+    model = gpu_models.lookup(name)
+    return model.key if model else None
 
 
 def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, Any]) -> None:
@@ -40,8 +60,7 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
         _with_unknown(g, key, raw.get(key), unknown)
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
-    model = gpu_models.lookup(g.get("name"))
-    g["model"] = model.key if model else None
+    g["model"] = model_key(g.get("name"))
     mig = raw.get("mig")
     g["mig"] = ({"current": bool(mig.get("current")), "pending": bool(mig.get("pending")),
                  "instances": list(mig.get("instances") or [])} if isinstance(mig, dict) else None)

@@ -45,7 +45,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         any_links = any_links or bool(links)
         versions = [lk["version"] for lk in links if lk["state"] == "up" and lk["version"]]
         gpus.append({
-            "index": g.get("index"), "bus_id": bus_id(g.get("bus_id")), "uuid": g.get("uuid"),
+            "index": g.get("index"), "bus_id": order[len(gpus)], "uuid": g.get("uuid"),
             "name": g.get("name"), "links_total": total, "links_up": up,
             "inactive": [lk["link"] for lk in links if lk["state"] == "down"],
             "version": versions[0] if versions else None, "lost": lost,
@@ -54,10 +54,13 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     n = len(gpus)
     pairs: list[dict[str, Any]] = []
     direct = [[0] * n for _ in range(n)]
+    position: dict[str | None, int] = {}
+    for i, b in enumerate(order):
+        position.setdefault(b, i)  # the first GPU with that bus id, as order.index would find
     for i, g in enumerate(gpus):
         for lk in g["links"]:
-            if lk["state"] == "up" and lk["remote_type"] == "gpu" and lk["remote_bus_id"] in order:
-                direct[i][order.index(lk["remote_bus_id"])] += 1
+            if lk["state"] == "up" and lk["remote_type"] == "gpu" and lk["remote_bus_id"] in position:
+                direct[i][position[lk["remote_bus_id"]]] += 1
     for i in range(n):
         for j in range(i + 1, n):
             # both ends should agree; where they differ the smaller count is what works, unless one

@@ -1,15 +1,16 @@
 """Normalize the p2p probe's data into `facts["p2p"]` (pure; shape in docs/facts-p2p.md).
 
-Matrices come twice: as lists of lists indexed by CUDA ordinal (the `order` list gives each
-ordinal's bus id; CUDA order is not NVML order) and keyed by bus id (`by_bus`), so other
-sections (nvlink, topology, pcie) join on bus ids, never on indices.
+Matrices are lists of lists indexed by CUDA ordinal; the `order` list gives each ordinal's bus id
+(CUDA order is not NVML order), so other sections (nvlink, topology, pcie) join on bus ids through
+`order`, never on bare indices.  (A second copy keyed by bus id, `by_bus`, had no reader and was a
+tenth of a host's facts; it was dropped.)
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from orchestrator import gpu_models
+from orchestrator.normalize.gpus import model_key
 
 MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
                "verified")
@@ -36,14 +37,13 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     mismatches: list[dict[str, Any]] = []
     for i, g in enumerate(raw_gpus):
-        model = gpu_models.lookup(g.get("name"))
         gv = g.get("verified")
         verified: dict[str, Any] = gv if isinstance(gv, dict) else {}
         for kind, ok in verified.items():
             if not ok:
                 mismatches.append({"copy": kind, "src": i, "dst": i, "src_bus_id": order[i], "dst_bus_id": order[i]})
         gpus.append({
-            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model.key if model else None,
+            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model_key(g.get("name")),
             "status": g.get("status"), "error": g.get("error"),
             "busy_processes": busy.get(str(i)),
             "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
@@ -115,8 +115,6 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
                 mismatches.append({"copy": "all_" + kind, "src": None, "dst": None, "src_bus_id": None,
                                    "dst_bus_id": None})
 
-    by_bus = {k: {order[a]: {order[b]: mats[k][a][b] for b in range(n)} for a in range(n)}
-              for k in MATRIX_KEYS}
     guard = data.get("guard") or {}
     params = data.get("params") or {}
     ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
@@ -136,7 +134,6 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         "gpus": gpus,
         "pairs": pairs,
         "matrices": mats,
-        "by_bus": by_bus,
         "rank": data.get("p2p_rank"),
         "nvml_nvlink": data.get("nvml_nvlink"),
         "all_to_host": all_to_host,

@@ -10,6 +10,7 @@ because nvidia-smi does not flatten them either (DGX A100 shows GPU<->NIC PXB).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 NVIDIA = 0x10DE
@@ -35,16 +36,39 @@ HEADER_ONLY = "needs root: config space beyond 64 bytes"
 
 
 def _hex(value: Any) -> int | None:
+    if isinstance(value, str):
+        return _hex_str(value)
     try:
         return int(str(value), 16)
     except (TypeError, ValueError):
         return None
 
 
+# Vendor, device and class ids are a few dozen strings across a whole fleet; parse each once.
+@lru_cache(maxsize=4096)
+def _hex_str(value: str) -> int | None:
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
+
+
 def _int(value: Any) -> int | None:
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        return _int_str(value)
     try:
         return int(str(value).strip())
     except (TypeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=4096)  # widths and NUMA nodes: "16", "0", "-1"
+def _int_str(value: str) -> int | None:
+    try:
+        return int(value.strip())
+    except ValueError:
         return None
 
 
@@ -52,7 +76,15 @@ def parse_speed(text: Any) -> tuple[int | None, str | None]:
     """sysfs link speed ("16.0 GT/s PCIe", old "16 GT/s", "Unknown") -> (generation, "16.0 GT/s")."""
     if not isinstance(text, str):
         return None, None
-    m = re.match(r"\s*([\d.]+)\s*GT/s", text)
+    return _parse_speed(text)
+
+
+_SPEED = re.compile(r"\s*([\d.]+)\s*GT/s")
+
+
+@lru_cache(maxsize=256)  # a handful of distinct spellings; the tuple is immutable, so sharing is safe
+def _parse_speed(text: str) -> tuple[int | None, str | None]:
+    m = _SPEED.match(text)
     if not m:
         return None, None
     gen = _SPEED_GEN.get(m.group(1))
@@ -119,19 +151,38 @@ def _family(vendor: int | None, kind: str) -> str | None:
 
 def _split_path(path: list[str], bdf: str) -> tuple[str | None, list[str]]:
     """(host bridge component, bridges from the root port down to the parent)."""
-    comps = [c.lower() for c in path or []]
+    try:
+        host, chain = _split_path_cached(tuple(path or ()), bdf)
+    except TypeError:  # an unhashable component: not a path the probe writes; let lower() say so
+        host, chain = _split_path_cached.__wrapped__(tuple(path or ()), bdf)
+    return host, list(chain)
+
+
+# Identical machines have identical sysfs paths, so a fleet has few distinct ones; the cached
+# strings are also shared by every host's facts instead of being copied per host.
+@lru_cache(maxsize=1 << 16)
+def _split_path_cached(path: tuple[str, ...], bdf: str) -> tuple[str | None, tuple[str, ...]]:
+    comps = [c.lower() for c in path]
     if not comps or comps[-1] != bdf:
-        return None, []
+        return None, ()
     i = len(comps) - 1
     while i > 0 and _BDF.match(comps[i - 1]):
         i -= 1
     host = comps[i - 1] if i > 0 else None
-    return host, comps[i:-1]
+    return host, tuple(comps[i:-1])
+
+
+@lru_cache(maxsize=1 << 16)
+def _bdf(text: str) -> str | None:
+    """The device's own address, lower-case (one shared string per distinct address), or None."""
+    bdf = text.lower()
+    return bdf if _BDF.match(bdf) else None
 
 
 def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
-    bdf = str(raw.get("bdf") or "").lower()
-    if not _BDF.match(bdf):
+    text = raw.get("bdf")
+    bdf = _bdf(text) if isinstance(text, str) else _bdf(str(text or ""))
+    if bdf is None:
         return None
     cfg: dict[str, Any] = raw["config"] if isinstance(raw.get("config"), dict) else {}
     vendor, cls = _hex(raw.get("vendor")), _hex(raw.get("class"))
@@ -406,7 +457,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
     out_devices = []
     for b in sorted(devs):
-        d = dict(devs[b])
+        d = devs[b]  # finished with the working copy: no per-device dict copy
         d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
         if d["kind"] == "gpu":
             d["model"] = models.get(b)
