@@ -28,9 +28,13 @@ _STREAM_MIN = 64
 _BUFFER = 1 << 20
 
 
-def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int) -> Path:
+def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, durable: bool = True) -> Path:
     """The temp file sits in the target's directory so the rename stays on one filesystem; its mode
-    is set explicitly because mkstemp creates 0600 files a collector could not read."""
+    is set explicitly because mkstemp creates 0600 files a collector could not read.
+
+    durable=False skips the fsync (the rename still makes the write atomic for readers): for the
+    per-host raw files written on the run's hot path, where one fsync each cost 10-13 % of a
+    500-host run; run.json and fleet.json stay durable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -38,7 +42,8 @@ def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int) ->
         with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
             fill(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -50,8 +55,8 @@ def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int) ->
     return path
 
 
-def write_bytes(path: str | Path, data: bytes, mode: int = 0o644) -> Path:
-    return _atomic(path, lambda f: f.write(data), mode)
+def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool = True) -> Path:
+    return _atomic(path, lambda f: f.write(data), mode, durable)
 
 
 def write_text(path: str | Path, text: str, mode: int = 0o644) -> Path:
@@ -101,7 +106,8 @@ def _fill_json(doc: Any, indent: int | None) -> Callable[[IO[bytes]], None]:
     return fill
 
 
-def write_json(path: str | Path, doc: Any, indent: int | None = None, mode: int = 0o644) -> Path:
+def write_json(path: str | Path, doc: Any, indent: int | None = None, mode: int = 0o644,
+               durable: bool = True) -> Path:
     """Compact JSON, streamed (fleet.json, findings.json, raw envelopes).  Pass `indent` only for
     small files people read by eye (run.json): indenting runs the slow pure-Python encoder."""
-    return _atomic(path, _fill_json(doc, indent), mode)
+    return _atomic(path, _fill_json(doc, indent), mode, durable)

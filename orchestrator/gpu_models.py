@@ -7,6 +7,7 @@ on real machines (see ../shared/evidence: 26.562 GB/s H100, 25.781 GB/s V100, 14
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -64,6 +65,7 @@ MODELS: tuple[GpuModel, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1024)  # checks look models up per GPU pair: a regex scan each time
 def lookup(name: str | None) -> GpuModel | None:
     if not name:
         return None

@@ -69,7 +69,7 @@ class RunWriter:
         d.mkdir(parents=True, exist_ok=True)
         meta = {"id": d.name, "state": "running", "started": _now(), "user": _user(), **meta}
         w = cls(d, meta)
-        atomic.write_json(d / "run.json", meta)
+        atomic.write_json(d / "run.json", meta, indent=1)
         return w
 
     def host_finished(self, res: HostResult) -> None:
@@ -85,24 +85,24 @@ class RunWriter:
             "vars": public_vars(res.host.vars),
             "probes": summaries,
             "duration_s": round(res.duration_s, 3),
-        })
+        }, durable=False)
         for name, pr in res.probes.items():
             if pr.envelope is not None:
-                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict())
+                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False)
             if pr.stdout:
-                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout)
+                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False)
             if pr.stderr.strip():
-                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr)
+                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False)
 
     def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
         atomic.write_json(self.dir / "fleet.json", fleet)
         atomic.write_json(self.dir / "findings.json", fleet["findings"])
         self.meta.update(state=state, finished=_now(), summary=fleet["summary"])
-        atomic.write_json(self.dir / "run.json", self.meta)
+        atomic.write_json(self.dir / "run.json", self.meta, indent=1)
 
     def mark(self, state: str) -> None:
         self.meta.update(state=state, finished=_now())
-        atomic.write_json(self.dir / "run.json", self.meta)
+        atomic.write_json(self.dir / "run.json", self.meta, indent=1)
 
 
 def _now() -> str:

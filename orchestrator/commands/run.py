@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator import exitcodes, probes
+from orchestrator import atomic, exitcodes, probes
 from orchestrator.diff import diff_fleets, render_diff
 from orchestrator.expectations import ExpectationError, Expectations
 from orchestrator.fleet import HostInput, build_fleet
@@ -336,7 +336,7 @@ def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: dict[str,
 def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path, previous: Path | None = None) -> None:
     fmt = args.format
     if fmt == "json":
-        json.dump(fleet, sys.stdout, indent=1, default=str)
+        sys.stdout.writelines(atomic.iter_json(fleet))  # the C encoder, streamed: fleets get large
         sys.stdout.write("\n")
         return
     if fmt in ("yaml", "csv"):
