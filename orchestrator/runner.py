@@ -251,17 +251,18 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             results[call.name] = classify(host, call, res)
             if _no_interpreter(res):
                 # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
+                # The missing interpreter stays a failure (it is a setup to fix, or `probe_mode:
+                # raw` to make it intended); the text facts are kept beside it.
                 why = f"interpreter {host.python!r} not found on the host: raw mode used instead"
                 raw = run_raw(transport, host, options, t0 + deadline, why)
+                failed = results[call.name]
                 if raw.outcome == Outcome.OK:
-                    for rest in calls[i:]:
-                        results[rest.name] = ProbeResult(rest.name, Outcome.UNSUPPORTED, why)
+                    failed.reason += "; raw mode used instead (facts from nvidia-smi/lspci text)"
                     results[RAW_PROBE] = raw
-                else:  # no Python and no nvidia-smi/lspci either: the missing interpreter is the news
-                    failed = results[call.name]
+                else:
                     failed.reason += "; raw mode found no nvidia-smi/lspci either"
-                    for rest in calls[i + 1:]:
-                        results[rest.name] = ProbeResult(rest.name, Outcome.SKIPPED, f"not run: {failed.reason}")
+                for rest in calls[i + 1:]:
+                    results[rest.name] = ProbeResult(rest.name, Outcome.SKIPPED, f"not run: {failed.reason}")
                 break
     except _Cancelled:
         for call in calls:

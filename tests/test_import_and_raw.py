@@ -123,7 +123,9 @@ def test_raw_mode_over_real_ssh_when_the_interpreter_is_missing(sshd, tmp_path: 
     nopy = by["no-python"]
     assert nopy["probes"]["raw"]["outcome"] == "ok"
     assert "raw mode" in nopy["probes"]["raw"]["reason"] and "/nonexistent/python3" in nopy["probes"]["raw"]["reason"]
-    assert nopy["probes"]["host"]["outcome"] == "unsupported"
+    # The missing interpreter stays a failure to fix; the text facts are kept beside it.
+    assert nopy["outcome"] == "failed" and nopy["probes"]["host"]["outcome"] == "failed"
+    assert "/nonexistent/python3" in nopy["probes"]["host"]["reason"] and "raw mode used" in nopy["probes"]["host"]["reason"]
     assert len(nopy["facts"]["gpus"]["list"]) == 6 and nopy["facts"]["nvlink"]["gpus"]
     ids = {(f["host"], f["id"]) for f in fleet["findings"]}
     assert ("no-python", "gpu.count.mismatch") in ids and ("no-python", "probe.raw_mode") in ids

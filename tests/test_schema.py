@@ -32,8 +32,35 @@ def test_schema_version_is_the_one_written() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     assert schema["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
     for section in ("gpus", "nvlink", "pcie", "topology"):
-        ref = schema["$defs"]["host"]["properties"]["facts"]["properties"][section]["$ref"]
+        entry = schema["$defs"]["host"]["properties"]["facts"]["properties"][section]
+        # Probe facts are held to their documented shape; facts read from text to the text shape.
+        ref = entry["else"]["$ref"]
         assert schema["$defs"][ref.rsplit("/", 1)[1]]["required"], section
+        assert entry["then"] == {"$ref": "#/$defs/text_section"}, section
+
+
+def test_facts_read_from_text_validate_and_probe_shapes_stay_strict() -> None:
+    from pathlib import Path
+
+    from orchestrator.expectations import Expectations
+    from orchestrator.fleet import HostInput, build_fleet
+    from orchestrator.textparse import import_files
+
+    evidence = Path(__file__).resolve().parent.parent.parent / "shared" / "evidence"
+    files = sorted(evidence.glob("topo_*.txt")) + sorted(evidence.glob("lspci_*.txt")) + sorted(evidence.glob("nvlink_*.txt"))
+    if not files:
+        pytest.skip(f"no evidence at {evidence}")
+    for f in files:
+        h = import_files([f])
+        ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}
+        fleet = build_fleet({"id": "t"}, [HostInput("x", "(imported)", [], {p: ok for p in h.outcomes}, {}, facts=h.facts)],
+                            lambda _: Expectations())
+        assert _errors(fleet) == [], f.name
+        # The same section claimed as probe output (no origin mark) must meet the strict shape.
+        for section in fleet["hosts"][0]["facts"].values():
+            section.pop("origin", None)
+        if any(k in fleet["hosts"][0]["facts"] for k in ("pcie", "nvlink", "gpus")):
+            assert _errors(fleet), f.name
 
 
 def test_demo_fleet_validates() -> None:
