@@ -216,7 +216,11 @@ def test_import_reports_per_file_results(tmp_path: Path):
 
 
 def test_import_fleet_directory_and_host_records(tmp_path: Path):
-    from orchestrator.textparse import host_record, import_fleet, summary_lines
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.textparse import import_fleet, summary_lines
 
     (tmp_path / "gpu01").mkdir()
     (tmp_path / "gpu01" / "topo.txt").write_bytes((FIXTURES / "h200_real_topo_m.txt").read_bytes())
@@ -226,12 +230,16 @@ def test_import_fleet_directory_and_host_records(tmp_path: Path):
     (tmp_path / ".hidden").write_text("x")
     hosts = import_fleet(tmp_path)
     assert sorted(hosts) == ["gpu01", "gpu02", "gpu03"]
-    r1 = host_record("gpu01", hosts["gpu01"])
+    # The host records `probe import --fleet` stores for show/diff/report.
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "import", "--fleet", str(tmp_path), "--results",
+                          str(tmp_path.parent / "runs"), "--format", "json"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(root)), timeout=120)
+    records = {h["name"]: h for h in json.loads(out.stdout)["hosts"]}
+    r1, r3 = records["gpu01"], records["gpu03"]
     assert r1["outcome"] == "ok" and r1["probes"]["nvml"]["probe_version"] == "text"
     assert r1["facts"]["gpus"]["list"][0]["bus_id"] == "0000:00:06.0"
-    r3 = host_record("gpu03", hosts["gpu03"])
     assert r3["outcome"] == "invalid_output" and "binary data" in r3["reason"] and r3["facts"] == {}
-    json.dumps([r1, r3])
     lines = summary_lines(hosts["gpu01"])
     assert any(line.endswith(": topo_matrix") for line in lines)
     assert all(line.isprintable() for line in lines)

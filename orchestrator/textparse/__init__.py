@@ -11,7 +11,6 @@ from orchestrator.textparse.importer import (
     ImportedFile,
     ImportedHost,
     facts_from_raw_outputs,
-    host_record,
     import_files,
     import_fleet,
     import_texts,
@@ -33,7 +32,7 @@ from orchestrator.textparse.topo import (
 __all__ = [
     "KINDS", "MAX_BYTES", "PARSED_KINDS", "RAW_COMMANDS", "CpuAffinity", "ImportedFile", "ImportedHost",
     "LspciTree", "LspciVerbose", "Note", "NvlinkReport", "P2PMatrix", "Parsed", "SmiList", "SmiQuery",
-    "TextParseError", "TopoMatrix", "decode_input", "detect_kind", "facts_from_raw_outputs", "host_record", "import_files",
+    "TextParseError", "TopoMatrix", "decode_input", "detect_kind", "facts_from_raw_outputs", "import_files",
     "import_fleet", "import_texts", "parse_lspci_tree", "parse_lspci_verbose", "parse_nvlink", "parse_smi_list",
     "parse_smi_query", "parse_smi_xml", "parse_text", "parse_topo_cpu", "parse_topo_matrix", "parse_topo_p2p",
     "read_path", "summary_lines", "to_facts",

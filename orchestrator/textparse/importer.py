@@ -210,30 +210,6 @@ def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]
     return {name: import_files(paths, kind) for name, paths in groups.items()}
 
 
-def host_record(name: str, host: ImportedHost) -> dict[str, Any]:
-    """A fleet.json host entry for imported evidence (schema of docs/architecture.md), so `show`,
-    `diff` and `report` treat an imported host like a probed one.  `imported` says from what."""
-    probes = {
-        probe: {"outcome": "ok", "reason": "imported from text", "duration_s": None, "probe_version": "text",
-                "retried": False}
-        for probe in host.outcomes
-    }
-    ok = bool(host.facts)
-    return {
-        "name": name,
-        "address": None,
-        "groups": [],
-        "outcome": "ok" if ok else "invalid_output",
-        "reason": None if ok else ("; ".join(host.errors) or "no facts in the imported files")[:500],
-        "probes": probes,
-        "facts": host.facts,
-        "fingerprint": None,
-        "class": None,
-        "imported": {"files": [f.to_dict() for f in host.files], "notes": list(host.notes),
-                     "errors": list(host.errors)},
-    }
-
-
 def summary_lines(host: ImportedHost) -> list[str]:
     """One line per file (kind or error) and per note, control characters removed, for the CLI."""
     from orchestrator.textparse.common import strip_ansi
