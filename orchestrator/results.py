@@ -23,8 +23,8 @@ from orchestrator import atomic
 from orchestrator.fleet import HostInput
 from orchestrator.history import new_run_id
 from orchestrator.runner import HostResult
+from orchestrator.secrets import SECRET_WORDS, is_secret
 
-_SECRET_KEY = re.compile(r"pass|secret|token|credential|private_key_passphrase", re.IGNORECASE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -43,11 +43,11 @@ def safe_component(name: str) -> str:
 
 def public_vars(vars: dict[str, Any]) -> dict[str, Any]:
     """Inventory variables minus anything that looks like a secret (never written to disk)."""
-    return {k: ("<redacted>" if _SECRET_KEY.search(k) else v) for k, v in vars.items()}
+    return {k: ("<redacted>" if is_secret(k) else v) for k, v in vars.items()}
 
 
 # `key=value` / `key: value` in a message, where the key looks like a secret's
-_SECRET_ASSIGN = re.compile(r"""(\b[\w.-]*(?:pass|secret|token|credential)[\w.-]*['"]?\s*[=:]\s*)"""
+_SECRET_ASSIGN = re.compile(r"""(\b[\w.-]*(?:""" + SECRET_WORDS + r""")[\w.-]*['"]?\s*[=:]\s*)"""
                             r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;)]+)""", re.IGNORECASE)
 
 

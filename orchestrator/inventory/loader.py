@@ -46,6 +46,7 @@ from orchestrator.inventory.model import (
 )
 from orchestrator.inventory.ranges import expand_host_pattern, split_outside_brackets
 from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
+from orchestrator.secrets import is_secret
 
 INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
 # the variables the transport acts on (a Jinja2 template in one of these is worth a warning)
@@ -72,7 +73,6 @@ _SECTIONS = {
 }
 _BRACKETED_V6 = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::([0-9]+))?$")
 _INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*$", re.M)
-_SECRET_NAME = re.compile(r"pass|secret|token|credential", re.IGNORECASE)
 
 
 @dataclass
@@ -220,7 +220,7 @@ class _Builder:
             self._seen[(kind, entity, key)] = var
         elif first.value != var.value:
             # Never echo a secret back into a log or a terminal.
-            secret = _SECRET_NAME.search(key) is not None
+            secret = is_secret(key)
             now, before = ("<redacted>", "<redacted>") if secret else (repr(var.value), repr(first.value))
             raise InventoryError(
                 f"{var.where}: {kind} '{entity}' gets {key}={now} here but {key}={before} at "
