@@ -10,9 +10,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from orchestrator.commands.run import UsageError, emit, judge, results_root
+from orchestrator.commands.run import UsageError, emit, host_expectations, judge, results_root
 from orchestrator.diff import diff_fleets, render_diff
-from orchestrator.expectations import ExpectationError, Expectations
+from orchestrator.expectations import Expectations
 from orchestrator.history import RunNotFound, diff_pair, list_runs, load_fleet, previous_run, resolve_run
 from orchestrator.outputs.tabular import render_rows, run_rows
 from orchestrator.playbook import Override, PlaybookError, load_playbook, shipped_playbooks
@@ -84,13 +84,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
             play_expect = play_expect.merged(play.expect)
             for h in inputs:
                 overrides.setdefault(h.name, {}).update(play.findings)
-    expectations = {}
-    for h in inputs:
-        try:
-            expectations[h.name] = Expectations.from_mapping(h.vars.get("probe_expect"),
-                                                             f"host {h.name}: probe_expect").merged(play_expect)
-        except ExpectationError as e:
-            raise UsageError(str(e)) from None
+    expectations = {h.name: host_expectations(h.name, h.vars, play_expect) for h in inputs}
     new_meta = {k: meta.get(k) for k in ("inventory", "limit", "probes", "options", "hosts_order")}
     new_meta.update(playbook=book_path, rejudged_from=src.name)
     writer = RunWriter.create(results_root(args), new_meta)

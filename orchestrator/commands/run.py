@@ -67,15 +67,17 @@ def parse_expect_args(items: list[str]) -> Expectations:
         raise UsageError(str(e)) from None
 
 
+def host_expectations(name: str, vars: dict[str, Any], override: Expectations) -> Expectations:
+    """The host's `probe_expect` (inventory vars, or the vars stored with a run) under `override`."""
+    try:
+        base = Expectations.from_mapping(vars.get("probe_expect"), where=f"host {name}: probe_expect")
+    except ExpectationError as e:
+        raise UsageError(str(e)) from None
+    return base.merged(override)
+
+
 def expectations_for_hosts(hosts: list[Host], override: Expectations) -> dict[str, Expectations]:
-    out = {}
-    for h in hosts:
-        try:
-            base = Expectations.from_mapping(h.vars.get("probe_expect"), where=f"host {h.name}: probe_expect")
-        except ExpectationError as e:
-            raise UsageError(str(e)) from None
-        out[h.name] = base.merged(override)
-    return out
+    return {h.name: host_expectations(h.name, h.vars, override) for h in hosts}
 
 
 # Probe arguments are embedded in the script as JSON.  YAML aliases share objects, so a few hundred
@@ -260,16 +262,13 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
         writer.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:
         return _results_unwritable(writer, e)
-    previous = baseline
-    if previous is None:
-        prev = previous_run(root, writer.dir)
-        previous = prev.path if prev else None
+    previous = _previous_fleet(root, writer.dir, baseline)  # read once: drift on screen and in --html
     emit(fleet, args, writer.dir, previous)
     if args.html:
         from orchestrator.report import ReportError, write_report
 
         try:
-            write_report(fleet, args.html, previous=load_fleet(previous) if previous else None)
+            write_report(fleet, args.html, previous=previous)
         except (ReportError, OSError, ValueError) as e:
             print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
@@ -333,7 +332,23 @@ def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: dict[str,
                        lambda host: table.get(host, {}))
 
 
-def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path, previous: Path | None = None) -> None:
+def _previous_fleet(root: Path, run_dir: Path, baseline: Path | None) -> dict[str, Any] | None:
+    """The fleet to show drift against: --baseline, else the previous complete run of the inventory."""
+    path = baseline
+    if path is None:
+        prev = previous_run(root, run_dir)
+        path = prev.path if prev else None
+    if path is None:
+        return None
+    try:
+        return load_fleet(path)
+    except RunNotFound as e:
+        print(f"probe: no drift shown: {e}", file=sys.stderr)
+        return None
+
+
+def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
+         previous: dict[str, Any] | None = None) -> None:
     fmt = args.format
     if fmt == "json":
         sys.stdout.writelines(atomic.iter_json(fleet))  # the C encoder, streamed: fleets get large
@@ -344,13 +359,9 @@ def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path, previou
         return
     print(render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or []))
     if previous is not None and not args.quiet:
-        try:
-            old = load_fleet(previous)
-        except (OSError, ValueError):
-            old = None
-        if old is not None:
-            d = diff_fleets(old, fleet)
-            print(f"\ndrift since {previous.name}:\n" + (render_diff(d) if d.changes else "  no change"))
+        d = diff_fleets(previous, fleet)
+        since = (previous.get("run") or {}).get("id") or "the previous run"
+        print(f"\ndrift since {since}:\n" + (render_diff(d) if d.changes else "  no change"))
     print(f"\nrun: {run_dir}")
 
 
