@@ -50,9 +50,11 @@ class RunSummary:
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    """The name for a new run directory: UTC time to the second plus 6 random hex digits."""
+    """The name for a new run directory: UTC time to the second, then the milliseconds and 6 random
+    hex digits.  Names sort in start order even for two runs in one second (cron retries, tests),
+    which `latest` and `previous_run` rely on; the random part keeps simultaneous runs apart."""
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    return f"{now.strftime(_TS_FORMAT)}-{secrets.token_hex(3)}"
+    return f"{now.strftime(_TS_FORMAT)}-{now.microsecond // 1000:03d}{secrets.token_hex(3)}"
 
 
 def _time_of(run_id: str) -> datetime | None:

@@ -59,6 +59,8 @@ def test_new_run_id_is_a_sortable_run_dir_name():
     a = new_run_id(T0)
     assert RUN_DIR_RE.match(a) and a.startswith("20261120T021500Z-")
     assert new_run_id(T0) != a  # the random part keeps two runs in one second apart
+    later = [new_run_id(T0.replace(microsecond=ms * 1000)) for ms in (5, 250, 999)]
+    assert sorted(later) == later and all(RUN_DIR_RE.match(r) for r in later)  # start order within a second
 
 
 def test_list_runs_counts_and_marks_partial_runs(results: Path):
