@@ -23,6 +23,7 @@ from typing import IO, Any
 # cycle would still fail, with RecursionError instead of ValueError.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False)
 _encode: Callable[[Any], str] = _ENCODER.encode
+encode_json = _encode  # one value as compact JSON, exactly as iter_json/write_json encode it
 # Containers with more items than this are streamed item by item; smaller ones go in one dumps.
 _STREAM_MIN = 64
 _BUFFER = 1 << 20
@@ -68,8 +69,13 @@ def write_text(path: str | Path, text: str, mode: int = 0o644) -> Path:
 def iter_json(doc: Any) -> Iterator[str]:
     """Compact JSON text of `doc` in pieces; the concatenation equals
     json.dumps(doc, separators=(",", ":"), default=str).  Only big lists and dicts (a fleet's hosts,
-    findings, envelopes' device lists) are split; everything else is one C-encoder call."""
-    if isinstance(doc, (list, tuple)) and len(doc) > _STREAM_MIN:
+    findings, envelopes' device lists) are split; everything else is one C-encoder call.  A value
+    with a `json_pieces()` method (fleet_workers.SpooledRecords: records kept encoded on disk)
+    supplies its own text."""
+    pieces = getattr(doc, "json_pieces", None)
+    if pieces is not None:
+        yield from pieces()
+    elif isinstance(doc, (list, tuple)) and len(doc) > _STREAM_MIN:
         yield "["
         for i, item in enumerate(doc):
             if i:
@@ -77,7 +83,8 @@ def iter_json(doc: Any) -> Iterator[str]:
             yield from iter_json(item)
         yield "]"
     elif isinstance(doc, dict) and (len(doc) > _STREAM_MIN or any(
-            isinstance(v, (list, tuple, dict)) and len(v) > _STREAM_MIN for v in doc.values())):
+            (isinstance(v, (list, tuple, dict)) and len(v) > _STREAM_MIN) or hasattr(v, "json_pieces")
+            for v in doc.values())):
         if not all(isinstance(k, str) for k in doc):
             yield _encode(doc)  # json's own rules for int/float/None keys (or its TypeError)
             return

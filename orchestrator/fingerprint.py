@@ -147,17 +147,29 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
     """Set record["fingerprint"]/["class"]; return the classes and the outlier findings."""
+    classes, findings, of_host = classify_descriptors(
+        [(rec["name"], descriptor(rec["facts"])) for rec in records])
+    for rec in records:
+        rec["fingerprint"], rec["class"] = of_host.get(rec["name"], (None, None))
+    return classes, findings
+
+
+def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
+                         ) -> tuple[list[dict[str, Any]], list[Finding], dict[str, tuple[str, str]]]:
+    """Classes and outlier findings from (host, descriptor) pairs, and host -> (fingerprint, class).
+
+    Works from descriptors alone so that a fleet judged host by host (in worker processes) can be
+    classified without holding every host's facts."""
     descs: dict[str, dict[str, Any]] = {}
     members: dict[str, list[str]] = defaultdict(list)
     host_fp: dict[str, str] = {}
-    for rec in records:
-        desc = descriptor(rec["facts"])
+    for name, desc in described:
         if desc is None:
             continue
         fp = digest(desc)
         descs[fp] = desc
-        members[fp].append(rec["name"])
-        host_fp[rec["name"]] = fp
+        members[fp].append(name)
+        host_fp[name] = fp
     names: dict[str, str] = {}
     first_of: dict[str, str] = {}  # base name -> fingerprint of the biggest class that holds it
     taken: set[str] = set()
@@ -173,11 +185,6 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
                 name = f"{base}~{fp[:4]}"
         taken.add(name)
         names[fp] = name
-    for rec in records:
-        host_digest = host_fp.get(rec["name"])
-        rec["fingerprint"] = host_digest
-        rec["class"] = names.get(host_digest) if host_digest else None
-
     # Families: hosts that should look alike.  The majority of a family defines its usual shape.
     families: dict[Any, list[str]] = defaultdict(list)
     for name, fp in host_fp.items():
@@ -211,4 +218,4 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     classes = [{"name": names[fp], "fingerprint": fp, "descriptor": descs[fp], "members": members[fp],
                 "outliers": outliers.get(fp, [])}
                for fp in sorted(members, key=lambda f: (-len(members[f]), names[f]))]
-    return classes, findings
+    return classes, findings, {name: (fp, names[fp]) for name, fp in host_fp.items()}

@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from orchestrator import fingerprint
-from orchestrator.checks import run_checks
+from orchestrator import fingerprint, fleet_workers
+from orchestrator.checks import FLEET_CHECK_SECTIONS, run_fleet_checks, run_host_checks
 from orchestrator.checks.base import HostView
 from orchestrator.expectations import Expectations
 from orchestrator.findings import Finding, Kind, Severity
@@ -75,15 +76,40 @@ def judged_outcomes(probes: dict[str, dict[str, Any]], facts: dict[str, Any]) ->
     return out
 
 
-def _summary(hosts: list[dict[str, Any]], findings: list[Finding]) -> dict[str, Any]:
-    outcomes = Counter(h["outcome"] for h in hosts)
+def _summary(outcomes: list[str], findings: list[Finding]) -> dict[str, Any]:
+    counts = Counter(outcomes)
     sev = Counter(f.severity.value for f in findings)
     return {
-        "hosts": len(hosts),
-        "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome},
+        "hosts": len(outcomes),
+        "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
         "findings": {s.value: sev.get(s.value, 0) for s in Severity},
         "findings_by_kind": dict(Counter(f.kind.value for f in findings)),
     }
+
+
+@dataclass
+class HostVerdict:
+    """One host judged on its own: what the fleet-wide steps need, without the host's facts."""
+
+    name: str
+    outcome: str
+    findings: list[Finding]  # its host checks and malformed-data findings
+    descriptor: dict[str, Any] | None  # topology fingerprint input
+    fleet_view: HostView  # only the facts sections the fleet checks read
+
+
+def judge_host(h: HostInput, expect: Expectations) -> tuple[dict[str, Any], HostVerdict]:
+    """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later."""
+    rec = host_record(h)
+    facts = rec["facts"]
+    outcomes = judged_outcomes(h.probes, facts)
+    findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars))
+    for err in rec["normalize_errors"]:
+        findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
+                                err, hint="the host sent data of an unexpected shape; check the probe version"))
+    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    return rec, HostVerdict(h.name, rec["outcome"], findings, fingerprint.descriptor(facts),
+                            HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars))
 
 
 @contextmanager
@@ -103,27 +129,38 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
-                overrides_for: Callable[[str], Mapping[str, Override]] | None = None) -> dict[str, Any]:
-    """`overrides_for(host)` gives the playbook's severity changes and silences for that host."""
+                overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
+                spool: Path | None = None, workers: int | None = None) -> dict[str, Any]:
+    """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
+
+    Big fleets are judged host by host in worker processes (orchestrator/fleet_workers.py); their
+    records then stay on disk under `spool` (default: the temp directory) and `hosts` is a
+    read-only sequence that parses a record when it is read.  `workers` overrides the choice."""
     with _no_cyclic_gc():
-        return _build_fleet(run, inputs, expect_for, overrides_for)
+        n = fleet_workers.worker_count(len(inputs), workers)
+        judged = (fleet_workers.judge_hosts(inputs, lambda h: judge_host(h, expect_for(h)), n, spool)
+                  if n > 1 else None)
+        if judged is None:
+            pairs = [judge_host(h, expect_for(h)) for h in inputs]
+            records: list[dict[str, Any]] | fleet_workers.SpooledRecords = [rec for rec, _ in pairs]
+            verdicts = [v for _, v in pairs]
+        else:
+            records, verdicts = judged
+        return _assemble(run, records, verdicts, overrides_for)
 
 
-def _build_fleet(run: dict[str, Any], inputs: list[HostInput],
-                 expect_for: Callable[[HostInput], Expectations],
-                 overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
-    records = [host_record(h) for h in inputs]
-    views = []
-    for h, rec in zip(inputs, records):
-        views.append(HostView(name=h.name, facts=rec["facts"], outcomes=judged_outcomes(h.probes, rec["facts"]),
-                              expect=expect_for(h), vars=h.vars))
-    findings = run_checks(views)
-    for rec in records:
-        for err in rec["normalize_errors"]:
-            findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, rec["name"], "probe data",
-                                    err, hint="the host sent data of an unexpected shape; check the probe version"))
-    classes, class_findings = fingerprint.classify(records)
+def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | fleet_workers.SpooledRecords,
+              verdicts: list[HostVerdict],
+              overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
+    findings = [f for v in verdicts for f in v.findings]
+    findings.extend(run_fleet_checks([v.fleet_view for v in verdicts]))
+    classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])
     findings.extend(class_findings)
+    if isinstance(records, list):
+        for rec in records:
+            rec["fingerprint"], rec["class"] = of_host.get(rec["name"], (None, None))
+    else:
+        records.set_classes(of_host)
     silenced: list[dict[str, Any]] = []
     if overrides_for is not None:
         by_host: dict[str, list[Finding]] = {}
@@ -138,7 +175,7 @@ def _build_fleet(run: dict[str, Any], inputs: list[HostInput],
     return {
         "schema_version": SCHEMA_VERSION,
         "run": run,
-        "summary": _summary(records, findings),
+        "summary": _summary([v.outcome for v in verdicts], findings),
         "hosts": records,
         "classes": classes,
         "findings": [f.to_dict() for f in findings],

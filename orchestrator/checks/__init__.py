@@ -14,15 +14,30 @@ HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHE
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
-def run_checks(views: Iterable[HostView]) -> list[Finding]:
-    views = list(views)
+# The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; GPU UUIDs/serials:
+# gpus).  A fleet judged in worker processes hands the parent only these sections of each host, so
+# a fleet check reading another section must add it here (tests/test_fleet_parallel.py compares).
+FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus")
+
+
+def run_host_checks(view: HostView) -> list[Finding]:
     findings: list[Finding] = []
-    for v in views:
-        for check in HOST_CHECKS:
-            findings.extend(check(v))
+    for check in HOST_CHECKS:
+        findings.extend(check(view))
+    return findings
+
+
+def run_fleet_checks(views: list[HostView]) -> list[Finding]:
+    findings: list[Finding] = []
     for fleet_check in FLEET_CHECKS:
         findings.extend(fleet_check(views))
     return findings
+
+
+def run_checks(views: Iterable[HostView]) -> list[Finding]:
+    views = list(views)
+    findings = [f for v in views for f in run_host_checks(v)]
+    return findings + run_fleet_checks(views)
 
 
 # Every finding id fleetprobe can raise (documented in docs/findings.md); JUnit lists them as cases.

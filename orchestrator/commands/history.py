@@ -90,7 +90,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     writer = RunWriter.create(results_root(args), new_meta)
     # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
     shutil.copytree(src / "raw", writer.dir / "raw", dirs_exist_ok=True)
-    fleet = judge(writer.meta, inputs, expectations, overrides)
+    fleet = judge(writer.meta, inputs, expectations, overrides, spool=writer.dir)
     writer.finish(fleet)
     emit(fleet, args, writer.dir)
     return 0

@@ -57,7 +57,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         atomic.write_json(hdir / "_host.json", {"name": h.name, "address": h.address, "groups": h.groups,
                                                 "vars": {}, "probes": h.probes})
         atomic.write_json(hdir / "_facts.json", imported[h.name].to_dict())
-    fleet = judge(writer.meta, inputs, {h.name: expect for h in inputs})
+    fleet = judge(writer.meta, inputs, {h.name: expect for h in inputs}, spool=writer.dir)
     writer.finish(fleet)
     if args.format == "table":
         for name, host in imported.items():

@@ -257,7 +257,7 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name]) for h in ordered if h.name in merged]
-    fleet = judge(writer.meta, inputs, expectations, overrides)
+    fleet = judge(writer.meta, inputs, expectations, overrides, spool=writer.dir)
     try:
         writer.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:
@@ -325,11 +325,13 @@ def known_check_ids(fleet: dict[str, Any]) -> list[str]:
 
 
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: dict[str, Expectations],
-          overrides: dict[str, dict[str, Override]] | None = None) -> dict[str, Any]:
+          overrides: dict[str, dict[str, Override]] | None = None, spool: Path | None = None) -> dict[str, Any]:
+    """The run's fleet document.  `spool`: where a big fleet's host records wait on disk (the run
+    directory; see orchestrator/fleet_workers.py)."""
     run = {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
     table = overrides or {}
     return build_fleet(run, inputs, lambda h: expectations.get(h.name, Expectations()),
-                       lambda host: table.get(host, {}))
+                       lambda host: table.get(host, {}), spool=spool)
 
 
 def _previous_fleet(root: Path, run_dir: Path, baseline: Path | None) -> dict[str, Any] | None:

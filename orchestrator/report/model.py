@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,6 +230,11 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _records(value: Any) -> Sequence[Any]:
+    """fleet["hosts"]: a list, or records kept on disk (fleet_workers.SpooledRecords)."""
+    return value if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []
 
 
 def _num(value: Any) -> float | None:
@@ -616,7 +622,7 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
     if not isinstance(fleet, dict):
         raise ValueError(f"fleet.json must be a JSON object, got {type(fleet).__name__}")
     run = _dict(fleet.get("run"))
-    hosts_raw = [h for h in _list(fleet.get("hosts")) if isinstance(h, dict)]
+    hosts_raw = [h for h in _records(fleet.get("hosts")) if isinstance(h, dict)]
     classes_raw = [c for c in _list(fleet.get("classes")) if isinstance(c, dict)]
     findings_raw = [f for f in _list(fleet.get("findings")) if isinstance(f, dict)]
 
@@ -740,7 +746,7 @@ def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dic
                 for f in _list(fs) if isinstance(f, dict)}
 
     now_f, old_f = keyed(fleet.get("findings")), keyed(prev.get("findings"))
-    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _list(prev.get("hosts")) if isinstance(h, dict)}
+    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _records(prev.get("hosts")) if isinstance(h, dict)}
     return Drift(
         previous_run=_str(_dict(prev.get("run")).get("id")),
         added_hosts=kind_hosts["host.added"], removed_hosts=kind_hosts["host.removed"], changes=changes,

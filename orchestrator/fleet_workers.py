@@ -1,0 +1,204 @@
+"""Judge a big fleet's hosts in forked worker processes, and keep their records on disk.
+
+Normalizing, checking and encoding one host is independent of every other host and costs a few
+milliseconds of CPU; a 10,000-host fleet spends most of its controller time there.  Each worker
+process judges a contiguous slice of the hosts and writes two files into a spool directory: the
+hosts' fleet.json records as compact JSON (already encoded: the fleet.json writer only copies
+them) and their verdicts (findings, fingerprint descriptors, the few facts fleet-wide checks need)
+as a pickle.  The parent never holds the fleet's facts: `SpooledRecords` reads a record back
+from the spool when someone iterates the hosts (the table, drift, outputs, the report).
+
+Fork, not spawn: the workers inherit the collected envelopes without copying them through a pipe.
+Forking a process that runs other threads can leave a lock held forever in the child, so workers
+are only used when this is the only thread.  Any worker failure falls back to judging in the
+parent, which then raises the same error the way a serial run would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+import traceback
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+from orchestrator.atomic import encode_json
+
+if TYPE_CHECKING:
+    from orchestrator.fleet import HostInput, HostVerdict
+
+# Below this many hosts per worker the fork and the spool cost more than they save (measured in
+# docs/performance-controller.md).
+MIN_HOSTS_PER_WORKER = 250
+MAX_WORKERS = 16
+WORKERS_ENV = "FLEETPROBE_WORKERS"
+
+Judge = Callable[["HostInput"], "tuple[dict[str, Any], HostVerdict]"]
+
+
+def worker_count(hosts: int, requested: int | None = None) -> int:
+    """How many processes judge `hosts` hosts: `requested`, else $FLEETPROBE_WORKERS, else one per
+    CPU this process may run on, fewer for small fleets; 1 means judge in this process."""
+    if requested is None:
+        env = os.environ.get(WORKERS_ENV, "").strip()
+        if env.isdigit():
+            requested = int(env)
+    if requested is not None:
+        wanted = max(1, min(requested, MAX_WORKERS, hosts))
+    else:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        wanted = max(1, min(cpus, MAX_WORKERS, hosts // MIN_HOSTS_PER_WORKER))
+    if wanted > 1 and (not hasattr(os, "fork") or threading.active_count() > 1):
+        return 1
+    return wanted
+
+
+def _slices(n: int, parts: int) -> list[tuple[int, int]]:
+    step, extra = divmod(n, parts)
+    out, a = [], 0
+    for i in range(parts):
+        b = a + step + (1 if i < extra else 0)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _work(hosts: Sequence[HostInput], judge: Judge, part: Path) -> None:
+    """One worker: judge `hosts`, write their records (without fingerprint/class, which are decided
+    fleet-wide) to part.json and [(offset, length, verdict)] to part.pickle."""
+    index: list[tuple[int, int, HostVerdict]] = []
+    offset = 0
+    with open(part.with_suffix(".json"), "wb", buffering=1 << 20) as out:
+        for h in hosts:
+            rec, verdict = judge(h)
+            # they are the record's last two keys (fleet.host_record): SpooledRecords appends them
+            del rec["fingerprint"], rec["class"]
+            data = encode_json(rec).encode("utf-8")
+            out.write(data)
+            index.append((offset, len(data), verdict))
+            offset += len(data)
+    with open(part.with_suffix(".pickle"), "wb") as f:
+        pickle.dump(index, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: Path | None = None
+                ) -> tuple[SpooledRecords, list[HostVerdict]] | None:
+    """Judge `inputs` in `workers` forked processes; None when that could not be done (no spool
+    space, a worker failed): the caller judges them itself."""
+    try:
+        if spool is not None:
+            spool.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".verdict-", dir=spool))
+    except OSError:
+        return None
+    records = SpooledRecords(tmp)
+    parts = [tmp / f"part{i}" for i in range(workers)]
+    pids = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for part, (a, b) in zip(parts, _slices(len(inputs), workers)):
+        pid = os.fork()
+        if pid == 0:  # the worker: never return into the parent's code
+            code = 1
+            try:
+                _work(inputs[a:b], judge, part)
+                code = 0
+            except BaseException:
+                try:
+                    part.with_suffix(".error").write_text(traceback.format_exc())
+                except BaseException:
+                    pass
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    ok = True
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        ok = ok and os.waitstatus_to_exitcode(status) == 0
+    if not ok:
+        records.close()
+        return None
+    verdicts: list[HostVerdict] = []
+    for i, part in enumerate(parts):
+        with open(part.with_suffix(".pickle"), "rb") as f:
+            index = pickle.load(f)
+        for offset, length, verdict in index:
+            records.add(i, offset, length, verdict.name)
+            verdicts.append(verdict)
+    return records, verdicts
+
+
+class SpooledRecords(Sequence[dict[str, Any]]):
+    """A fleet's host records kept as JSON on disk, parsed when read.  Read-only: each read returns
+    a fresh dict.  fleet.json is written from it by copying the encoded records."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+        self._fds: dict[int, int] = {}
+        self._entries: list[tuple[int, int, int, str]] = []  # part, offset, length, host
+        self._tail: dict[str, str] = {}  # host -> ',"fingerprint":…,"class":…}'
+        self._finalizer = weakref.finalize(self, _cleanup, directory, self._fds)
+
+    def add(self, part: int, offset: int, length: int, name: str) -> None:
+        if part not in self._fds:
+            self._fds[part] = os.open(self._dir / f"part{part}.json", os.O_RDONLY)
+        self._entries.append((part, offset, length, name))
+
+    def set_classes(self, of_host: dict[str, tuple[str, str]]) -> None:
+        """host -> (fingerprint, class), decided once every host was judged."""
+        self._tail = {name: ',"fingerprint":' + encode_json(fp) + ',"class":' + encode_json(cls) + "}"
+                      for name, (fp, cls) in of_host.items()}
+
+    def _text(self, i: int) -> str:
+        part, offset, length, name = self._entries[i]
+        data = os.pread(self._fds[part], length, offset)
+        if len(data) != length:
+            raise OSError(f"{self._dir}: host record {name} is cut short; was the spool removed?")
+        # the encoded record ends with "}": reopen it for the two fleet-wide keys
+        return data[:-1].decode("utf-8") + self._tail.get(name, ',"fingerprint":null,"class":null}')
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        rec: dict[str, Any] = json.loads(self._text(i))
+        return rec
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(len(self._entries)):
+            yield json.loads(self._text(i))
+
+    def json_pieces(self) -> Iterator[str]:
+        """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
+        yield "["
+        for i in range(len(self._entries)):
+            yield ("," if i else "") + self._text(i)
+        yield "]"
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _cleanup(directory: Path, fds: dict[int, int]) -> None:
+    for fd in fds.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    fds.clear()
+    shutil.rmtree(directory, ignore_errors=True)
