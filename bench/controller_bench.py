@@ -12,7 +12,10 @@ inventory's.  Each size runs in a fresh interpreter so its peak RSS is its own.
     python bench/controller_bench.py --cloud-image        # all hosts "ubuntu" with a placeholder serial
     python bench/controller_bench.py --repeat 3           # medians (min-max) of 3 fresh runs per size
 
-Wall seconds on a shared machine swing with its load, so CPU seconds of the process are reported
+Fleets of 500 hosts and more are judged in one worker process per CPU (orchestrator/fleet_workers.py;
+`--workers 1` judges in this process): workers_cpu_s and worker_peak_rss_mb are theirs, the other
+cpu_* and peak_rss_mb columns the parent's.  Wall seconds on a shared machine swing with its load, so
+CPU seconds of the process are reported
 beside them (cpu_* columns); both are medians over --repeat runs.
 """
 
@@ -36,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orchestrator import atomic  # noqa: E402
+from orchestrator import atomic, fleet_workers  # noqa: E402
 from orchestrator.expectations import Expectations  # noqa: E402
 from orchestrator.fleet import HostInput, build_fleet  # noqa: E402
 
@@ -109,7 +112,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[str, Any]:
+def _children() -> tuple[float, float]:
+    """CPU seconds of the worker processes judging the fleet, and the largest one's peak RSS MB."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
+
+
+def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: int | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     inputs, expect = make_inputs(n, cloud_image)
     t1, c1 = time.perf_counter(), time.process_time()
@@ -118,7 +127,7 @@ def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[st
     prof = cProfile.Profile(time.process_time) if profile else None  # CPU clock: load on a shared machine
     if prof:
         prof.enable()
-    fleet = build_fleet(run, inputs, lambda h: expect[h.name], lambda host: {})
+    fleet = build_fleet(run, inputs, lambda h: expect[h.name], lambda host: {}, workers=1 if profile else workers)
     if prof:
         prof.disable()
     t2, c2 = time.perf_counter(), time.process_time()
@@ -132,6 +141,8 @@ def measure(n: int, profile: bool = False, cloud_image: bool = False) -> dict[st
               "cpu_per_1k_hosts_s": round((c3 - c1) / n * 1000, 2),
               "per_1k_hosts_s": round((t3 - t1) / n * 1000, 2), "peak_rss_mb": round(_peak_rss_mb()),
               "fleet_json_mb": round(size / 1e6, 1), "classes": len(fleet["classes"]),
+              "workers": fleet_workers.worker_count(n, 1 if profile else workers),
+              "workers_cpu_s": round(_children()[0], 2), "worker_peak_rss_mb": round(_children()[1]),
               "findings": len(fleet["findings"])}
     if prof:
         buf = io.StringIO()
@@ -149,10 +160,12 @@ def main() -> int:
                          "worst case)")
     ap.add_argument("--repeat", type=int, default=1, help="fresh runs per size; the table shows medians (min-max)")
     ap.add_argument("--json", action="store_true", help="print every run's figures as JSON too")
+    ap.add_argument("--workers", type=int, help="worker processes judging the fleet (default: one per CPU for big "
+                    "fleets; 1 = in this process)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image)))
+        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image, workers=args.workers)))
         return 0
     runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.hosts}
     for _ in range(max(1, args.repeat)):
@@ -162,13 +175,15 @@ def main() -> int:
                 cmd.append("--profile")
             if args.cloud_image:
                 cmd.append("--cloud-image")
+            if args.workers is not None:
+                cmd += ["--workers", str(args.workers)]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 print(f"{n} hosts: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
                 return 1
             runs[n].append(json.loads(proc.stdout))
-    cols = ["hosts", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "cpu_build_s", "cpu_write_s",
-            "cpu_total_s", "cpu_per_1k_hosts_s", "peak_rss_mb", "fleet_json_mb", "classes", "findings"]
+    cols = ["hosts", "workers", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "cpu_build_s", "cpu_write_s",
+            "cpu_total_s", "workers_cpu_s", "peak_rss_mb", "worker_peak_rss_mb", "fleet_json_mb", "classes", "findings"]
     print(f"runs per size: {max(1, args.repeat)}; median (min-max)")
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
