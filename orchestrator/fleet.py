@@ -40,6 +40,9 @@ class HostInput:
     warnings: dict[str, list[str]] = field(default_factory=dict)
     vars: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, Any] | None = None  # already normalized (imported text evidence): used as is
+    # `data` kept on disk instead (a run's raw files): read when the host is judged, so a run
+    # does not hold every host's envelopes until the end
+    load_data: Callable[[], dict[str, dict[str, Any]]] | None = None
 
 
 def host_record(h: HostInput) -> dict[str, Any]:
@@ -47,8 +50,14 @@ def host_record(h: HostInput) -> dict[str, Any]:
     if h.facts is not None:
         facts = h.facts
     else:
-        facts, errors = normalize_host({p: d for p, d in h.data.items()
-                                        if h.probes.get(p, {}).get("outcome") == "ok"})
+        data = h.data
+        if h.load_data is not None:
+            try:
+                data = h.load_data()
+            except (OSError, ValueError) as e:
+                errors.append(f"stored probe data could not be read back ({e})")
+        facts, more = normalize_host({p: d for p, d in data.items() if h.probes.get(p, {}).get("outcome") == "ok"})
+        errors.extend(more)
     outcome = worst([Outcome(p["outcome"]) for p in h.probes.values()])
     reasons = [p["reason"] for p in h.probes.values() if p["outcome"] == outcome.value and p.get("reason")]
     return {

@@ -9,6 +9,7 @@ raw files, so it can be listed, shown and re-judged.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -116,16 +117,39 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def host_input_from_result(res: HostResult) -> HostInput:
+def release_envelope_data(res: HostResult) -> None:
+    """Drop the envelopes' data once host_finished wrote them: the run then holds summaries, not
+    every host's facts (hundreds of KB per GPU server); judging reads them back (stored_input)."""
+    for r in res.probes.values():
+        if r.envelope is not None:
+            r.envelope.data = {}
+
+
+def host_input_from_result(res: HostResult, stored_in: Path | None = None) -> HostInput:
+    """What the verdict needs of one host; `stored_in`: the run directory whose raw files hold the
+    envelopes (after release_envelope_data), read back when the host is judged."""
+    with_envelope = [p for p, r in res.probes.items() if r.envelope is not None]
+    hdir = stored_in / "raw" / safe_component(res.host.name) if stored_in is not None else None
     return HostInput(
         name=res.host.name,
         address=res.host.address,
         groups=res.host.groups,
         probes={p: r.summary() for p, r in res.probes.items()},
-        data={p: r.envelope.data for p, r in res.probes.items() if r.envelope is not None},
+        data={} if hdir else {p: r.envelope.data for p, r in res.probes.items() if r.envelope is not None},
         warnings={p: r.envelope.warnings for p, r in res.probes.items() if r.envelope and r.envelope.warnings},
         vars=public_vars(res.host.vars),
+        load_data=functools.partial(read_envelope_data, hdir, with_envelope) if hdir else None,
     )
+
+
+def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any]]:
+    """probe -> its envelope's data, from a host's raw directory (probes without a file: absent)."""
+    data = {}
+    for p in probes:
+        env_path = hdir / f"{p}.json"
+        if env_path.is_file():
+            data[p] = json.loads(env_path.read_text()).get("data", {})
+    return data
 
 
 def load_host_inputs(run_dir: Path) -> list[HostInput]:
@@ -140,11 +164,7 @@ def load_host_inputs(run_dir: Path) -> list[HostInput]:
         if not meta_path.is_file():
             continue
         meta = json.loads(meta_path.read_text())
-        data = {}
-        for p in meta.get("probes", {}):
-            env_path = hdir / f"{p}.json"
-            if env_path.is_file():
-                data[p] = json.loads(env_path.read_text()).get("data", {})
+        data = read_envelope_data(hdir, list(meta.get("probes", {})))
         facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
         facts = json.loads(facts_path.read_text()).get("facts") if facts_path.is_file() else None
         entries.append((meta_path.stat().st_mtime, HostInput(

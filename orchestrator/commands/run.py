@@ -22,7 +22,13 @@ from orchestrator.outputs.emit import OutputError, write_outputs
 from orchestrator.outputs.tabular import render_findings, render_hosts
 from orchestrator.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.progress import Fanout, Progress
-from orchestrator.results import RunWriter, default_results_dir, host_input_from_result, redact_message
+from orchestrator.results import (
+    RunWriter,
+    default_results_dir,
+    host_input_from_result,
+    redact_message,
+    release_envelope_data,
+)
 from orchestrator.runner import DEFAULT_FORKS, HostResult, ProbeCall, RunInterrupted, RunOptions, run_fleet
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
@@ -256,7 +262,7 @@ def _run_locked(args: argparse.Namespace, root: Path, meta: dict[str, Any], plan
                 break
     finally:
         progress.close()
-    inputs = [host_input_from_result(merged[h.name]) for h in ordered if h.name in merged]
+    inputs = [host_input_from_result(merged[h.name], writer.dir) for h in ordered if h.name in merged]
     fleet = judge(writer.meta, inputs, expectations, overrides, spool=writer.dir)
     try:
         writer.finish(fleet, state="interrupted" if interrupted else "complete")
@@ -304,6 +310,8 @@ class _StoreOrStop:
         except OSError as e:
             self.error = e
             self.stop.set()
+            return
+        release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
 
 
 def _results_unwritable(writer: RunWriter, error: OSError) -> int:
