@@ -17,6 +17,7 @@ from orchestrator.history import (
     previous_run,
     prune,
     resolve_run,
+    summarize_run,
 )
 
 T0 = datetime(2026, 11, 20, 2, 15, tzinfo=timezone.utc)
@@ -162,3 +163,23 @@ def test_diff_pair_defaults_and_load_fleet(results: Path):
         diff_pair(solo)
     with pytest.raises(RunNotFound, match="no complete run"):
         diff_pair(results.parent / "none")
+
+
+def test_listing_takes_counts_from_run_json_without_reading_fleet_json(tmp_path: Path):
+    """`probe run` lists the history to find the previous run; parsing every run's fleet.json
+    (120 MB at 1,000 GPU servers) is what run.json's summary is there to avoid."""
+    d = make_run(tmp_path, 0, "ffffff", outcomes=("ok", "unreachable", "timeout", "unsupported", "failed"),
+                 findings=("fail", "warn", "warn"))
+    by_fleet = summarize_run(d)
+    run = json.loads((d / "run.json").read_text())
+    run["summary"] = {"hosts": 5, "outcomes": {"ok": 1, "unreachable": 1, "timeout": 1, "unsupported": 1,
+                                               "failed": 1, "skipped": 0, "invalid_output": 0},
+                      "findings": {"fail": 1, "warn": 2, "info": 0}}
+    (d / "run.json").write_text(json.dumps(run))
+    (d / "fleet.json").write_text("{not read")  # proves it: a parse would mark the run partial
+    by_run = summarize_run(d)
+    assert not by_run.partial
+    assert (by_run.hosts, by_run.ok, by_run.failed, by_run.unreachable, by_run.findings) == \
+           (by_fleet.hosts, by_fleet.ok, by_fleet.failed, by_fleet.unreachable, by_fleet.findings)
+    (d / "fleet.json").unlink()
+    assert summarize_run(d).partial and summarize_run(d).problem == "no fleet.json"
