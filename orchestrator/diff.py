@@ -7,6 +7,7 @@ unreachable in either run get a reachability change and nothing else, for the sa
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -57,8 +58,35 @@ class FleetDiff:
         return {"old_run": self.old_run, "new_run": self.new_run, "changes": [c.to_dict() for c in self.changes]}
 
 
-def _hosts(fleet: dict[str, Any]) -> dict[str, dict[str, Any]]:
+class _HostsByName(Mapping[str, dict[str, Any]]):
+    """Records kept on disk (fleet_workers.SpooledRecords), looked up by name one at a time, so
+    comparing two big fleets holds two host records, not two fleets."""
+
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self._names = [n for n in records.names()]
+        self._known = set(self._names)
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        rec = self._records.by_name(name) if name in self._known else None
+        if not isinstance(rec, dict):
+            raise KeyError(name)
+        return rec
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(self._names))
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+
+def _hosts(fleet: dict[str, Any]) -> Mapping[str, dict[str, Any]]:
     hosts = fleet.get("hosts") if isinstance(fleet, dict) else None
+    if hasattr(hosts, "by_name"):
+        return _HostsByName(hosts)
     return {h["name"]: h for h in hosts or [] if isinstance(h, dict) and isinstance(h.get("name"), str)}
 
 

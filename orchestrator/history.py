@@ -11,10 +11,13 @@ import json
 import re
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+
+from orchestrator.fleet_file import read_fleet
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -74,9 +77,9 @@ def _parse_time(value: Any) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def _read_json(path: Path) -> tuple[dict[str, Any] | None, str]:
+def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[dict[str, Any] | None, str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read(path) if read is not None else json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None, f"no {path.name}"
     except (OSError, UnicodeDecodeError) as e:
@@ -258,7 +261,8 @@ def prune(results_dir: str | Path, keep_count: int | None = None, keep_days: flo
 
 def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
-    data, why = _read_json(Path(run_dir) / "fleet.json")
+    # hosts are read one at a time on demand when fleet.json has its index (orchestrator/fleet_file.py)
+    data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
     if data is None:
         raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
     return data

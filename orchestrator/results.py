@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator import atomic
 from orchestrator.fleet import HostInput
+from orchestrator.fleet_file import write_fleet
 from orchestrator.history import new_run_id
 from orchestrator.runner import HostResult
 from orchestrator.secrets import SECRET_WORDS, is_secret
@@ -96,7 +97,7 @@ class RunWriter:
                 atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False)
 
     def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
-        atomic.write_json(self.dir / "fleet.json", fleet)
+        write_fleet(self.dir / "fleet.json", fleet)
         atomic.write_json(self.dir / "findings.json", fleet["findings"])
         self.meta.update(state=state, finished=_now(), summary=fleet["summary"])
         atomic.write_json(self.dir / "run.json", self.meta, indent=1)

@@ -4,6 +4,7 @@ Fixtures (see tests/support/sshd.py for the objects):
 * `ssh_keys`      session: SshKeys (user_key, passphrase_key, wrong_key, host_key, other_host_key)
 * `sshd`          session: SshdServer on 127.0.0.1..16, one free port; `.host()`, `.fleet(n)`,
                   `.options()`, `.known_hosts`, `.inventory_yaml(hosts)`; skipped when sshd is missing
+* `demo_inputs`   session: list[HostInput] of the demo fleet, from a real demo run's raw files
 * `sshd_factory`  function: `sshd_factory(extra_config={...}, addresses=[...])` starts a private
                   sshd (for tests that kill or reconfigure it); all are stopped after the test
 """
@@ -62,3 +63,10 @@ def no_agent(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ssh-agent for this test, whatever the developer's shell has."""
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     assert "SSH_AUTH_SOCK" not in os.environ
+
+
+@pytest.fixture(scope="session")
+def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> list:
+    from tests.support.demo_inputs import stored_demo_inputs
+
+    return stored_demo_inputs(tmp_path_factory.mktemp("demo-inputs"))

@@ -7,8 +7,6 @@ they only see the facts sections the workers hand back (checks.FLEET_CHECK_SECTI
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import gc
 import json
 import os
@@ -27,28 +25,13 @@ from orchestrator.checks.base import HostView
 from orchestrator.commands.run import judge
 from orchestrator.expectations import Expectations
 from orchestrator.fleet import HostInput, build_fleet, judge_host
-from orchestrator.results import load_host_inputs
-from tests.test_verdict_demo import run_cli
+from tests.support.demo_inputs import copies
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@functools.lru_cache(maxsize=1)
-def _demo_inputs(tmp: str) -> list[HostInput]:
-    _rc, fleet, err = run_cli(["-l", "demo"], Path(tmp) / "demo")
-    assert fleet is not None, err
-    return load_host_inputs(Path(tmp) / "demo")
-
-
-@pytest.fixture(scope="module")
-def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> list[HostInput]:
-    return _demo_inputs(str(tmp_path_factory.mktemp("par")))
-
-
 def _copies(inputs: list[HostInput], n: int) -> list[HostInput]:
-    """n hosts cycling through the demo ones: copies keep hostnames, serials and GPU UUIDs."""
-    return [dataclasses.replace(inputs[i % len(inputs)], name=f"{inputs[i % len(inputs)].name}-{i:04d}")
-            for i in range(n)]
+    return copies(inputs, n)
 
 
 def _expect(h: HostInput) -> Expectations:

@@ -1,0 +1,24 @@
+"""Verdict inputs from the bundled demo: a real `probe run` of the demo fleet, read back from its
+raw files, and copies of those hosts under new names for bigger fleets."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from orchestrator.fleet import HostInput
+from orchestrator.results import load_host_inputs
+from tests.test_verdict_demo import run_cli
+
+
+def stored_demo_inputs(tmp: Path) -> list[HostInput]:
+    _rc, fleet, err = run_cli(["-l", "demo"], tmp / "demo")
+    assert fleet is not None, err
+    return load_host_inputs(tmp / "demo")
+
+
+def copies(inputs: list[HostInput], n: int) -> list[HostInput]:
+    """n hosts cycling through `inputs`: copies keep hostnames, serials and GPU UUIDs, so the fleet
+    repeats identities (the duplicate checks have work)."""
+    return [dataclasses.replace(inputs[i % len(inputs)], name=f"{inputs[i % len(inputs)].name}-{i:04d}")
+            for i in range(n)]
