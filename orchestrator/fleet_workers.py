@@ -20,6 +20,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -100,11 +101,18 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
         return None
     records = SpooledRecords(tmp)
     parts = [tmp / f"part{i}" for i in range(workers)]
-    pids = []
+    pids: list[int] = []
     sys.stdout.flush()
     sys.stderr.flush()
     for part, (a, b) in zip(parts, _slices(len(inputs), workers)):
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no processes left (ulimit -u): judge here instead
+            for started in pids:
+                os.kill(started, signal.SIGKILL)
+                os.waitpid(started, 0)
+            records.close()
+            return None
         if pid == 0:  # the worker: never return into the parent's code
             code = 1
             try:
@@ -119,9 +127,21 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
                 os._exit(code)
         pids.append(pid)
     ok = True
-    for pid in pids:
-        _, status = os.waitpid(pid, 0)
-        ok = ok and os.waitstatus_to_exitcode(status) == 0
+    try:
+        while pids:
+            _, status = os.waitpid(pids[0], 0)
+            pids.pop(0)
+            ok = ok and os.waitstatus_to_exitcode(status) == 0
+    finally:
+        # interrupted while waiting (Ctrl-C, SIGTERM): the workers must not outlive the run
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        if pids:
+            records.close()
     if not ok:
         records.close()
         return None

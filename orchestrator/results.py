@@ -2,7 +2,9 @@
 
 Layout: <results>/<YYYYmmddTHHMMSSZ>-<id>/ run.json, fleet.json, findings.json,
 raw/<host>/<probe>.json (envelope), raw/<host>/<probe>.stdout|.stderr (when not an envelope),
-raw/<host>/_host.json (inventory facts needed to re-judge: name, address, groups, public vars).
+raw/<host>/_host.json (inventory facts needed to re-judge: name, address, groups, public vars),
+fleet.index.json (where each host's record sits in fleet.json: orchestrator/fleet_file.py), and
+while a big fleet is judged, .verdict-*/ (the workers' spool: orchestrator/fleet_workers.py).
 A run killed half-way still has run.json (state "running"/"interrupted") and every finished host's
 raw files, so it can be listed, shown and re-judged.
 """
