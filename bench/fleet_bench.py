@@ -17,6 +17,7 @@ playbook against fixture roots is not benchmarked yet: only the `host` probe.
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import json
 import os
@@ -778,13 +779,13 @@ def main() -> int:
     become_subreaper()
     tmp = Path(tempfile.mkdtemp(prefix="fpbench-"))
     tmp.chmod(0o755)
+    atexit.register(shutil.rmtree, tmp, True)  # fixtures, outputs, keys: gone however we exit
     if a.selfcheck:
         fleet = start_fleet(10, tmp / "fleet")
         try:
             return selfcheck(fleet, tmp)
         finally:
             fleet.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
     sizes = [int(x) for x in a.sizes.split(",") if x]
     audit_sizes = [int(x) for x in a.audit_sizes.split(",") if x]
     tools = [t for t in a.tools.split(",") if t]
@@ -817,6 +818,7 @@ def main() -> int:
                   f"reached={m.reached} ok={m.ok}{flag}", flush=True)
     finally:
         fleet.stop()
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     (Path(a.out).with_suffix(".json")).write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
     ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)
@@ -837,7 +839,6 @@ def main() -> int:
             f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
     Path(a.out).write_text(text)
     print(text)
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
