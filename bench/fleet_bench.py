@@ -54,6 +54,7 @@ class Measure:
     peak_rss_mb: float = 0.0  # summed RSS (counts shared pages once per process)
     host_cpu_s: float = 0.0  # the simulated hosts' side: sshd sessions and the probes they ran
     work: str = "host"  # "host": the host probe; "audit": every probe of the audit playbook
+    rc: int = 0  # the tool's exit status (pssh and xargs say non-zero when a host failed)
 
 
 @dataclass
@@ -88,6 +89,9 @@ KEX = "curve25519-sha256"
 def address(i: int) -> str:
     """Host i of the fleet: a loopback address of its own, so every host is a separate TCP peer."""
     return f"127.0.{i // 250}.{i % 250 + 1}"
+
+
+ADDRESS0 = address(0)
 
 
 def free_port() -> int:
@@ -369,28 +373,49 @@ def envelopes_from_files(paths) -> list[dict]:
 
 @dataclass
 class Work:
-    """What every tool does on every host: these composed probe scripts, one after another."""
+    """What every tool does on every host: these composed probe scripts, one after another.
+
+    Scripts live in `scripts/<probe>.py` (the same for every host) or, with `per_host`, in
+    `scripts/<address>/<probe>.py` (each host its own fixture and so its own arguments).
+    """
 
     name: str  # "host" (the host probe alone) or "audit" (every probe of the audit playbook)
-    steps: list[tuple[str, Path]]  # (probe, composed script), in play order, the same for every host
+    probe_names: list[str]  # in play order
+    scripts: Path
     probe_cli: list[str]  # how `probe run` is told to do the same work
-    host_vars: dict = field(default_factory=dict)  # inventory vars of every host (probe_root, probe_args)
+    per_host: bool = False
+    host_vars: list[dict] = field(default_factory=list)  # inventory vars of host i (probe_root, probe_args)
 
-    @property
-    def probe_names(self) -> list[str]:
-        return [p for p, _ in self.steps]
+    def script(self, probe: str, address: str | None = None) -> Path:
+        """Host `address`'s script; without an address, the first host's (for a tool that can only
+        send every host the same bytes)."""
+        if not self.per_host:
+            return self.scripts / f"{probe}.py"
+        return self.scripts / (address or ADDRESS0) / f"{probe}.py"
+
+    def shell_script(self, probe: str) -> str:
+        """The script as a shell word in a per-host command line whose $1 is the address."""
+        if not self.per_host:
+            return shlex.quote(str(self.script(probe)))
+        return f'{shlex.quote(str(self.scripts))}/"$1"/{probe}.py'
+
+    def ansible_script(self, probe: str) -> str:
+        return str(self.script(probe)) if not self.per_host else f"{self.scripts}/{{{{ ansible_host }}}}/{probe}.py"
 
 
 def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dict], port: int) -> Measure:
     reached, ok = reached_from_envelopes(envs, port, work.probe_names)
-    return Measure(tool, n, forks, u.wall_s, u.cpu_s, u.peak_mb, reached, ok, u.peak_rss_mb, u.host_cpu_s, work.name)
+    return Measure(tool, n, forks, u.wall_s, u.cpu_s, u.peak_mb, reached, ok, u.peak_rss_mb, u.host_cpu_s, work.name,
+                   u.rc)
 
 
 def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure:
     inv = tmp / "inv.yml"
     # every host carries its own probe_root/probe_args, as a real inventory would (JSON is YAML)
-    extra = (", " + json.dumps(work.host_vars)[1:-1]) if work.host_vars else ""
-    hosts = "\n".join(f"    b{i:05d}: {{ansible_host: '{a}'{extra}}}" for i, a in enumerate(fleet.addresses[:n]))
+    def extra(i: int) -> str:
+        return (", " + json.dumps(work.host_vars[i])[1:-1]) if work.host_vars else ""
+
+    hosts = "\n".join(f"    b{i:05d}: {{ansible_host: '{a}'{extra(i)}}}" for i, a in enumerate(fleet.addresses[:n]))
     inv.write_text(f"all:\n  vars:\n    ansible_port: {fleet.port}\n    ansible_user: {fleet.user}\n"
                    f"    ansible_ssh_private_key_file: {fleet.key}\n  hosts:\n{hosts}\n")
     results = tmp / "probe-results"
@@ -436,8 +461,8 @@ def run_openssh(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, default
         cp.mkdir(exist_ok=True)
         ssh = f"$SSH -o ControlMaster=auto -o ControlPersist=60 -o ControlPath={shlex.quote(str(cp))}/%C"
     # per host, the work's probes one after another, each `ssh ... python3 -` fed its script
-    body = "".join(f'{ssh} "$1" python3 - < {shlex.quote(str(script))} > {shlex.quote(str(outdir))}/"$1".{probe}.json '
-                   "2>/dev/null; " for probe, script in work.steps)
+    body = "".join(f'{ssh} "$1" python3 - < {work.shell_script(probe)} > {shlex.quote(str(outdir))}/"$1".{probe}.json '
+                   "2>/dev/null; " for probe in work.probe_names)
     if mux:
         body += f'{ssh} -O exit "$1" 2>/dev/null'
     u = measured(_ssh_fanout_cmd(fleet, n, forks, body, tmp, default_kex), fleet, shell=True, env=plain_env())
@@ -457,10 +482,11 @@ def run_pssh(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure
     shutil.rmtree(outdir, ignore_errors=True)
     lst = tmp / "pssh-hosts"
     lst.write_text("".join(f"{fleet.user}@{a}:{fleet.port}\n" for a in fleet.addresses[:n]))
-    # one parallel-ssh call per probe, in play order (pssh has no notion of a per-host sequence)
+    # one parallel-ssh call per probe, in play order (pssh has no notion of a per-host sequence); it
+    # sends every host the same stdin, so per-host fixtures give it the first host's scripts
     calls = [shlex.join([exe, "-h", str(lst), "-p", str(forks), "-t", "120", "-o", str(outdir / probe), "-I",
-                         "-x", shlex.join(fleet.ssh_opts), "python3", "-"]) + f" < {shlex.quote(str(script))}"
-             for probe, script in work.steps]
+                         "-x", shlex.join(fleet.ssh_opts), "python3", "-"]) + f" < {shlex.quote(str(work.script(probe)))}"
+             for probe in work.probe_names]
     u = measured("; ".join(calls), fleet, shell=True, env=plain_env())
     envs = envelopes_from_files(p for p in outdir.glob("*/*") if p.is_file()) if outdir.is_dir() else []
     return _measure("pssh", work, n, forks, u, envs, fleet.port)
@@ -481,7 +507,7 @@ def _raw_python(script: Path) -> str:
 
 def run_ansible(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, module: str,
                 strategy: str = "linear") -> Measure | None:
-    single = len(work.steps) == 1
+    single = len(work.probe_names) == 1 and not work.per_host
     ansible = ansible_exe("ansible" if single else "ansible-playbook")
     if not ansible or not os.access(ansible, os.X_OK):
         return None
@@ -504,13 +530,15 @@ def run_ansible(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, module:
                ANSIBLE_NOCOLOR="1", ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_CONFIG=str(cfg),
                HOME=str(tmp / "ansible-home"))
     if single:  # the ad-hoc command the issue names: `ansible all -m script` / `-m raw`
-        script = work.steps[0][1]
+        script = work.script(work.probe_names[0])
         args = ["-m", "script", "-a", f"{script} executable=python3"] if module == "script" else ["-m", "raw", "-a",
                                                                                                    _raw_python(script)]
         cmd = [ansible, "fleet", "-i", str(inv), "-f", str(forks), *args]
     else:  # a playbook with one task per probe, in play order
-        tasks = [{"name": probe, module: f"{script} executable=python3" if module == "script" else _raw_python(script)}
-                 for probe, script in work.steps]
+        # `raw` carries the probe inline on its command line, the same for every host (the first
+        # host's script); `script` copies each host's own file
+        tasks = [{"name": probe, module: f"{work.ansible_script(probe)} executable=python3" if module == "script"
+                  else _raw_python(work.script(probe))} for probe in work.probe_names]
         book = tmp / f"ansible-{work.name}-{module}.yml"
         book.write_text(json.dumps([{"hosts": "fleet", "gather_facts": False, "strategy": strategy,
                                      "tasks": tasks}], indent=1))  # JSON is YAML
@@ -535,6 +563,8 @@ def summarize(rows: list[Measure], work: str = "host") -> str:
     for r in rows:
         if r.work == work:
             by.setdefault((r.n, r.forks, r.tool), []).append(r)
+    if not by:
+        return "(not run)"
     ok_label = "ok envelopes (min)" if work == "host" else "ok envelopes of the scarcest probe (min)"
     refs = [FLOOR, *([MUX_FLOOR] if work != "host" else []), "ansible -m script"]
     ref_heads = {FLOOR: "× OpenSSH floor", MUX_FLOOR: "× one-login floor", "ansible -m script": "× ansible -m script"}
@@ -680,16 +710,38 @@ PROBE_TIMEOUT_S = 60.0  # `probe run`'s default per-probe timeout; scripts get i
 
 
 def host_work(tmp: Path) -> Work:
-    script = tmp / "probe_host.py"
+    sdir = tmp / "host-scripts"
+    sdir.mkdir()
+    sdir.chmod(0o755)
+    script = sdir / "host.py"
     script.write_bytes(probes.build_script("host", {}, PROBE_TIMEOUT_S - 2))
     script.chmod(0o644)
-    return Work("host", [("host", script)], ["--probe", "host"])
+    return Work("host", ["host"], sdir, ["--probe", "host"])
 
 
-def audit_work(tmp: Path, machine: str, playbook: str) -> Work:
-    """One simulated machine (sysfs/proc root, host files, compiled fake libnvidia-ml/libcuda),
-    built once and shared by every host; the playbook's probes composed with the arguments
-    `probe run` derives from probe_root/probe_args, so every tool ships the same scripts."""
+def _link_tree(src: Path, dst: Path) -> None:
+    """dst gets src's tree as hard links (symlinks recreated as symlinks), keeping what dst has."""
+    for d, dirs, files in os.walk(src):
+        out = dst / os.path.relpath(d, src)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in dirs + files:
+            s, t = os.path.join(d, name), out / name
+            if os.path.lexists(t):
+                continue
+            if os.path.islink(s):
+                os.symlink(os.readlink(s), t)
+            elif name in files:
+                os.link(s, t)
+
+
+def audit_work(tmp: Path, machine: str, playbook: str, n: int) -> Work:
+    """n simulated hosts of one machine type, each with an identity of its own, as a real fleet
+    has: the sysfs/proc tree is built once and hard-linked into every host's root, the host files
+    (hostname = inventory name, DMI serials) and the fake libnvidia-ml (GPU UUIDs and serials
+    seeded by the name) are per host.  Without that, every host would be a clone and `probe run`
+    would judge N×16 duplicate-identity findings that no real fleet has.  The playbook's probes
+    are composed once per host with the arguments `probe run` derives from probe_root/probe_args,
+    so every tool ships the same scripts."""
     from orchestrator.playbook import find_playbook, load_playbook
     from orchestrator.simulate.fake_cuda import build_fake_cuda
     from orchestrator.simulate.fake_cuda import machines as cuda_machines
@@ -697,39 +749,39 @@ def audit_work(tmp: Path, machine: str, playbook: str) -> Work:
     from orchestrator.simulate.hostfiles import build_host_files
     from orchestrator.simulate.sysfs import build_machine
 
+    t0 = time.monotonic()
     fx = tmp / "fixture"
-    root = fx / "root"
-    build_machine(machine, root)
-    build_host_files(machine, root, f"{machine}-bench")
-    nvml = str(build_fake_nvml(machine, fx / "libs", seed="bench"))
-    per_probe: dict[str, dict] = {"nvml": {"lib": nvml}, "nvlink": {"lib": nvml}}
+    base = fx / "base"
+    build_machine(machine, base)
+    cuda = None
     if machine in cuda_machines() or machine.split("--")[0] in cuda_machines():
         cuda = str(build_fake_cuda(machine, fx / "libs"))
-        per_probe["p2p"] = {"lib": cuda, "nvml_lib": cuda, **P2P_FAKE_ARGS}
-    for d, dirs, files in os.walk(fx):  # the login user `fpbench` reads it all
-        for name in dirs:
-            os.chmod(os.path.join(d, name), 0o755)
-        for name in files:
-            path = os.path.join(d, name)
-            os.chmod(path, os.stat(path).st_mode | 0o444)
-    fx.chmod(0o755)
     book = load_playbook(find_playbook(playbook))
     steps, seen = [], set()
-    sdir = tmp / "audit-scripts"
-    sdir.mkdir(exist_ok=True)
-    sdir.chmod(0o755)
     for play in book.plays:
         for step in play.probes:
-            if step.name in seen:
-                continue
-            seen.add(step.name)
+            if step.name not in seen:
+                seen.add(step.name)
+                steps.append(step)
+    sdir = tmp / "audit-scripts"
+    host_vars = []
+    for i in range(n):
+        addr, name = address(i), f"b{i:05d}"
+        root = fx / addr / "root"
+        build_host_files(machine, root, name)
+        _link_tree(base, root)
+        nvml = str(build_fake_nvml(machine, fx / "libs", seed=name))
+        per_probe: dict[str, dict] = {"nvml": {"lib": nvml}, "nvlink": {"lib": nvml}}
+        if cuda:
+            per_probe["p2p"] = {"lib": cuda, "nvml_lib": cuda, **P2P_FAKE_ARGS}
+        host_vars.append({"probe_root": str(root), "probe_args": {p: a for p, a in per_probe.items() if p in seen}})
+        (sdir / addr).mkdir(parents=True)
+        for step in steps:
             args = {**step.args, "root": str(root), **per_probe.get(step.name, {})}
-            script = sdir / f"{step.name}.py"
-            script.write_bytes(probes.build_script(step.name, args, (step.timeout or PROBE_TIMEOUT_S) - 2))
-            script.chmod(0o644)
-            steps.append((step.name, script))
-    host_vars = {"probe_root": str(root), "probe_args": {p: a for p, a in per_probe.items() if p in seen}}
-    return Work("audit", steps, ["-p", playbook], host_vars)
+            (sdir / addr / f"{step.name}.py").write_bytes(
+                probes.build_script(step.name, args, (step.timeout or PROBE_TIMEOUT_S) - 2))
+    print(f"audit fixtures: {n} × {machine} built in {time.monotonic() - t0:.0f} s", flush=True)
+    return Work("audit", [s.name for s in steps], sdir, ["-p", playbook], per_host=True, host_vars=host_vars)
 
 
 BUSY = "import time;t=time.process_time();[0 for _ in iter(lambda: time.process_time()-t<{s}, False)]"
@@ -805,6 +857,7 @@ def main() -> int:
     # 1,000 connections are 1,000+ sockets in one controller and 2,000+ fds in sshd: raise the limit
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     become_subreaper()
+    os.umask(0o022)  # the login user `fpbench` reads the keys' folder, fixtures and scripts
     tmp = Path(tempfile.mkdtemp(prefix="fpbench-"))
     tmp.chmod(0o755)
     atexit.register(shutil.rmtree, tmp, True)  # fixtures, outputs, keys: gone however we exit
@@ -829,7 +882,7 @@ def main() -> int:
                 audit_sizes, audit_tools)
     works = {"host": host_work(tmp)}
     if audit_sizes:
-        works["audit"] = audit_work(tmp, a.audit_machine, a.audit_playbook)
+        works["audit"] = audit_work(tmp, a.audit_machine, a.audit_playbook, max(audit_sizes))
     fleet = start_fleet(max([*sizes, *audit_sizes, a.sweep_n if sweep else 0]), tmp / "fleet")
     rows: list[Measure] = []
     t_start = time.monotonic()
@@ -841,6 +894,7 @@ def main() -> int:
                 continue
             rows.append(m)
             flag = "" if m.reached == n and m.ok == n else f"  <-- reached {m.reached}, ok {m.ok} of {n}"
+            flag += f"  (exit status {m.rc})" if m.rc else ""
             print(f"[{time.monotonic() - t_start:6.0f}s] {wname} n={n} forks={forks} rep={rep} {m.tool}: "
                   f"{m.wall_s:.2f}s cpu={m.cpu_s:.2f}s host_cpu={m.host_cpu_s:.2f}s peak={m.peak_mb:.0f}MB "
                   f"reached={m.reached} ok={m.ok}{flag}", flush=True)
@@ -909,10 +963,16 @@ METHOD = """\
 
 
 AUDIT_METHOD = """\
-- Every host gets the same fixture root: one simulated machine (sysfs/proc tree, host files, compiled
-  fake libnvidia-ml and libcuda from `orchestrator/simulate`) built once, readable by the login user.
-  `probe run -p PLAYBOOK` reads it from each host's inventory vars (`probe_root`, `probe_args`); the
-  other tools get the same probes composed with the same arguments (`orchestrator.probes.build_script`).
+- Every host is the same simulated machine (`orchestrator/simulate`) with an identity of its own, as
+  in a real fleet: the sysfs/proc tree is built once and hard-linked into each host's fixture root; the
+  host files (hostname = inventory name, DMI serials) and a compiled fake libnvidia-ml (GPU UUIDs and
+  serials seeded by the name) are per host, so a healthy fleet yields no findings (clones would give
+  `probe run` N×16 duplicate-identity findings to judge).  Built before the runs, not timed.
+- `probe run -p PLAYBOOK` reads each host's fixture from its inventory vars (`probe_root`,
+  `probe_args`); the other tools ship the same probes composed with the same per-host arguments
+  (`orchestrator.probes.build_script`).  pssh (one stdin for all hosts) and `ansible -m raw` (the
+  probe inline in the task) send every host the first host's scripts: the same machine, the same
+  work, only other serials.
 - OpenSSH fan-out: per host, the playbook's probes one after another, one `ssh ... python3 - < probe`
   each (hosts in parallel, `xargs -P forks`): one login per probe.  `(one login per host)`: the same,
   but the first ssh of a host is a ControlMaster the host's other probes multiplex over, ended with
