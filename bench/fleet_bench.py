@@ -686,11 +686,12 @@ RUNNERS = {
 
 def plan(sizes: list[int], tools: list[str], repeats: int, forks: int, limits: dict[str, int],
          sweep_forks: list[int], sweep_n: int, sweep_tools: list[str], sweep_repeats: int,
-         audit_sizes: list[int] = (), audit_tools: list[str] = ()) -> list[tuple[int, int, int, str, str]]:  # type: ignore[assignment]
+         audit_sizes: list[int] | None = None, audit_tools: list[str] | None = None,
+         ) -> list[tuple[int, int, int, str, str]]:
     """(n, forks, repeat, tool, work) in run order: per size and repeat every tool once, the starting
     tool rotated between repeats, so slow drift of the shared machine hits every tool alike."""
-    out = []
-    for work, ns, ts in (("host", sizes, tools), ("audit", audit_sizes, audit_tools)):
+    out: list[tuple[int, int, int, str, str]] = []
+    for work, ns, ts in (("host", sizes, tools), ("audit", audit_sizes or [], audit_tools or [])):
         for n in ns:
             todo = [t for t in ts if n <= limits.get(t, n)]
             for rep in range(repeats):
@@ -835,6 +836,8 @@ def main() -> int:
     ap.add_argument("--controller-one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--controller-refresh", action="store_true",
                     help="only re-measure the controller-alone section of --out")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="skip the untimed warm-up run of every tool on 3 hosts")
     ap.add_argument("--selfcheck", action="store_true",
                     help="only check the CPU attribution (host side vs controller) on 10 hosts, then exit")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"))
@@ -887,6 +890,12 @@ def main() -> int:
     rows: list[Measure] = []
     t_start = time.monotonic()
     try:
+        if a.warmup:
+            # page cache, .pyc files, the fixtures' libraries: whoever runs first must not pay for them
+            for wname, ts in (("host", tools), ("audit", audit_tools)):
+                for tool in ts if wname in works else ():
+                    RUNNERS[tool](fleet, min(3, len(fleet.addresses)), a.forks, works[wname], tmp)
+            print(f"[{time.monotonic() - t_start:6.0f}s] warm-up done (not counted)", flush=True)
         for n, forks, rep, tool, wname in runs:
             work = works[wname]
             m = RUNNERS[tool](fleet, n, forks, work, tmp)
@@ -958,7 +967,8 @@ METHOD = """\
   is bounded below by roughly the floor's, and ratios to Ansible cannot fall far below the floor's own
   ratio to Ansible.  With real remote hosts, host-side CPU is spread over the fleet and only the
   controller columns remain.  Absolute times are pessimistic, ratios are the point.
-- {repeats} repeats per (size, tool), interleaved with a rotating start; median (min–max).  The machine
+- First one untimed warm-up run of every tool on 3 hosts (caches, .pyc files).  Then {repeats} repeats
+  per (size, tool), interleaved with a rotating start; median (min–max).  The machine
   is shared with other work, so single runs can be noisy."""
 
 
