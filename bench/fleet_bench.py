@@ -69,6 +69,11 @@ class Fleet:
     sshd_pid: int
     ssh_opts: list[str] = field(default_factory=list)
 
+    @property
+    def sshd(self) -> subprocess.Popen:
+        """What to terminate and wait for to stop sshd (bench/profile_run.py does `fleet.sshd.terminate()`)."""
+        return self.reaper
+
     def stop(self) -> None:
         self.reaper.terminate()  # forwarded to sshd; the wrapper exits once all below it are reaped
         try:
