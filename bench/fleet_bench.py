@@ -793,20 +793,21 @@ def audit_work(tmp: Path, machine: str, playbook: str, n: int) -> Work:
 BUSY = "import time;t=time.process_time();[0 for _ in iter(lambda: time.process_time()-t<{s}, False)]"
 
 
-def selfcheck(fleet: Fleet, tmp: Path, n: int = 10, busy_s: float = 0.2) -> int:
+def selfcheck(fleet: Fleet, tmp: Path, n: int = 10, busy_s: float = 0.2) -> tuple[bool, str]:
     """Prove where CPU is booked: the same OpenSSH fan-out to n hosts running `true`, `python3 -c
     pass` and a python3 that burns busy_s of CPU (process time, so contention does not change it).
-    The extra n * busy_s seconds must appear on the host side, not in the controller."""
+    The extra n * busy_s seconds must appear on the host side, not in the controller.
+    Returns (passed, a markdown table and verdict)."""
     variants = [("true", "true"), ("python3 -c pass", "python3 -c pass"),
                 (f"python3 busy {busy_s} s", "python3 -c " + shlex.quote(BUSY.format(s=busy_s)))]
     got: dict[str, Usage] = {}
-    print(f"| remote command ({n} hosts, forks {n}) | rc | wall s | controller CPU s | host-side CPU s | "
-          "per host ms: controller / host side |\n|---|---:|---:|---:|---:|---:|")
+    lines = [f"| remote command ({n} hosts, forks {n}, OpenSSH fan-out) | exit | wall s | controller CPU s | "
+             "host-side CPU s | per host ms: controller / host side |", "|---|---:|---:|---:|---:|---:|"]
     for label, remote in variants:
         body = f'$SSH "$1" {shlex.quote(remote)} >/dev/null 2>&1'
         u = got[label] = measured(_ssh_fanout_cmd(fleet, n, n, body, tmp), fleet, shell=True, env=plain_env())
-        print(f"| `{label}` | {u.rc} | {u.wall_s:.2f} | {u.cpu_s:.2f} | {u.host_cpu_s:.2f} | "
-              f"{u.cpu_s / n * 1000:.0f} / {u.host_cpu_s / n * 1000:.0f} |")
+        lines.append(f"| `{label}` | {u.rc} | {u.wall_s:.2f} | {u.cpu_s:.2f} | {u.host_cpu_s:.2f} | "
+                     f"{u.cpu_s / n * 1000:.0f} / {u.host_cpu_s / n * 1000:.0f} |")
     base, busy = got["python3 -c pass"], got[variants[2][0]]
     d_host, d_ctl, want = busy.host_cpu_s - base.host_cpu_s, busy.cpu_s - base.cpu_s, n * busy_s
     problems = [f"`{label}` exited {u.rc}: not every host ran it" for label, u in got.items() if u.rc != 0]
@@ -814,9 +815,9 @@ def selfcheck(fleet: Fleet, tmp: Path, n: int = 10, busy_s: float = 0.2) -> int:
         problems.append(f"host side grew by {d_host:.2f} s, expected about {want:.2f} s")
     if abs(d_ctl) > 0.25 * want:
         problems.append(f"controller CPU changed by {d_ctl:+.2f} s: host work leaks into the controller")
-    print(f"\nbusy - pass: host side {d_host:+.2f} s, controller {d_ctl:+.2f} s (expected about +{want:.2f} s and 0)")
-    print("selfcheck " + ("FAILED: " + "; ".join(problems) if problems else "passed"))
-    return 1 if problems else 0
+    lines.append(f"\nBusy minus `python3 -c pass`: host side {d_host:+.2f} s, controller {d_ctl:+.2f} s "
+                 f"(expected about +{want:.2f} s and 0): " + ("FAILED: " + "; ".join(problems) if problems else "passed."))
+    return not problems, "\n".join(lines)
 
 
 def main() -> int:
@@ -872,9 +873,11 @@ def main() -> int:
     if a.selfcheck:
         fleet = start_fleet(10, tmp / "fleet")
         try:
-            return selfcheck(fleet, tmp)
+            passed, table = selfcheck(fleet, tmp)
         finally:
             fleet.stop()
+        print(table)
+        return 0 if passed else 1
     sizes = [int(x) for x in a.sizes.split(",") if x]
     audit_sizes = [int(x) for x in a.audit_sizes.split(",") if x]
     tools = [t for t in a.tools.split(",") if t]
@@ -893,6 +896,7 @@ def main() -> int:
         works["audit"] = audit_work(tmp, a.audit_machine, a.audit_playbook, max(audit_sizes))
     fleet = start_fleet(max([*sizes, *audit_sizes, a.sweep_n if sweep else 0]), tmp / "fleet")
     rows: list[Measure] = []
+    attribution = "(not run)"
     t_start = time.monotonic()
     try:
         if a.warmup:
@@ -901,6 +905,10 @@ def main() -> int:
                 for tool in ts if wname in works else ():
                     RUNNERS[tool](fleet, min(3, len(fleet.addresses)), a.forks, works[wname], tmp)
             print(f"[{time.monotonic() - t_start:6.0f}s] warm-up done (not counted)", flush=True)
+        passed, attribution = selfcheck(fleet, tmp, n=min(10, len(fleet.addresses)))
+        print(attribution, flush=True)
+        if not passed:
+            print("warning: the CPU attribution check failed; the CPU columns below are suspect", file=sys.stderr)
         for n, forks, rep, tool, wname in runs:
             work = works[wname]
             m = RUNNERS[tool](fleet, n, forks, work, tmp)
@@ -931,6 +939,7 @@ def main() -> int:
             f"Do not edit by hand: rerun the command.  Raw measurements: `{Path(a.out).with_suffix('.json').name}`.\n\n"
             f"## Machine\n\n{machine_description()}\n\n"
             f"## Method\n\n{METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count())}\n\n"
+            f"## CPU attribution check (`--selfcheck`, run before the fan-out)\n\n{attribution}\n\n"
             f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}"
             f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
     Path(a.out).write_text(text)
@@ -962,8 +971,8 @@ METHOD = """\
   masters: before this split, orphans of the sshd tree landed in the OpenSSH fan-out's controller
   CPU).  Host-side CPU = the sshd listener's utime+stime+cutime+cstime plus the wrapper's
   cutime+cstime (`/proc/<pid>/stat`), read before and after each run once no session is left.
-  `python bench/fleet_bench.py --selfcheck` proves the split: 10 × `python3` burning 0.2 s of CPU
-  over ssh adds ~2 s on the host side and nothing to the controller.
+  The check below (also `python bench/fleet_bench.py --selfcheck`) proves the split: 10 × `python3`
+  burning 0.2 s of CPU over ssh must add ~2 s on the host side and nothing to the controller.
 - The sshd and the probes run on the same {cores} cores as the controller: every host-side CPU second is
   taken from the tool being measured.  A login costs sshd tens of ms of CPU and python3 with the probe
   about as much again (`--selfcheck` prints both), so the host side alone keeps the cores busy for
