@@ -3,15 +3,19 @@
 
 One sshd listens on 0.0.0.0:PORT of this machine; host i of the simulated fleet is the distinct
 loopback address 127.0.x.y, so every host is a separate TCP peer.  Every tool ships the same
-probe script (the `host` probe) and must reach N distinct addresses (the probe reports
-$SSH_CONNECTION).  Runs are interleaved across tools and repeated; figures are medians with
-min-max.  Results go to bench/RESULTS.md, regenerated, never typed.
+probe scripts and must reach N distinct addresses (the `host` probe reports $SSH_CONNECTION).
+Two kinds of work: the `host` probe alone (--sizes), and the audit playbook against per-host
+fixture roots of a simulated GPU machine (--audit-sizes).  Runs are interleaved across tools and
+repeated; figures are medians with min-max.  Each run reports the tool's (controller) CPU and,
+apart from it, the simulated hosts' CPU: sshd runs under bench/subreaper.py so none of its
+processes is ever reaped by this one.  Results go to bench/RESULTS.md, regenerated, never typed.
 
-    sh bench/setup.sh            # parallel-ssh and ansible-core (in /tmp/ansible-venv); as root
-    BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py --sizes 10,100,500,1000
+    sh bench/setup.sh            # parallel-ssh, gcc, ansible-core (in /tmp/ansible-venv); as root
+    BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py --sizes 10,100,500,1000 \
+        --audit-sizes 10,100
+    python bench/fleet_bench.py --selfcheck    # only the controller / host-side CPU attribution check
 
-Run as root it creates the login user `fpbench`.  Not part of the test suite.  The audit
-playbook against fixture roots is not benchmarked yet: only the `host` probe.
+Run as root it creates the login user `fpbench`.  Not part of the test suite.
 """
 
 from __future__ import annotations
