@@ -11,8 +11,8 @@ apart from it, the simulated hosts' CPU: sshd runs under bench/subreaper.py so n
 processes is ever reaped by this one.  Results go to bench/RESULTS.md, regenerated, never typed.
 
     sh bench/setup.sh            # parallel-ssh, gcc, ansible-core (in /tmp/ansible-venv); as root
-    BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py --sizes 10,100,500,1000 \
-        --audit-sizes 10,100
+    BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py \\
+        --sizes 10,100,500,1000 --audit-sizes 10,100
     python bench/fleet_bench.py --selfcheck    # only the controller / host-side CPU attribution check
 
 Run as root it creates the login user `fpbench`.  Not part of the test suite.
