@@ -40,6 +40,7 @@ def main(argv: list[str]) -> int:
         return 1
     child = os.fork()
     if child == 0:
+        os.dup2(2, 1)  # our stdout is the pipe our parent reads the pid from, read once: not the command's
         try:
             os.execvp(argv[0], argv)
         except OSError as e:
