@@ -942,7 +942,8 @@ def main() -> int:
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (fan-out part took {fan_elapsed / 60:.1f} min).\n"
             f"Do not edit by hand: rerun the command.  Raw measurements: `{Path(a.out).with_suffix('.json').name}`.\n\n"
             f"## Machine\n\n{machine_description()}\n\n"
-            f"## Method\n\n{METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count())}\n\n"
+            f"## Method\n\n{METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count(),
+                                                host_kb=works['host'].script('host').stat().st_size / 1024)}\n\n"
             f"## CPU attribution check (`--selfcheck`, run before the fan-out)\n\n{attribution}\n\n"
             f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}"
             f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
@@ -955,8 +956,8 @@ METHOD = """\
 - Fleet: one sshd (`ListenAddress 0.0.0.0`, logins allowed only from 127.0.0.0/8, MaxStartups 4000,
   its fd limit raised with this process's) reached at 127.0.x.y, one address per host, so every host
   is a separate TCP peer; login user `{user}` (/bin/sh, empty home, no rc files); ed25519 host and user keys.
-- Work: every tool ships the same composed `host` probe (prelude + probe, ~20 KB) to `python3 -` on each
-  host; `distinct hosts reached` counts the distinct server addresses in the probes' `$SSH_CONNECTION`.
+- Work (first table): every tool ships the same composed `host` probe (prelude + probe, {host_kb:.0f} KB) to
+  `python3 -` on each host; `distinct hosts reached` counts the distinct server addresses in the probes' `$SSH_CONNECTION`.
 - Same options for every tool: the key alone, strict host-key checking against the same known_hosts,
   no ssh config, no agent, forks={forks}.  Ansible keeps its default ssh_args (ControlPersist master per
   host, compression); `-m script` copies the file and runs it, `-m raw` runs `python3 -c` with the probe inline.
@@ -981,10 +982,11 @@ METHOD = """\
   taken from the tool being measured.  A login costs sshd tens of ms of CPU and python3 with the probe
   about as much again (`--selfcheck` prints both), so the host side alone keeps the cores busy for
   most of the OpenSSH floor's wall time (the note under each table divides host-side CPU by the cores).
-  No tool can finish faster than the hosts' share of the cores allows, so here every tool's wall time
-  is bounded below by roughly the floor's, and ratios to Ansible cannot fall far below the floor's own
-  ratio to Ansible.  With real remote hosts, host-side CPU is spread over the fleet and only the
-  controller columns remain.  Absolute times are pessimistic, ratios are the point.
+  No tool finishes before the hosts have had the CPU its run gives them (its host-side CPU ÷ the
+  cores), so ratios to Ansible cannot fall far below the floor's own ratio to Ansible here; a tool
+  beats the floor only by giving the hosts less to do (fewer logins, fewer interpreter starts), which
+  the host-side column shows.  With real remote hosts, host-side CPU is spread over the fleet and only
+  the controller columns remain.  Absolute times are pessimistic, ratios are the point.
 - First one untimed warm-up run of every tool on 3 hosts (caches, .pyc files).  Then {repeats} repeats
   per (size, tool), interleaved with a rotating start; median (min–max).  The machine
   is shared with other work, so single runs can be noisy."""
@@ -1005,10 +1007,11 @@ AUDIT_METHOD = """\
   each (hosts in parallel, `xargs -P forks`): one login per probe.  `(one login per host)`: the same,
   but the first ssh of a host is a ControlMaster the host's other probes multiplex over, ended with
   `ssh -O exit` after the last one: the floor for a tool that carries a whole play over one
-  connection ("× one-login floor").  pssh: one `parallel-ssh` call per probe, in play order.  Ansible: `ansible-playbook` with one task per probe (`script` or `raw`), linear strategy,
+  connection ("× one-login floor").  pssh: one `parallel-ssh` call per probe, in play order.
+- Ansible: `ansible-playbook` with one task per probe (`script` or `raw`), linear strategy,
   `gather_facts: false`, its default ControlPersist master reused by the tasks of a host
   (`--audit-tools ansible-script-free` adds `strategy: free`).  `probe run`: however the CLI ships
-  the play (one connection per host).
+  the play (the host-side column shows what that costs the hosts).
 - `ok envelopes of the scarcest probe`: for each probe, the ok envelopes that came back; the smallest
   of those counts (N means every probe came back ok from every host); reached hosts come from the
   `host` probe's `$SSH_CONNECTION`."""
