@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orchestrator import atomic, probes  # noqa: E402
+from orchestrator import probes  # noqa: E402
 
 
 @dataclass
@@ -617,55 +617,58 @@ MUX_FLOOR = "openssh fan-out (one login per host)"
 
 
 def controller_one(n: int) -> dict:
-    """Normalize, check and write fleet.json for n hosts built from the demo recordings (no transport)."""
-    from orchestrator.commands.run import judge
-    from orchestrator.fleet import HostInput
-    from orchestrator.transport.replay import DEMO_RECORDINGS
+    """Normalize, check and write fleet.json (and its index) for n hosts: the demo recordings
+    repeated with identities of their own (bench/controller_bench.py), no transport; the way
+    `probe run` judges, with its worker processes and spool."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from controller_bench import make_inputs
 
-    recs = sorted(p for p in DEMO_RECORDINGS.iterdir() if p.is_dir()) if DEMO_RECORDINGS.is_dir() else []
-    if not recs:
-        raise SystemExit("no demo recordings found")
-    templates = []
-    for d in recs:
-        data = {p.stem: json.loads(p.read_text())["data"] for p in d.glob("*.json")}
-        probes_s = {p: {"outcome": "ok", "reason": "", "duration_s": 0.1, "probe_version": "1", "retried": 0} for p in data}
-        templates.append((d.name, data, probes_s))
-    inputs = [HostInput(f"h{i:05d}-{templates[i % len(templates)][0]}", f"10.0.{i // 250}.{i % 250}", ["all"],
-                        templates[i % len(templates)][2], templates[i % len(templates)][1]) for i in range(n)]
-    t0 = time.monotonic()
-    fleet = judge({"id": f"bench-{n}"}, inputs, {})
+    from orchestrator import fleet_workers
+    from orchestrator.commands.run import judge
+    from orchestrator.fleet_file import write_fleet
+
+    inputs, expect = make_inputs(n)
     with tempfile.TemporaryDirectory() as td:
-        p = Path(td) / "fleet.json"
-        atomic.write_json(p, fleet)  # the writer `probe run` uses (json.dump would take the slow path)
+        t0, c0 = time.monotonic(), time.process_time()
+        fleet = judge({"id": f"bench-{n}"}, inputs, expect, spool=Path(td))
+        p = write_fleet(Path(td) / "fleet.json", fleet)
+        dt, cpu = time.monotonic() - t0, time.process_time() - c0
         size = p.stat().st_size / 2**20
-    dt = time.monotonic() - t0
-    return {"n": n, "seconds": dt, "fleet_mb": size, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "machines": len(templates)}
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"n": n, "seconds": dt, "cpu_s": cpu, "workers": fleet_workers.worker_count(n),
+            "workers_cpu_s": kids.ru_utime + kids.ru_stime, "fleet_mb": size,
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "worker_maxrss_mb": kids.ru_maxrss / 1024, "findings": len(fleet["findings"])}
 
 
 def controller_only(sizes: list[int], timeout: float) -> str:
     """Each size in a process of its own, so peak RSS is that size's alone; bounded by `timeout`."""
     if not sizes:
         return "(not run: --controller-sizes was empty)"
-    lines = ["| hosts | normalize + check + write fleet.json, s | per 1,000 hosts, s | fleet.json MB | peak RSS MB |",
-             "|---:|---:|---:|---:|---:|"]
+    lines = ["| hosts | normalize + check + write fleet.json, s | per 1,000 hosts, s | worker processes | "
+             "CPU s: controller / its workers | fleet.json MB | peak RSS MB: controller / largest worker | findings |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     per_k = []
     for n in sizes:
         try:
             r = subprocess.run([sys.executable, __file__, "--controller-one", str(n)], capture_output=True,
                                text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO)))
         except subprocess.TimeoutExpired:
-            lines.append(f"| {n} | did not finish within {timeout:.0f} s | – | – | – |")
+            lines.append(f"| {n} | did not finish within {timeout:.0f} s | – | – | – | – | – | – |")
             continue
         if r.returncode != 0:
-            lines.append(f"| {n} | failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:120]} | – | – | – |")
+            lines.append(f"| {n} | failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:120]} | – | – | – | – | – | – |")
             continue
         d = json.loads(r.stdout.strip().splitlines()[-1])
         per_k.append(d["seconds"] / n * 1000)
-        lines.append(f"| {n} | {d['seconds']:.2f} | {per_k[-1]:.2f} | {d['fleet_mb']:.1f} | {d['maxrss_mb']:.0f} |")
+        lines.append(f"| {n} | {d['seconds']:.2f} | {per_k[-1]:.2f} | {d['workers']} | {d['cpu_s']:.1f} / "
+                     f"{d['workers_cpu_s']:.1f} | {d['fleet_mb']:.1f} | {d['maxrss_mb']:.0f} / {d['worker_maxrss_mb']:.0f} "
+                     f"| {d['findings']} |")
     if len(per_k) >= 2:
         lines.append(f"\nPer-host cost grows {per_k[-1] / per_k[0]:.2f}× from the smallest to the largest size "
-                     "(1.00 = linear).")
+                     "(1.00 = linear).  Hosts: the 25 demo recordings repeated with identities of their own "
+                     "(hostname, serials, GPU UUIDs); fleets of 500 hosts and more are judged in one worker process "
+                     "per CPU (orchestrator/fleet_workers.py).")
     return "\n".join(lines)
 
 
