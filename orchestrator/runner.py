@@ -96,11 +96,18 @@ TransportFactory = Callable[[Host, TransportOptions], Transport]
 # configuration error is ours to fix.  Every other transport error means we never got in.
 _TRANSPORT_OUTCOME = {"disconnected": Outcome.FAILED, "config": Outcome.FAILED}
 
-_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax")
+# What an interpreter too old for the probes says: Python 2 and 3.0-3.3 refuse the -I flag
+# ("Unknown option: -I", exit 2) before reading the script; a Python 3.4/3.5 fails to parse it.
+_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax|Unknown option: -I")
+# -I (isolated): the login directory is not put first on sys.path, so a json.py or platform.py in
+# the user's home cannot shadow the stdlib inside a probe, and PYTHONPATH/PYTHONHOME and the user
+# site are ignored.  -S: no site import; probes are stdlib only, and it halves interpreter start
+# (docs/performance.md).  Both exist since Python 3.4; the probes need 3.6.
+INTERPRETER_FLAGS = "-I -S"
 
 
 def probe_command(host: Host, become: bool) -> str:
-    """`python3 -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
+    """`python3 -I -S -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
     try:
         interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
     except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
@@ -108,7 +115,7 @@ def probe_command(host: Host, become: bool) -> str:
     become = become or host.become
     if host.connection == "local" and os.geteuid() == 0:
         become = False  # already root here: sudo would add nothing but a dependency on sudo
-    return wrap_command(f"{interp} -", become)
+    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
 
 
 def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
