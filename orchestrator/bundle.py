@@ -11,8 +11,11 @@ interpreter printing text), as they would have been one by one.
 
 from __future__ import annotations
 
+import ast
 import json
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from orchestrator import probes
@@ -36,17 +39,37 @@ def compose(items: list[BundleItem], budget_s: float, margin_s: float, max_outpu
     budget_s: what is left of the host deadline; a probe that would start after it is reported as
     not started.  The caps are per probe, the same as one command's over the transport.
     """
+    sources = [it.source if it.source is not None else probes.probe_source(it.name) for it in items]
+    uses = Counter(m for src in sources for m in _top_imports(src))
     spec = {
         "budget_s": float(budget_s),
+        # imported once before the first fork instead of once per child (threading, re, ctypes...)
+        "preload": sorted(m for m, n in uses.items() if n > 1),
         "margin_s": float(margin_s),
         "max_output": int(max_output),
         "max_stderr": int(max_stderr),
         "probes": [{"name": it.name, "args": it.args, "timeout_s": float(it.timeout_s),
-                    "source": it.source if it.source is not None else probes.probe_source(it.name)} for it in items],
+                    "source": src} for it, src in zip(items, sources)],
     }
     # As in probes.compose: everything travels as one JSON string literal, never as code.
     doc = json.dumps(spec, sort_keys=True)
     return (probes.bundle_runner_source() + f"\n\nfp_bundle(json.loads({doc!r}))\n").encode("utf-8")
+
+
+@lru_cache(maxsize=64)
+def _top_imports(source: str) -> frozenset[str]:
+    """Modules a probe imports at module level (prelude and libraries included)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # its child reports that, as `python3 -` would have
+        return frozenset()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level and node.module != "__future__":
+            names.add(node.module)
+    return frozenset(names)
 
 
 @dataclass

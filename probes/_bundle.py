@@ -184,6 +184,13 @@ def fp_bundle(spec):
     signal.signal(signal.SIGTERM, _fpb_on_signal)
     signal.signal(signal.SIGHUP, _fpb_on_signal)
     t0 = time.monotonic()
+    for name in spec["preload"]:
+        # what several probes import is loaded once, before the forks; a module this Python lacks
+        # is left for the probe that needs it to report
+        try:
+            __import__(name)
+        except Exception:
+            pass
     caps = (spec["max_output"], spec["max_stderr"])
     try:
         _fpb_write(frames_fd, b"FPBUNDLE 1\n")
