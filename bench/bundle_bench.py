@@ -103,7 +103,7 @@ def main() -> None:
         work = Path(tmp)
         fixture = _fixture(work)
         local = [Host(f"l{i:03d}", {"ansible_connection": "local", **fixture}) for i in range(args.hosts)]
-        modes = [("local", local, TransportOptions(), None)]
+        modes: list[tuple[str, list[Host], TransportOptions, int | None]] = [("local", local, TransportOptions(), None)]
         server = None
         if not args.no_ssh:
             from tests.support.sshd import SshKeys, start_sshd

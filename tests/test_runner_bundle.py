@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -167,7 +168,7 @@ def test_bundling_applies_only_where_it_saves_interpreter_starts() -> None:
 class CountingLocal(LocalTransport):
     """The local transport, counting the commands it starts."""
 
-    commands: list[str] = []
+    commands: ClassVar[list[str]] = []
 
     def run(self, command: str, stdin: bytes = b"", timeout: float | None = None, *,
             deadline: float | None = None) -> CommandResult:
