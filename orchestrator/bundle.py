@@ -39,21 +39,30 @@ def compose(items: list[BundleItem], budget_s: float, margin_s: float, max_outpu
     budget_s: what is left of the host deadline; a probe that would start after it is reported as
     not started.  The caps are per probe, the same as one command's over the transport.
     """
-    sources = [it.source if it.source is not None else probes.probe_source(it.name) for it in items]
-    uses = Counter(m for src in sources for m in _top_imports(src))
+    sources = tuple(it.source if it.source is not None else probes.probe_source(it.name) for it in items)
+    head, sources_literal, preload = _shared(sources)
     spec = {
         "budget_s": float(budget_s),
-        # imported once before the first fork instead of once per child (threading, re, ctypes...)
-        "preload": sorted(m for m, n in uses.items() if n > 1),
+        "preload": preload,
         "margin_s": float(margin_s),
         "max_output": int(max_output),
         "max_stderr": int(max_stderr),
-        "probes": [{"name": it.name, "args": it.args, "timeout_s": float(it.timeout_s),
-                    "source": src} for it, src in zip(items, sources)],
+        "probes": [{"name": it.name, "args": it.args, "timeout_s": float(it.timeout_s)} for it in items],
     }
-    # As in probes.compose: everything travels as one JSON string literal, never as code.
-    doc = json.dumps(spec, sort_keys=True)
-    return (probes.bundle_runner_source() + f"\n\nfp_bundle(json.loads({doc!r}))\n").encode("utf-8")
+    # As in probes.compose: everything travels as JSON string literals, never as code.
+    host_literal = repr(json.dumps(spec, sort_keys=True)).encode("utf-8")
+    return head + b"fp_bundle(json.loads(" + host_literal + b"), json.loads(" + sources_literal + b"))\n"
+
+
+@lru_cache(maxsize=32)
+def _shared(sources: tuple[str, ...]) -> tuple[bytes, bytes, list[str]]:
+    # The ~80 KB that is the same for every host of a play: the runner, the probes' code as one
+    # JSON string literal, and what to import before the forks (what several probes import:
+    # threading, re, ctypes...).  Encoding it once per play keeps compose() cheap per host.
+    uses = Counter(m for src in sources for m in _top_imports(src))
+    preload = sorted(m for m, n in uses.items() if n > 1)
+    literal = repr(json.dumps(list(sources))).encode("utf-8")
+    return (probes.bundle_runner_source() + "\n\n").encode("utf-8"), literal, preload
 
 
 @lru_cache(maxsize=64)

@@ -53,7 +53,7 @@ def _fpb_on_signal(signum, frame):
     os._exit(128 + signum)
 
 
-def _fpb_child(item, deadline_s, out_w, err_w, frames_fd):
+def _fpb_child(item, source, deadline_s, out_w, err_w, frames_fd):
     # In the child: become what `python3 -I -S -` fed this probe alone would be.
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -71,11 +71,13 @@ def _fpb_child(item, deadline_s, out_w, err_w, frames_fd):
         sys.modules["__main__"] = main
         ns = main.__dict__
         ns["__builtins__"] = __builtins__
-        code = compile(item["source"], "<stdin>", "exec")
+        code = compile(source, "<stdin>", "exec")
         exec(code, ns)
         ns["fp_main"](ns["PROBE_NAME"], ns["PROBE_VERSION"], ns["collect"], item["args"], deadline_s)
-    except SystemExit as e:
+    except SystemExit as e:  # as the interpreter would end: sys.exit("why") prints why, exit 1
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is not None and not isinstance(e.code, int):
+            sys.stderr.write("%s\n" % (e.code,))
         _fpb_flush()
         os._exit(code)
     except BaseException:
@@ -96,7 +98,7 @@ def _fpb_flush():
             pass
 
 
-def _fpb_run_one(item, timeout_s, deadline_s, caps, frames_fd):
+def _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd):
     """Run one probe in a child; returns (header, stdout bytes, stderr bytes)."""
     max_out, max_err = caps
     out_r, out_w = os.pipe()
@@ -106,7 +108,7 @@ def _fpb_run_one(item, timeout_s, deadline_s, caps, frames_fd):
     if pid == 0:
         os.close(out_r)
         os.close(err_r)
-        _fpb_child(item, deadline_s, out_w, err_w, frames_fd)
+        _fpb_child(item, source, deadline_s, out_w, err_w, frames_fd)
     _FPB_CHILD.append(pid)
     os.close(out_w)
     os.close(err_w)
@@ -177,7 +179,7 @@ def _fpb_run_one(item, timeout_s, deadline_s, caps, frames_fd):
     return head, (b"" if out_trunc else bytes(out)), bytes(err)
 
 
-def fp_bundle(spec):
+def fp_bundle(spec, sources):
     frames_fd = os.dup(1)
     os.dup2(2, 1)  # anything of ours that prints goes to stderr, never into the frames
     sys.stdout = sys.stderr
@@ -194,14 +196,14 @@ def fp_bundle(spec):
     caps = (spec["max_output"], spec["max_stderr"])
     try:
         _fpb_write(frames_fd, b"FPBUNDLE 1\n")
-        for item in spec["probes"]:
+        for item, source in zip(spec["probes"], sources):
             left = spec["budget_s"] - (time.monotonic() - t0)
             if left <= 0:
                 head, out, err = {"probe": item["name"], "state": "not_started"}, b"", b""
             else:
                 timeout_s = min(item["timeout_s"], left)
                 deadline_s = max(1.0, timeout_s - spec["margin_s"])
-                head, out, err = _fpb_run_one(item, timeout_s, deadline_s, caps, frames_fd)
+                head, out, err = _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd)
             head["out"] = len(out)
             head["err"] = len(err)
             line = json.dumps(head, sort_keys=True).encode("ascii") + b"\n"
