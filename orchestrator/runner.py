@@ -248,10 +248,25 @@ def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], option
     return res, bundle.split(res, [c.name for c in calls])
 
 
-def _leftover(res: CommandResult, answer: bundle.Answer, cap: int) -> CommandResult:
-    """What a probe without a frame is judged from: the rest of the answer, as if it had run alone."""
-    return dataclasses.replace(res, stdout=answer.rest[:cap],
-                               stdout_truncated=res.stdout_truncated or len(answer.rest) > cap)
+def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
+                    cap: int) -> CommandResult | ProbeResult:
+    """Probe i's share of a bundle's answer: its own frame, the verdict where it has none, or, when
+    the answer is not (or no longer) frames, the rest of it, to be judged as a lone probe's answer."""
+    if i < len(answer.frames):
+        frame = answer.frames[i]
+        if frame.result is None:
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
+        return frame.result
+    if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
+        raise _Cancelled()  # the probes with a frame keep their results
+    if whole.timed_out:  # the bundle itself ran out of the host deadline
+        if i > len(answer.frames):
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe",
+                               retried=whole.retried)
+        return ProbeResult(call.name, Outcome.TIMEOUT, f"probe did not finish within {call.timeout:.0f}s",
+                           duration_s=whole.duration_s, stderr=whole.stderr[-65536:], retried=whole.retried)
+    return dataclasses.replace(whole, stdout=answer.rest[:cap],
+                               stdout_truncated=whole.stdout_truncated or len(answer.rest) > cap)
 
 
 def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
@@ -277,7 +292,9 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             calls = []
         answer: bundle.Answer | None = None
         whole: CommandResult | None = None
-        if bundled:
+        if bundled and calls:
+            if stop.is_set():
+                raise _Cancelled()
             try:
                 whole, answer = _run_bundle(transport, host, calls, options, t0 + deadline)
             except TransportError as e:
@@ -291,26 +308,11 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
         for i, call in enumerate(calls):
             from_frame = False
             if answer is not None and whole is not None:
-                if i < len(answer.frames):
-                    frame = answer.frames[i]
-                    if frame.result is None:
-                        results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT,
-                                                         "host deadline exhausted before this probe")
-                        continue
-                    res, from_frame = frame.result, True
-                elif stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):
-                    raise _Cancelled()  # the finished probes keep their results
-                elif whole.timed_out:
-                    first = i == len(answer.frames)
-                    results[call.name] = ProbeResult(
-                        call.name, Outcome.TIMEOUT,
-                        f"probe did not finish within {call.timeout:.0f}s" if first
-                        else "host deadline exhausted before this probe",
-                        duration_s=whole.duration_s if first else 0.0, stderr=whole.stderr[-65536:] if first else b"",
-                        retried=whole.retried)
+                got = _bundled_answer(i, call, whole, answer, stop, options.transport.max_output)
+                if isinstance(got, ProbeResult):
+                    results[call.name] = got
                     continue
-                else:
-                    res = _leftover(whole, answer, options.transport.max_output)
+                res, from_frame = got, i < len(answer.frames)
             else:
                 if stop.is_set():
                     raise _Cancelled()
