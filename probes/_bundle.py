@@ -23,9 +23,12 @@ _FPB_CHUNK = 65536
 
 
 def _fpb_write(fd, data):
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+    try:
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    except OSError:  # our stdout closed under us: the controller gave up on this host
+        os._exit(1)
 
 
 def _fpb_kill(pid):
@@ -101,10 +104,20 @@ def _fpb_flush():
 def _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd):
     """Run one probe in a child; returns (header, stdout bytes, stderr bytes)."""
     max_out, max_err = caps
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
     t0 = time.monotonic()
-    pid = os.fork()
+    fds = []
+    try:
+        out_r, out_w = os.pipe()
+        fds += [out_r, out_w]
+        err_r, err_w = os.pipe()
+        fds += [err_r, err_w]
+        pid = os.fork()
+    except OSError as e:  # out of processes or descriptors: this probe cannot start, the next may
+        for fd in fds:
+            os.close(fd)
+        head = {"probe": item["name"], "state": "ran", "exit": 1, "timed_out": False, "out_trunc": False,
+                "err_trunc": False, "duration_s": round(time.monotonic() - t0, 4)}
+        return head, b"", ("cannot start the probe on the host: %s\n" % e).encode("utf-8", "replace")
     if pid == 0:
         os.close(out_r)
         os.close(err_r)
@@ -194,20 +207,17 @@ def fp_bundle(spec, sources):
         except Exception:
             pass
     caps = (spec["max_output"], spec["max_stderr"])
-    try:
-        _fpb_write(frames_fd, b"FPBUNDLE 1\n")
-        for item, source in zip(spec["probes"], sources):
-            left = spec["budget_s"] - (time.monotonic() - t0)
-            if left <= 0:
-                head, out, err = {"probe": item["name"], "state": "not_started"}, b"", b""
-            else:
-                timeout_s = min(item["timeout_s"], left)
-                deadline_s = max(1.0, timeout_s - spec["margin_s"])
-                head, out, err = _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd)
-            head["out"] = len(out)
-            head["err"] = len(err)
-            line = json.dumps(head, sort_keys=True).encode("ascii") + b"\n"
-            _fpb_write(frames_fd, line + out + err)
-    except OSError:  # our stdout closed under us: the controller gave up on this host
-        os._exit(1)
+    _fpb_write(frames_fd, b"FPBUNDLE 1\n")
+    for item, source in zip(spec["probes"], sources):
+        left = spec["budget_s"] - (time.monotonic() - t0)
+        if left <= 0:
+            head, out, err = {"probe": item["name"], "state": "not_started"}, b"", b""
+        else:
+            timeout_s = min(item["timeout_s"], left)
+            deadline_s = max(1.0, timeout_s - spec["margin_s"])
+            head, out, err = _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd)
+        head["out"] = len(out)
+        head["err"] = len(err)
+        line = json.dumps(head, sort_keys=True).encode("ascii") + b"\n"
+        _fpb_write(frames_fd, line + out + err)
     os._exit(0)

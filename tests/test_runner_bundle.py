@@ -312,3 +312,22 @@ def test_an_interpreter_that_is_not_ours_is_judged_as_it_was_probe_by_probe(tmp_
     assert {n: (p.outcome, p.reason) for n, p in together.probes.items()} == \
         {n: (p.outcome, p.reason) for n, p in alone.probes.items()}
     assert together.probes["pcie"].outcome != Outcome.OK
+
+
+def test_a_probe_that_cannot_be_started_says_why_and_the_bundle_goes_on() -> None:
+    import resource
+
+    ok = "def collect(ctx):\n    return {}\n"
+    items = [bundle.BundleItem(n, {}, 10, own_probe(n, ok)) for n in ("a", "b")]
+    script = bundle.compose(items, 30, 2.0, 1 << 20, 1 << 16)
+    # five descriptors: enough to start Python and hold our frames, not for a probe's two pipes
+    proc = subprocess.run([sys.executable, "-I", "-S", "-"], input=script, capture_output=True, timeout=60,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (5, 5)))
+    answer = bundle.split(CommandResult(proc.returncode, proc.stdout, proc.stderr, 1.0), ["a", "b"])
+    assert len(answer.frames) == 2, proc.stderr[-2000:]
+    for it, frame in zip(items, answer.frames):
+        assert frame.result is not None
+        got = classify(HOST, ProbeCall(it.name, {}, 10), frame.result)
+        assert got.outcome == Outcome.INVALID_OUTPUT
+        assert got.reason == ("probe printed nothing on stdout; exit code 1; stderr: cannot start the probe on the "
+                              "host: [Errno 24] Too many open files")
