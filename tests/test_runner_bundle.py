@@ -26,7 +26,7 @@ from orchestrator.simulate.fake_nvml import FixtureError, build_fake_nvml
 from orchestrator.simulate.sysfs import build_machine
 from orchestrator.transport.base import CommandResult, TransportOptions
 from orchestrator.transport.local import LocalTransport
-from tests.support.sshd import descendants
+from tests.support.sshd import SshdServer, descendants
 
 NVML_CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetprobe-fake-nvml-{os.getuid()}"
 HOST = Host("h01", {"ansible_connection": "local"})
@@ -331,3 +331,68 @@ def test_a_probe_that_cannot_be_started_says_why_and_the_bundle_goes_on() -> Non
         assert got.outcome == Outcome.INVALID_OUTPUT
         assert got.reason == ("probe printed nothing on stdout; exit code 1; stderr: cannot start the probe on the "
                               "host: [Errno 24] Too many open files")
+
+
+def _ours_stuck(marker: str) -> bool:
+    """A process started through `marker` (our interpreter's path) blocked opening a FIFO."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes() and \
+                    Path(f"/proc/{entry}/wchan").read_text() == "wait_for_partner":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _interrupt_over_ssh(sshd: SshdServer, tmp_path: Path) -> tuple[HostResult, str]:
+    from orchestrator.transport.factory import open_transport
+
+    fifo = _fifo_lib(tmp_path)
+    python = tmp_path / "bin" / "python3"  # a path of our own, to find our processes on the "host"
+    python.parent.mkdir()
+    python.symlink_to(os.path.realpath(sys.executable))
+    host = sshd.fleet(1, ansible_python_interpreter=str(python), probe_args={"nvml": {"lib": fifo}})[0]
+    calls = [ProbeCall("host", {}, 30.0), ProbeCall("nvml", {}, 30.0), ProbeCall("pcie", {}, 30.0)]
+    stop = threading.Event()
+    active: dict[str, object] = {}
+    out: list[HostResult] = []
+    t = threading.Thread(target=lambda: out.append(run_host(
+        host, calls, RunOptions(transport=sshd.options()), open_transport, stop, active,  # type: ignore[arg-type]
+        threading.Lock())))
+    t0 = time.monotonic()
+    t.start()
+    while not _ours_stuck(str(python)) and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+    assert time.monotonic() - t0 < 20, "the nvml probe never reached its hung library"
+    stop.set()
+    for tr in list(active.values()):
+        tr.close()  # type: ignore[attr-defined]
+    t.join(20)
+    assert not t.is_alive()
+    return out[0], str(python)
+
+
+@pytest.mark.ssh
+def test_interrupting_a_bundle_over_ssh_stops_it_on_the_host(sshd: SshdServer, tmp_path: Path) -> None:
+    if not Path("/proc/self/wchan").is_file():
+        pytest.skip("no /proc/<pid>/wchan here to see the hung open")
+    res, python = _interrupt_over_ssh(sshd, tmp_path)
+    assert {p.outcome for n, p in res.probes.items() if n != "host"} == {Outcome.SKIPPED}
+    t0 = time.monotonic()
+    while _ours_stuck(python) and time.monotonic() - t0 < 5:
+        time.sleep(0.05)
+    assert not _ours_stuck(python)  # the bundle saw its channel close and killed the stuck probe
+
+
+@pytest.mark.ssh
+@pytest.mark.xfail(strict=True, reason="SshTransport raises 'disconnected' when we close the connection ourselves, "
+                   "dropping the frames that had arrived; needs it to return the partial output then (see the "
+                   "bundle section of docs/reliability.md)")
+def test_interrupting_a_bundle_over_ssh_keeps_the_finished_probes(sshd: SshdServer, tmp_path: Path) -> None:
+    if not Path("/proc/self/wchan").is_file():
+        pytest.skip("no /proc/<pid>/wchan here to see the hung open")
+    res, _ = _interrupt_over_ssh(sshd, tmp_path)
+    assert res.probes["host"].outcome == Outcome.OK
