@@ -92,6 +92,21 @@ def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: floa
     return compose(_source(spec.path), args, deadline_s, libs)
 
 
+@cache  # the same text for every host: a 500-host run decodes it once
+def probe_source(name: str) -> str:
+    """Prelude + libraries + probe, without the call line: what a bundle child runs before it calls
+    fp_main itself (line numbers match build_script's, so tracebacks read the same)."""
+    spec = get(name)
+    base = probes_dir()
+    libs = tuple(_source(base / f"{lib}.py") for lib in spec.requires)
+    return _head(_source(base / "_prelude.py"), libs, _source(spec.path)).decode("utf-8")
+
+
+def bundle_runner_source() -> str:
+    """probes/_bundle.py: the code that runs several probes in one interpreter on the host."""
+    return _source(probes_dir() / "_bundle.py")
+
+
 def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None) -> bytes:
     """Prelude + libraries + probe + the call line.  Tests use it to run probes of their own."""
     head = _head(_source(probes_dir() / "_prelude.py"), tuple(libs or ()), probe_source)

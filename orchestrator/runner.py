@@ -8,6 +8,7 @@ holds the run past that deadline.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shlex
@@ -19,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator import probes
+from orchestrator import bundle, probes
 from orchestrator.envelope import Envelope, EnvelopeError, parse_envelope
 from orchestrator.inventory.model import Host
 from orchestrator.outcomes import Outcome, worst
@@ -29,6 +30,8 @@ from orchestrator.transport.become import become_failure, wrap_command
 # A probe's own watchdog fires this much before the controller gives up on the command, so a slow
 # probe still reports its partial data instead of being cut off.
 PROBE_DEADLINE_MARGIN_S = 2.0
+# A bundle's own clock on the host starts after ours and its last frame must still travel back.
+BUNDLE_SLACK_S = 1.0
 # Measured flat from 16 to 100 forks on the 2-core bench; 32 stays under a bastion's MaxStartups
 # hard limit (100). Reasoning and figures: docs/performance.md.
 DEFAULT_FORKS = 32
@@ -47,6 +50,9 @@ class RunOptions:
     transport: TransportOptions = field(default_factory=TransportOptions)
     host_deadline: float | None = None  # default: connect timeout + sum of probe timeouts
     become: bool = False
+    # Several probes on a host share one interpreter start (orchestrator/bundle.py); measured in
+    # docs/performance.md.  False: one `python3` per probe, as before.
+    bundle: bool = True
 
 
 @dataclass
@@ -96,11 +102,18 @@ TransportFactory = Callable[[Host, TransportOptions], Transport]
 # configuration error is ours to fix.  Every other transport error means we never got in.
 _TRANSPORT_OUTCOME = {"disconnected": Outcome.FAILED, "config": Outcome.FAILED}
 
-_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax")
+# What an interpreter too old for the probes says: Python 2 and 3.0-3.3 refuse the -I flag
+# ("Unknown option: -I", exit 2) before reading the script; a Python 3.4/3.5 fails to parse it.
+_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax|Unknown option: -I")
+# -I (isolated): the login directory is not put first on sys.path, so a json.py or platform.py in
+# the user's home cannot shadow the stdlib inside a probe, and PYTHONPATH/PYTHONHOME and the user
+# site are ignored.  -S: no site import; probes are stdlib only, and it halves interpreter start
+# (docs/performance.md).  Both exist since Python 3.4; the probes need 3.6.
+INTERPRETER_FLAGS = "-I -S"
 
 
 def probe_command(host: Host, become: bool) -> str:
-    """`python3 -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
+    """`python3 -I -S -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
     try:
         interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
     except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
@@ -108,7 +121,7 @@ def probe_command(host: Host, become: bool) -> str:
     become = become or host.become
     if host.connection == "local" and os.geteuid() == 0:
         become = False  # already root here: sudo would add nothing but a dependency on sudo
-    return wrap_command(f"{interp} -", become)
+    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
 
 
 def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
@@ -123,15 +136,18 @@ def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
     return args
 
 
-def classify(host: Host, call: ProbeCall, res: CommandResult) -> ProbeResult:
-    """Turn what came back over the transport into an outcome with a one-line reason."""
+def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = None) -> ProbeResult:
+    """Turn what came back over the transport into an outcome with a one-line reason.
+
+    cap: the stdout cap, where the truncated output itself was not kept (a bundle drops it on the host).
+    """
     base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
                             "retried": res.retried}
     if res.timed_out:
         return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
     if res.stdout_truncated:
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
-                           reason=f"probe output exceeded the {len(res.stdout)}-byte cap; output discarded", **base)
+                           reason=f"probe output exceeded the {cap or len(res.stdout)}-byte cap; output discarded", **base)
     err_text = res.stderr.decode("utf-8", "replace")
     sudo_reason = become_failure(res.exit_code, res.stderr) if not res.stdout.strip() else None
     if sudo_reason:
@@ -210,6 +226,49 @@ class _Cancelled(Exception):
     pass
 
 
+# Transports that pipe the script to a real interpreter; replay answers per probe from recordings.
+BUNDLE_CONNECTIONS = ("ssh", "local")
+
+
+def bundles(host: Host, calls: list[ProbeCall], options: RunOptions) -> bool:
+    """Whether this host's probes go to one interpreter: only where that saves starts (2+ probes)."""
+    return options.bundle and len(calls) > 1 and host.connection in BUNDLE_CONNECTIONS \
+        and str(host.vars.get("probe_mode", "")).lower() != "raw"
+
+
+def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], options: RunOptions,
+                deadline: float) -> tuple[CommandResult, bundle.Answer]:
+    """One `python3 -I -S -` for all of `calls`; the answer cut into one result per probe."""
+    left = deadline - time.monotonic()
+    items = [bundle.BundleItem(c.name, {**c.args, **host_probe_args(host, c.name)}, c.timeout) for c in calls]
+    # The host's part of the budget ends a little before ours, so its last frame still reaches us.
+    script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
+                            PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
+    res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
+    return res, bundle.split(res, [c.name for c in calls])
+
+
+def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
+                    cap: int) -> CommandResult | ProbeResult:
+    """Probe i's share of a bundle's answer: its own frame, the verdict where it has none, or, when
+    the answer is not (or no longer) frames, the rest of it, to be judged as a lone probe's answer."""
+    if i < len(answer.frames):
+        frame = answer.frames[i]
+        if frame.result is None:
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
+        return frame.result
+    if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
+        raise _Cancelled()  # the probes with a frame keep their results
+    if whole.timed_out:  # the bundle itself ran out of the host deadline
+        if i > len(answer.frames):
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe",
+                               retried=whole.retried)
+        return ProbeResult(call.name, Outcome.TIMEOUT, f"probe did not finish within {call.timeout:.0f}s",
+                           duration_s=whole.duration_s, stderr=whole.stderr[-65536:], retried=whole.retried)
+    return dataclasses.replace(whole, stdout=answer.rest[:cap],
+                               stdout_truncated=whole.stdout_truncated or len(answer.rest) > cap)
+
+
 def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
              stop: threading.Event, active: dict[str, Transport], lock: threading.Lock) -> HostResult:
     t0 = time.monotonic()
@@ -217,8 +276,13 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                                          + sum(c.timeout for c in calls))
     results: dict[str, ProbeResult] = {}
     transport: Transport | None = None
+    bundled = bundles(host, calls, options)
+    topts = options.transport
+    if bundled:  # each probe keeps its own caps on the host; the whole answer may hold them all
+        topts = dataclasses.replace(topts, max_output=bundle.transport_cap(len(calls), topts.max_output,
+                                                                           topts.max_stderr))
     try:
-        transport = factory(host, options.transport)
+        transport = factory(host, topts)
         with lock:
             active[host.name] = transport
         if str(host.vars.get("probe_mode", "")).lower() == "raw":
@@ -226,30 +290,55 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             for call in calls:
                 results[call.name] = ProbeResult(call.name, Outcome.SKIPPED, "probe_mode: raw (text commands instead)")
             calls = []
-        for i, call in enumerate(calls):
+        answer: bundle.Answer | None = None
+        whole: CommandResult | None = None
+        if bundled and calls:
             if stop.is_set():
                 raise _Cancelled()
-            left = deadline - (time.monotonic() - t0)
-            if left <= 0:
-                results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
-                continue
-            timeout = min(call.timeout, left)
-            args = {**call.args, **host_probe_args(host, call.name)}
-            script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
             try:
-                res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline)
+                whole, answer = _run_bundle(transport, host, calls, options, t0 + deadline)
             except TransportError as e:
                 if stop.is_set():
                     raise _Cancelled() from None
                 outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
-                results[call.name] = ProbeResult(call.name, outcome, e.message, retried=e.retried)
-                for rest in calls[i + 1:]:
+                results[calls[0].name] = ProbeResult(calls[0].name, outcome, e.message, retried=e.retried)
+                for rest in calls[1:]:
                     results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
-                break
-            if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
-                raise _Cancelled()
-            results[call.name] = classify(host, call, res)
-            if _no_interpreter(res):
+                calls = []
+        for i, call in enumerate(calls):
+            from_frame = False
+            if answer is not None and whole is not None:
+                got = _bundled_answer(i, call, whole, answer, stop, options.transport.max_output)
+                if isinstance(got, ProbeResult):
+                    results[call.name] = got
+                    continue
+                res, from_frame = got, i < len(answer.frames)
+            else:
+                if stop.is_set():
+                    raise _Cancelled()
+                left = deadline - (time.monotonic() - t0)
+                if left <= 0:
+                    results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT,
+                                                     "host deadline exhausted before this probe")
+                    continue
+                timeout = min(call.timeout, left)
+                args = {**call.args, **host_probe_args(host, call.name)}
+                script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
+                try:
+                    res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline)
+                except TransportError as e:
+                    if stop.is_set():
+                        raise _Cancelled() from None
+                    outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
+                    results[call.name] = ProbeResult(call.name, outcome, e.message, retried=e.retried)
+                    for rest in calls[i + 1:]:
+                        results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}",
+                                                         retried=e.retried)
+                    break
+                if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
+                    raise _Cancelled()
+            results[call.name] = classify(host, call, res, cap=options.transport.max_output)
+            if not from_frame and _no_interpreter(res):
                 # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
                 # The missing interpreter stays a failure (it is a setup to fix, or `probe_mode:
                 # raw` to make it intended); the text facts are kept beside it.
