@@ -388,9 +388,6 @@ def test_interrupting_a_bundle_over_ssh_stops_it_on_the_host(sshd: SshdServer, t
 
 
 @pytest.mark.ssh
-@pytest.mark.xfail(strict=True, reason="SshTransport raises 'disconnected' when we close the connection ourselves, "
-                   "dropping the frames that had arrived; needs it to return the partial output then (see the "
-                   "bundle section of docs/reliability.md)")
 def test_interrupting_a_bundle_over_ssh_keeps_the_finished_probes(sshd: SshdServer, tmp_path: Path) -> None:
     if not Path("/proc/self/wchan").is_file():
         pytest.skip("no /proc/<pid>/wchan here to see the hung open")

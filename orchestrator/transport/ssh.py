@@ -218,6 +218,7 @@ class SshTransport:
         self.retried = 0  # connection attempts retried so far, reported on every result
         self._conn: Connection | None = None
         self._agent: paramiko.Agent | None = None
+        self._closed_by_us = False  # close() from another thread (Ctrl-C) is not the host failing
         self._config = fabric_config(options.ssh_config)
         self._hostkeys = self._hostkey_setup()
 
@@ -641,6 +642,9 @@ class SshTransport:
         if out_trunc or timed_out:
             _kill_remote(chan)
         if exit_code is None and not timed_out and not out_trunc and not transport.is_active():
+            if self._closed_by_us:
+                # we hung up (Ctrl-C): hand back what arrived, so a bundle keeps its finished probes
+                return CommandResult(None, bytes(out), bytes(err), time.monotonic() - started, retried=self.retried)
             self._drop()
             raise TransportError(
                 "disconnected",
@@ -677,6 +681,7 @@ class SshTransport:
             self._conn = None
 
     def close(self) -> None:
+        self._closed_by_us = True
         self._drop()
         if self._agent is not None:
             self._agent.close()
