@@ -2,7 +2,7 @@
 """CPU milliseconds per host of each normalizer and the topology merge, over the 25 demo recordings
 (best of --repeat passes of --hosts hosts; a quiet, less noisy figure than a whole build).
 
-    python bench/micro_normalize.py [--hosts 1000] [--repeat 5] [--repo PATH] [--profile pcie]
+    python bench/micro_normalize.py [--hosts 1000] [--repeat 5] [--repo PATH] [--profile pcie] [--only pcie p2p]
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ ap.add_argument("--hosts", type=int, default=1000)
 ap.add_argument("--repeat", type=int, default=5)
 ap.add_argument("--repo", default=str(Path(__file__).resolve().parent.parent))
 ap.add_argument("--profile", help="cProfile this probe's normalizer (or 'topology')")
+ap.add_argument("--only", nargs="+", default=["pcie", "nvlink", "p2p", "nvml", "host", "topology"],
+                help="normalizers to time (probe names, or 'topology' for the merge)")
 args = ap.parse_args()
 sys.path.insert(0, str(Path(args.repo).resolve()))
 
@@ -64,6 +66,6 @@ def cpu(name: str) -> float:
     return time.process_time() - t
 
 
-for name in ["pcie", "nvlink", "p2p", "nvml", "host", "topology"]:
+for name in args.only:
     best = min(cpu(name) for _ in range(args.repeat))
     print(f"{name:9s} {best * 1000 / args.hosts:7.3f} ms/host  ({best:.3f} s per {args.hosts} hosts)")
