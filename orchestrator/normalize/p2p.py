@@ -17,6 +17,11 @@ MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bi
 
 
 def _f(v: Any) -> float | None:
+    t = type(v)
+    if t is float:  # JSON's figures: no conversion, no isinstance chain
+        return v
+    if t is int:
+        return float(v)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -61,25 +66,29 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         mats["ce_gbps"][i][i] = g["local_ce_gbps"]
         mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
     pairs: list[dict[str, Any]] = []
+    m_peer, m_ce, m_sm = mats["peer_enabled"], mats["ce_gbps"], mats["sm_read_gbps"]
+    m_lat, m_ver = mats["latency_us"], mats["verified"]
     for p in data.get("pairs") or []:
-        a, b = p.get("src"), p.get("dst")
+        get = p.get
+        a, b = get("src"), get("dst")
         if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
             continue
-        pv = p.get("verified")
+        pv = get("verified")
         pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
         for kind, ok in pverified.items():
             if not ok:
                 mismatches.append({"copy": kind, "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b]})
+        enabled = get("peer_enabled")
         rec = {
             "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b],
-            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(p.get("peer_enabled")),
-            "peer_error": p.get("peer_error"), "staged": not p.get("peer_enabled"),
-            "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
-            "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
+            "can_access_peer": get("can_access_peer"), "peer_enabled": bool(enabled),
+            "peer_error": get("peer_error"), "staged": not enabled,
+            "ce_gbps": _f(get("ce_gbps")), "sm_read_gbps": _f(get("sm_read_gbps")),
+            "latency_us": _f(get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
         }
         pairs.append(rec)
-        for key in ("peer_enabled", "ce_gbps", "sm_read_gbps", "latency_us", "verified"):
-            mats[key][a][b] = rec[key]
+        m_peer[a][b], m_ce[a][b], m_sm[a][b] = rec["peer_enabled"], rec["ce_gbps"], rec["sm_read_gbps"]
+        m_lat[a][b], m_ver[a][b] = rec["latency_us"], rec["verified"]
     by_pair = {(p["src"], p["dst"]): p for p in pairs}
     for bd in data.get("bidirectional") or []:
         a, b = bd.get("a"), bd.get("b")
