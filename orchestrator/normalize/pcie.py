@@ -281,16 +281,17 @@ def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
     an upstream-position bridge counts as a switch port only if it has bridges below it or comes
     from a switch vendor (an ASPEED PCIe-to-PCI bridge with a VGA below stays a plain bridge).
     """
-    children: dict[str, list[str]] = {}
-    for d in devs.values():
-        if d["parent"]:
-            children.setdefault(d["parent"], []).append(d["bdf"])
-    for bdf in sorted(devs, key=lambda b: len(devs[b]["chain"])):
+    children: dict[str, list[str]] | None = None  # only needed where the port type is unknown
+    bridges = [b for b, d in devs.items() if d["kind"] == "bridge"]
+    for bdf in sorted(bridges, key=lambda b: len(devs[b]["chain"])):  # stable: as sorting all devices
         d = devs[bdf]
-        if d["kind"] != "bridge":
-            continue
         pt = d["port_type"]
         if pt is None:
+            if children is None:
+                children = {}
+                for c in devs.values():
+                    if c["parent"]:
+                        children.setdefault(c["parent"], []).append(c["bdf"])
             parent = devs.get(d["parent"] or "")
             prole = parent.get("_role") if parent else None
             vendor = _hex(d["vendor"])
@@ -458,9 +459,13 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
                 devs[d["bdf"]] = d
     _classify_bridges(devs)
     usps = [b for b, d in devs.items() if d.get("_role") == "usp"]
-    usp_set = set(usps)
-    for d in devs.values():
-        d["switch"] = next((x for x in d["chain"] if x in usp_set), None)
+    if usps:  # without switches every device keeps switch None
+        usp_set = set(usps)
+        for d in devs.values():
+            for x in d["chain"]:
+                if x in usp_set:
+                    d["switch"] = x
+                    break
 
     by_bdf = sorted(devs)
     gpus: list[str] = []
