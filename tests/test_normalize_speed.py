@@ -71,3 +71,11 @@ def test_pair_link_indexes_the_first_gpu_with_a_bus_id_and_never_a_null_one() ->
     p2p = {"order": ["x", "y", "x"], "nvml_nvlink": [[None, False, None], [True, None, None], [None, None, None]]}
     assert p2p_checks.pair_link({}, "y", "x", p2p).kind == "nvlink"
     assert p2p_checks.pair_link({}, "x", "y", p2p).kind == "pcie"
+
+
+def test_gpu_model_keys_are_unique() -> None:
+    # check_p2p judges NVLink pairs once per (model key, link count) on a host
+    from orchestrator import gpu_models
+
+    keys = [m.key for m in gpu_models.MODELS]
+    assert len(keys) == len(set(keys))

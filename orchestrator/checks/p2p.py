@@ -217,10 +217,30 @@ class _PairJudgement:
     nv: int | None = None  # bonded links the judgement assumed (None: unknown)
 
 
+def _nvlink_judgement(model: gpu_models.GpuModel,
+                      link_nv: int | None) -> tuple[float | None, float | None, str, int | None]:
+    """(ceiling, floor, where the floor comes from, links assumed) for an NVLink pair."""
+    # models with a published floor sit on an NVSwitch fabric: every pair has all links
+    nv = model.nvlink_links if link_nv is None and model.p2p_floor_gbps else link_nv
+    if nv is None:
+        # link count unknown (no nvlink/topology facts) on a mesh or bridge: judge against
+        # one link, the least any NVLink pair has
+        return (None, round(model.nvlink_link_gbps * NVLINK_MIN_RATIO, 1),
+                f"{NVLINK_MIN_RATIO:.0%} of one {model.nvlink_link_gbps} GB/s link (link count unknown)", nv)
+    if model.p2p_floor_gbps:
+        return (round(nv * model.nvlink_link_gbps, 1),
+                round(model.p2p_floor_gbps * min(1.0, nv / model.nvlink_links), 1),
+                f"published floor for {model.key} NVLink P2P", nv)
+    ceiling = round(nv * model.nvlink_link_gbps, 1)
+    return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
+
+
 def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
     out = []
     links: _HostLinks | None = None
+    # every NVLink pair of a host with the same model and link count is judged alike
+    nvlink_memo: dict[tuple[str, int | None], tuple[float | None, float | None, str, int | None]] = {}
     for p in p2p.get("pairs") or []:
         a = p["src"]
         if links is None:
@@ -231,22 +251,10 @@ def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> l
         nv = None
         source = ""
         if link.kind == "nvlink" and model is not None and model.nvlink_links:
-            # models with a published floor sit on an NVSwitch fabric: every pair has all links
-            nv = model.nvlink_links if link.nv is None and model.p2p_floor_gbps else link.nv
-            if nv is None:
-                # link count unknown (no nvlink/topology facts) on a mesh or bridge: judge against
-                # one link, the least any NVLink pair has
-                ceiling = None
-                floor = round(model.nvlink_link_gbps * NVLINK_MIN_RATIO, 1)
-                source = f"{NVLINK_MIN_RATIO:.0%} of one {model.nvlink_link_gbps} GB/s link (link count unknown)"
-            elif model.p2p_floor_gbps:
-                ceiling = round(nv * model.nvlink_link_gbps, 1)
-                floor = round(model.p2p_floor_gbps * min(1.0, nv / model.nvlink_links), 1)
-                source = f"published floor for {model.key} NVLink P2P"
-            else:
-                ceiling = round(nv * model.nvlink_link_gbps, 1)
-                floor = round(ceiling * NVLINK_MIN_RATIO, 1)
-                source = f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s"
+            key = (model.key, link.nv)  # model keys are unique (tests/test_normalize_speed.py)
+            if key not in nvlink_memo:
+                nvlink_memo[key] = _nvlink_judgement(model, link.nv)
+            ceiling, floor, source, nv = nvlink_memo[key]
         elif link.kind == "pcie":
             gens = [host_pcie.get(bus, model) for bus in (p["src_bus_id"], p["dst_bus_id"])]
             rates = [gpu_models.pcie_gbps(g, w) for g, w in gens]
