@@ -95,13 +95,20 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _matrix(raw: Any, n: int) -> list[list[Any]]:
-    out: list[list[Any]] = [[None] * n for _ in range(n)]
+    """n x n: the strings of `raw` where it has them, None elsewhere (short rows padded)."""
     if not isinstance(raw, list):
-        return out
-    for i, row in enumerate(raw[:n]):
+        return [[None] * n for _ in range(n)]
+    out: list[list[Any]] = []
+    for row in raw[:n]:
         if isinstance(row, list):
-            for j, v in enumerate(row[:n]):
-                out[i][j] = v if isinstance(v, str) else None
+            cells = [v if isinstance(v, str) else None for v in row[:n]]
+            if len(cells) < n:
+                cells.extend([None] * (n - len(cells)))
+            out.append(cells)
+        else:
+            out.append([None] * n)
+    while len(out) < n:
+        out.append([None] * n)
     return out
 
 
