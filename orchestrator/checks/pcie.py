@@ -383,7 +383,12 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
     for gi, (key, subject) in enumerate(keyed):
         if not key.startswith("gpu:"):
             continue
-        cells = [(_cell(matrix, gi, j), keyed[j][1]) for j in nic_idx if _cell(matrix, gi, j) in LEVEL_RANK]
+        row = matrix[gi] if gi < len(matrix) and isinstance(matrix[gi], list) else []  # as _cell reads it
+        cells = []
+        for j in nic_idx:
+            cell = row[j] if j < len(row) else None
+            if cell in LEVEL_RANK:
+                cells.append((cell, keyed[j][1]))
         best = min(cells, key=lambda c: LEVEL_RANK[c[0]]) if cells else None
         if best and LEVEL_RANK[best[0]] <= want_rank:
             continue
