@@ -100,12 +100,14 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     pair_links = {(p["a"], p["b"]): p["links"] for p in pairs}
     nv: list[list[int | None]] = [[None] * n for _ in range(n)]
     for i in range(n):
+        oi, si, nv_row = order[i], switch_up[i], nv[i]
         for j in range(n):
             if i == j:
                 continue
-            d = pair_links.get((order[i], order[j])) or pair_links.get((order[j], order[i])) or 0
-            fabric = min(switch_up[i], switch_up[j])
-            nv[i][j] = d + fabric or None
+            # an NVSwitch box has no direct pairs: skip the two lookups per cell there
+            d = (pair_links.get((oi, order[j])) or pair_links.get((order[j], oi)) or 0) if pair_links else 0
+            sj = switch_up[j]
+            nv_row[j] = d + (si if si < sj else sj) or None  # fabric: the smaller switch-link count
     return {
         "supported": any_links,
         "order": order,
