@@ -400,6 +400,17 @@ def _below(devs: dict[str, dict[str, Any]], port: str, kinds: tuple[str, ...]) -
     return sorted(b for b, d in devs.items() if port in d["chain"] and d["kind"] in kinds)
 
 
+def _min_known(a: Any, b: Any) -> Any:
+    """The smaller of the two values that are not None; None when neither is truthy."""
+    if not (a or b):
+        return None
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)  # ties and type errors as min() over the two, in this order
+
+
 def _gpu_counts(gpus: list[str], devs: dict[str, dict[str, Any]], nvidia: dict[str, Any]) -> dict[str, Any]:
     proc_present = bool(nvidia.get("proc_present"))
     proc_gpus = {str(g.get("bus_id", "")).lower(): g for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
@@ -530,8 +541,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         plink = parent["link"] if parent and parent.get("_role") in ("root", "dsp") else None
         gmax, wmax = link["gen_max"], link["width_max"]
         if plink:
-            gmax = min(x for x in (gmax, plink["gen_max"]) if x is not None) if (gmax or plink["gen_max"]) else None
-            wmax = min(x for x in (wmax, plink["width_max"]) if x is not None) if (wmax or plink["width_max"]) else None
+            gmax, wmax = _min_known(gmax, plink["gen_max"]), _min_known(wmax, plink["width_max"])
         gcur, wcur = link["gen_current"], link["width_current"]
         if (gcur and gmax and gcur < gmax) or (wcur and wmax and wcur < wmax):
             downgraded.append({"bdf": b, "kind": d["kind"], "gen_current": gcur, "gen_max": gmax,
