@@ -24,7 +24,7 @@ import controller_bench as cb  # noqa: E402
 
 from orchestrator import checks, fingerprint, fleet, normalize  # noqa: E402
 
-T: collections.Counter[str] = collections.Counter()
+T: collections.defaultdict[str, float] = collections.defaultdict(float)
 
 
 def wrap(name: str, fn: Any) -> Any:
@@ -46,7 +46,7 @@ normalize.MERGERS = [(s, wrap("merge." + s, f)) for s, f in normalize.MERGERS]
 checks.HOST_CHECKS[:] = [wrap("check." + c.__module__.split(".")[-1] + "." + c.__name__, listed(c))
                          for c in checks.HOST_CHECKS]
 checks.FLEET_CHECKS[:] = [wrap("fleetcheck." + c.__name__, listed(c)) for c in checks.FLEET_CHECKS]
-fleet.fingerprint.classify = wrap("classify", fingerprint.classify)  # type: ignore[attr-defined]
+fleet.fingerprint.classify = wrap("classify", fingerprint.classify)
 inputs, expect = cb.make_inputs(n)
 t = time.process_time()
 doc = fleet.build_fleet({}, inputs, lambda h: expect[h.name], lambda h: {})
