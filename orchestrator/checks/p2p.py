@@ -13,6 +13,7 @@ import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from orchestrator import gpu_models
@@ -45,47 +46,97 @@ class Link:
     source: str  # where the answer came from: topology | nvlink | nvml-p2p | rank | none
 
 
-def _index(order: Any, bus: str | None) -> int | None:
-    # A null bus id (text imports without `nvidia-smi -q`) is unknown: it matches nothing, never
-    # the first GPU whose bus id is also unknown.
-    if isinstance(order, list) and bus and bus in order:
-        return order.index(bus)
+def _positions(order: Any) -> dict[Any, int] | None:
+    """bus id -> its first position in `order` (what order.index finds); None when not a list."""
+    if not isinstance(order, list):
+        return None
+    pos: dict[Any, int] = {}
+    for i, b in enumerate(order):
+        try:
+            pos.setdefault(b, i)
+        except TypeError:
+            pass  # an unhashable entry equals no bus id
+    return pos
+
+
+_TOPO_PCIE = ("PIX", "PXB", "PHB", "NODE", "SYS")
+_NV = re.compile(r"NV(\d+)")
+
+
+@lru_cache(maxsize=256)  # a topology cell: a handful of spellings ("NV18", "SYS", ...) in a fleet
+def _topology_link(cell: str) -> Link | None:
+    m = _NV.fullmatch(cell)
+    if m:
+        return Link("nvlink", int(m.group(1)), cell, "topology")
+    if cell in _TOPO_PCIE:
+        return Link("pcie", None, cell, "topology")
     return None
+
+
+class _HostLinks:
+    """`pair_link` for every pair of one host: each section's bus id -> index map is built once
+    (the first time a pair needs that section), not once per pair."""
+
+    def __init__(self, facts: dict[str, Any], p2p: dict[str, Any]) -> None:
+        self.facts, self.p2p = facts, p2p
+        topo = facts.get("topology") or {}
+        devices = topo.get("devices") or []
+        # positions in the dict-filtered device list index the matrix, as before
+        self.topo_pos = _positions([d.get("bus_id") for d in devices if isinstance(d, dict)])
+        self.matrix = topo.get("matrix") or []
+        self.nvl: dict[str, Any] | None = None
+        self.nvl_pos: dict[Any, int] | None = None
+        self.p2p_pos: dict[Any, int] | None = None
+        self.p2p_done = False
+
+    @staticmethod
+    def _index(pos: dict[Any, int] | None, bus: Any) -> int | None:
+        # A null bus id (text imports without `nvidia-smi -q`) is unknown: it matches nothing, never
+        # the first GPU whose bus id is also unknown.
+        if pos is None or not bus:
+            return None
+        try:
+            return pos.get(bus)
+        except TypeError:
+            return None
+
+    def link(self, bus_a: str, bus_b: str) -> Link:
+        ia, ib = self._index(self.topo_pos, bus_a), self._index(self.topo_pos, bus_b)
+        matrix = self.matrix
+        if ia is not None and ib is not None and ia < len(matrix) and ib < len(matrix[ia] or []):
+            cell = matrix[ia][ib]
+            if isinstance(cell, str):
+                found = _topology_link(cell)
+                if found is not None:
+                    return found
+        if self.nvl is None:
+            self.nvl = self.facts.get("nvlink") or {}
+            self.nvl_pos = _positions(self.nvl.get("order"))
+        nvl = self.nvl
+        ia, ib = self._index(self.nvl_pos, bus_a), self._index(self.nvl_pos, bus_b)
+        nv = nvl.get("nv") or []
+        if ia is not None and ib is not None and ia < len(nv) and ib < len(nv[ia] or []):
+            cell = nv[ia][ib]
+            if isinstance(cell, int) and cell > 0:
+                return Link("nvlink", cell, f"NV{cell}", "nvlink")
+            if nvl.get("supported") is not None:
+                return Link("pcie", None, None, "nvlink")
+        if not self.p2p_done:
+            self.p2p_pos, self.p2p_done = _positions(self.p2p.get("order")), True
+        ia, ib = self._index(self.p2p_pos, bus_a), self._index(self.p2p_pos, bus_b)
+        if ia is None or ib is None:
+            return Link(None, None, None, "none")
+        flag = _cell(self.p2p.get("nvml_nvlink"), ia, ib)
+        if flag is True:
+            return Link("nvlink", None, None, "nvml-p2p")
+        if flag is False:
+            return Link("pcie", None, None, "nvml-p2p")
+        return Link(None, None, None, "none")
 
 
 def pair_link(facts: dict[str, Any], bus_a: str, bus_b: str, p2p: dict[str, Any]) -> Link:
     """What connects two GPUs, from the best source present."""
-    topo = facts.get("topology") or {}
-    devices = topo.get("devices") or []
-    buses = [d.get("bus_id") for d in devices if isinstance(d, dict)]
-    ia, ib = _index(buses, bus_a), _index(buses, bus_b)
-    matrix = topo.get("matrix") or []
-    if ia is not None and ib is not None and ia < len(matrix) and ib < len(matrix[ia] or []):
-        cell = matrix[ia][ib]
-        if isinstance(cell, str):
-            m = re.fullmatch(r"NV(\d+)", cell)
-            if m:
-                return Link("nvlink", int(m.group(1)), cell, "topology")
-            if cell in ("PIX", "PXB", "PHB", "NODE", "SYS"):
-                return Link("pcie", None, cell, "topology")
-    nvl = facts.get("nvlink") or {}
-    ia, ib = _index(nvl.get("order"), bus_a), _index(nvl.get("order"), bus_b)
-    nv = nvl.get("nv") or []
-    if ia is not None and ib is not None and ia < len(nv) and ib < len(nv[ia] or []):
-        cell = nv[ia][ib]
-        if isinstance(cell, int) and cell > 0:
-            return Link("nvlink", cell, f"NV{cell}", "nvlink")
-        if nvl.get("supported") is not None:
-            return Link("pcie", None, None, "nvlink")
-    ia, ib = _index(p2p.get("order"), bus_a), _index(p2p.get("order"), bus_b)
-    if ia is None or ib is None:
-        return Link(None, None, None, "none")
-    flag = _cell(p2p.get("nvml_nvlink"), ia, ib)
-    if flag is True:
-        return Link("nvlink", None, None, "nvml-p2p")
-    if flag is False:
-        return Link("pcie", None, None, "nvml-p2p")
-    return Link(None, None, None, "none")
+    return _HostLinks(facts, p2p).link(bus_a, bus_b)
 
 
 def _cell(m: Any, a: int, b: int) -> Any:
@@ -95,8 +146,8 @@ def _cell(m: Any, a: int, b: int) -> Any:
         return None
 
 
-def gpu_pcie(facts: dict[str, Any], bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
-    """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's."""
+def _nvml_pcie(facts: dict[str, Any], bus: str) -> tuple[int, int] | None:
+    """NVML's (generation, width) maximum of a GPU's host link, None when NVML does not say."""
     for g in (facts.get("gpus") or {}).get("list") or []:
         if bus and isinstance(g, dict) and g.get("bus_id") == bus:
             pcie = g.get("pcie") or {}
@@ -104,9 +155,38 @@ def gpu_pcie(facts: dict[str, Any], bus: str, model: gpu_models.GpuModel | None)
             width = pcie.get("width_max") or pcie.get("width_current")
             if gen and width:
                 return int(gen), int(width)
+    return None
+
+
+def gpu_pcie(facts: dict[str, Any], bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
+    """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's."""
+    nvml = _nvml_pcie(facts, bus)
+    if nvml is not None:
+        return nvml
     if model is not None:
         return model.pcie_gen, model.pcie_width
     return None, None
+
+
+class _HostPcie:
+    """`gpu_pcie` for one host, NVML's answer per bus id looked up once (every pair asks twice)."""
+
+    def __init__(self, facts: dict[str, Any]) -> None:
+        self.facts = facts
+        self.nvml: dict[Any, tuple[int, int] | None] = {}
+
+    def get(self, bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
+        try:
+            if bus not in self.nvml:
+                self.nvml[bus] = _nvml_pcie(self.facts, bus)
+            nvml = self.nvml[bus]
+        except TypeError:  # unhashable: not a bus id the normalizer writes
+            nvml = _nvml_pcie(self.facts, bus)
+        if nvml is not None:
+            return nvml
+        if model is not None:
+            return model.pcie_gen, model.pcie_width
+        return None, None
 
 
 def _platform_blocks_p2p(facts: dict[str, Any]) -> str | None:
@@ -137,35 +217,46 @@ class _PairJudgement:
     nv: int | None = None  # bonded links the judgement assumed (None: unknown)
 
 
-def _judge_pairs(view: HostView, p2p: dict[str, Any]) -> list[_PairJudgement]:
+def _nvlink_judgement(model: gpu_models.GpuModel,
+                      link_nv: int | None) -> tuple[float | None, float | None, str, int | None]:
+    """(ceiling, floor, where the floor comes from, links assumed) for an NVLink pair."""
+    # models with a published floor sit on an NVSwitch fabric: every pair has all links
+    nv = model.nvlink_links if link_nv is None and model.p2p_floor_gbps else link_nv
+    if nv is None:
+        # link count unknown (no nvlink/topology facts) on a mesh or bridge: judge against
+        # one link, the least any NVLink pair has
+        return (None, round(model.nvlink_link_gbps * NVLINK_MIN_RATIO, 1),
+                f"{NVLINK_MIN_RATIO:.0%} of one {model.nvlink_link_gbps} GB/s link (link count unknown)", nv)
+    if model.p2p_floor_gbps:
+        return (round(nv * model.nvlink_link_gbps, 1),
+                round(model.p2p_floor_gbps * min(1.0, nv / model.nvlink_links), 1),
+                f"published floor for {model.key} NVLink P2P", nv)
+    ceiling = round(nv * model.nvlink_link_gbps, 1)
+    return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
+
+
+def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
     out = []
+    links: _HostLinks | None = None
+    # every NVLink pair of a host with the same model and link count is judged alike
+    nvlink_memo: dict[tuple[str, int | None], tuple[float | None, float | None, str, int | None]] = {}
     for p in p2p.get("pairs") or []:
         a = p["src"]
-        link = pair_link(view.facts, p["src_bus_id"], p["dst_bus_id"], p2p)
+        if links is None:
+            links = _HostLinks(view.facts, p2p)
+        link = links.link(p["src_bus_id"], p["dst_bus_id"])
         model = gpu_models.lookup(gpus[a].get("name")) if a < len(gpus) else None
         ceiling = floor = None
         nv = None
         source = ""
         if link.kind == "nvlink" and model is not None and model.nvlink_links:
-            # models with a published floor sit on an NVSwitch fabric: every pair has all links
-            nv = model.nvlink_links if link.nv is None and model.p2p_floor_gbps else link.nv
-            if nv is None:
-                # link count unknown (no nvlink/topology facts) on a mesh or bridge: judge against
-                # one link, the least any NVLink pair has
-                ceiling = None
-                floor = round(model.nvlink_link_gbps * NVLINK_MIN_RATIO, 1)
-                source = f"{NVLINK_MIN_RATIO:.0%} of one {model.nvlink_link_gbps} GB/s link (link count unknown)"
-            elif model.p2p_floor_gbps:
-                ceiling = round(nv * model.nvlink_link_gbps, 1)
-                floor = round(model.p2p_floor_gbps * min(1.0, nv / model.nvlink_links), 1)
-                source = f"published floor for {model.key} NVLink P2P"
-            else:
-                ceiling = round(nv * model.nvlink_link_gbps, 1)
-                floor = round(ceiling * NVLINK_MIN_RATIO, 1)
-                source = f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s"
+            key = (model.key, link.nv)  # model keys are unique (tests/test_normalize_speed.py)
+            if key not in nvlink_memo:
+                nvlink_memo[key] = _nvlink_judgement(model, link.nv)
+            ceiling, floor, source, nv = nvlink_memo[key]
         elif link.kind == "pcie":
-            gens = [gpu_pcie(view.facts, bus, model) for bus in (p["src_bus_id"], p["dst_bus_id"])]
+            gens = [host_pcie.get(bus, model) for bus in (p["src_bus_id"], p["dst_bus_id"])]
             rates = [gpu_models.pcie_gbps(g, w) for g, w in gens]
             if all(r is not None for r in rates):
                 ceiling = min(r for r in rates if r is not None)
@@ -184,7 +275,8 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
         return
     host = view.name
     gpus = p2p.get("gpus") or []
-    judged = _judge_pairs(view, p2p)
+    host_pcie = _HostPcie(view.facts)
+    judged = _judge_pairs(view, p2p, host_pcie)
     yield from _not_possible(view, judged, gpus)
     low: set[tuple[int, int]] = set()
     for j in judged:
@@ -213,7 +305,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
                              "NCCL would do better without P2P here")
     yield from _asymmetric(host, judged)
     yield from _outliers(host, judged, low)
-    yield from _host_links(view, p2p, gpus)
+    yield from _host_links(view, gpus, host_pcie)
     yield from _contention(view, p2p)
     yield from _mismatch(host, p2p)
     yield from _run_state(host, p2p, gpus)
@@ -315,10 +407,10 @@ def _outliers(host: str, judged: list[_PairJudgement], low: set[tuple[int, int]]
                             hint="compare link error counters and states of this pair with the others")
 
 
-def _host_links(view: HostView, p2p: dict[str, Any], gpus: list[dict[str, Any]]) -> Iterable[Finding]:
+def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie) -> Iterable[Finding]:
     for g in gpus:
         model = gpu_models.lookup(g.get("name"))
-        gen, width = gpu_pcie(view.facts, g["bus_id"], model)
+        gen, width = host_pcie.get(g["bus_id"], model)
         if view.expect.host_gpu_min_gbps is not None:
             floor, source = view.expect.host_gpu_min_gbps, "expectation host_gpu_min_gbps"
         elif gen and width and (gen, width) in HOST_FLOORS:

@@ -69,10 +69,30 @@ def _names(pcie: dict[str, Any], view: HostView | None = None) -> dict[str, str]
             out[b] = f"GPU{i} ({b})"
         else:
             out[b] = f"GPU{nvml[b]} ({b})" if b in nvml else f"GPU? ({b})"
-    labels = {d["bdf"]: d.get("label") for d in pcie.get("devices") or [] if isinstance(d, dict)}
-    for b in pcie.get("nics") or []:
-        out[b] = f"NIC {labels.get(b)} ({b})" if labels.get(b) else f"NIC {b}"
+    nics = pcie.get("nics") or []
+    if nics:
+        wanted = set(nics)  # only NICs are named by label: skip the other devices' labels
+        labels: dict[str, Any] = {}
+        for d in pcie.get("devices") or []:
+            if isinstance(d, dict) and d["bdf"] in wanted:
+                labels[d["bdf"]] = d.get("label")
+        for b in nics:
+            out[b] = f"NIC {labels.get(b)} ({b})" if labels.get(b) else f"NIC {b}"
     return out
+
+
+class _Names:
+    """`_names(pcie, view)`, built the first time a finding needs a name: on a healthy host most
+    checks name nothing, and building it walks every GPU and device."""
+
+    def __init__(self, pcie: dict[str, Any], view: HostView) -> None:
+        self._pcie, self._view = pcie, view
+        self._names: dict[str, str] | None = None
+
+    def get(self, bdf: str, default: str) -> str:
+        if self._names is None:
+            self._names = _names(self._pcie, self._view)
+        return self._names.get(bdf, default)
 
 
 def _gw(gen: Any, width: Any) -> str:
@@ -83,7 +103,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None:
         return
-    names = _names(pcie, view)
+    names = _Names(pcie, view)
     exp_gen, exp_width = view.expect.pcie_gen, view.expect.pcie_width
     reported = set()
     for e in pcie.get("downgraded") or []:
@@ -146,7 +166,7 @@ def _slot_max_gen(d: dict[str, Any], devs: dict[str, dict[str, Any]]) -> int | N
     return gen if isinstance(gen, int) else None
 
 
-def _below_model_generation(view: HostView, pcie: dict[str, Any], names: dict[str, str],
+def _below_model_generation(view: HostView, pcie: dict[str, Any], names: _Names,
                             reported: set[str]) -> Iterator[Finding]:
     """Where no pcie_gen is written, the GPU model's own generation (gpu_models) is the derived one.
 
@@ -204,7 +224,7 @@ def check_nic_shared_switch(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None:
         return
-    names = _names(pcie, view)
+    names = _Names(pcie, view)
     groups = [u for u in pcie.get("uplinks") or [] if u.get("gpus")]
     mixed = [u for u in groups if u.get("nics")]
     if not mixed:
@@ -239,7 +259,7 @@ def check_acs(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None or view.expect.acs_allowed:
         return
-    names = _names(pcie, view)
+    names = _Names(pcie, view)
     virtual = _virtualized(view, pcie)
     for e in pcie.get("acs") or []:
         if e.get("port_role") != "downstream_port" or not e.get("peers"):
@@ -266,7 +286,7 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
         return
     counts = pcie.get("gpu_counts") or {}
     gpus = pcie.get("gpus") or []
-    names = _names(pcie, view)
+    names = _Names(pcie, view)
     passthrough = set(counts.get("passthrough") or [])
     if not gpus or len(passthrough) == len(gpus):
         return
@@ -317,7 +337,7 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[A
     order = levels.get("order") or []
     if pcie is not None and order and levels.get("matrix"):
         gpus = set(pcie.get("gpus") or [])
-        names = _names(pcie, view)
+        names = _Names(pcie, view)
         keyed = [(("gpu:" if b in gpus else "nic:") + b, names.get(b, b)) for b in order]
         return keyed, levels["matrix"], "pcie.levels (GPU x NIC)"
     if view.outcomes and not (view.ran("nvml") or view.ran("pcie")):
@@ -363,7 +383,12 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
     for gi, (key, subject) in enumerate(keyed):
         if not key.startswith("gpu:"):
             continue
-        cells = [(_cell(matrix, gi, j), keyed[j][1]) for j in nic_idx if _cell(matrix, gi, j) in LEVEL_RANK]
+        row = matrix[gi] if gi < len(matrix) and isinstance(matrix[gi], list) else []  # as _cell reads it
+        cells = []
+        for j in nic_idx:
+            cell = row[j] if j < len(row) else None
+            if cell in LEVEL_RANK:
+                cells.append((cell, keyed[j][1]))
         best = min(cells, key=lambda c: LEVEL_RANK[c[0]]) if cells else None
         if best and LEVEL_RANK[best[0]] <= want_rank:
             continue

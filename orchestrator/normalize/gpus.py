@@ -49,15 +49,22 @@ def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, 
         out[f"{key}_unknown"] = unknown[key]
 
 
+_GPU_KEYS = tuple((k, f"{k}_unknown") for k in (
+    "uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
+    "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability",
+    "persistence_mode", "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity",
+    "temperature_c", "power_w", "minor_number"))
+
+
 def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = dict(raw.get("unknown") or {})
     g: dict[str, Any] = {"index": raw.get("index")}
     _with_unknown(g, "bus_id", bus_id(raw.get("bus_id")), unknown)
-    for key in ("uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
-                "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability",
-                "persistence_mode", "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity",
-                "temperature_c", "power_w", "minor_number"):
-        _with_unknown(g, key, raw.get(key), unknown)
+    get = raw.get
+    for key, key_unknown in _GPU_KEYS:  # _with_unknown, inlined: 18 keys per GPU
+        value = g[key] = get(key)
+        if value is None and key in unknown:
+            g[key_unknown] = unknown[key]
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
     g["model"] = model_key(g.get("name"))
@@ -88,13 +95,20 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _matrix(raw: Any, n: int) -> list[list[Any]]:
-    out: list[list[Any]] = [[None] * n for _ in range(n)]
+    """n x n: the strings of `raw` where it has them, None elsewhere (short rows padded)."""
     if not isinstance(raw, list):
-        return out
-    for i, row in enumerate(raw[:n]):
+        return [[None] * n for _ in range(n)]
+    out: list[list[Any]] = []
+    for row in raw[:n]:
         if isinstance(row, list):
-            for j, v in enumerate(row[:n]):
-                out[i][j] = v if isinstance(v, str) else None
+            cells = [v if isinstance(v, str) else None for v in row[:n]]
+            if len(cells) < n:
+                cells.extend([None] * (n - len(cells)))
+            out.append(cells)
+        else:
+            out.append([None] * n)
+    while len(out) < n:
+        out.append([None] * n)
     return out
 
 

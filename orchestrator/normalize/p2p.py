@@ -17,6 +17,11 @@ MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bi
 
 
 def _f(v: Any) -> float | None:
+    t = type(v)
+    if t is float:  # JSON's figures: no conversion, no isinstance chain
+        return v
+    if t is int:
+        return float(v)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -24,7 +29,7 @@ def _all_true(verified: Any) -> bool | None:
     """True when every verified copy kind matched, False when one did not, None when none ran."""
     if not isinstance(verified, dict) or not verified:
         return None
-    return all(bool(v) for v in verified.values())
+    return all(map(bool, verified.values()))  # no generator frame: this runs per GPU pair
 
 
 def normalize(data: dict[str, Any]) -> dict[str, Any]:
@@ -53,33 +58,40 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
 
     mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}
     cap = data.get("can_access_peer") or []
+    m_cap = mats["can_access_peer"]
     for a in range(min(n, len(cap))):
-        for b in range(min(n, len(cap[a]))):
-            if a != b and cap[a][b] is not None:
-                mats["can_access_peer"][a][b] = bool(cap[a][b])
+        row_in, row_out = cap[a], m_cap[a]
+        for b in range(min(n, len(row_in))):
+            v = row_in[b]
+            if a != b and v is not None:
+                row_out[b] = bool(v)
     for i, g in enumerate(gpus):  # the diagonal holds the device-local copy, as p2pBandwidthLatencyTest
         mats["ce_gbps"][i][i] = g["local_ce_gbps"]
         mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
     pairs: list[dict[str, Any]] = []
+    m_peer, m_ce, m_sm = mats["peer_enabled"], mats["ce_gbps"], mats["sm_read_gbps"]
+    m_lat, m_ver = mats["latency_us"], mats["verified"]
     for p in data.get("pairs") or []:
-        a, b = p.get("src"), p.get("dst")
+        get = p.get
+        a, b = get("src"), get("dst")
         if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
             continue
-        pv = p.get("verified")
+        pv = get("verified")
         pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
         for kind, ok in pverified.items():
             if not ok:
                 mismatches.append({"copy": kind, "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b]})
+        enabled = get("peer_enabled")
         rec = {
             "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b],
-            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(p.get("peer_enabled")),
-            "peer_error": p.get("peer_error"), "staged": not p.get("peer_enabled"),
-            "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
-            "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
+            "can_access_peer": get("can_access_peer"), "peer_enabled": bool(enabled),
+            "peer_error": get("peer_error"), "staged": not enabled,
+            "ce_gbps": _f(get("ce_gbps")), "sm_read_gbps": _f(get("sm_read_gbps")),
+            "latency_us": _f(get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
         }
         pairs.append(rec)
-        for key in ("peer_enabled", "ce_gbps", "sm_read_gbps", "latency_us", "verified"):
-            mats[key][a][b] = rec[key]
+        m_peer[a][b], m_ce[a][b], m_sm[a][b] = rec["peer_enabled"], rec["ce_gbps"], rec["sm_read_gbps"]
+        m_lat[a][b], m_ver[a][b] = rec["latency_us"], rec["verified"]
     by_pair = {(p["src"], p["dst"]): p for p in pairs}
     for bd in data.get("bidirectional") or []:
         a, b = bd.get("a"), bd.get("b")
@@ -118,10 +130,11 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     guard = data.get("guard") or {}
     params = data.get("params") or {}
     ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
+    ce_min = min(ce) if ce else None
     summary = {
         # the slowest one-way GPU->GPU copy-engine figure (what outputs/prometheus report)
-        "min_gbps": min(ce)[0] if ce else None,
-        "min_pair": min(ce)[1] if ce else None,
+        "min_gbps": ce_min[0] if ce_min else None,
+        "min_pair": ce_min[1] if ce_min else None,
         "h2d_min_gbps": _min([g["h2d_gbps"] for g in gpus]),
         "d2h_min_gbps": _min([g["d2h_gbps"] for g in gpus]),
         "gpus_measured": sum(1 for g in gpus if g["h2d_gbps"] is not None),

@@ -92,19 +92,33 @@ def _parse_speed(text: str) -> tuple[int | None, str | None]:
 
 
 def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
-    gen_cur, speed_cur = parse_speed(raw.get("current_link_speed"))
-    gen_max, speed_max = parse_speed(raw.get("max_link_speed"))
-    w_cur, w_max = _int(raw.get("current_link_width")), _int(raw.get("max_link_width"))
-    pcie = cfg.get("pcie") if isinstance(cfg.get("pcie"), dict) and "unknown" not in cfg["pcie"] else None
-    if gen_max is None and w_max is None and pcie:
-        # Older kernels without link attributes: fall back to LNKCAP/LNKSTA from config space.
-        gen_max, w_max = pcie.get("lnkcap_speed") or None, pcie.get("lnkcap_width")
-        gen_cur, w_cur = pcie.get("lnksta_speed") or None, pcie.get("lnksta_width")
-        speed_cur, speed_max = _GEN_SPEED.get(gen_cur or 0), _GEN_SPEED.get(gen_max or 0)
+    get = raw.get
+    cs, ms, cw, mw = get("current_link_speed"), get("max_link_speed"), get("current_link_width"), get("max_link_width")
+    try:
+        gen_cur, speed_cur, gen_max, speed_max, w_cur, w_max = _sysfs_link(cs, ms, cw, mw)
+    except TypeError:  # an unhashable value (not what the probe writes): parse it uncached
+        gen_cur, speed_cur, gen_max, speed_max, w_cur, w_max = _sysfs_link.__wrapped__(cs, ms, cw, mw)
     if gen_max is None and w_max is None:
-        return None
+        pcie = cfg.get("pcie") if isinstance(cfg.get("pcie"), dict) and "unknown" not in cfg["pcie"] else None
+        if pcie:
+            # Older kernels without link attributes: fall back to LNKCAP/LNKSTA from config space.
+            gen_max, w_max = pcie.get("lnkcap_speed") or None, pcie.get("lnkcap_width")
+            gen_cur, w_cur = pcie.get("lnksta_speed") or None, pcie.get("lnksta_width")
+            speed_cur, speed_max = _GEN_SPEED.get(gen_cur or 0), _GEN_SPEED.get(gen_max or 0)
+        if gen_max is None and w_max is None:
+            return None
     return {"gen_current": gen_cur, "gen_max": gen_max, "speed_current": speed_cur, "speed_max": speed_max,
             "width_current": w_cur, "width_max": w_max}
+
+
+# A fleet of alike machines has a handful of (speed, speed, width, width) combinations: parse
+# each once.  typed: 16, 16.0 and True are different keys (_int reads them differently).
+@lru_cache(maxsize=4096, typed=True)
+def _sysfs_link(cur_speed: Any, max_speed: Any, cur_width: Any,
+                max_width: Any) -> tuple[int | None, str | None, int | None, str | None, int | None, int | None]:
+    gen_cur, speed_cur = parse_speed(cur_speed)
+    gen_max, speed_max = parse_speed(max_speed)
+    return gen_cur, speed_cur, gen_max, speed_max, _int(cur_width), _int(max_width)
 
 
 def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
@@ -115,10 +129,31 @@ def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(cfg["unreadable"])
     if not isinstance(acs, dict):
         return None, None
-    cap, ctl = int(acs.get("cap") or 0), int(acs.get("ctl") or 0)
-    enabled = [n for n, b in _ACS_BITS if ctl & b]
-    return {"capable": [n for n, b in _ACS_BITS if cap & b], "enabled": enabled,
-            "redirect": any(b in enabled for b in _REDIRECT)}, None
+    cap, ctl = acs.get("cap"), acs.get("ctl")
+    try:
+        capable, enabled, redirect = _acs_bits(cap, ctl)
+    except TypeError:  # unhashable: computed uncached, so int() raises what it raises
+        capable, enabled, redirect = _acs_bits.__wrapped__(cap, ctl)
+    return {"capable": list(capable), "enabled": list(enabled), "redirect": redirect}, None
+
+
+@lru_cache(maxsize=1024, typed=True)  # (cap, ctl) registers: a few distinct pairs in a fleet
+def _acs_bits(cap: Any, ctl: Any) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    cap, ctl = int(cap or 0), int(ctl or 0)
+    enabled = tuple(n for n, b in _ACS_BITS if ctl & b)
+    return tuple(n for n, b in _ACS_BITS if cap & b), enabled, any(b in enabled for b in _REDIRECT)
+
+
+def _kind(vendor: Any, cls: Any) -> str:
+    """The device kind from the raw vendor and class ids (before bridges get their roles)."""
+    if (vendor is None or type(vendor) is str) and (cls is None or type(cls) is str):
+        return _kind_str(vendor, cls)
+    return _base_kind(_hex(vendor), _hex(cls))
+
+
+@lru_cache(maxsize=4096)  # (vendor, class) id strings: a few dozen in a fleet
+def _kind_str(vendor: str | None, cls: str | None) -> str:
+    return _base_kind(_hex(vendor), _hex(cls))
 
 
 def _base_kind(vendor: int | None, cls: int | None) -> str:
@@ -147,6 +182,11 @@ def _family(vendor: int | None, kind: str) -> str | None:
     if vendor == 0x1000 and kind != "switch_port":
         return "Broadcom/LSI"
     return _VENDORS.get(vendor)
+
+
+@lru_cache(maxsize=4096)
+def _family_str(vendor: str | None, kind: str) -> str | None:
+    return _family(_hex(vendor), kind)
 
 
 def _split_path(path: list[str], bdf: str) -> tuple[str | None, list[str]]:
@@ -180,14 +220,16 @@ def _bdf(text: str) -> str | None:
 
 
 def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
-    text = raw.get("bdf")
+    get = raw.get
+    text = get("bdf")
     bdf = _bdf(text) if isinstance(text, str) else _bdf(str(text or ""))
     if bdf is None:
         return None
-    cfg: dict[str, Any] = raw["config"] if isinstance(raw.get("config"), dict) else {}
-    vendor, cls = _hex(raw.get("vendor")), _hex(raw.get("class"))
-    host, chain = _split_path(raw.get("path") or [], bdf)
-    numa = _int(raw.get("numa_node"))
+    cfg = get("config")
+    if not isinstance(cfg, dict):
+        cfg = {}
+    host, chain = _split_path(get("path") or [], bdf)
+    numa = _int(get("numa_node"))
     pcie = cfg.get("pcie")
     port_type, port_unknown = None, None
     if isinstance(pcie, dict) and "unknown" not in pcie:
@@ -197,20 +239,24 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     elif "unreadable" in cfg:
         port_unknown = str(cfg["unreadable"])
     acs, acs_unknown = _acs(cfg)
-    rdma = [str(x) for x in raw.get("rdma") or []]
-    netdevs = [str(x) for x in raw.get("netdevs") or []]
+    # most devices have neither: skip building a list from an empty one
+    rdma_raw, net_raw = get("rdma"), get("netdevs")
+    rdma = [str(x) for x in rdma_raw] if rdma_raw else []
+    netdevs = [str(x) for x in net_raw] if net_raw else []
+    vendor, cls = get("vendor"), get("class")
+    kind = _kind(vendor, cls)
     d: dict[str, Any] = {
         "bdf": bdf,
-        "vendor": raw.get("vendor"), "device": raw.get("device"),
-        "subsystem_vendor": raw.get("subsystem_vendor"), "subsystem_device": raw.get("subsystem_device"),
-        "class": raw.get("class"),
-        "kind": _base_kind(vendor, cls),
+        "vendor": vendor, "device": get("device"),
+        "subsystem_vendor": get("subsystem_vendor"), "subsystem_device": get("subsystem_device"),
+        "class": cls,
+        "kind": kind,
         "family": None,
         "label": None, "netdevs": netdevs, "rdma": rdma[0] if rdma else None,
-        "driver": raw.get("driver"),
+        "driver": get("driver"),
         "numa": numa if numa is not None and numa >= 0 else None,
-        "local_cpulist": raw.get("local_cpulist"),
-        "iommu_group": raw.get("iommu_group"),
+        "local_cpulist": get("local_cpulist"),
+        "iommu_group": get("iommu_group"),
         "host_bridge": host,
         "chain": chain,
         "parent": chain[-1] if chain else None,
@@ -220,9 +266,9 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
         "link": _link(raw, cfg),
         "acs": acs,
         "acs_unknown": acs_unknown,
-        "vf": bool(raw.get("vf")),
+        "vf": bool(get("vf")),
     }
-    if d["kind"] == "nic":
+    if kind == "nic":
         d["label"] = d["rdma"] or (netdevs[0] if netdevs else None)
     return d
 
@@ -235,16 +281,17 @@ def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
     an upstream-position bridge counts as a switch port only if it has bridges below it or comes
     from a switch vendor (an ASPEED PCIe-to-PCI bridge with a VGA below stays a plain bridge).
     """
-    children: dict[str, list[str]] = {}
-    for d in devs.values():
-        if d["parent"]:
-            children.setdefault(d["parent"], []).append(d["bdf"])
-    for bdf in sorted(devs, key=lambda b: len(devs[b]["chain"])):
+    children: dict[str, list[str]] | None = None  # only needed where the port type is unknown
+    bridges = [b for b, d in devs.items() if d["kind"] == "bridge"]
+    for bdf in sorted(bridges, key=lambda b: len(devs[b]["chain"])):  # stable: as sorting all devices
         d = devs[bdf]
-        if d["kind"] != "bridge":
-            continue
         pt = d["port_type"]
         if pt is None:
+            if children is None:
+                children = {}
+                for c in devs.values():
+                    if c["parent"]:
+                        children.setdefault(c["parent"], []).append(c["bdf"])
             parent = devs.get(d["parent"] or "")
             prole = parent.get("_role") if parent else None
             vendor = _hex(d["vendor"])
@@ -262,7 +309,9 @@ def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
         d["_role"] = role
         d["kind"] = {"root": "root_port", "usp": "switch_port", "dsp": "switch_port"}.get(role, "bridge")
     for d in devs.values():
-        d["family"] = _family(_hex(d["vendor"]), d["kind"])
+        vendor = d["vendor"]
+        d["family"] = (_family_str(vendor, d["kind"]) if vendor is None or type(vendor) is str
+                       else _family(_hex(vendor), d["kind"]))
 
 
 def _switch_of(devs: dict[str, dict[str, Any]], bdf: str) -> str | None:
@@ -281,29 +330,60 @@ def level(devs: dict[str, dict[str, Any]], a: str, b: str, numa_nodes: int) -> s
     """The topo -m PCIe level between two devices (reference §4.3)."""
     if a == b:
         return "X"
-    da, db = devs[a], devs[b]
-    if da["host_bridge"] is None or db["host_bridge"] is None:
-        return None
-    if da["host_bridge"] != db["host_bridge"]:
-        na, nb = da["numa"], db["numa"]
-        if na is not None and nb is not None:
-            return "NODE" if na == nb else "SYS"
-        return "NODE" if numa_nodes <= 1 else None
-    ca, cb = da["chain"], db["chain"]
-    common = 0
-    while common < min(len(ca), len(cb)) and ca[common] == cb[common]:
-        common += 1
-    if common == 0:
-        return "PHB"
-    bridges = ca[common:] + cb[common:] + [ca[common - 1]]
-    switches = {s for s in (_switch_of(devs, x) for x in bridges) if s}
-    return "PIX" if len(switches) <= 1 else "PXB"
+    return _level_matrix(devs, [a, b], numa_nodes)[0][1]
 
 
-def _tree(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _level_matrix(devs: dict[str, dict[str, Any]], order: list[str], numa_nodes: int) -> list[list[str | None]]:
+    """The topo -m PCIe level of every pair of devices in `order` (reference §4.3), "X" on the
+    diagonal.  Levels are symmetric, so each unordered pair is computed once; each bridge's switch
+    is looked up once per host.
+
+    Different host bridges: NODE/SYS by NUMA node; same host bridge without a common bridge: PHB;
+    otherwise the PCIe switches on the path: at most one -> PIX, more -> PXB."""
+    n = len(order)
+    matrix: list[list[str | None]] = [[None] * n for _ in range(n)]
+    switch_of: dict[str, str | None] = {}
+
+    def sw(x: str) -> str | None:
+        if x not in switch_of:
+            switch_of[x] = _switch_of(devs, x)
+        return switch_of[x]
+
+    info = [(devs[b]["host_bridge"], devs[b]["numa"], devs[b]["chain"]) for b in order]
+    for i in range(n):
+        matrix[i][i] = "X"
+        hba, na, ca = info[i]
+        row = matrix[i]
+        for j in range(i + 1, n):
+            hbb, nb, cb = info[j]
+            if hba is None or hbb is None:
+                continue
+            cell: str | None
+            if hba != hbb:
+                if na is not None and nb is not None:
+                    cell = "NODE" if na == nb else "SYS"
+                else:
+                    cell = "NODE" if numa_nodes <= 1 else None
+            else:
+                common, limit = 0, min(len(ca), len(cb))
+                while common < limit and ca[common] == cb[common]:
+                    common += 1
+                if common == 0:
+                    cell = "PHB"
+                else:
+                    switches = {sw(ca[common - 1])}
+                    switches.update(sw(x) for x in ca[common:])
+                    switches.update(sw(x) for x in cb[common:])
+                    switches.discard(None)
+                    cell = "PIX" if len(switches) <= 1 else "PXB"
+            row[j] = matrix[j][i] = cell
+    return matrix
+
+
+def _tree(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> list[dict[str, Any]]:
     nodes: dict[str, dict[str, Any]] = {b: {"bdf": b, "children": []} for b in devs}
     roots: dict[str, dict[str, Any]] = {}
-    for b in sorted(devs):
+    for b in by_bdf:
         d = devs[b]
         if d["parent"] and d["parent"] in nodes:
             nodes[d["parent"]]["children"].append(nodes[b])
@@ -318,6 +398,17 @@ def _tree(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _below(devs: dict[str, dict[str, Any]], port: str, kinds: tuple[str, ...]) -> list[str]:
     return sorted(b for b, d in devs.items() if port in d["chain"] and d["kind"] in kinds)
+
+
+def _min_known(a: Any, b: Any) -> Any:
+    """The smaller of the two values that are not None; None when neither is truthy."""
+    if not (a or b):
+        return None
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)  # ties and type errors as min() over the two, in this order
 
 
 def _gpu_counts(gpus: list[str], devs: dict[str, dict[str, Any]], nvidia: dict[str, Any]) -> dict[str, Any]:
@@ -346,15 +437,27 @@ def _gpu_counts(gpus: list[str], devs: dict[str, dict[str, Any]], nvidia: dict[s
     }
 
 
-def _virtual(devs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _virtual(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> dict[str, Any]:
     evidence = []
-    for b in sorted(devs):
-        v, dv = _hex(devs[b]["vendor"]), _hex(devs[b]["device"])
-        if (v, dv) in _VIRTUAL_HOST_BRIDGES:
-            evidence.append(f"{b}: {_VIRTUAL_HOST_BRIDGES[(v or 0, dv or 0)]}")
-        elif v in _VIRTUAL_VENDORS:
-            evidence.append(f"{b}: {_VIRTUAL_VENDORS[v or 0]}")
+    for b in by_bdf:
+        vendor, device = devs[b]["vendor"], devs[b]["device"]
+        if (vendor is None or type(vendor) is str) and (device is None or type(device) is str):
+            what = _virtual_device(vendor, device)
+        else:
+            what = _virtual_device.__wrapped__(vendor, device)
+        if what:
+            evidence.append(f"{b}: {what}")
     return {"detected": bool(evidence), "evidence": evidence[:8]}
+
+
+@lru_cache(maxsize=4096)  # (vendor, device) id strings
+def _virtual_device(vendor: Any, device: Any) -> str | None:
+    v, dv = _hex(vendor), _hex(device)
+    if (v, dv) in _VIRTUAL_HOST_BRIDGES:
+        return _VIRTUAL_HOST_BRIDGES[(v or 0, dv or 0)]
+    if v in _VIRTUAL_VENDORS:
+        return _VIRTUAL_VENDORS[v or 0]
+    return None
 
 
 def normalize(data: dict[str, Any]) -> dict[str, Any]:
@@ -366,38 +469,49 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
             if d:
                 devs[d["bdf"]] = d
     _classify_bridges(devs)
-    for d in devs.values():
-        usps = [x for x in d["chain"] if devs.get(x, {}).get("_role") == "usp"]
-        d["switch"] = usps[0] if usps else None
+    usps = [b for b, d in devs.items() if d.get("_role") == "usp"]
+    if usps:  # without switches every device keeps switch None
+        usp_set = set(usps)
+        for d in devs.values():
+            for x in d["chain"]:
+                if x in usp_set:
+                    d["switch"] = x
+                    break
 
-    def of(kind: str) -> list[str]:
-        return sorted(b for b, d in devs.items() if d["kind"] == kind and not d["vf"])
-
-    gpus, nics_all, nvsw, nvme = of("gpu"), of("nic"), of("nvswitch"), of("nvme")
+    by_bdf = sorted(devs)
+    gpus: list[str] = []
+    nics_all: list[str] = []
+    nvsw: list[str] = []
+    nvme: list[str] = []
+    of_kind = {"gpu": gpus, "nic": nics_all, "nvswitch": nvsw, "nvme": nvme}
+    for b in by_bdf:
+        d = devs[b]
+        if not d["vf"] and d["kind"] in of_kind:
+            of_kind[d["kind"]].append(b)
     rdma_nics = [b for b in nics_all if devs[b]["rdma"]]
     # topo -m lists RDMA devices; a box without any lists every NIC so affinity still shows.
     nics = rdma_nics or nics_all
     numa_nodes = len({d["numa"] for d in devs.values() if d["numa"] is not None})
 
     order = gpus + nics
-    matrix = [[level(devs, a, b, numa_nodes) for b in order] for a in order]
     levels = {"order": order,
               "labels": [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{j}" for j in range(len(nics))],
               "nic_names": [devs[b]["label"] or b for b in nics],
-              "matrix": matrix}
+              "matrix": _level_matrix(devs, order, numa_nodes)}
 
     switches = []
-    for b in sorted(devs):
+    dsps = [b for b, d in devs.items() if d.get("_role") == "dsp"]
+    for b in sorted(usps):
         d = devs[b]
-        if d.get("_role") != "usp" or d["switch"] is not None:
+        if d["switch"] is not None:
             continue  # only outermost upstream ports: one entry per physical switch
-        inner = [x for x in devs if devs[x].get("_role") == "usp" and b in devs[x]["chain"]]
+        inner = [x for x in usps if b in devs[x]["chain"]]
         same_part = [x for x in inner if (devs[x]["vendor"], devs[x]["device"]) == (d["vendor"], d["device"])]
         switches.append({"upstream": b, "parent": d["parent"], "vendor": d["vendor"], "device": d["device"],
                          "family": d["family"], "levels": 1 + (1 if same_part else 0),
                          "nested": sorted(inner),
-                         "downstream": sorted(x for x in devs if devs[x].get("_role") == "dsp"
-                                              and (devs[x]["parent"] == b or devs[x]["parent"] in same_part))})
+                         "downstream": sorted(x for x in dsps
+                                              if devs[x]["parent"] == b or devs[x]["parent"] in same_part)})
 
     uplinks = []
     groups: dict[tuple[str, str], list[str]] = {}
@@ -418,7 +532,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
             uplinks.append(g)
 
     downgraded = []
-    for b in sorted(devs):
+    for b in by_bdf:
         d = devs[b]
         link = d["link"]
         if not link or d.get("_role") in ("root", "dsp") or not link["width_current"]:
@@ -427,8 +541,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         plink = parent["link"] if parent and parent.get("_role") in ("root", "dsp") else None
         gmax, wmax = link["gen_max"], link["width_max"]
         if plink:
-            gmax = min(x for x in (gmax, plink["gen_max"]) if x is not None) if (gmax or plink["gen_max"]) else None
-            wmax = min(x for x in (wmax, plink["width_max"]) if x is not None) if (wmax or plink["width_max"]) else None
+            gmax, wmax = _min_known(gmax, plink["gen_max"]), _min_known(wmax, plink["width_max"])
         gcur, wcur = link["gen_current"], link["width_current"]
         if (gcur and gmax and gcur < gmax) or (wcur and wmax and wcur < wmax):
             downgraded.append({"bdf": b, "kind": d["kind"], "gen_current": gcur, "gen_max": gmax,
@@ -436,7 +549,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
                                "width_current": wcur, "width_max": wmax})
 
     acs = []
-    for b in sorted(devs):
+    for b in by_bdf:
         d = devs[b]
         if d.get("_role") not in ("dsp", "root") or not d["acs"] or not d["acs"]["redirect"]:
             continue
@@ -456,7 +569,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
     roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
     out_devices = []
-    for b in sorted(devs):
+    for b in by_bdf:
         d = devs[b]  # finished with the working copy: no per-device dict copy
         d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
         if d["kind"] == "gpu":
@@ -465,9 +578,9 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "config_access": access or ("header_only" if needs_root else "full"),
         "needs_root": needs_root,
-        "virtual_platform": _virtual(devs),
+        "virtual_platform": _virtual(devs, by_bdf),
         "devices": out_devices,
-        "tree": _tree(devs),
+        "tree": _tree(devs, by_bdf),
         "gpus": gpus, "nics": nics_all, "nvswitches": nvsw, "nvme": nvme,
         "switches": switches,
         "uplinks": uplinks,

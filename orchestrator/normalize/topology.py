@@ -10,25 +10,40 @@ from __future__ import annotations
 from typing import Any
 
 
-def _pcie_lookup(pcie: dict[str, Any] | None) -> tuple[dict[tuple[str, str], str], list[str], list[str]]:
+def _pcie_lookup(pcie: dict[str, Any] | None) -> tuple[dict[str, int], list[list[str | None]], list[str], list[str]]:
+    """(bus id -> row of `cells`, cells, NIC bus ids, NIC names) from the PCIe probe's levels.
+    cells[i][j] is the level between order[i] and order[j] when the matrix holds a string there."""
     levels = (pcie or {}).get("levels") or {}
     order = [str(b) for b in levels.get("order") or []]
     matrix = levels.get("matrix") or []
-    cells: dict[tuple[str, str], str] = {}
-    for i, a in enumerate(order):
+    n = len(order)
+    cells: list[list[str | None]] = []
+    for i in range(n):
         row = matrix[i] if i < len(matrix) and isinstance(matrix[i], list) else []
-        for j, b in enumerate(order):
-            if j < len(row) and isinstance(row[j], str):
-                cells[(a, b)] = row[j]
+        cells.append([v if isinstance(v, str) else None for v in row[:n]] + [None] * (n - min(len(row), n)))
+    pos: dict[str, int] = {}
+    if len(set(order)) == n:
+        pos = {b: i for i, b in enumerate(order)}
+    else:
+        # A bus id listed twice (not what the normalizer writes): the last string cell for each
+        # pair of bus ids counts, as a dict keyed by the pair would have it.
+        pairs: dict[tuple[str, str], str | None] = {}
+        for i, a in enumerate(order):
+            for j, b in enumerate(order):
+                if cells[i][j] is not None:
+                    pairs[(a, b)] = cells[i][j]
+        uniq = list(dict.fromkeys(order))
+        pos = {b: i for i, b in enumerate(uniq)}
+        cells = [[pairs.get((a, b)) for b in uniq] for a in uniq]
     nics = [str(b) for b in (pcie or {}).get("nics") or [] if b in order] or [
         b for b, lab in zip(order, levels.get("labels") or []) if str(lab).startswith("NIC")]
     names = [str(x) for x in levels.get("nic_names") or []]
-    return cells, nics, names
+    return pos, cells, nics, names
 
 
 def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
           pcie: dict[str, Any] | None) -> dict[str, Any]:
-    cells, nics, nic_names = _pcie_lookup(pcie)
+    pcie_pos, pcie_cells, nics, nic_names = _pcie_lookup(pcie)
     gpu_order: list[str] = [b for b in (gpus or {}).get("order") or [] if b]
     if not gpu_order:
         gpu_order = [b for b in (nvlink or {}).get("order") or [] if b] or list((pcie or {}).get("gpus") or [])
@@ -61,21 +76,30 @@ def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
     n = len(devices)
     matrix: list[list[str | None]] = [[None] * n for _ in range(n)]
     source: list[list[str | None]] = [[None] * n for _ in range(n)]
-    for i, da in enumerate(devices):
-        for j, db in enumerate(devices):
+    buses = [d["bus_id"] for d in devices]
+    is_gpu = [d["kind"] == "gpu" for d in devices]
+    rows = [pcie_pos.get(b) if isinstance(b, str) else None for b in buses]  # each device's PCIe row
+    for i in range(n):
+        a, a_gpu, mrow, srow = buses[i], is_gpu[i], matrix[i], source[i]
+        r = rows[i]
+        prow = pcie_cells[r] if r is not None else None
+        for j in range(n):
             if i == j:
-                matrix[i][j], source[i][j] = "X", "self"
+                mrow[j], srow[j] = "X", "self"
                 continue
-            key = (da["bus_id"], db["bus_id"])
-            if da["kind"] == "gpu" and db["kind"] == "gpu":
+            if a_gpu and is_gpu[j]:
+                key = (a, buses[j])
                 if key in nv_pairs:
-                    matrix[i][j], source[i][j] = f"NV{nv_pairs[key]}", "nvlink"
+                    mrow[j], srow[j] = f"NV{nv_pairs[key]}", "nvlink"
                     continue
                 if key in nvml_levels:
-                    matrix[i][j], source[i][j] = nvml_levels[key], "nvml"
+                    mrow[j], srow[j] = nvml_levels[key], "nvml"
                     continue
-            if key in cells and cells[key] != "X":
-                matrix[i][j], source[i][j] = cells[key], "pcie"
+            col = rows[j]
+            if prow is not None and col is not None:
+                cell = prow[col]
+                if cell is not None and cell != "X":
+                    mrow[j], srow[j] = cell, "pcie"
     return {"devices": devices, "matrix": matrix, "source": source}
 
 
