@@ -133,6 +133,10 @@ def _no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            # Without the freeze, the first allocation after re-enabling runs a collection over
+            # everything the build made (~0.35 CPU s per 1,000 hosts): the permanent generation is
+            # never scanned, and these objects need no cycle detection.
+            gc.freeze()
             gc.enable()
 
 
