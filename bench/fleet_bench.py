@@ -961,7 +961,7 @@ METHOD = """\
   its fd limit raised with this process's) reached at 127.0.x.y, one address per host, so every host
   is a separate TCP peer; login user `{user}` (/bin/sh, empty home, no rc files); ed25519 host and user keys.
 - Work (first table): every tool ships the same composed `host` probe (prelude + probe, {host_kb:.0f} KB) to
-  `python3 -` on each host; `distinct hosts reached` counts the distinct server addresses in the probes' `$SSH_CONNECTION`.
+  `python3 -` on each host (`probe run` to `python3 -I -S -`, its own way: isolated, no site); `distinct hosts reached` counts the distinct server addresses in the probes' `$SSH_CONNECTION`.
 - Same options for every tool: the key alone, strict host-key checking against the same known_hosts,
   no ssh config, no agent, forks={forks}.  Ansible keeps its default ssh_args (ControlPersist master per
   host, compression); `-m script` copies the file and runs it, `-m raw` runs `python3 -c` with the probe inline.
