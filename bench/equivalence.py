@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from microtime import recorded_data
+
 HERE = Path(__file__).resolve().parent.parent
 
 
@@ -134,14 +136,7 @@ def child(repo: Path, corpus: Path, dest: Path) -> None:
     from orchestrator.expectations import Expectations
 
     rec = HERE / "orchestrator" / "demo" / "recordings"
-    hosts: list[tuple[str, dict[str, Any]]] = []
-    for d in sorted(rec.iterdir()):
-        data = {}
-        for f in sorted(d.glob("*.json")):
-            env = json.loads(f.read_text())
-            if env.get("status") == "ok":
-                data[env["probe"]] = env["data"]
-        hosts.append((d.name, data))
+    hosts: list[tuple[str, dict[str, Any]]] = recorded_data(rec)
     for f in sorted(corpus.glob("*.json")):
         env = json.loads(f.read_text())
         hosts.append((f.stem, {"pcie": env["data"]}))

@@ -9,12 +9,10 @@ they are generators).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
 import sys
-import time
 from pathlib import Path
-from typing import Any
+
+from microtime import best_cpu, profile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--hosts", type=int, default=1000)
@@ -40,26 +38,18 @@ for h in inputs:
 by_name = {c.__name__: c for c in checks.HOST_CHECKS}
 
 
-def run(check: Any) -> None:
+def run(name: str) -> None:
+    check = by_name[name]
     for v in fleet:
         list(check(v))
 
 
 if args.profile:
-    prof = cProfile.Profile(time.process_time)
-    prof.runcall(run, by_name[args.profile])
-    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    profile(run, args.profile)
     sys.exit(0)
-
-
-def cpu(check: Any) -> float:
-    t = time.process_time()
-    run(check)
-    return time.process_time() - t
-
 
 rows = []
 for name in args.only or list(by_name):
-    rows.append((min(cpu(by_name[name]) for _ in range(args.repeat)), name))
+    rows.append((best_cpu(run, name, args.repeat), name))
 for best, name in sorted(rows, reverse=True):
     print(f"{name:28s} {best * 1000 / args.hosts:7.3f} ms/host  ({best:.3f} s per {args.hosts} hosts)")

@@ -8,13 +8,10 @@
 from __future__ import annotations
 
 import argparse
-import cProfile
-import json
-import pstats
 import sys
-import time
 from pathlib import Path
-from typing import Any
+
+from microtime import best_cpu, profile, recorded_data
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--hosts", type=int, default=1000)
@@ -29,14 +26,7 @@ sys.path.insert(0, str(Path(args.repo).resolve()))
 from orchestrator import normalize  # noqa: E402
 
 RECORDINGS = Path(args.repo) / "orchestrator" / "demo" / "recordings"
-hosts: list[dict[str, Any]] = []
-for d in sorted(RECORDINGS.iterdir()):
-    data = {}
-    for f in sorted(d.glob("*.json")):
-        env = json.loads(f.read_text())
-        if env.get("status") == "ok":
-            data[env["probe"]] = env["data"]
-    hosts.append(data)
+hosts = [data for _, data in recorded_data(RECORDINGS)]
 fleet = [hosts[i % len(hosts)] for i in range(args.hosts)]
 facts = [normalize.normalize_host(h)[0] for h in hosts]
 fleet_facts = [facts[i % len(facts)] for i in range(args.hosts)]
@@ -54,18 +44,10 @@ def run(name: str) -> None:
 
 
 if args.profile:
-    prof = cProfile.Profile(time.process_time)
-    prof.runcall(run, args.profile)
-    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    profile(run, args.profile)
     sys.exit(0)
 
 
-def cpu(name: str) -> float:
-    t = time.process_time()
-    run(name)
-    return time.process_time() - t
-
-
 for name in args.only:
-    best = min(cpu(name) for _ in range(args.repeat))
+    best = best_cpu(run, name, args.repeat)
     print(f"{name:9s} {best * 1000 / args.hosts:7.3f} ms/host  ({best:.3f} s per {args.hosts} hosts)")
