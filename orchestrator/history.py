@@ -11,6 +11,7 @@ import json
 import re
 import secrets
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -114,7 +115,7 @@ def summarize_run(path: Path) -> RunSummary:
         # run.json holds the fleet's summary (RunWriter.finish): listing the history must not parse
         # every run's fleet.json (120 MB at 1,000 GPU servers, and `probe run` lists it to find
         # the previous run for drift)
-        _count_summary(summary, s)
+        _tally(summary, s)
     else:
         fleet, fwhy = _read_json(path / "fleet.json")
         if fleet is None:
@@ -134,7 +135,8 @@ def summarize_run(path: Path) -> RunSummary:
     return s
 
 
-def _count_summary(summary: dict[str, Any], s: RunSummary) -> None:
+def _tally(summary: dict[str, Any], s: RunSummary) -> None:
+    """Counts from a fleet summary (run.json's, or one made from fleet.json's hosts)."""
     outcomes = summary.get("outcomes") or {}
     num = {k: v for k, v in outcomes.items() if isinstance(v, int)}
     s.hosts = summary["hosts"] if isinstance(summary.get("hosts"), int) else sum(num.values())
@@ -149,24 +151,10 @@ def _count_summary(summary: dict[str, Any], s: RunSummary) -> None:
 
 def _count(fleet: dict[str, Any], s: RunSummary) -> None:
     hosts = [h for h in fleet.get("hosts") or [] if isinstance(h, dict)]
-    s.hosts = len(hosts)
-    for h in hosts:
-        outcome = h.get("outcome")
-        if outcome == "unreachable":
-            s.unreachable += 1
-        elif outcome in _FAILED_OUTCOMES:
-            s.failed += 1
-        elif outcome in _OK_OUTCOMES:
-            s.ok += 1
     by_sev = (fleet.get("summary") or {}).get("findings")
-    if isinstance(by_sev, dict):
-        for sev in s.findings:
-            s.findings[sev] = int(by_sev.get(sev, 0) or 0)
-    else:
-        for f in fleet.get("findings") or []:
-            level = f.get("severity") if isinstance(f, dict) else None
-            if level in s.findings:
-                s.findings[level] += 1
+    if not isinstance(by_sev, dict):
+        by_sev = Counter(f.get("severity") for f in fleet.get("findings") or [] if isinstance(f, dict))
+    _tally({"hosts": len(hosts), "outcomes": Counter(h.get("outcome") for h in hosts), "findings": by_sev}, s)
 
 
 def list_runs(results_dir: str | Path) -> list[RunSummary]:
