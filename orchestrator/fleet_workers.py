@@ -24,7 +24,6 @@ import signal
 import sys
 import tempfile
 import threading
-import traceback
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -102,46 +101,36 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
     records = SpooledRecords(tmp)
     parts = [tmp / f"part{i}" for i in range(workers)]
     pids: list[int] = []
+    ok = True
     sys.stdout.flush()
     sys.stderr.flush()
-    for part, (a, b) in zip(parts, _slices(len(inputs), workers)):
-        try:
-            pid = os.fork()
-        except OSError:  # no processes left (ulimit -u): judge here instead
-            for started in pids:
-                os.kill(started, signal.SIGKILL)
-                os.waitpid(started, 0)
-            records.close()
-            return None
-        if pid == 0:  # the worker: never return into the parent's code
-            code = 1
-            try:
-                _work(inputs[a:b], judge, part)
-                code = 0
-            except BaseException:
-                try:
-                    part.with_suffix(".error").write_text(traceback.format_exc())
-                except BaseException:
-                    pass
-            finally:
-                os._exit(code)
-        pids.append(pid)
-    ok = True
     try:
-        while pids:
+        for part, (a, b) in zip(parts, _slices(len(inputs), workers)):
+            try:
+                pid = os.fork()
+            except OSError:  # no processes left (ulimit -u): judge here instead
+                ok = False
+                break
+            if pid == 0:  # the worker: never return into the parent's code
+                code = 1
+                try:
+                    _work(inputs[a:b], judge, part)
+                    code = 0
+                finally:  # an exception is judged again, and raised, by the parent
+                    os._exit(code)
+            pids.append(pid)
+        while pids and ok:
             _, status = os.waitpid(pids[0], 0)
             pids.pop(0)
-            ok = ok and os.waitstatus_to_exitcode(status) == 0
+            ok = os.waitstatus_to_exitcode(status) == 0
     finally:
-        # interrupted while waiting (Ctrl-C, SIGTERM): the workers must not outlive the run
+        # a fork failed, a worker failed, or Ctrl-C/SIGTERM while waiting: no worker outlives this
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             except OSError:
                 pass
-        if pids:
-            records.close()
     if not ok:
         records.close()
         return None
@@ -220,8 +209,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         return rec
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for i in range(len(self._entries)):
-            yield json.loads(self.text(i))
+        return (self[i] for i in range(len(self._entries)))
 
     def json_pieces(self) -> Iterator[str]:
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
