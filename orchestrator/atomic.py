@@ -14,7 +14,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,7 +57,12 @@ def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, du
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool = True) -> Path:
-    return _atomic(path, lambda f: f.write(data), mode, durable)
+    return write_chunks(path, [data], mode, durable)
+
+
+def write_chunks(path: str | Path, chunks: Iterable[bytes], mode: int = 0o644, durable: bool = True) -> Path:
+    """`chunks` written one after another: a large file produced piece by piece (fleet.json)."""
+    return _atomic(path, lambda f: f.writelines(chunks), mode, durable)
 
 
 def write_text(path: str | Path, text: str, mode: int = 0o644) -> Path:

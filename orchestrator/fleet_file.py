@@ -12,9 +12,9 @@ fleet.json is parsed whole, as before.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from orchestrator import atomic
 from orchestrator.fleet_workers import SpooledRecords
@@ -27,38 +27,37 @@ def write_fleet(path: Path, fleet: dict[str, Any]) -> Path:
     """fleet.json exactly as atomic.write_json writes it, then its index (both atomically)."""
     entries: list[list[Any]] = []
 
-    def fill(f: IO[bytes]) -> None:
+    def chunks() -> Iterator[bytes]:
         pos = 0
 
-        def put(text: str) -> None:
+        def put(text: str) -> bytes:
             nonlocal pos
             data = text.encode("utf-8")
-            f.write(data)
             pos += len(data)
+            return data
 
-        put("{")
+        yield put("{")
         for i, (key, value) in enumerate(fleet.items()):
-            put(("," if i else "") + atomic.encode_json(key) + ":")
+            yield put(("," if i else "") + atomic.encode_json(key) + ":")
             if key != "hosts":
-                for piece in atomic.iter_json(value):
-                    put(piece)
+                yield from map(put, atomic.iter_json(value))
                 continue
-            put("[")
+            yield put("[")
             records: Iterable[tuple[Any, str]]
             if isinstance(value, SpooledRecords):
                 records = zip(value.names(), (value.text(j) for j in range(len(value))))
             else:
-                records = ((rec.get("name"), "".join(atomic.iter_json(rec))) for rec in value)
+                records = ((rec.get("name"), atomic.encode_json(rec)) for rec in value)
             for j, (name, text) in enumerate(records):
                 if j:
-                    put(",")
+                    yield put(",")
                 start = pos
-                put(text)
+                yield put(text)
                 entries.append([name, start, pos - start])
-            put("]")
-        put("}\n")
+            yield put("]")
+        yield put("}\n")
 
-    atomic._atomic(path, fill, 0o644)
+    atomic.write_chunks(path, chunks())
     st = path.stat()
     atomic.write_json(path.with_name(INDEX_NAME), {"version": INDEX_VERSION, "size": st.st_size,
                                                    "mtime_ns": st.st_mtime_ns, "hosts": entries})
