@@ -64,11 +64,11 @@ class _HostsByName(Mapping[str, dict[str, Any]]):
 
     def __init__(self, records: Any) -> None:
         self._records = records
-        self._names = [n for n in records.names()]
+        self._names = records.names()
         self._known = set(self._names)
 
     def __getitem__(self, name: str) -> dict[str, Any]:
-        rec = self._records.by_name(name) if name in self._known else None
+        rec = self._records.by_name(name)
         if not isinstance(rec, dict):
             raise KeyError(name)
         return rec

@@ -122,7 +122,8 @@ def _user() -> str:
 
 def release_envelope_data(res: HostResult) -> None:
     """Drop the envelopes' data once host_finished wrote them: the run then holds summaries, not
-    every host's facts (hundreds of KB per GPU server); judging reads them back (stored_input)."""
+    every host's facts (hundreds of KB per GPU server); judging reads them back
+    (host_input_from_result with `stored_in`)."""
     for r in res.probes.values():
         if r.envelope is not None:
             r.envelope.data = {}
