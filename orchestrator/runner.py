@@ -226,6 +226,15 @@ class _Cancelled(Exception):
     pass
 
 
+def _cut_off(calls: list[ProbeCall], e: TransportError) -> dict[str, ProbeResult]:
+    """The connection failed running calls[0]: it gets the error, the probes after it were not run."""
+    outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
+    out = {calls[0].name: ProbeResult(calls[0].name, outcome, e.message, retried=e.retried)}
+    for rest in calls[1:]:
+        out[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
+    return out
+
+
 # Transports that pipe the script to a real interpreter; replay answers per probe from recordings.
 BUNDLE_CONNECTIONS = ("ssh", "local")
 
@@ -300,10 +309,7 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             except TransportError as e:
                 if stop.is_set():
                     raise _Cancelled() from None
-                outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
-                results[calls[0].name] = ProbeResult(calls[0].name, outcome, e.message, retried=e.retried)
-                for rest in calls[1:]:
-                    results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
+                results.update(_cut_off(calls, e))
                 calls = []
         for i, call in enumerate(calls):
             from_frame = False
@@ -329,11 +335,7 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                 except TransportError as e:
                     if stop.is_set():
                         raise _Cancelled() from None
-                    outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
-                    results[call.name] = ProbeResult(call.name, outcome, e.message, retried=e.retried)
-                    for rest in calls[i + 1:]:
-                        results[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}",
-                                                         retried=e.retried)
+                    results.update(_cut_off(calls[i:], e))
                     break
                 if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
                     raise _Cancelled()
