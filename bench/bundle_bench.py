@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from orchestrator.engine.runner import HostResult, ProbeCall, RunOptions, run_fleet  # noqa: E402
 from orchestrator.inventory.model import Host  # noqa: E402
-from orchestrator.runner import HostResult, ProbeCall, RunOptions, run_fleet  # noqa: E402
 from orchestrator.simulate.fake_nvml import build_fake_nvml  # noqa: E402
 from orchestrator.simulate.sysfs import build_machine  # noqa: E402
 from orchestrator.transport.base import TransportOptions  # noqa: E402

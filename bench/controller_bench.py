@@ -12,7 +12,7 @@ inventory's.  Each size runs in a fresh interpreter so its peak RSS is its own.
     python bench/controller_bench.py --cloud-image        # all hosts "ubuntu" with a placeholder serial
     python bench/controller_bench.py --repeat 3           # medians (min-max) of 3 fresh runs per size
 
-Fleets of 500 hosts and more are judged in one worker process per CPU (orchestrator/fleet_workers.py;
+Fleets of 500 hosts and more are judged in one worker process per CPU (orchestrator/verdict/parallel.py;
 `--workers 1` judges in this process): workers_cpu_s and worker_peak_rss_mb are theirs, the other
 cpu_* and peak_rss_mb columns the parent's.  Wall seconds on a shared machine swing with its load, so
 CPU seconds of the process are reported
@@ -39,16 +39,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orchestrator import atomic, fleet_workers  # noqa: E402
-from orchestrator.expectations import Expectations  # noqa: E402
-from orchestrator.fleet import HostInput, build_fleet  # noqa: E402
+from orchestrator.store import atomic  # noqa: E402
+from orchestrator.verdict import parallel as fleet_workers  # noqa: E402
+from orchestrator.verdict.expectations import Expectations  # noqa: E402
+from orchestrator.verdict.judge import HostInput, build_fleet  # noqa: E402
 
 RECORDINGS = REPO / "orchestrator" / "demo" / "recordings"
 DEMO_INVENTORY = REPO / "orchestrator" / "demo" / "inventory.yml"
 
 
 def _templates() -> list[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]], Expectations]]:
-    from orchestrator.commands.run import expectations_for_hosts, load_hosts
+    from orchestrator.cli.run import expectations_for_hosts, load_hosts
 
     _, hosts = load_hosts([str(DEMO_INVENTORY)], "demo")
     expect = expectations_for_hosts(hosts, Expectations())

@@ -7,7 +7,7 @@ known_hosts), then, for the same 100 inventory hosts, same key and same known_ho
 
 * fleetprobe: `python -m orchestrator run -i INV --probe host --format json` (once per --forks);
 * plain ssh:  100 `ssh -i KEY ... python3 - < script` started at once, the script being exactly
-              what fleetprobe ships (`orchestrator.probes.build_script('host', {}, 30)`).
+              what fleetprobe ships (`orchestrator.engine.payload.build_script('host', {}, 30)`).
 
 For each it prints the wall time and the peak memory of the controller's process tree: "peak RSS"
 is each controller process's own peak RSS as GNU time reports it, summed over the 100 ssh
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator import probes  # noqa: E402
+from orchestrator.engine import payload as probes  # noqa: E402
 from tests.support.sshd import SshKeys, descendants, start_sshd  # noqa: E402
 
 

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 def build_corpus(dest: Path) -> None:
     sys.path.insert(0, str(HERE))
-    from orchestrator.probes import build_script
+    from orchestrator.engine.payload import build_script
     from orchestrator.simulate import build_machine, list_machines, load_description
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,9 +131,10 @@ def main() -> int:
 
 def child(repo: Path, corpus: Path, dest: Path) -> None:
     sys.path.insert(0, str(repo))
-    from orchestrator import checks, normalize
-    from orchestrator.checks.base import HostView
-    from orchestrator.expectations import Expectations
+    from orchestrator.facts import normalize
+    from orchestrator.verdict import checks
+    from orchestrator.verdict.checks.base import HostView
+    from orchestrator.verdict.expectations import Expectations
 
     rec = HERE / "orchestrator" / "demo" / "recordings"
     hosts: list[tuple[str, dict[str, Any]]] = recorded_data(rec)

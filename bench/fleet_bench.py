@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from orchestrator import probes  # noqa: E402
+from orchestrator.engine import payload as probes  # noqa: E402
 
 
 @dataclass
@@ -623,9 +623,9 @@ def controller_one(n: int) -> dict:
     sys.path.insert(0, str(REPO / "bench"))
     from controller_bench import make_inputs
 
-    from orchestrator import fleet_workers
-    from orchestrator.commands.run import judge
-    from orchestrator.fleet_file import write_fleet
+    from orchestrator.cli.run import judge
+    from orchestrator.store.fleet_file import write_fleet
+    from orchestrator.verdict import parallel as fleet_workers
 
     inputs, expect = make_inputs(n)
     with tempfile.TemporaryDirectory() as td:
@@ -668,7 +668,7 @@ def controller_only(sizes: list[int], timeout: float) -> str:
         lines.append(f"\nPer-host cost grows {per_k[-1] / per_k[0]:.2f}× from the smallest to the largest size "
                      "(1.00 = linear).  Hosts: the 25 demo recordings repeated with identities of their own "
                      "(hostname, serials, GPU UUIDs); fleets of 500 hosts and more are judged in one worker process "
-                     "per CPU (orchestrator/fleet_workers.py).")
+                     "per CPU (orchestrator/verdict/parallel.py).")
     return "\n".join(lines)
 
 
@@ -755,7 +755,7 @@ def audit_work(tmp: Path, machine: str, playbook: str, n: int) -> Work:
     would judge N×16 duplicate-identity findings that no real fleet has.  The playbook's probes
     are composed once per host with the arguments `probe run` derives from probe_root/probe_args,
     so every tool ships the same scripts."""
-    from orchestrator.playbook import find_playbook, load_playbook
+    from orchestrator.api.playbook import find_playbook, load_playbook
     from orchestrator.simulate.fake_cuda import build_fake_cuda
     from orchestrator.simulate.fake_cuda import machines as cuda_machines
     from orchestrator.simulate.fake_nvml import build_fake_nvml
@@ -1004,7 +1004,7 @@ AUDIT_METHOD = """\
   `probe run` N×16 duplicate-identity findings to judge).  Built before the runs, not timed.
 - `probe run -p PLAYBOOK` reads each host's fixture from its inventory vars (`probe_root`,
   `probe_args`); the other tools ship the same probes composed with the same per-host arguments
-  (`orchestrator.probes.build_script`).  pssh (one stdin for all hosts) and `ansible -m raw` (the
+  (`orchestrator.engine.payload.build_script`).  pssh (one stdin for all hosts) and `ansible -m raw` (the
   probe inline in the task) send every host the first host's scripts: the same machine, the same
   work, only other serials.
 - OpenSSH fan-out: per host, the playbook's probes one after another, one `ssh ... python3 - < probe`

@@ -17,8 +17,8 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import controller_bench as cb  # noqa: E402
 
-from orchestrator import atomic  # noqa: E402
-from orchestrator.fleet import build_fleet  # noqa: E402
+from orchestrator.store import atomic  # noqa: E402
+from orchestrator.verdict.judge import build_fleet  # noqa: E402
 
 RUN = {"id": "snapshot", "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:00:01Z",
        "inventory": ["demo"], "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None,

@@ -25,9 +25,10 @@ sys.path[:0] = [str(Path(args.repo).resolve()), str(Path(args.repo).resolve() / 
 
 import controller_bench as cb  # noqa: E402
 
-from orchestrator import checks, normalize  # noqa: E402
-from orchestrator.checks.base import HostView  # noqa: E402
-from orchestrator.fleet import judged_outcomes  # noqa: E402
+from orchestrator.facts import normalize  # noqa: E402
+from orchestrator.verdict import checks  # noqa: E402
+from orchestrator.verdict.checks.base import HostView  # noqa: E402
+from orchestrator.verdict.judge import judged_outcomes  # noqa: E402
 
 # Every host its own facts, as in a build: a check walks cold data, not 25 hot templates.
 inputs, expect = cb.make_inputs(args.hosts)

@@ -23,7 +23,7 @@ ap.add_argument("--only", nargs="+", default=["pcie", "nvlink", "p2p", "nvml", "
 args = ap.parse_args()
 sys.path.insert(0, str(Path(args.repo).resolve()))
 
-from orchestrator import normalize  # noqa: E402
+from orchestrator.facts import normalize  # noqa: E402
 
 RECORDINGS = Path(args.repo) / "orchestrator" / "demo" / "recordings"
 hosts = [data for _, data in recorded_data(RECORDINGS)]

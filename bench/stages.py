@@ -22,7 +22,10 @@ sys.path[:0] = [str(repo), str(repo / "bench")]
 
 import controller_bench as cb  # noqa: E402
 
-from orchestrator import checks, fingerprint, fleet, normalize  # noqa: E402
+from orchestrator.facts import normalize  # noqa: E402
+from orchestrator.verdict import checks  # noqa: E402
+from orchestrator.verdict import classes as fingerprint  # noqa: E402
+from orchestrator.verdict import judge as fleet  # noqa: E402
 
 T: collections.defaultdict[str, float] = collections.defaultdict(float)
 

@@ -9,7 +9,7 @@
 #   FPBUNDLE 1\n
 #   per probe, in order: one JSON header line, then exactly `out` bytes of the probe's stdout and
 #   `err` bytes of its stderr.
-# so garbage from one probe cannot corrupt another's result (orchestrator/bundle.py reads it).
+# so garbage from one probe cannot corrupt another's result (orchestrator/engine/bundle.py reads it).
 # Python 3.6+ standard library only; nothing here writes to the host.
 import json
 import os

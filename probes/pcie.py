@@ -3,7 +3,7 @@
 # paths for the upstream chain, /sys/class/{infiniband,net} for NIC names, /sys/kernel/iommu_groups,
 # /proc/driver/nvidia/gpus/*/information and the /dev/nvidia[0-9]* names.  Argument `root`
 # (default "/") prefixes every path so fixture trees stand in for a machine.  Raw facts only: the
-# controller classifies devices and computes levels (orchestrator/normalize/pcie.py).
+# controller classifies devices and computes levels (orchestrator/facts/normalize/pcie.py).
 import os
 import re
 import struct

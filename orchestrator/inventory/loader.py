@@ -45,8 +45,8 @@ from orchestrator.inventory.model import (
     is_playbook_python,
 )
 from orchestrator.inventory.ranges import expand_host_pattern, split_outside_brackets
+from orchestrator.inventory.secrets import is_secret
 from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
-from orchestrator.secrets import is_secret
 
 INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
 # the variables the transport acts on (a Jinja2 template in one of these is worth a warning)

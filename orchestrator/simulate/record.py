@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator import probes
+from orchestrator.engine import payload as probes
 from orchestrator.simulate.hostfiles import build_host_files
 from orchestrator.simulate.sysfs import build_machine
 

@@ -26,7 +26,7 @@ ESC = "\x1b"
 _RSS_WRAPPER = """
 import os, resource, sys
 sys.path.insert(0, {root!r})
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 try:
     code = main(sys.argv[1:])
 finally:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from orchestrator.fleet import HostInput
-from orchestrator.results import load_host_inputs
-from tests.test_verdict_demo import run_cli
+from orchestrator.store.rundir import load_host_inputs
+from orchestrator.verdict.judge import HostInput
+from tests.verdict.test_verdict_demo import run_cli
 
 
 def stored_demo_inputs(tmp: Path) -> list[HostInput]:

@@ -8,7 +8,7 @@ downgraded PCIe link, an unreachable host, and findings of every severity and ki
 GPU names, board strings, probe errors, finding text) so escaping can be tested end to end.
 
 The facts shapes follow the section specs (docs/facts-*.md of the pcie, gpus/nvlink/topology and
-p2p owners); `orchestrator/report/model.py` is the one place that reads them.
+p2p owners); `orchestrator/present/report/model.py` is the one place that reads them.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _h100_host(name: str, hostile: str | None, *, down_link: tuple[int, int] | N
 
 def _p2p(buses: list[str], names: list[str], nvlink_gbps: float, pcie_gbps: float, slow: int | None = None,
          nv_pairs: list[tuple[int, int]] | None = None) -> dict[str, Any]:
-    """facts["p2p"] as orchestrator/normalize/p2p.py writes it: matrices in CUDA ordinal order,
+    """facts["p2p"] as orchestrator/facts/normalize/p2p.py writes it: matrices in CUDA ordinal order,
     the diagonal holding the device-local copy.  `nv_pairs`: only these pairs are NVLinked (None:
     all are); a `slow` GPU copies at a third of the NVLink figure."""
     n = len(buses)

@@ -32,12 +32,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.checks import gpu as gpu_checks  # noqa: E402
-from orchestrator.checks.base import HostView  # noqa: E402
-from orchestrator.normalize import gpus as norm_gpus  # noqa: E402
-from orchestrator.normalize import nvlink as norm_nvlink  # noqa: E402
-from orchestrator.normalize import topology as norm_topology  # noqa: E402
-from orchestrator.probes import build_script  # noqa: E402
+from orchestrator.engine.payload import build_script  # noqa: E402
+from orchestrator.facts.normalize import gpus as norm_gpus  # noqa: E402
+from orchestrator.facts.normalize import nvlink as norm_nvlink  # noqa: E402
+from orchestrator.facts.normalize import topology as norm_topology  # noqa: E402
+from orchestrator.verdict.checks import gpu as gpu_checks  # noqa: E402
+from orchestrator.verdict.checks.base import HostView  # noqa: E402
 
 T_START = time.monotonic()
 BUDGET_S = 50.0

@@ -87,7 +87,7 @@ def check_ptx() -> dict:
 
 
 def run_probe(size_mb: int) -> dict:
-    from orchestrator.probes import build_script
+    from orchestrator.engine.payload import build_script
 
     args = {"size_mb": size_mb, "repeats": REPEATS, "loops": LOOPS, "pairs": "none", "budget_s": 45, "force": True}
     script = build_script("p2p", args, deadline_s=60.0)

@@ -1,0 +1,90 @@
+"""`probe import`: judge text evidence (nvidia-smi, lspci output) with the same checks as a live run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from orchestrator.cli import exitcodes
+from orchestrator.cli.run import UsageError, emit, judge, parse_expect_args, results_root
+from orchestrator.store import atomic
+from orchestrator.store.rundir import RunWriter, safe_component
+from orchestrator.verdict.judge import HostInput
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Any]:
+    from orchestrator.facts.textparse import TextParseError, import_files, import_fleet
+
+    if args.fleet:
+        try:
+            hosts = import_fleet(Path(args.fleet), args.kind)
+        except TextParseError as e:
+            raise UsageError(str(e)) from None
+        if not hosts:
+            raise UsageError(f"{args.fleet}: no evidence files (one sub-directory or name prefix per host)")
+        return hosts
+    if not args.files:
+        raise UsageError("give evidence files (nvidia-smi / lspci output) or --fleet DIR")
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    name = args.host or Path(args.files[0]).name.split(".", 1)[0]
+    return {name: import_files([Path(f) for f in args.files], args.kind)}
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from orchestrator.facts.textparse import summary_lines
+
+    imported = _inputs(args)
+    expect = parse_expect_args(args.expect or [])
+    inputs = []
+    for name, host in imported.items():
+        ok = bool(host.facts)
+        probes = {p: {"outcome": "ok", "reason": "imported from text", "duration_s": 0.0, "probe_version": "text",
+                      "retried": 0} for p in host.outcomes}
+        if not ok:
+            why = ("; ".join(host.errors) or "no facts in the imported files")[:500]
+            probes = {"import": {"outcome": "invalid_output", "reason": why, "duration_s": 0.0,
+                                 "probe_version": "text", "retried": 0}}
+        inputs.append(HostInput(name=name, address="(imported)", groups=["imported"], probes=probes, data={},
+                                facts=host.facts, vars={}))
+    meta = {"inventory": [str(Path(f).resolve()) for f in (args.files or [args.fleet])], "playbook": None,
+            "probes": sorted({p for h in inputs for p in h.probes}), "imported": True,
+            "hosts_order": [h.name for h in inputs]}
+    writer = RunWriter.create(results_root(args), meta)
+    for h in inputs:
+        hdir = writer.dir / "raw" / safe_component(h.name)
+        atomic.write_json(hdir / "_host.json", {"name": h.name, "address": h.address, "groups": h.groups,
+                                                "vars": {}, "probes": h.probes})
+        atomic.write_json(hdir / "_facts.json", imported[h.name].to_dict())
+    fleet = judge(writer.meta, inputs, {h.name: expect for h in inputs}, spool=writer.dir)
+    writer.finish(fleet)
+    if args.format == "table":
+        for name, host in imported.items():
+            print(f"== {name}: imported")
+            print("\n".join(f"  {line}" for line in summary_lines(host)))
+        print()
+    emit(fleet, args, writer.dir)
+    return exitcodes.for_fleet(fleet)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("import", help="judge nvidia-smi / lspci text output like a live probe",
+                       description="Recognise each file by its content (nvidia-smi topo -m, -q, -q -x, -L, nvlink -s/-c, "
+                                   "topo -p2p, lspci -tv, lspci -vvv), merge the files of one host, run the same "
+                                   "checks as a live run and store the result as a run.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
+    p.add_argument("files", nargs="*", metavar="FILE", help="evidence files of one host")
+    p.add_argument("--host", help="name for the host (default: the first file's name up to the first dot)")
+    p.add_argument("--kind", help="force the kind of every file instead of sniffing it")
+    p.add_argument("--fleet", metavar="DIR", help="a folder of hosts: one sub-folder (or name prefix) per host")
+    p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="what the host should be, e.g. gpu_count=8")
+    p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
+    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[], metavar="VIEWS",
+                   help="detail views: topo, gpus, pcie, nvlink")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_import, output_dir=None)
+
+

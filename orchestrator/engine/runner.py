@@ -1,0 +1,482 @@
+"""Run probes on many hosts in parallel: one worker and one connection per host.
+
+Workers never print: every result comes back to the calling thread, which hands it to the event
+sink (progress, run-directory writer).  Each host has a deadline of its own, so one bad host never
+holds the run past that deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shlex
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.engine import bundle
+from orchestrator.engine import payload as probes
+from orchestrator.engine.envelope import Envelope, EnvelopeError, parse_envelope
+from orchestrator.engine.outcomes import Outcome, worst
+from orchestrator.inventory.model import Host
+from orchestrator.transport.base import CommandResult, Transport, TransportError, TransportOptions
+from orchestrator.transport.become import become_failure, wrap_command
+
+# A probe's own watchdog fires this much before the controller gives up on the command, so a slow
+# probe still reports its partial data instead of being cut off.
+PROBE_DEADLINE_MARGIN_S = 2.0
+# A bundle's own clock on the host starts after ours and its last frame must still travel back.
+BUNDLE_SLACK_S = 1.0
+# Measured flat from 16 to 100 forks on the 2-core bench; 32 stays under a bastion's MaxStartups
+# hard limit (100). Reasoning and figures: docs/performance.md.
+DEFAULT_FORKS = 32
+
+
+@dataclass(frozen=True)
+class ProbeCall:
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+@dataclass
+class RunOptions:
+    forks: int = DEFAULT_FORKS
+    transport: TransportOptions = field(default_factory=TransportOptions)
+    host_deadline: float | None = None  # default: connect timeout + sum of probe timeouts
+    become: bool = False
+    # Several probes on a host share one interpreter start (orchestrator/engine/bundle.py); measured in
+    # docs/performance.md.  False: one `python3` per probe, as before.
+    bundle: bool = True
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    outcome: Outcome
+    reason: str = ""
+    envelope: Envelope | None = None
+    duration_s: float = 0.0
+    stdout: bytes = b""  # kept only when the output was not a valid envelope
+    stderr: bytes = b""
+    retried: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 3),
+            "probe_version": self.envelope.probe_version if self.envelope else None,
+            "retried": self.retried,
+        }
+
+
+@dataclass
+class HostResult:
+    host: Host
+    probes: dict[str, ProbeResult]
+    duration_s: float = 0.0
+
+    @property
+    def outcome(self) -> Outcome:
+        return worst([p.outcome for p in self.probes.values()])
+
+    @property
+    def reason(self) -> str:
+        bad = [p for p in self.probes.values() if p.outcome == self.outcome and p.reason]
+        return bad[0].reason if bad else ""
+
+
+class EventSink(Protocol):
+    def host_finished(self, result: HostResult) -> None: ...
+
+
+TransportFactory = Callable[[Host, TransportOptions], Transport]
+
+# A dropped connection after login is the host failing mid-probe, not an unreachable host; a
+# configuration error is ours to fix.  Every other transport error means we never got in.
+_TRANSPORT_OUTCOME = {"disconnected": Outcome.FAILED, "config": Outcome.FAILED}
+
+# What an interpreter too old for the probes says: Python 2 and 3.0-3.3 refuse the -I flag
+# ("Unknown option: -I", exit 2) before reading the script; a Python 3.4/3.5 fails to parse it.
+_PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax|Unknown option: -I")
+# -I (isolated): the login directory is not put first on sys.path, so a json.py or platform.py in
+# the user's home cannot shadow the stdlib inside a probe, and PYTHONPATH/PYTHONHOME and the user
+# site are ignored.  -S: no site import; probes are stdlib only, and it halves interpreter start
+# (docs/performance.md).  Both exist since Python 3.4; the probes need 3.6.
+INTERPRETER_FLAGS = "-I -S"
+
+
+def probe_command(host: Host, become: bool) -> str:
+    """`python3 -I -S -` with the host's interpreter, quoted; `sudo -n` fails fast instead of prompting."""
+    try:
+        interp = shlex.join(shlex.split(host.python)) if host.python.strip() else "python3"
+    except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
+        interp = shlex.quote(host.python)
+    become = become or host.become
+    if host.connection == "local" and os.geteuid() == 0:
+        become = False  # already root here: sudo would add nothing but a dependency on sudo
+    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
+
+
+def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
+    """Per-host probe arguments from inventory vars: `probe_root` (a sysfs/proc root for every
+    probe that reads files) and `probe_args: {probe: {arg: value}}`."""
+    args: dict[str, Any] = {}
+    if host.vars.get("probe_root"):
+        args["root"] = str(host.vars["probe_root"])
+    per_probe = host.vars.get("probe_args")
+    if isinstance(per_probe, dict) and isinstance(per_probe.get(probe), dict):
+        args.update(per_probe[probe])
+    return args
+
+
+def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = None) -> ProbeResult:
+    """Turn what came back over the transport into an outcome with a one-line reason.
+
+    cap: the stdout cap, where the truncated output itself was not kept (a bundle drops it on the host).
+    """
+    base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
+                            "retried": res.retried}
+    if res.timed_out:
+        return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
+    if res.stdout_truncated:
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
+                           reason=f"probe output exceeded the {cap or len(res.stdout)}-byte cap; output discarded", **base)
+    err_text = res.stderr.decode("utf-8", "replace")
+    sudo_reason = become_failure(res.exit_code, res.stderr) if not res.stdout.strip() else None
+    if sudo_reason:
+        return ProbeResult(outcome=Outcome.FAILED, reason=sudo_reason, **base)
+    if not res.stdout.strip() and res.exit_code in (126, 127):
+        return ProbeResult(outcome=Outcome.FAILED, reason=(
+            f"interpreter {host.python!r} not found on the host; install python3 or set "
+            f"ansible_python_interpreter for {host.name}"), **base)
+    if not res.stdout.strip() and _PY2.search(res.stderr):
+        return ProbeResult(outcome=Outcome.FAILED, reason=(
+            f"interpreter {host.python!r} cannot run the probe (Python 2 or older than 3.6?); "
+            "set ansible_python_interpreter to a Python 3.6+"), **base)
+    try:
+        env = parse_envelope(res.stdout, call.name)
+    except EnvelopeError as e:
+        detail = f"; exit code {res.exit_code}" if res.exit_code else ""
+        tail = err_text.strip().splitlines()[-1:] if err_text.strip() else []
+        extra = f"; stderr: {tail[0][:160]}" if tail else ""
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT, reason=f"{e}{detail}{extra}", stdout=res.stdout[:65536], **base)
+    if env.status == "ok":
+        return ProbeResult(outcome=Outcome.OK, envelope=env, **base)
+    if env.status == "unsupported":
+        return ProbeResult(outcome=Outcome.UNSUPPORTED, reason="; ".join(env.errors) or "unsupported", envelope=env, **base)
+    return ProbeResult(outcome=Outcome.FAILED, reason="; ".join(env.errors)[:500] or "probe reported an error",
+                       envelope=env, **base)
+
+
+RAW_PROBE = "raw"
+RAW_COMMAND_TIMEOUT_S = 30.0
+
+
+def _no_interpreter(res: CommandResult) -> bool:
+    return not res.stdout.strip() and res.exit_code in (126, 127) and not res.timed_out \
+        and become_failure(res.exit_code, res.stderr) is None
+
+
+def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: float, why: str) -> ProbeResult:
+    """Run the standard text commands (nvidia-smi, lspci); the controller parses what they print."""
+    from orchestrator.facts.textparse import RAW_COMMANDS
+
+    t0 = time.monotonic()
+    outputs: dict[str, str | None] = {}
+    notes: list[str] = []
+    # Where nvidia-smi/lspci live off the default PATH (e.g. /usr/local/nvidia/bin in containers).
+    extra_path = host.vars.get("probe_raw_path")
+    prefix = f'PATH={shlex.quote(str(extra_path))}:"$PATH" ' if extra_path else ""
+    for kind, command in RAW_COMMANDS.items():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            outputs[kind] = None
+            notes.append(f"{command}: not run, host deadline reached")
+            continue
+        try:
+            res = transport.run(wrap_command(prefix + command, options.become or host.become), b"",
+                                min(RAW_COMMAND_TIMEOUT_S, left), deadline=deadline)
+        except TransportError as e:
+            return ProbeResult(RAW_PROBE, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE), e.message,
+                               duration_s=time.monotonic() - t0, retried=e.retried)
+        if res.timed_out or res.stdout_truncated or res.exit_code != 0:
+            outputs[kind] = None
+            state = "timed out" if res.timed_out else ("too much output" if res.stdout_truncated
+                                                       else f"exit code {res.exit_code}")
+            notes.append(f"{command}: {state}")
+        else:
+            outputs[kind] = res.stdout.decode("utf-8", "replace")
+    got = [k for k, v in outputs.items() if v is not None]
+    env = Envelope(probe=RAW_PROBE, probe_version="text", status="ok" if got else "unsupported",
+                   data={"outputs": outputs, "why": why}, errors=[] if got else ["no text command answered"],
+                   warnings=[why, *notes], duration_s=time.monotonic() - t0)
+    outcome = Outcome.OK if got else Outcome.UNSUPPORTED
+    reason = why if got else f"{why}; none of nvidia-smi/lspci answered ({'; '.join(notes)})"
+    return ProbeResult(RAW_PROBE, outcome, reason, envelope=env, duration_s=env.duration_s)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _cut_off(calls: list[ProbeCall], e: TransportError) -> dict[str, ProbeResult]:
+    """The connection failed running calls[0]: it gets the error, the probes after it were not run."""
+    outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
+    out = {calls[0].name: ProbeResult(calls[0].name, outcome, e.message, retried=e.retried)}
+    for rest in calls[1:]:
+        out[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
+    return out
+
+
+# Transports that pipe the script to a real interpreter; replay answers per probe from recordings.
+BUNDLE_CONNECTIONS = ("ssh", "local")
+
+
+def bundles(host: Host, calls: list[ProbeCall], options: RunOptions) -> bool:
+    """Whether this host's probes go to one interpreter: only where that saves starts (2+ probes)."""
+    return options.bundle and len(calls) > 1 and host.connection in BUNDLE_CONNECTIONS \
+        and str(host.vars.get("probe_mode", "")).lower() != "raw"
+
+
+def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], options: RunOptions,
+                deadline: float) -> tuple[CommandResult, bundle.Answer]:
+    """One `python3 -I -S -` for all of `calls`; the answer cut into one result per probe."""
+    left = deadline - time.monotonic()
+    items = [bundle.BundleItem(c.name, {**c.args, **host_probe_args(host, c.name)}, c.timeout) for c in calls]
+    # The host's part of the budget ends a little before ours, so its last frame still reaches us.
+    script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
+                            PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
+    res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
+    return res, bundle.split(res, [c.name for c in calls])
+
+
+def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
+                    cap: int) -> CommandResult | ProbeResult:
+    """Probe i's share of a bundle's answer: its own frame, the verdict where it has none, or, when
+    the answer is not (or no longer) frames, the rest of it, to be judged as a lone probe's answer."""
+    if i < len(answer.frames):
+        frame = answer.frames[i]
+        if frame.result is None:
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
+        return frame.result
+    if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
+        raise _Cancelled()  # the probes with a frame keep their results
+    if whole.timed_out:  # the bundle itself ran out of the host deadline
+        if i > len(answer.frames):
+            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe",
+                               retried=whole.retried)
+        return ProbeResult(call.name, Outcome.TIMEOUT, f"probe did not finish within {call.timeout:.0f}s",
+                           duration_s=whole.duration_s, stderr=whole.stderr[-65536:], retried=whole.retried)
+    return dataclasses.replace(whole, stdout=answer.rest[:cap],
+                               stdout_truncated=whole.stdout_truncated or len(answer.rest) > cap)
+
+
+def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+             stop: threading.Event, active: dict[str, Transport], lock: threading.Lock) -> HostResult:
+    t0 = time.monotonic()
+    deadline = options.host_deadline or (options.transport.connect_timeout * (options.transport.retries + 1)
+                                         + sum(c.timeout for c in calls))
+    results: dict[str, ProbeResult] = {}
+    transport: Transport | None = None
+    bundled = bundles(host, calls, options)
+    topts = options.transport
+    if bundled:  # each probe keeps its own caps on the host; the whole answer may hold them all
+        topts = dataclasses.replace(topts, max_output=bundle.transport_cap(len(calls), topts.max_output,
+                                                                           topts.max_stderr))
+    try:
+        transport = factory(host, topts)
+        with lock:
+            active[host.name] = transport
+        if str(host.vars.get("probe_mode", "")).lower() == "raw":
+            results[RAW_PROBE] = run_raw(transport, host, options, t0 + deadline, "probe_mode: raw")
+            for call in calls:
+                results[call.name] = ProbeResult(call.name, Outcome.SKIPPED, "probe_mode: raw (text commands instead)")
+            calls = []
+        answer: bundle.Answer | None = None
+        whole: CommandResult | None = None
+        if bundled and calls:
+            if stop.is_set():
+                raise _Cancelled()
+            try:
+                whole, answer = _run_bundle(transport, host, calls, options, t0 + deadline)
+            except TransportError as e:
+                if stop.is_set():
+                    raise _Cancelled() from None
+                results.update(_cut_off(calls, e))
+                calls = []
+        for i, call in enumerate(calls):
+            from_frame = False
+            if answer is not None and whole is not None:
+                got = _bundled_answer(i, call, whole, answer, stop, options.transport.max_output)
+                if isinstance(got, ProbeResult):
+                    results[call.name] = got
+                    continue
+                res, from_frame = got, i < len(answer.frames)
+            else:
+                if stop.is_set():
+                    raise _Cancelled()
+                left = deadline - (time.monotonic() - t0)
+                if left <= 0:
+                    results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT,
+                                                     "host deadline exhausted before this probe")
+                    continue
+                timeout = min(call.timeout, left)
+                args = {**call.args, **host_probe_args(host, call.name)}
+                script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
+                try:
+                    res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline)
+                except TransportError as e:
+                    if stop.is_set():
+                        raise _Cancelled() from None
+                    results.update(_cut_off(calls[i:], e))
+                    break
+                if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
+                    raise _Cancelled()
+            results[call.name] = classify(host, call, res, cap=options.transport.max_output)
+            if not from_frame and _no_interpreter(res):
+                # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
+                # The missing interpreter stays a failure (it is a setup to fix, or `probe_mode:
+                # raw` to make it intended); the text facts are kept beside it.
+                why = f"interpreter {host.python!r} not found on the host: raw mode used instead"
+                raw = run_raw(transport, host, options, t0 + deadline, why)
+                failed = results[call.name]
+                if raw.outcome == Outcome.OK:
+                    failed.reason += "; raw mode used instead (facts from nvidia-smi/lspci text)"
+                    results[RAW_PROBE] = raw
+                else:
+                    failed.reason += "; raw mode found no nvidia-smi/lspci either"
+                for rest in calls[i + 1:]:
+                    results[rest.name] = ProbeResult(rest.name, Outcome.SKIPPED, f"not run: {failed.reason}")
+                break
+    except _Cancelled:
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))
+    except TransportError as e:  # raised while opening
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE),
+                                                      e.message, retried=e.retried))
+    finally:
+        with lock:
+            active.pop(host.name, None)
+        if transport is not None:
+            try:
+                transport.close()
+            except Exception:  # closing a dead connection must not lose the results
+                pass
+    return HostResult(host=host, probes=results, duration_s=time.monotonic() - t0)
+
+
+def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+              sink: EventSink, stop: threading.Event | None = None) -> list[HostResult]:
+    """Run `calls` on every host; returns results in inventory order.
+
+    KeyboardInterrupt: hosts not yet started are marked skipped, in-flight connections are
+    closed (their hosts end as skipped/"run interrupted"), every finished result is kept, and
+    the interrupt is re-raised after the sink saw everything.
+    """
+    stop = stop or threading.Event()
+    host_list = list(hosts)
+    order = {h.name: i for i, h in enumerate(host_list)}
+    done: dict[str, HostResult] = {}
+    active: dict[str, Transport] = {}
+    lock = threading.Lock()
+    interrupted: BaseException | None = None
+    pool = ThreadPoolExecutor(max_workers=max(1, options.forks), thread_name_prefix="probe")
+    pending: dict[Future[HostResult], Host] = {}
+    queue = list(reversed(host_list))
+
+    def submit_more() -> None:
+        # Submit lazily so memory and queued work stay bounded by forks, not by fleet size.
+        while queue and len(pending) < options.forks * 2 and not stop.is_set():
+            h = queue.pop()
+            pending[pool.submit(run_host, h, calls, options, factory, stop, active, lock)] = h
+
+    delivering: HostResult | None = None
+    try:
+        submit_more()
+        while pending:
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h = pending.pop(fut)
+                res = fut.result()
+                done[h.name] = res
+                delivering = res
+                with _signals_deferred():
+                    sink.host_finished(res)
+                delivering = None
+            submit_more()
+    except KeyboardInterrupt as e:
+        interrupted = e
+        stop.set()
+        if delivering is not None:  # the interrupt beat the deferral: record that host again, whole
+            sink.host_finished(delivering)
+        give_up = time.monotonic() + options.transport.connect_timeout + 5
+        # Close every live connection, and keep closing until the workers return: a host that was
+        # still connecting at the first close can finish its handshake and start its probe after it.
+        while pending and time.monotonic() < give_up:
+            _close_all(active, lock)
+            finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                h = pending.pop(fut)
+                try:
+                    res = fut.result()
+                except Exception:
+                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                done[h.name] = res
+                sink.host_finished(res)
+        for _fut, h in list(pending.items()):  # a worker that would not stop: recorded, not waited for
+            res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+            done[h.name] = res
+            sink.host_finished(res)
+        pending.clear()
+    finally:
+        pool.shutdown(wait=interrupted is None, cancel_futures=True)
+    for h in queue if interrupted else []:
+        res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted before this host started")
+                             for c in calls})
+        done[h.name] = res
+        sink.host_finished(res)
+    results = sorted(done.values(), key=lambda r: order[r.host.name])
+    if interrupted is not None:
+        raise RunInterrupted(results) from interrupted
+    return results
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving while a finished host is being recorded takes effect right after
+    it, so that host's raw files are never left half written."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are only ever handled in the main thread
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _close_all(active: dict[str, Transport], lock: threading.Lock) -> None:
+    with lock:
+        transports = list(active.values())
+    for t in transports:
+        try:
+            t.close()
+        except Exception:  # a connection half torn down can raise anything; it is going away
+            pass
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C or SIGTERM: carries every result that was finished or closed off."""
+
+    def __init__(self, results: list[HostResult]):
+        super().__init__("run interrupted")
+        self.results = results

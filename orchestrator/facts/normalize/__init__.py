@@ -1,0 +1,69 @@
+"""Probe data -> normalized facts sections.  Pure functions; the registry maps probes to sections."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from orchestrator.facts.normalize import gpus, host, nvlink, p2p, pcie, topology
+
+Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
+
+# probe name -> (facts section, normalizer)
+NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
+    "host": ("host", host.normalize),
+    "pcie": ("pcie", pcie.normalize),
+    "nvml": ("gpus", gpus.normalize),
+    "nvlink": ("nvlink", nvlink.normalize),
+    "p2p": ("p2p", p2p.normalize),
+}
+
+# Sections computed from several probes' facts, in order: facts -> new section (or None).
+MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
+    ("topology", topology.merge_facts),
+]
+
+
+# Raw mode (no Python on the host): the outputs of nvidia-smi/lspci, parsed here on the controller.
+RAW_PROBE = "raw"
+
+
+def _raw_facts(data: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    from orchestrator.facts.textparse import facts_from_raw_outputs
+
+    outputs = {k: (v.encode() if isinstance(v, str) else None) for k, v in (data.get("outputs") or {}).items()}
+    try:
+        parsed = facts_from_raw_outputs(outputs)
+    except ValueError as e:
+        errors.append(f"raw: {e}")
+        return {}
+    errors.extend(f"raw: {e}" for e in parsed.get("errors", []))
+    return dict(parsed.get("facts") or {})
+
+
+def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """facts from the `data` of every ok probe; errors name the probe whose data did not normalize."""
+    facts: dict[str, Any] = {}
+    errors: list[str] = []
+    for probe, data in envelopes.items():
+        if probe == RAW_PROBE:
+            facts.update(_raw_facts(data, errors))
+            continue
+        entry = NORMALIZERS.get(probe)
+        if entry is None:
+            continue
+        section, fn = entry
+        try:
+            facts[section] = fn(data)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            # A host can send any shape; a broken section must not take the others with it.
+            errors.append(f"{probe}: data could not be normalized ({type(e).__name__}: {e})")
+    for section, merge in MERGERS:
+        try:
+            merged = merge(facts)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            errors.append(f"{section}: could not be derived ({type(e).__name__}: {e})")
+            continue
+        if merged is not None:
+            facts[section] = merged
+    return facts, errors

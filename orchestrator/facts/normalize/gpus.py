@@ -1,0 +1,131 @@
+"""Normalize the `nvml` probe's data into `facts["gpus"]` (shape: docs/facts-gpus.md).  Pure."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from orchestrator.facts import gpu_models
+
+_BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+P2P_CAPS = ("read", "write", "nvlink", "atomics")
+_SPEED = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
+
+
+def bus_id(text: Any) -> str | None:
+    """Any NVML/CUDA/sysfs spelling -> '0000:bb:dd.f' lower-case; None when not a bus id."""
+    if not isinstance(text, str):
+        return None
+    return _bus_id(text)
+
+
+# A fleet repeats a few hundred bus ids over and over (identical machines, every link's remote):
+# parsing each once is most of what normalization spends on them.  Bounded, so odd input cannot
+# grow it without limit.
+@lru_cache(maxsize=8192)
+def _bus_id(text: str) -> str | None:
+    m = _BUS.match(text.strip())
+    if not m:
+        return None
+    dom = int(m.group(1) or "0", 16) & 0xFFFF
+    return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+
+
+def model_key(name: Any) -> str | None:
+    """gpu_models.lookup(name).key, remembered: the lookup runs up to 23 regexes per GPU."""
+    return _model_key(name) if isinstance(name, str) else None
+
+
+@lru_cache(maxsize=1024)
+def _model_key(name: str) -> str | None:
+    model = gpu_models.lookup(name)
+    return model.key if model else None
+
+
+def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, Any]) -> None:
+    out[key] = value
+    if value is None and key in unknown:
+        out[f"{key}_unknown"] = unknown[key]
+
+
+_GPU_KEYS = tuple((k, f"{k}_unknown") for k in (
+    "uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
+    "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability",
+    "persistence_mode", "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity",
+    "temperature_c", "power_w", "minor_number"))
+
+
+def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
+    unknown = dict(raw.get("unknown") or {})
+    g: dict[str, Any] = {"index": raw.get("index")}
+    _with_unknown(g, "bus_id", bus_id(raw.get("bus_id")), unknown)
+    get = raw.get
+    for key, key_unknown in _GPU_KEYS:  # _with_unknown, inlined: 18 keys per GPU
+        value = g[key] = get(key)
+        if value is None and key in unknown:
+            g[key_unknown] = unknown[key]
+    if g["bus_id"] is None and "bus_id_unknown" not in g:
+        g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
+    g["model"] = model_key(g.get("name"))
+    mig = raw.get("mig")
+    g["mig"] = ({"current": bool(mig.get("current")), "pending": bool(mig.get("pending")),
+                 "instances": list(mig.get("instances") or [])} if isinstance(mig, dict) else None)
+    if g["mig"] is None:
+        g["mig_unknown"] = unknown.get("mig", "not reported")
+    pcie = dict(raw.get("pcie") or {})
+    pu = pcie.pop("unknown", {}) or {}
+    p: dict[str, Any] = {}
+    for key in ("gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max"):
+        _with_unknown(p, key, pcie.get(key), pu)
+    p["speed_current"] = _SPEED.get(p["gen_current"]) if p["gen_current"] else None
+    p["speed_max"] = _SPEED.get(p["gen_max"]) if p["gen_max"] else None
+    g["pcie"] = p
+    fans = raw.get("fans")
+    g["fans"] = list(fans) if isinstance(fans, list) else None
+    g["fans_unknown"] = unknown.get("fans") if g["fans"] is None else None
+    for key in ("ecc", "remapped_rows", "fabric"):
+        v = raw.get(key)
+        g[key] = dict(v) if isinstance(v, dict) else None
+        if g[key] is None:
+            g[f"{key}_unknown"] = unknown.get(key, "not reported")
+    g["lost"] = bool(raw.get("lost")) or "GPU_IS_LOST" in unknown.values()
+    g["unknown"] = unknown
+    return g
+
+
+def _matrix(raw: Any, n: int) -> list[list[Any]]:
+    """n x n: the strings of `raw` where it has them, None elsewhere (short rows padded)."""
+    if not isinstance(raw, list):
+        return [[None] * n for _ in range(n)]
+    out: list[list[Any]] = []
+    for row in raw[:n]:
+        if isinstance(row, list):
+            cells = [v if isinstance(v, str) else None for v in row[:n]]
+            if len(cells) < n:
+                cells.extend([None] * (n - len(cells)))
+            out.append(cells)
+        else:
+            out.append([None] * n)
+    while len(out) < n:
+        out.append([None] * n)
+    return out
+
+
+def normalize(data: dict[str, Any]) -> dict[str, Any]:
+    unknown = dict(data.get("unknown") or {})
+    gpus = [_gpu(g) for g in data.get("gpus") or [] if isinstance(g, dict)]
+    n = len(gpus)
+    out: dict[str, Any] = {}
+    for key in ("driver_version", "nvml_version", "cuda_driver_version", "count"):
+        _with_unknown(out, key, data.get(key), unknown)
+    out["list"] = gpus
+    out["order"] = [g["bus_id"] for g in gpus]
+    out["levels"] = _matrix(data.get("levels"), n)
+    p2p = data.get("p2p") or {}
+    out["p2p"] = {cap: _matrix(p2p.get(cap), n) for cap in P2P_CAPS}
+    out["pairs_unknown"] = unknown.get("pairs") or {}
+    out["missing_symbols"] = list(data.get("missing_symbols") or [])
+    out["mig_enabled_any"] = any((g["mig"] or {}).get("current") for g in gpus)
+    out["virtualized"] = any(g["virtualization_mode"] not in (None, "none") for g in gpus)
+    return out

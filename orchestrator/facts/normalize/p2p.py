@@ -1,0 +1,180 @@
+"""Normalize the p2p probe's data into `facts["p2p"]` (pure; shape in docs/facts-p2p.md).
+
+Matrices are lists of lists indexed by CUDA ordinal; the `order` list gives each ordinal's bus id
+(CUDA order is not NVML order), so other sections (nvlink, topology, pcie) join on bus ids through
+`order`, never on bare indices.  (A second copy keyed by bus id, `by_bus`, had no reader and was a
+tenth of a host's facts; it was dropped.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.facts.normalize.gpus import model_key
+
+MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
+               "verified")
+
+
+def _f(v: Any) -> float | None:
+    t = type(v)
+    if t is float:  # JSON's figures: no conversion, no isinstance chain
+        return v
+    if t is int:
+        return float(v)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _all_true(verified: Any) -> bool | None:
+    """True when every verified copy kind matched, False when one did not, None when none ran."""
+    if not isinstance(verified, dict) or not verified:
+        return None
+    return all(map(bool, verified.values()))  # no generator frame: this runs per GPU pair
+
+
+def normalize(data: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError("p2p data must be a mapping")
+    raw_gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
+    n = len(raw_gpus)
+    order = [str(g.get("bus_id") or "").lower() for g in raw_gpus]
+    busy = (data.get("guard") or {}).get("busy") or {}
+    gpus: list[dict[str, Any]] = []
+    mismatches: list[dict[str, Any]] = []
+    for i, g in enumerate(raw_gpus):
+        gv = g.get("verified")
+        verified: dict[str, Any] = gv if isinstance(gv, dict) else {}
+        for kind, ok in verified.items():
+            if not ok:
+                mismatches.append({"copy": kind, "src": i, "dst": i, "src_bus_id": order[i], "dst_bus_id": order[i]})
+        gpus.append({
+            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model_key(g.get("name")),
+            "status": g.get("status"), "error": g.get("error"),
+            "busy_processes": busy.get(str(i)),
+            "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
+            "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
+            "verified": _all_true(verified),
+        })
+
+    mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}
+    cap = data.get("can_access_peer") or []
+    m_cap = mats["can_access_peer"]
+    for a in range(min(n, len(cap))):
+        row_in, row_out = cap[a], m_cap[a]
+        for b in range(min(n, len(row_in))):
+            v = row_in[b]
+            if a != b and v is not None:
+                row_out[b] = bool(v)
+    for i, g in enumerate(gpus):  # the diagonal holds the device-local copy, as p2pBandwidthLatencyTest
+        mats["ce_gbps"][i][i] = g["local_ce_gbps"]
+        mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
+    pairs: list[dict[str, Any]] = []
+    m_peer, m_ce, m_sm = mats["peer_enabled"], mats["ce_gbps"], mats["sm_read_gbps"]
+    m_lat, m_ver = mats["latency_us"], mats["verified"]
+    for p in data.get("pairs") or []:
+        get = p.get
+        a, b = get("src"), get("dst")
+        if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
+            continue
+        pv = get("verified")
+        pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
+        for kind, ok in pverified.items():
+            if not ok:
+                mismatches.append({"copy": kind, "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b]})
+        enabled = get("peer_enabled")
+        rec = {
+            "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b],
+            "can_access_peer": get("can_access_peer"), "peer_enabled": bool(enabled),
+            "peer_error": get("peer_error"), "staged": not enabled,
+            "ce_gbps": _f(get("ce_gbps")), "sm_read_gbps": _f(get("sm_read_gbps")),
+            "latency_us": _f(get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
+        }
+        pairs.append(rec)
+        m_peer[a][b], m_ce[a][b], m_sm[a][b] = rec["peer_enabled"], rec["ce_gbps"], rec["sm_read_gbps"]
+        m_lat[a][b], m_ver[a][b] = rec["latency_us"], rec["verified"]
+    by_pair = {(p["src"], p["dst"]): p for p in pairs}
+    for bd in data.get("bidirectional") or []:
+        a, b = bd.get("a"), bd.get("b")
+        if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
+            continue
+        total = _f(bd.get("total_gbps"))
+        mats["bidir_gbps"][a][b] = mats["bidir_gbps"][b][a] = total
+        for ab in ((a, b), (b, a)):
+            if ab in by_pair:
+                by_pair[ab]["bidir_gbps"] = total
+        if bd.get("verified") is False:
+            mismatches.append({"copy": "bidirectional", "src": a, "dst": b, "src_bus_id": order[a],
+                               "dst_bus_id": order[b]})
+
+    a2h = data.get("all_to_host")
+    all_to_host = None
+    if isinstance(a2h, dict):
+        members = [i for i in a2h.get("gpus") or [] if isinstance(i, int) and 0 <= i < n]
+        all_to_host = {
+            "gpus": [order[i] for i in members],
+            "d2h_total_gbps": _f(a2h.get("d2h_total_gbps")), "h2d_total_gbps": _f(a2h.get("h2d_total_gbps")),
+            # what the same GPUs reach one at a time, for the contention judgement
+            "d2h_sum_single_gbps": _sum([gpus[i]["d2h_gbps"] for i in members]),
+            "h2d_sum_single_gbps": _sum([gpus[i]["h2d_gbps"] for i in members]),
+            # one timed region spans all GPUs, so without contention the slowest GPU sets the
+            # total: n x the smallest single figure
+            "d2h_parallel_gbps": _parallel([gpus[i]["d2h_gbps"] for i in members]),
+            "h2d_parallel_gbps": _parallel([gpus[i]["h2d_gbps"] for i in members]),
+            "verified": _all_true(a2h.get("verified")),
+        }
+        for kind, ok in (a2h.get("verified") or {}).items():
+            if not ok:
+                mismatches.append({"copy": "all_" + kind, "src": None, "dst": None, "src_bus_id": None,
+                                   "dst_bus_id": None})
+
+    guard = data.get("guard") or {}
+    params = data.get("params") or {}
+    ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
+    ce_min = min(ce) if ce else None
+    summary = {
+        # the slowest one-way GPU->GPU copy-engine figure (what outputs/prometheus report)
+        "min_gbps": ce_min[0] if ce_min else None,
+        "min_pair": ce_min[1] if ce_min else None,
+        "h2d_min_gbps": _min([g["h2d_gbps"] for g in gpus]),
+        "d2h_min_gbps": _min([g["d2h_gbps"] for g in gpus]),
+        "gpus_measured": sum(1 for g in gpus if g["h2d_gbps"] is not None),
+        "pairs_measured": len(ce),
+    }
+    return {
+        "order": order,
+        "summary": summary,
+        "driver": data.get("cuda_driver"),
+        "gpus": gpus,
+        "pairs": pairs,
+        "matrices": mats,
+        "rank": data.get("p2p_rank"),
+        "nvml_nvlink": data.get("nvml_nvlink"),
+        "all_to_host": all_to_host,
+        "mismatches": mismatches,
+        "guard": {"ran": bool(guard.get("ran")), "reason": guard.get("reason"),
+                  "forced": bool(guard.get("forced")),
+                  "busy": {order[int(k)]: v for k, v in busy.items() if str(k).isdigit() and int(k) < n}},
+        "errors": [e for e in data.get("errors") or [] if isinstance(e, dict)],
+        "budget_exhausted": bool(data.get("budget_exhausted")),
+        "not_reached": list(data.get("not_reached") or []),
+        "complete": bool(data.get("complete")),
+        "params": {k: params.get(k) for k in ("size_bytes", "repeats", "loops", "pairs", "budget_s")},
+        "elapsed_s": _f(data.get("elapsed_s")),
+    }
+
+
+def _sum(values: list[Any]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return round(sum(v for v in values if v is not None), 3)
+
+
+def _min(values: list[Any]) -> float | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _parallel(values: list[Any]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return round(len(values) * min(values), 3)

@@ -1,0 +1,754 @@
+"""Parsed text -> the normalized facts sections the live probes feed (gpus, nvlink, topology, pcie).
+
+Shapes follow docs/facts-gpus.md and docs/facts-pcie.md so the same checks run on imported text.
+Text cannot give everything a probe reads (bus ids in topo -m, NVLink remote ends, sysfs paths):
+such fields are null with a reason in `unknown` / `<field>_unknown`, never filled from a guess.
+Every section carries `origin: "text"`, `source: "text"` (except topology, whose `source` is the
+per-cell matrix: there every cell says "text"), `source_files`, and `confidence: "low"` with the
+list of fields text could not give (`low_confidence_fields`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts import gpu_models
+from orchestrator.facts.textparse.common import Note
+from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
+from orchestrator.facts.textparse.nvlink import NvlinkReport
+from orchestrator.facts.textparse.smi import SmiList, SmiQuery
+from orchestrator.facts.textparse.topo import CpuAffinity, P2PMatrix, TopoMatrix
+
+NOT_IN_TEXT = "not in the imported text"
+_P2P_MODES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "pcie"}
+
+
+@dataclass
+class Parsed:
+    """Everything parsed for one host, by kind.  Several files of one kind are merged by the importer."""
+
+    topo: TopoMatrix | None = None
+    p2p: list[P2PMatrix] = field(default_factory=list)
+    cpu: CpuAffinity | None = None
+    nvlink: list[NvlinkReport] = field(default_factory=list)
+    smi_list: SmiList | None = None
+    query: SmiQuery | None = None
+    tree: LspciTree | None = None
+    verbose: LspciVerbose | None = None
+    notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
+
+    def add(self, obj: Any) -> None:
+        if isinstance(obj, TopoMatrix):
+            self.topo = obj
+        elif isinstance(obj, P2PMatrix):
+            self.p2p.append(obj)
+        elif isinstance(obj, CpuAffinity):
+            if self.cpu is None:
+                self.cpu = obj
+            else:
+                self.cpu.nearest.update(obj.nearest)
+        elif isinstance(obj, NvlinkReport):
+            self.nvlink.append(obj)
+        elif isinstance(obj, SmiList):
+            self.smi_list = obj
+        elif isinstance(obj, SmiQuery):
+            self.query = obj
+        elif isinstance(obj, LspciTree):
+            self.tree = obj
+        elif isinstance(obj, LspciVerbose):
+            self.verbose = obj
+        else:
+            raise TypeError(f"not a parsed text result: {type(obj).__name__}")
+
+    def sources(self, *objs: Any) -> list[str]:
+        return sorted({o.source for o in objs if o is not None})
+
+
+def _mark(section: dict[str, Any], files: list[str], low: list[str]) -> dict[str, Any]:
+    section["origin"] = "text"
+    section.setdefault("source", "text")
+    section["source_files"] = files
+    section["confidence"] = "low" if low else "normal"
+    section["low_confidence_fields"] = sorted(set(low))
+    return section
+
+
+def _speed(gen: int | None) -> str | None:
+    table = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
+    return table.get(gen) if gen else None
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["gpus"]
+
+
+def _blank_gpu(index: int) -> dict[str, Any]:
+    need_q = NOT_IN_TEXT + " (needs nvidia-smi -q or -q -x)"
+    g: dict[str, Any] = {
+        "index": index, "bus_id": None, "uuid": None, "name": None, "model": None, "serial": None,
+        "board_part_number": None, "vbios": None, "pci_device_id": None, "memory_total_bytes": None,
+        "memory_used_bytes": None, "architecture": None, "compute_capability": None, "persistence_mode": None,
+        "compute_mode": None, "mig": None, "virtualization_mode": None, "pcie": None, "numa_node": None,
+        # fans_unknown carries NVML-style reasons that checks judge (NOT_SUPPORTED = no fan); a
+        # field absent from the text is not a sensor fault, so its reason lives in unknown only.
+        "cpu_affinity": None, "temperature_c": None, "fans": None, "fans_unknown": None, "power_w": None,
+        "ecc": None, "remapped_rows": None, "fabric": None, "lost": None, "display": None,
+    }
+    g["unknown"] = {k: need_q for k, v in g.items() if v is None and k not in ("fans_unknown",)}
+    g["unknown"]["compute_capability"] = "nvidia-smi text does not print it"
+    g["unknown"]["lost"] = "text cannot tell a lost GPU from a missing one"
+    return g
+
+
+def _known(g: dict[str, Any], key: str, value: Any, reason: str | None = None) -> None:
+    if value is None:
+        if reason:
+            g["unknown"][key] = reason
+        return
+    g[key] = value
+    g["unknown"].pop(key, None)
+
+
+def _apply_query(g: dict[str, Any], q: Any) -> None:
+    for key, attr in (("bus_id", "bus_id"), ("uuid", "uuid"), ("name", "name"), ("serial", "serial"),
+                      ("board_part_number", "board_part_number"), ("vbios", "vbios"),
+                      ("pci_device_id", "pci_device_id"), ("memory_total_bytes", "memory_total_bytes"),
+                      ("memory_used_bytes", "memory_used_bytes"), ("architecture", "architecture"),
+                      ("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
+                      ("virtualization_mode", "virtualization_mode"), ("temperature_c", "temperature_c"),
+                      ("power_w", "power_w")):
+        _known(g, key, getattr(q, attr), q.unknown.get(attr))
+    g["module_id"] = q.module_id
+    g["pcie_replays"] = q.pcie_replays
+    mig_instances = [{"index": m.index, "uuid": m.uuid, "name": None, "memory_total_bytes": m.memory_total_bytes,
+                      "gpu_instance_id": m.gpu_instance_id} for m in q.mig_devices]
+    mig = {"current": q.mig_current, "pending": q.mig_pending, "instances": mig_instances}
+    for k, attr in (("current", "mig_current"), ("pending", "mig_pending")):
+        if getattr(q, attr) is None:
+            mig[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
+    _known(g, "mig", mig)
+    pcie = {"gen_current": q.pcie_gen_current, "gen_max": q.pcie_gen_max, "gen_gpu_max": q.pcie_gen_gpu_max,
+            "width_current": q.pcie_width_current, "width_max": q.pcie_width_max,
+            "speed_current": _speed(q.pcie_gen_current), "speed_max": _speed(q.pcie_gen_max)}
+    for k, attr in (("gen_current", "pcie_gen_current"), ("gen_max", "pcie_gen_max"),
+                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("width_current", "pcie_width_current"),
+                    ("width_max", "pcie_width_max")):
+        if getattr(q, attr) is None:
+            pcie[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
+    _known(g, "pcie", pcie)
+    if q.fan_speed_pct is not None:
+        g["fans"], g["fans_unknown"] = [{"index": 0, "speed_pct": q.fan_speed_pct}], None
+        g["unknown"].pop("fans", None)
+    else:
+        why = q.unknown.get("fan_speed_pct", NOT_IN_TEXT)
+        # nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED.
+        g["fans_unknown"] = "NOT_SUPPORTED" if re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I) else None
+        g["unknown"]["fans"] = why
+    ecc = {"mode_current": q.ecc_current, "volatile_uncorrected": q.ecc_volatile_uncorrected,
+           "aggregate_uncorrected": q.ecc_aggregate_uncorrected, "aggregate_corrected": q.ecc_aggregate_corrected}
+    for k, attr in (("mode_current", "ecc_current"), ("volatile_uncorrected", "ecc_volatile_uncorrected"),
+                    ("aggregate_uncorrected", "ecc_aggregate_uncorrected"),
+                    ("aggregate_corrected", "ecc_aggregate_corrected")):
+        if getattr(q, attr) is None:
+            ecc[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
+    _known(g, "ecc", ecc)
+    rr = [q.remapped_correctable, q.remapped_uncorrectable, q.remapped_pending, q.remapped_failure]
+    if all(v is None for v in rr):
+        g["unknown"]["remapped_rows"] = q.unknown.get("remapped_pending", NOT_IN_TEXT)
+    else:
+        _known(g, "remapped_rows", {"correctable": rr[0], "uncorrectable": rr[1], "pending": rr[2], "failure": rr[3]})
+    if q.fabric_state is None:
+        g["unknown"]["fabric"] = q.unknown.get("fabric_state", NOT_IN_TEXT)
+    else:
+        status = q.fabric_status.upper() if q.fabric_status else None
+        _known(g, "fabric", {"state": q.fabric_state, "status": status, "clique_id": q.fabric_clique_id,
+                             "cluster_uuid": q.fabric_cluster_uuid, "health_summary": None,
+                             "health_summary_unknown": "not summarised in nvidia-smi text"})
+
+
+def gpus_facts(p: Parsed) -> dict[str, Any] | None:
+    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p):
+        return None
+    notes: list[str] = []
+    by_index: dict[int, dict[str, Any]] = {}
+
+    def gpu(i: int) -> dict[str, Any]:
+        if i not in by_index:
+            by_index[i] = _blank_gpu(i)
+        return by_index[i]
+
+    counts: dict[str, int] = {}
+    if p.smi_list:
+        counts["nvidia-smi -L"] = len(p.smi_list.gpus)
+        for lg in p.smi_list.gpus:
+            g = gpu(lg.index)
+            _known(g, "name", lg.name)
+            _known(g, "uuid", lg.uuid)
+            g["display"] = lg.display
+            g["unknown"].pop("display", None)
+            if lg.mig_devices:
+                # -L lists MIG devices only while MIG mode is on; no devices listed says nothing.
+                _known(g, "mig", {"current": True, "pending": None, "pending_unknown": NOT_IN_TEXT,
+                                  "instances": [{"index": m.index, "uuid": m.uuid, "name": f"MIG {m.profile}",
+                                                 "memory_total_bytes": None} for m in lg.mig_devices]})
+    if p.topo:
+        counts["nvidia-smi topo -m"] = len(p.topo.gpus)
+        for d in p.topo.gpus:
+            k = int(d.label[3:])
+            g = gpu(k)
+            _known(g, "cpu_affinity", d.cpu_affinity, d.unknown.get("cpu_affinity"))
+            _known(g, "numa_node", d.gpu_numa_id, d.unknown.get("gpu_numa_id"))
+            g["numa_affinity"] = d.numa_affinity
+    for rep in p.nvlink:
+        for ng in rep.gpus:
+            if ng.index is None:
+                continue
+            g = gpu(ng.index)
+            _known(g, "name", g["name"] or ng.name)
+            _known(g, "uuid", g["uuid"] or ng.uuid)
+    if p.nvlink and not (p.smi_list or p.topo or p.query):
+        # `nvlink -s -i N` lists one GPU on purpose: it counts GPUs only when nothing else does.
+        counts["nvidia-smi nvlink"] = max(sum(1 for x in rep.gpus if x.index is not None) for rep in p.nvlink)
+    for pm in p.p2p:
+        for lab in pm.labels:
+            if re.fullmatch(r"GPU\d+", lab):
+                gpu(int(lab[3:]))
+        if not counts:
+            counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
+    if p.query:
+        uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
+        for pos, qg in enumerate(p.query.gpus):
+            # -q prints GPUs in index order; the UUID pins the index when another file lists it.
+            idx = uuid_to_index.get(qg.uuid, pos)
+            if qg.uuid not in uuid_to_index and by_index:
+                notes.append(f"-q block {pos} ({qg.bus_id}) matched to index {pos} by position")
+            g = gpu(idx)
+            if g["uuid"] and qg.uuid and g["uuid"] != qg.uuid:
+                # Same index, different board: the files do not describe the same GPUs.
+                notes.append(f"GPU{idx}: UUID {g['uuid']} in other files but {qg.uuid} in -q; -q block not merged")
+                continue
+            _apply_query(g, qg)
+        if p.query.attached_gpus is not None:
+            counts["nvidia-smi -q"] = p.query.attached_gpus
+    for g in by_index.values():
+        m = gpu_models.lookup(g["name"])
+        _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
+        if g["name"] is None:
+            g["unknown"]["model"] = "name unknown"
+    count = None
+    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink"):
+        if src in counts:
+            count = counts[src]
+            break
+    if len(set(counts.values())) > 1:
+        notes.append("GPU counts disagree: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    listed = [by_index[i] for i in sorted(by_index)]
+    order = [g["bus_id"] for g in listed]
+    low = ["compute_capability", "lost"]
+    if any(b is None for b in order):
+        low.append("bus_id")
+    if not p.query:
+        low += ["serial", "vbios", "pcie", "ecc", "remapped_rows", "fabric", "temperature_c", "fans"]
+    levels, p2p = _gpu_matrices(p, listed)
+    section: dict[str, Any] = {
+        "driver_version": p.query.driver_version if p.query else None,
+        "nvml_version": None,
+        "nvml_version_unknown": "nvidia-smi text does not print it",
+        "cuda_driver_version": p.query.cuda_version if p.query else None,
+        "count": count,
+        "count_sources": counts,
+        "order": order,
+        "labels": [f"GPU{g['index']}" for g in listed],
+        "list": listed,
+        "levels": levels,
+        "p2p": p2p,
+        "display_gpus": [g["index"] for g in listed if g.get("display")],
+        "mig_enabled_any": _any_bool([(g.get("mig") or {}).get("current") for g in listed]),
+        "virtualized": _any_bool([None if g["virtualization_mode"] is None else g["virtualization_mode"] != "none"
+                                  for g in listed]),
+        "notes": notes,
+    }
+    if not p.query:
+        section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p)
+    return _mark(section, files, low)
+
+
+def _any_bool(values: list[bool | None]) -> bool | None:
+    if any(v is True for v in values):
+        return True
+    if values and all(v is False for v in values):
+        return False
+    return None
+
+
+def _gpu_matrices(p: Parsed, listed: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+    labels = [f"GPU{g['index']}" for g in listed]
+    levels: Any = None
+    if p.topo:
+        levels = []
+        for a in labels:
+            row: list[str | None] = []
+            for b in labels:
+                try:
+                    v = p.topo.level(a, b)
+                except KeyError:
+                    v = None
+                # NV# hides the PCIe level NVML would report for the pair: unknown from text.
+                row.append(None if v is None or v.startswith("NV") else v)
+            levels.append(row)
+    p2p: dict[str, Any] = {}
+    for m in p.p2p:
+        key = _P2P_MODES.get(m.mode or "")
+        if key is None:
+            continue
+        idx = {lab: i for i, lab in enumerate(m.labels)}
+        p2p[key] = [[m.matrix[idx[a]][idx[b]] if a in idx and b in idx else None for b in labels] for a in labels]
+    return levels, p2p
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["nvlink"]
+
+
+def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    if not p.nvlink and not (p.topo and any(c and c.startswith("NV") for r in p.topo.matrix for c in r)):
+        return None
+    bus = {g["index"]: g["bus_id"] for g in (gpus or {}).get("list", [])}
+    merged: dict[Any, dict[str, Any]] = {}
+    for rep in p.nvlink:
+        for ng in rep.gpus:
+            key = ng.index if ng.index is not None else ("?", ng.uuid)
+            e = merged.setdefault(key, {"index": ng.index, "bus_id": bus.get(ng.index), "uuid": ng.uuid,
+                                        "name": ng.name, "links": {}, "all_inactive": False, "unknown": {}})
+            e["uuid"] = e["uuid"] or ng.uuid
+            e["name"] = e["name"] or ng.name
+            e["all_inactive"] = e["all_inactive"] or ng.all_inactive
+            for lk in ng.links:
+                d = e["links"].setdefault(lk.link, {"link": lk.link, "state": None, "speed_gbps": None, "caps": {}})
+                if lk.active is not None:
+                    d["state"] = "up" if lk.active else "down"
+                    d["speed_gbps"] = lk.speed_gbps
+                d["caps"].update(lk.caps)
+    out_gpus = []
+    for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6)):
+        e = merged[key]
+        links = []
+        for n in sorted(e["links"]):
+            d = e["links"][n]
+            unknown = {"version": "nvidia-smi nvlink -s does not print it",
+                       "remote_bus_id": "not in nvlink -s/-c text (needs nvlink -R)",
+                       "remote_type": "not in nvlink -s/-c text", "errors": "not in nvlink -s/-c text (needs -e)"}
+            if d["state"] is None:
+                unknown["state"] = "only capabilities (-c) were imported"
+            caps = d["caps"]
+            for c in ("p2p_supported", "sysmem_access", "p2p_atomics"):
+                if c not in caps:
+                    unknown[c] = "capabilities not imported (nvlink -c)"
+            links.append({"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
+                          "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
+                          "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
+                          "errors": None, "unknown": unknown})
+        states = [lk["state"] for lk in links]
+        rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
+               "links_total": len(links), "links_up": states.count("up"),
+               "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
+               "all_inactive": e["all_inactive"], "links": links,
+               "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
+        if e["bus_id"] is None:
+            rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+        if e["all_inactive"] and not links:
+            # NVML printed only "all links are inActive": none is up, but how many exist is not said.
+            rec["links_total"], rec["inactive"] = None, None
+            rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+        if states and all(s is None for s in states):
+            # -c lists links but not their state: nothing about up/down may be concluded.
+            rec["links_listed"] = len(links)
+            rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
+            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = "only capabilities (-c) were imported"
+        out_gpus.append(rec)
+    nv, labels = None, None
+    if p.topo:
+        labels = [d.label for d in p.topo.gpus]
+        nv = [[_nv(p.topo.level(a, b)) if a != b else None for b in labels] for a in labels]
+    ups = [g["links_up"] for g in out_gpus]
+    totals = [g["links_total"] for g in out_gpus]
+    section: dict[str, Any] = {
+        "supported": True if (any(u for u in ups if u) or (nv and any(x for r in nv for x in r))
+                              or any(g["all_inactive"] for g in out_gpus)) else None,
+        "order": [g["bus_id"] for g in out_gpus],
+        "gpus": out_gpus,
+        "pairs": None,
+        "pairs_unknown": "text does not tell direct GPU links from NVSwitch paths",
+        "nvswitches": None,
+        "nvswitches_unknown": "NVSwitches are not listed in nvidia-smi text",
+        "nv": nv,
+        "nv_labels": labels,
+        "links_up_total": sum(u for u in ups if u is not None) if ups and None not in ups else None,
+        "links_total": sum(t for t in totals if t is not None) if totals and None not in totals else None,
+    }
+    if not p.nvlink:
+        section["gpus_unknown"] = "per-link state needs nvidia-smi nvlink -s; only topo -m NV# was imported"
+    low = ["version", "remote_bus_id", "remote_type", "errors", "pairs", "nvswitches"]
+    return _mark(section, p.sources(*p.nvlink, p.topo), low)
+
+
+def _nv(level: str | None) -> int | None:
+    if level and re.fullmatch(r"NV\d+", level):
+        return int(level[2:])
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["topology"]
+
+
+def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    if not p.topo:
+        return None
+    bus = {f"GPU{g['index']}": g["bus_id"] for g in (gpus or {}).get("list", [])}
+    devices: list[dict[str, Any]] = []
+    for d in p.topo.devices:
+        if d.kind == "gpu":
+            devices.append({"name": d.label, "kind": "gpu", "bus_id": bus.get(d.label), "cpu_affinity": d.cpu_affinity,
+                            "numa": d.numa_affinity, "gpu_numa_id": d.gpu_numa_id, "unknown": dict(d.unknown)})
+        else:
+            devices.append({"name": d.label, "kind": "nic", "bus_id": None, "label": d.name,
+                            "unknown": dict(d.unknown, bus_id="topo -m does not print NIC bus ids")})
+    for dev in devices:
+        if dev["bus_id"] is None:
+            dev["unknown"].setdefault("bus_id", "topo -m does not print bus ids (import nvidia-smi -q for GPUs)")
+    n = len(devices)
+    section = {
+        "devices": devices,
+        "matrix": [list(r) for r in p.topo.matrix],
+        "source": [["self" if i == j else "text" for j in range(n)] for i in range(n)],
+        "legend_style": p.topo.legend_style,
+        "nearest_gpus_by_cpu": ({str(k): v for k, v in p.cpu.nearest.items()} if p.cpu else None),
+        "notes": [str(x) for x in p.topo.notes],
+    }
+    return _mark(section, p.sources(p.topo, p.cpu), ["bus_id"])
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["pcie"]
+
+_PORT = {"root port": "root_port", "upstream port": "upstream_port", "downstream port": "downstream_port",
+         "endpoint": "endpoint", "legacy endpoint": "legacy_endpoint",
+         "root complex integrated endpoint": "rc_integrated", "root complex event collector": "rc_event_collector",
+         "pci-express to pci/pci-x bridge": "pcie_to_pci_bridge", "pci/pci-x to pci-express bridge": "pci_to_pcie_bridge"}
+_ACS = {"SrcValid": "SV", "TransBlk": "TB", "ReqRedir": "RR", "CmpltRedir": "CR", "UpstreamFwd": "UF",
+        "EgressCtrl": "EC", "DirectTrans": "DT"}
+
+
+def _kind(d: PciDevice) -> str | None:
+    code, name, desc = d.class_code, (d.class_name or "").lower(), d.description or ""
+    nvidia = d.vendor_id == "10de" or "NVIDIA" in desc
+    if code:
+        if code in ("0300", "0302") and nvidia:
+            return "gpu"
+        if code == "0680" and nvidia:
+            return "nvswitch"
+        if code.startswith("02"):
+            return "nic"
+        if code == "0108":
+            return "nvme"
+        if code == "0600":
+            return "host_bridge"
+    elif name:
+        if name in ("vga compatible controller", "3d controller") and nvidia:
+            return "gpu"
+        if name == "bridge" and nvidia:
+            return "nvswitch"
+        if name in ("ethernet controller", "infiniband controller", "network controller"):
+            return "nic"
+        if name == "non-volatile memory controller":
+            return "nvme"
+        if name == "host bridge":
+            return "host_bridge"
+    else:
+        return None
+    pt = _PORT.get((d.port_type or "").lower())
+    if pt == "root_port":
+        return "root_port"
+    if pt in ("upstream_port", "downstream_port"):
+        return "switch_port"
+    if code == "0604" or name == "pci bridge":
+        return "bridge"
+    return "other"
+
+
+def _family(desc: str | None) -> str | None:
+    if not desc:
+        return None
+    for pat, fam in (("Mellanox|ConnectX", "ConnectX"), ("PEX|Broadcom / LSI", "Broadcom PEX"), ("PLX", "PLX"),
+                     ("Microchip|Microsemi", "Microchip"), ("NVIDIA", "NVIDIA"), ("Broadcom", "Broadcom"),
+                     ("Intel", "Intel")):
+        if re.search(pat, desc):
+            return fam
+    return None
+
+
+def pcie_facts(p: Parsed) -> dict[str, Any] | None:
+    if not (p.tree or p.verbose):
+        return None
+    vdev = {d.bdf: d for d in (p.verbose.devices if p.verbose else []) if d.bdf}
+    unnamed = [d for d in (p.verbose.devices if p.verbose else []) if not d.bdf]
+    tree_nodes = p.tree.nodes if p.tree else {}
+    # A listing is complete when it came from real device headers or a tree, not `lspci -s` prompts.
+    partial = bool(p.verbose and any(d.class_name is None for d in p.verbose.devices)) and not p.tree
+    bdfs = list(dict.fromkeys([*tree_nodes.keys(), *vdev.keys()]))
+    parents = _parents(p, bdfs)
+    devices: list[dict[str, Any]] = []
+    for b in bdfs:
+        v, t = vdev.get(b), tree_nodes.get(b)
+        unknown: dict[str, str] = {}
+        rec: dict[str, Any] = {"bdf": b}
+        vid = (v.vendor_id if v else None) or (t.vendor_id if t else None)
+        did = (v.device_id if v else None) or (t.device_id if t else None)
+        rec["vendor"] = f"0x{vid}" if vid else None
+        rec["device"] = f"0x{did}" if did else None
+        if vid is None:
+            unknown["vendor"] = "needs lspci -nn"
+        rec["subsystem_vendor"] = rec["subsystem_device"] = None
+        rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
+        if rec["class"] is None:
+            unknown["class"] = "needs lspci -vvvnn (class code)"
+        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else None)
+        rec["kind"] = kind
+        if kind is None:
+            unknown["kind"] = "lspci -tv prints no device class" if t else "no class in the imported lines"
+        rec["family"] = _family((v.description if v else None) or (t.description if t else None))
+        rec["label"] = rec["rdma"] = None
+        rec["netdevs"] = None
+        unknown["label"] = unknown["rdma"] = unknown["netdevs"] = "not in lspci text (sysfs only)"
+        rec["driver"] = v.driver if v else None
+        rec["numa"] = v.numa_node if v else None
+        rec["local_cpulist"] = None
+        unknown["local_cpulist"] = "not in lspci text (sysfs only)"
+        rec["iommu_group"] = v.iommu_group if v else None
+        root = t.root if t else None
+        rec["host_bridge"] = f"pci{root}" if root else None
+        chain = _chain(b, parents)
+        rec["chain"] = chain
+        rec["parent"] = parents.get(b)
+        if b not in parents and not t:
+            unknown["parent"] = "position in the tree unknown (no lspci -tv, no bridge bus ranges)"
+        pt = _PORT.get((v.port_type or "").lower()) if v else None
+        rec["port_type"] = pt
+        if pt is None:
+            rec["port_type_unknown"] = "needs lspci -vvv (PCI Express capability)"
+        rec["switch"] = None
+        rec["link"] = _link_rec(v, vdev.get(parents.get(b) or ""))
+        if rec["link"] is None:
+            unknown["link"] = "no LnkCap/LnkSta in the imported text"
+        rec["acs"] = None
+        if v and v.acs_cap is not None:
+            en = [_ACS.get(k, k) for k, on in (v.acs_ctl or {}).items() if on]
+            rec["acs"] = {"capable": [_ACS.get(k, k) for k, on in v.acs_cap.items() if on], "enabled": en,
+                          "redirect": any(x in en for x in ("RR", "CR", "EC"))}
+        else:
+            rec["acs_unknown"] = "no ACSCap in the imported text (absent, or lspci run without root)"
+        rec["vf"] = None
+        unknown["vf"] = "not in lspci text"
+        rec["unknown"] = unknown
+        devices.append(rec)
+    by = {d["bdf"]: d for d in devices}
+    for d in devices:
+        own = [d["bdf"]] if d.get("port_type") == "upstream_port" else []
+        ups = [c for c in d["chain"] + own if by.get(c, {}).get("port_type") == "upstream_port"]
+        d["switch"] = ups[0] if ups else None
+    for u in unnamed:
+        devices.append({"bdf": None, "kind": None, "link": _link_rec(u, None), "unknown": {"bdf": "no device header"}})
+
+    def of(kind: str) -> list[str] | None:
+        if partial:
+            return None
+        if any(x["kind"] is None for x in devices):
+            return None
+        return sorted(x["bdf"] for x in devices if x["kind"] == kind)
+
+    downgraded = []
+    for d in devices:
+        lk = d.get("link")
+        if lk and lk.get("downgraded"):
+            downgraded.append({"bdf": d["bdf"], "kind": d.get("kind"), **{k: lk[k] for k in (
+                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")}})
+    acs = []
+    for d in devices:
+        role = d.get("port_type")
+        if role not in ("downstream_port", "root_port") or not (d.get("acs") or {}).get("redirect"):
+            continue
+        below = [x["bdf"] for x in devices if x.get("kind") == "gpu" and d["bdf"] in x.get("chain", [])]
+        if not below:
+            continue
+        # P2P partners affected: other GPUs/NICs under the same switch (or below this port).
+        group = d.get("switch") or (d["bdf"] if role == "downstream_port" else None)
+        peers = sorted(x["bdf"] for x in devices if x.get("kind") in ("gpu", "nic") and x["bdf"] not in below
+                       and group and (x.get("switch") == group or group in x.get("chain", [])))
+        acs.append({"port": d["bdf"], "port_role": role,
+                    "enabled": [e for e in d["acs"]["enabled"] if e in ("RR", "CR", "EC")], "gpus": below,
+                    "peers": peers})
+    gpus = of("gpu")
+    section: dict[str, Any] = {
+        "config_access": None,
+        "config_access_unknown": "not known from text",
+        "needs_root": None,
+        "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
+        "devices": devices,
+        "tree": _tree(p) if p.tree else None,
+        "gpus": gpus,
+        "nics": of("nic"),
+        "nvswitches": of("nvswitch"),
+        "nvme": of("nvme"),
+        "switches": _switches(devices),
+        "uplinks": None,
+        "uplinks_unknown": "not computed from text",
+        "levels": _levels_from_topo(p.topo) if p.topo else None,
+        "downgraded": downgraded,
+        "acs": acs,
+        "gpu_counts": _gpu_counts(devices, gpus),
+    }
+    if gpus is None:
+        section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
+                                   if partial else "device classes unknown (lspci -tv has none; add lspci -vvvnn)")
+    low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
+    return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
+
+
+def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[str, Any]:
+    """What lspci text says about the driver: `Kernel driver in use` is printed whenever a driver
+    is bound (no root needed), so in a complete listing its absence on every GPU means unbound."""
+    out: dict[str, Any] = {"pci": None, "proc": None, "dev": None, "driver_loaded": None, "missing_from_proc": [],
+                           "missing_from_dev": [], "proc_not_on_pci": [], "passthrough": [],
+                           "unknown": "/proc/driver/nvidia and /dev are not in lspci text: proc, dev and the "
+                                      "missing_* lists are not known"}
+    if gpus is None:
+        return out
+    by = {d["bdf"]: d for d in devices if d.get("bdf")}
+    drivers = {b: by[b].get("driver") for b in gpus}
+    out["pci"] = len(gpus)
+    out["passthrough"] = sorted(b for b, drv in drivers.items() if drv in ("vfio-pci", "pci-stub"))
+    out["driver_loaded"] = any(drv == "nvidia" for drv in drivers.values()) if gpus else None
+    return out
+
+
+def _parents(p: Parsed, bdfs: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if p.tree:
+        for b, n in p.tree.nodes.items():
+            if n.parent:
+                out[b] = n.parent
+    if p.verbose:
+        bridges = [d for d in p.verbose.devices if d.bdf and d.secondary is not None]
+        for b in bdfs:
+            if b in out:
+                continue
+            dom, bus = b[:4], int(b[5:7], 16)
+            # The parent is the bridge whose secondary bus is this device's bus (same domain).
+            cands = [x for x in bridges if x.bdf and x.bdf[:4] == dom and x.secondary == bus and x.bdf != b]
+            if len(cands) == 1 and cands[0].bdf:
+                out[b] = cands[0].bdf
+    return out
+
+
+def _chain(b: str, parents: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    cur = parents.get(b)
+    while cur and cur not in out:
+        out.append(cur)
+        cur = parents.get(cur)
+    return list(reversed(out))
+
+
+def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] | None:
+    if v is None or v.lnk_sta is None:
+        return None
+    cap, sta = v.lnk_cap, v.lnk_sta
+    gen_max = cap.gen if cap else None
+    width_max = cap.width if cap else None
+    # What the link can train to is the lower of both ends' capabilities when the port is known.
+    if parent is not None and parent.lnk_cap is not None:
+        if gen_max and parent.lnk_cap.gen:
+            gen_max = min(gen_max, parent.lnk_cap.gen)
+        if width_max and parent.lnk_cap.width:
+            width_max = min(width_max, parent.lnk_cap.width)
+    down = bool(sta.speed_downgraded or sta.width_downgraded)
+    if not down and None not in (gen_max, sta.gen):
+        down = sta.gen < gen_max  # type: ignore[operator]
+    if not down and None not in (width_max, sta.width):
+        down = sta.width < width_max  # type: ignore[operator]
+    return {"gen_current": sta.gen, "gen_max": gen_max, "speed_current": _speed(sta.gen), "speed_max": _speed(gen_max),
+            "width_current": sta.width, "width_max": width_max, "downgraded": down,
+            "lspci_marks": {"speed": sta.speed_downgraded, "width": sta.width_downgraded}}
+
+
+def _switches(devices: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    if not any(d.get("port_type") for d in devices):
+        return None
+    by = {d["bdf"]: d for d in devices if d.get("bdf")}
+    out = []
+    for d in devices:
+        if d.get("port_type") != "upstream_port" or d.get("switch") != d["bdf"]:
+            continue
+        inner = [x for x in devices if x.get("switch") == d["bdf"]]
+        downs = [x["bdf"] for x in inner if x.get("port_type") == "downstream_port" and x.get("parent") == d["bdf"]]
+        # Nested upstream ports inside one physical switch (Broadcom Gen4 parts have two levels).
+        levels = max((sum(1 for c in [*x["chain"], x["bdf"]] if by.get(c, {}).get("port_type") == "upstream_port")
+                      for x in inner if x.get("port_type") == "upstream_port"), default=1)
+        out.append({"upstream": d["bdf"], "parent": d.get("parent"), "vendor": d.get("vendor"),
+                    "device": d.get("device"), "family": d.get("family"), "levels": levels, "downstream": downs})
+    return out
+
+
+def _tree(p: Parsed) -> list[dict[str, Any]]:
+    assert p.tree is not None
+    nodes = p.tree.nodes
+
+    def sub(b: str) -> dict[str, Any]:
+        return {"bdf": b, "children": [sub(c) for c in nodes[b].children]}
+
+    return [{"host_bridge": f"pci{r}", "numa": None,
+             "children": [sub(b) for b, n in nodes.items() if n.root == r and n.parent is None]}
+            for r in p.tree.roots]
+
+
+def _levels_from_topo(t: TopoMatrix) -> dict[str, Any]:
+    return {"order": [None] * len(t.devices),
+            "order_unknown": "topo -m does not print bus ids",
+            "labels": [d.label for d in t.devices],
+            "nic_names": [d.name or d.label for d in t.nics],
+            "matrix": [[None if (c or "").startswith("NV") else c for c in r] for r in t.matrix],
+            "matrix_note": "NV# cells hide the PCIe level: null"}
+
+
+def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
+    """Any parsed results of one host -> facts sections {gpus, nvlink, topology, pcie} (absent ones left out)."""
+    if len(parsed) == 1 and isinstance(parsed[0], Parsed):
+        p = parsed[0]
+    else:
+        p = Parsed()
+        for obj in parsed:
+            p.add(obj)
+    facts: dict[str, dict[str, Any]] = {}
+    g = gpus_facts(p)
+    if g is not None:
+        facts["gpus"] = g
+    for key, fn in (("nvlink", nvlink_facts), ("topology", topology_facts)):
+        sec = fn(p, g)
+        if sec is not None:
+            facts[key] = sec
+    pc = pcie_facts(p)
+    if pc is not None:
+        facts["pcie"] = pc
+    return facts
+
+
+def all_notes(p: Parsed) -> list[Note]:
+    out: list[Note] = []
+    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose):
+        if obj is not None:
+            out.extend(Note(n.line, f"{obj.source}: {n.text}") for n in obj.notes)
+    return out

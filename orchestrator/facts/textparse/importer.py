@@ -1,0 +1,222 @@
+"""Import text evidence of one host: recognise each file, parse it, merge into facts sections.
+
+Used by `probe import FILE...` (files on disk) and by raw mode (stdout of the standard commands
+run over SSH on a host without a usable Python).  I/O is limited to reading the given files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
+from orchestrator.facts.textparse.detect import KINDS, PARSED_KINDS, detect_kind
+from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
+from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
+from orchestrator.facts.textparse.nvlink import parse_nvlink
+from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
+from orchestrator.facts.textparse.topo import parse_topo_cpu, parse_topo_matrix, parse_topo_p2p
+
+PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "topo_matrix": parse_topo_matrix,
+    "topo_p2p": parse_topo_p2p,
+    "topo_cpu": parse_topo_cpu,
+    "nvlink_status": parse_nvlink,
+    "nvlink_caps": parse_nvlink,
+    "smi_list": parse_smi_list,
+    "smi_query": parse_smi_query,
+    "smi_query_xml": parse_smi_xml,
+    "lspci_tree": parse_lspci_tree,
+    "lspci_verbose": parse_lspci_verbose,
+}
+
+# Raw mode: what to run on a host without Python, by kind.  Each is optional on the host; the
+# caller runs them with a timeout and passes None for a command that failed or is missing.
+RAW_COMMANDS: dict[str, str] = {
+    "topo_matrix": "nvidia-smi topo -m",
+    "smi_query_xml": "nvidia-smi -q -x",
+    "nvlink_status": "nvidia-smi nvlink -s",
+    "lspci_tree": "lspci -tvnn",
+    "lspci_verbose": "lspci -vvvnn",
+}
+
+# Which probe each facts section stands in for: checks look at `view.ran(probe)`.
+SECTION_PROBE = {"gpus": "nvml", "nvlink": "nvlink", "topology": "nvml", "pcie": "pcie"}
+
+
+@dataclass
+class ImportedFile:
+    source: str
+    kind: str
+    ok: bool
+    error: str | None = None  # one line: "file:line: why"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ImportedHost:
+    facts: dict[str, dict[str, Any]]
+    files: list[ImportedFile]
+    notes: list[str] = field(default_factory=list)  # what could not be read, with file and line
+    errors: list[str] = field(default_factory=list)  # files that could not be imported at all
+
+    @property
+    def outcomes(self) -> dict[str, str]:
+        """Probe outcomes as a live run would record them: ok for each probe a section stands in for."""
+        out: dict[str, str] = {}
+        for section in self.facts:
+            probe = SECTION_PROBE.get(section)
+            if probe:
+                out[probe] = "ok"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"facts": self.facts, "files": [f.to_dict() for f in self.files], "notes": list(self.notes),
+                "errors": list(self.errors), "outcomes": self.outcomes}
+
+
+def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, Any]:
+    """(kind, parsed object).  Raises TextParseError for unknown/unsupported kinds and bad input."""
+    if kind is not None and kind not in PARSERS:
+        raise TextParseError(f"unknown kind {kind!r}; known: {', '.join(PARSED_KINDS)}", source)
+    k = kind or detect_kind(text)
+    if k not in PARSERS:
+        if k in KINDS:
+            raise TextParseError(f"recognised as {k} (a bandwidth benchmark): not imported as facts; "
+                                 "its numbers belong to the p2p section", source)
+        raise TextParseError("not a recognised nvidia-smi or lspci output (give --kind to force one of: "
+                             f"{', '.join(PARSED_KINDS)})", source, 1)
+    return k, PARSERS[k](text, source)
+
+
+def _merge(p: Parsed, obj: Any, host_notes: list[str]) -> None:
+    existing = {
+        "TopoMatrix": p.topo, "SmiList": p.smi_list, "SmiQuery": p.query, "LspciTree": p.tree,
+        "LspciVerbose": p.verbose,
+    }.get(type(obj).__name__)
+    if existing is not None:
+        host_notes.append(f"{obj.source}: a second {type(obj).__name__} for this host; it replaces "
+                          f"{existing.source}")
+    p.add(obj)
+
+
+def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) -> ImportedHost:
+    """[(source name, text or bytes)] of one host -> ImportedHost.  Bad files become errors, not
+    exceptions, so one broken paste does not lose the others."""
+    p = Parsed()
+    files: list[ImportedFile] = []
+    errors: list[str] = []
+    notes: list[str] = []
+    for source, data in items:
+        try:
+            text = decode_input(data, source)
+            k, obj = parse_text(text, source, kind)
+        except TextParseError as e:
+            files.append(ImportedFile(source, kind or "unknown", False, str(e)))
+            errors.append(str(e))
+            continue
+        _merge(p, obj, notes)
+        files.append(ImportedFile(source, k, True))
+    facts = to_facts(p)
+    notes.extend(str(n) for n in all_notes(p))
+    if p.cpu is not None and p.topo is None:
+        notes.append(f"{p.cpu.source}: topo -c answers are kept only beside a topo -m matrix (no facts section alone)")
+    for sec in facts.values():
+        notes.extend(f"merge: {x}" for x in sec.get("notes", []) if isinstance(x, str) and "disagree" in x)
+    return ImportedHost(facts, files, notes, errors)
+
+
+def import_files(paths: list[Path], kind: str | None = None) -> ImportedHost:
+    """Files of one host (any mix of supported outputs) -> merged facts.  At most 8 MiB read per file."""
+    items: list[tuple[str, str | bytes]] = []
+    pre_errors: list[ImportedFile] = []
+    for path in paths:
+        try:
+            items.append((str(path), read_path(path)))
+        except TextParseError as e:
+            pre_errors.append(ImportedFile(str(path), kind or "unknown", False, str(e)))
+    host = import_texts(items, kind)
+    host.files = pre_errors + host.files
+    host.errors = [f.error for f in pre_errors if f.error] + host.errors
+    return host
+
+
+def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
+    """Raw mode: {kind: stdout bytes, or None when the command was missing, failed or timed out} -> a dict with
+    `facts` (sections), `outcomes` (probe -> ok), `files`, `notes`, `errors`, `missing` (kinds
+    whose command gave nothing) and `mode: "raw"`.  The kind is taken from the key, not sniffed."""
+    items: list[tuple[str, str | bytes]] = []
+    missing: list[str] = []
+    empty: list[str] = []
+    kinds: dict[str, str] = {}
+    for k, raw in outputs.items():
+        if k not in PARSERS:
+            raise ValueError(f"unknown raw output kind {k!r}; known: {', '.join(PARSED_KINDS)}")
+        src = RAW_COMMANDS.get(k, k)
+        if raw is None:
+            missing.append(k)
+            continue
+        if not raw.strip():
+            # The command ran and printed nothing: `nvlink -s` does that on GPUs without NVLink.
+            empty.append(f"{src}: ran but printed nothing")
+            continue
+        items.append((src, raw))
+        kinds[src] = k
+    p = Parsed()
+    files: list[ImportedFile] = []
+    errors: list[str] = []
+    notes: list[str] = []
+    for src, data in items:
+        try:
+            text = decode_input(data, src)
+            k, obj = parse_text(text, src, kinds[src])
+        except TextParseError as e:
+            files.append(ImportedFile(src, kinds[src], False, str(e)))
+            errors.append(str(e))
+            continue
+        _merge(p, obj, notes)
+        files.append(ImportedFile(src, k, True))
+    facts = to_facts(p)
+    notes.extend(str(n) for n in all_notes(p))
+    host = ImportedHost(facts, files, empty + notes, errors)
+    out = host.to_dict()
+    out["mode"] = "raw"
+    out["missing"] = [f"{RAW_COMMANDS.get(k, k)}: no output (command missing, failed or timed out)" for k in missing]
+    return out
+
+
+def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]:
+    """`probe import --fleet DIR`: each subdirectory is a host (its files are that host's
+    evidence); loose files are grouped by the part of their name before the first dot
+    (`gpu07.topo.txt`, `gpu07.q.xml` -> host `gpu07`).  Hidden entries are skipped."""
+    groups: dict[str, list[Path]] = {}
+    try:
+        entries = sorted(root.iterdir())
+    except OSError as e:
+        raise TextParseError(f"cannot list fleet directory: {e.strerror or e}", str(root)) from None
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            files = sorted(p for p in entry.iterdir() if p.is_file() and not p.name.startswith("."))
+            if files:
+                groups.setdefault(entry.name, []).extend(files)
+        elif entry.is_file():
+            groups.setdefault(entry.name.split(".", 1)[0], []).append(entry)
+    return {name: import_files(paths, kind) for name, paths in groups.items()}
+
+
+def summary_lines(host: ImportedHost) -> list[str]:
+    """One line per file (kind or error) and per note, control characters removed, for the CLI."""
+    from orchestrator.facts.textparse.common import strip_ansi
+
+    def clean(s: str) -> str:
+        return "".join(ch if ch.isprintable() else "?" for ch in strip_ansi(s))
+
+    out = [clean(f"{f.source}: {f.kind}" if f.ok else f"{f.error}") for f in host.files]
+    out += [clean(f"note: {n}") for n in host.notes]
+    return out

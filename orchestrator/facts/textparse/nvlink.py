@@ -1,0 +1,167 @@
+"""`nvidia-smi nvlink -s` (status) and `nvlink -c` (capabilities) text -> dataclasses.
+
+Both print a `GPU n: NAME (UUID: ...)` line per GPU (posters often crop it when they ran `-i 0`),
+then one indented line per link, or per link and capability.  A GPU whose links are all down
+gets NVML's "all links are inActive" message instead of link lines: its link count is then not
+knowable from the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, text_lines
+
+GPU_LINE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.*?)\s*\(UUID:\s*([^)]*?)\s*\)\s*$")
+_STATUS = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$", re.I)
+_CAP = re.compile(r"^\s*Link\s+(\d+)\s*,\s*(.+?)\s*:\s*(\S+)\s*$", re.I)
+_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$", re.I)
+_INACTIVE = re.compile(r"^<?\s*(?:inactive|not\s+active|disabled|down|off)\s*>?$", re.I)
+_ALL_INACTIVE = re.compile(r"all links are in\s*active", re.I)
+# nvidia-smi's capability wording -> the keys facts["nvlink"] uses (same as the nvlink probe).
+CAP_KEYS = {
+    "p2p is supported": "p2p_supported",
+    "access to system memory supported": "sysmem_access",
+    "p2p atomics supported": "p2p_atomics",
+    "system memory atomics supported": "sysmem_atomics",
+    "sli is supported": "sli_supported",
+    "link is supported": "link_supported",
+}
+
+
+@dataclass
+class NvlinkLink:
+    link: int
+    active: bool | None = None  # None: only capabilities were read (-c)
+    speed_gbps: float | None = None  # per direction, as printed
+    caps: dict[str, bool] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"link": self.link, "active": self.active, "speed_gbps": self.speed_gbps, "caps": dict(self.caps)}
+
+
+@dataclass
+class NvlinkGpu:
+    index: int | None  # None: the `GPU n:` header was not in the text
+    name: str | None = None
+    uuid: str | None = None
+    links: list[NvlinkLink] = field(default_factory=list)
+    all_inactive: bool = False  # NVML's "all links are inActive" message (link count unknown then)
+    message: str | None = None  # any NVML message printed for this GPU
+    _by_link: dict[int, NvlinkLink] = field(default_factory=dict, repr=False, compare=False)
+
+    def link(self, n: int) -> NvlinkLink:
+        lk = self._by_link.get(n)
+        if lk is None:
+            lk = self._by_link[n] = NvlinkLink(n)
+            self.links.append(lk)
+        return lk
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "uuid": self.uuid,
+            "links": [lk.to_dict() for lk in sorted(self.links, key=lambda x: x.link)],
+            "all_inactive": self.all_inactive,
+            "message": self.message,
+        }
+
+
+@dataclass
+class NvlinkReport:
+    gpus: list[NvlinkGpu]
+    has_status: bool  # link states/speeds were read (-s)
+    has_caps: bool  # capabilities were read (-c)
+    notes: list[Note] = field(default_factory=list)
+    source: str = "<text>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "nvlink",
+            "source": self.source,
+            "has_status": self.has_status,
+            "has_caps": self.has_caps,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "notes": [n.to_dict() for n in self.notes],
+        }
+
+
+def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
+    """Parse `nvlink -s`, `nvlink -c`, or both concatenated.  Raises TextParseError when no GPU or
+    link line is found, or a link line is cut off."""
+    text = decode_input(text, source) if isinstance(text, bytes) else text
+    if not text.strip():
+        raise TextParseError("empty input (no text at all)", source, 1)
+    gpus: list[NvlinkGpu] = []
+    by_key: dict[tuple[int, str], NvlinkGpu] = {}  # (index, uuid): -s and -c of one GPU merge
+    notes: list[Note] = []
+    cur: NvlinkGpu | None = None
+    has_status = has_caps = False
+    seen_status: set[tuple[int, int]] = set()
+
+    def current(line_no: int) -> NvlinkGpu:
+        nonlocal cur
+        if cur is None:
+            cur = NvlinkGpu(None)
+            gpus.append(cur)
+            notes.append(Note(line_no, "no 'GPU n:' line before the links: GPU index, name and UUID unknown"))
+        return cur
+
+    for i, line in enumerate(text_lines(text, source), start=1):
+        if not line.strip():
+            continue
+        m = GPU_LINE.match(line)
+        if m:
+            gkey = (int(m.group(1)), m.group(3))
+            cur = by_key.get(gkey)
+            if cur is None:
+                cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, m.group(3) or None)
+                gpus.append(cur)
+            continue
+        if _ALL_INACTIVE.search(line):
+            g = current(i)
+            g.all_inactive = True
+            g.message = line.strip()
+            has_status = True
+            continue
+        m = _CAP.match(line)
+        if m:
+            key = CAP_KEYS.get(m.group(2).lower(), re.sub(r"\W+", "_", m.group(2).lower()).strip("_"))
+            val = m.group(3).lower()
+            if val not in ("true", "false"):
+                notes.append(Note(i, f"capability {m.group(2)!r} has value {m.group(3)!r}, not true/false"))
+                continue
+            current(i).link(int(m.group(1))).caps[key] = val == "true"
+            has_caps = True
+            continue
+        m = _STATUS.match(line)
+        if m:
+            g = current(i)
+            n, value = int(m.group(1)), m.group(2)
+            lk = g.link(n)
+            sm = _SPEED.match(value)
+            if sm:
+                lk.active, lk.speed_gbps = True, float(sm.group(1))
+            elif _INACTIVE.match(value):
+                lk.active = False
+            elif not value:
+                raise TextParseError(f"link {n} line has no value (truncated?)", source, i)
+            else:
+                notes.append(Note(i, f"link {n}: state {value!r} not understood; left unknown"))
+            seen = (id(g), n)
+            if seen in seen_status:
+                notes.append(Note(i, f"link {n} listed twice for the same GPU; the later line is kept"))
+            seen_status.add(seen)
+            has_status = True
+            continue
+        if line.strip().startswith("NVML:") and cur is not None:
+            cur.message = line.strip()
+            notes.append(Note(i, f"NVML message: {line.strip()[:100]}"))
+            continue
+        notes.append(Note(i, f"not an nvlink line, ignored: {line.strip()[:80]!r}"))
+    if not gpus:
+        raise TextParseError("no 'GPU n:' or 'Link n:' lines found: not nvidia-smi nvlink output", source, 1)
+    return NvlinkReport(gpus, has_status, has_caps, notes, source)

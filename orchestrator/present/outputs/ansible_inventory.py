@@ -1,0 +1,96 @@
+"""Ansible dynamic-inventory JSON, so the next automation can target what a run found:
+
+    ansible -i fleetprobe-inventory.sh finding_pcie_link_downgraded -m reboot
+
+Groups: `class_<topology class>`, `finding_<finding id>` (any severity), `severity_<fail|warn|info>`
+(hosts with at least one finding of it), `outcome_<host outcome>`.  Group names are reduced to
+what Ansible accepts without warnings (letters, digits, underscore, not starting with a digit).
+
+`render_inventory` gives the `--list` shape of an inventory script (`_meta.hostvars` included);
+`render_static_inventory` the YAML-inventory shape in JSON, which `ansible -i file.json` reads
+directly through the yaml inventory plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from orchestrator.facts import read as F
+from orchestrator.present.outputs import write_atomic
+
+_BAD = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def group_name(prefix: str, raw: Any) -> str:
+    """`prefix_<raw>` with every run of invalid characters made one underscore."""
+    body = _BAD.sub("_", str(raw)).strip("_").lower() or "unnamed"
+    name = f"{prefix}_{body}" if prefix else body
+    return f"_{name}" if name[0].isdigit() else name
+
+
+def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
+    groups: dict[str, dict[str, None]] = {}  # an insertion-ordered set per group: 10k hosts stay linear
+    origin: dict[str, str] = {}  # group name -> the raw value it came from, to keep distinct values apart
+    hostvars: dict[str, dict[str, Any]] = {}
+
+    def add(prefix: str, raw: Any, host: str) -> None:
+        name = group_name(prefix, raw)
+        key = f"{prefix}:{raw}"
+        n = 2
+        while name in origin and origin[name] != key:  # "a.b_c" and "a_b.c" must not merge
+            name = f"{group_name(prefix, raw)}_{n}"
+            n += 1
+        origin[name] = key
+        groups.setdefault(name, {})[host] = None
+
+    findings_by_host = F.findings_by_host(fleet)
+    for h in fleet.get("hosts") or []:
+        if not isinstance(h, dict) or not h.get("name"):
+            continue
+        name = str(h["name"])
+        mine = findings_by_host.get(name, [])
+        if h.get("class"):
+            add("class", h["class"], name)
+        add("outcome", h.get("outcome") or "unknown", name)
+        for f in mine:
+            add("finding", f.get("id"), name)
+            add("severity", f.get("severity"), name)
+        facts = h.get("facts") or {}
+        hv: dict[str, Any] = {
+            "fleetprobe_outcome": h.get("outcome"),
+            "fleetprobe_class": h.get("class"),
+            "fleetprobe_fingerprint": h.get("fingerprint"),
+            "fleetprobe_gpu_count": F.gpu_count(facts),
+            "fleetprobe_nvlink_links_up": F.nvlink_links_up(facts),
+            "fleetprobe_findings": sorted({str(f.get("id")) for f in mine}),
+        }
+        if h.get("address") and h.get("address") != name:
+            hv["ansible_host"] = h["address"]
+        hostvars[name] = hv
+    return {g: list(members) for g, members in groups.items()}, hostvars
+
+
+def render_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
+    """The JSON an inventory script prints for `--list`."""
+    groups, hostvars = _groups_and_vars(fleet)
+    out: dict[str, Any] = {name: {"hosts": members} for name, members in sorted(groups.items())}
+    out["all"] = {"hosts": list(hostvars), "children": sorted(groups)}
+    out["_meta"] = {"hostvars": hostvars}
+    return out
+
+
+def render_static_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
+    """The same groups in the YAML-inventory shape (`all: {hosts:, children:}`), as JSON."""
+    groups, hostvars = _groups_and_vars(fleet)
+    return {"all": {
+        "hosts": {name: hv for name, hv in hostvars.items()},
+        "children": {name: {"hosts": dict.fromkeys(members, None)} for name, members in sorted(groups.items())},
+    }}
+
+
+def write_inventory(fleet: dict[str, Any], path: str | Path, static: bool = False) -> Path:
+    doc = render_static_inventory(fleet) if static else render_inventory(fleet)
+    return write_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")

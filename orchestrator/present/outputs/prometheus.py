@@ -1,0 +1,107 @@
+"""Prometheus textfile-collector output (node_exporter --collector.textfile.directory).
+
+Per host gauges; a value the run did not measure (no nvml, no p2p) is left out rather than written
+as 0, so `absent()` alerts and dashboards do not read "0 GPUs" into a probe that did not run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.facts import read as F
+from orchestrator.present.outputs import write_atomic
+
+# name -> help text; the order here is the order in the file
+METRICS = {
+    "fleetprobe_run_timestamp_seconds": "Unix time the fleetprobe run that produced these values finished.",
+    "fleetprobe_host_reachable": "1 if the host answered over its transport in this run, else 0.",
+    "fleetprobe_gpu_count": "GPUs found on the host (NVML, else the PCIe bus).",
+    "fleetprobe_nvlink_links_up": "NVLink links in the active state, summed over the host's GPUs.",
+    "fleetprobe_p2p_min_gbps": "Slowest measured GPU-to-GPU copy bandwidth on the host, in GB/s.",
+    "fleetprobe_findings": "Findings on the host by severity.",
+    "fleetprobe_probe_outcome": "1 for the outcome each probe had on the host in this run.",
+}
+
+
+def escape_label(value: Any) -> str:
+    """Label value escaping of the text exposition format: backslash, double quote, newline."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
+
+
+def _timestamp(fleet: dict[str, Any]) -> float | None:
+    run = fleet.get("run") or {}
+    for key in ("finished", "started"):
+        v = run.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {m: [] for m in METRICS}
+    ts = _timestamp(fleet)
+    counts = F.severity_counts(fleet)
+    for h in fleet.get("hosts") or []:
+        if not isinstance(h, dict) or not h.get("name"):
+            continue
+        name = str(h["name"])
+        host = {"host": name}
+        if ts is not None:
+            out["fleetprobe_run_timestamp_seconds"].append((host, ts))
+        out["fleetprobe_host_reachable"].append((host, 0.0 if h.get("outcome") == "unreachable" else 1.0))
+        facts = h.get("facts") or {}
+        for metric, value in (("fleetprobe_gpu_count", F.gpu_count(facts)),
+                              ("fleetprobe_nvlink_links_up", F.nvlink_links_up(facts)),
+                              ("fleetprobe_p2p_min_gbps", F.p2p_min_gbps(facts))):
+            if value is not None:
+                out[metric].append((host, float(value)))
+        for sev, n in counts.get(name, dict.fromkeys(F.SEVERITIES, 0)).items():
+            out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
+        for probe, rec in sorted((h.get("probes") or {}).items()):
+            if isinstance(rec, dict) and rec.get("outcome"):
+                out["fleetprobe_probe_outcome"].append(
+                    ({"host": name, "probe": str(probe), "outcome": str(rec["outcome"])}, 1.0))
+    return out
+
+
+def _lines(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Iterable[str]:
+    for metric, help_text in METRICS.items():
+        rows = samples[metric]
+        if not rows:
+            continue
+        yield f"# HELP {metric} {_escape_help(help_text)}"
+        yield f"# TYPE {metric} gauge"
+        for labels, value in rows:
+            lab = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
+            yield f"{metric}{{{lab}}} {_fmt(value)}"
+
+
+def render_prometheus(fleet: dict[str, Any]) -> str:
+    """fleet.json dict -> text exposition format (ends with a newline, as the format requires)."""
+    return "\n".join(_lines(_samples(fleet))) + "\n"
+
+
+def write_prometheus(fleet: dict[str, Any], path: str | Path) -> Path:
+    """Write atomically: node_exporter may read the file at any moment."""
+    return write_atomic(path, render_prometheus(fleet))

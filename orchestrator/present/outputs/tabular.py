@@ -1,0 +1,103 @@
+"""csv / yaml / json renderings of the main tables (hosts, findings, runs) for `--format`.
+
+Rows are flat dicts with a fixed column order, so a csv header never depends on which host came
+first.  CSV cells that a spreadsheet would run as a formula (host-controlled strings starting with
+= + - @) are prefixed with a quote, the usual guard against CSV injection.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import yaml
+
+from orchestrator.facts import read as F
+
+FORMATS = ("json", "yaml", "csv")
+
+HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", "gpus", "nvlink_up", "p2p_min_gbps",
+                "fail", "warn", "info", "probes")
+FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
+RUN_COLUMNS = ("id", "started", "inventory", "playbook", "hosts", "ok", "failed", "unreachable",
+               "fail", "warn", "info", "partial", "problem")
+
+
+def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
+    counts = F.severity_counts(fleet)
+    rows = []
+    for h in fleet.get("hosts") or []:
+        if not isinstance(h, dict):
+            continue
+        facts = h.get("facts") or {}
+        c = counts.get(str(h.get("name")), dict.fromkeys(F.SEVERITIES, 0))
+        probes = h.get("probes") or {}
+        rows.append({
+            "host": h.get("name"), "address": h.get("address"), "outcome": h.get("outcome"),
+            "reason": h.get("reason"), "class": h.get("class"),
+            "gpus": F.gpu_count(facts), "nvlink_up": F.nvlink_links_up(facts), "p2p_min_gbps": F.p2p_min_gbps(facts),
+            **c,
+            "probes": {p: r.get("outcome") for p, r in probes.items() if isinstance(r, dict)},
+        })
+    return rows
+
+
+def finding_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: f.get(k) for k in FINDING_COLUMNS} for f in fleet.get("findings") or [] if isinstance(f, dict)]
+
+
+def run_rows(summaries: Iterable[Any]) -> list[dict[str, Any]]:
+    """history.RunSummary objects -> rows."""
+    rows = []
+    for s in summaries:
+        d = s.to_dict()
+        rows.append({k: d["findings"][k] if k in ("fail", "warn", "info") else d.get(k) for k in RUN_COLUMNS})
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    text = str(value)
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(text):
+        return "'" + text
+    return text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> str:
+    """Rows -> text in `fmt` (json, yaml or csv)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)} (or table)")
+    cols = list(columns or (rows[0].keys() if rows else []))
+    data = [{c: r.get(c) for c in cols} for r in rows]
+    if fmt == "json":
+        return json.dumps(data, indent=2, default=str) + "\n"
+    if fmt == "yaml":
+        return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False, allow_unicode=True)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in data:
+        w.writerow([_cell(r[c]) for c in cols])
+    return buf.getvalue()
+
+
+def render_hosts(fleet: dict[str, Any], fmt: str) -> str:
+    return render_rows(host_rows(fleet), fmt, HOST_COLUMNS)
+
+
+def render_findings(fleet: dict[str, Any], fmt: str) -> str:
+    return render_rows(finding_rows(fleet), fmt, FINDING_COLUMNS)

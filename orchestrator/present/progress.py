@@ -1,0 +1,48 @@
+"""Progress on stderr while a run is going: only on a terminal, never from worker threads."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import TextIO
+
+from orchestrator.engine.runner import HostResult
+
+
+class Progress:
+    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.done = 0
+        self.counts: Counter[str] = Counter()
+        self.t0 = time.monotonic()
+        self._last = 0.0
+
+    def host_finished(self, res: HostResult) -> None:
+        self.done += 1
+        self.counts[res.outcome.value] += 1
+        now = time.monotonic()
+        if self.enabled and (now - self._last > 0.1 or self.done == self.total):
+            self._last = now
+            bad = sum(v for k, v in self.counts.items() if k not in ("ok", "skipped", "unsupported"))
+            self.stream.write(f"\r[{self.done}/{self.total}] ok={self.counts['ok']} problems={bad} "
+                              f"elapsed {now - self.t0:.1f}s ")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class Fanout:
+    """Hands each result to several sinks, in order."""
+
+    def __init__(self, *sinks: object):
+        self.sinks = sinks
+
+    def host_finished(self, res: HostResult) -> None:
+        for s in self.sinks:
+            s.host_finished(res)  # type: ignore[attr-defined]

@@ -1,0 +1,754 @@
+"""fleet.json -> the report's view model.
+
+This is the only module that knows the shapes of the facts sections (facts["host"], ["gpus"],
+["nvlink"], ["topology"], ["pcie"], ["p2p"]); templates and the SVG code see only the dataclasses
+below.  When a section's shape changes, the reader for that section here is the one edit.
+
+Every reader is defensive: fleet.json comes from stored runs that may be partial or from older
+schema versions, and a report must render whatever is there rather than crash on it.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts import gpu_models
+from orchestrator.verdict.drift import diff_fleets
+
+SEVERITIES = ("fail", "warn", "info")
+# Worst first, as the fleet summary lists them.
+OUTCOME_ORDER = ("unreachable", "timeout", "invalid_output", "failed", "unsupported", "skipped", "ok")
+LEVELS = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+# ----------------------------------------------------------------------------------------------
+# View model
+
+
+@dataclass
+class FindingRow:
+    id: str
+    severity: str
+    kind: str
+    host: str
+    host_class: str
+    subject: str
+    message: str
+    expected: str
+    actual: str
+    hint: str
+    anchor: str  # id of the host's section in the page, "" when the host has none
+
+
+@dataclass
+class GpuRow:
+    index: str
+    bus_id: str
+    name: str
+    uuid: str
+    serial: str
+    memory: str
+    pcie: str
+    pcie_degraded: bool
+    numa: str
+    mig: str
+    temperature: str
+    power: str
+
+
+@dataclass
+class LevelMatrix:
+    labels: list[str]
+    cells: list[list[str]]
+
+
+@dataclass
+class GraphNode:
+    id: str  # bus id
+    label: str  # "GPU3", "NVSwitch1"
+    kind: str  # "gpu" | "nvswitch" | "other"
+    links: int = 0  # GPUs: links that exist; switches: links seen from the GPUs
+    down: int = 0  # of those, not up
+    down_unattached: int = 0  # down links whose far end NVML could not name
+
+
+@dataclass
+class GraphEdge:
+    a: str
+    b: str
+    links: int  # bonded link count (up + down)
+    down: int  # links of this bond that are not up
+
+
+@dataclass
+class NvlinkGraph:
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+    @property
+    def down_links(self) -> int:
+        """Physical links down: a GPU<->GPU link is listed by both GPUs but is one link."""
+        return sum(e.down for e in self.edges) + sum(n.down_unattached for n in self.nodes)
+
+
+@dataclass
+class PcieNode:
+    bus_id: str
+    kind: str  # root_port | switch | gpu | nic | nvswitch | nvme | other
+    label: str  # short label drawn in the box: "GPU3", "NIC1", "switch"
+    name: str  # device name (host-controlled)
+    link: str  # "Gen5 x16" or "Gen4 x8 (max Gen5 x16)"
+    downgraded: bool
+    shared_uplink: bool  # a switch whose uplink carries a GPU and a NIC (or several GPUs and a NIC)
+    note: str
+    children: list[PcieNode] = field(default_factory=list)
+
+
+@dataclass
+class HeatCell:
+    measured: float | None
+    expected: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.measured is None or not self.expected:
+            return None
+        return self.measured / self.expected
+
+
+@dataclass
+class P2pHeat:
+    title: str
+    unit: str
+    labels: list[str]
+    cells: list[list[HeatCell]]
+
+
+@dataclass
+class HostPage:
+    name: str
+    anchor: str
+    address: str
+    groups: list[str]
+    outcome: str
+    reason: str
+    host_class: str
+    is_outlier: bool
+    outlier_differences: list[str]
+    identity: list[tuple[str, str]]
+    probes: list[tuple[str, str, str]]  # probe, outcome, reason
+    findings: list[FindingRow]
+    worst: str  # worst finding severity, "" when none
+    gpus: list[GpuRow]
+    levels: LevelMatrix | None
+    nvlink: NvlinkGraph | None
+    pcie: list[PcieNode]  # roots
+    p2p: P2pHeat | None
+    detailed: bool  # full section with pictures (hosts with problems, class representatives)
+    representative: bool
+
+
+@dataclass
+class ClassView:
+    name: str
+    anchor: str
+    fingerprint: str
+    members: int
+    outliers: list[tuple[str, list[str]]]
+    representative: str
+    hosts: list[HostPage]
+
+
+@dataclass
+class Drift:
+    previous_run: str
+    added_hosts: list[str]
+    removed_hosts: list[str]
+    changes: list[tuple[str, str, str]]  # host, kind (orchestrator.verdict.drift), what changed
+    new_findings: list[FindingRow]
+    resolved_findings: list[FindingRow]
+
+
+@dataclass
+class FleetView:
+    run_id: str
+    started: str
+    finished: str
+    playbook: str
+    probes: list[str]
+    host_count: int
+    outcomes: list[tuple[str, int]]
+    severities: list[tuple[str, int]]
+    classes: list[ClassView]
+    unclassified: list[HostPage]
+    outliers: list[tuple[str, str, list[str]]]  # host, class, differences
+    findings: list[FindingRow]
+    drift: Drift | None
+    pictures_capped: int  # hosts that would have had pictures but were past the cap
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers
+
+
+# Characters that would let a host-controlled string hide or reorder text on screen: C0/C1
+# controls, bidi embeddings/overrides/isolates, zero-width characters.  They are shown as visible
+# \\uXXXX escapes instead, so "gpu01\u202e" is not mistaken for another host.
+_INVISIBLE = {c: f"\\u{c:04x}" for c in [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x200B, 0x200C, 0x200D,
+                                            0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]}
+
+
+def visible(text: str) -> str:
+    """Text with invisible and direction-changing characters made visible."""
+    return text.translate(_INVISIBLE)
+
+
+def _str(value: Any) -> str:
+    """A value as text for a table cell.  {"unknown": reason} becomes "unknown (reason)"."""
+    if isinstance(value, str):
+        return visible(value)
+    if value is None:
+        return ""
+    if isinstance(value, dict) and "unknown" in value:
+        return "unknown ({})".format(_str(value["unknown"]))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return (f"{value:.1f}").rstrip("0").rstrip(".")
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_str(v) for v in value)
+    return visible(str(value))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _records(value: Any) -> Sequence[Any]:
+    """fleet["hosts"]: a list, or records kept on disk (fleet_workers.SpooledRecords)."""
+    return value if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def anchor_for(prefix: str, name: str, seen: dict[str, int]) -> str:
+    """An HTML id safe for any host name: ASCII letters, digits and dashes, unique within the page."""
+    core = "".join(c if (c.isascii() and c.isalnum()) or c == "-" else "_" for c in name)
+    if core != name or len(core) > 48:
+        # Names that needed rewriting keep a checksum of the original, so two hostile names
+        # with the same safe prefix still get distinct, stable ids.
+        core = f"{core[:40]}-{zlib.crc32(name.encode('utf-8', 'surrogatepass')):08x}"
+    base = f"{prefix}-{core}"
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    return base if n == 0 else f"{base}-{n}"
+
+
+def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
+    """A PCIe link ({gen,width}_{current,max}, as both the gpus and pcie sections write it)."""
+    gen, width = link.get("gen_current"), link.get("width_current")
+    max_gen, max_width = link.get("gen_max"), link.get("width_max")
+    if gen is None and width is None:
+        return "", False
+    now = "Gen{} x{}".format(_str(gen) or "?", _str(width) or "?")
+    degraded = (isinstance(gen, int) and isinstance(max_gen, int) and gen < max_gen) or \
+               (isinstance(width, int) and isinstance(max_width, int) and width < max_width)
+    if degraded:
+        return f"{now} (max Gen{_str(max_gen)} x{_str(max_width)})", True
+    return now, False
+
+
+def read_identity(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    host = _dict(facts.get("host"))
+    dmi = _dict(host.get("dmi"))
+    gpus = _dict(facts.get("gpus"))
+    virt = _dict(host.get("virtualization"))
+    driver = _dict(host.get("nvidia_driver")).get("version") or gpus.get("driver_version")
+    rows = [
+        ("System", " ".join(_str(dmi.get(k)) for k in ("sys_vendor", "product_name") if dmi.get(k))),
+        ("Board", " ".join(_str(dmi.get(k)) for k in ("board_vendor", "board_name") if dmi.get(k))),
+        ("BIOS", " ".join(_str(dmi.get(k)) for k in ("bios_vendor", "bios_version", "bios_date") if dmi.get(k))),
+        ("Serial", _str(dmi.get("product_serial"))),
+        ("Driver", _str(driver)),
+        ("CUDA", _str(gpus.get("cuda_driver_version"))),
+        ("OS", _str(_dict(host.get("os")).get("pretty_name"))),
+        ("Kernel", _str(host.get("kernel"))),
+        ("Virtualization", _str(virt.get("hypervisor")) if virt.get("virtualized") else ("none" if virt else "")),
+    ]
+    return [(k, v) for k, v in rows if v]
+
+
+def _gpu_list(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """facts["gpus"]["list"], in NVML index order."""
+    gpus = _list(_dict(facts.get("gpus")).get("list"))
+    return sorted((g for g in gpus if isinstance(g, dict)),
+                  key=lambda g: (g.get("index") if isinstance(g.get("index"), int) else 1 << 30, _str(g.get("bus_id"))))
+
+
+def device_labels(facts: dict[str, Any]) -> dict[str, str]:
+    """bus id -> the name `nvidia-smi topo -m` uses ("GPU3", "NIC1").  The merged topology names
+    win; GPUs fall back to their NVML index, NICs to the PCIe section's level labels."""
+    out: dict[str, str] = {}
+    levels = _dict(_dict(facts.get("pcie")).get("levels"))
+    for bus, label in zip(_list(levels.get("order")), _list(levels.get("labels"))):
+        if isinstance(bus, str) and isinstance(label, str):
+            out[bus.lower()] = label
+    for pos, g in enumerate(_gpu_list(facts)):
+        bus = _str(g.get("bus_id")).lower()
+        idx = g.get("index") if isinstance(g.get("index"), int) else pos
+        if bus:
+            out[bus] = f"GPU{idx}"
+    for d in _list(_dict(facts.get("topology")).get("devices")):
+        if isinstance(d, dict) and isinstance(d.get("bus_id"), str) and isinstance(d.get("name"), str):
+            out[d["bus_id"].lower()] = d["name"]
+    return out
+
+
+def _pcie_devices(facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {_str(d.get("bdf")).lower(): d for d in _list(_dict(facts.get("pcie")).get("devices"))
+            if isinstance(d, dict) and d.get("bdf")}
+
+
+def read_gpus(facts: dict[str, Any]) -> list[GpuRow]:
+    pci = _pcie_devices(facts)
+    rows = []
+    for g in _gpu_list(facts):
+        link, degraded = _link_text(_dict(g.get("pcie")))
+        mem = _num(g.get("memory_total_bytes"))
+        mig = _dict(g.get("mig"))
+        # NVML's numa_node is the GPU memory's node (C2C boxes only); the PCIe device's node is
+        # what operators mean by "which socket", so that one is shown when known.
+        numa = _dict(pci.get(_str(g.get("bus_id")).lower())).get("numa")
+        if numa is None:
+            numa = g.get("numa_node")
+        mig_text = _str(mig.get("current")) if mig else ""
+        if mig.get("instances"):
+            mig_text += f" ({len(_list(mig.get('instances')))} instances)"
+        rows.append(GpuRow(
+            index=_str(g.get("index")), bus_id=_str(g.get("bus_id")),
+            name=_str(g.get("name")) + (" (lost)" if g.get("lost") else ""),
+            uuid=_str(g.get("uuid")), serial=_str(g.get("serial")),
+            memory="%.0f GiB" % (mem / 2**30) if mem is not None else "",
+            pcie=link, pcie_degraded=degraded, numa=_str(numa), mig=mig_text,
+            temperature="{} °C".format(_str(g.get("temperature_c"))) if g.get("temperature_c") is not None else "",
+            power="{} W".format(_str(g.get("power_w"))) if g.get("power_w") is not None else ""))
+    return rows
+
+
+def read_levels(facts: dict[str, Any]) -> LevelMatrix | None:
+    """The merged `topo -m` matrix (facts["topology"]); the PCIe-only levels when it is absent."""
+    topo = _dict(facts.get("topology"))
+    labels = [_str(_dict(d).get("name")) for d in _list(topo.get("devices"))]
+    matrix = _list(topo.get("matrix"))
+    if not labels:
+        levels = _dict(_dict(facts.get("pcie")).get("levels"))
+        labels = [_str(x) for x in _list(levels.get("labels"))]
+        matrix = _list(levels.get("matrix"))
+    if not labels or len(matrix) != len(labels):
+        return None
+    cells = []
+    for row in matrix:
+        row = _list(row)
+        cells.append([_str(row[i]) if i < len(row) and row[i] is not None else "?" for i in range(len(labels))])
+    return LevelMatrix(labels, cells)
+
+
+def level_class(level: str) -> str:
+    """CSS class for a topo level: "lv-nv", "lv-pix", ...; "lv-x" for the diagonal."""
+    up = level.upper()
+    if up.startswith("NV"):
+        return "lv-nv"
+    if up in LEVELS:
+        return "lv-" + up.lower()
+    return "lv-other"  # "?" (no source could answer) and anything unexpected
+
+
+def read_nvlink(facts: dict[str, Any]) -> NvlinkGraph | None:
+    section = _dict(facts.get("nvlink"))
+    gpus = [g for g in _list(section.get("gpus")) if isinstance(g, dict)]
+    if not gpus:
+        return None
+    labels = device_labels(facts)
+    nodes: dict[str, GraphNode] = {}
+    for g in gpus:
+        bus = _str(g.get("bus_id")).lower()
+        label = labels.get(bus) or ("GPU{}".format(_str(g.get("index"))) if g.get("index") is not None else bus)
+        nodes[bus] = GraphNode(bus, label, "gpu")
+    gpu_buses = set(nodes)
+    bonds: dict[tuple[str, str], list[int]] = {}
+    switches: list[str] = []
+    for g in gpus:
+        bus = _str(g.get("bus_id")).lower()
+        me = nodes[bus]
+        for link in _list(g.get("links")):
+            if not isinstance(link, dict):
+                continue
+            up = _str(link.get("state")).lower() == "up"
+            me.links += 1
+            me.down += 0 if up else 1
+            remote = _str(link.get("remote_bus_id")).lower()
+            if not remote:
+                # NVML often cannot name the far end of an inactive link; it is still a down link.
+                me.down_unattached += 0 if up else 1
+                continue
+            rtype = _str(link.get("remote_type")).lower()
+            if remote not in nodes:
+                if rtype == "nvswitch":
+                    switches.append(remote)
+                    nodes[remote] = GraphNode(remote, "", "nvswitch")
+                else:
+                    nodes[remote] = GraphNode(remote, labels.get(remote, remote), "gpu" if rtype == "gpu" else "other")
+            if rtype != "gpu" or remote not in gpu_buses:
+                nodes[remote].links += 1
+                nodes[remote].down += 0 if up else 1
+            # A GPU<->GPU bond is listed from both ends; count it once, from the lower bus id.
+            if remote in gpu_buses and remote < bus:
+                continue
+            counts = bonds.setdefault((bus, remote), [0, 0])
+            counts[0] += 1
+            counts[1] += 0 if up else 1
+    for d in _list(section.get("nvswitches")):
+        bus = _str(_dict(d).get("bus_id")).lower()
+        if bus and bus not in nodes:  # a switch with no GPU link up still belongs in the picture
+            nodes[bus] = GraphNode(bus, "", "nvswitch")
+            switches.append(bus)
+    for n, bus in enumerate(sorted(set(switches))):
+        nodes[bus].label = f"NVSwitch{n}"
+    edges = [GraphEdge(a, b, c[0], c[1]) for (a, b), c in bonds.items()]
+    ordered = sorted(nodes.values(), key=lambda n: (n.kind != "gpu", n.kind, _label_key(n.label), n.id))
+    return NvlinkGraph(ordered, edges)
+
+
+def _label_key(label: str) -> tuple[str, int]:
+    head = label.rstrip("0123456789")
+    tail = label[len(head):]
+    return head, int(tail) if tail else -1
+
+
+_KEEP = ("gpu", "nic", "nvswitch", "nvme")
+_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozenset()) -> list[PcieNode]:
+    """The PCIe tree for drawing.  A physical switch (its upstream port and all its internal and
+    downstream ports) becomes one node; branches without a GPU, NIC, NVSwitch or NVMe are left
+    out.  Uplinks shared by GPUs and NICs are marked; `flagged` holds the bus ids that a
+    finding names (pcie.nic.shared_switch and the like), which turns the mark into a highlight."""
+    section = _dict(facts.get("pcie"))
+    devices = _pcie_devices(facts)
+    if not devices:
+        return []
+    labels = device_labels(facts)
+    gpu_names = {_str(g.get("bus_id")).lower(): _str(g.get("name")) for g in _gpu_list(facts)}
+    switch_ups = {_str(_dict(s).get("upstream")).lower() for s in _list(section.get("switches"))}
+    if not switch_ups:  # older data: an upstream port whose parent is not a switch port
+        switch_ups = {b for b, d in devices.items() if "upstream_port" in (d.get("role"), d.get("port_type"))
+                      and _dict(devices.get(_str(d.get("parent")).lower())).get("kind") != "switch_port"}
+    downgraded = {_str(_dict(d).get("bdf")).lower() for d in _list(section.get("downgraded"))}
+
+    def shown(bus: str, d: dict[str, Any]) -> bool:
+        return _str(d.get("kind")) != "switch_port" or bus in switch_ups
+
+    nodes: dict[str, PcieNode] = {}
+    for bus, d in devices.items():
+        if not shown(bus, d):
+            continue
+        kind = _str(d.get("kind")) or "other"
+        if kind == "switch_port":
+            kind = "switch"
+        link, degraded = _link_text(_dict(d.get("link")))
+        label = labels.get(bus) or {"root_port": "root port", "switch": "PCIe switch", "nvswitch": "NVSwitch",
+                                    "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
+        name = gpu_names.get(bus) or _str(d.get("model")) or \
+            " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
+        nodes[bus] = PcieNode(bus, kind, label, name, link, degraded or bus in downgraded, False, "")
+    roots = []
+    for bus, node in nodes.items():
+        # Climb past hidden switch ports to the nearest drawn ancestor.
+        parent, hops = _str(devices[bus].get("parent")).lower(), 0
+        while parent and parent not in nodes and parent in devices and hops < 64:
+            parent, hops = _str(devices[parent].get("parent")).lower(), hops + 1
+        if parent in nodes and parent != bus:
+            nodes[parent].children.append(node)
+        else:
+            roots.append(node)
+    for node in nodes.values():
+        node.children = [c for c in node.children if c.kind in _KEEP or any(x.kind in _KEEP for x in _descendants(c))]
+    roots = [r for r in roots if r.kind in _KEEP or any(x.kind in _KEEP for x in _descendants(r))]
+    for u in _list(section.get("uplinks")):
+        u = _dict(u)
+        uplink = nodes.get(_str(u.get("id")).lower())
+        gpus = [_str(x).lower() for x in _list(u.get("gpus"))]
+        nics = [_str(x).lower() for x in _list(u.get("nics"))]
+        if uplink is None or not gpus or not nics:
+            continue
+        names = sorted((labels.get(b, b) for b in gpus), key=_label_key) + \
+            sorted((labels.get(b, b) for b in nics), key=_label_key)
+        uplink.note = "uplink shared: " + ", ".join(names)
+        uplink.shared_uplink = bool(flagged & {*gpus, *nics, uplink.bus_id})
+    return roots
+
+
+def flagged_buses(findings: list[FindingRow]) -> set[str]:
+    """Bus ids named by a host's shared-uplink findings (pcie.nic.shared_switch and kin), from
+    subject, message, expected and actual.  Other PCIe findings (a downgraded link) name a GPU
+    too, but do not make its uplink a problem."""
+    out: set[str] = set()
+    for f in findings:
+        if f.id.startswith("pcie.") and ("shared" in f.id or "uplink" in f.id) and f.severity in ("fail", "warn"):
+            for text in (f.subject, f.message, f.expected, f.actual):
+                out.update(_BDF.findall(text.lower()))
+    return out
+
+
+def _descendants(node: PcieNode) -> list[PcieNode]:
+    out: list[PcieNode] = []
+    stack = list(node.children)
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(n.children)
+    return out
+
+
+# The floors the p2p checks judge against when no expectation is written (checks/p2p.py): a
+# model's published NVLink P2P floor, else this share of what the link carries.
+NVLINK_FLOOR_RATIO = 0.6
+PCIE_FLOOR_RATIO = 0.5
+
+
+def _pair_floor(facts: dict[str, Any], bus_a: str, bus_b: str) -> float | None:
+    """What a GPU pair should at least reach, from its topo level and the GPU model: the
+    display's "expected".  A finding with its own expected value overrides this (read_p2p)."""
+    topo = _dict(facts.get("topology"))
+    buses = [_str(_dict(d).get("bus_id")).lower() for d in _list(topo.get("devices"))]
+    matrix = _list(topo.get("matrix"))
+    if bus_a not in buses or bus_b not in buses:
+        return None
+    row = _list(matrix[buses.index(bus_a)]) if buses.index(bus_a) < len(matrix) else []
+    j = buses.index(bus_b)
+    level = _str(row[j]) if j < len(row) else ""
+    gpus = {_str(g.get("bus_id")).lower(): g for g in _gpu_list(facts)}
+    model = gpu_models.lookup(_str(_dict(gpus.get(bus_a)).get("name")))
+    nv = re.fullmatch(r"NV(\d+)", level)
+    if nv and model is not None and model.nvlink_links:
+        links = int(nv.group(1))
+        if model.p2p_floor_gbps:
+            return round(model.p2p_floor_gbps * min(1.0, links / model.nvlink_links), 1)
+        return round(links * model.nvlink_link_gbps * NVLINK_FLOOR_RATIO, 1)
+    if level in ("PIX", "PXB", "PHB", "NODE", "SYS"):
+        rates = []
+        for bus in (bus_a, bus_b):
+            link = _dict(_dict(gpus.get(bus)).get("pcie"))
+            rates.append(gpu_models.pcie_gbps(link.get("gen_max") or link.get("gen_current"),
+                                              link.get("width_max") or link.get("width_current")))
+        if all(r is not None for r in rates):
+            return round(min(r for r in rates if r is not None) * PCIE_FLOOR_RATIO, 1)
+    return None
+
+
+def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
+    """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
+    CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
+    section = _dict(facts.get("p2p"))
+    measured = _list(_dict(section.get("matrices")).get("ce_gbps"))
+    order = [_str(b).lower() for b in _list(section.get("order"))]
+    n = len(order)
+    if n == 0 or len(measured) != n:
+        return None
+    # A p2p finding naming a pair ("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)") with a numeric
+    # expected value is what the verdict used; it wins over the derived floor.
+    judged: dict[tuple[str, str], float] = {}
+    for f in findings:
+        buses = _BDF.findall(f.subject.lower())
+        try:
+            floor = float(f.expected)
+        except ValueError:
+            continue
+        if f.id.startswith("p2p.") and len(buses) == 2:
+            judged[(buses[0], buses[1])] = floor
+    labels_map = device_labels(facts)
+    labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(order)]
+    cells = []
+    for a in range(n):
+        row = []
+        mrow = _list(measured[a])
+        for b in range(n):
+            if a == b:
+                row.append(HeatCell(None, None))
+                continue
+            value = _num(mrow[b]) if b < len(mrow) else None
+            expected = judged.get((order[a], order[b])) or _pair_floor(facts, order[a], order[b])
+            row.append(HeatCell(value, expected))
+        cells.append(row)
+    return P2pHeat("copy engine, one direction", "GB/s", labels, cells)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fleet-level assembly
+
+
+def finding_row(f: dict[str, Any], classes: dict[str, str], anchors: dict[str, str]) -> FindingRow:
+    host = _str(f.get("host"))
+    sev = _str(f.get("severity")).lower()
+    return FindingRow(
+        id=_str(f.get("id")), severity=sev if sev in SEVERITIES else "info", kind=_str(f.get("kind")),
+        host=host, host_class=classes.get(host, ""), subject=_str(f.get("subject")), message=_str(f.get("message")),
+        expected=_str(f.get("expected")), actual=_str(f.get("actual")), hint=_str(f.get("hint")),
+        anchor=anchors.get(host, ""))
+
+
+def _severity_rank(sev: str) -> int:
+    return {"fail": 2, "warn": 1, "info": 0}.get(sev, -1)
+
+
+def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
+                     max_pictures: int = 100) -> FleetView:
+    """The whole report's data.  Hosts with a fail/warn finding, a non-ok outcome, or that are
+    their class's representative get a detailed section with pictures (at most `max_pictures`,
+    worst first); every other host is one row in its class's member table."""
+    if not isinstance(fleet, dict):
+        raise ValueError(f"fleet.json must be a JSON object, got {type(fleet).__name__}")
+    run = _dict(fleet.get("run"))
+    hosts_raw = [h for h in _records(fleet.get("hosts")) if isinstance(h, dict)]
+    classes_raw = [c for c in _list(fleet.get("classes")) if isinstance(c, dict)]
+    findings_raw = [f for f in _list(fleet.get("findings")) if isinstance(f, dict)]
+
+    seen: dict[str, int] = {}
+    anchors = {_str(h.get("name")): anchor_for("host", _str(h.get("name")), seen) for h in hosts_raw}
+    host_class = {_str(h.get("name")): _str(h.get("class")) for h in hosts_raw}
+    outlier_diffs: dict[str, list[str]] = {}
+    outliers: list[tuple[str, str, list[str]]] = []
+    for c in classes_raw:
+        for o in _list(c.get("outliers")):
+            if isinstance(o, dict):
+                diffs = [_str(d) for d in _list(o.get("differences"))]
+                outlier_diffs[_str(o.get("host"))] = diffs
+                outliers.append((_str(o.get("host")), _str(c.get("name")), diffs))
+
+    findings = [finding_row(f, host_class, anchors) for f in findings_raw]
+    findings.sort(key=lambda r: (-_severity_rank(r.severity), r.host, r.id, r.subject))
+    by_host: dict[str, list[FindingRow]] = {}
+    for r in findings:
+        by_host.setdefault(r.host, []).append(r)
+
+    # Representative: the first member without fail/warn findings and with an ok outcome.
+    status = {_str(h.get("name")): _str(h.get("outcome")) for h in hosts_raw}
+
+    def troubled(name: str) -> bool:
+        return status.get(name, "ok") != "ok" or any(r.severity in ("fail", "warn") for r in by_host.get(name, []))
+
+    representatives: dict[str, str] = {}
+    for c in classes_raw:
+        members = [_str(m) for m in _list(c.get("members"))]
+        clean = [m for m in members if not troubled(m) and m not in outlier_diffs]
+        if members:
+            representatives[_str(c.get("name"))] = (clean or members)[0]
+
+    # Pictures budget, worst hosts first.
+    wants = sorted((h for h in hosts_raw if troubled(_str(h.get("name")))),
+                   key=lambda h: (-max([_severity_rank(r.severity) for r in by_host.get(_str(h.get("name")), [])] or [-1]),
+                                  _str(h.get("name"))))
+    detailed = set(representatives.values())
+    capped = 0
+    for h in wants:
+        name = _str(h.get("name"))
+        if name in detailed:
+            continue
+        if len(detailed) < max_pictures:
+            detailed.add(name)
+        else:
+            capped += 1
+
+    pages: dict[str, HostPage] = {}
+    for h in hosts_raw:
+        name = _str(h.get("name"))
+        pages[name] = _host_page(h, anchors[name], by_host.get(name, []), outlier_diffs.get(name),
+                                 name in detailed, name in representatives.values())
+
+    class_views = []
+    classified: set[str] = set()
+    for c in classes_raw:
+        cname = _str(c.get("name"))
+        members = [_str(m) for m in _list(c.get("members"))]
+        hosts = [pages[m] for m in members if m in pages]
+        hosts.sort(key=lambda p: (not p.detailed, -_severity_rank(p.worst), p.name))
+        classified.update(members)
+        class_views.append(ClassView(
+            name=cname, anchor=anchor_for("class", cname, seen), fingerprint=_str(c.get("fingerprint")),
+            members=len(members),
+            outliers=[(_str(o.get("host")), [_str(d) for d in _list(o.get("differences"))])
+                      for o in _list(c.get("outliers")) if isinstance(o, dict)],
+            representative=representatives.get(cname, ""), hosts=hosts))
+    unclassified = [p for n, p in pages.items() if n not in classified]
+
+    summary = _dict(fleet.get("summary"))
+    outcome_counts: dict[str, int] = {}
+    for h in hosts_raw:
+        o = _str(h.get("outcome")) or "unknown"
+        outcome_counts[o] = outcome_counts.get(o, 0) + 1
+    sev_counts = {s: 0 for s in SEVERITIES}
+    for r in findings:
+        sev_counts[r.severity] += 1
+    return FleetView(
+        run_id=_str(run.get("id")), started=_str(run.get("started")), finished=_str(run.get("finished")),
+        playbook=_str(run.get("playbook")), probes=[_str(p) for p in _list(run.get("probes"))],
+        host_count=summary["hosts"] if isinstance(summary.get("hosts"), int) else len(hosts_raw),
+        outcomes=sorted(outcome_counts.items(),
+                        key=lambda kv: OUTCOME_ORDER.index(kv[0]) if kv[0] in OUTCOME_ORDER else -1),
+        severities=[(s, sev_counts[s]) for s in SEVERITIES],
+        classes=class_views, unclassified=unclassified, outliers=outliers, findings=findings,
+        drift=build_drift(fleet, previous, host_class, anchors) if previous is not None else None,
+        pictures_capped=capped)
+
+
+def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outlier: list[str] | None,
+               detailed: bool, representative: bool) -> HostPage:
+    facts = _dict(h.get("facts"))
+    probes = [(_str(p), _str(_dict(v).get("outcome")), _str(_dict(v).get("reason")))
+              for p, v in sorted(_dict(h.get("probes")).items())]
+    worst = max((r.severity for r in findings), key=_severity_rank, default="")
+    return HostPage(
+        name=_str(h.get("name")), anchor=anchor, address=_str(h.get("address")),
+        groups=[_str(g) for g in _list(h.get("groups"))], outcome=_str(h.get("outcome")), reason=_str(h.get("reason")),
+        host_class=_str(h.get("class")), is_outlier=outlier is not None, outlier_differences=outlier or [],
+        identity=read_identity(facts), probes=probes, findings=findings, worst=worst,
+        gpus=read_gpus(facts), levels=read_levels(facts) if detailed else None,
+        nvlink=read_nvlink(facts) if detailed else None,
+        pcie=read_pcie(facts, flagged_buses(findings)) if detailed else [],
+        p2p=read_p2p(facts, findings) if detailed else None, detailed=detailed, representative=representative)
+
+
+def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],
+                anchors: dict[str, str]) -> Drift:
+    """What changed since `previous`, as `probe diff` computes it (orchestrator.verdict.drift), with the
+    new and resolved findings as full rows for the tables."""
+    prev = previous if isinstance(previous, dict) else {}
+    d = diff_fleets(prev, fleet)
+    kind_hosts = {k: sorted({c.host for c in d.changes if c.kind == k}) for k in ("host.added", "host.removed")}
+    changes = [(c.host, c.kind, c.message) for c in d.changes if not c.kind.startswith(("finding.", "host.added",
+                                                                                         "host.removed"))]
+
+    def keyed(fs: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
+        return {(_str(f.get("id")), _str(f.get("host")), _str(f.get("subject"))): f
+                for f in _list(fs) if isinstance(f, dict)}
+
+    now_f, old_f = keyed(fleet.get("findings")), keyed(prev.get("findings"))
+    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _records(prev.get("hosts")) if isinstance(h, dict)}
+    return Drift(
+        previous_run=_str(_dict(prev.get("run")).get("id")),
+        added_hosts=kind_hosts["host.added"], removed_hosts=kind_hosts["host.removed"], changes=changes,
+        new_findings=[finding_row(now_f[k], host_class, anchors) for k in sorted(set(now_f) - set(old_f))],
+        resolved_findings=[finding_row(old_f[k], old_classes, {}) for k in sorted(set(old_f) - set(now_f))])

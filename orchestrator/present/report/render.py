@@ -1,0 +1,118 @@
+"""Render fleet.json as one self-contained HTML page.
+
+`render_report(fleet, previous)` is pure (dict in, str out); `write_report` adds the atomic file
+write and `load_fleet` the reading with one-line errors, for `probe report` and `probe run --html`.
+
+Safety: Jinja2 autoescaping is on for every template, host data is never marked safe.  The only
+strings inserted as Markup are our stylesheet, our script and the SVG from `svg.py` (which
+escapes every string it emits).  A Content-Security-Policy allows no network access at all and
+only the page's own script (by hash), so even a markup bug could not run injected code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from orchestrator.present.report import svg
+from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, level_class
+from orchestrator.store import atomic
+
+TEMPLATES = Path(__file__).with_name("templates")
+IDENTITY_KEYS = ("Board", "BIOS", "Driver")
+# Detailed host sections (with pictures) at most; ~45 KB each for an 8-GPU host.  The troubled
+# hosts past the cap stay in the findings table and their class's member table.
+MAX_PICTURES = 100
+
+
+class ReportError(Exception):
+    """A report could not be produced; the message is one line a person can act on."""
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=False, lstrip_blocks=False)
+    env.globals["level_class"] = level_class
+    return env
+
+
+@lru_cache(maxsize=1)
+def _static() -> tuple[str, str]:
+    return (TEMPLATES / "report.css").read_text(encoding="utf-8"), (TEMPLATES / "report.js").read_text(encoding="utf-8")
+
+
+def _csp_hash(text: str) -> str:
+    return "'sha256-{}'".format(base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii"))
+
+
+def _pictures(page: HostPage) -> dict[str, Markup]:
+    pics: dict[str, Markup] = {}
+    if not page.detailed:
+        return pics
+    # Markup here is sound: svg.py escapes every string it writes (tested with hostile payloads).
+    if page.nvlink is not None and any(n.links for n in page.nvlink.nodes):
+        pics["nvlink"] = Markup(svg.nvlink_svg(page.nvlink, f"NVLink graph of {page.name}"))
+    if page.p2p is not None:
+        pics["p2p"] = Markup(svg.p2p_svg(page.p2p, f"P2P bandwidth of {page.name}"))
+    if page.pcie:
+        pics["pcie"] = Markup(svg.pcie_svg(page.pcie, f"PCIe tree of {page.name}"))
+    return pics
+
+
+def _broken(view: FleetView) -> list[HostPage]:
+    """Hosts with a fail/warn finding or an outcome other than ok, worst first."""
+    rank = {"fail": 0, "warn": 1}
+    pages = [h for c in view.classes for h in c.hosts] + view.unclassified
+    broken = [h for h in pages if h.worst in rank or h.outcome not in ("ok", "")]
+    return sorted(broken, key=lambda h: (rank.get(h.worst, 2), h.name))
+
+
+def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
+                  max_pictures: int = MAX_PICTURES) -> str:
+    """The HTML report for one fleet.json (and drift against `previous`, another fleet.json)."""
+    from orchestrator import __version__
+
+    view = build_fleet_view(fleet, previous, max_pictures=max_pictures)
+    pages = [h for c in view.classes for h in c.hosts] + view.unclassified
+    css, js = _static()
+    csp = "; ".join([
+        "default-src 'none'", "img-src data:", f"style-src {_csp_hash(css)}", f"script-src {_csp_hash(js)}",
+        "base-uri 'none'", "form-action 'none'"])
+    return _environment().get_template("report.html.j2").render(
+        v=view, version=__version__, css=Markup(css), js=Markup(js), csp=csp,
+        anchors={h.name: h.anchor for h in pages}, pictures={h.anchor: _pictures(h) for h in pages},
+        broken=_broken(view), rank={"fail": 2, "warn": 1, "info": 0}, identity_keys=IDENTITY_KEYS)
+
+
+def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a fleet.json, or the fleet.json inside a run directory."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "fleet.json"
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{p}: no such file; give a run directory or its fleet.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{p}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{p}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
+        raise ReportError(f"{p}: not a fleet.json (expected an object with a 'hosts' list)")
+    return data
+
+
+def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: dict[str, Any] | None = None,
+                 max_pictures: int = MAX_PICTURES) -> Path:
+    """Render and write atomically (temp file + rename), so a reader never sees half a page."""
+    html = render_report(fleet, previous, max_pictures=max_pictures)
+    return atomic.write_text(Path(out), html)

@@ -1,0 +1,86 @@
+"""Terminal view: one table per host of its GPUs (pure: facts in, text out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from orchestrator.present.terminal.text import clean
+
+
+def _na(v: Any, fmt: str = "{}") -> str:
+    return "N/A" if v is None else fmt.format(v)
+
+
+def _pcie(p: dict[str, Any]) -> str:
+    if p.get("gen_current") is None and p.get("width_current") is None:
+        return "N/A"
+    cur = f"{_na(p.get('gen_current'))}x{_na(p.get('width_current'))}"
+    mx = f"{_na(p.get('gen_max'))}x{_na(p.get('width_max'))}"
+    return cur if cur == mx else f"{cur} (max {mx})"
+
+
+def _fans(g: dict[str, Any]) -> str:
+    fans = g.get("fans")
+    if fans == []:
+        return "none"  # NVML answered: this board has no fans (SXM, passive cooling)
+    if fans:
+        return "/".join(_na(f.get("speed_pct"), "{}%") for f in fans)
+    return "N/A" if g.get("fans_unknown") == "NOT_SUPPORTED" else f"? ({g.get('fans_unknown')})"
+
+
+def _mig(g: dict[str, Any]) -> str:
+    mig = g.get("mig")
+    if mig is None:
+        return "-"
+    if mig.get("current"):
+        return f"on ({len(mig.get('instances') or [])})"
+    return "pending" if mig.get("pending") else "off"
+
+
+def _health(g: dict[str, Any]) -> str:
+    notes = []
+    if g.get("lost"):
+        notes.append("LOST")
+    rr = g.get("remapped_rows") or {}
+    if rr.get("failure"):
+        notes.append("remap FAILED")
+    if rr.get("pending"):
+        notes.append("remap pending")
+    fab = g.get("fabric") or {}
+    if fab.get("state") not in (None, "not_supported", "completed"):
+        notes.append(f"fabric {fab.get('state')}")
+    return ", ".join(notes) or "ok"
+
+
+def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None) -> str:
+    if not gpus:
+        return f"{clean(host)}: no NVML data"
+    links = {g.get("bus_id"): g for g in (nvlink or {}).get("gpus") or []}
+    rows = []
+    for g in gpus.get("list") or []:
+        lk = links.get(g.get("bus_id")) or {}
+        if not lk or lk.get("links_total") is None:
+            nvl = "?"
+        else:
+            nvl = "-" if lk["links_total"] == 0 else f"{_na(lk.get('links_up'))}/{lk['links_total']}"
+        mem = g.get("memory_total_bytes")
+        uuid = g.get("uuid") or "N/A"
+        rows.append([
+            g.get("index"), clean(g.get("bus_id") or "N/A"), clean(g.get("name") or "N/A"),
+            clean(uuid[:13] + "…" if len(uuid) > 14 else uuid),
+            _na(round(mem / 2**30) if mem else None, "{} GiB"), _pcie(g.get("pcie") or {}),
+            _na(g.get("temperature_c"), "{}°C"), clean(_fans(g)), _na(g.get("power_w"), "{:.0f} W"),
+            _mig(g), clean(g.get("virtualization_mode") or "N/A"), nvl, _health(g),
+        ])
+    head = (f"{clean(host)}: {len(rows)} GPU(s), driver {clean(gpus.get('driver_version') or 'N/A')}, "
+            f"CUDA {clean(gpus.get('cuda_driver_version') or 'N/A')}")
+    table = tabulate(rows, headers=["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans",
+                                    "power", "MIG", "virt", "NVLink", "health"], tablefmt="simple")
+    return head + "\n" + table
+
+
+def view_gpus(gpus: dict[str, Any]) -> str:
+    """The `--show gpus` renderer (facts["gpus"] only: no NVLink column source, no host name)."""
+    return render_gpu_table("GPUs", gpus)

@@ -1,5 +1,0 @@
-"""The HTML fleet report: fleet.json in, one self-contained HTML page out."""
-
-from orchestrator.report.render import ReportError, load_fleet, render_report, write_report
-
-__all__ = ["ReportError", "load_fleet", "render_report", "write_report"]

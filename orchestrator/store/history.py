@@ -1,0 +1,274 @@
+"""Run history under one results directory: list, resolve a RUN reference, retention, predecessor.
+
+Run directories are named `<UTC timestamp>-<short id>` (`20261130T021500Z-3f9a1c`), so their names
+sort by time.  Listing never raises on a bad run: a crashed or half-written run is listed as
+partial with the reason, because the nightly history must stay readable after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from orchestrator.store.fleet_file import read_fleet
+
+RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
+_TS_FORMAT = "%Y%m%dT%H%M%SZ"
+_FAILED_OUTCOMES = ("failed", "invalid_output", "timeout")
+_OK_OUTCOMES = ("ok", "skipped", "unsupported")
+
+
+class RunNotFound(LookupError):
+    """A RUN reference matches no run, or more than one; the message lists what there is."""
+
+
+@dataclass
+class RunSummary:
+    id: str
+    path: Path
+    started: datetime | None
+    inventory: list[str] = field(default_factory=list)
+    playbook: str | None = None
+    hosts: int = 0
+    ok: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    findings: dict[str, int] = field(default_factory=lambda: {"fail": 0, "warn": 0, "info": 0})
+    partial: bool = False
+    problem: str = ""  # why the run is partial
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "path": str(self.path),
+                "started": self.started.isoformat() if self.started else None,
+                "inventory": self.inventory, "playbook": self.playbook, "hosts": self.hosts, "ok": self.ok,
+                "failed": self.failed, "unreachable": self.unreachable, "findings": dict(self.findings),
+                "partial": self.partial, "problem": self.problem}
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """The name for a new run directory: UTC time to the second, then the milliseconds and 6 random
+    hex digits.  Names sort in start order even for two runs in one second (cron retries, tests),
+    which `latest` and `previous_run` rely on; the random part keeps simultaneous runs apart."""
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return f"{now.strftime(_TS_FORMAT)}-{now.microsecond // 1000:03d}{secrets.token_hex(3)}"
+
+
+def _time_of(run_id: str) -> datetime | None:
+    m = RUN_DIR_RE.match(run_id)
+    if not m:
+        return None
+    return datetime.strptime(m.group(1), _TS_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[dict[str, Any] | None, str]:
+    try:
+        data = read(path) if read is not None else json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, f"no {path.name}"
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"{path.name} unreadable: {e}"
+    except ValueError as e:
+        return None, f"{path.name} is not valid JSON ({e})"
+    if not isinstance(data, dict):
+        return None, f"{path.name} is not a JSON object"
+    return data, ""
+
+
+def _run_dirs(results_dir: Path) -> list[Path]:
+    try:
+        entries = list(results_dir.iterdir())
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise RunNotFound(f"{results_dir} is not a directory") from None
+    return sorted((p for p in entries if p.is_dir() and RUN_DIR_RE.match(p.name)), key=lambda p: p.name)
+
+
+def summarize_run(path: Path) -> RunSummary:
+    """One run directory -> its summary (partial, with the reason, when files are missing or bad)."""
+    s = RunSummary(id=path.name, path=path, started=_time_of(path.name))
+    problems: list[str] = []
+    run, why = _read_json(path / "run.json")
+    if run is None:
+        problems.append(why)
+    summary = run.get("summary") if run else None
+    fleet: dict[str, Any] | None = None
+    if isinstance(summary, dict) and isinstance(summary.get("outcomes"), dict) and (path / "fleet.json").is_file():
+        # run.json holds the fleet's summary (RunWriter.finish): listing the history must not parse
+        # every run's fleet.json (120 MB at 1,000 GPU servers, and `probe run` lists it to find
+        # the previous run for drift)
+        _tally(summary, s)
+    else:
+        fleet, fwhy = _read_json(path / "fleet.json")
+        if fleet is None:
+            problems.append(fwhy)
+    meta = run or (fleet.get("run") if fleet and isinstance(fleet.get("run"), dict) else None) or {}
+    s.started = _parse_time(meta.get("started")) or s.started
+    inv = meta.get("inventory")
+    s.inventory = [str(x) for x in inv] if isinstance(inv, list) else ([str(inv)] if inv else [])
+    s.playbook = str(meta["playbook"]) if meta.get("playbook") else None
+    if fleet is not None:
+        try:
+            _count(fleet, s)
+        except (TypeError, ValueError, AttributeError) as e:
+            problems.append(f"fleet.json has an unexpected shape ({e})")
+    s.partial = bool(problems)
+    s.problem = "; ".join(problems)
+    return s
+
+
+def _tally(summary: dict[str, Any], s: RunSummary) -> None:
+    """Counts from a fleet summary (run.json's, or one made from fleet.json's hosts)."""
+    outcomes = summary.get("outcomes") or {}
+    num = {k: v for k, v in outcomes.items() if isinstance(v, int)}
+    s.hosts = summary["hosts"] if isinstance(summary.get("hosts"), int) else sum(num.values())
+    s.unreachable = num.get("unreachable", 0)
+    s.failed = sum(num.get(o, 0) for o in _FAILED_OUTCOMES)
+    s.ok = sum(num.get(o, 0) for o in _OK_OUTCOMES)
+    by_sev = summary.get("findings")
+    if isinstance(by_sev, dict):
+        for sev in s.findings:
+            s.findings[sev] = int(by_sev.get(sev, 0) or 0)
+
+
+def _count(fleet: dict[str, Any], s: RunSummary) -> None:
+    hosts = [h for h in fleet.get("hosts") or [] if isinstance(h, dict)]
+    by_sev = (fleet.get("summary") or {}).get("findings")
+    if not isinstance(by_sev, dict):
+        by_sev = Counter(f.get("severity") for f in fleet.get("findings") or [] if isinstance(f, dict))
+    _tally({"hosts": len(hosts), "outcomes": Counter(h.get("outcome") for h in hosts), "findings": by_sev}, s)
+
+
+def list_runs(results_dir: str | Path) -> list[RunSummary]:
+    """Every run under `results_dir`, oldest first."""
+    return [summarize_run(p) for p in _run_dirs(Path(results_dir))]
+
+
+def resolve_run(results_dir: str | Path, ref: str | None = None) -> Path:
+    """A RUN reference -> its directory.
+
+    `None`/`latest`: the newest run; `-1` the newest, `-2` the one before...; a run directory path;
+    otherwise a prefix of a run id or of its short id (the part after the timestamp).
+    """
+    results_dir = Path(results_dir)
+    runs = _run_dirs(results_dir)
+    ref = (ref or "latest").strip()
+    if ref == "latest" or re.fullmatch(r"-\d+", ref):
+        n = 1 if ref == "latest" else int(ref[1:])
+        if not runs:
+            raise RunNotFound(f"no runs under {results_dir}")
+        if n < 1 or n > len(runs):
+            raise RunNotFound(f"{ref}: there are only {len(runs)} run(s) under {results_dir}")
+        return runs[-n]
+    p = Path(ref)
+    if p.is_dir() and ((p / "run.json").exists() or (p / "fleet.json").exists() or RUN_DIR_RE.match(p.name)):
+        return p
+    hits = [r for r in runs if r.name.startswith(ref) or r.name.split("-", 1)[1].startswith(ref)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        recent = ", ".join(r.name for r in runs[-3:]) or "none"
+        raise RunNotFound(f"no run matches {ref!r} under {results_dir} (latest: {recent}); "
+                          f"use `probe runs` to list them")
+    raise RunNotFound(f"{ref!r} matches {len(hits)} runs ({', '.join(h.name for h in hits[:5])}"
+                      f"{', ...' if len(hits) > 5 else ''}); give more of the id")
+
+
+def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool = True) -> RunSummary | None:
+    """The newest complete run before `run` (a ref or a path), of the same inventory if asked."""
+    path = resolve_run(results_dir, str(run))
+    me = summarize_run(path)
+    earlier = [s for s in list_runs(results_dir) if s.id < path.name and not s.partial]
+    if same_inventory:
+        earlier = [s for s in earlier if s.inventory == me.inventory]
+    return earlier[-1] if earlier else None
+
+
+def parse_keep(spec: str) -> tuple[int | None, int | None]:
+    """`--keep` -> (count, days): "30" keeps 30 runs, "14d" keeps 14 days, "30,14d" both."""
+    count: int | None = None
+    days: int | None = None
+    for part in (p.strip() for p in str(spec).split(",")):
+        m = re.fullmatch(r"(\d+)(d?)", part)
+        if not m or int(m.group(1)) < 1:
+            raise ValueError(f"--keep {spec!r}: give a number of runs (30), of days (14d), or both (30,14d)")
+        if m.group(2):
+            days = int(m.group(1))
+        else:
+            count = int(m.group(1))
+    return count, days
+
+
+def prune(results_dir: str | Path, keep_count: int | None = None, keep_days: float | None = None,
+          now: datetime | None = None, protect: tuple[str, ...] = ()) -> list[Path]:
+    """Delete runs beyond the newest `keep_count` or older than `keep_days`; return what was removed.
+
+    The newest run and the runs named in `protect` (a baseline) are always kept, so a long pause
+    in cron never leaves drift detection without a predecessor.  Only directories named like runs
+    are ever touched.  Call it while holding the RunLock.
+    """
+    if keep_count is not None and keep_count < 1:
+        raise ValueError("keep_count must be at least 1")
+    if keep_days is not None and keep_days <= 0:
+        raise ValueError("keep_days must be positive")
+    runs = _run_dirs(Path(results_dir))
+    if not runs or (keep_count is None and keep_days is None):
+        return []
+    now = now or datetime.now(timezone.utc)
+    doomed: list[Path] = []
+    for i, path in enumerate(runs[:-1]):  # never the newest
+        if path.name in protect:
+            continue
+        too_many = keep_count is not None and len(runs) - i > keep_count
+        when = _time_of(path.name)
+        too_old = keep_days is not None and when is not None and now - when > timedelta(days=keep_days)
+        if too_many or too_old:
+            doomed.append(path)
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+    return doomed
+
+
+def load_fleet(run_dir: str | Path) -> dict[str, Any]:
+    """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
+    # hosts are read one at a time on demand when fleet.json has its index (orchestrator/store/fleet_file.py)
+    data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
+    if data is None:
+        raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
+    return data
+
+
+def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:
+    """The two runs `probe diff [A] [B]` compares: both given; A and the latest; or, with neither,
+    the newest complete run and the complete run before it of the same inventory."""
+    if a and b:
+        return resolve_run(results_dir, a), resolve_run(results_dir, b)
+    if a:
+        return resolve_run(results_dir, a), resolve_run(results_dir, "latest")
+    complete = [s for s in list_runs(results_dir) if not s.partial]
+    if not complete:
+        raise RunNotFound(f"no complete run under {results_dir} to compare")
+    new = complete[-1].path
+    prev = previous_run(results_dir, new)
+    if prev is None:
+        raise RunNotFound(f"{new.name} has no earlier complete run of the same inventory to compare with; "
+                          f"name two runs: probe diff A B")
+    return prev.path, new

@@ -1,0 +1,1 @@
+"""Facts -> findings: checks, expectations, topology classes, fleet-wide judging and drift."""

@@ -1,0 +1,359 @@
+"""GPU, NVLink and GPU-sensor checks over facts gpus / nvlink / pcie.  Pure: HostView in, findings out.
+
+Kinds: a hardware or driver problem is a fault; what MIG, vGPU or a VM take away by design
+(NVLink, P2P) is a platform limitation, never a fault.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Any
+
+from orchestrator.facts import gpu_models
+from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
+from orchestrator.verdict.findings import Finding, Severity, fault, limitation
+
+_NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
+HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
+
+
+def _section(view: HostView, key: str, probe: str) -> dict[str, Any] | None:
+    """Facts of a section, or None when its probe did not run successfully (outcome says why)."""
+    if view.outcomes and not view.ran(probe):
+        return None
+    facts = view.facts.get(key)
+    return facts if isinstance(facts, dict) else None
+
+
+def _subject(g: dict[str, Any]) -> str:
+    return f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
+
+
+def _gpus(view: HostView) -> list[dict[str, Any]]:
+    facts = _section(view, "gpus", "nvml")
+    return list(facts.get("list") or []) if facts else []
+
+
+def _key(g: dict[str, Any]) -> str:
+    """What identifies one GPU on a host: its bus id, else its NVML index (text imports without
+    `nvidia-smi -q` have no bus ids; keying those by None would fold every GPU into one)."""
+    bus = g.get("bus_id")
+    return bus if isinstance(bus, str) and bus else f"#{g.get('index')}"
+
+
+def _bus_label(key: str) -> str:
+    return "bus id unknown" if key.startswith("#") else key
+
+
+def _mig_on(g: dict[str, Any] | None) -> bool:
+    return bool(((g or {}).get("mig") or {}).get("current"))
+
+
+def _vgpu(g: dict[str, Any] | None) -> bool:
+    return (g or {}).get("virtualization_mode") in ("vgpu", "host_vgpu")
+
+
+def check_lost(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        if g.get("lost"):
+            yield fault("gpu.lost", view.name, _subject(g), "NVML reports the GPU as lost (GPU_IS_LOST)",
+                        expected="GPU answering", actual="GPU_IS_LOST",
+                        evidence=[f"nvml.gpus[{g.get('index')}].unknown"],
+                        hint="check `dmesg` for Xid 79 (fallen off the bus); a reset or reboot is needed, "
+                             "reseat or RMA if it recurs")
+
+
+def check_count(view: HostView) -> Iterator[Finding]:
+    gfacts = _section(view, "gpus", "nvml")
+    pcie = _section(view, "pcie", "pcie")
+    nvml_bus = [b for b in (gfacts or {}).get("order") or [] if b]
+    nvml_count = (gfacts or {}).get("count")
+    if view.expect.gpu_count is not None:
+        # An lspci-only text import has pcie.gpus = null (unknown), which is not "0 GPUs".
+        bus_gpus = pcie.get("gpus") if pcie else None
+        found = nvml_count if gfacts is not None else (len(bus_gpus) if isinstance(bus_gpus, list) else None)
+        if found is not None and found != view.expect.gpu_count:
+            yield fault("gpu.count.mismatch", view.name, "GPUs",
+                        f"{found} GPUs found, {view.expect.gpu_count} expected",
+                        expected=view.expect.gpu_count, actual=found,
+                        evidence=["nvml.count" if gfacts is not None else "pcie.gpus"],
+                        hint="compare with the order or contract; see gpu.count.pci_vs_nvml for which bus id")
+    if gfacts is None or pcie is None or not isinstance(pcie.get("gpus"), list):
+        return
+    counts = pcie.get("gpu_counts") or {}
+    passthrough = set(counts.get("passthrough") or [])
+    on_bus = [b for b in pcie.get("gpus") or [] if b not in passthrough]
+    missing = sorted(set(on_bus) - set(nvml_bus))
+    extra = sorted(set(nvml_bus) - set(pcie.get("gpus") or []))
+    if not missing and not extra:
+        return
+    parts = []
+    if missing:
+        parts.append(f"on the PCI bus but not in NVML: {', '.join(missing)}")
+    if extra:
+        parts.append(f"in NVML but not on the PCI bus: {', '.join(extra)}")
+    for key, label in (("missing_from_proc", "/proc/driver/nvidia"), ("missing_from_dev", "/dev/nvidia*")):
+        gone = counts.get(key) or []
+        if gone:
+            parts.append(f"missing from {label}: {', '.join(gone)}")
+    yield fault("gpu.count.pci_vs_nvml", view.name, ", ".join(missing + extra),
+                f"PCI bus shows {len(on_bus)} GPUs, NVML {len(nvml_bus)}; " + "; ".join(parts),
+                expected={"pci": len(on_bus)},
+                actual={"nvml": len(nvml_bus), "proc": counts.get("proc"), "dev": counts.get("dev")},
+                evidence=["pcie.gpus", "nvml.order", "pcie.gpu_counts"],
+                hint="the driver did not attach the GPU: check `dmesg | grep -i nvrm` (Xid, RmInitAdapter "
+                     "failed), the excluded-GPU list, power and seating")
+
+
+def check_model(view: HostView) -> Iterator[Finding]:
+    want = view.expect.gpu_model
+    if not want:
+        return
+    for g in _gpus(view):
+        name = g.get("name")
+        if name and want.lower() not in name.lower():
+            yield fault("gpu.model.mismatch", view.name, _subject(g), f"GPU is {name!r}, {want!r} expected",
+                        expected=want, actual=name, evidence=[f"nvml.gpus[{g.get('index')}].name"],
+                        hint="the machine is not the model that was ordered")
+
+
+def check_nvlink_links(view: HostView) -> Iterator[Finding]:
+    nvl = _section(view, "nvlink", "nvlink")
+    if nvl is None:
+        return
+    by_key = {_key(g): g for g in _gpus(view)}
+    all_up = view.expect.nvlink_all_up is True
+    for lg in nvl.get("gpus") or []:
+        if lg.get("lost") or lg.get("links_total") is None:
+            continue  # unreadable, not down: gpu.lost / the probe outcome already says so
+        g = by_key.get(_key(lg)) or {}
+        model = gpu_models.lookup(lg.get("name") or g.get("name"))
+        total, up = lg.get("links_total") or 0, lg.get("links_up") or 0
+        inactive = list(lg.get("inactive") or [])
+        want = view.expect.nvlink_links_per_gpu
+        bridge_optional = bool(model and model.nvlink_bridge)
+        if want is None and model and model.nvlink_links and not bridge_optional:
+            want = model.nvlink_links
+        if all_up:
+            # "every link the GPU has": the links it reports, or the model's count if it reports fewer.
+            has = max(total, model.nvlink_links if model and not bridge_optional else 0)
+            want = max(want or 0, has) or None
+        if bridge_optional and up == 0 and view.expect.nvlink_links_per_gpu is None and not all_up:
+            continue  # PCIe card without a bridge: no NVLink by design (unless all links were required)
+        if not inactive and (want is None or up >= want):
+            continue
+        missing = max(0, (want or 0) - total)
+        desc = []
+        if inactive:
+            desc.append(f"link(s) {', '.join(map(str, inactive))} inactive")
+        if missing:
+            desc.append(f"{missing} link(s) absent")
+        msg = f"{up} of {want if want is not None else total} NVLinks active" + (f": {'; '.join(desc)}" if desc else "")
+        kw: dict[str, Any] = {"expected": want if want is not None else total, "actual": up,
+                              "evidence": [f"nvlink.gpus[{lg.get('index')}].links"]}
+        if _mig_on(g) or _vgpu(g):
+            yield limitation("nvlink.link.down", view.name, _subject(lg), msg + " (MIG/vGPU: expected)", **kw,
+                             hint="MIG instances and vGPU guests do not use NVLink; not a hardware fault")
+        elif total == 0 and g.get("virtualization_mode") == "passthrough":
+            yield limitation("nvlink.link.down", view.name, _subject(lg),
+                             msg + " (pass-through VM does not expose NVLink)", **kw,
+                             hint="ask the provider for NVLink/NVSwitch pass-through if you need it")
+        else:
+            yield fault("nvlink.link.down", view.name, _subject(lg), msg, **kw,
+                        hint="`nvidia-smi nvlink -s -i N`; check fabric manager, reseat/RMA the baseboard if "
+                             "links stay down after a reset")
+
+
+def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
+    nvl, gfacts = _section(view, "nvlink", "nvlink"), _section(view, "gpus", "nvml")
+    if nvl is None or gfacts is None:
+        return
+    order, nv = nvl.get("order") or [], nvl.get("nv") or []
+    g_order = gfacts.get("order") or []
+    status = (gfacts.get("p2p") or {}).get("nvlink") or []
+    # GPUs by bus id, or by NVML index where a text import has no bus ids (never by None).
+    glist = [g for g in gfacts.get("list") or [] if isinstance(g, dict)]
+    g_order = [_key(g) for g in glist] if len(glist) == len(g_order) else [b or None for b in g_order]
+    by_bus = {_key(g): g for g in glist}
+    nl = [g for g in nvl.get("gpus") or [] if isinstance(g, dict)]
+    order = [_key(g) for g in nl] if len(nl) == len(order) else [b or None for b in order]
+    for i, a in enumerate(order):
+        for j, b in enumerate(order):
+            if j <= i or a is None or b is None or a not in g_order or b not in g_order:
+                continue
+            links = nv[i][j] if i < len(nv) and j < len(nv[i]) else None
+            if not links:
+                continue
+            gi, gj = g_order.index(a), g_order.index(b)
+            vals = {status[x][y] for x, y in ((gi, gj), (gj, gi))
+                    if x < len(status) and y < len(status[x])} - {None}
+            bad = sorted(v for v in vals if v != "OK")
+            if not bad:
+                continue
+            subj = f"GPU{gi}<->GPU{gj} ({_bus_label(a)} / {_bus_label(b)})"
+            msg = f"NV{links} links up but NVML P2P status over NVLink is {'/'.join(bad)}"
+            kw: dict[str, Any] = {"expected": "OK", "actual": bad, "evidence": ["nvlink.nv", "nvml.p2p.nvlink"]}
+            if any(_mig_on(by_bus.get(x)) or _vgpu(by_bus.get(x)) for x in (a, b)):
+                yield limitation("nvlink.p2p_status_mismatch", view.name, subj, msg + " (MIG/vGPU)", **kw,
+                                 hint="P2P is unavailable between MIG instances / most vGPU setups")
+            else:
+                yield fault("nvlink.p2p_status_mismatch", view.name, subj, msg, **kw,
+                            hint="`nvidia-smi topo -p2p n`; check the driver's P2P registry keys, fabric "
+                                 "manager state and IOMMU/ACS settings")
+
+
+def check_mig(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        mig = g.get("mig") or {}
+        if not mig.get("current") and not mig.get("pending"):
+            continue
+        n = len(mig.get("instances") or [])
+        sev = Severity.WARN if view.expect.mig is False else Severity.INFO
+        yield limitation("gpu.mig.enabled", view.name, _subject(g),
+                         f"MIG mode {'on' if mig.get('current') else 'off'}"
+                         f"{' (pending on after reset)' if mig.get('pending') and not mig.get('current') else ''}"
+                         f", {n} instance(s): no NVLink or P2P between instances", severity=sev,
+                         expected="MIG off" if view.expect.mig is False else None,
+                         actual={"current": mig.get("current"), "pending": mig.get("pending"), "instances": n},
+                         evidence=[f"nvml.gpus[{g.get('index')}].mig"],
+                         hint="NVLink/P2P absence on this GPU is a consequence of MIG, not a fault; "
+                              "`nvidia-smi -i N -mig 0` (with a reset) if whole GPUs are needed")
+
+
+def check_virtualization(view: HostView) -> Iterator[Finding]:
+    modes: dict[str, list[str]] = defaultdict(list)
+    for g in _gpus(view):
+        m = g.get("virtualization_mode")
+        if m and m != "none":
+            modes[m].append(_subject(g))
+    for mode, subjects in sorted(modes.items()):
+        sev = Severity.WARN if view.expect.virtualization == "none" else Severity.INFO
+        yield limitation("gpu.virtualization", view.name, ", ".join(subjects),
+                         f"GPU virtualization mode {mode} on {len(subjects)} GPU(s): PCIe topology, NVLink and "
+                         "P2P are what the hypervisor exposes", severity=sev,
+                         expected=view.expect.virtualization, actual=mode, evidence=["nvml.gpus[].virtualization_mode"],
+                         hint="pass-through shows a flattened PCIe tree; vGPU shares the GPU with other tenants")
+
+
+def check_fans(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        if g.get("lost"):
+            continue
+        fans, temp = g.get("fans"), g.get("temperature_c")
+        model = gpu_models.lookup(g.get("name"))
+        if fans:
+            speeds = [f.get("speed_pct") for f in fans if isinstance(f, dict)]
+            if speeds and all(s == 0 for s in speeds) and isinstance(temp, (int, float)) and temp >= HOT_C:
+                yield fault("sensor.fan.zero_while_hot", view.name, _subject(g),
+                            f"all {len(speeds)} fan(s) at 0 % while the GPU is at {temp} °C",
+                            severity=Severity.WARN, expected=f"fan > 0 % above {HOT_C} °C",
+                            actual={"fans_pct": speeds, "temperature_c": temp},
+                            evidence=[f"nvml.gpus[{g.get('index')}].fans", f"nvml.gpus[{g.get('index')}].temperature_c"],
+                            hint="fan failed or its sensor lies: check physically before the GPU throttles")
+            elif any(s is None for s in speeds):
+                yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+                            "some fans do not report a speed", severity=Severity.WARN,
+                            actual=fans, evidence=[f"nvml.gpus[{g.get('index')}].fans"],
+                            hint="a fan tachometer or controller is not answering")
+            continue
+        if fans == [] and model and model.has_fans:
+            yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+                        "NVML reports zero fans on an actively cooled board", severity=Severity.WARN,
+                        expected="fan speeds", actual=[], evidence=[f"nvml.gpus[{g.get('index')}].fans"],
+                        hint="the fan controller is not seen by the driver; check the card physically")
+            continue
+        if fans == []:
+            continue  # passively cooled: newer drivers answer "0 fans" instead of NOT_SUPPORTED
+        reason = g.get("fans_unknown")
+        if reason == "NOT_SUPPORTED" and not (model and model.has_fans):
+            continue  # passively cooled (SXM, most data-center boards): no fan to report
+        if reason in (None, "FUNCTION_NOT_FOUND"):
+            continue
+        yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+                    f"fan speed not readable ({reason}) on an actively cooled board", severity=Severity.WARN,
+                    expected="fan speeds", actual=reason, evidence=[f"nvml.gpus[{g.get('index')}].fans"],
+                    hint="N/A is not 0: the fan controller does not answer; check the card physically")
+
+
+def check_row_remap(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        rr = g.get("remapped_rows")
+        if not rr:
+            continue
+        ev = [f"nvml.gpus[{g.get('index')}].remapped_rows"]
+        if rr.get("failure"):
+            yield fault("gpu.row_remap.failure", view.name, _subject(g),
+                        "a row remapping failed: uncorrectable memory error could not be repaired",
+                        expected=False, actual=rr, evidence=ev,
+                        hint="the GPU needs RMA (NVIDIA memory error management guide)")
+        if rr.get("pending"):
+            yield fault("gpu.row_remap.pending", view.name, _subject(g),
+                        f"row remapping pending ({rr.get('uncorrectable', 0)} uncorrectable, "
+                        f"{rr.get('correctable', 0)} correctable rows): a GPU reset is required",
+                        severity=Severity.WARN, expected=False, actual=rr, evidence=ev,
+                        hint="drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot")
+
+
+def check_fabric(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        fab = g.get("fabric")
+        if not fab or fab.get("state") in (None, "not_supported"):
+            continue
+        ok = fab.get("state") == "completed" and fab.get("status") in (None, "SUCCESS")
+        if fab.get("health_summary") in ("unhealthy", "limited_capacity"):
+            ok = False
+        if ok:
+            continue
+        yield fault("nvlink.fabric.incomplete", view.name, _subject(g),
+                    f"NVLink fabric registration {fab.get('state')} (status {fab.get('status')}, "
+                    f"health {fab.get('health_summary')})",
+                    expected="completed/SUCCESS", actual=fab, evidence=[f"nvml.gpus[{g.get('index')}].fabric"],
+                    hint="check `systemctl status nvidia-fabricmanager` and its log; CUDA cannot use "
+                         "NVLink until registration completes")
+
+
+def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str) -> Iterator[Finding]:
+    seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for v in views:
+        for g in _gpus(v):
+            value = g.get(field)
+            if isinstance(value, str) and value.strip() and not value.upper().startswith(("N/A", "0000000")):
+                seen[value].append((v.name, _subject(g)))
+    for value, where in sorted(seen.items()):
+        if len(where) < 2:
+            continue
+        # Each message names this host's places and at most _NAMED elsewhere, and counts the rest:
+        # listing every place in every message is quadratic (497 MB of text at 3,000 hosts, one UUID).
+        by_host: dict[str, list[str]] = defaultdict(list)
+        for h, s in where:
+            by_host[h].append(f"{h}:{s}")
+        hosts = list(by_host)  # first-seen order
+        for host in sorted(hosts):
+            own = by_host[host][:_NAMED]
+            # Places on the first other hosts: at most _NAMED + 1 hosts are looked at, whatever the fleet size.
+            others = [pl for h in islice((h for h in hosts if h != host), _NAMED) for pl in by_host[h]][:_NAMED]
+            named = own + others
+            more = len(where) - len(named)
+            text = ", ".join(named) + (f" and {more} more" if more else "")
+            yield fault(fid, host, value, f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
+                        expected="unique", actual={"count": len(where), "named": named},
+                        evidence=[f"nvml.gpus[].{field}", f"{len(hosts)} hosts report it"],
+                        hint="a device list that repeats identities is forged or virtualised; "
+                             "ask the provider which physical GPU you got")
+
+
+def check_uuid_duplicates(views: list[HostView]) -> Iterable[Finding]:
+    return _identity_duplicates(views, "uuid", "identity.uuid.duplicate", "UUID")
+
+
+def check_serial_duplicates(views: list[HostView]) -> Iterable[Finding]:
+    return _identity_duplicates(views, "serial", "identity.gpu_serial.duplicate", "serial")
+
+
+CHECKS: list[HostCheck] = [
+    check_lost, check_count, check_model, check_nvlink_links, check_p2p_vs_nvlink, check_mig,
+    check_virtualization, check_fans, check_row_remap, check_fabric,
+]
+FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates]

@@ -1,0 +1,410 @@
+"""Checks on `facts["pcie"]` (docs/facts-pcie.md): downgraded links, NICs sharing GPU uplinks,
+ACS redirect on GPU paths, GPUs on the bus but not in the driver, GPU<->NIC affinity, and what
+could not be judged without root.  Pure: HostView in, findings out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+from orchestrator.facts import gpu_models
+from orchestrator.verdict.checks.base import HostCheck, HostView
+from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+
+LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+
+
+def _facts(view: HostView) -> dict[str, Any] | None:
+    if not view.ran("pcie"):
+        return None  # the probe outcome already says why
+    facts = view.facts.get("pcie")
+    return facts if isinstance(facts, dict) else None
+
+
+def _virtualized(view: HostView, pcie: dict[str, Any]) -> bool:
+    host = view.facts.get("host") or {}
+    virt = host.get("virtualization") or {} if isinstance(host, dict) else {}
+    return bool(virt.get("virtualized")) or bool((pcie.get("virtual_platform") or {}).get("detected"))
+
+
+def _in_container(view: HostView) -> bool:
+    host = view.facts.get("host") or {}
+    return bool(((host.get("virtualization") or {}) if isinstance(host, dict) else {}).get("container"))
+
+
+def _nvml_gpus(view: HostView) -> list[dict[str, Any]]:
+    """NVML's GPU list when the nvml probe ran (or facts came without outcomes, as from an import)."""
+    if view.outcomes and not view.ran("nvml"):
+        return []
+    gpus = view.facts.get("gpus")
+    lst = gpus.get("list") if isinstance(gpus, dict) else None
+    return [g for g in lst if isinstance(g, dict)] if isinstance(lst, list) else []
+
+
+def _nvml_index(view: HostView) -> dict[str, int] | None:
+    """bus id -> NVML index, or None when NVML cannot say for every GPU it lists (no NVML, or a text
+    import without bus ids): then GPUs are numbered by bus order, which is NVML's order on a
+    complete box."""
+    out: dict[str, int] = {}
+    for g in _nvml_gpus(view):
+        bus, idx = g.get("bus_id"), g.get("index")
+        if not isinstance(bus, str) or not bus or not isinstance(idx, int):
+            return None
+        out[bus.lower()] = idx
+    return out or None
+
+
+def _names(pcie: dict[str, Any], view: HostView | None = None) -> dict[str, str]:
+    """bdf -> "GPU3 (0000:5d:00.0)" / "NIC mlx5_0 (0000:19:00.0)" for subjects and messages.
+
+    GPU numbers are NVML's (what nvidia-smi shows) when NVML ran: a GPU missing from NVML shifts
+    the bus order of every later GPU, so counting on the bus would name the wrong GPU.  A GPU on
+    the bus that NVML does not list has no number: "GPU? (bdf)"."""
+    out: dict[str, str] = {}
+    nvml = _nvml_index(view) if view is not None else None
+    for i, b in enumerate(pcie.get("gpus") or []):
+        if nvml is None:
+            out[b] = f"GPU{i} ({b})"
+        else:
+            out[b] = f"GPU{nvml[b]} ({b})" if b in nvml else f"GPU? ({b})"
+    nics = pcie.get("nics") or []
+    if nics:
+        wanted = set(nics)  # only NICs are named by label: skip the other devices' labels
+        labels: dict[str, Any] = {}
+        for d in pcie.get("devices") or []:
+            if isinstance(d, dict) and d["bdf"] in wanted:
+                labels[d["bdf"]] = d.get("label")
+        for b in nics:
+            out[b] = f"NIC {labels.get(b)} ({b})" if labels.get(b) else f"NIC {b}"
+    return out
+
+
+class _Names:
+    """`_names(pcie, view)`, built the first time a finding needs a name: on a healthy host most
+    checks name nothing, and building it walks every GPU and device."""
+
+    def __init__(self, pcie: dict[str, Any], view: HostView) -> None:
+        self._pcie, self._view = pcie, view
+        self._names: dict[str, str] | None = None
+
+    def get(self, bdf: str, default: str) -> str:
+        if self._names is None:
+            self._names = _names(self._pcie, self._view)
+        return self._names.get(bdf, default)
+
+
+def _gw(gen: Any, width: Any) -> str:
+    return f"Gen{gen if gen is not None else '?'} x{width if width is not None else '?'}"
+
+
+def check_link_downgraded(view: HostView) -> Iterator[Finding]:
+    pcie = _facts(view)
+    if pcie is None:
+        return
+    names = _Names(pcie, view)
+    exp_gen, exp_width = view.expect.pcie_gen, view.expect.pcie_width
+    reported = set()
+    for e in pcie.get("downgraded") or []:
+        b = e["bdf"]
+        reported.add(b)
+        gpu = e.get("kind") == "gpu"
+        below_expect = gpu and ((exp_gen and (e["gen_current"] or 0) < exp_gen)
+                                or (exp_width and (e["width_current"] or 0) < exp_width))
+        width_low = (e["width_current"] or 0) < (e["width_max"] or 0)
+        actual = f"{_gw(e['gen_current'], e['width_current'])} ({e.get('speed_current')})"
+        expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
+        subject = names.get(b, f"{e.get('kind')} {b}")
+        evidence = [f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
+        if below_expect:
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link trained at {actual}, expected at least {expected}",
+                        expected=expected, actual=actual, evidence=evidence,
+                        hint="reseat the card or riser, check the slot's bifurcation/link settings in the BIOS, "
+                             "compare with `lspci -vvv` LnkSta")
+        elif width_low or not gpu:
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link trained at {actual}, both ends support {_gw(e['gen_max'], e['width_max'])}",
+                        severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
+                        hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
+        else:
+            # GPUs lower the link speed when idle to save power; only the width is conclusive at rest.
+            yield unknown("pcie.link.downgraded", view.name, subject,
+                          f"{subject} link at {actual} below its {_gw(e['gen_max'], e['width_max'])}; "
+                          "GPUs slow the link when idle",
+                          expected=expected, actual=actual, evidence=evidence,
+                          hint="re-check while the GPU is busy (e.g. during the p2p probe); set probe_expect.pcie_gen "
+                               "to make this a hard requirement")
+    if not exp_gen:
+        yield from _below_model_generation(view, pcie, names, reported)
+    if not (exp_gen or exp_width):
+        return
+    # Expectations also catch a GPU that trained at its best but in a slot below the requirement.
+    for d in pcie.get("devices") or []:
+        if d.get("kind") != "gpu" or d["bdf"] in reported or not d.get("link"):
+            continue
+        link = d["link"]
+        if (exp_gen and (link["gen_current"] or 0) < exp_gen) or (exp_width and (link["width_current"] or 0) < exp_width):
+            subject = names.get(d["bdf"], d["bdf"])
+            actual = f"{_gw(link['gen_current'], link['width_current'])} ({link.get('speed_current')})"
+            expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link at {actual}, expected at least {expected}",
+                        expected=expected, actual=actual,
+                        evidence=[f"sysfs {d['bdf']}: current_link_speed/width"],
+                        hint="the GPU or its slot cannot reach the expected generation/width; check the slot and riser")
+
+
+def _slot_max_gen(d: dict[str, Any], devs: dict[str, dict[str, Any]]) -> int | None:
+    """The generation the port above a device supports (its slot), None when unknown."""
+    parent = devs.get(d.get("parent") or "")
+    role = (parent or {}).get("role") or (parent or {}).get("port_type")  # text imports: port_type only
+    if not parent or role not in ("root_port", "downstream_port") or not parent.get("link"):
+        return None
+    gen = parent["link"].get("gen_max")
+    return gen if isinstance(gen, int) else None
+
+
+def _below_model_generation(view: HostView, pcie: dict[str, Any], names: _Names,
+                            reported: set[str]) -> Iterator[Finding]:
+    """Where no pcie_gen is written, the GPU model's own generation (gpu_models) is the derived one.
+
+    Only a link that trained at the best both of its ends advertise can be judged: a GPU whose
+    current speed is below its own and its slot's maximum may just be idle (GPUs slow the link at
+    rest), and that case is already in `downgraded` (reported above as unknown).  Left: the slot
+    cannot do the model's generation (the server limits it: a platform limitation), or the GPU
+    itself advertises less than its model does in a slot that can do more (a fault).  Both are
+    `pcie.link.downgraded`: info/platform_limitation for the slot, warn/fault for the GPU; a written
+    `pcie_gen` replaces the model's generation (and makes either a fail).
+    """
+    if _virtualized(view, pcie):
+        return  # an emulated port's link fields describe the hypervisor's bus, not a slot
+    nvml_names = {str(g.get("bus_id")).lower(): g.get("name") for g in _nvml_gpus(view) if g.get("bus_id")}
+    devs = {d["bdf"]: d for d in pcie.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+    for b, d in devs.items():
+        link = d.get("link")
+        if d.get("kind") != "gpu" or b in reported or not link:
+            continue
+        model = gpu_models.lookup(d.get("model") or nvml_names.get(b))
+        cur, dev_max = link.get("gen_current"), link.get("gen_max")
+        if model is None or not isinstance(cur, int) or cur >= model.pcie_gen:
+            continue
+        slot = _slot_max_gen(d, devs)
+        caps = [g for g in (dev_max, slot) if isinstance(g, int)]
+        if not caps or cur < min(caps):
+            continue  # both ends unknown, or trained below both ends: idle or already in `downgraded`
+        subject = names.get(b, f"gpu {b}")
+        actual = f"{_gw(cur, link.get('width_current'))} ({link.get('speed_current')})"
+        expected = _gw(model.pcie_gen, link.get("width_max"))
+        evidence = [f"sysfs {b}: current_link_speed, max_link_speed", f"sysfs {d.get('parent')}: max_link_speed",
+                    f"gpu_models {model.key}: PCIe Gen{model.pcie_gen}"]
+        if slot is not None and slot < model.pcie_gen:
+            # Same id as a downgrade (one place for link findings); the kind says it is the platform.
+            yield limitation("pcie.link.downgraded", view.name, subject,
+                             f"{subject} runs at {actual}: its slot supports Gen{slot} at most, the "
+                             f"{model.key} does Gen{model.pcie_gen}", expected=expected, actual=actual,
+                             evidence=evidence,
+                             hint="the server's slot (or riser/switch) limits host<->GPU bandwidth; a newer "
+                                  "platform is needed for the GPU's full link; set probe_expect.pcie_gen to "
+                                  "make it a requirement")
+        else:
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link at {actual} and advertises Gen{dev_max} at most, below the "
+                        f"{model.key}'s Gen{model.pcie_gen}"
+                        + (f", in a slot that supports Gen{slot}" if slot is not None else ""),
+                        severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
+                        hint="the GPU reports a lower link capability than its model has: check the VBIOS/"
+                             "firmware PCIe setting, the riser and the BIOS slot speed setting; set "
+                             "probe_expect.pcie_gen to make this a hard requirement")
+
+
+def check_nic_shared_switch(view: HostView) -> Iterator[Finding]:
+    """A NIC sharing a GPU uplink by accident rather than by design (definition: docs/facts-pcie.md)."""
+    pcie = _facts(view)
+    if pcie is None:
+        return
+    names = _Names(pcie, view)
+    groups = [u for u in pcie.get("uplinks") or [] if u.get("gpus")]
+    mixed = [u for u in groups if u.get("nics")]
+    if not mixed:
+        return
+    by_design = all(u.get("nics") for u in groups) and len(
+        {Fraction(len(u["gpus"]), len(u["nics"])) for u in mixed}) == 1
+    declared = view.expect.gpu_nic_level is not None  # the user declared the affinity design
+    limit = None
+    if view.expect.gpu_count and view.expect.nic_count:
+        limit = Fraction(view.expect.gpu_count, view.expect.nic_count)  # GPUs each NIC is meant to serve
+    for u in mixed:
+        ratio = Fraction(len(u["gpus"]), len(u["nics"]))
+        over = limit is not None and ratio > limit
+        if not over and (by_design or declared):
+            continue
+        gpus = ", ".join(names.get(g, g) for g in u["gpus"])
+        why = (f"expected one NIC per {limit} GPU(s), found {len(u['gpus'])} GPU(s) and {len(u['nics'])} NIC(s)"
+               if over else "other GPUs have no NIC on their uplink, so this placement is not a GPU/NIC pairing design")
+        for n in u["nics"]:
+            subject = names.get(n, n)
+            yield fault("pcie.nic.shared_switch", view.name, subject,
+                        f"{subject} shares the uplink of {u['type'].replace('_', ' ')} {u['id']} with {gpus}; {why}",
+                        severity=Severity.WARN,
+                        expected="NICs on their own uplink, or paired evenly with GPUs",
+                        actual={"uplink": u["id"], "gpus": u["gpus"], "nics": u["nics"]},
+                        evidence=[f"pcie.uplinks[{u['id']}]"],
+                        hint="GPU host traffic and network traffic compete for one switch uplink; move the NIC to its "
+                             "own slot, or set probe_expect.gpu_nic_level if this pairing is intended")
+
+
+def check_acs(view: HostView) -> Iterator[Finding]:
+    pcie = _facts(view)
+    if pcie is None or view.expect.acs_allowed:
+        return
+    names = _Names(pcie, view)
+    virtual = _virtualized(view, pcie)
+    for e in pcie.get("acs") or []:
+        if e.get("port_role") != "downstream_port" or not e.get("peers"):
+            continue  # root ports: P2P across them crosses the root complex anyway
+        gpus = ", ".join(names.get(g, g) for g in e["gpus"])
+        subject = e["port"]
+        msg = (f"ACS {'/'.join(e['enabled'])} enabled on switch port {e['port']} above {gpus}: peer-to-peer "
+               "traffic is redirected through the root complex")
+        kw: dict[str, Any] = {"expected": "ACS redirect off on switch ports between GPUs/NICs",
+                              "actual": e["enabled"], "evidence": [f"config space {e['port']} ACS control"]}
+        if virtual:
+            yield limitation("pcie.acs.enabled", view.name, subject, msg + " (virtualized host: the hypervisor "
+                             "needs ACS for isolation)", hint="P2P between passed-through devices is the "
+                             "platform's choice; ask the provider for a P2P-capable configuration", **kw)
+        else:
+            yield fault("pcie.acs.enabled", view.name, subject, msg,
+                        hint="boot with pci=disable_acs_redir=<ports> or clear ACS control (setpci ECAP_ACS+0x6.w=0) "
+                             "on bare metal; see NCCL troubleshooting 'PCI Access Control Services'", **kw)
+
+
+def check_gpu_count(view: HostView) -> Iterator[Finding]:
+    pcie = _facts(view)
+    if pcie is None:
+        return
+    counts = pcie.get("gpu_counts") or {}
+    gpus = pcie.get("gpus") or []
+    names = _Names(pcie, view)
+    passthrough = set(counts.get("passthrough") or [])
+    if not gpus or len(passthrough) == len(gpus):
+        return
+    if not counts.get("driver_loaded"):
+        yield fault("gpu.count.pci_vs_driver", view.name, "host",
+                    f"{len(gpus) - len(passthrough)} NVIDIA GPU(s) on the PCI bus but the NVIDIA driver is not loaded",
+                    expected=len(gpus) - len(passthrough), actual=0,
+                    evidence=["/proc/driver/nvidia absent"] + [b for b in gpus if b not in passthrough],
+                    hint="load the driver (modprobe nvidia) and check dmesg for NVRM errors")
+        return
+    miss_proc = set(counts.get("missing_from_proc") or [])
+    miss_dev = set(counts.get("missing_from_dev") or [])
+    container = _in_container(view)
+    for b in sorted(miss_proc | miss_dev):
+        where = " and ".join(w for w, s in (("/proc/driver/nvidia/gpus", miss_proc), ("/dev/nvidia*", miss_dev)) if b in s)
+        subject = names.get(b, b)
+        kw: dict[str, Any] = {"expected": f"{b} in /proc/driver/nvidia/gpus and /dev", "actual": f"missing from {where}",
+                              "evidence": [f"/sys/bus/pci/devices/{b}", where]}
+        if container and b not in miss_proc:
+            yield limitation("gpu.count.pci_vs_driver", view.name, subject,
+                             f"{subject} is on the PCI bus but not in this container's /dev", **kw)
+            continue
+        yield fault("gpu.count.pci_vs_driver", view.name, subject,
+                    f"{subject} is on the PCI bus but missing from {where} "
+                    f"(PCI {counts.get('pci')}, /proc {counts.get('proc')}, /dev {counts.get('dev')})",
+                    hint="the driver did not initialise this GPU: check dmesg for NVRM/Xid errors, the GPU's "
+                         "power and seating, and nvidia-smi -q for it", **kw)
+
+
+def check_needs_root(view: HostView) -> Iterator[Finding]:
+    pcie = _facts(view)
+    if pcie is None or not pcie.get("needs_root"):
+        return
+    yield unknown("pcie.config.needs_root", view.name, "host",
+                  "PCIe config space beyond 64 bytes needs root: port types inferred from the tree, ACS not judged",
+                  actual=pcie.get("needs_root"), evidence=["sysfs config files read 64 bytes"],
+                  hint="run the pcie probe with become (sudo -n) to judge ACS and confirm switch ports")
+
+
+def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[Any]], str] | None:
+    """(key, label) per device in matrix order, the GPU x NIC level matrix, and where it came from.
+
+    The PCIe probe's `levels` first; without them (a `nvidia-smi topo -m` text import, or a host
+    where only NVML ran) the merged `topology` matrix, whose devices say their kind.  Keys are
+    "gpu:<bus id or name>" / "nic:<...>" so GPUs without a bus id (text) stay apart."""
+    pcie = _facts(view)
+    levels = (pcie or {}).get("levels") or {}
+    order = levels.get("order") or []
+    if pcie is not None and order and levels.get("matrix"):
+        gpus = set(pcie.get("gpus") or [])
+        names = _Names(pcie, view)
+        keyed = [(("gpu:" if b in gpus else "nic:") + b, names.get(b, b)) for b in order]
+        return keyed, levels["matrix"], "pcie.levels (GPU x NIC)"
+    if view.outcomes and not (view.ran("nvml") or view.ran("pcie")):
+        return None
+    topo = view.facts.get("topology")
+    devices = topo.get("devices") if isinstance(topo, dict) else None
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if not isinstance(devices, list) or not isinstance(matrix, list) or not devices:
+        return None
+    keyed = []
+    for i, d in enumerate(devices):
+        d = d if isinstance(d, dict) else {}
+        kind = "gpu" if d.get("kind") == "gpu" else "nic" if d.get("kind") == "nic" else "other"
+        bus, name = d.get("bus_id"), d.get("name") or f"#{i}"
+        label = f"{name} ({bus or 'bus id unknown'})" if kind == "gpu" else str(name)
+        if kind == "nic" and d.get("label"):
+            label = f"NIC {d['label']}" + (f" ({bus})" if bus else "")
+        keyed.append((f"{kind}:{bus or name}#{i}", label))
+    # Without the PCIe probe a live run's merged matrix has no GPU x NIC cells (they come from that
+    # probe only): no known cell means "not known", never "no NIC".
+    gpu_idx = [i for i, (k, _) in enumerate(keyed) if k.startswith("gpu:")]
+    nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
+    if not any(_cell(matrix, i, j) in LEVEL_RANK for i in gpu_idx for j in nic_idx):
+        return None
+    return keyed, matrix, "topology (nvidia-smi topo -m GPU x NIC)"
+
+
+def _cell(matrix: list[list[Any]], i: int, j: int) -> Any:
+    row = matrix[i] if i < len(matrix) and isinstance(matrix[i], list) else []
+    return row[j] if j < len(row) else None
+
+
+def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
+    want = view.expect.gpu_nic_level
+    if not want:
+        return
+    found = _affinity_matrix(view)
+    if found is None:
+        return  # neither the PCIe levels nor a topo matrix: nothing to judge (the outcomes say why)
+    keyed, matrix, evidence = found
+    nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
+    want_rank = LEVEL_RANK.get("PIX" if want == "NV" else want, 5)
+    for gi, (key, subject) in enumerate(keyed):
+        if not key.startswith("gpu:"):
+            continue
+        row = matrix[gi] if gi < len(matrix) and isinstance(matrix[gi], list) else []  # as _cell reads it
+        cells = []
+        for j in nic_idx:
+            cell = row[j] if j < len(row) else None
+            if cell in LEVEL_RANK:
+                cells.append((cell, keyed[j][1]))
+        best = min(cells, key=lambda c: LEVEL_RANK[c[0]]) if cells else None
+        if best and LEVEL_RANK[best[0]] <= want_rank:
+            continue
+        actual = f"{best[0]} to {best[1]}" if best else "no NIC found"
+        yield fault("pcie.gpu_nic.affinity", view.name, subject,
+                    f"{subject} has no NIC at {want} or closer (nearest: {actual})",
+                    expected=want, actual=best[0] if best else None,
+                    evidence=[evidence],
+                    hint="the GPU's RDMA traffic will cross the host bridge; check NIC placement against the design")
+
+
+CHECKS: list[HostCheck] = [
+    check_link_downgraded,
+    check_nic_shared_switch,
+    check_acs,
+    check_gpu_count,
+    check_needs_root,
+    check_gpu_nic_affinity,
+]

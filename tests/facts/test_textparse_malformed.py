@@ -1,0 +1,188 @@
+"""Malformed input: one line naming file and line, never a traceback."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from orchestrator.facts.textparse import (
+    MAX_BYTES,
+    TextParseError,
+    detect_kind,
+    import_files,
+    parse_lspci_tree,
+    parse_nvlink,
+    parse_smi_list,
+    parse_smi_query,
+    parse_smi_xml,
+    parse_text,
+    parse_topo_cpu,
+    parse_topo_matrix,
+    read_path,
+)
+from tests.facts.test_textparse_common import FIXTURES, evidence, shared_dir
+
+needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
+H100 = "topo_h100_sxm_8gpu_8nic_pix_01.txt"
+
+
+def one_line(e: TextParseError, name: str) -> str:
+    s = str(e)
+    assert "\n" not in s and s.startswith(name)
+    return s
+
+
+def test_empty_file(tmp_path: Path):
+    f = tmp_path / "empty.txt"
+    f.write_bytes(b"")
+    host = import_files([f])
+    assert host.facts == {} and len(host.errors) == 1
+    assert host.errors[0] == f"{f}:1: empty input (no text at all)"
+
+
+def test_binary_junk_with_and_without_nul(tmp_path: Path):
+    rng = random.Random(7)
+    a = tmp_path / "core.bin"
+    a.write_bytes(b"GPU0\n" + bytes(rng.randrange(256) for _ in range(4000)))
+    b = tmp_path / "latin.bin"
+    b.write_bytes(bytes(rng.randrange(0x80, 0x100) for _ in range(4000)))
+    host = import_files([a, b])
+    assert len(host.errors) == 2
+    assert all("binary data" in e for e in host.errors)
+    assert host.errors[0].startswith(f"{a}:")
+
+
+def test_huge_file_is_capped(tmp_path: Path):
+    f = tmp_path / "huge.txt"
+    with f.open("wb") as fh:
+        fh.write(b"\tGPU0\tGPU1\n" + b"GPU0\t X \tNV4\n" * ((MAX_BYTES // 13) + 100))
+    with pytest.raises(TextParseError) as ei:
+        read_path(f)
+    assert "larger than 8 MiB" in one_line(ei.value, str(f))
+
+
+@needs_evidence
+def test_truncated_row_names_the_line():
+    lines = read_path(evidence(H100)).split("\n")
+    cut = "\n".join(lines[:6]) + "\n" + lines[6][:30]
+    with pytest.raises(TextParseError) as ei:
+        parse_topo_matrix(cut, "cut.txt")
+    assert one_line(ei.value, "cut.txt") == "cut.txt:7: row GPU5 has 3 of 16 matrix cells (truncated line or not a square matrix)"
+
+
+@needs_evidence
+def test_missing_rows_is_not_square():
+    lines = read_path(evidence(H100)).split("\n")
+    with pytest.raises(TextParseError) as ei:
+        parse_topo_matrix("\n".join(lines[:10]), "short.txt")
+    msg = one_line(ei.value, "short.txt")
+    assert msg.startswith("short.txt:10: matrix is not square: 16 columns but 9 rows (missing NIC1, NIC2")
+
+
+def test_row_with_fewer_cells_than_columns():
+    text = "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPIX\nGPU1\tPIX\t X \nGPU2\tPIX\tPIX\t X \n"
+    with pytest.raises(TextParseError, match=r"^m\.txt:3: row GPU1 has 2 of 3 matrix cells"):
+        parse_topo_matrix(text, "m.txt")
+
+
+def test_duplicate_row_and_header():
+    with pytest.raises(TextParseError, match=r"^d\.txt:3: row GPU0 appears twice"):
+        parse_topo_matrix("\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU0\t X \tPIX\n", "d.txt")
+    with pytest.raises(TextParseError, match=r"^d\.txt:1: column label\(s\) GPU0 appear twice"):
+        parse_topo_matrix("\tGPU0\tGPU0\nGPU0\t X \tPIX\n", "d.txt")
+
+
+def test_no_matrix_at_all():
+    with pytest.raises(TextParseError, match=r"^x:1: no topology matrix header"):
+        parse_topo_matrix("hello world\n", "x")
+
+
+def test_truncated_nvlink_and_topo_c_and_L():
+    with pytest.raises(TextParseError, match=r"^n:3: link 1 line has no value"):
+        parse_nvlink("GPU 0: X (UUID: GPU-1)\n\t Link 0: 25 GB/s\n\t Link 1:\n", "n")
+    with pytest.raises(TextParseError, match=r"^c:1: the GPU list for CPU 48 is missing"):
+        parse_topo_cpu("The GPUs that have an affinity with CPU 48 are:\n", "c")
+    with pytest.raises(TextParseError, match=r"^l:2: GPU/MIG line not understood"):
+        parse_smi_list("GPU 0: NVIDIA A100 (UUID: GPU-1)\nGPU 1: NVIDIA A100 (UUID: GPU-2\n", "l")
+
+
+def test_truncated_query_block():
+    with pytest.raises(TextParseError, match=r"^q:3: GPU block 00000000:18:00.0 has no fields"):
+        parse_smi_query("Driver Version : 1\n\nGPU 00000000:18:00.0\n", "q")
+
+
+def test_xml_entity_and_doctype_refused_and_truncation():
+    bomb = '<?xml version="1.0"?>\n<!DOCTYPE x [<!ENTITY a "aaaa">]>\n<nvidia_smi_log>&a;</nvidia_smi_log>\n'
+    with pytest.raises(TextParseError, match=r"^b\.xml:2: XML with a DOCTYPE/ENTITY declaration is refused"):
+        parse_smi_xml(bomb, "b.xml")
+    text = read_path(FIXTURES / "smi_qx_2x_a100_mig_passthrough.xml")
+    with pytest.raises(TextParseError, match=r"^t\.xml:\d+: not well-formed XML"):
+        parse_smi_xml(text[: len(text) // 2], "t.xml")
+    with pytest.raises(TextParseError, match="not <nvidia_smi_log>"):
+        parse_smi_xml("<other/>", "o.xml")
+
+
+def test_lspci_tree_garbage_placement():
+    with pytest.raises(TextParseError, match=r"^t:1: no devices found"):
+        parse_lspci_tree("+-- nothing here [x]\n", "t")
+
+
+def test_unrecognised_and_forced_wrong_kind():
+    with pytest.raises(TextParseError, match=r"^u:1: not a recognised nvidia-smi or lspci output"):
+        parse_text("just some words\n", "u")
+    with pytest.raises(TextParseError, match=r"^u: unknown kind 'nope'"):
+        parse_text("x", "u", "nope")
+    with pytest.raises(TextParseError, match=r"^u:1: no 'GPU n: NAME"):
+        parse_text("just some words\n", "u", "smi_list")
+
+
+def _all_inputs() -> list[Path]:
+    files = sorted(FIXTURES.glob("*"))
+    ev = shared_dir() / "evidence"
+    if ev.is_dir():
+        files += sorted(ev.glob("*.txt"))
+    return files
+
+
+def test_truncations_and_byte_flips_never_raise_anything_else():
+    """Cut every input at many points and flip bytes: the parser for the detected kind either
+    returns a result or raises TextParseError."""
+    rng = random.Random(1234)
+    tried = 0
+    for f in _all_inputs():
+        data = f.read_bytes()
+        kind = detect_kind(data.decode("utf-8", "replace"))
+        if kind in ("p2p_bandwidth_latency", "nvbandwidth"):
+            continue
+        variants = [data[: rng.randrange(1, len(data))] for _ in range(12)]
+        for _ in range(6):
+            b = bytearray(data)
+            for _ in range(5):
+                b[rng.randrange(len(b))] = rng.choice(b"\t \n-|+X0:.[]")
+            variants.append(bytes(b))
+        for v in variants:
+            tried += 1
+            try:
+                parse_text(v.decode("utf-8", "replace"), f.name, kind)
+            except TextParseError as e:
+                assert "\n" not in str(e) and str(e).startswith(f.name)
+    assert tried > 100
+
+
+@pytest.mark.parametrize("text", [
+    "a" + " " * 300_000 + "b",  # was quadratic in the -q key/value split
+    "\tGPU0\tmlx5_" + "1" * 300_000 + "x",  # long device-label candidate in a header
+    "GPU 00000000:18:00.0\n    " + "a " * 150_000,
+])
+def test_pathological_long_lines_are_refused_not_slow(text):
+    from orchestrator.facts.textparse import PARSED_KINDS
+
+    detect_kind(text)
+    for kind in PARSED_KINDS:
+        with pytest.raises(TextParseError) as ei:
+            parse_text(text, "long.txt", kind)
+        assert str(ei.value).startswith("long.txt")
+    with pytest.raises(TextParseError, match=r"^long\.txt:\d+: line is \d+ characters long"):
+        parse_topo_matrix(text, "long.txt")

@@ -1,0 +1,190 @@
+"""The report in a real browser: headless Chromium driven by Selenium.
+
+Needs the Debian packages `chromium` and `chromium-driver` (`apt-get install -y chromium
+chromium-driver`) and `pip install selenium`; skips with the reason when either is missing.
+Leaves `test-artifacts/report.png` (top of the fixture fleet's report), `report-gpu02.png` (its
+NVLink graph with the down link), `report-gpu04-pcie.png` (the NIC sharing a GPU switch) and
+`report.html` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from support.sample_fleet import build_previous_fleet, build_sample_fleet
+
+from orchestrator.present.report import write_report
+
+pytestmark = pytest.mark.browser
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def _find(*names: str) -> str | None:
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def driver():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    browser = os.environ.get("FLEETPROBE_CHROMIUM") or _find("chromium", "chromium-browser", "google-chrome")
+    chromedriver = os.environ.get("FLEETPROBE_CHROMEDRIVER") or _find("chromedriver")
+    if not browser or not chromedriver:
+        pytest.skip("headless Chromium not found: apt-get install -y chromium chromium-driver")
+    options = Options()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1000", "--allow-file-access-from-files"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    drv = webdriver.Chrome(service=Service(chromedriver), options=options)
+    drv.set_page_load_timeout(30)
+    yield drv
+    drv.quit()
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    write_report(build_sample_fleet(), out, previous=build_previous_fleet())
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copyfile(out, ARTIFACTS / "report.html")
+    return out
+
+
+def _errors(drv) -> list[dict]:
+    return [e for e in drv.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
+
+
+def _visible_rows(drv) -> int:
+    return drv.execute_script(
+        "return Array.prototype.filter.call(document.querySelectorAll('#findings-table tbody tr'),"
+        " function (r) { return r.offsetParent !== null; }).length;")
+
+
+def test_report_renders_filters_and_draws(driver, report):
+    from selenium.webdriver.common.by import By
+
+    driver.get(report.as_uri())
+    driver.get_log("browser")  # start from a clean log for this page
+    driver.get(report.as_uri() + "#host-gpu02")
+
+    # The findings table renders, and the severity filter hides and shows rows.
+    table = driver.find_element(By.ID, "findings-table")
+    assert table.is_displayed()
+    assert _visible_rows(driver) == 12
+    counter = driver.find_element(By.ID, "finding-count")
+    assert counter.text == "12 of 12 shown"
+    for sev in ("warn", "info"):
+        driver.find_element(By.CSS_SELECTOR, f"#finding-filters input[value={sev}]").click()
+    assert _visible_rows(driver) == 5
+    assert counter.text == "5 of 12 shown"
+    host = driver.find_element(By.CSS_SELECTOR, "#finding-filters input[name=host]")
+    host.send_keys("gpu02")
+    assert _visible_rows(driver) == 2
+    host.clear()
+    host.send_keys(" ")  # clear() fires no input event; a blank search matches everything
+    driver.find_element(By.CSS_SELECTOR, "#finding-filters input[value=info]").click()
+    assert _visible_rows(driver) == 8
+    # Sorting by host puts a100-01 first (A-Z), a second click reverses it.
+    header = driver.find_element(By.XPATH, "//table[@id='findings-table']//th[text()='host']")
+    header.click()
+    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(4)")
+    assert first.text == "a100-01"
+    header.click()
+    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(4)")
+    assert first.text == "vm01"
+    # Clicking the "fail" card narrows the table to failures.
+    driver.find_element(By.CSS_SELECTOR, ".card[data-severity=fail]").click()
+    assert _visible_rows(driver) == 5
+
+    # Navigating to #host-gpu02 opened its collapsed section; the NVLink graph is drawn, with
+    # the down link in red.
+    section = driver.find_element(By.ID, "host-gpu02")
+    assert section.get_attribute("open") is not None
+    graph = section.find_element(By.CSS_SELECTOR, "svg.pic-nvlink")
+    assert graph.is_displayed() and graph.size["width"] > 600 and graph.size["height"] > 200
+    assert len(graph.find_elements(By.CSS_SELECTOR, "g.node")) == 12
+    stroke = driver.execute_script(
+        "return getComputedStyle(arguments[0].querySelector('g.edge-down line')).stroke;", graph)
+    assert stroke == "rgb(198, 40, 40)"
+    down = graph.find_element(By.CSS_SELECTOR, "g.node-down text")
+    assert down.text == "GPU3"
+    pcie = driver.find_element(By.CSS_SELECTOR, "#host-gpu04 svg.pic-pcie")
+    driver.execute_script("arguments[0].open = true;", driver.find_element(By.ID, "host-gpu04"))
+    shared = pcie.find_element(By.CSS_SELECTOR, "g.dev-shared rect")
+    assert driver.execute_script("return getComputedStyle(arguments[0]).fill;", shared) == "rgb(255, 224, 163)"
+
+    assert _errors(driver) == []
+
+    # Screenshots for a person: the top of the page (filters reset), gpu02's NVLink graph and
+    # P2P map, gpu04's PCIe tree.
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.set_window_size(1400, 1700)
+    driver.get(report.as_uri())
+    assert driver.save_screenshot(str(ARTIFACTS / "report.png"))
+    driver.get(report.as_uri() + "#host-gpu02")
+    section = driver.find_element(By.ID, "host-gpu02")
+    driver.execute_script("arguments[0].open = true;", driver.find_element(By.ID, "host-gpu04"))
+    driver.execute_script("arguments[0].scrollIntoView();", section.find_element(By.CSS_SELECTOR, "figure.fig-nvlink"))
+    assert driver.save_screenshot(str(ARTIFACTS / "report-gpu02.png"))
+    assert driver.find_element(By.CSS_SELECTOR, "#host-gpu04 figure.fig-pcie").screenshot(
+        str(ARTIFACTS / "report-gpu04-pcie.png"))
+    driver.set_window_size(1400, 1000)
+
+
+def test_hostile_report_runs_no_injected_code(driver, tmp_path):
+    from selenium.common.exceptions import NoAlertPresentException
+
+    from tests.present.test_report import HOSTILE
+
+    out = write_report(build_sample_fleet(hostile=HOSTILE), tmp_path / "hostile.html")
+    driver.get(out.as_uri())
+    driver.get_log("browser")
+    driver.get(out.as_uri())
+    driver.execute_script("document.querySelectorAll('details').forEach(function (d) { d.open = true; });")
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text  # noqa: B018 - raises when no alert() ran
+    # Only our own script exists; a CSP violation or a broken page would be logged as an error.
+    assert driver.execute_script("return document.scripts.length;") == 1
+    assert driver.execute_script("return document.images.length;") == 0
+    assert _visible_rows(driver) == 12
+    assert _errors(driver) == []
+
+
+@pytest.mark.slow
+def test_2000_host_report_loads_and_filters(driver, tmp_path):
+    from selenium.webdriver.common.by import By
+    from support.sample_fleet import build_large_fleet
+
+    out = write_report(build_large_fleet(2000), tmp_path / "large.html")
+    driver.get(out.as_uri())
+    driver.get_log("browser")
+    driver.get(out.as_uri())
+    loaded_ms = driver.execute_script(
+        "var n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime;")
+    assert _visible_rows(driver) == 80
+    filter_ms = driver.execute_script(
+        "var t = performance.now();"
+        "document.querySelector('#finding-filters input[value=fail]').click();"
+        "return performance.now() - t;")
+    assert _visible_rows(driver) == 0  # every finding of this fleet is a failure
+    driver.find_element(By.CSS_SELECTOR, "#finding-filters input[name=host]").send_keys("node0005")
+    driver.find_element(By.CSS_SELECTOR, "#finding-filters input[value=fail]").click()
+    assert _visible_rows(driver) == 2  # node00050's two failures
+    assert driver.execute_script("return document.querySelectorAll('details.host').length;") == 43
+    assert _errors(driver) == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(ARTIFACTS / "report-scale.txt", "a", encoding="utf-8") as fh:
+        fh.write(f"2000 hosts in headless Chromium: page loaded in {loaded_ms:.0f} ms, "
+                 f"severity filter over the findings table in {filter_ms:.0f} ms\n")

@@ -1,0 +1,79 @@
+"""fleet.json with its index: the same bytes as before, host records read back one at a time,
+and a plain full parse whenever the index does not belong to the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store import atomic
+from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
+from orchestrator.store.history import load_fleet
+from orchestrator.verdict import parallel as fleet_workers
+from orchestrator.verdict.drift import diff_fleets
+from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.judge import HostInput, build_fleet
+from tests.support.demo_inputs import copies as _copies
+
+
+def _fleet(inputs: list[HostInput], workers: int, spool: Path, gpus: int = 8) -> dict:
+    return build_fleet({"id": f"w{workers}"}, inputs, lambda h: Expectations(gpu_count=gpus), lambda h: {},
+                       spool=spool, workers=workers)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_written_like_write_json_and_read_back_by_index(demo_inputs: list[HostInput], tmp_path: Path,
+                                                       workers: int) -> None:
+    fleet = _fleet(_copies(demo_inputs, 40), workers, tmp_path)
+    plain = atomic.write_json(tmp_path / "plain.json", fleet)
+    run = tmp_path / "run"
+    run.mkdir()
+    path = write_fleet(run / "fleet.json", fleet)
+    assert path.read_bytes() == plain.read_bytes()
+    index = json.loads((run / INDEX_NAME).read_text())
+    assert [e[0] for e in index["hosts"]] == [h["name"] for h in fleet["hosts"]]
+
+    back = read_fleet(path)
+    assert isinstance(back["hosts"], fleet_workers.SpooledRecords)
+    whole = json.loads(path.read_text())
+    assert {k: v for k, v in back.items() if k != "hosts"} == {k: v for k, v in whole.items() if k != "hosts"}
+    assert list(back["hosts"]) == whole["hosts"]
+    assert back["hosts"].by_name(whole["hosts"][7]["name"]) == whole["hosts"][7]
+    assert back["hosts"].by_name("no-such-host") is None
+    assert load_fleet(run)["summary"] == whole["summary"]
+    # written again from what was read back: still the same bytes
+    again = tmp_path / "again"
+    again.mkdir()
+    assert write_fleet(again / "fleet.json", back).read_bytes() == plain.read_bytes()
+
+
+def test_an_index_that_does_not_match_the_file_is_ignored(demo_inputs: list[HostInput], tmp_path: Path) -> None:
+    path = write_fleet(tmp_path / "fleet.json", _fleet(_copies(demo_inputs, 12), 1, tmp_path))
+    whole = json.loads(path.read_text())
+    # edited by hand (same size, other time): parsed whole
+    os.utime(path, ns=(1, 1))
+    assert isinstance(read_fleet(path)["hosts"], list) and read_fleet(path) == whole
+    for bad in ("{not json", json.dumps({"version": 99}), json.dumps({"version": 1, "size": path.stat().st_size,
+                "mtime_ns": path.stat().st_mtime_ns, "hosts": [["a", 10, 5], ["b", 2, 5]]})):
+        (tmp_path / INDEX_NAME).write_text(bad)
+        assert read_fleet(path) == whole
+    (tmp_path / INDEX_NAME).unlink()
+    assert read_fleet(path) == whole
+
+
+def test_drift_between_stored_fleets_reads_hosts_on_demand(demo_inputs: list[HostInput], tmp_path: Path) -> None:
+    hosts = _copies(demo_inputs, 60)
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    write_fleet(old / "fleet.json", _fleet(hosts[:50], 2, tmp_path))
+    # ten hosts gone, ten new, and a stricter expectation: findings appear on the rest
+    write_fleet(new / "fleet.json", _fleet(hosts[10:], 2, tmp_path, gpus=16))
+    lazy = diff_fleets(load_fleet(old), load_fleet(new))
+    whole = diff_fleets(json.loads((old / "fleet.json").read_text()), json.loads((new / "fleet.json").read_text()))
+    assert lazy.to_dict() == whole.to_dict()
+    kinds = lazy.kinds()
+    assert kinds["host.removed"] == 10 and kinds["host.added"] == 10 and kinds["finding.new"] >= 30

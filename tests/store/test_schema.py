@@ -1,0 +1,128 @@
+"""Every fleet.json `probe run` writes validates against orchestrator/schema/fleet.schema.json:
+the demo fleet, a run with an unreachable host, and a run where probes sent garbage."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from orchestrator.verdict.judge import SCHEMA_VERSION
+from tests.verdict.test_verdict_demo import RECORDINGS, demo_fleet, run_cli
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "orchestrator" / "schema" / "fleet.schema.json"
+
+
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def _errors(doc: dict[str, Any]) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in _validator().iter_errors(doc)]
+
+
+def test_schema_version_is_the_one_written() -> None:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    assert schema["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
+    for section in ("gpus", "nvlink", "pcie", "topology"):
+        entry = schema["$defs"]["host"]["properties"]["facts"]["properties"][section]
+        # Probe facts are held to their documented shape; facts read from text to the text shape.
+        ref = entry["else"]["$ref"]
+        assert schema["$defs"][ref.rsplit("/", 1)[1]]["required"], section
+        assert entry["then"] == {"$ref": "#/$defs/text_section"}, section
+
+
+def test_facts_read_from_text_validate_and_probe_shapes_stay_strict() -> None:
+    from pathlib import Path
+
+    from orchestrator.facts.textparse import import_files
+    from orchestrator.verdict.expectations import Expectations
+    from orchestrator.verdict.judge import HostInput, build_fleet
+
+    evidence = Path(__file__).resolve().parents[3] / "shared" / "evidence"
+    files = sorted(evidence.glob("topo_*.txt")) + sorted(evidence.glob("lspci_*.txt")) + sorted(evidence.glob("nvlink_*.txt"))
+    if not files:
+        pytest.skip(f"no evidence at {evidence}")
+    for f in files:
+        h = import_files([f])
+        ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}
+        fleet = build_fleet({"id": "t"}, [HostInput("x", "(imported)", [], {p: ok for p in h.outcomes}, {}, facts=h.facts)],
+                            lambda _: Expectations())
+        assert _errors(fleet) == [], f.name
+        # The same section claimed as probe output (no origin mark) must meet the strict shape.
+        for section in fleet["hosts"][0]["facts"].values():
+            section.pop("origin", None)
+        if any(k in fleet["hosts"][0]["facts"] for k in ("pcie", "nvlink", "gpus")):
+            assert _errors(fleet), f.name
+
+
+def test_demo_fleet_validates() -> None:
+    _, fleet = demo_fleet()
+    assert _errors(fleet) == []
+    assert all(set(h["facts"]) >= {"host", "pcie", "gpus", "nvlink", "topology"} for h in fleet["hosts"])
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any]]:
+    """One good host, one whose recordings are missing (unreachable), one whose probes send garbage."""
+    base = tmp_path_factory.mktemp("broken")
+    junk = base / "junk"
+    shutil.copytree(RECORDINGS / "dgx-h100-01", junk)
+    (junk / "nvml.json").write_bytes(b"Traceback (most recent call last):\n\x00\x1b[31mnot json")
+    for probe, data in (("pcie", {"devices": [{"bdf": 7}, "x"], "nvidia": 3}),
+                        ("host", {"dmi": "not a mapping"}),
+                        ("nvlink", {"gpus": [{"links": "x", "bus_id": "ZZ"}]})):
+        env = json.loads((junk / f"{probe}.json").read_text())
+        env["data"] = data
+        (junk / f"{probe}.json").write_text(json.dumps(env))
+    inv = base / "inv.yml"
+    inv.write_text("all:\n  vars: {ansible_connection: replay}\n  hosts:\n"
+                   "    good: {probe_replay: dgx-h100-01}\n"
+                   f"    gone: {{probe_replay: {base / 'nowhere'}}}\n"
+                   f"    junk: {{probe_replay: {junk}}}\n")
+    rc, fleet, err = run_cli(["-i", str(inv)], base / "run")
+    assert fleet is not None, err
+    return rc, fleet
+
+
+def test_run_with_unreachable_and_garbage_hosts_validates(broken_run: tuple[int, dict[str, Any]]) -> None:
+    rc, fleet = broken_run
+    hosts = {h["name"]: h for h in fleet["hosts"]}
+    assert hosts["gone"]["outcome"] == "unreachable" and hosts["gone"]["facts"] == {}
+    assert hosts["junk"]["probes"]["nvml"]["outcome"] == "invalid_output"
+    assert hosts["junk"]["normalize_errors"]  # the host section could not be normalized
+    assert "probe.data.malformed" in {f["id"] for f in fleet["findings"] if f["host"] == "junk"}
+    assert rc == 4  # exitcodes: a host unreachable / invalid output, no fail finding
+    assert _errors(fleet) == []
+
+
+def test_the_schema_rejects_what_the_contract_forbids() -> None:
+    _, fleet = demo_fleet()
+    cases = []
+    doc = copy.deepcopy(fleet)
+    doc["schema_version"] = 2
+    cases.append(doc)
+    doc = copy.deepcopy(fleet)
+    del doc["hosts"][0]["facts"]["gpus"]["order"]
+    cases.append(doc)
+    doc = copy.deepcopy(fleet)
+    doc["hosts"][0]["facts"]["pcie"]["gpus"][0] = "0000:1A:00.0"  # bus ids are lower case
+    cases.append(doc)
+    doc = copy.deepcopy(fleet)
+    doc["hosts"][0]["facts"]["topology"]["matrix"][0][1] = "NVLINK"
+    cases.append(doc)
+    doc = copy.deepcopy(fleet)
+    doc["findings"][0]["severity"] = "critical"
+    cases.append(doc)
+    doc = copy.deepcopy(fleet)
+    del doc["hosts"][0]["facts"]["nvlink"]["nv"]
+    cases.append(doc)
+    for i, bad in enumerate(cases):
+        assert _errors(bad), f"case {i} should not validate"

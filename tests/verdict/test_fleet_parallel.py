@@ -1,0 +1,171 @@
+"""A fleet judged in worker processes equals the fleet judged in one process, byte for byte.
+
+Inputs are the demo fleet's stored raw files (a real `probe run` of the bundled demo), copied under
+new names so identities repeat across hosts: the fleet-wide duplicate checks then have work, and
+they only see the facts sections the workers hand back (checks.FLEET_CHECK_SECTIONS).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli.run import judge
+from orchestrator.store import atomic
+from orchestrator.verdict import parallel as fleet_workers
+from orchestrator.verdict.checks import run_fleet_checks
+from orchestrator.verdict.checks.base import HostView
+from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.judge import HostInput, build_fleet, judge_host
+from tests.support.demo_inputs import copies
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _copies(inputs: list[HostInput], n: int) -> list[HostInput]:
+    return copies(inputs, n)
+
+
+def _expect(h: HostInput) -> Expectations:
+    return Expectations(gpu_count=8) if h.name.startswith("dgx") else Expectations()
+
+
+def _overrides(host: str) -> dict[str, Any]:
+    return {}
+
+
+def _text(fleet: dict[str, Any]) -> str:
+    return "".join(atomic.iter_json(fleet))
+
+
+def test_workers_write_the_same_fleet_json_as_one_process(demo_inputs: list[HostInput], tmp_path: Path) -> None:
+    inputs = _copies(demo_inputs, 90)
+    run = {"id": "t"}
+    serial = build_fleet(run, inputs, _expect, _overrides, workers=1)
+    parallel = build_fleet(run, inputs, _expect, _overrides, spool=tmp_path, workers=3)
+    assert isinstance(serial["hosts"], list)
+    assert isinstance(parallel["hosts"], fleet_workers.SpooledRecords)
+    assert _text(parallel) == _text(serial)
+    ids = {f["id"] for f in serial["findings"]}
+    assert {"identity.hostname.duplicate", "identity.uuid.duplicate"} <= ids  # the copies collide
+    # the records read back one by one, by index and by slice, are the serial ones
+    assert len(parallel["hosts"]) == 90
+    assert list(parallel["hosts"]) == serial["hosts"]
+    assert parallel["hosts"][-1] == serial["hosts"][-1]
+    assert parallel["hosts"][10:13] == serial["hosts"][10:13]
+    assert parallel["hosts"][0]["class"] and parallel["hosts"][0]["fingerprint"]
+    # written through the atomic writer: the same bytes on disk
+    a = atomic.write_json(tmp_path / "serial.json", serial)
+    b = atomic.write_json(tmp_path / "parallel.json", parallel)
+    assert a.read_bytes() == b.read_bytes()
+    assert json.loads(b.read_text())["hosts"][5] == serial["hosts"][5]
+
+
+def test_fleet_checks_need_only_the_sections_workers_hand_back(demo_inputs: list[HostInput]) -> None:
+    """If a fleet check starts reading another facts section, FLEET_CHECK_SECTIONS must name it:
+    the checks on full facts and on the handed-back sections must agree."""
+    inputs = _copies(demo_inputs, 60)
+    full, slim = [], []
+    for h in inputs:
+        rec, verdict = judge_host(h, _expect(h))
+        full.append(HostView(name=h.name, facts=rec["facts"], outcomes=verdict.fleet_view.outcomes,
+                             expect=_expect(h), vars=h.vars))
+        slim.append(verdict.fleet_view)
+    on_full = [f.to_dict() for f in run_fleet_checks(full)]
+    assert on_full, "the copies repeat identities: fleet checks must find them"
+    assert [f.to_dict() for f in run_fleet_checks(slim)] == on_full
+
+
+def test_a_failing_worker_falls_back_and_raises_like_a_serial_run(demo_inputs: list[HostInput],
+                                                                  tmp_path: Path) -> None:
+    inputs = _copies(demo_inputs, 40)
+    bad = inputs[33].name
+
+    def expect(h: HostInput) -> Expectations:
+        if h.name == bad:
+            raise RuntimeError(f"broken expectation for {h.name}")
+        return Expectations()
+
+    with pytest.raises(RuntimeError, match="broken expectation"):
+        build_fleet({"id": "t"}, inputs, expect, _overrides, spool=tmp_path, workers=2)
+    assert not list(tmp_path.glob(".verdict-*")), "the spool of the failed attempt is removed"
+
+
+def test_the_spool_lives_in_the_given_directory_until_the_fleet_is_dropped(demo_inputs: list[HostInput],
+                                                                          tmp_path: Path) -> None:
+    fleet = build_fleet({"id": "t"}, _copies(demo_inputs, 30), _expect, _overrides, spool=tmp_path, workers=2)
+    spools = list(tmp_path.glob(".verdict-*"))
+    assert len(spools) == 1 and list(spools[0].glob("part*.json"))
+    del fleet
+    gc.collect()
+    assert not spools[0].exists()
+
+
+def test_worker_count() -> None:
+    assert fleet_workers.worker_count(10, 4) == 4
+    assert fleet_workers.worker_count(3, 8) == 3  # never more workers than hosts
+    assert fleet_workers.worker_count(100, None) == 1 or os.environ.get(fleet_workers.WORKERS_ENV)
+    cpus = len(os.sched_getaffinity(0))
+    if not os.environ.get(fleet_workers.WORKERS_ENV):
+        assert fleet_workers.worker_count(100_000) == min(cpus, fleet_workers.MAX_WORKERS)
+    # another thread running: forking could leave one of its locks held in the child
+    release = threading.Event()
+    t = threading.Thread(target=release.wait)
+    t.start()
+    try:
+        assert fleet_workers.worker_count(10_000, 4) == 1
+    finally:
+        release.set()
+        t.join()
+
+
+def test_probe_run_with_workers_prints_and_stores_what_one_process_does(tmp_path: Path) -> None:
+    """The whole CLI over records kept on disk: the table, drift, --format json, the outputs and
+    the HTML report read the hosts back from the spool."""
+    outs = {}
+    for workers in ("1", "2"):
+        run_dir = tmp_path / f"w{workers}"
+        env = dict(os.environ, PYTHONPATH=str(ROOT), FLEETPROBE_WORKERS=workers)
+        args = [sys.executable, "-m", "orchestrator", "run", "-l", "demo", "-o", str(run_dir),
+                "--prometheus", str(tmp_path / f"w{workers}.prom"), "--junit", str(tmp_path / f"w{workers}.xml"),
+                "--html", str(tmp_path / f"w{workers}.html"), "--show", "topo"]
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1, proc.stderr  # the demo -l demo group has fail findings
+        js = subprocess.run([*args[:7], str(tmp_path / f"j{workers}"), "--format", "json"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+        outs[workers] = (proc.stdout, json.loads(js.stdout), (tmp_path / f"w{workers}.prom").read_text(),
+                         (tmp_path / f"w{workers}.html").read_text(), json.loads((run_dir / "fleet.json").read_text()))
+        assert not list(run_dir.glob(".verdict-*")), "the spool is gone when the command ends"
+
+    def same(text: str) -> str:
+        # the run directory and the probes' durations (the table's last column) differ between runs
+        return "\n".join(re.sub(r"\s+\d+\.\d+s$", "", line) for line in text.splitlines()
+                         if "/w1" not in line and "/w2" not in line)
+
+    one, two = outs["1"], outs["2"]
+    assert same(one[0]) == same(two[0])
+    assert same(two[0]).count("dgx-h100-0") >= 9  # the hosts table and the topo views are compared
+    for fleet_a, fleet_b in ((one[1], two[1]), (one[4], two[4])):
+        assert fleet_a["findings"] == fleet_b["findings"]
+        assert fleet_a["classes"] == fleet_b["classes"]
+        assert [{k: v for k, v in h.items() if k != "probes"} for h in fleet_a["hosts"]] == \
+               [{k: v for k, v in h.items() if k != "probes"} for h in fleet_b["hosts"]]
+    assert "fleetprobe_host_up" in two[2] or "fleetprobe_" in two[2]
+    assert len(two[3]) > 10_000 and "dgx-h100-05" in two[3]
+
+
+def test_judge_passes_the_run_directory_as_spool(demo_inputs: list[HostInput], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fleet_workers.WORKERS_ENV, "2")
+    fleet = judge({"id": "t"}, _copies(demo_inputs, 20), {}, spool=tmp_path)
+    assert isinstance(fleet["hosts"], fleet_workers.SpooledRecords)
+    assert list(tmp_path.glob(".verdict-*"))

@@ -1,0 +1,78 @@
+"""The bundled demo fleet through the real CLI, and the helpers the other verdict tests share.
+
+Helpers (imported by test_verdict_golden, test_schema, test_fingerprint, test_verdict_catalog):
+`run_cli(args, out_dir)` runs `python -m orchestrator run ... -o out_dir` in a subprocess and returns
+(exit code, fleet.json); `demo_fleet()` is that for the demo fleet, once per session;
+`recorded_facts(host)` normalizes one demo host's recorded envelopes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from orchestrator.facts.normalize import normalize_host
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
+HEALTHY = ["dgx-h100-01", "dgx-h100-02", "dgx-h100-03", "dgx-a100-01", "dgx-a100-02", "dgx1-v100-01",
+           "rtx4090-01", "ws-a6000-01", "lenovo-h100-01"]
+
+
+def run_cli(args: list[str], out_dir: Path, timeout: float = 120) -> tuple[int, dict[str, Any] | None, str]:
+    """One `probe run` in a subprocess writing its run directory to out_dir: (rc, fleet.json, stderr)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", "-q", "-o", str(out_dir), *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    fleet_path = out_dir / "fleet.json"
+    fleet = json.loads(fleet_path.read_text()) if fleet_path.is_file() else None
+    return proc.returncode, fleet, proc.stderr
+
+
+@functools.lru_cache(maxsize=1)
+def demo_fleet() -> tuple[int, dict[str, Any]]:
+    """The demo fleet's fleet.json, built once per test session."""
+    out = Path(tempfile.mkdtemp(prefix="verdict-demo-")) / "run"
+    rc, fleet, err = run_cli(["-l", "demo"], out)
+    assert fleet is not None, f"demo run wrote no fleet.json (rc {rc}): {err}"
+    return rc, fleet
+
+
+def recorded_facts(host: str) -> dict[str, Any]:
+    """Normalized facts of one demo host, straight from its recorded envelopes."""
+    data = {}
+    for path in sorted((RECORDINGS / host).glob("*.json")):
+        env = json.loads(path.read_text())
+        if env.get("status") == "ok":
+            data[env["probe"]] = env["data"]
+    facts, errors = normalize_host(data)
+    assert not errors, errors
+    return facts
+
+
+def test_demo_run_exit_code_says_fail_findings() -> None:
+    rc, fleet = demo_fleet()
+    assert fleet["summary"]["findings"]["fail"] > 0
+    assert rc == 1  # exitcodes: 1 = a finding of severity fail, every host answered
+    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 25
+
+
+def test_healthy_demo_hosts_have_no_fail_or_warn_finding() -> None:
+    _, fleet = demo_fleet()
+    bad = [(f["host"], f["id"], f["severity"]) for f in fleet["findings"]
+           if f["host"] in HEALTHY and f["severity"] in ("fail", "warn")]
+    assert bad == []
+
+
+def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
+    _, fleet = demo_fleet()
+    assert any(c["outliers"] for c in fleet["classes"])
+    assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
+    big = fleet["classes"][0]
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 8
