@@ -39,10 +39,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from orchestrator.engine.results import HostInput  # noqa: E402
 from orchestrator.store import atomic  # noqa: E402
 from orchestrator.verdict import parallel as fleet_workers  # noqa: E402
 from orchestrator.verdict.expectations import Expectations  # noqa: E402
-from orchestrator.verdict.judge import HostInput, build_fleet  # noqa: E402
+from orchestrator.verdict.judge import build_fleet  # noqa: E402
 
 RECORDINGS = REPO / "orchestrator" / "demo" / "recordings"
 DEMO_INVENTORY = REPO / "orchestrator" / "demo" / "inventory.yml"

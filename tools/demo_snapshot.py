@@ -24,13 +24,16 @@ _RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]+")
 _SECONDS = re.compile(r"\b\d+\.\ds\b")  # the hosts table's duration column
 
 
+REPO = str(Path.cwd().resolve())  # run from the checkout being snapshotted
+
+
 def _scrub(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: ("<volatile>" if k in VOLATILE_KEYS else _scrub(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     if isinstance(value, str):
-        return _RUN_ID.sub("<run-id>", value)
+        return _RUN_ID.sub("<run-id>", value).replace(REPO, "<repo>")
     return value
 
 
@@ -46,7 +49,7 @@ def snapshot(out: Path) -> None:
             run_dir = Path(tmp) / book
             cp = _probe(["run", "-l", "demo", "-p", book, "--results", str(results), "-o", str(run_dir),
                          "--format", "table", "--show", "topo,gpus,pcie,p2p"])
-            text = _SECONDS.sub("<s>", _RUN_ID.sub("<run-id>", cp.stdout)).replace(tmp, "<tmp>")
+            text = _SECONDS.sub("<s>", _RUN_ID.sub("<run-id>", cp.stdout)).replace(tmp, "<tmp>").replace(REPO, "<repo>")
             (out / f"{book}.table.txt").write_text(f"exit {cp.returncode}\n{text}")
             fleet = json.loads((run_dir / "fleet.json").read_text())
             (out / f"{book}.fleet.json").write_text(json.dumps(_scrub(fleet), indent=1, sort_keys=True))

@@ -24,14 +24,14 @@ import difflib
 import fnmatch
 import importlib.util
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 
 from orchestrator.verdict.expectations import ExpectationError, Expectations
-from orchestrator.verdict.findings import Finding, Severity
+from orchestrator.verdict.overrides import Override
 
 DEFAULT_PLAYBOOK = "audit"
 OVERRIDE_SEVERITIES = ("fail", "warn", "info", "off")
@@ -50,12 +50,6 @@ class ProbeStep:
     name: str
     args: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None  # seconds; None: the runner's default
-
-
-@dataclass(frozen=True)
-class Override:
-    severity: str  # fail | warn | info | off (off = silenced)
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -368,48 +362,3 @@ class _Validator:
         tip = f"; did you mean {near[0]!r}?" if near else ""
         what = "matches no finding id" if is_glob else "is not a finding id"
         self.fail(node, f"{label}.findings: {fid!r} {what}{tip} (the ids are listed in docs/findings.md)")
-
-
-# --------------------------------------------------------------------------- overrides
-
-@dataclass(frozen=True)
-class Silenced:
-    finding: Finding
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"finding": self.finding.to_dict(), "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class OverrideResult:
-    findings: list[Finding]  # what is reported, severities as overridden
-    silenced: list[Silenced]  # kept out of the report, counted, with the reason
-
-
-def _override_for(fid: str, overrides: Mapping[str, Override]) -> Override | None:
-    """Exact id first; else the most specific glob (`sensor.*`), so a narrow rule beats a broad one."""
-    if fid in overrides:
-        return overrides[fid]
-    matches = [pat for pat in overrides if any(c in pat for c in "*?[") and fnmatch.fnmatchcase(fid, pat)]
-    if not matches:
-        return None
-    return overrides[max(matches, key=len)]
-
-
-def apply_overrides(findings: Iterable[Finding], overrides: Mapping[str, Override]) -> OverrideResult:
-    """Apply a play's finding overrides (pure: new Finding objects, inputs untouched)."""
-    kept: list[Finding] = []
-    silenced: list[Silenced] = []
-    for f in findings:
-        o = _override_for(f.id, overrides)
-        if o is None:
-            kept.append(f)
-        elif o.severity == "off":
-            silenced.append(Silenced(f, o.reason))
-        elif o.severity == f.severity.value:
-            kept.append(f)
-        else:
-            note = f"severity {o.severity} (was {f.severity.value}) by playbook: {o.reason}"
-            kept.append(replace(f, severity=Severity(o.severity), evidence=[*f.evidence, note]))
-    return OverrideResult(findings=kept, silenced=silenced)

@@ -10,9 +10,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from orchestrator.api.playbook import Override, PlaybookError, load_playbook, shipped_playbooks
+from orchestrator.api.playbook import PlaybookError, load_playbook, shipped_playbooks
 from orchestrator.cli.run import UsageError, emit, host_expectations, judge, results_root
 from orchestrator.present.outputs.tabular import render_rows, run_rows
+from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
     RunNotFound,
     diff_pair,
@@ -22,8 +23,9 @@ from orchestrator.store.history import (
     resolve_run,
 )
 from orchestrator.store.rundir import RunWriter, load_host_inputs
-from orchestrator.verdict.drift import diff_fleets, render_diff
+from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.overrides import Override
 
 
 def _resolve(args: argparse.Namespace, ref: str | None) -> Path:

@@ -8,9 +8,9 @@ from typing import Any
 
 from orchestrator.cli import exitcodes
 from orchestrator.cli.run import UsageError, emit, judge, parse_expect_args, results_root
+from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.rundir import RunWriter, safe_component
-from orchestrator.verdict.judge import HostInput
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:

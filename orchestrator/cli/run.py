@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.playbook import Override, Play, Playbook, PlaybookError, find_playbook, load_playbook
+from orchestrator.api.playbook import Play, Playbook, PlaybookError, find_playbook, load_playbook
 from orchestrator.cli import exitcodes
 from orchestrator.engine import payload as probes
+from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import (
     DEFAULT_FORKS,
     HostResult,
@@ -26,6 +27,7 @@ from orchestrator.inventory.model import Host, Inventory
 from orchestrator.present.outputs.emit import OutputError, write_outputs
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
 from orchestrator.present.progress import Fanout, Progress
+from orchestrator.present.terminal.drift import render_diff
 from orchestrator.present.terminal.findings import classes_table, findings_table
 from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.store import atomic
@@ -40,9 +42,10 @@ from orchestrator.store.rundir import (
 )
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
-from orchestrator.verdict.drift import diff_fleets, render_diff
+from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import ExpectationError, Expectations
-from orchestrator.verdict.judge import HostInput, build_fleet
+from orchestrator.verdict.judge import build_fleet
+from orchestrator.verdict.overrides import Override
 
 DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.yml"
 

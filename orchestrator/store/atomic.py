@@ -75,7 +75,7 @@ def iter_json(doc: Any) -> Iterator[str]:
     """Compact JSON text of `doc` in pieces; the concatenation equals
     json.dumps(doc, separators=(",", ":"), default=str).  Only big lists and dicts (a fleet's hosts,
     findings, envelopes' device lists) are split; everything else is one C-encoder call.  A value
-    with a `json_pieces()` method (fleet_workers.SpooledRecords: records kept encoded on disk)
+    with a `json_pieces()` method (spool.SpooledRecords: records kept encoded on disk)
     supplies its own text."""
     pieces = getattr(doc, "json_pieces", None)
     if pieces is not None:

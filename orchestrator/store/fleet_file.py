@@ -5,7 +5,7 @@ previous run's for drift, `probe diff`/`show`/`report` read stored ones.  Parsin
 seconds per 100 MB and holds every host's facts at once.  So the writer also records, in
 fleet.index.json beside it, the byte range of every host record, and the reader parses only the
 small rest of the document; the hosts come back as records read one at a time on demand
-(fleet_workers.SpooledRecords).  Without a matching index (older runs, a file edited by hand)
+(spool.SpooledRecords).  Without a matching index (older runs, a file edited by hand)
 fleet.json is parsed whole, as before.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.store import atomic
-from orchestrator.verdict.parallel import SpooledRecords
+from orchestrator.store.spool import SpooledRecords
 
 INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1

@@ -18,11 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from orchestrator.cli import exitcodes
-
 LOCK_NAME = ".fleetprobe.lock"
-# The exit status the CLI uses when the lock is held: EX_TEMPFAIL ("try again later") from sysexits.h.
-LOCK_HELD_EXIT = exitcodes.LOCKED
 
 
 class LockHeld(RuntimeError):

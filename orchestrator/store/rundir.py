@@ -22,12 +22,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
 from orchestrator.inventory.secrets import SECRET_WORDS, is_secret
 from orchestrator.store import atomic
 from orchestrator.store.fleet_file import write_fleet
 from orchestrator.store.history import new_run_id
-from orchestrator.verdict.judge import HostInput
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.facts import read as F
-from orchestrator.present.terminal.text import clean
 
 # Which probe a facts section comes from (architecture.md, normalized facts table).
 _SECTION_PROBE = {"gpus": "nvml", "nvlink": "nvlink", "topology": "nvml", "p2p": "p2p", "pcie": "pcie"}
@@ -59,7 +58,7 @@ class FleetDiff:
 
 
 class _HostsByName(Mapping[str, dict[str, Any]]):
-    """Records kept on disk (fleet_workers.SpooledRecords), looked up by name one at a time, so
+    """Records kept on disk (spool.SpooledRecords), looked up by name one at a time, so
     comparing two big fleets holds two host records, not two fleets."""
 
     def __init__(self, records: Any) -> None:
@@ -264,34 +263,3 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
         for k in sorted(was - now):
             d.changes.append(Change(name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None, messages.get(k, "")))
     return d
-
-
-def _clean(s: Any) -> str:
-    # Host-controlled text (names, reasons, finding messages) must not steer the terminal.
-    return clean(s, limit=400)
-
-
-_MARK = {
-    "host.added": "+", "host.removed": "-", "host.unreachable": "!", "host.recovered": "+",
-    "gpu.lost": "-", "gpu.gained": "+", "gpu.moved": "~", "gpu.replaced": "~",
-    "link.down": "-", "link.up": "+", "level.changed": "~", "bandwidth.dropped": "-", "bandwidth.rose": "+",
-    "class.changed": "~", "finding.new": "!", "finding.resolved": "+",
-}
-
-
-def render_diff(d: FleetDiff) -> str:
-    """Terminal text, grouped by host; one line per change."""
-    head = f"drift {d.old_run or '?'} -> {d.new_run or '?'}"
-    if not d.changes:
-        return f"{_clean(head)}: no changes\n"
-    lines = [_clean(head) + ":"]
-    for host, changes in d.by_host().items():
-        lines.append(f"  {_clean(host)}")
-        for c in changes:
-            text = c.message or f"{c.subject}: {c.old} -> {c.new}"
-            if c.kind.startswith("finding."):
-                text = f"{'new' if c.kind == 'finding.new' else 'resolved'} finding {c.subject}: {c.message}"
-            lines.append(f"    {_MARK.get(c.kind, '*')} {_clean(text)}")
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(d.kinds().items()))
-    lines.append(f"{len(d.changes)} change(s) on {len(d.by_host())} host(s): {counts}")
-    return "\n".join(lines) + "\n"

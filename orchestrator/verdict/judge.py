@@ -11,39 +11,24 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.playbook import Override, apply_overrides
 from orchestrator.engine.outcomes import Outcome, worst
+from orchestrator.engine.results import HostInput
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.facts.textparse.importer import SECTION_PROBE
+from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import FLEET_CHECK_SECTIONS, run_fleet_checks, run_host_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
+from orchestrator.verdict.overrides import Override, apply_overrides
 
 SCHEMA_VERSION = 1
-
-
-@dataclass
-class HostInput:
-    """One host as collected: probe summaries plus the `data` of every envelope that parsed."""
-
-    name: str
-    address: str
-    groups: list[str]
-    probes: dict[str, dict[str, Any]]  # probe -> ProbeResult.summary()
-    data: dict[str, dict[str, Any]]  # probe -> envelope data (status ok/error with data)
-    warnings: dict[str, list[str]] = field(default_factory=dict)
-    vars: dict[str, Any] = field(default_factory=dict)
-    facts: dict[str, Any] | None = None  # already normalized (imported text evidence): used as is
-    # `data` kept on disk instead (a run's raw files): read when the host is judged, so a run
-    # does not hold every host's envelopes until the end
-    load_data: Callable[[], dict[str, dict[str, Any]]] | None = None
 
 
 def host_record(h: HostInput) -> dict[str, Any]:
@@ -156,14 +141,14 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                   if n > 1 else None)
         if judged is None:
             pairs = [judge_host(h, expect_for(h)) for h in inputs]
-            records: list[dict[str, Any]] | fleet_workers.SpooledRecords = [rec for rec, _ in pairs]
+            records: list[dict[str, Any]] | SpooledRecords = [rec for rec, _ in pairs]
             verdicts = [v for _, v in pairs]
         else:
             records, verdicts = judged
         return _assemble(run, records, verdicts, overrides_for)
 
 
-def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | fleet_workers.SpooledRecords,
+def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecords,
               verdicts: list[HostVerdict],
               overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
     findings = [f for v in verdicts for f in v.findings]

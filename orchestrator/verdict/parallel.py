@@ -16,23 +16,22 @@ parent, which then raises the same error the way a serial run would.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
-import shutil
 import signal
 import sys
 import tempfile
 import threading
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.store.atomic import encode_json
+from orchestrator.store.spool import SpooledRecords
 
 if TYPE_CHECKING:
-    from orchestrator.verdict.judge import HostInput, HostVerdict
+    from orchestrator.engine.results import HostInput
+    from orchestrator.verdict.judge import HostVerdict
 
 # Below this many hosts per worker the fork and the spool cost more than they save (measured in
 # docs/performance-controller.md).
@@ -142,92 +141,3 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
             records.add(i, offset, length, verdict.name)
             verdicts.append(verdict)
     return records, verdicts
-
-
-class SpooledRecords(Sequence[dict[str, Any]]):
-    """Host records kept as JSON in files, parsed when read: a fleet's spool (records without
-    fingerprint/class, appended when read) or a stored fleet.json (whole records, by its index).
-    Read-only: each read returns a fresh dict.  fleet.json is written from it by copying text."""
-
-    def __init__(self, directory: Path | None = None, remove: bool = True) -> None:
-        self._dir = directory
-        self._fds: dict[Path, int] = {}
-        self._entries: list[tuple[Path, int, int, str]] = []  # file, offset, length, host
-        self._tail: dict[str, str] | None = None  # host -> ',"fingerprint":…,"class":…}' (spool only)
-        self._where: dict[str, int] | None = None
-        self._finalizer = weakref.finalize(self, _cleanup, directory if remove else None, self._fds)
-
-    def add(self, part: int | Path, offset: int, length: int, name: str) -> None:
-        if isinstance(part, int):
-            assert self._dir is not None, "a numbered part lives in the spool directory"
-            path = self._dir / f"part{part}.json"
-        else:
-            path = part
-        if path not in self._fds:
-            self._fds[path] = os.open(path, os.O_RDONLY)
-        self._entries.append((path, offset, length, name))
-
-    def set_classes(self, of_host: dict[str, tuple[str, str]]) -> None:
-        """host -> (fingerprint, class), decided once every host was judged."""
-        self._tail = {name: ',"fingerprint":' + encode_json(fp) + ',"class":' + encode_json(cls) + "}"
-                      for name, (fp, cls) in of_host.items()}
-
-    def text(self, i: int) -> str:
-        """Record i as JSON text, exactly as fleet.json holds it."""
-        path, offset, length, name = self._entries[i]
-        data = os.pread(self._fds[path], length, offset)
-        if len(data) != length:
-            raise OSError(f"{path}: host record {name} is cut short; was the file changed?")
-        if self._tail is None:
-            return data.decode("utf-8")
-        # the encoded record ends with "}": reopen it for the two fleet-wide keys
-        return data[:-1].decode("utf-8") + self._tail.get(name, ',"fingerprint":null,"class":null}')
-
-    def names(self) -> list[str]:
-        return [e[3] for e in self._entries]
-
-    def by_name(self, name: str) -> dict[str, Any] | None:
-        """One host's record, or None: lookups without parsing the others (drift)."""
-        if self._where is None:
-            self._where = {e[3]: i for i, e in enumerate(self._entries)}
-        i = self._where.get(name)
-        return None if i is None else self[i]
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        rec: dict[str, Any] = json.loads(self.text(i))
-        return rec
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self[i] for i in range(len(self._entries)))
-
-    def json_pieces(self) -> Iterator[str]:
-        """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
-        yield "["
-        for i in range(len(self._entries)):
-            yield ("," if i else "") + self.text(i)
-        yield "]"
-
-    def close(self) -> None:
-        self._finalizer()
-
-
-def _cleanup(directory: Path | None, fds: dict[Path, int]) -> None:
-    for fd in fds.values():
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    fds.clear()
-    if directory is not None:
-        shutil.rmtree(directory, ignore_errors=True)

@@ -9,9 +9,7 @@ import pytest
 
 from orchestrator.api.playbook import (
     DEFAULT_PLAYBOOK,
-    Override,
     PlaybookError,
-    apply_overrides,
     find_playbook,
     load_playbook,
     parse_playbook,
@@ -20,6 +18,7 @@ from orchestrator.api.playbook import (
 from orchestrator.engine.payload import catalog
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Kind, Severity, fault, limitation
+from orchestrator.verdict.overrides import Override, apply_overrides
 
 # The product's five probes and whether each is passive (PRODUCT.md §1: only p2p loads the GPUs).
 # Tests of the validator use this fixed catalog so they do not depend on which probe files exist yet.

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
 from orchestrator.store.history import load_fleet
-from orchestrator.verdict import parallel as fleet_workers
+from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
-from orchestrator.verdict.judge import HostInput, build_fleet
+from orchestrator.verdict.judge import build_fleet
 from tests.support.demo_inputs import copies as _copies
 
 
@@ -37,7 +38,7 @@ def test_written_like_write_json_and_read_back_by_index(demo_inputs: list[HostIn
     assert [e[0] for e in index["hosts"]] == [h["name"] for h in fleet["hosts"]]
 
     back = read_fleet(path)
-    assert isinstance(back["hosts"], fleet_workers.SpooledRecords)
+    assert isinstance(back["hosts"], SpooledRecords)
     whole = json.loads(path.read_text())
     assert {k: v for k, v in back.items() if k != "hosts"} == {k: v for k, v in whole.items() if k != "hosts"}
     assert list(back["hosts"]) == whole["hosts"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.store.lock import LOCK_HELD_EXIT, LockHeld, RunLock
+from orchestrator.cli.exitcodes import LOCKED as LOCK_HELD_EXIT
+from orchestrator.store.lock import LockHeld, RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,8 @@ with RunLock(sys.argv[1]):
 
 CONTENDER = """
 import sys
-from orchestrator.store.lock import LOCK_HELD_EXIT, LockHeld, RunLock
+from orchestrator.cli.exitcodes import LOCKED as LOCK_HELD_EXIT
+from orchestrator.store.lock import LockHeld, RunLock
 try:
     with RunLock(sys.argv[1]):
         print("got it")

@@ -42,9 +42,10 @@ def test_schema_version_is_the_one_written() -> None:
 def test_facts_read_from_text_validate_and_probe_shapes_stay_strict() -> None:
     from pathlib import Path
 
+    from orchestrator.engine.results import HostInput
     from orchestrator.facts.textparse import import_files
     from orchestrator.verdict.expectations import Expectations
-    from orchestrator.verdict.judge import HostInput, build_fleet
+    from orchestrator.verdict.judge import build_fleet
 
     evidence = Path(__file__).resolve().parents[3] / "shared" / "evidence"
     files = sorted(evidence.glob("topo_*.txt")) + sorted(evidence.glob("lspci_*.txt")) + sorted(evidence.glob("nvlink_*.txt"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from orchestrator.engine.results import HostInput
 from orchestrator.store.rundir import load_host_inputs
-from orchestrator.verdict.judge import HostInput
 from tests.verdict.test_verdict_demo import run_cli
 
 

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from orchestrator.verdict.drift import diff_fleets, render_diff
+from orchestrator.present.terminal.drift import render_diff
+from orchestrator.verdict.drift import diff_fleets
 
 BUS = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"]
 

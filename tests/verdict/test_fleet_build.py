@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.verdict.expectations import Expectations
-from orchestrator.verdict.judge import HostInput, build_fleet
+from orchestrator.verdict.judge import build_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "orchestrator" / "demo" / "recordings"

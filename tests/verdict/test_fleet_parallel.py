@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 
 from orchestrator.cli.run import judge
+from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
+from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import run_fleet_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
-from orchestrator.verdict.judge import HostInput, build_fleet, judge_host
+from orchestrator.verdict.judge import build_fleet, judge_host
 from tests.support.demo_inputs import copies
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +55,7 @@ def test_workers_write_the_same_fleet_json_as_one_process(demo_inputs: list[Host
     serial = build_fleet(run, inputs, _expect, _overrides, workers=1)
     parallel = build_fleet(run, inputs, _expect, _overrides, spool=tmp_path, workers=3)
     assert isinstance(serial["hosts"], list)
-    assert isinstance(parallel["hosts"], fleet_workers.SpooledRecords)
+    assert isinstance(parallel["hosts"], SpooledRecords)
     assert _text(parallel) == _text(serial)
     ids = {f["id"] for f in serial["findings"]}
     assert {"identity.hostname.duplicate", "identity.uuid.duplicate"} <= ids  # the copies collide
@@ -167,5 +169,5 @@ def test_judge_passes_the_run_directory_as_spool(demo_inputs: list[HostInput], t
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(fleet_workers.WORKERS_ENV, "2")
     fleet = judge({"id": "t"}, _copies(demo_inputs, 20), {}, spool=tmp_path)
-    assert isinstance(fleet["hosts"], fleet_workers.SpooledRecords)
+    assert isinstance(fleet["hosts"], SpooledRecords)
     assert list(tmp_path.glob(".verdict-*"))

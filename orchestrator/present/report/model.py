@@ -233,7 +233,7 @@ def _list(value: Any) -> list[Any]:
 
 
 def _records(value: Any) -> Sequence[Any]:
-    """fleet["hosts"]: a list, or records kept on disk (fleet_workers.SpooledRecords)."""
+    """fleet["hosts"]: a list, or records kept on disk (spool.SpooledRecords)."""
     return value if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []
 
 

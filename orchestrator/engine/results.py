@@ -1,0 +1,25 @@
+"""What a run collected of one host, in the shape the verdict reads: from a live run, a stored
+run's raw files, or imported evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class HostInput:
+    """One host as collected: probe summaries plus the `data` of every envelope that parsed."""
+
+    name: str
+    address: str
+    groups: list[str]
+    probes: dict[str, dict[str, Any]]  # probe -> ProbeResult.summary()
+    data: dict[str, dict[str, Any]]  # probe -> envelope data (status ok/error with data)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] | None = None  # already normalized (imported text evidence): used as is
+    # `data` kept on disk instead (a run's raw files): read when the host is judged, so a run
+    # does not hold every host's envelopes until the end
+    load_data: Callable[[], dict[str, dict[str, Any]]] | None = None
