@@ -23,15 +23,19 @@ ESC = "\x1b"
 
 # Runs the CLI in-process and records its own peak RSS, so a test can bound the controller's
 # memory without counting the hostile interpreter (a separate process) against it.
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over fork and exec, so a CLI started
+# from a test process that has grown (late in a full run) would report the test process's peak.
 _RSS_WRAPPER = """
-import os, resource, sys
+import os, sys
 sys.path.insert(0, {root!r})
 from orchestrator.cli.main import main
 try:
     code = main(sys.argv[1:])
 finally:
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
     with open(os.environ["FLEETPROBE_TEST_RSS"], "w") as f:
-        f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+        f.write(peak)
 sys.exit(code)
 """
 
