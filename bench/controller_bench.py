@@ -50,10 +50,10 @@ DEMO_INVENTORY = REPO / "orchestrator" / "demo" / "inventory.yml"
 
 
 def _templates() -> list[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]], Expectations]]:
-    from orchestrator.cli.run import expectations_for_hosts, load_hosts
+    from orchestrator.api.plan import host_expectations, load_inventory
 
-    _, hosts = load_hosts([str(DEMO_INVENTORY)], "demo")
-    expect = expectations_for_hosts(hosts, Expectations())
+    _, hosts, _ = load_inventory((str(DEMO_INVENTORY),), "demo")
+    expect = {h.name: host_expectations(h.name, h.vars, Expectations()) for h in hosts}
     out = []
     for h in hosts:
         probes: dict[str, dict[str, Any]] = {}

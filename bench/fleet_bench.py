@@ -623,7 +623,7 @@ def controller_one(n: int) -> dict:
     sys.path.insert(0, str(REPO / "bench"))
     from controller_bench import make_inputs
 
-    from orchestrator.cli.run import judge
+    from orchestrator.api.session import judge
     from orchestrator.store.fleet_file import write_fleet
     from orchestrator.verdict import parallel as fleet_workers
 

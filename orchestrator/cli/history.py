@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
-from orchestrator.api.playbook import PlaybookError, load_playbook, shipped_playbooks
-from orchestrator.cli.run import UsageError, emit, host_expectations, judge, results_root
+from orchestrator.api.errors import UsageError
+from orchestrator.api.playbook import shipped_playbooks
+from orchestrator.api.session import rejudge
+from orchestrator.cli import exitcodes
+from orchestrator.cli.run import emit, results_root
 from orchestrator.present.outputs.tabular import render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
@@ -22,10 +24,7 @@ from orchestrator.store.history import (
     previous_run,
     resolve_run,
 )
-from orchestrator.store.rundir import RunWriter, load_host_inputs
 from orchestrator.verdict.drift import diff_fleets
-from orchestrator.verdict.expectations import Expectations
-from orchestrator.verdict.overrides import Override
 
 
 def _resolve(args: argparse.Namespace, ref: str | None) -> Path:
@@ -75,34 +74,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_rejudge(args: argparse.Namespace) -> int:
-    """Stored raw envelopes -> today's normalization, checks, expectations and overrides -> a new run."""
-    src = _resolve(args, args.run)
-    inputs = load_host_inputs(src)
-    if not inputs:
-        raise UsageError(f"{src} has no raw host results to re-judge")
-    meta = json.loads((src / "run.json").read_text()) if (src / "run.json").is_file() else {}
-    overrides: dict[str, dict[str, Override]] = {}
-    play_expect = Expectations()
-    book_path = args.playbook or meta.get("playbook")
-    if book_path:
-        try:
-            book = load_playbook(book_path)
-        except PlaybookError as e:
-            raise UsageError(str(e)) from None
-        for play in book.plays:
-            play_expect = play_expect.merged(play.expect)
-            for h in inputs:
-                overrides.setdefault(h.name, {}).update(play.findings)
-    expectations = {h.name: host_expectations(h.name, h.vars, play_expect) for h in inputs}
-    new_meta = {k: meta.get(k) for k in ("inventory", "limit", "probes", "options", "hosts_order")}
-    new_meta.update(playbook=book_path, rejudged_from=src.name)
-    writer = RunWriter.create(results_root(args), new_meta)
-    # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
-    shutil.copytree(src / "raw", writer.dir / "raw", dirs_exist_ok=True)
-    fleet = judge(writer.meta, inputs, expectations, overrides, spool=writer.dir)
-    writer.finish(fleet)
-    emit(fleet, args, writer.dir)
-    return 0
+    """Stored raw envelopes -> today's normalization and checks, under the run's own plan (or -p /
+    --expect) -> a new run, with the exit status the run itself would have had."""
+    result = rejudge(_resolve(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect)
+    emit(result.fleet, args, result.run.dir)
+    return exitcodes.for_fleet(result.fleet)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -157,10 +133,14 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("rejudge", help="re-run normalization and checks on a stored run's raw data (writes a new run)")
+    p = sub.add_parser("rejudge", help="re-run normalization and checks on a stored run's raw data (writes a new run)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
     p.add_argument("run", help="run to re-judge")
     _results_opt(p)
-    p.add_argument("-p", "--playbook", help="judge with this playbook's expectations and overrides instead")
+    p.add_argument("-p", "--playbook", help="judge with this playbook's expectations and overrides instead "
+                                            "(a file or a shipped name: audit, premigration, quick)")
+    p.add_argument("--expect", action="append", metavar="KEY=VALUE",
+                   help="judge every host against these instead of the run's own --expect")
     p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_rejudge, show=[])

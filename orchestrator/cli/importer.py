@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.errors import UsageError
+from orchestrator.api.plan import parse_expect_items
+from orchestrator.api.session import judge
 from orchestrator.cli import exitcodes
-from orchestrator.cli.run import UsageError, emit, judge, parse_expect_args, results_root
+from orchestrator.cli.run import emit, results_root
 from orchestrator.engine.results import HostInput
-from orchestrator.store import atomic
-from orchestrator.store.rundir import RunWriter, safe_component
+from orchestrator.store.rundir import RunDirectory
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -37,7 +39,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from orchestrator.facts.textparse import summary_lines
 
     imported = _inputs(args)
-    expect = parse_expect_args(args.expect or [])
+    expect = parse_expect_items(args.expect or [])
     inputs = []
     for name, host in imported.items():
         ok = bool(host.facts)
@@ -51,21 +53,18 @@ def cmd_import(args: argparse.Namespace) -> int:
                                 facts=host.facts, vars={}))
     meta = {"inventory": [str(Path(f).resolve()) for f in (args.files or [args.fleet])], "playbook": None,
             "probes": sorted({p for h in inputs for p in h.probes}), "imported": True,
-            "hosts_order": [h.name for h in inputs]}
-    writer = RunWriter.create(results_root(args), meta)
+            "hosts_order": [h.name for h in inputs], "plan": {"expect": list(args.expect or [])}}
+    run = RunDirectory.create(results_root(args), meta)
     for h in inputs:
-        hdir = writer.dir / "raw" / safe_component(h.name)
-        atomic.write_json(hdir / "_host.json", {"name": h.name, "address": h.address, "groups": h.groups,
-                                                "vars": {}, "probes": h.probes})
-        atomic.write_json(hdir / "_facts.json", imported[h.name].to_dict())
-    fleet = judge(writer.meta, inputs, {h.name: expect for h in inputs}, spool=writer.dir)
-    writer.finish(fleet)
+        run.imported_host(h, imported[h.name].to_dict())
+    fleet = judge(run.meta, inputs, {h.name: expect for h in inputs}, spool=run.dir)
+    run.finish(fleet)
     if args.format == "table":
         for name, host in imported.items():
             print(f"== {name}: imported")
             print("\n".join(f"  {line}" for line in summary_lines(host)))
         print()
-    emit(fleet, args, writer.dir)
+    emit(fleet, args, run.dir)
     return exitcodes.for_fleet(fleet)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from tabulate import tabulate
 
-from orchestrator.cli.run import load_hosts
+from orchestrator.api.plan import load_inventory
 from orchestrator.engine import payload as probes
 
 
@@ -21,7 +22,9 @@ def list_probes(args: argparse.Namespace) -> int:
 def list_hosts(args: argparse.Namespace) -> int:
     from orchestrator.inventory.render import inventory_graph, inventory_list
 
-    inv, hosts = load_hosts(args.inventory, args.limit)
+    inv, hosts, warnings = load_inventory(tuple(args.inventory or ()), args.limit)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if args.graph:
         print(inventory_graph(inv))
     elif args.list:

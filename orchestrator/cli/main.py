@@ -8,8 +8,9 @@ import tempfile
 import traceback
 
 from orchestrator import __version__
+from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
 from orchestrator.cli import exitcodes, history, importer, info, run
-from orchestrator.cli.run import UsageError
+from orchestrator.store.lock import LockHeld
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,9 +37,17 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.USAGE
     try:
         return int(args.func(args))
-    except UsageError as e:
-        print(f"probe: error: {e}", file=sys.stderr)
+    except USAGE_ERRORS as e:
+        print(f"probe: error: {usage_message(e)}", file=sys.stderr)
         return exitcodes.USAGE
+    except LockHeld as e:
+        print(f"probe: {e}", file=sys.stderr)
+        return exitcodes.LOCKED
+    except ResultsUnwritable as e:
+        print(f"probe: cannot write the results to {e.run_dir}: {e.error.strerror or e.error}; the run was stopped "
+              f"(files already there are complete). Free space or choose another directory with --results",
+              file=sys.stderr)
+        return exitcodes.RESULTS_UNWRITABLE
     except KeyboardInterrupt:
         print("probe: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED

@@ -112,7 +112,7 @@ def summarize_run(path: Path) -> RunSummary:
     summary = run.get("summary") if run else None
     fleet: dict[str, Any] | None = None
     if isinstance(summary, dict) and isinstance(summary.get("outcomes"), dict) and (path / "fleet.json").is_file():
-        # run.json holds the fleet's summary (RunWriter.finish): listing the history must not parse
+        # run.json holds the fleet's summary (RunDirectory.finish): listing the history must not parse
         # every run's fleet.json (120 MB at 1,000 GPU servers, and `probe run` lists it to find
         # the previous run for drift)
         _tally(summary, s)

@@ -16,6 +16,7 @@ import getpass
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,10 +25,10 @@ from typing import Any
 
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
-from orchestrator.inventory.secrets import SECRET_WORDS, is_secret
 from orchestrator.store import atomic
 from orchestrator.store.fleet_file import write_fleet
-from orchestrator.store.history import new_run_id
+from orchestrator.store.history import load_fleet, new_run_id
+from orchestrator.store.redaction import public_vars
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -45,29 +46,15 @@ def safe_component(name: str) -> str:
     return s[:200]
 
 
-def public_vars(vars: dict[str, Any]) -> dict[str, Any]:
-    """Inventory variables minus anything that looks like a secret (never written to disk)."""
-    return {k: ("<redacted>" if is_secret(k) else v) for k, v in vars.items()}
-
-
-# `key=value` / `key: value` in a message, where the key looks like a secret's
-_SECRET_ASSIGN = re.compile(r"""(\b[\w.-]*(?:""" + SECRET_WORDS + r""")[\w.-]*['"]?\s*[=:]\s*)"""
-                            r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s,;)]+)""", re.IGNORECASE)
-
-
-def redact_message(text: str) -> str:
-    """An error message with the values of secret-looking variables replaced (e.g. the inventory
-    loader's "gets ansible_password='...' here but ...='...' there")."""
-    return _SECRET_ASSIGN.sub(lambda m: m.group(1) + "<redacted>", text)
-
-
 @dataclass
-class RunWriter:
+class RunDirectory:
+    """One run's directory: the only code that creates, writes or reads a run's files."""
+
     dir: Path
     meta: dict[str, Any]
 
     @classmethod
-    def create(cls, results_dir: Path, meta: dict[str, Any], run_dir: Path | None = None) -> RunWriter:
+    def create(cls, results_dir: Path, meta: dict[str, Any], run_dir: Path | None = None) -> RunDirectory:
         run_id = new_run_id()
         d = run_dir or (results_dir / run_id)
         d.mkdir(parents=True, exist_ok=True)
@@ -76,8 +63,15 @@ class RunWriter:
         atomic.write_json(d / "run.json", meta, indent=1)
         return w
 
+    @classmethod
+    def open(cls, path: Path) -> RunDirectory:
+        """A stored run; its run.json may be missing (a run killed before writing it): empty meta."""
+        return cls(path, read_meta(path))
+
+    # ------------------------------------------------------------------ writing
+
     def host_finished(self, res: HostResult) -> None:
-        hdir = self.dir / "raw" / safe_component(res.host.name)
+        hdir = self._host_dir(res.host.name)
         meta_path = hdir / "_host.json"
         summaries = {p: r.summary() for p, r in res.probes.items()}
         if meta_path.is_file():  # a second play on the same host adds its probes
@@ -98,6 +92,17 @@ class RunWriter:
             if pr.stderr.strip():
                 atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False)
 
+    def imported_host(self, host: HostInput, evidence: dict[str, Any]) -> None:
+        """A host judged from text evidence: its facts, and the parsed evidence they came from."""
+        hdir = self._host_dir(host.name)
+        atomic.write_json(hdir / "_host.json", {"name": host.name, "address": host.address, "groups": host.groups,
+                                                "vars": {}, "probes": host.probes})
+        atomic.write_json(hdir / "_facts.json", evidence)
+
+    def copy_raw_from(self, other: RunDirectory) -> None:
+        """Another run's raw data, so a re-judged run can be shown, diffed and re-judged again."""
+        shutil.copytree(other.dir / "raw", self.dir / "raw", dirs_exist_ok=True)
+
     def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
         write_fleet(self.dir / "fleet.json", fleet)
         atomic.write_json(self.dir / "findings.json", fleet["findings"])
@@ -107,6 +112,27 @@ class RunWriter:
     def mark(self, state: str) -> None:
         self.meta.update(state=state, finished=_now())
         atomic.write_json(self.dir / "run.json", self.meta, indent=1)
+
+    # ------------------------------------------------------------------ reading
+
+    def fleet(self) -> dict[str, Any]:
+        """fleet.json, host records read on demand through its index; RunNotFound when unreadable."""
+        return load_fleet(self.dir)
+
+    def host_inputs(self) -> list[HostInput]:
+        return load_host_inputs(self.dir)
+
+    def _host_dir(self, name: str) -> Path:
+        return self.dir / "raw" / safe_component(name)
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """run.json of a run, or {} when it is missing or unreadable."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _now() -> str:
@@ -174,8 +200,7 @@ def load_host_inputs(run_dir: Path) -> list[HostInput]:
         entries.append((meta_path.stat().st_mtime, HostInput(
             name=meta["name"], address=meta.get("address", meta["name"]), groups=meta.get("groups", []),
             probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}), facts=facts)))
-    run_meta = run_dir / "run.json"
-    order = json.loads(run_meta.read_text()).get("hosts_order", []) if run_meta.is_file() else []
+    order = read_meta(run_dir).get("hosts_order") or []
     pos = {n: i for i, n in enumerate(order)}
     entries.sort(key=lambda e: (pos.get(e[1].name, len(pos)), e[0]))
     return [e[1] for e in entries]

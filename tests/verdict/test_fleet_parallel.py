@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli.run import judge
+from orchestrator.api.session import judge
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.spool import SpooledRecords

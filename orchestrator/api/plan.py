@@ -1,0 +1,220 @@
+"""The plan of a run: which probes run on which hosts, and what each host is judged against.
+
+One function, `build_plan`, turns a run's inputs (inventory sources, limit, playbook, `--probe`,
+`--expect`) into a `RunPlan`.  `probe run` builds it from the command line; `probe rejudge` builds
+it again from the inputs stored in run.json, over the hosts the run stored, so a stored run is
+judged exactly as it was live: the same plays select the same hosts, each host gets the
+expectations and finding overrides of the plays that ran on it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.errors import UsageError
+from orchestrator.api.playbook import Play, Playbook, find_playbook, load_playbook
+from orchestrator.engine import payload
+from orchestrator.engine.results import HostInput
+from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
+from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
+from orchestrator.store.redaction import redact_message
+from orchestrator.verdict.expectations import ExpectationError, Expectations
+from orchestrator.verdict.overrides import Override
+
+DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.yml"
+DEFAULT_TIMEOUT_S = 60.0
+
+# Probe arguments are embedded in the script as JSON.  YAML aliases share objects, so a few hundred
+# bytes of playbook can stand for billions of values (or contain themselves): count before encoding.
+MAX_ARG_VALUES = 100_000
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a run was asked to do; run.json keeps it (`plan`) so the run can be judged again."""
+
+    inventory: tuple[str, ...] = ()  # sources as given; empty: the bundled demo fleet
+    limit: str | None = None
+    playbook: str | None = None  # a shipped name or a path, as given; None: the default playbook
+    probes: tuple[str, ...] = ()  # --probe: replaces every play's probes
+    expect: tuple[str, ...] = ()  # --expect KEY=VALUE, for every host, over inventory and plays
+    forks: int = DEFAULT_FORKS
+    timeout: float = DEFAULT_TIMEOUT_S
+    become: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PlanInputs:
+        def strings(key: str) -> tuple[str, ...]:
+            value = d.get(key) or ()
+            return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
+
+        return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
+                   probes=strings("probes"), expect=strings("expect"),
+                   forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
+                   become=bool(d.get("become")))
+
+
+@dataclass
+class PlannedPlay:
+    play: Play
+    hosts: list[Host]
+    calls: list[ProbeCall]
+    forks: int
+    become: bool
+
+
+@dataclass
+class RunPlan:
+    inputs: PlanInputs
+    inventory: Inventory
+    playbook: Playbook
+    plays: list[PlannedPlay]
+    hosts: list[Host]  # every host some play runs on, in inventory order
+    cli_expect: Expectations  # --expect, over everything else
+    expectations: dict[str, Expectations] = field(default_factory=dict)  # host -> what it is judged against
+    overrides: dict[str, dict[str, Override]] = field(default_factory=dict)  # host -> finding overrides
+    warnings: list[str] = field(default_factory=list)
+
+    def probe_names(self) -> list[str]:
+        return sorted({c.name for pp in self.plays for c in pp.calls})
+
+    def expectations_for(self, name: str, vars: dict[str, Any]) -> Expectations:
+        """A host no play ran on (a stored host judged under another playbook) is judged against
+        its inventory expectations and --expect only."""
+        found = self.expectations.get(name)
+        return found if found is not None else host_expectations(name, vars, self.cli_expect)
+
+    def meta(self) -> dict[str, Any]:
+        """run.json's description of the plan (next to id, state, times written by the run directory)."""
+        return {
+            "inventory": list(self.inventory.sources),
+            "limit": self.inputs.limit,
+            "playbook": str(self.playbook.path),
+            "probes": self.probe_names(),
+            "hosts_order": [h.name for h in self.hosts],
+            "plan": self.inputs.to_dict(),
+        }
+
+
+def parse_expect_items(items: tuple[str, ...] | list[str]) -> Expectations:
+    raw: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--expect takes KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        raw[k.strip()] = json.loads(v) if v.strip() in ("true", "false") or v.strip().lstrip("-").replace(".", "", 1).isdigit() else v
+    return Expectations.from_mapping(raw, where="--expect")
+
+
+def host_expectations(name: str, vars: dict[str, Any], override: Expectations) -> Expectations:
+    """The host's `probe_expect` (inventory vars, or the vars stored with a run) under `override`."""
+    try:
+        base = Expectations.from_mapping(vars.get("probe_expect"), where=f"host {name}: probe_expect")
+    except ExpectationError as e:
+        raise UsageError(str(e)) from None
+    return base.merged(override)
+
+
+def load_inventory(sources: tuple[str, ...], limit: str | None) -> tuple[Inventory, list[Host], list[str]]:
+    """The inventory (the demo fleet without sources) and the hosts the limit selects."""
+    from orchestrator.inventory.loader import load_inventory as load
+    from orchestrator.inventory.patterns import select_hosts
+
+    warnings: list[str] = []
+    inv = load(list(sources) or [str(DEMO_INVENTORY)])
+    hosts = select_hosts(inv, limit, warnings)
+    if not hosts:
+        raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else ""))
+    return inv, hosts, [redact_message(w) for w in [*inv.warnings, *warnings]]
+
+
+def stored_inventory(inputs: list[HostInput], sources: list[str]) -> Inventory:
+    """An inventory of a stored run's hosts, with the groups they had, so the plays' host patterns
+    select the same hosts again without the original inventory files."""
+    hosts = {h.name: Host(name=h.name, vars=dict(h.vars), groups=list(h.groups)) for h in inputs}
+    groups: dict[str, Group] = {}
+    for h in inputs:
+        for g in h.groups:
+            groups.setdefault(g, Group(name=g)).hosts.append(h.name)
+    groups.setdefault("all", Group(name="all"))
+    return Inventory(hosts=hosts, groups=groups, sources=sources)
+
+
+def _args_problem(args: Any) -> str | None:
+    seen = 0
+    stack: list[tuple[Any, tuple[int, ...]]] = [(args, ())]
+    while stack:
+        value, parents = stack.pop()
+        seen += 1
+        if seen > MAX_ARG_VALUES:
+            return f"expand to more than {MAX_ARG_VALUES:,} values (a YAML alias bomb?)"
+        if isinstance(value, (dict, list)):
+            if id(value) in parents:
+                return "contain themselves (a recursive YAML alias)"
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, (*parents, id(value))) for v in items)
+    return None
+
+
+def probe_calls(steps: list[tuple[str, dict[str, Any], float]], where: str = "playbook") -> list[ProbeCall]:
+    calls = []
+    for name, args, timeout in steps:
+        try:
+            payload.get(name)
+        except payload.UnknownProbe as e:
+            raise UsageError(str(e.args[0])) from None
+        problem = _args_problem(args)
+        if problem:
+            raise UsageError(f"{where}: the args of probe {name!r} {problem}; refusing to run it")
+        calls.append(ProbeCall(name, dict(args), timeout))
+    return calls
+
+
+def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
+    """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
+    rejudge, where the limit already chose them)."""
+    from orchestrator.inventory.patterns import select_hosts
+
+    cli_expect = parse_expect_items(inputs.expect)
+    if stored is None:
+        inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
+    else:
+        inv, warnings = stored_inventory(stored, list(inputs.inventory)), []
+        limited = list(inv.hosts.values())
+    book = load_playbook(find_playbook(inputs.playbook))
+    allowed = {h.name for h in limited}
+    plays = []
+    for play in book.plays:
+        try:
+            hosts = [h for h in select_hosts(inv, play.hosts) if h.name in allowed]
+        except InventoryError:
+            hosts = []  # a play for a group this inventory lacks simply has nothing to do
+        steps: list[tuple[str, dict[str, Any], float]]
+        if inputs.probes:
+            steps = [(n, {}, inputs.timeout) for n in inputs.probes]
+        else:
+            steps = [(s.name, s.args, s.timeout or inputs.timeout) for s in play.probes]
+        plays.append(PlannedPlay(play, hosts, probe_calls(steps, str(book.path)), play.forks or inputs.forks,
+                                 play.become or inputs.become))
+    if stored is None and not any(p.hosts for p in plays):
+        raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
+    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)
+    # Each host is judged against its inventory expectations, then those of every play that ran on
+    # it (in playbook order), then --expect; and with the finding overrides of those plays.
+    by_play: dict[str, Expectations] = {}
+    for pp in plays:
+        for h in pp.hosts:
+            if h.name not in by_play:
+                by_play[h.name] = host_expectations(h.name, h.vars, Expectations())
+            by_play[h.name] = by_play[h.name].merged(pp.play.expect)
+            plan.overrides.setdefault(h.name, {}).update(pp.play.findings)
+    plan.hosts = [h for h in limited if h.name in by_play]
+    plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    return plan

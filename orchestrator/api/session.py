@@ -1,0 +1,198 @@
+"""Running a plan and judging what it collected: the one path `probe run`, `rejudge` and `import` share.
+
+`execute` takes the results-directory lock, creates the run directory, runs each play over its
+hosts (results are written as hosts finish, so a crash or Ctrl-C keeps them), judges every host
+and finishes the run.  `judge` builds the fleet document from host inputs and a plan, and
+`rejudge` does it again from a stored run's raw data.  Presentation (tables, drift, reports,
+exit codes) is the caller's.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.errors import ResultsUnwritable, UsageError
+from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
+from orchestrator.engine.results import HostInput
+from orchestrator.engine.runner import HostResult, RunInterrupted, RunOptions, run_fleet
+from orchestrator.present.progress import Fanout, Progress
+from orchestrator.store.lock import RunLock
+from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
+from orchestrator.transport.base import TransportOptions
+from orchestrator.transport.factory import open_transport
+from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.judge import build_fleet
+from orchestrator.verdict.overrides import Override
+
+
+@dataclass
+class RunResult:
+    """A whole run: every play's host results merged per host, the judged fleet, where it is stored."""
+
+    run: RunDirectory
+    fleet: dict[str, Any]
+    hosts: dict[str, HostResult] = field(default_factory=dict)  # host -> its probes over all plays
+    interrupted: bool = False
+
+    @property
+    def failed_hosts(self) -> list[str]:
+        return [r["name"] for r in self.fleet["hosts"] if r["outcome"] not in ("ok", "skipped", "unsupported")]
+
+
+def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
+          overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None) -> dict[str, Any]:
+    """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
+    or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
+    directory; see orchestrator/verdict/parallel.py)."""
+    run = {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+    if isinstance(expectations, RunPlan):
+        plan = expectations
+        return build_fleet(run, inputs, lambda h: plan.expectations_for(h.name, h.vars),
+                           lambda host: plan.overrides.get(host, {}), spool=spool)
+    table, rules = expectations, overrides or {}
+    return build_fleet(run, inputs, lambda h: table.get(h.name, Expectations()),
+                       lambda host: rules.get(host, {}), spool=spool)
+
+
+def _install_sigterm() -> None:
+    if threading.current_thread() is threading.main_thread():
+        def raise_interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt()
+        signal.signal(signal.SIGTERM, raise_interrupt)
+
+
+class _StoreOrStop:
+    """The run directory as an event sink: the first write that fails (disk full, read-only
+    remount, quota) stops the run, since nothing more it learns could be kept."""
+
+    def __init__(self, run: RunDirectory, stop: threading.Event) -> None:
+        self.run = run
+        self.stop = stop
+        self.error: OSError | None = None
+
+    def host_finished(self, res: HostResult) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.run.host_finished(res)
+        except OSError as e:
+            self.error = e
+            self.stop.set()
+            return
+        release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
+
+
+def _unwritable(run: RunDirectory, error: OSError) -> ResultsUnwritable:
+    try:
+        run.mark("failed")  # a small file; on a full disk it may not fit either
+    except OSError:
+        pass
+    return ResultsUnwritable(str(run.dir), error)
+
+
+def open_lock(root: Path) -> RunLock:
+    """The results directory's lock, held: raises LockHeld when another run has it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(root)
+    except OSError as e:
+        raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
+    lock.acquire()
+    return lock
+
+
+def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
+            output_dir: Path | None = None, show_progress: bool | None = None) -> RunResult:
+    """Run every play of `plan`, store and judge it.  Raises LockHeld, ResultsUnwritable,
+    UsageError; a Ctrl-C keeps what finished (RunResult.interrupted)."""
+    lock = open_lock(root)
+    try:
+        return _execute_locked(plan, root, transport, options, output_dir, show_progress)
+    finally:
+        lock.release()
+
+
+def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
+                    output_dir: Path | None, show_progress: bool | None) -> RunResult:
+    try:
+        run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
+    except OSError as e:
+        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
+                         "choose another with --results or -o") from None
+    progress = Progress(len(plan.hosts), enabled=show_progress)
+    _install_sigterm()
+    merged: dict[str, HostResult] = {}
+    interrupted = False
+    stop = threading.Event()
+    store = _StoreOrStop(run, stop)
+    try:
+        for pp in plan.plays:
+            if not pp.hosts:
+                continue
+            run_options = RunOptions(forks=pp.forks, transport=transport, become=pp.become)
+            try:
+                results = run_fleet(pp.hosts, pp.calls, run_options, open_transport, Fanout(store, progress), stop)
+            except RunInterrupted as e:
+                results = e.results
+                interrupted = True
+            if store.error is not None:
+                raise _unwritable(run, store.error)
+            for r in results:
+                if r.host.name in merged:
+                    merged[r.host.name].probes.update(r.probes)
+                else:
+                    merged[r.host.name] = r
+            if interrupted:
+                break
+    finally:
+        progress.close()
+    inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
+    fleet = judge(run.meta, inputs, plan, spool=run.dir)
+    try:
+        run.finish(fleet, state="interrupted" if interrupted else "complete")
+    except OSError as e:
+        raise _unwritable(run, e) from None
+    return RunResult(run, fleet, merged, interrupted)
+
+
+def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
+    """A new run judged from `source`'s raw data with today's normalizers and checks, under the
+    plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
+    `expect` when given."""
+    stored = RunDirectory.open(source)
+    inputs = stored.host_inputs()
+    if not inputs:
+        raise UsageError(f"{source} has no raw host results to re-judge")
+    meta = stored.meta
+    inputs_of_run = PlanInputs.from_dict(meta.get("plan") or {"playbook": meta.get("playbook"),
+                                                               "inventory": meta.get("inventory")})
+    new_inputs = PlanInputs(inventory=tuple(meta.get("inventory") or ()), limit=meta.get("limit"),
+                            playbook=playbook if playbook is not None else inputs_of_run.playbook,
+                            probes=inputs_of_run.probes,
+                            expect=tuple(expect) if expect is not None else inputs_of_run.expect,
+                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become)
+    if meta.get("imported"):
+        plan = None
+        from orchestrator.api.plan import parse_expect_items
+
+        cli_expect = parse_expect_items(new_inputs.expect)
+        new_meta = {k: meta.get(k) for k in ("inventory", "limit", "probes", "options", "hosts_order", "imported")}
+        new_meta.update(playbook=None, plan=new_inputs.to_dict(), rejudged_from=source.name)
+    else:
+        plan = build_plan(new_inputs, stored=inputs)
+        new_meta = {**plan.meta(), "options": meta.get("options"), "hosts_order": meta.get("hosts_order"),
+                    "probes": meta.get("probes"), "rejudged_from": source.name}
+    run = RunDirectory.create(root, new_meta)
+    # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
+    run.copy_raw_from(stored)
+    if plan is not None:
+        fleet = judge(run.meta, inputs, plan, spool=run.dir)
+    else:
+        fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir)
+    run.finish(fleet)
+    return RunResult(run, fleet)
