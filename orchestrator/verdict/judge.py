@@ -17,8 +17,8 @@ from typing import Any
 
 from orchestrator.api.playbook import Override, apply_overrides
 from orchestrator.engine.outcomes import Outcome, worst
+from orchestrator.facts import registry
 from orchestrator.facts.normalize import normalize_host
-from orchestrator.facts.textparse.importer import SECTION_PROBE
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import FLEET_CHECK_SECTIONS, run_fleet_checks, run_host_checks
@@ -81,8 +81,9 @@ def judged_outcomes(probes: dict[str, dict[str, Any]], facts: dict[str, Any]) ->
     out = {p: s["outcome"] for p, s in probes.items()}
     if out.get("raw") == "ok":
         for section in facts:
-            if section in SECTION_PROBE:
-                out[SECTION_PROBE[section]] = "ok"
+            probe = registry.probe_of(section)
+            if probe:
+                out[probe] = "ok"
     return out
 
 
