@@ -272,18 +272,23 @@ def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
 
 def read_identity(facts: dict[str, Any]) -> list[tuple[str, str]]:
     host = _dict(facts.get("host"))
-    dmi = _dict(host.get("dmi"))
+    board = _dict(host.get("board"))
     gpus = _dict(facts.get("gpus"))
     virt = _dict(host.get("virtualization"))
-    driver = _dict(host.get("nvidia_driver")).get("version") or gpus.get("driver_version")
+    driver = _dict(host.get("driver")).get("version") or gpus.get("driver_version")
+
+    def joined(*keys: str) -> str:
+        return " ".join(_str(board.get(k)) for k in keys if board.get(k))
+
     rows = [
-        ("System", " ".join(_str(dmi.get(k)) for k in ("sys_vendor", "product_name") if dmi.get(k))),
-        ("Board", " ".join(_str(dmi.get(k)) for k in ("board_vendor", "board_name") if dmi.get(k))),
-        ("BIOS", " ".join(_str(dmi.get(k)) for k in ("bios_vendor", "bios_version", "bios_date") if dmi.get(k))),
-        ("Serial", _str(dmi.get("product_serial"))),
+        ("System", joined("system_vendor", "product")),
+        ("Board", joined("vendor", "model")),
+        ("BIOS", joined("bios_vendor", "bios_version", "bios_date")),
+        ("Serial", _str(board.get("system_serial"))),
+        ("Board serial", _str(board.get("board_serial"))),
         ("Driver", _str(driver)),
         ("CUDA", _str(gpus.get("cuda_driver_version"))),
-        ("OS", _str(_dict(host.get("os")).get("pretty_name"))),
+        ("OS", _str(host.get("os"))),
         ("Kernel", _str(host.get("kernel"))),
         ("Virtualization", _str(virt.get("hypervisor")) if virt.get("virtualized") else ("none" if virt else "")),
     ]
