@@ -8,14 +8,13 @@ reads the state, not the speed, so an active link shows its speed only when the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from tabulate import tabulate
 
+from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink
 from orchestrator.present.terminal.text import clean
 
 
-def _state(lk: dict[str, Any]) -> str:
+def _state(lk: NvlinkLink) -> str:
     state = lk.get("state")
     if state == "up":
         speed = lk.get("speed_gbps")
@@ -25,7 +24,7 @@ def _state(lk: dict[str, Any]) -> str:
     return "?"
 
 
-def _remote(lk: dict[str, Any], gpu_label: dict[str, str]) -> str:
+def _remote(lk: NvlinkLink, gpu_label: dict[str | None, str]) -> str:
     remote, kind = lk.get("remote_bus_id"), lk.get("remote_type")
     if kind == "gpu" and remote in gpu_label:
         return f"-> {gpu_label[remote]} {clean(remote)}"
@@ -36,7 +35,7 @@ def _remote(lk: dict[str, Any], gpu_label: dict[str, str]) -> str:
     return ""
 
 
-def _links_cell(g: dict[str, Any]) -> str:
+def _links_cell(g: NvlinkGpu) -> str:
     total = g.get("links_total")
     if total is None:
         why = "lost" if g.get("lost") else clean(str((g.get("unknown") or {}).get("links_total") or "unknown"))
@@ -47,12 +46,12 @@ def _links_cell(g: dict[str, Any]) -> str:
     return f"{'?' if up is None else up}/{total}"
 
 
-def _label(g: dict[str, Any], pos: int) -> str:
+def _label(g: NvlinkGpu, pos: int) -> str:
     idx = g.get("index")
     return f"GPU{idx if isinstance(idx, int) else pos}"
 
 
-def render_nvlink(nvlink: dict[str, Any] | None) -> str:
+def render_nvlink(nvlink: NvlinkFacts | None) -> str:
     if not nvlink:
         return "no NVLink data"
     gpus = [g for g in nvlink.get("gpus") or [] if isinstance(g, dict)]
