@@ -12,7 +12,7 @@ from tabulate import tabulate
 from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
-from orchestrator.cli import exitcodes
+from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import emit, results_root
 from orchestrator.present.outputs.tabular import render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
@@ -120,8 +120,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("run", nargs="?", help="run id, id prefix, 'latest', -1, -2 or a run directory")
     _results_opt(p)
     p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
-    p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[], metavar="VIEWS",
-                   help="per-host detail views: pcie, gpus, topo, nvlink, p2p")
+    views.add_show(p)
     p.add_argument("-q", "--quiet", action="store_true", help="only warn/fail findings")
     p.set_defaults(func=cmd_show)
 

@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import parse_expect_items
 from orchestrator.api.session import judge
-from orchestrator.cli import exitcodes
+from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import emit, results_root
 from orchestrator.engine.results import HostInput
 from orchestrator.store.rundir import RunDirectory
@@ -81,8 +81,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="what the host should be, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
-    p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[], metavar="VIEWS",
-                   help="detail views: topo, gpus, pcie, nvlink")
+    views.add_show(p, what="detail views", importable_only=True)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_import, output_dir=None)
 

@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, RunPlan, build_plan
 from orchestrator.api.session import RunResult, execute
-from orchestrator.cli import exitcodes
+from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
 from orchestrator.present.outputs.emit import OutputError, write_outputs
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
@@ -186,8 +186,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write this run exactly here")
     p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table",
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
-    p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[],
-                   metavar="VIEWS", help="per-host detail views: pcie, gpus, topo, nvlink, p2p (comma list)")
+    views.add_show(p, suffix=" (comma list)")
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")

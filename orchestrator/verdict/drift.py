@@ -12,9 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.facts import read as F
-
-# Which probe a facts section comes from (architecture.md, normalized facts table).
-_SECTION_PROBE = {"gpus": "nvml", "nvlink": "nvlink", "topology": "nvml", "p2p": "p2p", "pcie": "pcie"}
+from orchestrator.facts import registry
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ def _probe_ok(host: dict[str, Any], probe: str) -> bool:
 
 
 def _comparable(old: dict[str, Any], new: dict[str, Any], section: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    probe = _SECTION_PROBE.get(section, section)
+    probe = registry.probe_of(section) or section
     if not (_probe_ok(old, probe) and _probe_ok(new, probe)):
         return None
     of, nf = old.get("facts") or {}, new.get("facts") or {}

@@ -17,8 +17,8 @@ from typing import Any
 
 from orchestrator.engine.outcomes import Outcome, worst
 from orchestrator.engine.results import HostInput
+from orchestrator.facts import registry
 from orchestrator.facts.normalize import normalize_host
-from orchestrator.facts.textparse.importer import SECTION_PROBE
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import parallel as fleet_workers
@@ -66,8 +66,9 @@ def judged_outcomes(probes: dict[str, dict[str, Any]], facts: dict[str, Any]) ->
     out = {p: s["outcome"] for p, s in probes.items()}
     if out.get("raw") == "ok":
         for section in facts:
-            if section in SECTION_PROBE:
-                out[SECTION_PROBE[section]] = "ok"
+            probe = registry.probe_of(section)
+            if probe:
+                out[probe] = "ok"
     return out
 
 

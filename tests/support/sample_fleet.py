@@ -43,22 +43,23 @@ def _link(gen: int, width: int, max_gen: int, max_width: int) -> dict[str, Any]:
 
 
 def _host_facts(hostile: str | None, board: str, bios: str, driver: str, virt: str | None) -> dict[str, Any]:
+    """facts["host"] as normalize/host.py writes it (docs/facts-host.md)."""
     return {
         "hostname": _s(hostile, "node"),
-        "os": {"pretty_name": _s(hostile, "Ubuntu 22.04.4 LTS")},
+        "os": _s(hostile, "Ubuntu 22.04.4 LTS"),
         "kernel": "5.15.0-105-generic",
-        "dmi": {
-            "sys_vendor": _s(hostile, board.split()[0]),
-            "product_name": _s(hostile, board),
-            "board_vendor": _s(hostile, board.split()[0]),
-            "board_name": _s(hostile, board),
+        "board": {
+            "system_vendor": _s(hostile, board.split()[0]),
+            "product": _s(hostile, board),
+            "vendor": _s(hostile, board.split()[0]),
+            "model": _s(hostile, board),
             "bios_vendor": _s(hostile, "American Megatrends International, LLC."),
             "bios_version": _s(hostile, bios),
             "bios_date": "03/12/2024",
-            "product_serial": {"unknown": "needs root"},
+            "system_serial": {"unknown": "needs root"},
         },
         "virtualization": {"virtualized": virt is not None, "hypervisor": virt},
-        "nvidia_driver": {"loaded": True, "version": driver},
+        "driver": {"loaded": True, "version": driver},
     }
 
 

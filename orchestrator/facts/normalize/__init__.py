@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.facts.normalize import gpus, host, nvlink, p2p, pcie, topology
+from orchestrator.facts import registry
 
-Normalizer = Callable[[dict[str, Any]], dict[str, Any]]
+Normalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 
-# probe name -> (facts section, normalizer)
+# probe name -> (facts section, normalizer), from the registry; a module global so that bench/stages.py
+# can wrap each normalizer with a timer.
 NORMALIZERS: dict[str, tuple[str, Normalizer]] = {
-    "host": ("host", host.normalize),
-    "pcie": ("pcie", pcie.normalize),
-    "nvml": ("gpus", gpus.normalize),
-    "nvlink": ("nvlink", nvlink.normalize),
-    "p2p": ("p2p", p2p.normalize),
+    row.probe: (row.section, registry.resolve(row.normalizer)) for row in registry.PROBES
 }
 
 # Sections computed from several probes' facts, in order: facts -> new section (or None).
-MERGERS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]]] = [
-    ("topology", topology.merge_facts),
+MERGERS: list[tuple[str, Callable[[dict[str, Any]], Mapping[str, Any] | None]]] = [
+    (row.section, registry.resolve(row.merge)) for row in registry.MERGED
 ]
 
 

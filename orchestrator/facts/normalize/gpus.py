@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import GpusFacts
 
 _BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 P2P_CAPS = ("read", "write", "nvlink", "atomics")
@@ -112,7 +113,7 @@ def _matrix(raw: Any, n: int) -> list[list[Any]]:
     return out
 
 
-def normalize(data: dict[str, Any]) -> dict[str, Any]:
+def normalize(data: dict[str, Any]) -> GpusFacts:
     unknown = dict(data.get("unknown") or {})
     gpus = [_gpu(g) for g in data.get("gpus") or [] if isinstance(g, dict)]
     n = len(gpus)
@@ -128,4 +129,4 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     out["missing_symbols"] = list(data.get("missing_symbols") or [])
     out["mig_enabled_any"] = any((g["mig"] or {}).get("current") for g in gpus)
     out["virtualized"] = any(g["virtualization_mode"] not in (None, "none") for g in gpus)
-    return out
+    return cast(GpusFacts, out)  # built key by key above

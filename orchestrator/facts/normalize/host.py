@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import HostFacts
+
 
 def _val(v: Any) -> Any:
     """A needs-root marker stays a marker; blanks and firmware filler become None."""
@@ -17,7 +19,7 @@ def _val(v: Any) -> Any:
     return s
 
 
-def normalize(data: dict[str, Any]) -> dict[str, Any]:
+def normalize(data: dict[str, Any]) -> HostFacts:
     dmi = data.get("dmi") or {}
     cpu = data.get("cpu") or {}
     virt = data.get("virtualization") or {}

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink, NvlinkPair, NvSwitch
 from orchestrator.facts.normalize.gpus import bus_id
 
 
-def _link(raw: dict[str, Any], gpu_bus: set[str]) -> dict[str, Any]:
+def _link(raw: dict[str, Any], gpu_bus: set[str]) -> NvlinkLink:
     get = raw.get
     u = get("unknown")
     unknown = dict(u) if u else {}
@@ -31,7 +32,7 @@ def _link(raw: dict[str, Any], gpu_bus: set[str]) -> dict[str, Any]:
             "unknown": unknown}
 
 
-def normalize(data: dict[str, Any]) -> dict[str, Any]:
+def normalize(data: dict[str, Any]) -> NvlinkFacts:
     raw_gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     order = [bus_id(g.get("bus_id")) for g in raw_gpus]
     gpu_bus = {b for b in order if b}
@@ -41,8 +42,8 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
         position.setdefault(b, i)  # the first GPU with that bus id, as order.index would find
     direct = [[0] * n for _ in range(n)]
     switch_up = [0] * n
-    switches: dict[str, dict[str, Any]] = {}
-    gpus: list[dict[str, Any]] = []
+    switches: dict[str, NvSwitch] = {}
+    gpus: list[NvlinkGpu] = []
     any_links = False
     for i, g in enumerate(raw_gpus):
         u = g.get("unknown")
@@ -86,7 +87,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
             "version": version, "lost": lost,
             "links": links, "unknown": unknown,
         })
-    pairs: list[dict[str, Any]] = []
+    pairs: list[NvlinkPair] = []
     for i in range(n):
         for j in range(i + 1, n):
             # both ends should agree; where they differ the smaller count is what works, unless one

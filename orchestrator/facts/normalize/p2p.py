@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
 
 MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
@@ -32,14 +33,14 @@ def _all_true(verified: Any) -> bool | None:
     return all(map(bool, verified.values()))  # no generator frame: this runs per GPU pair
 
 
-def normalize(data: dict[str, Any]) -> dict[str, Any]:
+def normalize(data: dict[str, Any]) -> P2pFacts:
     if not isinstance(data, dict):
         raise ValueError("p2p data must be a mapping")
-    raw_gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
+    raw_gpus: list[Any] = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     n = len(raw_gpus)
     order = [str(g.get("bus_id") or "").lower() for g in raw_gpus]
     busy = (data.get("guard") or {}).get("busy") or {}
-    gpus: list[dict[str, Any]] = []
+    gpus: list[P2pGpu] = []
     mismatches: list[dict[str, Any]] = []
     for i, g in enumerate(raw_gpus):
         gv = g.get("verified")

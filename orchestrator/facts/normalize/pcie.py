@@ -13,6 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from orchestrator.facts.model import PcieFacts
+
 NVIDIA = 0x10DE
 _BDF = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _PORT_TYPES = {0: "endpoint", 1: "legacy_endpoint", 4: "root_port", 5: "upstream_port",
@@ -460,7 +462,7 @@ def _virtual_device(vendor: Any, device: Any) -> str | None:
     return None
 
 
-def normalize(data: dict[str, Any]) -> dict[str, Any]:
+def normalize(data: dict[str, Any]) -> PcieFacts:
     raw_devices = data.get("devices") if isinstance(data, dict) else None
     devs: dict[str, dict[str, Any]] = {}
     for raw in raw_devices or []:
@@ -568,7 +570,7 @@ def normalize(data: dict[str, Any]) -> dict[str, Any]:
     nvidia: dict[str, Any] = data["nvidia"] if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
     models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
     roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
-    out_devices = []
+    out_devices: list[Any] = []  # PcieDevice records, built key by key
     for b in by_bdf:
         d = devs[b]  # finished with the working copy: no per-device dict copy
         d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root

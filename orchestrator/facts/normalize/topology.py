@@ -7,10 +7,13 @@ answer stays null.  Shape: docs/facts-gpus.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.facts.model import TopologyDevice, TopologyFacts
 
-def _pcie_lookup(pcie: dict[str, Any] | None) -> tuple[dict[str, int], list[list[str | None]], list[str], list[str]]:
+
+def _pcie_lookup(pcie: Mapping[str, Any] | None) -> tuple[dict[str, int], list[list[str | None]], list[str], list[str]]:
     """(bus id -> row of `cells`, cells, NIC bus ids, NIC names) from the PCIe probe's levels.
     cells[i][j] is the level between order[i] and order[j] when the matrix holds a string there."""
     levels = (pcie or {}).get("levels") or {}
@@ -41,8 +44,8 @@ def _pcie_lookup(pcie: dict[str, Any] | None) -> tuple[dict[str, int], list[list
     return pos, cells, nics, names
 
 
-def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
-          pcie: dict[str, Any] | None) -> dict[str, Any]:
+def merge(gpus: Mapping[str, Any] | None, nvlink: Mapping[str, Any] | None,
+          pcie: Mapping[str, Any] | None) -> TopologyFacts:
     pcie_pos, pcie_cells, nics, nic_names = _pcie_lookup(pcie)
     gpu_order: list[str] = [b for b in (gpus or {}).get("order") or [] if b]
     if not gpu_order:
@@ -63,7 +66,7 @@ def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
             if isinstance(v, str) and v != "X" and i < len(g_order) and j < len(g_order):
                 nvml_levels[(g_order[i], g_order[j])] = v
 
-    devices: list[dict[str, Any]] = []
+    devices: list[TopologyDevice] = []
     for k, b in enumerate(gpu_order):
         g = by_bus.get(b) or {}
         numa = (pdev.get(b) or {}).get("numa")
@@ -103,7 +106,7 @@ def merge(gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None,
     return {"devices": devices, "matrix": matrix, "source": source}
 
 
-def merge_facts(facts: dict[str, Any]) -> dict[str, Any] | None:
+def merge_facts(facts: Mapping[str, Any]) -> TopologyFacts | None:
     """The MERGERS entry: facts of one host -> the topology section, None when no source ran."""
     gpus, nvlink, pcie = facts.get("gpus"), facts.get("nvlink"), facts.get("pcie")
     if not (gpus or nvlink or pcie):

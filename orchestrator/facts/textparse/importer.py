@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.facts import registry
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
 from orchestrator.facts.textparse.detect import KINDS, PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
@@ -42,8 +43,6 @@ RAW_COMMANDS: dict[str, str] = {
     "lspci_verbose": "lspci -vvvnn",
 }
 
-# Which probe each facts section stands in for: checks look at `view.ran(probe)`.
-SECTION_PROBE = {"gpus": "nvml", "nvlink": "nvlink", "topology": "nvml", "pcie": "pcie"}
 
 
 @dataclass
@@ -69,7 +68,7 @@ class ImportedHost:
         """Probe outcomes as a live run would record them: ok for each probe a section stands in for."""
         out: dict[str, str] = {}
         for section in self.facts:
-            probe = SECTION_PROBE.get(section)
+            probe = registry.probe_of(section)
             if probe:
                 out[probe] = "ok"
         return out

@@ -14,9 +14,10 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
 from orchestrator.verdict.drift import diff_fleets
 
 SEVERITIES = ("fail", "warn", "info")
@@ -271,19 +272,25 @@ def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
 
 
 def read_identity(facts: dict[str, Any]) -> list[tuple[str, str]]:
-    host = _dict(facts.get("host"))
-    dmi = _dict(host.get("dmi"))
-    gpus = _dict(facts.get("gpus"))
-    virt = _dict(host.get("virtualization"))
-    driver = _dict(host.get("nvidia_driver")).get("version") or gpus.get("driver_version")
+    # Typed reads (facts/model.py), each guarded: a stored fleet.json may hold any shape.
+    host = cast(HostFacts, _dict(facts.get("host")))
+    board = cast(HostBoard, _dict(host.get("board")))
+    gpus = cast(GpusFacts, _dict(facts.get("gpus")))
+    virt = cast(HostVirtualization, _dict(host.get("virtualization")))
+    driver = cast(HostDriver, _dict(host.get("driver"))).get("version") or gpus.get("driver_version")
+
+    def joined(*values: Any) -> str:
+        return " ".join(_str(v) for v in values if v)
+
     rows = [
-        ("System", " ".join(_str(dmi.get(k)) for k in ("sys_vendor", "product_name") if dmi.get(k))),
-        ("Board", " ".join(_str(dmi.get(k)) for k in ("board_vendor", "board_name") if dmi.get(k))),
-        ("BIOS", " ".join(_str(dmi.get(k)) for k in ("bios_vendor", "bios_version", "bios_date") if dmi.get(k))),
-        ("Serial", _str(dmi.get("product_serial"))),
+        ("System", joined(board.get("system_vendor"), board.get("product"))),
+        ("Board", joined(board.get("vendor"), board.get("model"))),
+        ("BIOS", joined(board.get("bios_vendor"), board.get("bios_version"), board.get("bios_date"))),
+        ("Serial", _str(board.get("system_serial"))),
+        ("Board serial", _str(board.get("board_serial"))),
         ("Driver", _str(driver)),
         ("CUDA", _str(gpus.get("cuda_driver_version"))),
-        ("OS", _str(_dict(host.get("os")).get("pretty_name"))),
+        ("OS", _str(host.get("os"))),
         ("Kernel", _str(host.get("kernel"))),
         ("Virtualization", _str(virt.get("hypervisor")) if virt.get("virtualized") else ("none" if virt else "")),
     ]

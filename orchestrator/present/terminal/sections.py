@@ -1,27 +1,24 @@
-"""Per-host detail views by name, for `--show`."""
+"""Per-host detail views by name, for `--show` (names, sections and renderers: facts/registry.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.present.terminal import bandwidth, gpus, pcie, topo
+from orchestrator.facts import registry
 
-Renderer = Callable[[dict[str, Any]], str]
+Renderer = Callable[[Any], str]
 
-# section name -> (facts key, renderer); filled as view modules exist.
+# view name -> (facts key, renderer)
 VIEWS: dict[str, tuple[str, Renderer]] = {
-    "gpus": ("gpus", gpus.view_gpus),
-    "topo": ("topology", topo.render_topo),
-    "pcie": ("pcie", pcie.render_pcie),
-    "p2p": ("p2p", bandwidth.render),
+    name: (row.section, registry.resolve(row.renderer)) for name, row in registry.views().items() if row.renderer
 }
 
 
-def render(section: str, host_record: dict[str, Any]) -> str:
+def render(section: str, host_record: Mapping[str, Any]) -> str:
     entry = VIEWS.get(section)
     if entry is None:
-        raise KeyError(f"unknown view {section!r}; known: {', '.join(sorted(VIEWS))}")
+        raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
     key, fn = entry
-    facts = host_record.get("facts", {}).get(key)
+    facts = (host_record.get("facts") or {}).get(key)
     return fn(facts) if facts else ""

@@ -1,0 +1,24 @@
+"""The `--show VIEWS` option of run, show and import: names from the facts registry, checked at parse time."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from orchestrator.facts import registry
+
+
+def parse_views(value: str) -> list[str]:
+    """argparse `type=`: "a, b" -> ["a", "b"]; an unknown name is a usage error (exit 2) naming the known ones."""
+    known = registry.view_names()
+    names = [x.strip() for x in value.split(",") if x.strip()]
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown view {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+    return names
+
+
+def add_show(p: Any, what: str = "per-host detail views", suffix: str = "", importable_only: bool = False) -> None:
+    """Add `--show`; its help lists the views (those a text import can fill, with importable_only)."""
+    p.add_argument("--show", type=parse_views, default=[], metavar="VIEWS",
+                   help=f"{what}: {', '.join(registry.view_names(importable_only))}{suffix}")

@@ -1,0 +1,409 @@
+"""The normalized facts as types: one `TypedDict` per facts section and per record inside it.
+
+Types only, no run-time cost: a TypedDict is a plain dict at run time, so fleet.json stays
+byte-identical.  They let mypy check every writer (facts/normalize/*, facts/textparse/facts.py)
+and every reader (checks, views, report, outputs, drift, classes) against one description; the
+prose and examples stay in docs/facts-*.md, the section <-> probe table in facts/registry.py.
+
+Conventions (docs/architecture.md): a value nobody could read is `None` with a
+`"<field>_unknown": "reason"` key beside it, declared here as `NotRequired` so a reader can ask
+for the reason.  Keys only a text import can fill (it knows the printed speed of a link, a
+display GPU) are `NotRequired` too: a live probe leaves them out, it never writes them empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+
+# Provenance every section imported from text carries (facts/textparse/facts.py:_mark).
+class TextOrigin(TypedDict, total=False):
+    origin: str  # "text"
+    source_files: list[str]
+    confidence: str  # "low" | "normal"
+    low_confidence_fields: list[str]
+    notes: list[str]
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["host"] (docs/facts-host.md)
+
+DmiValue = str | dict[str, Any] | None  # {"unknown": reason} where only root may read it
+
+
+class HostCpu(TypedDict):
+    model: str | None
+    sockets: int | None
+    cores: int | None
+    threads: int | None
+
+
+class HostBoard(TypedDict):
+    system_vendor: DmiValue
+    product: DmiValue
+    vendor: DmiValue
+    model: DmiValue
+    version: DmiValue
+    bios_vendor: DmiValue
+    bios_version: DmiValue
+    bios_date: DmiValue
+    system_serial: DmiValue
+    board_serial: DmiValue
+    system_uuid: DmiValue
+
+
+class HostVirtualization(TypedDict):
+    virtualized: bool
+    hypervisor: str | None
+    container: str | None
+    evidence: list[str]
+
+
+class HostDriver(TypedDict):
+    loaded: bool
+    version: str | None
+
+
+class HostFacts(TypedDict):
+    hostname: str | None
+    os: str | None
+    kernel: str | None
+    arch: str | None
+    cpu: HostCpu
+    memory_gib: float | None
+    numa_nodes: int | None
+    board: HostBoard
+    virtualization: HostVirtualization
+    driver: HostDriver
+    python: str | None
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["gpus"] (docs/facts-gpus.md)
+
+Matrix = list[list[Any]]  # n x n over the section's `order`
+
+
+class GpuPcie(TypedDict):
+    gen_current: int | None
+    gen_max: int | None
+    gen_gpu_max: int | None
+    width_current: int | None
+    width_max: int | None
+    speed_current: str | None
+    speed_max: str | None
+    gen_current_unknown: NotRequired[str]
+    gen_max_unknown: NotRequired[str]
+    gen_gpu_max_unknown: NotRequired[str]
+    width_current_unknown: NotRequired[str]
+    width_max_unknown: NotRequired[str]
+
+
+class GpuMig(TypedDict):
+    current: bool | None
+    pending: bool | None
+    instances: list[dict[str, Any]]
+    current_unknown: NotRequired[str]
+    pending_unknown: NotRequired[str]
+
+
+class GpuRecord(TypedDict):
+    index: int | None
+    bus_id: str | None
+    uuid: str | None
+    name: str | None
+    model: str | None
+    serial: str | None
+    board_part_number: str | None
+    vbios: str | None
+    pci_device_id: str | None
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    architecture: str | None
+    compute_capability: str | None
+    persistence_mode: bool | None
+    compute_mode: str | None
+    mig: GpuMig | None
+    virtualization_mode: str | None
+    pcie: GpuPcie | None
+    numa_node: int | None
+    cpu_affinity: str | None
+    temperature_c: float | None
+    fans: list[dict[str, Any]] | None
+    fans_unknown: str | None
+    power_w: float | None
+    ecc: dict[str, Any] | None
+    remapped_rows: dict[str, Any] | None
+    fabric: dict[str, Any] | None
+    lost: bool | None  # None: a text import cannot tell a lost GPU from a missing one
+    unknown: dict[str, Any]
+    minor_number: NotRequired[int | None]
+    bus_id_unknown: NotRequired[str]
+    uuid_unknown: NotRequired[str]
+    serial_unknown: NotRequired[str]
+    mig_unknown: NotRequired[str]
+    ecc_unknown: NotRequired[str]
+    remapped_rows_unknown: NotRequired[str]
+    fabric_unknown: NotRequired[str]
+    # text imports only
+    display: NotRequired[bool | None]
+    module_id: NotRequired[int | None]
+    pcie_replays: NotRequired[int | None]
+    numa_affinity: NotRequired[Any]
+
+
+class GpusFacts(TextOrigin):
+    driver_version: str | None
+    nvml_version: str | None
+    cuda_driver_version: str | None
+    count: int | None
+    list: list[GpuRecord]
+    order: list[str | None]
+    levels: Matrix | None
+    p2p: dict[str, Matrix]
+    mig_enabled_any: bool | None
+    virtualized: bool | None
+    pairs_unknown: NotRequired[dict[str, Any]]
+    missing_symbols: NotRequired[list[str]]
+    driver_version_unknown: NotRequired[str]
+    nvml_version_unknown: NotRequired[str]
+    cuda_driver_version_unknown: NotRequired[str]
+    count_unknown: NotRequired[str]
+    # text imports only
+    count_sources: NotRequired[dict[str, int]]
+    labels: NotRequired[list[str]]
+    display_gpus: NotRequired[list[int]]
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["nvlink"] (docs/facts-gpus.md)
+
+
+class NvlinkLink(TypedDict):
+    link: int | None
+    state: str | None  # "up" | "down" | None
+    version: str | None
+    remote_bus_id: str | None
+    remote_type: str | None  # "gpu" | "nvswitch" | "ibmnpu" | "unknown" | None
+    p2p_supported: bool | None
+    sysmem_access: bool | None
+    p2p_atomics: bool | None
+    errors: dict[str, Any] | None
+    unknown: dict[str, Any]
+    speed_gbps: NotRequired[float | None]  # text imports: what `nvlink -s` printed
+
+
+class NvlinkGpu(TypedDict):
+    index: int | None
+    bus_id: str | None
+    uuid: str | None
+    name: str | None
+    links_total: int | None
+    links_up: int | None
+    inactive: list[int | None] | None
+    version: str | None
+    lost: NotRequired[bool]
+    links: list[NvlinkLink]
+    unknown: dict[str, Any]
+    # text imports only
+    all_inactive: NotRequired[bool]
+    links_listed: NotRequired[int]
+
+
+class NvlinkPair(TypedDict):
+    a: str | None
+    b: str | None
+    links: int
+
+
+class NvSwitch(TypedDict):
+    bus_id: str
+    links: int
+    links_up: int
+    gpus: list[str | None]
+
+
+class NvlinkFacts(TextOrigin):
+    supported: bool | None
+    order: list[str | None]
+    gpus: list[NvlinkGpu]
+    pairs: list[NvlinkPair] | None
+    nvswitches: list[NvSwitch] | None
+    nv: list[list[int | None]] | None
+    links_total: int | None
+    links_up_total: int | None
+    driver_version: NotRequired[str | None]
+    pairs_unknown: NotRequired[str]
+    nvswitches_unknown: NotRequired[str]
+    gpus_unknown: NotRequired[str]
+    nv_labels: NotRequired[list[str] | None]  # text imports: topo -m labels of the `nv` rows
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["topology"] (docs/facts-gpus.md)
+
+
+class TopologyDevice(TypedDict):
+    name: str
+    kind: str  # "gpu" | "nic"
+    bus_id: str | None
+    cpu_affinity: NotRequired[str | None]
+    numa: NotRequired[int | None]
+    label: NotRequired[str | None]
+    gpu_numa_id: NotRequired[Any]
+    unknown: NotRequired[dict[str, Any]]
+
+
+class TopologyFacts(TextOrigin):
+    devices: list[TopologyDevice]
+    matrix: list[list[str | None]]
+    source: list[list[str | None]] | str
+    legend_style: NotRequired[Any]
+    nearest_gpus_by_cpu: NotRequired[dict[str, Any] | None]
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["pcie"] (docs/facts-pcie.md)
+
+
+class PcieLink(TypedDict):
+    gen_current: int | None
+    gen_max: int | None
+    speed_current: str | None
+    speed_max: str | None
+    width_current: int | None
+    width_max: int | None
+    downgraded: NotRequired[bool]
+    lspci_marks: NotRequired[dict[str, Any]]
+
+
+class PcieDevice(TypedDict, total=False):
+    # total=False: the normalizer builds devices key by key; readers use .get()
+    bdf: str | None
+    vendor: str | None
+    device: str | None
+    subsystem_vendor: str | None
+    subsystem_device: str | None
+    kind: str | None
+    family: str | None
+    label: str | None
+    netdevs: list[str] | None
+    rdma: str | None
+    driver: str | None
+    numa: int | None
+    local_cpulist: str | None
+    iommu_group: int | None
+    host_bridge: str | None
+    chain: list[str]
+    parent: str | None
+    port_type: str | None
+    port_type_unknown: str | None
+    role: str | None
+    model: str | None
+    switch: str | None
+    link: PcieLink | None
+    acs: dict[str, Any] | None
+    acs_unknown: str | None
+    vf: bool | None
+    unknown: dict[str, Any]
+
+
+class PcieFacts(TextOrigin):
+    config_access: str | None
+    needs_root: list[str] | None
+    virtual_platform: dict[str, Any]
+    devices: list[PcieDevice]
+    tree: list[dict[str, Any]] | None
+    gpus: list[str] | None
+    nics: list[str] | None
+    nvswitches: list[str] | None
+    nvme: list[str] | None
+    switches: list[dict[str, Any]] | None
+    uplinks: list[dict[str, Any]] | None
+    levels: dict[str, Any] | None
+    downgraded: list[dict[str, Any]]
+    acs: list[dict[str, Any]]
+    gpu_counts: dict[str, Any]
+    nvswitch_nodes: NotRequired[int]
+    iommu: NotRequired[Any]
+    config_access_unknown: NotRequired[str]
+    uplinks_unknown: NotRequired[str]
+    gpus_unknown: NotRequired[str]
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["p2p"] (docs/facts-p2p.md)
+
+
+class P2pGpu(TypedDict):
+    index: int
+    bus_id: str
+    name: str | None
+    model: str | None
+    status: str | None
+    error: Any
+    busy_processes: Any
+    h2d_gbps: float | None
+    d2h_gbps: float | None
+    local_ce_gbps: float | None
+    local_sm_gbps: float | None
+    verified: bool | None
+
+
+class P2pFacts(TypedDict):
+    order: list[str]
+    summary: dict[str, Any]
+    driver: str | None
+    gpus: list[P2pGpu]
+    pairs: list[dict[str, Any]]
+    matrices: dict[str, list[list[Any]]]
+    rank: Any
+    nvml_nvlink: Any
+    all_to_host: Any
+    mismatches: list[dict[str, Any]]
+    guard: dict[str, Any]
+    errors: list[dict[str, Any]]
+    budget_exhausted: bool
+    not_reached: list[Any]
+    complete: bool
+    params: dict[str, Any]
+    elapsed_s: float | None
+
+
+# ---------------------------------------------------------------------------------------------
+# The facts mapping and the fleet.json host record
+
+
+class Facts(TypedDict, total=False):
+    """hosts[].facts: one key per section that could be normalized (facts/registry.py)."""
+
+    host: HostFacts
+    pcie: PcieFacts
+    gpus: GpusFacts
+    nvlink: NvlinkFacts
+    topology: TopologyFacts
+    p2p: P2pFacts
+
+
+class ProbeRecord(TypedDict, total=False):
+    outcome: str
+    reason: str
+    duration_s: float | None
+    probe_version: str | None
+    retried: int
+
+
+# One entry of fleet.json's `hosts` (verdict/judge.py writes it).  Functional form: `class` is a
+# Python keyword, which a TypedDict class body cannot declare.
+HostRecord = TypedDict("HostRecord", {
+    "name": str,
+    "address": "str | None",
+    "groups": "list[str]",
+    "outcome": str,
+    "reason": str,
+    "probes": "dict[str, ProbeRecord]",
+    "facts": Facts,
+    "normalize_errors": "list[str]",
+    "fingerprint": "str | None",
+    "class": "str | None",
+})
