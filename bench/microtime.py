@@ -4,25 +4,16 @@ timing (or profiling) one named piece of work on the CPU clock."""
 from __future__ import annotations
 
 import cProfile
-import json
 import pstats
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.normalize_corpus import recorded_data  # one home, shared with the tests
 
-def recorded_data(recordings: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(host, probe -> data of its ok envelopes) for every demo recording, in name order."""
-    hosts = []
-    for d in sorted(recordings.iterdir()):
-        data = {}
-        for f in sorted(d.glob("*.json")):
-            env = json.loads(f.read_text())
-            if env.get("status") == "ok":
-                data[env["probe"]] = env["data"]
-        hosts.append((d.name, data))
-    return hosts
+__all__ = ["best_cpu", "profile", "recorded_data"]
 
 
 def profile(run: Callable[[str], None], name: str) -> None:

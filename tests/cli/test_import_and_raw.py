@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.evidence import EVIDENCE
+
 ROOT = Path(__file__).resolve().parents[2]
-EVIDENCE = Path(os.environ.get("FLEETPROBE_SHARED", ROOT.parent / "shared")) / "evidence"
-pytestmark = pytest.mark.skipif(not EVIDENCE.is_dir(), reason=f"no evidence folder at {EVIDENCE}")
 
 
 def probe(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

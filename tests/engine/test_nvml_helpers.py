@@ -38,10 +38,6 @@ PY = shutil.which("python3") or sys.executable
 needs_gcc = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="gcc not installed")
 
 
-def shared_dir() -> Path:
-    return Path(os.environ.get("FLEETPROBE_SHARED") or ROOT.parent / "shared")
-
-
 @functools.cache
 def fake_lib(machine: str, seed: str = "") -> Path:
     return build_fake_nvml(machine, CACHE, seed=seed)

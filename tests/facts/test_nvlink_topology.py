@@ -8,17 +8,16 @@ import pytest
 
 from orchestrator.facts.normalize import nvlink as norm_nvlink
 from orchestrator.facts.normalize import topology
-from tests.engine.test_nvml_helpers import host_facts, needs_gcc, shared_dir
+from tests.engine.test_nvml_helpers import host_facts, needs_gcc
+from tests.support.evidence import evidence
 
 pytestmark = needs_gcc
 
-EVIDENCE = "evidence/topo_dgx1_v100_4nic_legacy_legend_01.txt"
+EVIDENCE = "topo_dgx1_v100_4nic_legacy_legend_01.txt"
 
 
 def _evidence_gpu_matrix() -> list[list[str]]:
-    path = shared_dir() / EVIDENCE
-    if not path.is_file():
-        pytest.skip(f"shared evidence not found at {path} (set FLEETPROBE_SHARED)")
+    path = evidence(EVIDENCE)
     rows = []
     for line in path.read_text().splitlines():
         if re.match(r"^GPU\d+\s", line):

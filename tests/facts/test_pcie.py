@@ -25,10 +25,9 @@ from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.checks.pcie import CHECKS
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
+from tests.support.evidence import EVIDENCE
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("FLEETPROBE_SHARED") or REPO.parent / "shared")
-EVIDENCE = SHARED / "evidence"
 HEALTHY = [m for m in list_machines() if "--" not in m]
 FAULTS = [m for m in list_machines() if "--" in m]
 

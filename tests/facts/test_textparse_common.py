@@ -1,21 +1,11 @@
-"""Shared helpers for the textparse tests: where the evidence lives, pairs as index tuples."""
+"""Shared helpers for the textparse tests: where the text fixtures live, pairs as index tuples."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "text"
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("FLEETPROBE_SHARED")
-    return Path(env) if env else REPO.parent / "shared"
-
-
-def evidence(name: str) -> Path:
-    return shared_dir() / "evidence" / name
 
 
 def gpu_pairs(m, level: str) -> set[tuple[int, int]]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
-
 from orchestrator.facts.textparse import (
     detect_kind,
     parse_lspci_verbose,
@@ -16,10 +14,8 @@ from orchestrator.facts.textparse import (
     parse_topo_matrix,
     read_path,
 )
-from tests.facts.test_textparse_common import evidence, gpu_pairs, shared_dir
-
-if not (shared_dir() / "evidence" / "SOURCES.md").is_file():
-    pytest.skip("shared evidence not found (set FLEETPROBE_SHARED)", allow_module_level=True)
+from tests.facts.test_textparse_common import gpu_pairs
+from tests.support.evidence import EVIDENCE, evidence
 
 
 def topo(name: str):
@@ -36,7 +32,7 @@ def test_every_evidence_file_is_recognised():
         "nvlink_s": "nvlink_status", "p2p_": "p2p_bandwidth_latency", "q_excerpt": "smi_query",
         "topo_c48": "topo_cpu", "topo_": "topo_matrix",
     }
-    files = sorted((shared_dir() / "evidence").glob("*.txt"))
+    files = sorted(EVIDENCE.glob("*.txt"))
     assert len(files) >= 19
     for f in files:
         want = next(v for k, v in expected.items() if f.name.startswith(k))

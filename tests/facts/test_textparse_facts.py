@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.facts.textparse import import_files, import_texts, read_path
-from tests.facts.test_textparse_common import FIXTURES, evidence, shared_dir
-
-needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
+from tests.facts.test_textparse_common import FIXTURES
+from tests.support.evidence import evidence
 
 
 def imp(*names: str):
@@ -28,7 +27,6 @@ def marks(section: dict) -> None:
         assert section["low_confidence_fields"]
 
 
-@needs_evidence
 def test_six_visible_gpus_count_and_topology():
     h = imp("topo_h100_6gpu_visible_2nic_01.txt")
     g, topo, nvl = h.facts["gpus"], h.facts["topology"], h.facts["nvlink"]
@@ -50,7 +48,6 @@ def test_six_visible_gpus_count_and_topology():
         marks(s)
 
 
-@needs_evidence
 def test_nvlink_inactive_facts():
     h = imp("nvlink_s_3x_rtx_a6000_inactive_01.txt")
     gpus = h.facts["nvlink"]["gpus"]
@@ -71,7 +68,6 @@ def test_inactive_link_indices():
     assert h.facts["gpus"]["list"] == []  # no index: no GPU record is invented
 
 
-@needs_evidence
 def test_nvlink_status_and_caps_merge():
     h = imp("nvlink_s_i0_h100_sxm_18links_01.txt", "nvlink_c_i0_h100_sxm_18links_01.txt")
     g = h.facts["nvlink"]["gpus"][0]
@@ -80,7 +76,6 @@ def test_nvlink_status_and_caps_merge():
     assert h.facts["nvlink"]["links_up_total"] == 18
 
 
-@needs_evidence
 def test_nvlink_caps_only_claims_no_link_state():
     h = imp("nvlink_c_i0_h100_sxm_18links_01.txt")
     g = h.facts["nvlink"]["gpus"][0]
@@ -88,7 +83,6 @@ def test_nvlink_caps_only_claims_no_link_state():
     assert all(lk["state"] is None and lk["p2p_supported"] is True for lk in g["links"])
 
 
-@needs_evidence
 def test_lspci_downgraded_facts():
     h = imp("lspci_vvv_grep_lnk_2x_rtx3090_gen1_x8_downgraded_01.txt")
     p = h.facts["pcie"]
@@ -131,7 +125,6 @@ def test_lspci_tree_only_leaves_classes_unknown():
     assert by["0000:c2:02.0"]["kind"] == "bridge"
 
 
-@needs_evidence
 def test_dgx_station_list_mig_and_display():
     h = imp("L_dgx_station_a100_80gb_mig_7x1g10gb_display_gpu_01.txt")
     g = h.facts["gpus"]
@@ -189,7 +182,6 @@ def test_raw_outputs_contract():
         facts_from_raw_outputs({"bogus": b""})
 
 
-@needs_evidence
 def test_same_checks_run_on_imported_text():
     """Where the checks exist (after integration), imported text yields the live-run findings."""
     checks = pytest.importorskip("orchestrator.verdict.checks.gpu")
@@ -245,7 +237,6 @@ def test_import_fleet_directory_and_host_records(tmp_path: Path):
     assert all(line.isprintable() for line in lines)
 
 
-@needs_evidence
 def test_same_pcie_checks_run_on_imported_lspci_text():
     """Where the PCIe checks exist (after integration): a `(downgraded)` LnkSta and ACS redirect
     above a GPU give the live-run findings, and a GPU bound to nvidia is not 'driver missing'."""

@@ -22,9 +22,9 @@ from orchestrator.facts.textparse import (
     parse_topo_matrix,
     read_path,
 )
-from tests.facts.test_textparse_common import FIXTURES, evidence, shared_dir
+from tests.facts.test_textparse_common import FIXTURES
+from tests.support.evidence import EVIDENCE, evidence
 
-needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
 H100 = "topo_h100_sxm_8gpu_8nic_pix_01.txt"
 
 
@@ -63,7 +63,6 @@ def test_huge_file_is_capped(tmp_path: Path):
     assert "larger than 8 MiB" in one_line(ei.value, str(f))
 
 
-@needs_evidence
 def test_truncated_row_names_the_line():
     lines = read_path(evidence(H100)).split("\n")
     cut = "\n".join(lines[:6]) + "\n" + lines[6][:30]
@@ -72,7 +71,6 @@ def test_truncated_row_names_the_line():
     assert one_line(ei.value, "cut.txt") == "cut.txt:7: row GPU5 has 3 of 16 matrix cells (truncated line or not a square matrix)"
 
 
-@needs_evidence
 def test_missing_rows_is_not_square():
     lines = read_path(evidence(H100)).split("\n")
     with pytest.raises(TextParseError) as ei:
@@ -140,9 +138,7 @@ def test_unrecognised_and_forced_wrong_kind():
 
 def _all_inputs() -> list[Path]:
     files = sorted(FIXTURES.glob("*"))
-    ev = shared_dir() / "evidence"
-    if ev.is_dir():
-        files += sorted(ev.glob("*.txt"))
+    files += sorted(EVIDENCE.glob("*.txt"))
     return files
 
 

@@ -9,12 +9,9 @@ import stat
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from orchestrator.facts.textparse import RAW_COMMANDS, facts_from_raw_outputs, read_path
-from tests.facts.test_textparse_common import FIXTURES, evidence, shared_dir
-
-needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
+from tests.facts.test_textparse_common import FIXTURES
+from tests.support.evidence import evidence
 
 
 def stand_ins(bindir: Path, nvidia: dict[str, Path], lspci: dict[str, Path]) -> None:
@@ -42,7 +39,6 @@ def run_raw(bindir: Path, path: str | None = None) -> dict[str, bytes | None]:
     return out
 
 
-@needs_evidence
 def test_raw_mode_end_to_end_with_stand_in_commands(tmp_path: Path):
     stand_ins(tmp_path, {
         "topo -m": evidence("topo_h100_6gpu_visible_2nic_01.txt"),

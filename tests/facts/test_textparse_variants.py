@@ -19,9 +19,8 @@ from orchestrator.facts.textparse import (
     parse_topo_p2p,
     read_path,
 )
-from tests.facts.test_textparse_common import FIXTURES, evidence, gpu_pairs, shared_dir
-
-needs_evidence = pytest.mark.skipif(not (shared_dir() / "evidence").is_dir(), reason="shared evidence not found")
+from tests.facts.test_textparse_common import FIXTURES, gpu_pairs
+from tests.support.evidence import evidence
 
 DGX1 = "topo_dgx1_v100_4nic_legacy_legend_01.txt"
 B300 = "topo_b300_sxm6_8gpu_9nic_ansi_header_01.txt"
@@ -38,14 +37,12 @@ def base(name: str):
     return read_path(evidence(name))
 
 
-@needs_evidence
 @pytest.mark.parametrize("name", [DGX1, B300, H100])
 def test_tabs_expanded_to_spaces(name):
     text = base(name)
     same(parse_topo_matrix(text.expandtabs(8)), parse_topo_matrix(text))
 
 
-@needs_evidence
 def test_escape_byte_present_in_header():
     text = base(B300).replace("[4m", "\x1b[4m").replace("[0m", "\x1b[0m")
     assert "\x1b" in text
@@ -53,14 +50,12 @@ def test_escape_byte_present_in_header():
     same(parse_topo_matrix(text), parse_topo_matrix(base(B300)))
 
 
-@needs_evidence
 def test_underline_on_every_header_cell():
     lines = base(H100).split("\n")
     lines[0] = "\t".join(f"\x1b[4m{c}\x1b[0m" if c else c for c in lines[0].split("\t"))
     same(parse_topo_matrix("\n".join(lines)), parse_topo_matrix(base(H100)))
 
 
-@needs_evidence
 def test_no_leading_whitespace_and_no_legend():
     text = base(DGX1).split("\nLegend:")[0]
     text = "\n".join(line.lstrip() for line in text.split("\n"))
@@ -69,7 +64,6 @@ def test_no_leading_whitespace_and_no_legend():
     assert m.legend == {} and m.legend_style is None
 
 
-@needs_evidence
 def test_nic_legend_missing_names_stay_unknown():
     text = base(H100).split("NIC Legend:")[0]
     m = parse_topo_matrix(text)
@@ -77,7 +71,6 @@ def test_nic_legend_missing_names_stay_unknown():
     assert all(n.unknown["name"].startswith("no NIC Legend entry") for n in m.nics)
 
 
-@needs_evidence
 def test_poster_annotations_are_notes_not_data():
     lines = base(H100).split("\n")
     lines.insert(0, "$ nvidia-smi topo -m   # on node gpu-17")
@@ -88,7 +81,6 @@ def test_poster_annotations_are_notes_not_data():
     assert any(n.line == 6 and "not part of the matrix" in n.text for n in m.notes)
 
 
-@needs_evidence
 def test_old_style_nic_columns_in_any_order_keep_their_names():
     m = parse_topo_matrix(base(DGX1))
     assert [n.label for n in m.nics] == ["mlx5_0", "mlx5_2", "mlx5_1", "mlx5_3"]

@@ -7,7 +7,8 @@ import copy
 from orchestrator.facts.normalize import topology
 from orchestrator.present.terminal.gpus import render_gpu_table, view_gpus
 from orchestrator.present.terminal.topo import render_topo
-from tests.engine.test_nvml_helpers import host_facts, needs_gcc, shared_dir
+from tests.engine.test_nvml_helpers import host_facts, needs_gcc
+from tests.support.evidence import evidence
 
 pytestmark = needs_gcc
 
@@ -36,8 +37,8 @@ def test_topo_view_prints_the_dgx1_matrix_as_published():
     f = host_facts("dgx1-v100")
     text = render_topo(topology.merge(f["gpus"], f["nvlink"], None), legend=True)
     mine = [ln.split()[1:9] for ln in text.splitlines() if ln.startswith("GPU") and not ln.startswith("GPU0  GPU1")]
-    evidence = (shared_dir() / "evidence/topo_dgx1_v100_4nic_legacy_legend_01.txt").read_text().splitlines()
-    theirs = [ln.split("\t")[1:9] for ln in evidence if ln.startswith("GPU") and ln[3].isdigit()]
+    published = evidence("topo_dgx1_v100_4nic_legacy_legend_01.txt").read_text().splitlines()
+    theirs = [ln.split("\t")[1:9] for ln in published if ln.startswith("GPU") and ln[3].isdigit()]
     assert mine == [[c.strip() for c in row] for row in theirs]
     assert "0-19,40-59" in text and "NV#  = Connection traversing a bonded set of # NVLinks" in text
 

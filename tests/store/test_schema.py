@@ -40,17 +40,14 @@ def test_schema_version_is_the_one_written() -> None:
 
 
 def test_facts_read_from_text_validate_and_probe_shapes_stay_strict() -> None:
-    from pathlib import Path
-
     from orchestrator.engine.results import HostInput
     from orchestrator.facts.textparse import import_files
     from orchestrator.verdict.expectations import Expectations
     from orchestrator.verdict.judge import build_fleet
+    from tests.support.evidence import EVIDENCE
 
-    evidence = Path(__file__).resolve().parents[3] / "shared" / "evidence"
-    files = sorted(evidence.glob("topo_*.txt")) + sorted(evidence.glob("lspci_*.txt")) + sorted(evidence.glob("nvlink_*.txt"))
-    if not files:
-        pytest.skip(f"no evidence at {evidence}")
+    files = sorted(EVIDENCE.glob("topo_*.txt")) + sorted(EVIDENCE.glob("lspci_*.txt")) + sorted(EVIDENCE.glob("nvlink_*.txt"))
+    assert len(files) >= 13
     for f in files:
         h = import_files([f])
         ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}

@@ -10,7 +10,6 @@ because nvidia-smi does not flatten them either (DGX A100 shows GPU<->NIC PXB).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 from orchestrator.facts.model import PcieFacts
@@ -38,55 +37,25 @@ HEADER_ONLY = "needs root: config space beyond 64 bytes"
 
 
 def _hex(value: Any) -> int | None:
-    if isinstance(value, str):
-        return _hex_str(value)
     try:
         return int(str(value), 16)
-    except (TypeError, ValueError):
-        return None
-
-
-# Vendor, device and class ids are a few dozen strings across a whole fleet; parse each once.
-@lru_cache(maxsize=4096)
-def _hex_str(value: str) -> int | None:
-    try:
-        return int(value, 16)
     except ValueError:
         return None
 
 
 def _int(value: Any) -> int | None:
-    if type(value) is int:
-        return value
-    if isinstance(value, str):
-        return _int_str(value)
     try:
-        return int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-
-
-@lru_cache(maxsize=4096)  # widths and NUMA nodes: "16", "0", "-1"
-def _int_str(value: str) -> int | None:
-    try:
-        return int(value.strip())
+        return int(str(value).strip())  # str() first: True and 16.0 are not widths
     except ValueError:
         return None
-
-
-def parse_speed(text: Any) -> tuple[int | None, str | None]:
-    """sysfs link speed ("16.0 GT/s PCIe", old "16 GT/s", "Unknown") -> (generation, "16.0 GT/s")."""
-    if not isinstance(text, str):
-        return None, None
-    return _parse_speed(text)
 
 
 _SPEED = re.compile(r"\s*([\d.]+)\s*GT/s")
 
 
-@lru_cache(maxsize=256)  # a handful of distinct spellings; the tuple is immutable, so sharing is safe
-def _parse_speed(text: str) -> tuple[int | None, str | None]:
-    m = _SPEED.match(text)
+def parse_speed(text: Any) -> tuple[int | None, str | None]:
+    """sysfs link speed ("16.0 GT/s PCIe", old "16 GT/s", "Unknown") -> (generation, "16.0 GT/s")."""
+    m = _SPEED.match(text) if isinstance(text, str) else None
     if not m:
         return None, None
     gen = _SPEED_GEN.get(m.group(1))
@@ -94,12 +63,9 @@ def _parse_speed(text: str) -> tuple[int | None, str | None]:
 
 
 def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
-    get = raw.get
-    cs, ms, cw, mw = get("current_link_speed"), get("max_link_speed"), get("current_link_width"), get("max_link_width")
-    try:
-        gen_cur, speed_cur, gen_max, speed_max, w_cur, w_max = _sysfs_link(cs, ms, cw, mw)
-    except TypeError:  # an unhashable value (not what the probe writes): parse it uncached
-        gen_cur, speed_cur, gen_max, speed_max, w_cur, w_max = _sysfs_link.__wrapped__(cs, ms, cw, mw)
+    gen_cur, speed_cur = parse_speed(raw.get("current_link_speed"))
+    gen_max, speed_max = parse_speed(raw.get("max_link_speed"))
+    w_cur, w_max = _int(raw.get("current_link_width")), _int(raw.get("max_link_width"))
     if gen_max is None and w_max is None:
         pcie = cfg.get("pcie") if isinstance(cfg.get("pcie"), dict) and "unknown" not in cfg["pcie"] else None
         if pcie:
@@ -113,16 +79,6 @@ def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
             "width_current": w_cur, "width_max": w_max}
 
 
-# A fleet of alike machines has a handful of (speed, speed, width, width) combinations: parse
-# each once.  typed: 16, 16.0 and True are different keys (_int reads them differently).
-@lru_cache(maxsize=4096, typed=True)
-def _sysfs_link(cur_speed: Any, max_speed: Any, cur_width: Any,
-                max_width: Any) -> tuple[int | None, str | None, int | None, str | None, int | None, int | None]:
-    gen_cur, speed_cur = parse_speed(cur_speed)
-    gen_max, speed_max = parse_speed(max_speed)
-    return gen_cur, speed_cur, gen_max, speed_max, _int(cur_width), _int(max_width)
-
-
 def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     acs = cfg.get("acs")
     if isinstance(acs, dict) and "unknown" in acs:
@@ -131,34 +87,14 @@ def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(cfg["unreadable"])
     if not isinstance(acs, dict):
         return None, None
-    cap, ctl = acs.get("cap"), acs.get("ctl")
-    try:
-        capable, enabled, redirect = _acs_bits(cap, ctl)
-    except TypeError:  # unhashable: computed uncached, so int() raises what it raises
-        capable, enabled, redirect = _acs_bits.__wrapped__(cap, ctl)
-    return {"capable": list(capable), "enabled": list(enabled), "redirect": redirect}, None
+    cap, ctl = int(acs.get("cap") or 0), int(acs.get("ctl") or 0)
+    enabled = [n for n, b in _ACS_BITS if ctl & b]
+    return {"capable": [n for n, b in _ACS_BITS if cap & b], "enabled": enabled,
+            "redirect": any(b in enabled for b in _REDIRECT)}, None
 
 
-@lru_cache(maxsize=1024, typed=True)  # (cap, ctl) registers: a few distinct pairs in a fleet
-def _acs_bits(cap: Any, ctl: Any) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    cap, ctl = int(cap or 0), int(ctl or 0)
-    enabled = tuple(n for n, b in _ACS_BITS if ctl & b)
-    return tuple(n for n, b in _ACS_BITS if cap & b), enabled, any(b in enabled for b in _REDIRECT)
-
-
-def _kind(vendor: Any, cls: Any) -> str:
-    """The device kind from the raw vendor and class ids (before bridges get their roles)."""
-    if (vendor is None or type(vendor) is str) and (cls is None or type(cls) is str):
-        return _kind_str(vendor, cls)
-    return _base_kind(_hex(vendor), _hex(cls))
-
-
-@lru_cache(maxsize=4096)  # (vendor, class) id strings: a few dozen in a fleet
-def _kind_str(vendor: str | None, cls: str | None) -> str:
-    return _base_kind(_hex(vendor), _hex(cls))
-
-
-def _base_kind(vendor: int | None, cls: int | None) -> str:
+def _kind(vendor: int | None, cls: int | None) -> str:
+    """The device kind from the vendor and class ids (before bridges get their roles)."""
     if cls is None:
         return "other"
     if vendor == NVIDIA and cls >> 8 in (0x0300, 0x0302):
@@ -186,52 +122,33 @@ def _family(vendor: int | None, kind: str) -> str | None:
     return _VENDORS.get(vendor)
 
 
-@lru_cache(maxsize=4096)
-def _family_str(vendor: str | None, kind: str) -> str | None:
-    return _family(_hex(vendor), kind)
-
-
 def _split_path(path: list[str], bdf: str) -> tuple[str | None, list[str]]:
     """(host bridge component, bridges from the root port down to the parent)."""
-    try:
-        host, chain = _split_path_cached(tuple(path or ()), bdf)
-    except TypeError:  # an unhashable component: not a path the probe writes; let lower() say so
-        host, chain = _split_path_cached.__wrapped__(tuple(path or ()), bdf)
-    return host, list(chain)
-
-
-# Identical machines have identical sysfs paths, so a fleet has few distinct ones; the cached
-# strings are also shared by every host's facts instead of being copied per host.
-@lru_cache(maxsize=1 << 16)
-def _split_path_cached(path: tuple[str, ...], bdf: str) -> tuple[str | None, tuple[str, ...]]:
-    comps = [c.lower() for c in path]
+    comps = [c.lower() for c in tuple(path or ())]
     if not comps or comps[-1] != bdf:
-        return None, ()
+        return None, []
     i = len(comps) - 1
     while i > 0 and _BDF.match(comps[i - 1]):
         i -= 1
     host = comps[i - 1] if i > 0 else None
-    return host, tuple(comps[i:-1])
+    return host, comps[i:-1]
 
 
-@lru_cache(maxsize=1 << 16)
-def _bdf(text: str) -> str | None:
-    """The device's own address, lower-case (one shared string per distinct address), or None."""
-    bdf = text.lower()
+def _bdf(value: Any) -> str | None:
+    """The device's own address, lower-case, or None."""
+    bdf = (value if isinstance(value, str) else str(value or "")).lower()
     return bdf if _BDF.match(bdf) else None
 
 
 def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
-    get = raw.get
-    text = get("bdf")
-    bdf = _bdf(text) if isinstance(text, str) else _bdf(str(text or ""))
+    bdf = _bdf(raw.get("bdf"))
     if bdf is None:
         return None
-    cfg = get("config")
+    cfg = raw.get("config")
     if not isinstance(cfg, dict):
         cfg = {}
-    host, chain = _split_path(get("path") or [], bdf)
-    numa = _int(get("numa_node"))
+    host, chain = _split_path(raw.get("path") or [], bdf)
+    numa = _int(raw.get("numa_node"))
     pcie = cfg.get("pcie")
     port_type, port_unknown = None, None
     if isinstance(pcie, dict) and "unknown" not in pcie:
@@ -241,24 +158,22 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     elif "unreadable" in cfg:
         port_unknown = str(cfg["unreadable"])
     acs, acs_unknown = _acs(cfg)
-    # most devices have neither: skip building a list from an empty one
-    rdma_raw, net_raw = get("rdma"), get("netdevs")
-    rdma = [str(x) for x in rdma_raw] if rdma_raw else []
-    netdevs = [str(x) for x in net_raw] if net_raw else []
-    vendor, cls = get("vendor"), get("class")
-    kind = _kind(vendor, cls)
+    rdma = [str(x) for x in raw.get("rdma") or []]
+    netdevs = [str(x) for x in raw.get("netdevs") or []]
+    vendor, cls = raw.get("vendor"), raw.get("class")
+    kind = _kind(_hex(vendor), _hex(cls))
     d: dict[str, Any] = {
         "bdf": bdf,
-        "vendor": vendor, "device": get("device"),
-        "subsystem_vendor": get("subsystem_vendor"), "subsystem_device": get("subsystem_device"),
+        "vendor": vendor, "device": raw.get("device"),
+        "subsystem_vendor": raw.get("subsystem_vendor"), "subsystem_device": raw.get("subsystem_device"),
         "class": cls,
         "kind": kind,
         "family": None,
         "label": None, "netdevs": netdevs, "rdma": rdma[0] if rdma else None,
-        "driver": get("driver"),
+        "driver": raw.get("driver"),
         "numa": numa if numa is not None and numa >= 0 else None,
-        "local_cpulist": get("local_cpulist"),
-        "iommu_group": get("iommu_group"),
+        "local_cpulist": raw.get("local_cpulist"),
+        "iommu_group": raw.get("iommu_group"),
         "host_bridge": host,
         "chain": chain,
         "parent": chain[-1] if chain else None,
@@ -268,7 +183,7 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
         "link": _link(raw, cfg),
         "acs": acs,
         "acs_unknown": acs_unknown,
-        "vf": bool(get("vf")),
+        "vf": bool(raw.get("vf")),
     }
     if kind == "nic":
         d["label"] = d["rdma"] or (netdevs[0] if netdevs else None)
@@ -311,9 +226,7 @@ def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
         d["_role"] = role
         d["kind"] = {"root": "root_port", "usp": "switch_port", "dsp": "switch_port"}.get(role, "bridge")
     for d in devs.values():
-        vendor = d["vendor"]
-        d["family"] = (_family_str(vendor, d["kind"]) if vendor is None or type(vendor) is str
-                       else _family(_hex(vendor), d["kind"]))
+        d["family"] = _family(_hex(d["vendor"]), d["kind"])
 
 
 def _switch_of(devs: dict[str, dict[str, Any]], bdf: str) -> str | None:
@@ -442,17 +355,12 @@ def _gpu_counts(gpus: list[str], devs: dict[str, dict[str, Any]], nvidia: dict[s
 def _virtual(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> dict[str, Any]:
     evidence = []
     for b in by_bdf:
-        vendor, device = devs[b]["vendor"], devs[b]["device"]
-        if (vendor is None or type(vendor) is str) and (device is None or type(device) is str):
-            what = _virtual_device(vendor, device)
-        else:
-            what = _virtual_device.__wrapped__(vendor, device)
+        what = _virtual_device(devs[b]["vendor"], devs[b]["device"])
         if what:
             evidence.append(f"{b}: {what}")
     return {"detected": bool(evidence), "evidence": evidence[:8]}
 
 
-@lru_cache(maxsize=4096)  # (vendor, device) id strings
 def _virtual_device(vendor: Any, device: Any) -> str | None:
     v, dv = _hex(vendor), _hex(device)
     if (v, dv) in _VIRTUAL_HOST_BRIDGES:
@@ -462,51 +370,47 @@ def _virtual_device(vendor: Any, device: Any) -> str | None:
     return None
 
 
-def normalize(data: dict[str, Any]) -> PcieFacts:
-    raw_devices = data.get("devices") if isinstance(data, dict) else None
+def _devices(data: Any) -> dict[str, dict[str, Any]]:
+    """The probe's devices by bus id, bridges given their roles, each device its outermost switch."""
     devs: dict[str, dict[str, Any]] = {}
-    for raw in raw_devices or []:
+    for raw in (data.get("devices") if isinstance(data, dict) else None) or []:
         if isinstance(raw, dict):
             d = _device(raw)
             if d:
                 devs[d["bdf"]] = d
     _classify_bridges(devs)
-    usps = [b for b, d in devs.items() if d.get("_role") == "usp"]
-    if usps:  # without switches every device keeps switch None
-        usp_set = set(usps)
-        for d in devs.values():
-            for x in d["chain"]:
-                if x in usp_set:
-                    d["switch"] = x
-                    break
+    usps = {b for b, d in devs.items() if d.get("_role") == "usp"}
+    for d in devs.values():
+        d["switch"] = next((x for x in d["chain"] if x in usps), None)
+    return devs
 
-    by_bdf = sorted(devs)
-    gpus: list[str] = []
-    nics_all: list[str] = []
-    nvsw: list[str] = []
-    nvme: list[str] = []
-    of_kind = {"gpu": gpus, "nic": nics_all, "nvswitch": nvsw, "nvme": nvme}
-    for b in by_bdf:
-        d = devs[b]
-        if not d["vf"] and d["kind"] in of_kind:
-            of_kind[d["kind"]].append(b)
-    rdma_nics = [b for b in nics_all if devs[b]["rdma"]]
+
+def _of_kind(devs: dict[str, dict[str, Any]], by_bdf: list[str], kind: str) -> list[str]:
+    """Physical functions of one kind, in bus order (virtual functions are not devices of their own)."""
+    return [b for b in by_bdf if devs[b]["kind"] == kind and not devs[b]["vf"]]
+
+
+def _levels(devs: dict[str, dict[str, Any]], gpus: list[str], nics_all: list[str]) -> dict[str, Any]:
+    """The topo -m view: GPUs then NICs, their labels and the level matrix."""
     # topo -m lists RDMA devices; a box without any lists every NIC so affinity still shows.
-    nics = rdma_nics or nics_all
+    nics = [b for b in nics_all if devs[b]["rdma"]] or nics_all
     numa_nodes = len({d["numa"] for d in devs.values() if d["numa"] is not None})
-
     order = gpus + nics
-    levels = {"order": order,
-              "labels": [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{j}" for j in range(len(nics))],
-              "nic_names": [devs[b]["label"] or b for b in nics],
-              "matrix": _level_matrix(devs, order, numa_nodes)}
+    return {"order": order,
+            "labels": [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{j}" for j in range(len(nics))],
+            "nic_names": [devs[b]["label"] or b for b in nics],
+            "matrix": _level_matrix(devs, order, numa_nodes)}
 
-    switches = []
+
+def _switches(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per physical switch (its outermost upstream port), with its downstream ports."""
+    usps = [b for b, d in devs.items() if d.get("_role") == "usp"]
     dsps = [b for b, d in devs.items() if d.get("_role") == "dsp"]
+    switches = []
     for b in sorted(usps):
         d = devs[b]
         if d["switch"] is not None:
-            continue  # only outermost upstream ports: one entry per physical switch
+            continue  # an inner upstream port: part of the switch above it
         inner = [x for x in usps if b in devs[x]["chain"]]
         same_part = [x for x in inner if (devs[x]["vendor"], devs[x]["device"]) == (d["vendor"], d["device"])]
         switches.append({"upstream": b, "parent": d["parent"], "vendor": d["vendor"], "device": d["device"],
@@ -514,8 +418,14 @@ def normalize(data: dict[str, Any]) -> PcieFacts:
                          "nested": sorted(inner),
                          "downstream": sorted(x for x in dsps
                                               if devs[x]["parent"] == b or devs[x]["parent"] in same_part)})
+    return switches
 
-    uplinks = []
+
+_GROUP_KEY = {"gpu": "gpus", "nic": "nics", "nvme": "nvme", "nvswitch": "nvswitches"}
+
+
+def _uplinks(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Endpoints grouped by the switch or root port whose uplink they share."""
     groups: dict[tuple[str, str], list[str]] = {}
     for b, d in devs.items():
         if d["kind"] not in ("gpu", "nic", "nvme", "nvswitch", "other") or d["vf"]:
@@ -524,16 +434,20 @@ def normalize(data: dict[str, Any]) -> PcieFacts:
             groups.setdefault(("switch", d["switch"]), []).append(b)
         elif d["chain"] and devs.get(d["chain"][0], {}).get("_role") == "root":
             groups.setdefault(("root_port", d["chain"][0]), []).append(b)
+    uplinks = []
     for (gtype, gid), members in sorted(groups.items(), key=lambda kv: kv[0][1]):
         g: dict[str, Any] = {"id": gid, "type": gtype, "port": devs[gid]["parent"] if gtype == "switch" else gid,
-             "gpus": [], "nics": [], "nvme": [], "nvswitches": [], "other": []}
+                             "gpus": [], "nics": [], "nvme": [], "nvswitches": [], "other": []}
         for m in sorted(members):
-            k = devs[m]["kind"]
-            g[{"gpu": "gpus", "nic": "nics", "nvme": "nvme", "nvswitch": "nvswitches"}.get(k, "other")].append(m)
+            g[_GROUP_KEY.get(devs[m]["kind"], "other")].append(m)
         if g["gpus"] or g["nics"] or gtype == "switch":
             uplinks.append(g)
+    return uplinks
 
-    downgraded = []
+
+def _downgraded(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> list[dict[str, Any]]:
+    """Links running below the maximum both their ends support."""
+    out = []
     for b in by_bdf:
         d = devs[b]
         link = d["link"]
@@ -546,11 +460,15 @@ def normalize(data: dict[str, Any]) -> PcieFacts:
             gmax, wmax = _min_known(gmax, plink["gen_max"]), _min_known(wmax, plink["width_max"])
         gcur, wcur = link["gen_current"], link["width_current"]
         if (gcur and gmax and gcur < gmax) or (wcur and wmax and wcur < wmax):
-            downgraded.append({"bdf": b, "kind": d["kind"], "gen_current": gcur, "gen_max": gmax,
-                               "speed_current": link["speed_current"], "speed_max": _GEN_SPEED.get(gmax or 0),
-                               "width_current": wcur, "width_max": wmax})
+            out.append({"bdf": b, "kind": d["kind"], "gen_current": gcur, "gen_max": gmax,
+                        "speed_current": link["speed_current"], "speed_max": _GEN_SPEED.get(gmax or 0),
+                        "width_current": wcur, "width_max": wmax})
+    return out
 
-    acs = []
+
+def _acs_redirects(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> list[dict[str, Any]]:
+    """Ports above GPUs whose ACS redirect bits send peer traffic up to the root complex."""
+    out = []
     for b in by_bdf:
         d = devs[b]
         if d.get("_role") not in ("dsp", "root") or not d["acs"] or not d["acs"]["redirect"]:
@@ -561,29 +479,48 @@ def normalize(data: dict[str, Any]) -> PcieFacts:
         group = d["switch"] or (b if d.get("_role") == "dsp" else None)
         peers = sorted(x for x, e in devs.items() if e["kind"] in ("gpu", "nic") and x not in below
                        and group and (e["switch"] == group or group in e["chain"]))
-        acs.append({"port": b, "port_role": "downstream_port" if d["_role"] == "dsp" else "root_port",
+        out.append({"port": b, "port_role": "downstream_port" if d["_role"] == "dsp" else "root_port",
                     "enabled": [x for x in d["acs"]["enabled"] if x in _REDIRECT], "gpus": below, "peers": peers})
+    return out
 
-    access = data.get("config_access") if isinstance(data, dict) else None
-    needs_root = sorted({f for d in devs.values() for f, u in (("port_type", d["port_type_unknown"]),
-                                                                ("acs", d["acs_unknown"])) if u == HEADER_ONLY})
-    nvidia: dict[str, Any] = data["nvidia"] if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
+
+_ROLES = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
+
+
+def _finish_devices(devs: dict[str, dict[str, Any]], by_bdf: list[str], nvidia: dict[str, Any]) -> list[Any]:
+    """The devices as written: the working role becomes `role`, GPUs get the driver's model."""
     models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
-    roles = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
-    out_devices: list[Any] = []  # PcieDevice records, built key by key
+    out = []
     for b in by_bdf:
-        d = devs[b]  # finished with the working copy: no per-device dict copy
-        d["role"] = roles.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
+        d = devs[b]  # the working record itself: no per-device copy
+        d["role"] = _ROLES.get(d.pop("_role", None) or "")  # port_type, or inferred from the tree without root
         if d["kind"] == "gpu":
             d["model"] = models.get(b)
-        out_devices.append(d)
+        out.append(d)
+    return out
+
+
+def normalize(data: dict[str, Any]) -> PcieFacts:
+    devs = _devices(data)
+    by_bdf = sorted(devs)
+    gpus, nics = _of_kind(devs, by_bdf, "gpu"), _of_kind(devs, by_bdf, "nic")
+    levels = _levels(devs, gpus, nics)
+    switches, uplinks = _switches(devs), _uplinks(devs)
+    downgraded, acs = _downgraded(devs, by_bdf), _acs_redirects(devs, by_bdf)
+    needs_root = sorted({f for d in devs.values() for f, u in (("port_type", d["port_type_unknown"]),
+                                                                ("acs", d["acs_unknown"])) if u == HEADER_ONLY})
+    access = data.get("config_access") if isinstance(data, dict) else None
+    nvidia: dict[str, Any] = data["nvidia"] if isinstance(data, dict) and isinstance(data.get("nvidia"), dict) else {}
+    virtual = _virtual(devs, by_bdf)
+    tree = _tree(devs, by_bdf)
     return {
         "config_access": access or ("header_only" if needs_root else "full"),
         "needs_root": needs_root,
-        "virtual_platform": _virtual(devs, by_bdf),
-        "devices": out_devices,
-        "tree": _tree(devs, by_bdf),
-        "gpus": gpus, "nics": nics_all, "nvswitches": nvsw, "nvme": nvme,
+        "virtual_platform": virtual,
+        "devices": _finish_devices(devs, by_bdf, nvidia),
+        "tree": tree,
+        "gpus": gpus, "nics": nics, "nvswitches": _of_kind(devs, by_bdf, "nvswitch"),
+        "nvme": _of_kind(devs, by_bdf, "nvme"),
         "switches": switches,
         "uplinks": uplinks,
         "levels": levels,
