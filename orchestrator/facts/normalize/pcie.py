@@ -487,7 +487,7 @@ def _acs_redirects(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> list[d
 _ROLES = {"root": "root_port", "usp": "upstream_port", "dsp": "downstream_port", "bridge": "bridge"}
 
 
-def _finish_devices(devs: dict[str, dict[str, Any]], by_bdf: list[str], nvidia: dict[str, Any]) -> list[Any]:
+def _finish_devices(devs: dict[str, dict[str, Any]], by_bdf: list[str], nvidia: dict[str, Any]) -> list[Any]:  # PcieDevice records, built key by key
     """The devices as written: the working role becomes `role`, GPUs get the driver's model."""
     models = {str(g.get("bus_id", "")).lower(): g.get("model") for g in nvidia.get("gpus") or [] if isinstance(g, dict)}
     out = []
