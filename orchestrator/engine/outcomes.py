@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from orchestrator.transport.base import FailureKind
+
 
 class Outcome(str, Enum):
     OK = "ok"
@@ -36,3 +38,8 @@ def worst(outcomes: list[Outcome]) -> Outcome:
     if not outcomes:
         return Outcome.SKIPPED
     return max(outcomes, key=lambda o: o.rank)
+
+
+def transport_outcome(kind: FailureKind) -> Outcome:
+    """The outcome of a probe its transport gave up on; each FailureKind names its own."""
+    return Outcome(kind.outcome)
