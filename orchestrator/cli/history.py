@@ -12,7 +12,7 @@ from tabulate import tabulate
 
 from orchestrator.api.playbook import Override, PlaybookError, load_playbook, shipped_playbooks
 from orchestrator.cli.run import UsageError, emit, host_expectations, judge, results_root
-from orchestrator.present.outputs.tabular import render_rows, run_rows
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_rows, run_rows
 from orchestrator.store.history import (
     RunNotFound,
     diff_pair,
@@ -135,13 +135,13 @@ def _results_opt(p: argparse.ArgumentParser) -> None:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("runs", help="list stored runs")
     _results_opt(p)
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("show", help="re-render a stored run's tables (default: the latest)")
     p.add_argument("run", nargs="?", help="run id, id prefix, 'latest', -1, -2 or a run directory")
     _results_opt(p)
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[], metavar="VIEWS",
                    help="per-host detail views: pcie, gpus, topo, nvlink, p2p")
     p.add_argument("-q", "--quiet", action="store_true", help="only warn/fail findings")
@@ -159,7 +159,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("run", help="run to re-judge")
     _results_opt(p)
     p.add_argument("-p", "--playbook", help="judge with this playbook's expectations and overrides instead")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_rejudge, show=[])
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.cli import exitcodes
 from orchestrator.cli.run import UsageError, emit, judge, parse_expect_args, results_root
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS
 from orchestrator.store import atomic
 from orchestrator.store.rundir import RunWriter, safe_component
 from orchestrator.verdict.judge import HostInput
@@ -81,7 +82,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fleet", metavar="DIR", help="a folder of hosts: one sub-folder (or name prefix) per host")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="what the host should be, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[], metavar="VIEWS",
                    help="detail views: topo, gpus, pcie, nvlink")
     p.add_argument("-q", "--quiet", action="store_true")

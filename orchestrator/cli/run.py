@@ -24,7 +24,7 @@ from orchestrator.engine.runner import (
 )
 from orchestrator.inventory.model import Host, Inventory
 from orchestrator.present.outputs.emit import OutputError, write_outputs
-from orchestrator.present.outputs.tabular import render_findings, render_hosts
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.present.terminal.findings import classes_table, findings_table
 from orchestrator.present.terminal.hosts import hosts_table, recap
@@ -436,7 +436,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="expectation for every host, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory holding all runs (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write this run exactly here")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table",
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table",
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     p.add_argument("--show", type=lambda v: [x.strip() for x in v.split(",") if x.strip()], default=[],
                    metavar="VIEWS", help="per-host detail views: pcie, gpus, topo, nvlink, p2p (comma list)")

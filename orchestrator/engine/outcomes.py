@@ -20,6 +20,11 @@ class Outcome(str, Enum):
     def rank(self) -> int:
         return _ORDER.index(self)
 
+    @property
+    def is_problem(self) -> bool:
+        """The host or probe needs attention: anything but ok, skipped and unsupported (exit code 4)."""
+        return self.value not in NOT_PROBLEMS
+
 
 # Worst last: a host is as bad as its worst probe.  "unsupported" (no GPU library on a CPU box) is
 # not an error, so it sits just above skipped.
@@ -32,6 +37,16 @@ _ORDER = [
     Outcome.TIMEOUT,
     Outcome.UNREACHABLE,
 ]
+
+
+# Outcome values that are not a problem: a probe skipped on purpose, or a capability the host
+# lacks (no GPU library on a CPU box).  Readers of fleet.json counts compare values with this.
+NOT_PROBLEMS: frozenset[str] = frozenset({Outcome.OK.value, Outcome.SKIPPED.value, Outcome.UNSUPPORTED.value})
+
+
+def is_problem(value: str) -> bool:
+    """Whether an outcome value (as fleet.json and run summaries hold it) is a problem."""
+    return value not in NOT_PROBLEMS
 
 
 def worst(outcomes: list[Outcome]) -> Outcome:
