@@ -1,32 +1,55 @@
-"""Exit codes of `probe`, one table for the README and --help."""
+"""Exit codes of `probe`: one enum, from which `--help`'s table is generated (README.md holds the
+same table, tests/cli/test_exit_codes.py keeps them equal)."""
 
-OK = 0  # every host answered every probe, no finding of severity fail
-FINDINGS_FAIL = 1  # at least one finding of severity fail
-USAGE = 2  # bad command line, inventory, playbook or expectation: nothing was run
-HOSTS_FAILED = 4  # at least one host unreachable, timed out, or a probe failed / sent invalid output
-# 1 and 4 combine: 5 = fail findings and host problems.
-RESULTS_UNWRITABLE = 73  # EX_CANTCREAT: the results could not be written (disk full, read-only); run stopped
-LOCKED = 75  # EX_TEMPFAIL: another run holds the results directory lock; try again later
-INTERNAL = 70  # a bug in fleetprobe: please report it with the traceback file named in the message
-INTERRUPTED = 130  # Ctrl-C / SIGTERM: finished hosts were kept in a partial run
+from __future__ import annotations
 
-TABLE = """exit codes:
-  0    all hosts answered, no finding of severity fail
-  1    at least one finding of severity fail
-  2    usage error (command line, inventory, playbook, expectations): nothing was run
-  4    at least one host unreachable / timeout / failed / invalid output
-  5    1 and 4 together
-  73   the results could not be written (disk full, read-only); the run was stopped
-  75   another run holds the results-directory lock (EX_TEMPFAIL: try later)
-  70   internal error (a bug: the message names a traceback file)
-  130  interrupted (Ctrl-C, SIGTERM); finished hosts are kept in a partial run"""
+from enum import IntEnum
+from typing import Any
+
+from orchestrator.engine.outcomes import is_problem
 
 
-def for_fleet(fleet: dict) -> int:
-    code = OK
+class ExitStatus(IntEnum):
+    OK = 0  # every host answered every probe, no finding of severity fail
+    FINDINGS_FAIL = 1  # at least one finding of severity fail
+    USAGE = 2  # bad command line, inventory, playbook or expectation: nothing was run
+    HOSTS_FAILED = 4  # at least one host unreachable, timed out, or a probe failed / sent invalid output
+    FINDINGS_FAIL_AND_HOSTS_FAILED = 5  # 1 and 4 combine
+    RESULTS_UNWRITABLE = 73  # EX_CANTCREAT: the results could not be written; run stopped
+    LOCKED = 75  # EX_TEMPFAIL: another run holds the results directory lock
+    INTERNAL = 70  # a bug in fleetprobe
+    INTERRUPTED = 130  # Ctrl-C / SIGTERM: finished hosts were kept in a partial run
+
+
+# What each status means to the operator, in the order the help lists them.
+MEANING: dict[ExitStatus, str] = {
+    ExitStatus.OK: "all hosts answered, no finding of severity fail",
+    ExitStatus.FINDINGS_FAIL: "at least one finding of severity fail",
+    ExitStatus.USAGE: "usage error (command line, inventory, playbook, expectations): nothing was run",
+    ExitStatus.HOSTS_FAILED: "at least one host unreachable / timeout / failed / invalid output",
+    ExitStatus.FINDINGS_FAIL_AND_HOSTS_FAILED: "1 and 4 together",
+    ExitStatus.RESULTS_UNWRITABLE: "the results could not be written (disk full, read-only); the run was stopped",
+    ExitStatus.LOCKED: "another run holds the results-directory lock (EX_TEMPFAIL: try again later)",
+    ExitStatus.INTERNAL: "internal error (a bug: the message names a traceback file)",
+    ExitStatus.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM); finished hosts are kept in a partial run",
+}
+
+OK = ExitStatus.OK
+FINDINGS_FAIL = ExitStatus.FINDINGS_FAIL
+USAGE = ExitStatus.USAGE
+HOSTS_FAILED = ExitStatus.HOSTS_FAILED
+RESULTS_UNWRITABLE = ExitStatus.RESULTS_UNWRITABLE
+LOCKED = ExitStatus.LOCKED
+INTERNAL = ExitStatus.INTERNAL
+INTERRUPTED = ExitStatus.INTERRUPTED
+
+TABLE = "exit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in MEANING.items())
+
+
+def for_fleet(fleet: dict[str, Any]) -> ExitStatus:
+    code = 0
     if fleet["summary"]["findings"].get("fail", 0):
         code |= FINDINGS_FAIL
-    bad = {k: v for k, v in fleet["summary"]["outcomes"].items() if k not in ("ok", "skipped", "unsupported") and v}
-    if bad:
+    if any(v and is_problem(k) for k, v in fleet["summary"]["outcomes"].items()):
         code |= HOSTS_FAILED
-    return code
+    return ExitStatus(code)

@@ -14,7 +14,7 @@ from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
 from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import emit, results_root
-from orchestrator.present.outputs.tabular import render_rows, run_rows
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
     RunNotFound,
@@ -113,13 +113,13 @@ def _results_opt(p: argparse.ArgumentParser) -> None:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("runs", help="list stored runs")
     _results_opt(p)
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("show", help="re-render a stored run's tables (default: the latest)")
     p.add_argument("run", nargs="?", help="run id, id prefix, 'latest', -1, -2 or a run directory")
     _results_opt(p)
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p)
     p.add_argument("-q", "--quiet", action="store_true", help="only warn/fail findings")
     p.set_defaults(func=cmd_show)
@@ -140,7 +140,7 @@ def add_parsers(sub: Any) -> None:
                                             "(a file or a shipped name: audit, premigration, quick)")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE",
                    help="judge every host against these instead of the run's own --expect")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_rejudge, show=[])
 

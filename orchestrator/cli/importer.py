@@ -12,6 +12,7 @@ from orchestrator.api.session import judge
 from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import emit, results_root
 from orchestrator.engine.results import HostInput
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS
 from orchestrator.store.rundir import RunDirectory
 
 
@@ -80,7 +81,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fleet", metavar="DIR", help="a folder of hosts: one sub-folder (or name prefix) per host")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="what the host should be, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p, what="detail views", importable_only=True)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_import, output_dir=None)

@@ -13,7 +13,7 @@ from orchestrator.api.session import RunResult, execute
 from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
 from orchestrator.present.outputs.emit import OutputError, write_outputs
-from orchestrator.present.outputs.tabular import render_findings, render_hosts
+from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.present.terminal.findings import classes_table, findings_table
 from orchestrator.present.terminal.hosts import hosts_table, recap
@@ -184,7 +184,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="expectation for every host, e.g. gpu_count=8")
     p.add_argument("--results", metavar="DIR", help="results directory holding all runs (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("-o", "--output-dir", metavar="DIR", help="write this run exactly here")
-    p.add_argument("--format", choices=["table", "json", "yaml", "csv"], default="table",
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table",
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     views.add_show(p, suffix=" (comma list)")
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")

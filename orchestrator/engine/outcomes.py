@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from orchestrator.transport.base import FailureKind
+
 
 class Outcome(str, Enum):
     OK = "ok"
@@ -17,6 +19,11 @@ class Outcome(str, Enum):
     @property
     def rank(self) -> int:
         return _ORDER.index(self)
+
+    @property
+    def is_problem(self) -> bool:
+        """The host or probe needs attention: anything but ok, skipped and unsupported (exit code 4)."""
+        return self.value not in NOT_PROBLEMS
 
 
 # Worst last: a host is as bad as its worst probe.  "unsupported" (no GPU library on a CPU box) is
@@ -32,7 +39,22 @@ _ORDER = [
 ]
 
 
+# Outcome values that are not a problem: a probe skipped on purpose, or a capability the host
+# lacks (no GPU library on a CPU box).  Readers of fleet.json counts compare values with this.
+NOT_PROBLEMS: frozenset[str] = frozenset({Outcome.OK.value, Outcome.SKIPPED.value, Outcome.UNSUPPORTED.value})
+
+
+def is_problem(value: str) -> bool:
+    """Whether an outcome value (as fleet.json and run summaries hold it) is a problem."""
+    return value not in NOT_PROBLEMS
+
+
 def worst(outcomes: list[Outcome]) -> Outcome:
     if not outcomes:
         return Outcome.SKIPPED
     return max(outcomes, key=lambda o: o.rank)
+
+
+def transport_outcome(kind: FailureKind) -> Outcome:
+    """The outcome of a probe its transport gave up on; each FailureKind names its own."""
+    return Outcome(kind.outcome)

@@ -23,10 +23,11 @@ from typing import Any, Protocol
 from orchestrator.engine import bundle
 from orchestrator.engine import payload as probes
 from orchestrator.engine.envelope import Envelope, EnvelopeError, parse_envelope
-from orchestrator.engine.outcomes import Outcome, worst
+from orchestrator.engine.outcomes import Outcome, transport_outcome, worst
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import CommandResult, Transport, TransportError, TransportOptions
 from orchestrator.transport.become import become_failure, wrap_command
+from orchestrator.transport.factory import capabilities
 
 # A probe's own watchdog fires this much before the controller gives up on the command, so a slow
 # probe still reports its partial data instead of being cut off.
@@ -99,10 +100,6 @@ class EventSink(Protocol):
 
 TransportFactory = Callable[[Host, TransportOptions], Transport]
 
-# A dropped connection after login is the host failing mid-probe, not an unreachable host; a
-# configuration error is ours to fix.  Every other transport error means we never got in.
-_TRANSPORT_OUTCOME = {"disconnected": Outcome.FAILED, "config": Outcome.FAILED}
-
 # What an interpreter too old for the probes says: Python 2 and 3.0-3.3 refuse the -I flag
 # ("Unknown option: -I", exit 2) before reading the script; a Python 3.4/3.5 fails to parse it.
 _PY2 = re.compile(rb"SyntaxError|print statement|invalid syntax|Unknown option: -I")
@@ -120,7 +117,7 @@ def probe_command(host: Host, become: bool) -> str:
     except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
         interp = shlex.quote(host.python)
     become = become or host.become
-    if host.connection == "local" and os.geteuid() == 0:
+    if capabilities(host.connection).runs_as_controller and os.geteuid() == 0:
         become = False  # already root here: sudo would add nothing but a dependency on sudo
     return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
 
@@ -205,7 +202,7 @@ def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: flo
             res = transport.run(wrap_command(prefix + command, options.become or host.become), b"",
                                 min(RAW_COMMAND_TIMEOUT_S, left), deadline=deadline)
         except TransportError as e:
-            return ProbeResult(RAW_PROBE, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE), e.message,
+            return ProbeResult(RAW_PROBE, transport_outcome(e.kind), e.message,
                                duration_s=time.monotonic() - t0, retried=e.retried)
         if res.timed_out or res.stdout_truncated or res.exit_code != 0:
             outputs[kind] = None
@@ -229,20 +226,16 @@ class _Cancelled(Exception):
 
 def _cut_off(calls: list[ProbeCall], e: TransportError) -> dict[str, ProbeResult]:
     """The connection failed running calls[0]: it gets the error, the probes after it were not run."""
-    outcome = _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE)
+    outcome = transport_outcome(e.kind)
     out = {calls[0].name: ProbeResult(calls[0].name, outcome, e.message, retried=e.retried)}
     for rest in calls[1:]:
         out[rest.name] = ProbeResult(rest.name, outcome, f"not run: {e.message}", retried=e.retried)
     return out
 
 
-# Transports that pipe the script to a real interpreter; replay answers per probe from recordings.
-BUNDLE_CONNECTIONS = ("ssh", "local")
-
-
 def bundles(host: Host, calls: list[ProbeCall], options: RunOptions) -> bool:
     """Whether this host's probes go to one interpreter: only where that saves starts (2+ probes)."""
-    return options.bundle and len(calls) > 1 and host.connection in BUNDLE_CONNECTIONS \
+    return options.bundle and len(calls) > 1 and capabilities(host.connection).pipes_to_interpreter \
         and str(host.vars.get("probe_mode", "")).lower() != "raw"
 
 
@@ -361,7 +354,7 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))
     except TransportError as e:  # raised while opening
         for call in calls:
-            results.setdefault(call.name, ProbeResult(call.name, _TRANSPORT_OUTCOME.get(e.kind, Outcome.UNREACHABLE),
+            results.setdefault(call.name, ProbeResult(call.name, transport_outcome(e.kind),
                                                       e.message, retried=e.retried))
     finally:
         with lock:

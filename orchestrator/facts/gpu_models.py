@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 # Usable PCIe bandwidth per lane per direction after 8b/10b or 128b/130b encoding, GB/s.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
-GT_S_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+# PCIe generation -> signalling rate in GT/s: the one table (sysfs, lspci and nvidia-smi print
+# the rate as "16.0 GT/s"; the normalizers write that spelling).
+PCIE_GEN_GT_S = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+GT_S_TO_GEN = {rate: gen for gen, rate in PCIE_GEN_GT_S.items()}
+PCIE_SPEED_TEXT = {gen: f"{rate:.1f} GT/s" for gen, rate in PCIE_GEN_GT_S.items()}
 
 
 @dataclass(frozen=True)

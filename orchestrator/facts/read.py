@@ -221,6 +221,9 @@ def p2p_min_gbps(facts: dict[str, Any] | None) -> float | None:
     return min(values) if values else None
 
 
+# The severity order (worst first) is verdict/findings.py:SEVERITY_ORDER; the facts layer sits
+# below the verdict and cannot import it, so this copy is held equal to it by
+# tests/verdict/test_vocabulary.py.
 SEVERITIES = ("fail", "warn", "info")
 
 

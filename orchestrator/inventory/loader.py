@@ -36,8 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.inventory import connections
 from orchestrator.inventory.model import (
-    CONNECTIONS,
     Group,
     Host,
     Inventory,
@@ -538,10 +538,11 @@ class _Builder:
     @staticmethod
     def _validate(host: str, merged: dict[str, _Var]) -> None:
         conn = merged.get("ansible_connection")
-        if conn is not None and conn.value not in CONNECTIONS:
+        known = connections.known()
+        if conn is not None and conn.value not in known:
             raise InventoryError(
                 f"{conn.where}: host '{host}': ansible_connection {conn.value!r} is not supported "
-                f"(use one of: {', '.join(CONNECTIONS)})"
+                f"(use one of: {', '.join(known)})"
             )
         for key in ("ansible_port", "ansible_ssh_port"):
             port = merged.get(key)

@@ -6,14 +6,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.inventory import connections
+
 
 class InventoryError(Exception):
     """A user's inventory is wrong; the message names the file and line and says what to do."""
 
-
-# ansible_connection values we accept; paramiko and smart are Ansible's names for SSH.
-SSH_CONNECTIONS = ("ssh", "paramiko", "smart")
-CONNECTIONS = (*SSH_CONNECTIONS, "local", "replay")
 
 _TRUE = {"yes", "y", "true", "t", "on", "1"}
 
@@ -56,9 +54,9 @@ class Host:
 
     @property
     def connection(self) -> str:
-        """ssh, local or replay (Ansible's paramiko and smart mean ssh here)."""
+        """The transport's registered name (ssh, local, replay...; Ansible's paramiko and smart mean ssh)."""
         c = str(self.vars.get("ansible_connection") or "ssh")
-        return "ssh" if c in SSH_CONNECTIONS else c
+        return connections.canonical(c) or c
 
     @property
     def python(self) -> str:

@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from typing import TextIO
 
+from orchestrator.engine.outcomes import is_problem
 from orchestrator.engine.runner import HostResult
 
 
@@ -26,7 +27,7 @@ class Progress:
         now = time.monotonic()
         if self.enabled and (now - self._last > 0.1 or self.done == self.total):
             self._last = now
-            bad = sum(v for k, v in self.counts.items() if k not in ("ok", "skipped", "unsupported"))
+            bad = sum(v for k, v in self.counts.items() if is_problem(k))
             self.stream.write(f"\r[{self.done}/{self.total}] ok={self.counts['ok']} problems={bad} "
                               f"elapsed {now - self.t0:.1f}s ")
             self.stream.flush()

@@ -18,12 +18,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.outcomes import NOT_PROBLEMS
 from orchestrator.store.fleet_file import read_fleet
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
 _FAILED_OUTCOMES = ("failed", "invalid_output", "timeout")
-_OK_OUTCOMES = ("ok", "skipped", "unsupported")
+_OK_OUTCOMES = tuple(sorted(NOT_PROBLEMS))
 
 
 class RunNotFound(LookupError):

@@ -4,12 +4,21 @@ from orchestrator.transport.base import (
     DEFAULT_MAX_OUTPUT,
     DEFAULT_MAX_STDERR,
     CommandResult,
+    FailureKind,
     Transport,
+    TransportCapabilities,
     TransportError,
     TransportOptions,
 )
 from orchestrator.transport.become import become_failure, wrap_command
-from orchestrator.transport.factory import TRANSPORTS, open_transport, register_transport
+from orchestrator.transport.factory import (
+    TRANSPORTS,
+    capabilities,
+    known_connections,
+    open_transport,
+    register_transport,
+    unregister_transport,
+)
 from orchestrator.transport.local import LocalTransport
 
 
@@ -27,13 +36,18 @@ __all__ = [
     "DEFAULT_MAX_STDERR",
     "TRANSPORTS",
     "CommandResult",
+    "FailureKind",
     "LocalTransport",
     "SshTransport",
     "Transport",
+    "TransportCapabilities",
     "TransportError",
     "TransportOptions",
     "become_failure",
+    "capabilities",
+    "known_connections",
     "open_transport",
     "register_transport",
+    "unregister_transport",
     "wrap_command",
 ]

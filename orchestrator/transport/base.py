@@ -1,12 +1,14 @@
 """The transport interface: run one command with stdin under a deadline, then close.
 
-Implementations: `ssh.SshTransport` (Fabric/Paramiko) and `local.LocalTransport` (subprocess).
-A transport never prints; it returns a CommandResult or raises TransportError.
+Implementations: `ssh.SshTransport` (Fabric/Paramiko), `local.LocalTransport` (subprocess) and
+`replay.ReplayTransport` (recorded envelopes), registered by name in `factory.py`. A transport
+never prints; it returns a CommandResult or raises TransportError.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Protocol
 
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024  # bytes of stdout kept per command; beyond it: truncated
@@ -25,20 +27,67 @@ class CommandResult:
     retried: int = 0  # connection attempts that failed and were retried before this one got through
 
 
+class FailureKind(str, Enum):
+    """Why a transport gave up, and the probe outcome that makes for the host.
+
+    The outcome is carried as its `engine.outcomes.Outcome` value: the transports sit below the
+    engine and cannot import it (`engine.outcomes.transport_outcome` turns it into the Outcome).
+    """
+
+    outcome: str
+
+    def __new__(cls, value: str, outcome: str) -> FailureKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.outcome = outcome
+        return member
+
+    UNREACHABLE = ("unreachable", "unreachable")  # refused, no route, DNS
+    CONNECT_TIMEOUT = ("connect_timeout", "unreachable")
+    AUTH = ("auth", "unreachable")
+    HOSTKEY = ("hostkey", "unreachable")
+    PROTOCOL = ("protocol", "unreachable")  # not an SSH server, banner never came
+    # A dropped connection after login is the host failing mid-probe, not an unreachable host.
+    DISCONNECTED = ("disconnected", "failed")
+    # A setting such as the host-key policy or the connection type is invalid: ours to fix.
+    CONFIG = ("config", "failed")
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, kind: FailureKind | str) -> FailureKind:
+        """The member for `kind` (a member or its value); ValueError for a kind nobody declared."""
+        for member in cls:
+            if member.value == kind:
+                return member
+        raise ValueError(f"unknown transport failure kind {kind!r}")
+
+
 class TransportError(Exception):
     """The host could not be reached or would not let us in.
 
-    kind: "unreachable" (refused, no route, DNS), "connect_timeout", "auth", "hostkey",
-    "protocol" (not an SSH server, banner never came), "disconnected" (dropped mid-command),
-    "config" (a setting such as the host-key policy or the connection type is invalid).
-    `message` is one line naming the host and saying what to do.
+    kind: a FailureKind (given as one or as its value). `message` is one line naming the host
+    and saying what to do.
     """
 
-    def __init__(self, kind: str, message: str, retried: int = 0):
+    def __init__(self, kind: FailureKind | str, message: str, retried: int = 0):
         super().__init__(message)
-        self.kind = kind
+        self.kind = FailureKind.of(kind)
         self.message = message
         self.retried = retried
+
+
+@dataclass(frozen=True)
+class TransportCapabilities:
+    """What the engine may rely on a transport for; each transport class declares its own."""
+
+    # The command line given to run() starts a real interpreter that reads the script on stdin, so
+    # several probes can share one interpreter start (engine/bundle.py). False: the transport
+    # answers each probe script by itself (replay).
+    pipes_to_interpreter: bool = False
+    # Commands run as this controller process's own user: when that is root, `become` needs no sudo.
+    runs_as_controller: bool = False
 
 
 @dataclass
@@ -56,6 +105,8 @@ class TransportOptions:
 
 
 class Transport(Protocol):
+    # A transport class also declares `capabilities: ClassVar[TransportCapabilities]`; the registry
+    # reads it (transport/factory.py), so a stand-in without one gets the defaults.
     def run(self, command: str, stdin: bytes = b"", timeout: float | None = None, *,
             deadline: float | None = None) -> CommandResult: ...
 

@@ -14,7 +14,22 @@ from dataclasses import dataclass
 
 from paramiko import HostKeys, MissingHostKeyPolicy, PKey, SSHClient
 
+from orchestrator.inventory.model import Host
+from orchestrator.transport.base import FailureKind, TransportError, TransportOptions
+
 POLICIES = ("strict", "accept-new", "off")
+
+
+def host_key_policy(host: Host, options: TransportOptions) -> str:
+    """The policy for this host: inventory variable probe_host_key_policy, else the option."""
+    value = str(host.vars.get("probe_host_key_policy", options.host_key_policy)).strip().lower()
+    if value not in POLICIES:
+        raise TransportError(
+            FailureKind.CONFIG,
+            f"{host.name}: host-key policy {value!r} is not one of {', '.join(POLICIES)}; "
+            "fix probe_host_key_policy in the inventory or --host-key-policy",
+        )
+    return value
 
 _lock = threading.Lock()
 # path -> ((mtime_ns, size) when parsed, parsed keys)

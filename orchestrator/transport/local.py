@@ -15,12 +15,14 @@ import subprocess
 import time
 
 from orchestrator.inventory.model import Host
-from orchestrator.transport.base import CommandResult, TransportOptions
+from orchestrator.transport.base import CommandResult, TransportCapabilities, TransportOptions
 
 READ_CHUNK = 65536
 
 
 class LocalTransport:
+    capabilities = TransportCapabilities(pipes_to_interpreter=True, runs_as_controller=True)
+
     def __init__(self, host: Host | None = None, options: TransportOptions | None = None):
         self.host = host
         self.options = options or TransportOptions()

@@ -14,7 +14,13 @@ import time
 from pathlib import Path
 
 from orchestrator.inventory.model import Host
-from orchestrator.transport.base import CommandResult, TransportError, TransportOptions
+from orchestrator.transport.base import (
+    CommandResult,
+    FailureKind,
+    TransportCapabilities,
+    TransportError,
+    TransportOptions,
+)
 
 DEMO_RECORDINGS = Path(__file__).resolve().parent.parent / "demo" / "recordings"
 # The shipped script is self-describing: its probe file defines PROBE_NAME near the top.
@@ -24,7 +30,7 @@ _PROBE_NAME = re.compile(rb'^PROBE_NAME = "([A-Za-z0-9_]+)"', re.MULTILINE)
 def recording_dir(host: Host) -> Path:
     ref = host.vars.get("probe_replay")
     if not ref:
-        raise TransportError("unreachable", f"{host.name}: ansible_connection=replay needs a probe_replay variable")
+        raise TransportError(FailureKind.UNREACHABLE, f"{host.name}: ansible_connection=replay needs a probe_replay variable")
     path = Path(str(ref)).expanduser()
     if not path.is_absolute():
         # Relative to the inventory file that set the variable, else a bundled demo machine.
@@ -36,11 +42,14 @@ def recording_dir(host: Host) -> Path:
 
 
 class ReplayTransport:
+    # Answers each probe script from its recording: there is no interpreter to share.
+    capabilities = TransportCapabilities()
+
     def __init__(self, host: Host, options: TransportOptions):
         self.host = host
         self.dir = recording_dir(host)
         if not self.dir.is_dir():
-            raise TransportError("unreachable", f"{host.name}: no recordings at {self.dir}")
+            raise TransportError(FailureKind.UNREACHABLE, f"{host.name}: no recordings at {self.dir}")
 
     def run(self, command: str, stdin: bytes = b"", timeout: float | None = None, *,
             deadline: float | None = None) -> CommandResult:

@@ -15,7 +15,6 @@ failures are never retried: they will not fix themselves and retrying can lock a
 from __future__ import annotations
 
 import base64
-import errno
 import logging
 import os
 import random
@@ -27,23 +26,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import paramiko
-from fabric import Config, Connection
+from fabric import Connection
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
-from paramiko.ssh_exception import (
-    AuthenticationException,
-    BadAuthenticationType,
-    BadHostKeyException,
-    ChannelException,
-    IncompatiblePeer,
-    NoValidConnectionsError,
-    PasswordRequiredException,
-    SSHException,
-)
+from paramiko.ssh_exception import SSHException
 
 from orchestrator.inventory.model import Host
-from orchestrator.transport.base import CommandResult, TransportError, TransportOptions
-from orchestrator.transport.hostkeys import POLICIES, HostKeySetup, UnknownHostKey, known_hosts_name
+from orchestrator.transport.base import (
+    CommandResult,
+    FailureKind,
+    TransportCapabilities,
+    TransportError,
+    TransportOptions,
+)
+from orchestrator.transport.hostkeys import HostKeySetup, host_key_policy
+from orchestrator.transport.ssh_errors import AttemptFacts, Failure, classify, one_line
+from orchestrator.transport.ssh_files import fabric_config, loaded_key, parsed_ssh_config
+
+__all__ = ["SshTransport", "fabric_config", "host_key_policy", "parsed_ssh_config"]
 
 READ_CHUNK = 65536
 
@@ -53,109 +53,6 @@ READ_CHUNK = 65536
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 # how often the read loop wakes without data to notice a connection that died silently
 IDLE_WAKE_S = 1.0
-
-_config_lock = threading.Lock()
-# config file paths -> (their (mtime, size) when parsed, the parsed ssh_config)
-_config_cache: dict[tuple[str, ...], tuple[tuple[tuple[int, int] | None, ...], paramiko.SSHConfig]] = {}
-
-
-def host_key_policy(host: Host, options: TransportOptions) -> str:
-    """The policy for this host: inventory variable probe_host_key_policy, else the option."""
-    value = str(host.vars.get("probe_host_key_policy", options.host_key_policy)).strip().lower()
-    if value not in POLICIES:
-        raise TransportError(
-            "config",
-            f"{host.name}: host-key policy {value!r} is not one of {', '.join(POLICIES)}; "
-            "fix probe_host_key_policy in the inventory or --host-key-policy",
-        )
-    return value
-
-
-def _stat_sig(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)
-
-
-def fabric_config(ssh_config: str | None) -> Config:
-    """A Fabric Config of its own over an ssh_config parsed once per process.
-
-    Like `ssh -F`, an explicit file replaces ~/.ssh/config and /etc/ssh/ssh_config; without one
-    both are read (user first, so its settings win). Giving Fabric the parsed object also keeps it
-    from re-reading the files every time a ProxyJump hop clones the config.
-
-    The Config itself is never shared between connections: Fabric's Connection() stores a setting
-    into its Config (inline_ssh_env), and invoke rebuilds the whole Config on every store, so a
-    shared one is briefly empty while another thread reads it (seen as "No attribute or config key
-    found for 'gateway'" at 500 hosts). A fresh lazy Config costs ~0.1 ms; the parse is what is shared.
-    """
-    return Config(ssh_config=parsed_ssh_config(ssh_config), lazy=True)
-
-
-def parsed_ssh_config(ssh_config: str | None) -> paramiko.SSHConfig:
-    """The ssh_config files, parsed once per process while they are unchanged (read-only after)."""
-    if ssh_config is not None:
-        paths: tuple[str, ...] = (os.path.expanduser(ssh_config),)
-        if not os.path.exists(paths[0]):  # `-F /dev/null` is the usual way to read no config
-            raise TransportError("config", f"ssh config file {ssh_config} does not exist; fix --ssh-config")
-    else:
-        paths = (os.path.expanduser("~/.ssh/config"), "/etc/ssh/ssh_config")
-    sigs = tuple(_stat_sig(p) for p in paths)
-    with _config_lock:
-        cached = _config_cache.get(paths)
-        if cached is not None and cached[0] == sigs:
-            return cached[1]
-        parsed = paramiko.SSHConfig()
-        for path, sig in zip(paths, sigs):
-            if sig is None:
-                continue
-            try:
-                with open(path) as f:
-                    parsed.parse(f)
-            except (OSError, UnicodeDecodeError, ValueError) as e:
-                raise TransportError(
-                    "config", f"cannot read ssh config {path}: {_one_line(e)}; fix or remove it"
-                ) from e
-        _config_cache[paths] = (sigs, parsed)
-        return parsed
-
-
-_key_lock = threading.Lock()
-# private key path -> ((mtime, size) when loaded, the key or None when Paramiko must load it itself)
-_key_cache: dict[str, tuple[tuple[int, int] | None, paramiko.PKey | None]] = {}
-
-
-def _loaded_key(path: str) -> paramiko.PKey | None:
-    """The private key at `path`, read and parsed once per process while the file is unchanged.
-
-    Given only key_filename, Paramiko re-reads the file for every connection and tries RSA, then
-    ECDSA, then Ed25519 parsing on it (an ed25519 key costs two failed parses each time). None when
-    Paramiko's own loading must run instead, so its behaviour and errors stay exactly as before:
-    a passphrase-protected key (it raises PasswordRequiredException, classified as auth), an
-    unreadable or unknown key, or a key with a `-cert.pub` certificate beside it (Paramiko pairs them).
-    """
-    sig = _stat_sig(path)
-    with _key_lock:
-        cached = _key_cache.get(path)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-    key: paramiko.PKey | None = None
-    if sig is not None and not os.path.exists(path + "-cert.pub"):
-        try:
-            key = paramiko.PKey.from_path(path)
-        except Exception:  # any failure: leave it to Paramiko's path, which reports it properly
-            key = None
-    with _key_lock:
-        _key_cache[path] = (sig, key)
-    return key
-
-
-def _one_line(e: object) -> str:
-    text = " ".join(str(e).split())
-    return text or type(e).__name__
-
 
 @dataclass
 class _Attempt:
@@ -200,16 +97,10 @@ def _shut(t: paramiko.Transport) -> None:
         pass
 
 
-class _Failure(Exception):
-    def __init__(self, kind: str, message: str, retryable: bool = False):
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.retryable = retryable
-
-
 class SshTransport:
     """Runs commands on one host over one SSH connection. Not shared between threads."""
+
+    capabilities = TransportCapabilities(pipes_to_interpreter=True)
 
     def __init__(self, host: Host, options: TransportOptions):
         self.host = host
@@ -265,9 +156,9 @@ class SshTransport:
             if not os.access(key, os.R_OK):
                 why = "does not exist" if not os.path.exists(key) else "is not readable by this user"
                 raise TransportError(
-                    "auth", f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file"
+                    FailureKind.AUTH, f"{self.label()}: private key {key} {why}; fix ansible_ssh_private_key_file"
                 )
-            agent_key = self._agent_copy(key) or _loaded_key(key)
+            agent_key = self._agent_copy(key) or loaded_key(key)
             if agent_key is not None:
                 connect_kwargs.update(pkey=agent_key, look_for_keys=False, allow_agent=False)
             else:
@@ -282,7 +173,7 @@ class SshTransport:
             )
         except (ValueError, KeyError, TypeError) as e:
             raise TransportError(
-                "config", f"{self.label()}: bad SSH settings ({_one_line(e)}); check ssh_config and inventory"
+                FailureKind.CONFIG, f"{self.label()}: bad SSH settings ({one_line(e)}); check ssh_config and inventory"
             ) from e
         if agent_key is not None:
             conn.connect_kwargs.pop("key_filename", None)
@@ -342,14 +233,14 @@ class SshTransport:
                 budget = min(budget, deadline - time.monotonic())
                 if budget <= 0:
                     raise TransportError(
-                        "connect_timeout",
+                        FailureKind.CONNECT_TIMEOUT,
                         f"{self.label()}: the host's deadline passed before a connection could be made",
                         retried=self.retried,
                     )
             try:
                 self._conn = self._connect_once(budget)
                 return
-            except _Failure as f:
+            except Failure as f:
                 pause = min(self.options.retry_backoff * (2**attempt_no), 5.0) * random.uniform(0.5, 1.5)
                 late = deadline is not None and time.monotonic() + pause >= deadline
                 if not f.retryable or attempt_no >= self.options.retries or late:
@@ -371,140 +262,23 @@ class SshTransport:
                 raise EOFError("connect budget ran out")
         except Exception as e:
             _close_quietly(conn)
-            raise self._classify(e, attempt, conn) from e
+            raise classify(e, self._facts(attempt, conn)) from e
         finally:
             timer.cancel()
         return conn
 
-    # -- classification -------------------------------------------------------------------------
-
-    def _classify(self, e: BaseException, attempt: _Attempt, conn: Connection) -> _Failure:
-        label = self.label()
-        secs = f"{attempt.budget:.3g}s"
-        if isinstance(e, TransportError):
-            return _Failure(e.kind, e.message)
-        if isinstance(e, UnknownHostKey):
-            host, port = _split_known_name(e.name)
-            return _Failure(
-                "hostkey",
-                f"{label}: unknown host key for {e.name} ({e.key.get_name()} {e.key.fingerprint}) and the "
-                f"host-key policy is strict; check the fingerprint, then add it with "
-                f"`ssh-keyscan -p {port} {host} >> {self._hostkeys.record_to}` or run with --host-key-policy accept-new",
-            )
-        if isinstance(e, BadHostKeyException):
-            port = next((c.port for c in _chain(conn) if c.host == e.hostname), 22)
-            name = known_hosts_name(e.hostname, port)
-            return _Failure(
-                "hostkey",
-                f"{label}: HOST KEY CHANGED for {name}: known_hosts has {e.expected_key.get_name()} "
-                f"{e.expected_key.fingerprint}, the host offers {e.key.get_name()} {e.key.fingerprint}; refusing "
-                f"(possible man-in-the-middle). If the host was reinstalled, remove the old key with "
-                f"`ssh-keygen -R '{name}' -f {self._hostkeys.record_to}` and add the new one",
-            )
-        if isinstance(e, PasswordRequiredException):
-            key = self.host.key_file or "the private key"
-            return _Failure(
-                "auth",
-                f"{label}: {key} is protected by a passphrase and no ssh-agent offers it; load it with "
-                f"`ssh-add {key}` (and run with SSH_AUTH_SOCK set) or give an unencrypted key",
-            )
-        user = str(conn.user)
-        if isinstance(e, BadAuthenticationType):
-            return _Failure(
-                "auth",
-                f"{label}: the server does not accept public keys for {user!r} (allows: {', '.join(e.allowed_types)}); "
-                "enable PubkeyAuthentication on the host",
-            )
-        if isinstance(e, AuthenticationException) or (
-            isinstance(e, SSHException) and "no authentication methods" in str(e).lower()
-        ):
-            how = (
-                f"key {self.host.key_file}"
-                if self.host.key_file
-                else "the ssh-agent and the default/ssh_config keys"
-            )
-            return _Failure(
-                "auth",
-                f"{label}: authentication failed for user {user!r} with {how}; check ansible_user and "
-                f"ansible_ssh_private_key_file, and that the public key is in that user's authorized_keys",
-            )
-        if attempt.fired:
-            if attempt.banner_seen():
-                return _Failure(
-                    "connect_timeout",
-                    f"{label}: SSH handshake/authentication did not finish within {secs}; "
-                    "the host or its sshd is overloaded, or raise --connect-timeout",
-                )
-            if attempt.transports:
-                return _Failure(
-                    "protocol",
-                    f"{label}: connected but no SSH banner within {secs}; this port is not a (working) SSH "
-                    "server: check ansible_port, or the sshd is hung",
-                )
-            return _Failure("connect_timeout", f"{label}: no TCP answer within {secs}; {_TIMEOUT_HINT}")
-        if isinstance(e, NoValidConnectionsError):
-            codes = {getattr(err, "errno", None) for err in e.errors.values()}
-            if codes == {errno.ECONNREFUSED}:
-                return _Failure(
-                    "unreachable",
-                    f"{label}: connection refused; is sshd running there and is the port right (ansible_port)?",
-                    retryable=True,
-                )
-            return _Failure(
-                "unreachable", f"{label}: no route to host; check the address (ansible_host) and the network"
-            )
-        if isinstance(e, socket.gaierror):
-            return _Failure(
-                "unreachable",
-                f"{label}: cannot resolve the host name ({_one_line(e)}); fix ansible_host or DNS",
-            )
-        if isinstance(e, (socket.timeout, TimeoutError)):
-            return _Failure("connect_timeout", f"{label}: no TCP answer within {secs}; {_TIMEOUT_HINT}")
-        if isinstance(e, ChannelException):
-            return _Failure(
-                "unreachable",
-                f"{label}: the ProxyJump host could not open a connection to it ({_one_line(e)}); check the address and port",
-            )
-        if isinstance(e, IncompatiblePeer):
-            return _Failure(
-                "protocol", f"{label}: the server speaks an incompatible SSH version ({_one_line(e)})"
-            )
-        cause = e.__context__ if isinstance(e, SSHException) else e
-        closed_early = isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError))
-        if isinstance(e, SSHException) and "banner" in str(e).lower():
-            if closed_early:
-                # what sshd does to connections past MaxStartups, or while it restarts: worth a retry
-                return _Failure(
-                    "protocol",
-                    f"{label}: the server closed the connection before sending its SSH banner "
-                    "(sshd overloaded, MaxStartups, or a firewall); retry later or lower --forks",
-                    retryable=True,
-                )
-            return _Failure(
-                "protocol",
-                f"{label}: connected but no SSH banner within {secs}; this port is not a (working) SSH server: "
-                "check ansible_port",
-            )
-        if isinstance(e, SSHException) and "protocol version" in str(e).lower():
-            return _Failure(
-                "protocol", f"{label}: this port does not speak SSH ({_one_line(e)}); check ansible_port"
-            )
-        if closed_early:
-            return _Failure(
-                "protocol",
-                f"{label}: the connection was closed during the SSH handshake; retry later or lower --forks",
-                retryable=True,
-            )
-        if isinstance(e, SSHException) and "timeout" in str(e).lower():
-            return _Failure(
-                "connect_timeout", f"{label}: SSH handshake timed out after {secs} ({_one_line(e)})"
-            )
-        if isinstance(e, OSError):
-            return _Failure(
-                "unreachable",
-                f"{label}: cannot connect ({_one_line(e)}); check ansible_host and ansible_port",
-            )
-        return _Failure("protocol", f"{label}: SSH connection failed ({type(e).__name__}: {_one_line(e)})")
+    def _facts(self, attempt: _Attempt, conn: Connection) -> AttemptFacts:
+        return AttemptFacts(
+            label=self.label(),
+            budget=attempt.budget,
+            fired=attempt.fired,
+            tcp_connected=bool(attempt.transports),
+            banner_seen=attempt.banner_seen(),
+            user=str(conn.user),
+            key_file=self.host.key_file,
+            record_to=self._hostkeys.record_to,
+            hops=tuple((str(c.host), int(c.port)) for c in _chain(conn)),
+        )
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -531,14 +305,14 @@ class SshTransport:
             if not transport.is_active():
                 self._drop()
                 raise TransportError(
-                    "disconnected",
+                    FailureKind.DISCONNECTED,
                     f"{self.label()}: connection lost before the command started; "
                     "the host or its sshd went away",
                     retried=self.retried,
                 ) from e
             raise TransportError(
-                "protocol",
-                f"{self.label()}: sshd refused a session ({_one_line(e)}); check MaxSessions on the host",
+                FailureKind.PROTOCOL,
+                f"{self.label()}: sshd refused a session ({one_line(e)}); check MaxSessions on the host",
                 retried=self.retried,
             ) from e
         expired = threading.Event()
@@ -582,8 +356,8 @@ class SshTransport:
                 )
             self._raise_if_dropped(transport, e)
             raise TransportError(
-                "protocol",
-                f"{self.label()}: sshd refused to run the command ({_one_line(e)})",
+                FailureKind.PROTOCOL,
+                f"{self.label()}: sshd refused to run the command ({one_line(e)})",
                 retried=self.retried,
             ) from e
         writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
@@ -647,7 +421,7 @@ class SshTransport:
                 return CommandResult(None, bytes(out), bytes(err), time.monotonic() - started, retried=self.retried)
             self._drop()
             raise TransportError(
-                "disconnected",
+                FailureKind.DISCONNECTED,
                 f"{self.label()}: the connection dropped while the command ran (sshd or the host went away)",
                 retried=self.retried,
             )
@@ -668,7 +442,7 @@ class SshTransport:
         if not transport.is_active():
             self._drop()
             raise TransportError(
-                "disconnected",
+                FailureKind.DISCONNECTED,
                 f"{self.label()}: the connection dropped while starting the command",
                 retried=self.retried,
             ) from e
@@ -692,11 +466,6 @@ class SshTransport:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_TIMEOUT_HINT = (
-    "the host is down, black-holed or firewalled; check ansible_host/ansible_port or raise --connect-timeout"
-)
 
 
 def _feed(chan: paramiko.Channel, data: bytes) -> None:
@@ -761,10 +530,3 @@ def _close_quietly(conn: Connection) -> None:
             c.client.close()
         except Exception:
             pass
-
-
-def _split_known_name(name: str) -> tuple[str, int]:
-    if name.startswith("[") and "]:" in name:
-        host, port = name[1:].split("]:", 1)
-        return host, int(port)
-    return name, 22

@@ -8,13 +8,25 @@ from typing import Any
 
 
 class Severity(str, Enum):
+    """Worst first: the declaration order is the severity order every reader sorts and filters by."""
+
     FAIL = "fail"
     WARN = "warn"
     INFO = "info"
 
     @property
     def rank(self) -> int:
-        return {"info": 0, "warn": 1, "fail": 2}[self.value]
+        """2 for fail, 1 for warn, 0 for info: higher is worse."""
+        return len(SEVERITY_ORDER) - 1 - SEVERITY_ORDER.index(self.value)
+
+
+# Severity values, worst first (fleet.json, tables, the report, Prometheus and CSV columns).
+SEVERITY_ORDER: tuple[str, ...] = tuple(s.value for s in Severity)
+
+
+def severity_rank(value: object) -> int:
+    """Severity.rank of a severity value read back from fleet.json; -1 for anything else."""
+    return Severity(value).rank if value in SEVERITY_ORDER else -1
 
 
 class Kind(str, Enum):

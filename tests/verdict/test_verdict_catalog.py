@@ -20,6 +20,9 @@ AWAITING_REGISTRATION: set[str] = set()
 _CALL = re.compile(r'\b(?:Finding|fault|limitation|unknown)\(\s*"([a-z0-9_]+(?:\.[a-z0-9_]+)+)"')
 _FID = re.compile(r'\(\s*"((?:identity|host|gpu|nvlink|pcie|p2p|sensor|topology|probe)\.[a-z0-9_.]+)",\s*"')
 _ID_ARG = re.compile(r'"((?:identity)\.[a-z0-9_]+\.duplicate)"')
+# an id a check raises through a module constant that another layer reads too (BANDWIDTH_LOW = "p2p...")
+_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|sensor|topology|probe)\.[a-z0-9_.]+)"$',
+                    re.MULTILINE)
 
 
 def _doc_rows() -> dict[str, str]:
@@ -34,7 +37,8 @@ def _raised_in_source() -> set[str]:
                ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py"]
     for path in sources:
         text = path.read_text()
-        ids |= set(_CALL.findall(text)) | set(_FID.findall(text)) | set(_ID_ARG.findall(text))
+        ids |= set(_CALL.findall(text)) | set(_FID.findall(text)) | set(_ID_ARG.findall(text)) \
+            | set(_CONST.findall(text))
     return ids
 
 

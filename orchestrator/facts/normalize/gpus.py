@@ -7,11 +7,12 @@ from functools import lru_cache
 from typing import Any, cast
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.model import GpusFacts
 
 _BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 P2P_CAPS = ("read", "write", "nvlink", "atomics")
-_SPEED = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
+_SPEED = PCIE_SPEED_TEXT
 
 
 def bus_id(text: Any) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orchestrator.facts.gpu_models import PCIE_GEN_GT_S, PCIE_SPEED_TEXT
 from orchestrator.facts.model import PcieFacts
 
 NVIDIA = 0x10DE
@@ -19,9 +20,9 @@ _BDF = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _PORT_TYPES = {0: "endpoint", 1: "legacy_endpoint", 4: "root_port", 5: "upstream_port",
                6: "downstream_port", 7: "pcie_to_pci_bridge", 8: "pci_to_pcie_bridge",
                9: "rc_integrated", 10: "rc_event_collector"}
-_SPEED_GEN = {"2.5": 1, "5": 2, "5.0": 2, "8": 3, "8.0": 3, "16": 4, "16.0": 4, "32": 5, "32.0": 5,
-              "64": 6, "64.0": 6}
-_GEN_SPEED = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
+# the rate as sysfs writes it ("16" before kernel 4.x, "16.0" after) -> generation
+_SPEED_GEN = {text: gen for gen, rate in PCIE_GEN_GT_S.items() for text in (f"{rate:g}", f"{rate:.1f}")}
+_GEN_SPEED = PCIE_SPEED_TEXT
 _ACS_BITS = (("SV", 0x01), ("TB", 0x02), ("RR", 0x04), ("CR", 0x08), ("UF", 0x10), ("EC", 0x20), ("DT", 0x40))
 _REDIRECT = ("RR", "CR", "EC")  # the bits pci=disable_acs_redir= clears: they force P2P upstream
 _SWITCH_VENDORS = {0x10B5: "PLX", 0x1000: "Broadcom PEX", 0x11F8: "Microchip"}

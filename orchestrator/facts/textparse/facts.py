@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
 from orchestrator.facts.textparse.nvlink import NvlinkReport
@@ -76,8 +77,7 @@ def _mark(section: dict[str, Any], files: list[str], low: list[str]) -> dict[str
 
 
 def _speed(gen: int | None) -> str | None:
-    table = {1: "2.5 GT/s", 2: "5.0 GT/s", 3: "8.0 GT/s", 4: "16.0 GT/s", 5: "32.0 GT/s", 6: "64.0 GT/s"}
-    return table.get(gen) if gen else None
+    return PCIE_SPEED_TEXT.get(gen) if gen else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ import yaml
 from orchestrator.facts import read as F
 
 FORMATS = ("json", "yaml", "csv")
+# what `--format` accepts: the terminal table, or one of the machine formats above
+OUTPUT_FORMATS = ("table", *FORMATS)
 
 HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", "gpus", "nvlink_up", "p2p_min_gbps",
                 "fail", "warn", "info", "probes")

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from orchestrator.facts import gpu_models
 from orchestrator.facts.model import GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
+from orchestrator.verdict.checks import p2p as p2p_check
 from orchestrator.verdict.drift import diff_fleets
+from orchestrator.verdict.findings import SEVERITY_ORDER, severity_rank
 
-SEVERITIES = ("fail", "warn", "info")
+SEVERITIES = SEVERITY_ORDER
 # Worst first, as the fleet summary lists them.
 OUTCOME_ORDER = ("unreachable", "timeout", "invalid_output", "failed", "unsupported", "skipped", "ok")
 LEVELS = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -530,42 +531,6 @@ def _descendants(node: PcieNode) -> list[PcieNode]:
     return out
 
 
-# The floors the p2p checks judge against when no expectation is written (checks/p2p.py): a
-# model's published NVLink P2P floor, else this share of what the link carries.
-NVLINK_FLOOR_RATIO = 0.6
-PCIE_FLOOR_RATIO = 0.5
-
-
-def _pair_floor(facts: dict[str, Any], bus_a: str, bus_b: str) -> float | None:
-    """What a GPU pair should at least reach, from its topo level and the GPU model: the
-    display's "expected".  A finding with its own expected value overrides this (read_p2p)."""
-    topo = _dict(facts.get("topology"))
-    buses = [_str(_dict(d).get("bus_id")).lower() for d in _list(topo.get("devices"))]
-    matrix = _list(topo.get("matrix"))
-    if bus_a not in buses or bus_b not in buses:
-        return None
-    row = _list(matrix[buses.index(bus_a)]) if buses.index(bus_a) < len(matrix) else []
-    j = buses.index(bus_b)
-    level = _str(row[j]) if j < len(row) else ""
-    gpus = {_str(g.get("bus_id")).lower(): g for g in _gpu_list(facts)}
-    model = gpu_models.lookup(_str(_dict(gpus.get(bus_a)).get("name")))
-    nv = re.fullmatch(r"NV(\d+)", level)
-    if nv and model is not None and model.nvlink_links:
-        links = int(nv.group(1))
-        if model.p2p_floor_gbps:
-            return round(model.p2p_floor_gbps * min(1.0, links / model.nvlink_links), 1)
-        return round(links * model.nvlink_link_gbps * NVLINK_FLOOR_RATIO, 1)
-    if level in ("PIX", "PXB", "PHB", "NODE", "SYS"):
-        rates = []
-        for bus in (bus_a, bus_b):
-            link = _dict(_dict(gpus.get(bus)).get("pcie"))
-            rates.append(gpu_models.pcie_gbps(link.get("gen_max") or link.get("gen_current"),
-                                              link.get("width_max") or link.get("width_current")))
-        if all(r is not None for r in rates):
-            return round(min(r for r in rates if r is not None) * PCIE_FLOOR_RATIO, 1)
-    return None
-
-
 def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
     """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
     CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
@@ -575,17 +540,19 @@ def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRo
     n = len(order)
     if n == 0 or len(measured) != n:
         return None
-    # A p2p finding naming a pair ("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)") with a numeric
-    # expected value is what the verdict used; it wins over the derived floor.
-    judged: dict[tuple[str, str], float] = {}
+    # The floor of each pair is the one p2p.bandwidth.low judged it against (one function for both).
+    # A pair's bandwidth.low finding ("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)") carries the
+    # floor the verdict used, an expectation included, which facts alone do not know; only that
+    # finding's expected value is a floor (slower_than_host's, for one, is a staging estimate).
+    floors = p2p_check.pair_floors(facts)
     for f in findings:
         buses = _BDF.findall(f.subject.lower())
         try:
             floor = float(f.expected)
         except ValueError:
             continue
-        if f.id.startswith("p2p.") and len(buses) == 2:
-            judged[(buses[0], buses[1])] = floor
+        if f.id == p2p_check.BANDWIDTH_LOW and len(buses) == 2:
+            floors[(buses[0], buses[1])] = floor
     labels_map = device_labels(facts)
     labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(order)]
     cells = []
@@ -597,7 +564,7 @@ def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRo
                 row.append(HeatCell(None, None))
                 continue
             value = _num(mrow[b]) if b < len(mrow) else None
-            expected = judged.get((order[a], order[b])) or _pair_floor(facts, order[a], order[b])
+            expected = floors.get((order[a], order[b]))
             row.append(HeatCell(value, expected))
         cells.append(row)
     return P2pHeat("copy engine, one direction", "GB/s", labels, cells)
@@ -618,7 +585,7 @@ def finding_row(f: dict[str, Any], classes: dict[str, str], anchors: dict[str, s
 
 
 def _severity_rank(sev: str) -> int:
-    return {"fail": 2, "warn": 1, "info": 0}.get(sev, -1)
+    return severity_rank(sev)
 
 
 def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = None,

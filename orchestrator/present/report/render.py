@@ -25,6 +25,7 @@ from markupsafe import Markup
 from orchestrator.present.report import svg
 from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, level_class
 from orchestrator.store import atomic
+from orchestrator.verdict.findings import SEVERITY_ORDER, Severity, severity_rank
 
 TEMPLATES = Path(__file__).with_name("templates")
 IDENTITY_KEYS = ("Board", "BIOS", "Driver")
@@ -70,10 +71,9 @@ def _pictures(page: HostPage) -> dict[str, Markup]:
 
 def _broken(view: FleetView) -> list[HostPage]:
     """Hosts with a fail/warn finding or an outcome other than ok, worst first."""
-    rank = {"fail": 0, "warn": 1}
     pages = [h for c in view.classes for h in c.hosts] + view.unclassified
-    broken = [h for h in pages if h.worst in rank or h.outcome not in ("ok", "")]
-    return sorted(broken, key=lambda h: (rank.get(h.worst, 2), h.name))
+    broken = [h for h in pages if severity_rank(h.worst) >= Severity.WARN.rank or h.outcome not in ("ok", "")]
+    return sorted(broken, key=lambda h: (-max(severity_rank(h.worst), Severity.INFO.rank), h.name))
 
 
 def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
@@ -90,7 +90,7 @@ def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
     return _environment().get_template("report.html.j2").render(
         v=view, version=__version__, css=Markup(css), js=Markup(js), csp=csp,
         anchors={h.name: h.anchor for h in pages}, pictures={h.anchor: _pictures(h) for h in pages},
-        broken=_broken(view), rank={"fail": 2, "warn": 1, "info": 0}, identity_keys=IDENTITY_KEYS)
+        broken=_broken(view), rank={s: severity_rank(s) for s in SEVERITY_ORDER}, identity_keys=IDENTITY_KEYS)
 
 
 def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:

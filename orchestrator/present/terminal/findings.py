@@ -8,14 +8,14 @@ from typing import Any
 from tabulate import tabulate
 
 from orchestrator.present.terminal.text import clean
+from orchestrator.verdict.findings import severity_rank
 
 
 def findings_table(findings: list[dict[str, Any]], min_severity: str = "info") -> str:
-    rank = {"info": 0, "warn": 1, "fail": 2}
-    shown = [f for f in findings if rank[f["severity"]] >= rank[min_severity]]
+    shown = [f for f in findings if severity_rank(f["severity"]) >= severity_rank(min_severity)]
     if not shown:
         return "No findings."
-    shown.sort(key=lambda f: (-rank[f["severity"]], f["id"], f["host"], f["subject"]))
+    shown.sort(key=lambda f: (-severity_rank(f["severity"]), f["id"], f["host"], f["subject"]))
     blocks = []
     for fid, group in groupby(shown, key=lambda f: f["id"]):
         items = list(group)

@@ -34,6 +34,8 @@ CONTENTION_RATIO = 0.6  # all GPUs at once / sum of single-GPU figures
 # AzHPC host<->GPU floors per (gen, width); other links: this share of the encoded rate.
 HOST_FLOORS = {(4, 16): 21.0, (5, 16): 48.0}
 HOST_MIN_RATIO = 0.6
+# Its expected value is the pair's floor; the HTML report reads it (present/report/model.py).
+BANDWIDTH_LOW = "p2p.bandwidth.low"
 STICKY = ("CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT",
           "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_UNKNOWN")
 
@@ -235,7 +237,8 @@ def _nvlink_judgement(model: gpu_models.GpuModel,
     return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
 
 
-def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> list[_PairJudgement]:
+def _judge_pairs(facts: dict[str, Any], p2p: dict[str, Any], host_pcie: _HostPcie,
+                 p2p_min_gbps: float | None) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
     out = []
     links: _HostLinks | None = None
@@ -244,7 +247,7 @@ def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> l
     for p in p2p.get("pairs") or []:
         a = p["src"]
         if links is None:
-            links = _HostLinks(view.facts, p2p)
+            links = _HostLinks(facts, p2p)
         link = links.link(p["src_bus_id"], p["dst_bus_id"])
         model = gpu_models.lookup(gpus[a].get("name")) if a < len(gpus) else None
         ceiling = floor = None
@@ -262,10 +265,24 @@ def _judge_pairs(view: HostView, p2p: dict[str, Any], host_pcie: _HostPcie) -> l
                 ceiling = min(r for r in rates if r is not None)
                 floor = round(ceiling * PCIE_MIN_RATIO, 1)
                 source = f"{PCIE_MIN_RATIO:.0%} of PCIe Gen{gens[0][0]} x{gens[0][1]}"
-        if view.expect.p2p_min_gbps is not None:
-            floor = view.expect.p2p_min_gbps
+        if p2p_min_gbps is not None:
+            floor = p2p_min_gbps
             source = "expectation p2p_min_gbps"
         out.append(_PairJudgement(p, link, ceiling, floor, source, nv))
+    return out
+
+
+def pair_floors(facts: dict[str, Any], p2p_min_gbps: float | None = None) -> dict[tuple[str, str], float]:
+    """The floor `p2p.bandwidth.low` judges each measured GPU pair against, by (source bus id,
+    destination bus id) in lower case; pairs with no floor (link or model unknown) are left out.
+    The HTML report's heat map reads this, so its percentages are the check's."""
+    p2p = facts.get("p2p")
+    if not isinstance(p2p, dict):
+        return {}
+    out = {}
+    for j in _judge_pairs(facts, p2p, _HostPcie(facts), p2p_min_gbps):
+        if j.floor is not None:
+            out[(str(j.pair["src_bus_id"]).lower(), str(j.pair["dst_bus_id"]).lower())] = j.floor
     return out
 
 
@@ -276,7 +293,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
     host = view.name
     gpus = p2p.get("gpus") or []
     host_pcie = _HostPcie(view.facts)
-    judged = _judge_pairs(view, p2p, host_pcie)
+    judged = _judge_pairs(view.facts, p2p, host_pcie, view.expect.p2p_min_gbps)
     yield from _not_possible(view, judged, gpus)
     low: set[tuple[int, int]] = set()
     for j in judged:
@@ -286,7 +303,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
         ratio = round(bw / j.ceiling, 3) if j.ceiling else None
         if j.floor is not None and bw < j.floor:
             low.add((p["src"], p["dst"]))
-            yield fault("p2p.bandwidth.low", host, _pair_name(p),
+            yield fault(BANDWIDTH_LOW, host, _pair_name(p),
                         f"P2P copy {bw:.1f} GB/s is below the {j.floor:.1f} GB/s floor ({j.floor_source})",
                         expected=j.floor, actual=bw,
                         evidence=[f"link {j.link.level or j.link.kind} via {j.link.source}",

@@ -1,0 +1,38 @@
+"""One home per vocabulary: the copies a lower layer must keep are held equal to their home."""
+
+from __future__ import annotations
+
+from orchestrator.facts import read
+from orchestrator.verdict.findings import SEVERITY_ORDER, Severity, severity_rank
+
+
+def test_severity_order_is_declared_once_worst_first() -> None:
+    assert SEVERITY_ORDER == ("fail", "warn", "info")
+    assert [s.rank for s in Severity] == [2, 1, 0]
+    assert severity_rank("warn") == 1 and severity_rank("bogus") == -1 and severity_rank(None) == -1
+
+
+def test_the_facts_layer_copy_of_the_severity_order_matches() -> None:
+    assert read.SEVERITIES == SEVERITY_ORDER
+
+
+def test_which_outcomes_are_a_problem_is_said_once() -> None:
+    from orchestrator.engine.outcomes import NOT_PROBLEMS, Outcome, is_problem
+
+    assert {o for o in Outcome if not o.is_problem} == {Outcome.OK, Outcome.SKIPPED, Outcome.UNSUPPORTED}
+    assert all(is_problem(o.value) == o.is_problem for o in Outcome)
+    assert {"ok", "skipped", "unsupported"} == NOT_PROBLEMS
+
+
+def test_one_pcie_rate_table() -> None:
+    from orchestrator.facts import gpu_models
+    from orchestrator.facts.normalize import pcie
+
+    assert gpu_models.PCIE_SPEED_TEXT[4] == "16.0 GT/s" and gpu_models.gen_from_speed("32.0 GT/s PCIe") == 5
+    assert pcie.parse_speed("16 GT/s") == (4, "16.0 GT/s") and pcie.parse_speed("2.5 GT/s PCIe") == (1, "2.5 GT/s")
+
+
+def test_one_list_of_output_formats() -> None:
+    from orchestrator.present.outputs.tabular import FORMATS, OUTPUT_FORMATS
+
+    assert OUTPUT_FORMATS == ("table", *FORMATS) == ("table", "json", "yaml", "csv")
