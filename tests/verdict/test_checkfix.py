@@ -15,7 +15,7 @@ from orchestrator.verdict.checks import pcie as pcie_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
-from tests.facts.test_textparse_facts import imp, needs_evidence
+from tests.facts.test_textparse_facts import imp
 from tests.verdict.test_verdict_demo import recorded_facts
 
 ALL_OK = {"host": "ok", "pcie": "ok", "nvml": "ok", "nvlink": "ok"}
@@ -62,7 +62,6 @@ def test_duplicate_uuid_on_two_hosts_still_names_every_place() -> None:
 
 # --- text imports: null sections and null bus ids -------------------------------------------------------
 
-@needs_evidence
 def test_lspci_only_import_is_not_zero_gpus() -> None:
     # `lspci -vvv | grep Lnk` has no device classes: pcie.gpus is null (unknown), not []
     h = imp("lspci_vvv_grep_lnk_2x_rtx3090_gen1_x8_downgraded_01.txt")
@@ -110,7 +109,6 @@ def test_gpus_without_bus_ids_are_kept_apart_in_the_p2p_status_check() -> None:
 
 # --- GPU<->NIC affinity from a topo -m matrix ------------------------------------------------------------
 
-@needs_evidence
 def test_gpu_nic_affinity_is_judged_on_a_topo_only_import() -> None:
     h = imp("topo_8x_rtx4090_all_sys_2nic_01.txt")  # both NICs PHB to GPU6, SYS to every other GPU
     assert "pcie" not in h.facts
@@ -245,7 +243,7 @@ def test_p2p_pair_link_and_gpu_pcie_never_match_an_unknown_bus_id() -> None:
     for d in facts["topology"]["devices"]:
         d["bus_id"] = None  # a topo -m import: every device's bus id unknown
     # an unknown bus id is not the first GPU whose bus id is also unknown (its NV18 row)
-    assert p2p_checks.pair_link(facts, None, None, {}).source == "none"  # type: ignore[arg-type]
+    assert p2p_checks._HostLinks(facts, {}).link(None, None).source == "none"  # type: ignore[arg-type]
     facts["gpus"]["list"][0]["pcie"].update(gen_max=1, width_max=1)
     h100 = gpu_models.lookup("H100")
-    assert p2p_checks.gpu_pcie(facts, None, h100) == (5, 16)  # type: ignore[arg-type]
+    assert p2p_checks._HostPcie(facts).get(None, h100) == (5, 16)  # type: ignore[arg-type]
