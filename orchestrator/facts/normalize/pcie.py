@@ -15,10 +15,10 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
 
-T = TypeVar("T")
-
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S, PCIE_SPEED_TEXT
 from orchestrator.facts.model import PcieFacts
+
+T = TypeVar("T")
 
 NVIDIA = 0x10DE
 _BDF = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
