@@ -331,13 +331,13 @@ def test_link_class_comes_from_topology_facts_when_present(libdir: Path) -> None
     topo = {"devices": [{"name": f"GPU{i}", "kind": "gpu", "bus_id": b} for i, b in enumerate(order)],
             "matrix": [["X", "NV4", "SYS", "SYS"], ["NV4", "X", "SYS", "SYS"],
                        ["SYS", "SYS", "X", "NV4"], ["SYS", "SYS", "NV4", "X"]]}
-    link = checks.pair_link({"topology": topo}, order[0], order[1], p2p)
+    link = checks._HostLinks({"topology": topo}, p2p).link(order[0], order[1])
     assert link == checks.Link("nvlink", 4, "NV4", "topology")
-    assert checks.pair_link({"topology": topo}, order[0], order[2], p2p).level == "SYS"
+    assert checks._HostLinks({"topology": topo}, p2p).link(order[0], order[2]).level == "SYS"
     nvl = {"order": order, "supported": True, "nv": [[None, 4, None, None], [4, None, None, None],
                                                      [None, None, None, 4], [None, None, 4, None]]}
-    assert checks.pair_link({"nvlink": nvl}, order[2], order[3], p2p).source == "nvlink"
-    assert checks.pair_link({}, order[0], order[1], p2p).source == "nvml-p2p"
+    assert checks._HostLinks({"nvlink": nvl}, p2p).link(order[2], order[3]).source == "nvlink"
+    assert checks._HostLinks({}, p2p).link(order[0], order[1]).source == "nvml-p2p"
     assert judge(env, facts={"topology": topo, "nvlink": nvl}) == []
 
 
