@@ -1,7 +1,7 @@
 """No test reads outside the repository: a fresh clone alone must pass its own test command.
 
 A scan of every test source for the ways tests used to reach beside the clone: the sibling
-`shared/` folder, the FLEETPROBE_SHARED variable, absolute paths into the workspace, and
+`shared/` folder, the shared-folder environment variable, absolute paths into the workspace, and
 `Path(__file__)` chains (`.parents[k]`, `.parent.parent...`, `ROOT.parent`) that climb above the
 repository root.  Published outputs the tests need are copied into tests/fixtures/evidence/.
 """
@@ -17,7 +17,7 @@ TESTS = REPO / "tests"
 # Strings that always point outside: the sibling folder, its variable, the workspace itself.
 FORBIDDEN = [
     (re.compile(r"\.\./shared\b|[\"']shared[\"']\s*/|/\s*[\"']shared[\"']"), "the sibling shared/ folder"),
-    (re.compile(r"FLEETPROBE_SHARED"), "the FLEETPROBE_SHARED variable"),
+    (re.compile(r"FLEETPROBE_" + "SHARED"), "the workspace's shared-folder variable"),
     (re.compile(r"[\"']/work/"), "an absolute path into the workspace"),
     (re.compile(r"\b(?:ROOT|REPO|REPO_ROOT|HERE)\.parent\b"), "the folder above the repository root"),
 ]
@@ -53,9 +53,9 @@ def test_the_scan_catches_each_way_out() -> None:
     here = TESTS / "facts" / "test_x.py"
     bad = [
         'EVIDENCE = REPO.parent / "shared" / "evidence"',
-        'p = Path(os.environ.get("FLEETPROBE_SHARED", "x"))',
+        'p = Path(os.environ.get("FLEETPROBE_' + 'SHARED", "x"))',  # spelled in two: this file must not match
         'open("/work/shared/PRODUCT.md")',
-        'x = "../shared/evidence/a.txt"',
+        'x = "..' + '/shared/evidence/a.txt"',
         'Path(__file__).resolve().parents[3] / "data"',
         "Path(__file__).parent.parent.parent.parent / 'data'",
     ]
