@@ -40,19 +40,10 @@ def run_checks(views: Iterable[HostView]) -> list[Finding]:
     return findings + run_fleet_checks(views)
 
 
-# Every finding id fleetprobe can raise (documented in docs/findings.md); JUnit lists them as cases.
+# Every finding id fleetprobe can raise: each area declares its own beside its checks; the two
+# raised outside the areas are the topology class comparison (verdict/classes.py) and the judge's
+# own rejection of unusable probe data (verdict/judge.py).
 FINDING_IDS: tuple[str, ...] = (
-    "host.board.mismatch", "host.virtualized", "host.driver.missing", "host.driver.version",
-    "identity.serial.needs_root", "identity.hostname.duplicate", "identity.system_serial.duplicate",
+    *(fid for area in _AREAS for fid in area.FINDING_IDS),
     "topology.class.outlier", "probe.data.malformed",
-    "gpu.lost", "gpu.count.mismatch", "gpu.count.pci_vs_nvml", "gpu.model.mismatch", "nvlink.link.down",
-    "nvlink.p2p_status_mismatch", "gpu.mig.enabled", "gpu.virtualization", "sensor.fan.zero_while_hot",
-    "sensor.fan.not_reporting", "gpu.row_remap.pending", "gpu.row_remap.failure", "nvlink.fabric.incomplete",
-    "identity.uuid.duplicate", "identity.gpu_serial.duplicate",
-    "pcie.link.downgraded", "pcie.nic.shared_switch", "pcie.acs.enabled", "gpu.count.pci_vs_driver",
-    "pcie.config.needs_root", "pcie.gpu_nic.affinity",
-    "p2p.not_possible", "p2p.bandwidth.low", "p2p.slower_than_host", "p2p.asymmetric", "p2p.outlier",
-    "p2p.uplink.contention", "p2p.data.mismatch", "p2p.host_bandwidth.low", "p2p.cuda.error", "p2p.gpu.error",
-    "p2p.gpu.busy", "p2p.guard.unavailable", "p2p.budget.exhausted",
-    "probe.raw_mode", "nvlink.nvswitch.count", "nvlink.nvswitch.hidden", "pcie.nic.count", "p2p.status.disabled",
 )

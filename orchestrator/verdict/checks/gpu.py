@@ -357,3 +357,22 @@ CHECKS: list[HostCheck] = [
     check_virtualization, check_fans, check_row_remap, check_fabric,
 ]
 FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates]
+
+# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+FINDING_IDS: tuple[str, ...] = (
+    "gpu.lost",
+    "gpu.count.mismatch",
+    "gpu.count.pci_vs_nvml",
+    "gpu.model.mismatch",
+    "nvlink.link.down",
+    "nvlink.p2p_status_mismatch",
+    "gpu.mig.enabled",
+    "gpu.virtualization",
+    "sensor.fan.zero_while_hot",
+    "sensor.fan.not_reporting",
+    "gpu.row_remap.pending",
+    "gpu.row_remap.failure",
+    "nvlink.fabric.incomplete",
+    "identity.uuid.duplicate",
+    "identity.gpu_serial.duplicate",
+)

@@ -247,3 +247,19 @@ def raw_mode(view: HostView) -> Iterator[Finding]:
 
 CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode]
 FLEET_CHECKS = [duplicate_identities]
+
+# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+FINDING_IDS: tuple[str, ...] = (
+    "host.board.mismatch",
+    "host.virtualized",
+    "host.driver.missing",
+    "host.driver.version",
+    "identity.serial.needs_root",
+    "identity.hostname.duplicate",
+    "identity.system_serial.duplicate",
+    "probe.raw_mode",
+    "nvlink.nvswitch.count",
+    "nvlink.nvswitch.hidden",
+    "pcie.nic.count",
+    "p2p.status.disabled",
+)

@@ -524,3 +524,20 @@ def _run_state(host: str, p2p: dict[str, Any], gpus: list[dict[str, Any]]) -> It
 
 
 CHECKS = [check_p2p]
+
+# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+FINDING_IDS: tuple[str, ...] = (
+    "p2p.not_possible",
+    "p2p.bandwidth.low",
+    "p2p.slower_than_host",
+    "p2p.asymmetric",
+    "p2p.outlier",
+    "p2p.uplink.contention",
+    "p2p.data.mismatch",
+    "p2p.host_bandwidth.low",
+    "p2p.cuda.error",
+    "p2p.gpu.error",
+    "p2p.gpu.busy",
+    "p2p.guard.unavailable",
+    "p2p.budget.exhausted",
+)

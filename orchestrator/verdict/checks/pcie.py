@@ -408,3 +408,13 @@ CHECKS: list[HostCheck] = [
     check_needs_root,
     check_gpu_nic_affinity,
 ]
+
+# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+FINDING_IDS: tuple[str, ...] = (
+    "pcie.link.downgraded",
+    "pcie.nic.shared_switch",
+    "pcie.acs.enabled",
+    "gpu.count.pci_vs_driver",
+    "pcie.config.needs_root",
+    "pcie.gpu_nic.affinity",
+)
