@@ -17,6 +17,7 @@ from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.present.terminal.findings import classes_table, findings_table
 from orchestrator.present.terminal.hosts import hosts_table, recap
+from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.store import atomic
 from orchestrator.store.history import RunNotFound, load_fleet, parse_keep, previous_run, prune, resolve_run
 from orchestrator.store.rundir import default_results_dir
@@ -142,6 +143,9 @@ def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str
         if ct:
             out.append(ct)
     out.append(findings_table(fleet["findings"], "warn" if quiet else "info"))
+    judged = "" if quiet else not_judged_block(fleet)
+    if judged:
+        out.append(judged)
     if fleet.get("silenced"):
         out.append(f"{len(fleet['silenced'])} finding(s) silenced by the playbook")
     out.append(recap(fleet))

@@ -185,24 +185,12 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
                 name = f"{base}~{fp[:4]}"
         taken.add(name)
         names[fp] = name
-    # Families: hosts that should look alike.  The majority of a family defines its usual shape.
-    families: dict[Any, list[str]] = defaultdict(list)
-    for name, fp in host_fp.items():
-        d = descs[fp]
-        # Same GPU model on the same board: machines bought as one kind.  A different board is a
-        # different product (its own class), not an outlier of this one.
-        if d["gpu_count"] and not d["gpu_model"]:
-            continue  # GPUs of unknown model (text evidence without names): no peers to compare with
-        families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
     outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
     findings: list[Finding] = []
-    for hosts in families.values():
-        if len(hosts) < 3:
-            continue  # with two machines nobody is the majority
-        counts = Counter(host_fp[h] for h in hosts)
-        (major_fp, major_n), *rest = counts.most_common()
-        if rest and rest[0][1] == major_n:
-            continue  # no strict majority: nothing to call an outlier against
+    for hosts, major in _compared_families(host_fp, descs):
+        if major is None:
+            continue
+        major_fp, major_n = major
         for h in hosts:
             fp = host_fp[h]
             if fp == major_fp:
@@ -219,3 +207,51 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
                 "outliers": outliers.get(fp, [])}
                for fp in sorted(members, key=lambda f: (-len(members[f]), names[f]))]
     return classes, findings, {name: (fp, names[fp]) for name, fp in host_fp.items()}
+
+
+def _families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> tuple[dict[Any, list[str]], list[str]]:
+    """Families (hosts that should look alike) and the hosts that belong to none."""
+    families: dict[Any, list[str]] = defaultdict(list)
+    unknown: list[str] = []
+    for name, fp in host_fp.items():
+        d = descs[fp]
+        # Same GPU model on the same board: machines bought as one kind.  A different board is a
+        # different product (its own class), not an outlier of this one.
+        if d["gpu_count"] and not d["gpu_model"]:
+            unknown.append(name)  # GPUs of unknown model (text evidence without names): no peers to compare with
+            continue
+        families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
+    return families, unknown
+
+
+def _majority(hosts: list[str], host_fp: dict[str, str]) -> tuple[str, int] | None:
+    """The family's usual shape (fingerprint, hosts with it), or None when nobody is the majority."""
+    if len(hosts) < 3:
+        return None  # with two machines nobody is the majority
+    (major_fp, major_n), *rest = Counter(host_fp[h] for h in hosts).most_common()
+    if rest and rest[0][1] == major_n:
+        return None  # no strict majority: nothing to call an outlier against
+    return major_fp, major_n
+
+
+def _compared_families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> list[tuple[list[str], tuple[str, int] | None]]:
+    families, _unknown = _families(host_fp, descs)
+    return [(hosts, _majority(hosts, host_fp)) for hosts in families.values()]
+
+
+def outlier_not_judged(described: list[tuple[str, dict[str, Any] | None]]) -> dict[str, str]:
+    """host -> why topology.class.outlier could not be judged on it (no peers, no majority).
+    Hosts without a descriptor are left to their probes' outcomes (verdict/coverage.py)."""
+    host_fp = {name: digest(desc) for name, desc in described if desc is not None}
+    descs = {digest(desc): desc for _name, desc in described if desc is not None}
+    families, unknown = _families(host_fp, descs)
+    out = {h: "GPU model unknown: no similar hosts to compare with" for h in unknown}
+    for hosts in families.values():
+        if len(hosts) < 3:
+            why = f"{len(hosts)} similar host(s) in this run: comparing needs at least 3"
+        elif _majority(hosts, host_fp) is None:
+            why = f"no majority shape among {len(hosts)} similar hosts"
+        else:
+            continue
+        out.update(dict.fromkeys(hosts, why))
+    return out

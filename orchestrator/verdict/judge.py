@@ -11,7 +11,7 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from orchestrator.facts import registry
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
+from orchestrator.verdict import coverage
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import FLEET_CHECK_SECTIONS, run_fleet_checks, run_host_checks
 from orchestrator.verdict.checks.base import HostView
@@ -103,6 +104,12 @@ def judge_host(h: HostInput, expect: Expectations) -> tuple[dict[str, Any], Host
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
+    # What was compared with, and which ids could not be judged and why (verdict/coverage.py):
+    # JUnit, drift and the terminal read these instead of calling a silent check "passed".
+    rec["expect"] = {f.name: getattr(expect, f.name) for f in fields(expect) if getattr(expect, f.name) is not None}
+    rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"])
+    for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
+        rec[late] = rec.pop(late)
     slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
     return rec, HostVerdict(h.name, rec["outcome"], findings, fingerprint.descriptor(facts),
                             HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars))
@@ -154,7 +161,8 @@ def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecord
               overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
     findings = [f for v in verdicts for f in v.findings]
     findings.extend(run_fleet_checks([v.fleet_view for v in verdicts]))
-    classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])
+    described = [(v.name, v.descriptor) for v in verdicts]
+    classes, class_findings, of_host = fingerprint.classify_descriptors(described)
     findings.extend(class_findings)
     if isinstance(records, list):
         for rec in records:
@@ -180,4 +188,6 @@ def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecord
         "classes": classes,
         "findings": [f.to_dict() for f in findings],
         "silenced": silenced,
+        # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
+        "not_judged": {"topology.class.outlier": fingerprint.outlier_not_judged(described)},
     }

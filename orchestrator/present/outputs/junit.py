@@ -1,7 +1,9 @@
 """JUnit XML for CI: one test suite per host, one test case per host x check id.
 
 Checks report only what is wrong, so the set of check ids is the caller's list (the check registry)
-plus every id seen in this run; a host without a finding of that id passes that case.  Findings at
+plus every id seen in this run.  A host without a finding of that id passes that case only if the
+check judged it (verdict/coverage.py); a check that could not (its probe not in the play or not ok,
+no expectation to compare with, no GPUs) is `<skipped message="not judged: why">`.  Findings at
 a severity in `fail_on` are failures; lower ones leave the case passing with the text in
 system-out, so a warning is visible in the CI report without failing the pipeline.  Probe outcomes
 get their own cases: a probe that failed, timed out or printed garbage is an error, one that was
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.coverage import NOT_JUDGED, CheckState, fleet_check_states
 
 _ERROR_OUTCOMES = ("failed", "invalid_output", "timeout")
 _SKIP_OUTCOMES = ("skipped", "unsupported")
@@ -40,7 +43,8 @@ def _finding_text(f: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _host_suite(h: dict[str, Any], findings: list[dict[str, Any]], ids: list[str], fail_sev: set[str]) -> ET.Element:
+def _host_suite(h: Mapping[str, Any], findings: list[dict[str, Any]], states: dict[str, CheckState],
+                fail_sev: set[str]) -> ET.Element:
     name = str(h["name"])
     suite = ET.Element("testsuite", name=_x(name))
 
@@ -66,8 +70,11 @@ def _host_suite(h: dict[str, Any], findings: list[dict[str, Any]], ids: list[str
     by_id: dict[str, list[dict[str, Any]]] = {}
     for f in findings:
         by_id.setdefault(str(f.get("id")), []).append(f)
-    for check in ids:
+    for check, state in states.items():
         tc = case(check)
+        if state.state == NOT_JUDGED:
+            ET.SubElement(tc, "skipped", message=_x(f"not judged: {state.reason}"))
+            continue
         hits = by_id.get(check, [])
         failing = [f for f in hits if f.get("severity") in fail_sev]
         rest = [f for f in hits if f.get("severity") not in fail_sev]
@@ -95,9 +102,9 @@ def build_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: I
     by_host = F.findings_by_host(fleet)
     run = fleet.get("run") or {}
     root = ET.Element("testsuites", name=_x(f"fleetprobe {run.get('id') or ''}".strip()))
-    for h in fleet.get("hosts") or []:
-        if isinstance(h, dict) and h.get("name"):
-            suite = _host_suite(h, by_host.get(str(h["name"]), []), ids, fail_sev)
+    for h, states in fleet_check_states(fleet, ids):
+        if h.get("name"):
+            suite = _host_suite(h, by_host.get(str(h["name"]), []), states, fail_sev)
             if run.get("started"):
                 suite.set("timestamp", _x(run["started"]))
             _set_counts(suite, suite.findall("testcase"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from orchestrator.verdict.checks import gpu, host, p2p, pcie
-from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
+from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding
 
 _AREAS = [host, gpu, pcie, p2p]
@@ -47,3 +47,12 @@ FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
     "topology.class.outlier", "probe.data.malformed",
 )
+
+# What each finding id's check must have measured (each area declares its own beside its ids);
+# verdict/coverage.py turns it into pass / raised / not judged per host.  The topology comparison
+# also needs peers: coverage asks verdict/classes.py which hosts had them.
+NEEDS: dict[str, Needs] = {
+    **{fid: need for area in _AREAS for fid, need in area.NEEDS.items()},
+    "topology.class.outlier": Needs(any_of=("gpus", "host")),
+    "probe.data.malformed": Needs(),
+}

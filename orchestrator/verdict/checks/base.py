@@ -22,5 +22,19 @@ class HostView:
         return self.outcomes.get(probe) == "ok"
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a finding id's check must have measured on a host before its silence means "passed".
+
+    Each area declares one per finding id (`NEEDS`, beside `FINDING_IDS`); verdict/coverage.py reads
+    them to tell pass from not judged.  Sections are facts section keys (facts/registry.py names the
+    probe behind each)."""
+
+    sections: tuple[str, ...] = ()  # every one measured: its probe ran ok and the section is there
+    any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
+    expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
+    gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
+
+
 HostCheck = Callable[[HostView], Iterable[Finding]]
 FleetCheck = Callable[[list[HostView]], Iterable[Finding]]

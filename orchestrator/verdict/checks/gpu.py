@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
+from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation
 
 _NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
@@ -376,3 +376,24 @@ FINDING_IDS: tuple[str, ...] = (
     "identity.uuid.duplicate",
     "identity.gpu_serial.duplicate",
 )
+
+_GPUS = Needs(sections=("gpus",), gpus=True)
+_LINKS = Needs(sections=("nvlink",), gpus=True)
+# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
+NEEDS: dict[str, Needs] = {
+    "gpu.lost": _GPUS,
+    "gpu.count.mismatch": Needs(any_of=("gpus", "pcie"), expect=("gpu_count",)),
+    "gpu.count.pci_vs_nvml": Needs(sections=("gpus", "pcie")),
+    "gpu.model.mismatch": Needs(sections=("gpus",), expect=("gpu_model",), gpus=True),
+    "nvlink.link.down": _LINKS,
+    "nvlink.p2p_status_mismatch": Needs(sections=("nvlink", "gpus"), gpus=True),
+    "gpu.mig.enabled": _GPUS,
+    "gpu.virtualization": _GPUS,
+    "sensor.fan.zero_while_hot": _GPUS,
+    "sensor.fan.not_reporting": _GPUS,
+    "gpu.row_remap.pending": _GPUS,
+    "gpu.row_remap.failure": _GPUS,
+    "nvlink.fabric.incomplete": _GPUS,
+    "identity.uuid.duplicate": _GPUS,
+    "identity.gpu_serial.duplicate": _GPUS,
+}

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.verdict.checks.base import HostView
+from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
 
@@ -263,3 +263,20 @@ FINDING_IDS: tuple[str, ...] = (
     "pcie.nic.count",
     "p2p.status.disabled",
 )
+
+_HOST = Needs(sections=("host",))
+# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
+NEEDS: dict[str, Needs] = {
+    "host.board.mismatch": Needs(sections=("host",), expect=("board_vendor", "board_model")),
+    "host.virtualized": _HOST,
+    "host.driver.missing": Needs(sections=("host",), expect=("gpu_count",)),
+    "host.driver.version": Needs(sections=("host",), expect=("driver_min", "driver_max")),
+    "identity.serial.needs_root": _HOST,
+    "identity.hostname.duplicate": _HOST,
+    "identity.system_serial.duplicate": _HOST,
+    "probe.raw_mode": Needs(),
+    "nvlink.nvswitch.count": Needs(any_of=("pcie", "nvlink"), expect=("nvswitch_count",)),
+    "nvlink.nvswitch.hidden": Needs(sections=("pcie", "nvlink")),
+    "pcie.nic.count": Needs(sections=("pcie",), expect=("nic_count",)),
+    "p2p.status.disabled": Needs(sections=("gpus",), gpus=True),
+}

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.verdict.checks.base import HostView
+from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 # Measured/ceiling ratios below which a pair is "low" when no published floor applies.  NVLink
@@ -541,3 +541,7 @@ FINDING_IDS: tuple[str, ...] = (
     "p2p.guard.unavailable",
     "p2p.budget.exhausted",
 )
+
+# Every p2p id is judged from the p2p probe's measurements alone (verdict/coverage.py): an audit
+# without that probe judges none of them.
+NEEDS: dict[str, Needs] = {fid: Needs(sections=("p2p",), gpus=True) for fid in FINDING_IDS}

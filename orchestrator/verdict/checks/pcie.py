@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.verdict.checks.base import HostCheck, HostView
+from orchestrator.verdict.checks.base import HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -418,3 +418,14 @@ FINDING_IDS: tuple[str, ...] = (
     "pcie.config.needs_root",
     "pcie.gpu_nic.affinity",
 )
+
+_PCIE = Needs(sections=("pcie",))
+# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
+NEEDS: dict[str, Needs] = {
+    "pcie.link.downgraded": _PCIE,
+    "pcie.nic.shared_switch": _PCIE,
+    "pcie.acs.enabled": _PCIE,
+    "gpu.count.pci_vs_driver": Needs(sections=("pcie",), gpus=True),
+    "pcie.config.needs_root": _PCIE,
+    "pcie.gpu_nic.affinity": Needs(any_of=("pcie", "topology"), expect=("gpu_nic_level",), gpus=True),
+}

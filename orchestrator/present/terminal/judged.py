@@ -1,0 +1,67 @@
+"""What the run could not judge, in a few lines: no finding is a pass only where a check ran.
+
+Grouped by reason, so an audit without the p2p probe is one line ("p2p.* on 25 hosts: p2p probe
+not in this run"), not 13 ids x 25 hosts.  The states come from verdict/coverage.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from orchestrator.present.terminal.text import clean
+from orchestrator.verdict.checks import FINDING_IDS
+from orchestrator.verdict.coverage import NOT_JUDGED, fleet_check_states
+
+_SHOWN_IDS = 4  # ids named per line; the rest are counted
+_SHOWN_HOSTS = 3
+
+
+def _ids_text(ids: Iterable[str]) -> str:
+    """ids, three or more of one family written as `family.*` (with how many of the catalog's)."""
+    ids = sorted(set(ids))
+    families: dict[str, list[str]] = {}
+    for fid in ids:
+        families.setdefault(fid.split(".", 1)[0], []).append(fid)
+    parts: list[str] = []
+    for family, members in families.items():
+        if len(members) < 3:
+            parts.extend(members)
+            continue
+        total = sum(1 for i in FINDING_IDS if i.split(".", 1)[0] == family)
+        parts.append(f"{family}.*" + (f" ({len(members)} of {total})" if len(members) < total else ""))
+    more = len(parts) - _SHOWN_IDS
+    return ", ".join(parts[:_SHOWN_IDS]) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _hosts_text(hosts: list[str]) -> str:
+    if len(hosts) <= _SHOWN_HOSTS:
+        return ", ".join(clean(h, 40) for h in hosts)
+    return f"{len(hosts)} hosts"
+
+
+def not_judged_lines(fleet: Mapping[str, Any]) -> list[str]:
+    """One line per reason: which ids on which hosts were not judged, and why."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    by_reason: dict[str, dict[str, list[str]]] = {}
+    for rec, states in fleet_check_states(fleet):
+        for fid, st in states.items():
+            if st.state == NOT_JUDGED:
+                by_reason.setdefault(st.reason, {}).setdefault(str(rec["name"]), []).append(fid)
+    for reason, missing in by_reason.items():
+        # hosts missing the same ids for the same reason share a line
+        for host, fids in missing.items():
+            groups.setdefault((reason, tuple(sorted(fids))), []).append(host)
+    lines = []
+    for (reason, ids), hosts in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        what = "all checks" if set(ids) >= set(FINDING_IDS) else _ids_text(ids)
+        lines.append(f"  {what} on {_hosts_text(hosts)}: {clean(reason, 160)}")
+    return lines
+
+
+def not_judged_block(fleet: Mapping[str, Any]) -> str:
+    """The terminal block, or "" when every check judged every host."""
+    lines = not_judged_lines(fleet)
+    if not lines:
+        return ""
+    return "Not judged (no finding here is not a pass):\n" + "\n".join(lines)

@@ -1,0 +1,166 @@
+"""Pass, raised or not judged: what each finding id's check says about one host.
+
+Checks report only what is wrong, so a host without a finding of an id has passed that check only
+if the check had something to judge: its facts sections measured (their probes ran ok), the
+expectation it compares with set, GPUs to look at, peers to compare with.  Otherwise the id is
+*not judged*, with the reason, and no output may count it as passed.  What each id needs is
+declared beside its check (`NEEDS` in verdict/checks/<area>.py); this module only applies it.
+
+Pure: `not_judged` runs when a host is judged (verdict/judge.py stores its answer in the host's
+record as `not_judged`), `check_states` reads a fleet.json record back for JUnit, Prometheus,
+drift and the terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from orchestrator.facts import read as F
+from orchestrator.facts import registry
+from orchestrator.verdict.checks import FINDING_IDS, NEEDS
+from orchestrator.verdict.checks.base import Needs
+from orchestrator.verdict.expectations import Expectations
+
+PASS = "pass"
+RAISED = "raised"
+NOT_JUDGED = "not_judged"
+
+
+@dataclass(frozen=True)
+class CheckState:
+    state: str  # PASS, RAISED or NOT_JUDGED
+    reason: str = ""  # why not judged (or silenced); empty when judged
+
+    @property
+    def passed(self) -> bool:
+        return self.state == PASS
+
+
+def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[str, str],
+                     probes: Mapping[str, Any]) -> str | None:
+    """Why `section` was not measured on the host, or None when it was."""
+    probe = registry.probe_of(section) or section
+    outcome = outcomes.get(probe)
+    if outcome is None:
+        return f"{probe} probe not in this run"
+    if outcome != "ok":
+        rec = probes.get(probe)
+        why = rec.get("reason") if isinstance(rec, dict) else ""
+        return f"{probe} {outcome}" + (f": {why}" if why else "")
+    if not isinstance(facts.get(section), dict):
+        return f"no {section} facts from the {probe} probe"
+    return None
+
+
+def _why_not(need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Mapping[str, Any],
+             expect: Expectations | None) -> str | None:
+    for section in need.sections:
+        why = _section_missing(section, facts, outcomes, probes)
+        if why:
+            return why
+    if need.any_of:
+        whys = [_section_missing(s, facts, outcomes, probes) for s in need.any_of]
+        if all(whys):
+            return "; ".join(w for w in whys if w)
+    if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
+        return "no expectation " + " or ".join(need.expect) + " set"
+    if need.gpus and F.gpu_count(dict(facts)) == 0:  # NVML's list, else the PCI bus's
+        return "no GPUs on this host"
+    return None
+
+
+def not_judged(facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Mapping[str, Any],
+               expect: Expectations | None = None, host_outcome: str = "", host_reason: str = "",
+               needs: Mapping[str, Needs] = NEEDS) -> dict[str, str]:
+    """finding id -> why its check could not judge this host (ids judged are absent).
+
+    `outcomes`: probe -> outcome as the checks saw them (judge.judged_outcomes: raw mode counts);
+    `probes`: the host's probe records (their reasons); `expect` None: expectations unknown (a
+    record from before they were stored), so no id is held back for a missing one."""
+    if host_outcome == "unreachable":
+        why = "host unreachable" + (f": {host_reason}" if host_reason else "")
+        return dict.fromkeys(needs, why)
+    if outcomes and all(o != "ok" for o in outcomes.values()):
+        first = next(iter(outcomes))
+        rec = probes.get(first)
+        reason = str(rec.get("reason") or "") if isinstance(rec, dict) else ""
+        why = f"no probe ran: {first} {outcomes[first]}" + (f": {reason}" if reason else "")
+        return dict.fromkeys(needs, why)
+    out = {}
+    for fid, need in needs.items():
+        missing = _why_not(need, facts, outcomes, probes, expect)
+        if missing:
+            out[fid] = missing
+    return out
+
+
+def expectations_of(record: Mapping[str, Any]) -> Expectations | None:
+    """The expectations stored with a host record (`expect`), or None for a record without them."""
+    raw = record.get("expect")
+    if not isinstance(raw, dict):
+        return None
+    known = {f.name for f in fields(Expectations)}
+    return Expectations(**{k: v for k, v in raw.items() if k in known})
+
+
+def record_not_judged(record: Mapping[str, Any]) -> dict[str, str]:
+    """A fleet.json host record's not-judged ids: as stored, or worked out from its probes and facts
+    (records written before `not_judged` was stored)."""
+    stored = record.get("not_judged")
+    if isinstance(stored, dict):
+        return {str(k): str(v) for k, v in stored.items()}
+    stored_probes = record.get("probes")
+    probes: dict[str, Any] = stored_probes if isinstance(stored_probes, dict) else {}
+    outcomes = {p: str(r.get("outcome")) for p, r in probes.items() if isinstance(r, dict)}
+    if outcomes.get("raw") == "ok":  # as judge.judged_outcomes: text facts stand for their probes
+        for section in record.get("facts") or {}:
+            probe = registry.probe_of(section)
+            if probe:
+                outcomes[probe] = "ok"
+    return not_judged(record.get("facts") or {}, outcomes, probes, expectations_of(record),
+                      str(record.get("outcome") or ""), str(record.get("reason") or ""))
+
+
+def check_states(record: Mapping[str, Any], findings: Iterable[Mapping[str, Any]], ids: Iterable[str] = FINDING_IDS,
+                 fleet_not_judged: Mapping[str, Mapping[str, str]] | None = None,
+                 silenced: Iterable[Mapping[str, Any]] = ()) -> dict[str, CheckState]:
+    """finding id -> its state on this host.  A raised finding wins over "not judged" (a check
+    that found a fault in partial data did judge); a finding the playbook silenced is not judged
+    ("silenced: reason"), since nobody may read it as passed either."""
+    name = str(record.get("name"))
+    raised = {str(f.get("id")) for f in findings}
+    quiet: dict[str, str] = {}
+    for s in silenced:
+        stored = s.get("finding")
+        f: Mapping[str, Any] = stored if isinstance(stored, dict) else {}
+        if str(f.get("host")) == name:
+            quiet.setdefault(str(f.get("id")), f"silenced by the playbook: {s.get('reason') or 'no reason given'}")
+    missing = record_not_judged(record)
+    for fid, hosts in (fleet_not_judged or {}).items():
+        if name in hosts and fid not in missing:
+            missing[fid] = str(hosts[name])
+    out = {}
+    for fid in dict.fromkeys([*ids, *sorted(raised)]):
+        if fid in raised:
+            out[fid] = CheckState(RAISED)
+        elif fid in quiet:
+            out[fid] = CheckState(NOT_JUDGED, quiet[fid])
+        elif fid in missing:
+            out[fid] = CheckState(NOT_JUDGED, missing[fid])
+        else:
+            out[fid] = CheckState(PASS)
+    return out
+
+
+def fleet_check_states(fleet: Mapping[str, Any], ids: Iterable[str] = FINDING_IDS
+                       ) -> Iterator[tuple[Mapping[str, Any], dict[str, CheckState]]]:
+    """(host record, its states) for every host of a fleet.json document, in its order."""
+    ids = list(ids)
+    by_host = F.findings_by_host(dict(fleet))
+    silenced = [s for s in fleet.get("silenced") or [] if isinstance(s, dict)]
+    fleet_level = fleet.get("not_judged") if isinstance(fleet.get("not_judged"), dict) else {}
+    for rec in fleet.get("hosts") or []:
+        if isinstance(rec, dict) and rec.get("name"):
+            yield rec, check_states(rec, by_host.get(str(rec["name"]), []), ids, fleet_level, silenced)

@@ -1,0 +1,81 @@
+"""JUnit tells pass from not judged: a case passes only when its check measured that host
+(issue 16, item 1).  Real `probe run` invocations of the demo fleet, parsed with junitparser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from junitparser import Failure, JUnitXml, Skipped, TestCase
+
+from orchestrator.verdict.checks import FINDING_IDS
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
+
+
+def _probe(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180)
+
+
+def _cases(path: Path) -> dict[tuple[str, str], TestCase]:
+    xml = JUnitXml.fromfile(str(path))
+    return {(suite.name, case.name): case for suite in xml for case in suite}
+
+
+def _state(case: TestCase) -> str:
+    kinds = {type(r) for r in case.result}
+    return "skipped" if Skipped in kinds else "failure" if Failure in kinds else "error" if kinds else "pass"
+
+
+def test_audit_without_p2p_passes_no_p2p_case(tmp_path: Path) -> None:
+    junit = tmp_path / "audit.xml"
+    proc = _probe("run", "-l", "demo", "-q", "--results", str(tmp_path / "runs"), "--junit", str(junit))
+    assert proc.returncode in (0, 1), proc.stderr
+    cases = _cases(junit)
+    p2p_cases = {k: c for k, c in cases.items() if k[1].startswith("p2p.") and k[1] != "p2p.status.disabled"}
+    assert len({h for h, _ in p2p_cases}) == 25
+    passing = [k for k, c in p2p_cases.items() if _state(c) == "pass"]
+    assert passing == [], passing[:5]
+    # the host with a known slow pair: not judged, with the reason, not "passed"
+    slow = cases[("dgx-h100-07", "p2p.bandwidth.low")]
+    [skip] = [r for r in slow.result if isinstance(r, Skipped)]
+    assert skip.message == "not judged: p2p probe not in this run"
+    # measured checks still pass or fail as before
+    assert _state(cases[("dgx-h100-01", "nvlink.link.down")]) == "pass"
+    assert _state(cases[("dgx-h100-04", "nvlink.link.down")]) == "failure"
+    # an expectation the inventory does not set is not judged either
+    board = cases[("dgx-h100-01", "host.board.mismatch")]
+    assert _state(board) == "skipped" and "no expectation" in str([r.message for r in board.result])
+    # fleet.json carries the same: the record of each host names what was not judged and why
+    fleet = json.loads(next((tmp_path / "runs").glob("*/fleet.json")).read_text())
+    rec = next(h for h in fleet["hosts"] if h["name"] == "dgx-h100-07")
+    assert rec["not_judged"]["p2p.bandwidth.low"] == "p2p probe not in this run"
+    assert "nvlink.link.down" not in rec["not_judged"]
+
+
+def test_gpu_cases_do_not_pass_on_a_host_without_gpu_facts(tmp_path: Path) -> None:
+    """A host that answers only the host probe (no NVML, no PCI bus): every gpu.* case is
+    skipped with the probe's own outcome as the reason."""
+    rec = tmp_path / "rec" / "cpu-box"
+    rec.mkdir(parents=True)
+    shutil.copy(RECORDINGS / "dgx-h100-01" / "host.json", rec / "host.json")
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    cpu-box:\n      ansible_connection: replay\n"
+                   f"      probe_replay: {json.dumps(str(rec))}\n      probe_expect: {{gpu_count: 8}}\n")
+    junit = tmp_path / "cpu.xml"
+    proc = _probe("run", "-i", str(inv), "-q", "--results", str(tmp_path / "runs"), "--junit", str(junit))
+    assert proc.returncode in (0, 1, 4), proc.stderr
+    cases = _cases(junit)
+    gpu = {k[1]: _state(c) for k, c in cases.items() if k[1].startswith(("gpu.", "nvlink.", "sensor."))}
+    assert gpu and set(gpu.values()) == {"skipped"}, gpu
+    reasons = {r.message for c in cases.values() if c.name == "gpu.lost" for r in c.result}
+    assert reasons == {"not judged: nvml unsupported: no recording of this probe for this host"}
+    # what the host probe measured is judged
+    assert _state(cases[("cpu-box", "host.virtualized")]) == "pass"
+    assert {k[1] for k in cases} >= set(FINDING_IDS)

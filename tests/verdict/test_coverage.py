@@ -1,0 +1,55 @@
+"""verdict/coverage.py: pass / raised / not judged per host and finding id, from what each check
+declares it needs (NEEDS beside FINDING_IDS in every checks module)."""
+
+from __future__ import annotations
+
+from orchestrator.verdict import checks
+from orchestrator.verdict.checks import gpu, host, p2p, pcie
+from orchestrator.verdict.coverage import NOT_JUDGED, PASS, RAISED, check_states, not_judged
+from orchestrator.verdict.expectations import Expectations
+
+
+def test_every_area_declares_what_each_of_its_ids_needs() -> None:
+    for area in (host, gpu, pcie, p2p):
+        assert set(area.NEEDS) == set(area.FINDING_IDS), area.__name__
+    assert set(checks.NEEDS) == set(checks.FINDING_IDS)
+
+
+def _probes(**outcomes: str) -> dict[str, dict[str, object]]:
+    return {p: {"outcome": o, "reason": "" if o == "ok" else f"why {p}", "duration_s": 0.0} for p, o in outcomes.items()}
+
+
+def test_not_judged_names_the_missing_probe_expectation_or_gpus() -> None:
+    probes = _probes(host="ok", pcie="ok", nvml="unsupported")
+    outcomes = {p: str(r["outcome"]) for p, r in probes.items()}
+    facts = {"host": {}, "pcie": {"gpus": []}}
+    why = not_judged(facts, outcomes, probes, Expectations(gpu_count=8))
+    assert why["p2p.bandwidth.low"] == "p2p probe not in this run"
+    assert why["gpu.lost"] == "nvml unsupported: why nvml"
+    assert why["gpu.count.pci_vs_driver"] == "no GPUs on this host"
+    assert why["host.board.mismatch"] == "no expectation board_vendor or board_model set"
+    assert "gpu.count.mismatch" not in why  # the PCI bus counted, against the expectation
+    assert "host.virtualized" not in why and "pcie.link.downgraded" not in why
+
+
+def test_unreachable_host_judges_nothing_and_a_raised_finding_wins() -> None:
+    probes = _probes(host="unreachable", pcie="unreachable")
+    why = not_judged({}, {p: "unreachable" for p in probes}, probes, None, "unreachable", "connection refused")
+    assert set(why) == set(checks.FINDING_IDS)
+    assert set(why.values()) == {"host unreachable: connection refused"}
+    rec = {"name": "h", "outcome": "ok", "probes": _probes(host="ok", nvml="ok"),
+           "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}},
+           "not_judged": {"gpu.lost": "partial", "p2p.outlier": "p2p probe not in this run"}}
+    states = check_states(rec, [{"id": "gpu.lost", "host": "h"}], ["gpu.lost", "p2p.outlier", "gpu.mig.enabled"],
+                          silenced=[{"finding": {"id": "gpu.mig.enabled", "host": "h"}, "reason": "known"}])
+    assert states["gpu.lost"].state == RAISED
+    assert states["p2p.outlier"].state == NOT_JUDGED
+    assert states["gpu.mig.enabled"].state == NOT_JUDGED and "silenced" in states["gpu.mig.enabled"].reason
+
+
+def test_records_without_stored_states_are_worked_out_from_probes() -> None:
+    rec = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"),
+           "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}}}
+    states = check_states(rec, [], ["gpu.lost", "p2p.outlier"])
+    assert states["gpu.lost"].state == PASS
+    assert states["p2p.outlier"].reason == "p2p probe not in this run"
