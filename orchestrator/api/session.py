@@ -18,8 +18,9 @@ from typing import Any
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
+from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, RunInterrupted, RunOptions, run_fleet
+from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.lock import RunLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
@@ -38,6 +39,19 @@ class RunResult:
     fleet: dict[str, Any]
     hosts: dict[str, HostResult] = field(default_factory=dict)  # host -> its probes over all plays
     interrupted: bool = False
+
+    def stopped_counts(self) -> tuple[int, int, int]:
+        """(hosts finished, hosts cut mid-probe, hosts never started): what a stopped run kept."""
+        finished = cut = never = 0
+        for res in self.hosts.values():
+            outcomes = [p.outcome for p in res.probes.values()]
+            if Outcome.INTERRUPTED in outcomes:
+                cut += 1
+            elif outcomes and all(p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()):
+                never += 1
+            else:
+                finished += 1
+        return finished, cut, never
 
     @property
     def failed_hosts(self) -> list[str]:
@@ -149,6 +163,8 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
                     merged[r.host.name] = r
             if interrupted:
                 break
+        if interrupted:
+            _never_started(plan, merged, store)
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
@@ -158,6 +174,23 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     except OSError as e:
         raise _unwritable(run, e) from None
     return RunResult(run, fleet, merged, interrupted)
+
+
+def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOrStop) -> None:
+    """The plays a stopped run never reached: their hosts' probes are recorded as skipped (never
+    started), so the run shows every host it was meant to probe, as far as it got."""
+    for pp in plan.plays:
+        for h in pp.hosts:
+            res = merged.get(h.name)
+            missing = [c for c in pp.calls if res is None or c.name not in res.probes]
+            if not missing:
+                continue
+            extra = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, NOT_STARTED) for c in missing})
+            store.host_finished(extra)
+            if res is None:
+                merged[h.name] = extra
+            else:
+                res.probes.update(extra.probes)
 
 
 def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
@@ -194,5 +227,6 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         fleet = judge(run.meta, inputs, plan, spool=run.dir)
     else:
         fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir)
-    run.finish(fleet)
+    # a re-judged stopped run is still the stopped run: never a complete baseline for drift
+    run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
     return RunResult(run, fleet)

@@ -80,7 +80,9 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
     if keep:
         prune(root, keep[0], keep[1], protect=tuple(p.name for p in (baseline, run_dir) if p))
     if result.interrupted:
-        print(f"interrupted: {len(result.hosts)} host results kept in {run_dir}", file=sys.stderr)
+        finished, cut, never = result.stopped_counts()
+        print(f"interrupted: {finished} of {finished + cut + never} host(s) finished, {cut} cut off mid-probe, "
+              f"{never} never started; results kept in {run_dir}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     return exitcodes.for_fleet(fleet)
 

@@ -11,6 +11,7 @@ class Outcome(str, Enum):
     OK = "ok"
     SKIPPED = "skipped"
     UNSUPPORTED = "unsupported"
+    INTERRUPTED = "interrupted"  # the run was stopped (Ctrl-C, SIGTERM) while this probe was under way
     FAILED = "failed"
     INVALID_OUTPUT = "invalid_output"
     TIMEOUT = "timeout"
@@ -27,11 +28,13 @@ class Outcome(str, Enum):
 
 
 # Worst last: a host is as bad as its worst probe.  "unsupported" (no GPU library on a CPU box) is
-# not an error, so it sits just above skipped.
+# not an error, so it sits just above skipped; "interrupted" (cut off by the operator) above both:
+# a host cut mid-probe is not one that never started, but nothing it did went wrong either.
 _ORDER = [
     Outcome.OK,
     Outcome.SKIPPED,
     Outcome.UNSUPPORTED,
+    Outcome.INTERRUPTED,
     Outcome.FAILED,
     Outcome.INVALID_OUTPUT,
     Outcome.TIMEOUT,
@@ -39,9 +42,15 @@ _ORDER = [
 ]
 
 
-# Outcome values that are not a problem: a probe skipped on purpose, or a capability the host
-# lacks (no GPU library on a CPU box).  Readers of fleet.json counts compare values with this.
-NOT_PROBLEMS: frozenset[str] = frozenset({Outcome.OK.value, Outcome.SKIPPED.value, Outcome.UNSUPPORTED.value})
+# Outcome values that are not a problem of the host: a probe skipped on purpose, a capability the
+# host lacks (no GPU library on a CPU box), a probe the operator's Ctrl-C cut off (the run's own
+# exit status, 130, says so).  Readers of fleet.json counts compare values with this.
+NOT_PROBLEMS: frozenset[str] = frozenset({Outcome.OK.value, Outcome.SKIPPED.value, Outcome.UNSUPPORTED.value,
+                                          Outcome.INTERRUPTED.value})
+
+# The reasons a stopped run records: hosts it never reached are skipped, hosts it cut off interrupted.
+NOT_STARTED = "run interrupted before this host started"
+CUT_OFF = "run interrupted while this host was being probed"
 
 
 def is_problem(value: str) -> bool:

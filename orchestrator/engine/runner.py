@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from orchestrator.engine import bundle
 from orchestrator.engine import payload as probes
 from orchestrator.engine.envelope import Envelope, EnvelopeError, parse_envelope
-from orchestrator.engine.outcomes import Outcome, transport_outcome, worst
+from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome, transport_outcome, worst
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import CommandResult, Transport, TransportError, TransportOptions
 from orchestrator.transport.become import become_failure, wrap_command
@@ -284,6 +284,8 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
     if bundled:  # each probe keeps its own caps on the host; the whole answer may hold them all
         topts = dataclasses.replace(topts, max_output=bundle.transport_cap(len(calls), topts.max_output,
                                                                            topts.max_stderr))
+    if stop.is_set():  # queued when the run was stopped: never touched
+        return HostResult(host, {c.name: ProbeResult(c.name, Outcome.SKIPPED, NOT_STARTED) for c in calls})
     try:
         transport = factory(host, topts)
         with lock:
@@ -351,7 +353,7 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                 break
     except _Cancelled:
         for call in calls:
-            results.setdefault(call.name, ProbeResult(call.name, Outcome.SKIPPED, "run interrupted"))
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.INTERRUPTED, CUT_OFF))
     except TransportError as e:  # raised while opening
         for call in calls:
             results.setdefault(call.name, ProbeResult(call.name, transport_outcome(e.kind),
@@ -372,7 +374,7 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     """Run `calls` on every host; returns results in inventory order.
 
     KeyboardInterrupt: hosts not yet started are marked skipped, in-flight connections are
-    closed (their hosts end as skipped/"run interrupted"), every finished result is kept, and
+    closed (their unfinished probes end as interrupted), every finished result is kept, and
     the interrupt is re-raised after the sink saw everything.
     """
     stop = stop or threading.Event()
@@ -421,20 +423,20 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
                 h = pending.pop(fut)
                 try:
                     res = fut.result()
-                except Exception:
-                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+                except Exception:  # cancelled in the queue (never started), or its worker broke off
+                    cut = (Outcome.SKIPPED, NOT_STARTED) if fut.cancelled() else (Outcome.INTERRUPTED, CUT_OFF)
+                    res = HostResult(h, {c.name: ProbeResult(c.name, *cut) for c in calls})
                 done[h.name] = res
                 sink.host_finished(res)
         for _fut, h in list(pending.items()):  # a worker that would not stop: recorded, not waited for
-            res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted") for c in calls})
+            res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.INTERRUPTED, CUT_OFF) for c in calls})
             done[h.name] = res
             sink.host_finished(res)
         pending.clear()
     finally:
         pool.shutdown(wait=interrupted is None, cancel_futures=True)
     for h in queue if interrupted else []:
-        res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, "run interrupted before this host started")
-                             for c in calls})
+        res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, NOT_STARTED) for c in calls})
         done[h.name] = res
         sink.host_finished(res)
     results = sorted(done.values(), key=lambda r: order[r.host.name])

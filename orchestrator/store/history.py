@@ -24,7 +24,9 @@ from orchestrator.store.fleet_file import read_fleet
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
 _FAILED_OUTCOMES = ("failed", "invalid_output", "timeout")
-_OK_OUTCOMES = tuple(sorted(NOT_PROBLEMS))
+# answered without a problem (unsupported: a CPU box has no GPU library); skipped and interrupted
+# hosts are counted apart, never as ok
+_OK_OUTCOMES = tuple(sorted(NOT_PROBLEMS - {"skipped", "interrupted"}))
 
 
 class RunNotFound(LookupError):
@@ -38,19 +40,44 @@ class RunSummary:
     started: datetime | None
     inventory: list[str] = field(default_factory=list)
     playbook: str | None = None
+    limit: str | None = None
     hosts: int = 0
     ok: int = 0
     failed: int = 0
     unreachable: int = 0
+    skipped: int = 0  # hosts the run never probed (stopped before they started)
+    interrupted: int = 0  # hosts the run cut off mid-probe
     findings: dict[str, int] = field(default_factory=lambda: {"fail": 0, "warn": 0, "info": 0})
-    partial: bool = False
+    partial: bool = False  # files missing or unreadable
     problem: str = ""  # why the run is partial
+    recorded_state: str | None = None  # run.json's state: running, complete, interrupted, failed
+
+    @property
+    def state(self) -> str:
+        """complete (finished, readable), interrupted (stopped by Ctrl-C/SIGTERM, what it got is
+        readable) or partial (crashed, still running, or files missing)."""
+        if self.partial or self.recorded_state not in ("complete", "interrupted"):
+            return "partial"
+        return self.recorded_state
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    @property
+    def playbook_name(self) -> str | None:
+        """The playbook as an operator names it: a shipped one by its name, a file by its file name."""
+        if not self.playbook:
+            return None
+        p = Path(self.playbook)
+        return p.stem if p.parent.name == "playbooks" and p.suffix in (".yml", ".yaml") else p.name
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "path": str(self.path),
-                "started": self.started.isoformat() if self.started else None,
-                "inventory": self.inventory, "playbook": self.playbook, "hosts": self.hosts, "ok": self.ok,
-                "failed": self.failed, "unreachable": self.unreachable, "findings": dict(self.findings),
+                "started": self.started.isoformat() if self.started else None, "state": self.state,
+                "inventory": self.inventory, "playbook": self.playbook, "limit": self.limit, "hosts": self.hosts,
+                "ok": self.ok, "failed": self.failed, "unreachable": self.unreachable, "skipped": self.skipped,
+                "interrupted": self.interrupted, "findings": dict(self.findings),
                 "partial": self.partial, "problem": self.problem}
 
 
@@ -126,6 +153,10 @@ def summarize_run(path: Path) -> RunSummary:
     inv = meta.get("inventory")
     s.inventory = [str(x) for x in inv] if isinstance(inv, list) else ([str(inv)] if inv else [])
     s.playbook = str(meta["playbook"]) if meta.get("playbook") else None
+    s.limit = str(meta["limit"]) if meta.get("limit") else None
+    state = (run or {}).get("state")
+    # a run.json without a state (written before runs recorded one) with its fleet.json: complete
+    s.recorded_state = str(state) if state else "complete"
     if fleet is not None:
         try:
             _count(fleet, s)
@@ -144,6 +175,8 @@ def _tally(summary: dict[str, Any], s: RunSummary) -> None:
     s.unreachable = num.get("unreachable", 0)
     s.failed = sum(num.get(o, 0) for o in _FAILED_OUTCOMES)
     s.ok = sum(num.get(o, 0) for o in _OK_OUTCOMES)
+    s.skipped = num.get("skipped", 0)
+    s.interrupted = num.get("interrupted", 0)
     by_sev = summary.get("findings")
     if isinstance(by_sev, dict):
         for sev in s.findings:
@@ -194,12 +227,16 @@ def resolve_run(results_dir: str | Path, ref: str | None = None) -> Path:
 
 
 def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool = True) -> RunSummary | None:
-    """The newest complete run before `run` (a ref or a path), of the same inventory if asked."""
+    """The newest complete run before `run` (a ref or a path); with `same_inventory`, of the same
+    inventory, playbook and --limit: the run drift should compare with.  An interrupted or
+    partial run, or one that probed other hosts or other probes, is never the default baseline
+    (it would make everything it did not measure look new or resolved)."""
     path = resolve_run(results_dir, str(run))
     me = summarize_run(path)
-    earlier = [s for s in list_runs(results_dir) if s.id < path.name and not s.partial]
+    earlier = [s for s in list_runs(results_dir) if s.id < path.name and s.complete]
     if same_inventory:
-        earlier = [s for s in earlier if s.inventory == me.inventory]
+        earlier = [s for s in earlier
+                   if (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)]
     return earlier[-1] if earlier else None
 
 
@@ -259,12 +296,12 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
 
 def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:
     """The two runs `probe diff [A] [B]` compares: both given; A and the latest; or, with neither,
-    the newest complete run and the complete run before it of the same inventory."""
+    the newest complete run and the complete run before it of the same inventory, playbook and limit."""
     if a and b:
         return resolve_run(results_dir, a), resolve_run(results_dir, b)
     if a:
         return resolve_run(results_dir, a), resolve_run(results_dir, "latest")
-    complete = [s for s in list_runs(results_dir) if not s.partial]
+    complete = [s for s in list_runs(results_dir) if s.complete]
     if not complete:
         raise RunNotFound(f"no complete run under {results_dir} to compare")
     new = complete[-1].path

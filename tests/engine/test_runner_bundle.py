@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.engine import bundle
 from orchestrator.engine import payload as probes
-from orchestrator.engine.outcomes import Outcome
+from orchestrator.engine.outcomes import CUT_OFF, Outcome
 from orchestrator.engine.runner import (
     HostResult,
     ProbeCall,
@@ -293,8 +293,9 @@ def test_interrupting_a_bundle_keeps_the_finished_probes(machine: dict[str, obje
     assert not t.is_alive() and time.monotonic() - t0 < 25
     res = out[0]
     assert res.probes["host"].outcome == Outcome.OK
-    assert res.probes["nvml"].outcome == Outcome.SKIPPED and res.probes["nvml"].reason == "run interrupted"
-    assert res.probes["pcie"].outcome == Outcome.SKIPPED
+    # cut off mid-probe (and the one after it, in the same bundle): interrupted, not "never started"
+    assert res.probes["nvml"].outcome == Outcome.INTERRUPTED and res.probes["nvml"].reason == CUT_OFF
+    assert res.probes["pcie"].outcome == Outcome.INTERRUPTED
     assert not _has_reader(fifo)
 
 
@@ -389,7 +390,7 @@ def test_interrupting_a_bundle_over_ssh_stops_it_on_the_host(sshd: SshdServer, t
     if not Path("/proc/self/wchan").is_file():
         pytest.skip("no /proc/<pid>/wchan here to see the hung open")
     res, python = _interrupt_over_ssh(sshd, tmp_path)
-    assert {p.outcome for n, p in res.probes.items() if n != "host"} == {Outcome.SKIPPED}
+    assert {p.outcome for n, p in res.probes.items() if n != "host"} == {Outcome.INTERRUPTED}  # cut off, not unstarted
     t0 = time.monotonic()
     while _ours_stuck(python) and time.monotonic() - t0 < 5:
         time.sleep(0.05)

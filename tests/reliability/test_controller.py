@@ -85,7 +85,9 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
     assert b"Traceback" not in out
     assert stopped_in < 15, stopped_in  # closing the connections ends the slow probes at once
     run_dir = only_run_dir(results)
-    assert f"interrupted: 5 host results kept in {run_dir}" in stderr
+    # 3 finished, 2 cut off in their probe, none left unstarted: the message counts each kind
+    assert f"interrupted: 3 of 5 host(s) finished, 2 cut off mid-probe, 0 never started; results kept in {run_dir}" \
+        in stderr
     assert "Traceback" not in stderr
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["state"] == "interrupted" and meta["finished"]
@@ -96,7 +98,7 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
         assert (run_dir / "raw" / f"fast{i:02d}" / "host.json").is_file()
     for i in range(1, 3):
         rec = host_record(fleet, f"slow{i:02d}")
-        assert rec["outcome"] == "skipped" and rec["reason"] == "run interrupted"
+        assert rec["outcome"] == "interrupted" and rec["reason"] == "run interrupted while this host was being probed"
     if sig == signal.SIGTERM:
         return  # the run directory is the same whichever signal ended it: read it back once
     # the partial run is an ordinary stored run: listed, shown, re-judged
@@ -136,7 +138,7 @@ def test_interrupt_on_the_local_transport_keeps_finished_hosts(tmp_path: Path) -
     fleet = load_fleet(only_run_dir(results))
     assert_good_host(fleet, "fast01")
     assert_good_host(fleet, "fast02")
-    assert host_record(fleet, "slow01")["outcome"] == "skipped"
+    assert host_record(fleet, "slow01")["outcome"] == "interrupted"  # started, then cut off: not "skipped"
 
 
 # ---------------------------------------------------------------------------------------------

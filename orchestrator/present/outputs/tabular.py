@@ -24,8 +24,8 @@ OUTPUT_FORMATS = ("table", *FORMATS)
 HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", "gpus", "nvlink_up", "p2p_min_gbps",
                 "fail", "warn", "info", "probes")
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
-RUN_COLUMNS = ("id", "started", "inventory", "playbook", "hosts", "ok", "failed", "unreachable",
-               "fail", "warn", "info", "partial", "problem")
+RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "failed", "unreachable",
+               "skipped", "interrupted", "fail", "warn", "info", "problem")
 
 
 def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
@@ -56,6 +56,8 @@ def run_rows(summaries: Iterable[Any]) -> list[dict[str, Any]]:
     rows = []
     for s in summaries:
         d = s.to_dict()
+        # as an operator reads them: inventory paths, the playbook's name (audit, not its full path)
+        d.update(inventory=", ".join(s.inventory), playbook=s.playbook_name or "")
         rows.append({k: d["findings"][k] if k in ("fail", "warn", "info") else d.get(k) for k in RUN_COLUMNS})
     return rows
 

@@ -1,0 +1,72 @@
+"""Runs recorded as they happened (issue 16, item 6): after Ctrl-C, hosts never started are
+`skipped`, hosts cut off mid-probe `interrupted`, the message counts each, and `probe runs` shows
+the run's state, its inventory paths and its playbook's name."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.reliability.support import (
+    cli_env,
+    host_record,
+    interpreter,
+    inventory,
+    load_fleet,
+    only_run_dir,
+    run_cli,
+)
+from tests.support.sshd import ROOT_DIR
+
+
+def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path) -> None:
+    slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
+    inv = inventory(tmp_path / "inventory.yml", {
+        "fast01": {}, **{f"slow{i:02d}": {"ansible_python_interpreter": str(slow)} for i in range(1, 4)}})
+    results = tmp_path / "results"
+    # one host at a time: fast01 finishes, slow01 is being probed, slow02/03 wait their turn
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "--probe", "host", "--results", str(results),
+         "-f", "1", "-t", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
+        text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(results.glob("*/raw/fast01/_host.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # slow01 is in its probe now
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    run_dir = only_run_dir(results)
+    assert ("interrupted: 1 of 4 host(s) finished, 1 cut off mid-probe, 2 never started; "
+            f"results kept in {run_dir}") in err
+    fleet = load_fleet(run_dir)
+    assert host_record(fleet, "fast01")["outcome"] == "ok"
+    assert host_record(fleet, "slow01")["outcome"] == "interrupted"
+    for name in ("slow02", "slow03"):
+        rec = host_record(fleet, name)
+        assert (rec["outcome"], rec["reason"]) == ("skipped", "run interrupted before this host started")
+    assert fleet["summary"]["outcomes"]["interrupted"] == 1 and fleet["summary"]["outcomes"]["skipped"] == 2
+
+    listed = run_cli(["runs", "--results", str(results), "--format", "json"])
+    assert listed.code == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert (row["state"], row["hosts"], row["ok"], row["interrupted"], row["skipped"]) == ("interrupted", 4, 1, 1, 2)
+    assert row["inventory"] == str(inv) and row["playbook"] == "audit"
+    table = run_cli(["runs", "--results", str(results)])
+    assert "interrupted" in table.stdout and "['" not in table.stdout and "playbooks/audit.yml" not in table.stdout
+
+    # re-judged, the stopped run stays a stopped run (it never becomes a complete baseline)
+    rejudged = run_cli(["rejudge", run_dir.name, "--results", str(results), "-q"])
+    assert rejudged.code in (0, 1), rejudged.stderr
+    states = [r["state"] for r in json.loads(run_cli(["runs", "--results", str(results), "--format", "json"]).stdout)]
+    assert states == ["interrupted", "interrupted"]
