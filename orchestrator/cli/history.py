@@ -68,8 +68,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(d.to_dict(), indent=1, default=str))
     else:
-        print(f"{a.name} -> {b.name}")
-        print(render_diff(d) if d.changes else "no change")
+        print(render_diff(d), end="")
     return 0
 
 

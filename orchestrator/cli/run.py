@@ -129,9 +129,7 @@ def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
         return
     print(render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or []))
     if previous is not None and not args.quiet:
-        d = diff_fleets(previous, fleet)
-        since = (previous.get("run") or {}).get("id") or "the previous run"
-        print(f"\ndrift since {since}:\n" + (render_diff(d) if d.changes else "  no change"))
+        print("\n" + render_diff(diff_fleets(previous, fleet)), end="")
     print(f"\nrun: {run_dir}")
 
 

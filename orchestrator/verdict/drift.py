@@ -1,18 +1,27 @@
 """Drift between two runs: what changed per host (pure: two fleet.json dicts in, a FleetDiff out).
 
-A section is compared only when its probe ran fine in both runs: a quick triage today against
-last night's audit must not report every NVLink as "down" just because nvlink did not run.  Hosts
-unreachable in either run get a reachability change and nothing else, for the same reason.
+Only what both runs measured is compared.  A section is compared only when its probe ran fine in
+both runs: a quick triage today against last night's audit must not report every NVLink as
+"down" just because nvlink did not run.  A finding is new only where the baseline's check judged
+that host, and resolved only where this run's check judged it and did not raise it
+(verdict/coverage.py); findings whose check the other run did not judge are counted apart, with
+the reason ("p2p probe not in this run", "no expectation gpu_count set").  Hosts in only one of
+the runs (another --limit, another inventory) are listed, not compared; hosts unreachable in
+either run get a reachability change and nothing else.  Changes of the playbook, the probes, the
+limit and the expectations are reported as such.  Findings are keyed by id, host and subject
+(a directional finding names its direction in the subject: `GPU0 (...) host->GPU`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
+from orchestrator.verdict import coverage
 
 
 @dataclass(frozen=True)
@@ -30,11 +39,24 @@ class Change:
         return asdict(self)
 
 
+FindingKey = tuple[str, str, str]  # id, host, subject
+
+
 @dataclass
 class FleetDiff:
     old_run: str | None
     new_run: str | None
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)  # per host, on hosts both runs probed
+    run_changes: list[Change] = field(default_factory=list)  # playbook, probes, limit, fleet-wide expectations
+    not_in_new: list[str] = field(default_factory=list)  # hosts of the baseline this run did not probe
+    not_in_old: list[str] = field(default_factory=list)  # hosts this run probed that the baseline did not
+    old_limit: str | None = None
+    new_limit: str | None = None
+    # findings present in one run only whose check did not judge that host in the other: reason -> count
+    not_compared: dict[str, int] = field(default_factory=dict)
+    compared: int = 0  # hosts both runs probed and reached
+    new_findings: list[FindingKey] = field(default_factory=list)
+    resolved_findings: list[FindingKey] = field(default_factory=list)
 
     def by_host(self) -> dict[str, list[Change]]:
         out: dict[str, list[Change]] = {}
@@ -49,10 +71,15 @@ class FleetDiff:
         return out
 
     def __bool__(self) -> bool:
-        return bool(self.changes)
+        return bool(self.changes or self.run_changes or self.not_in_new or self.not_in_old)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"old_run": self.old_run, "new_run": self.new_run, "changes": [c.to_dict() for c in self.changes]}
+        return {"old_run": self.old_run, "new_run": self.new_run,
+                "run_changes": [c.to_dict() for c in self.run_changes],
+                "changes": [c.to_dict() for c in self.changes],
+                "not_in_new": {"limit": self.new_limit, "hosts": list(self.not_in_new)},
+                "not_in_old": {"limit": self.old_limit, "hosts": list(self.not_in_old)},
+                "not_compared": dict(self.not_compared)}
 
 
 class _HostsByName(Mapping[str, dict[str, Any]]):
@@ -110,8 +137,64 @@ def _comparable(old: dict[str, Any], new: dict[str, Any], section: str) -> tuple
     return of, nf
 
 
-def _finding_key(f: dict[str, Any]) -> tuple[str, str, str]:
+def finding_key(f: dict[str, Any]) -> FindingKey:
     return (str(f.get("id")), str(f.get("host")), str(f.get("subject")))
+
+
+def _run_meta(fleet: dict[str, Any]) -> dict[str, Any]:
+    run = fleet.get("run") if isinstance(fleet, dict) else None
+    return run if isinstance(run, dict) else {}
+
+
+def _playbook_name(value: Any) -> str | None:
+    if not value:
+        return None
+    name = str(value).replace("\\", "/").rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[0] if name.endswith((".yml", ".yaml")) else name
+
+
+def _run_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    """What the two runs were asked to do differently (one line each, for the whole run)."""
+    o, n = _run_meta(old), _run_meta(new)
+    out = []
+    op, np_ = _playbook_name(o.get("playbook")), _playbook_name(n.get("playbook"))
+    if op and np_ and op != np_:
+        out.append(Change("", "run.playbook", "playbook", op, np_, f"playbook changed: {op} -> {np_}"))
+    oprobes, nprobes = o.get("probes"), n.get("probes")
+    if isinstance(oprobes, list) and isinstance(nprobes, list) and set(oprobes) != set(nprobes):
+        gone, added = sorted(set(oprobes) - set(nprobes)), sorted(set(nprobes) - set(oprobes))
+        text = "; ".join(part for part in (f"not run now: {', '.join(gone)}" if gone else "",
+                                            f"run now: {', '.join(added)}" if added else "") if part)
+        out.append(Change("", "run.probes", "probes", sorted(oprobes), sorted(nprobes), f"probes changed ({text})"))
+    if (o.get("limit") or None) != (n.get("limit") or None) and ("limit" in o or "limit" in n):
+        out.append(Change("", "run.limit", "limit", o.get("limit"), n.get("limit"),
+                          f"limit changed: {o.get('limit') or '(none)'} -> {n.get('limit') or '(none)'}"))
+    return out
+
+
+def _shown(value: Any) -> str:
+    return "(none)" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def _expect_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(key, old value, new value) for each expectation that differs ("(none)": not set)."""
+    return [(k, _shown(old.get(k)), _shown(new.get(k))) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+_NAMED = 3  # hosts named in one expectation line; the rest are counted
+
+
+def _states(rec: dict[str, Any], findings: list[dict[str, Any]], fleet: dict[str, Any],
+            ids: list[str]) -> dict[str, coverage.CheckState]:
+    fleet_level = fleet.get("not_judged") if isinstance(fleet.get("not_judged"), dict) else {}
+    silenced = [x for x in fleet.get("silenced") or [] if isinstance(x, dict)]
+    return coverage.check_states(rec, findings, ids, fleet_level, silenced)
+
+
+def _class_comparable(o: dict[str, Any], n: dict[str, Any]) -> bool:
+    """The topology class is made of host, pcie, nvml and nvlink facts: compared only when the same
+    of those probes ran in both runs (a quick run without nvlink is not a changed machine)."""
+    return all(_probe_ok(o, p) == _probe_ok(n, p) for p in ("host", "pcie", "nvml", "nvlink"))
 
 
 def _diff_gpus(name: str, of: dict[str, Any], nf: dict[str, Any], source: str) -> list[Change]:
@@ -198,24 +281,16 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
     """Per-host changes from run `old` to run `new` (both fleet.json dicts)."""
     if bw_tolerance < 0:
         raise ValueError("bw_tolerance must be >= 0 (0.10 = 10%)")
-    d = FleetDiff(old_run=_run_id(old), new_run=_run_id(new))
+    d = FleetDiff(old_run=_run_id(old), new_run=_run_id(new), run_changes=_run_changes(old, new),
+                  old_limit=_run_meta(old).get("limit"), new_limit=_run_meta(new).get("limit"))
     oh, nh = _hosts(old), _hosts(new)
-    old_findings: dict[str, set[tuple[str, str, str]]] = {}
-    new_findings: dict[str, set[tuple[str, str, str]]] = {}
-    messages: dict[tuple[str, str, str], str] = {}
-    for fleet, into in ((old, old_findings), (new, new_findings)):
-        for f in fleet.get("findings") or []:
-            if isinstance(f, dict):
-                k = _finding_key(f)
-                into.setdefault(k[1], set()).add(k)
-                messages[k] = str(f.get("message", ""))
-    for name in [*oh, *[n for n in nh if n not in oh]]:
-        if name not in nh:
-            d.changes.append(Change(name, "host.removed", name, message="host no longer in the run"))
-            continue
-        if name not in oh:
-            d.changes.append(Change(name, "host.added", name, message="host new in this run"))
-            continue
+    old_by_host, new_by_host = F.findings_by_host(old), F.findings_by_host(new)
+    ids = sorted({str(f.get("id")) for fs in (old_by_host, new_by_host) for items in fs.values() for f in items})
+    d.not_in_new = [name for name in oh if name not in nh]
+    d.not_in_old = [name for name in nh if name not in oh]
+    expect_changes: dict[tuple[str, str, str], list[str]] = {}
+    compared = 0
+    for name in [n for n in oh if n in nh]:
         o, n = oh[name], nh[name]
         o_down, n_down = o.get("outcome") == "unreachable", n.get("outcome") == "unreachable"
         if n_down and not o_down:
@@ -226,38 +301,79 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
                                     "host reachable again"))
         if o_down or n_down:
             continue  # nothing to compare on the side that did not answer
-        if o.get("class") != n.get("class") and (o.get("class") or n.get("class")):
+        compared += 1
+        if isinstance(o.get("expect"), dict) and isinstance(n.get("expect"), dict) and o["expect"] != n["expect"]:
+            for change in _expect_changes(o["expect"], n["expect"]):
+                expect_changes.setdefault(change, []).append(name)
+        if _class_comparable(o, n) and o.get("class") != n.get("class") and (o.get("class") or n.get("class")):
             d.changes.append(Change(name, "class.changed", name, o.get("class"), n.get("class"),
                                     f"topology class {o.get('class')} -> {n.get('class')}"))
-        # NVML's GPU list when nvml ran both times, else the PCIe bus's (bus ids, no uuids)
-        gpu_changes: list[Change] = []
-        for section in ("gpus", "pcie"):
-            pair = _comparable(o, n, section)
-            if pair:
-                gpu_changes = _diff_gpus(name, *pair, source=section)
-                break
-        pair = _comparable(o, n, "nvlink")
-        links = _diff_links(name, *pair) if pair else []
-        # A GPU that is gone takes its links with it: one line for the GPU, not one per link.
-        for i, g in enumerate(gpu_changes):
-            if g.kind != "gpu.lost":
-                continue
-            bus = g.subject.rsplit(" ", 1)[-1]
-            gone = [c for c in links if c.new == "absent" and c.subject.startswith(f"{bus} link ")]
-            if gone:
-                links = [c for c in links if c not in gone]
-                gpu_changes[i] = replace(g, message=f"{g.message}; its {len(gone)} NVLink(s) with it")
-        d.changes.extend(gpu_changes)
-        d.changes.extend(links)
-        pair = _comparable(o, n, "topology")
-        if pair:
-            d.changes.extend(_diff_levels(name, *pair))
-        pair = _comparable(o, n, "p2p")
-        if pair:
-            d.changes.extend(_diff_bandwidth(name, *pair, bw_tolerance))
-        was, now = old_findings.get(name, set()), new_findings.get(name, set())
-        for k in sorted(now - was):
-            d.changes.append(Change(name, "finding.new", f"{k[0]} {k[2]}", None, k[0], messages.get(k, "")))
-        for k in sorted(was - now):
-            d.changes.append(Change(name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None, messages.get(k, "")))
+        d.changes.extend(_diff_sections(name, o, n, bw_tolerance))
+        _diff_findings(d, name, o, n, old_by_host.get(name, []), new_by_host.get(name, []), old, new, ids)
+    d.compared = compared
+    # one line per changed expectation, for the whole run: --expect and playbooks set them for many hosts
+    for (key, was, now), hosts in expect_changes.items():
+        where = (f"all {compared} hosts" if len(hosts) == compared else
+                 f"{len(hosts)} host(s): " + ", ".join(hosts[:_NAMED]) + (f" and {len(hosts) - _NAMED} more"
+                                                                          if len(hosts) > _NAMED else ""))
+        d.run_changes.append(Change("", "run.expect", key, was, now, f"expectation {key}: {was} -> {now} on {where}"))
     return d
+
+
+def _diff_sections(name: str, o: dict[str, Any], n: dict[str, Any], bw_tolerance: float) -> list[Change]:
+    out: list[Change] = []
+    # NVML's GPU list when nvml ran both times, else the PCIe bus's (bus ids, no uuids)
+    gpu_changes: list[Change] = []
+    for section in ("gpus", "pcie"):
+        pair = _comparable(o, n, section)
+        if pair:
+            gpu_changes = _diff_gpus(name, *pair, source=section)
+            break
+    pair = _comparable(o, n, "nvlink")
+    links = _diff_links(name, *pair) if pair else []
+    # A GPU that is gone takes its links with it: one line for the GPU, not one per link.
+    for i, g in enumerate(gpu_changes):
+        if g.kind != "gpu.lost":
+            continue
+        bus = g.subject.rsplit(" ", 1)[-1]
+        gone = [c for c in links if c.new == "absent" and c.subject.startswith(f"{bus} link ")]
+        if gone:
+            links = [c for c in links if c not in gone]
+            gpu_changes[i] = replace(g, message=f"{g.message}; its {len(gone)} NVLink(s) with it")
+    out.extend(gpu_changes)
+    out.extend(links)
+    pair = _comparable(o, n, "topology")
+    if pair:
+        out.extend(_diff_levels(name, *pair))
+    pair = _comparable(o, n, "p2p")
+    if pair:
+        out.extend(_diff_bandwidth(name, *pair, bw_tolerance))
+    return out
+
+
+def _diff_findings(d: FleetDiff, name: str, o: dict[str, Any], n: dict[str, Any], was_f: list[dict[str, Any]],
+                   now_f: list[dict[str, Any]], old: dict[str, Any], new: dict[str, Any], ids: list[str]) -> None:
+    """New: the baseline judged that check on this host; resolved: this run judged it and did not
+    raise it.  Anything else is counted in d.not_compared with the reason."""
+    was = {finding_key(f): f for f in was_f}
+    now = {finding_key(f): f for f in now_f}
+    if not (set(was) ^ set(now)):
+        return
+    old_states, new_states = _states(o, was_f, old, ids), _states(n, now_f, new, ids)
+    for k in sorted(set(now) - set(was)):
+        st = old_states.get(k[0])
+        if st is not None and st.state == coverage.NOT_JUDGED:
+            why = f"not judged in the baseline: {st.reason}"
+            d.not_compared[why] = d.not_compared.get(why, 0) + 1
+            continue
+        d.new_findings.append(k)
+        d.changes.append(Change(name, "finding.new", f"{k[0]} {k[2]}", None, k[0], str(now[k].get("message", ""))))
+    for k in sorted(set(was) - set(now)):
+        st = new_states.get(k[0])
+        if st is not None and st.state == coverage.NOT_JUDGED:
+            why = f"not judged in this run: {st.reason}"
+            d.not_compared[why] = d.not_compared.get(why, 0) + 1
+            continue
+        d.resolved_findings.append(k)
+        d.changes.append(Change(name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None,
+                                str(was[k].get("message", ""))))

@@ -21,7 +21,7 @@ def test_drift_against_previous_and_a_partial_baseline(tmp_path: Path) -> None:
     assert first.returncode in (0, 1), first.stderr
     [first_dir] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     second = probe("run", "-l", "dgx-h100-01,dgx-h100-04", "--results", results, "--html", str(tmp_path / "r.html"))
-    assert "drift since" in second.stdout and "no change" in second.stdout
+    assert f"drift {first_dir.name} -> " in second.stdout and ": no changes" in second.stdout
     assert "Drift since" in (tmp_path / "r.html").read_text()
     (first_dir / "fleet.json").unlink()  # a crashed run: raw files, no fleet.json
     third = probe("run", "-l", "dgx-h100-01", "--results", results, "--baseline", first_dir.name)

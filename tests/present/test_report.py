@@ -183,7 +183,10 @@ def test_drift_lists_new_findings_and_removed_host(doc):
     drift = doc.by_id("drift")
     assert "hosts removed: 1 — a100-03" in drift.text()
     new = drift.find_all("table", cls="drift-new")[0].find_all("tr")[1:]
-    assert sorted(r.find_all("td")[1].text() for r in new) == ["host.unreachable", "nvlink.link.down", "p2p.bandwidth.low"]
+    # gpu05 answered yesterday and is unreachable today: nothing was judged on it today, so its
+    # findings are not "new" (the report used to key findings itself; it now reads verdict/drift.py,
+    # and the reachability change below is what says it)
+    assert sorted(r.find_all("td")[1].text() for r in new) == ["nvlink.link.down", "p2p.bandwidth.low"]
     changes = {(r.find_all("td")[0].text(), r.find_all("td")[1].text())
                for r in drift.find_all("table", cls="drift-changes")[0].find_all("tr")[1:]}
     assert ("gpu05", "host.unreachable") in changes

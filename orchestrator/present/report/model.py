@@ -711,9 +711,8 @@ def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dic
     new and resolved findings as full rows for the tables."""
     prev = previous if isinstance(previous, dict) else {}
     d = diff_fleets(prev, fleet)
-    kind_hosts = {k: sorted({c.host for c in d.changes if c.kind == k}) for k in ("host.added", "host.removed")}
-    changes = [(c.host, c.kind, c.message) for c in d.changes if not c.kind.startswith(("finding.", "host.added",
-                                                                                         "host.removed"))]
+    changes = [(c.host or "(run)", c.kind, c.message) for c in [*d.run_changes, *d.changes]
+               if not c.kind.startswith("finding.")]
 
     def keyed(fs: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
         return {(_str(f.get("id")), _str(f.get("host")), _str(f.get("subject"))): f
@@ -723,6 +722,7 @@ def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dic
     old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _records(prev.get("hosts")) if isinstance(h, dict)}
     return Drift(
         previous_run=_str(_dict(prev.get("run")).get("id")),
-        added_hosts=kind_hosts["host.added"], removed_hosts=kind_hosts["host.removed"], changes=changes,
-        new_findings=[finding_row(now_f[k], host_class, anchors) for k in sorted(set(now_f) - set(old_f))],
-        resolved_findings=[finding_row(old_f[k], old_classes, {}) for k in sorted(set(old_f) - set(now_f))])
+        added_hosts=sorted(d.not_in_old), removed_hosts=sorted(d.not_in_new), changes=changes,
+        # new and resolved as drift judged them: only where both runs' checks judged the host
+        new_findings=[finding_row(now_f[k], host_class, anchors) for k in d.new_findings if k in now_f],
+        resolved_findings=[finding_row(old_f[k], old_classes, {}) for k in d.resolved_findings if k in old_f])

@@ -426,9 +426,11 @@ def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie
         for key, label in (("h2d_gbps", "host->GPU"), ("d2h_gbps", "GPU->host")):
             bw = g.get(key)
             if bw is not None and bw < floor:
-                yield fault("p2p.host_bandwidth.low", view.name, _name(g["index"], g["bus_id"]),
+                # the direction is part of the subject: the two directions are two findings
+                # (drift, overrides and the report key findings by id, host and subject)
+                yield fault("p2p.host_bandwidth.low", view.name, f"{_name(g['index'], g['bus_id'])} {label}",
                             f"{label} pinned copy {bw:.1f} GB/s is below {floor:.1f} GB/s ({source})",
-                            expected=floor, actual=bw,
+                            expected=floor, actual=bw, evidence=[f"p2p.gpus[{g['index']}].{key}"],
                             hint="check the GPU's PCIe link (gen/width downtrained, `lspci -vv` LnkSta), "
                                  "NUMA placement and IOMMU mode")
 
