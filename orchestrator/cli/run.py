@@ -18,6 +18,7 @@ from orchestrator.present.terminal.drift import render_diff
 from orchestrator.present.terminal.findings import classes_table, findings_table
 from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
+from orchestrator.present.terminal.quiet import quiet_text
 from orchestrator.store import atomic
 from orchestrator.store.history import RunNotFound, load_fleet, parse_keep, previous_run, prune, resolve_run
 from orchestrator.store.rundir import default_results_dir
@@ -127,23 +128,28 @@ def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
     if fmt in ("yaml", "csv"):
         print(render_findings(fleet, fmt) if args.quiet else render_hosts(fleet, fmt))
         return
-    print(render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or []))
+    text = render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or [])
+    if not text:
+        return  # -q on a healthy fleet: nothing at all, so cron sends no mail
+    print(text)
     if previous is not None and not args.quiet:
         print("\n" + render_diff(diff_fleets(previous, fleet)), end="")
     print(f"\nrun: {run_dir}")
 
 
 def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str] | None = None) -> str:
-    out = []
-    if not quiet:
-        out.append(hosts_table(fleet))
-        for section in show or []:
-            out.extend(render_section(fleet, section))
-        ct = classes_table(fleet)
-        if ct:
-            out.append(ct)
-    out.append(findings_table(fleet["findings"], "warn" if quiet else "info"))
-    judged = "" if quiet else not_judged_block(fleet)
+    """The terminal report; with `quiet` the cron report (problem hosts and warn/fail findings,
+    "" on a healthy fleet)."""
+    if quiet:
+        return quiet_text(fleet)
+    out = [hosts_table(fleet)]
+    for section in show or []:
+        out.extend(render_section(fleet, section))
+    ct = classes_table(fleet)
+    if ct:
+        out.append(ct)
+    out.append(findings_table(fleet["findings"], "info"))
+    judged = not_judged_block(fleet)
     if judged:
         out.append(judged)
     if fleet.get("silenced"):
@@ -197,5 +203,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
-    p.add_argument("-q", "--quiet", action="store_true", help="only findings of severity warn/fail and errors")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
     p.set_defaults(func=execute_cli)

@@ -1,0 +1,54 @@
+"""`-q`, the cron mode (issue 16, item 3): every problem host with its one-line reason and every
+warn/fail finding; on a healthy fleet nothing at all (so cron sends no mail); exit codes unchanged.
+Real `probe run` invocations: the demo fleet's replayed hosts, local hosts whose interpreter
+misbehaves, and a closed port."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.reliability.support import interpreter, inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def probe(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180)
+
+
+def test_quiet_on_a_healthy_fleet_prints_nothing(tmp_path: Path) -> None:
+    proc = probe("run", "-q", "-l", "dgx-h100-01,dgx-h100-02,dgx-a100-01", "--results", str(tmp_path / "runs"))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+    shown = probe("show", "-q", "--results", str(tmp_path / "runs"))
+    assert (shown.returncode, shown.stdout) == (0, "")
+
+
+def test_quiet_names_every_problem_host_and_every_warn_or_fail_finding(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    garbage = interpreter(bin_dir, "garbage", "sys.stdout.write('this is not an envelope')")
+    crash = interpreter(bin_dir, "crash", "sys.stderr.write('Segmentation fault'); sys.exit(139)")
+    inv = inventory(tmp_path / "inv.yml", {
+        "dgx-h100-04": {"ansible_connection": "replay", "probe_replay": "dgx-h100-04",
+                        "probe_expect": {"nvlink_all_up": True}},
+        "dgx-h100-01": {"ansible_connection": "replay", "probe_replay": "dgx-h100-01"},
+        "garbled01": {"ansible_python_interpreter": str(garbage)},
+        "crashed01": {"ansible_python_interpreter": str(crash)},
+        "offline01": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1},
+    })
+    proc = probe("run", "-q", "-i", str(inv), "--probe", "host", "--probe", "nvlink", "--retries", "0",
+                 "--results", str(tmp_path / "runs"))
+    assert proc.returncode == 5, proc.stderr  # fail findings and problem hosts, as without -q
+    lines = proc.stdout.splitlines()
+    unreachable = [ln for ln in lines if ln.startswith("UNREACHABLE offline01: ")]
+    assert len(unreachable) == 1 and "connection refused" in unreachable[0]
+    [garbled] = [ln for ln in lines if ln.startswith("INVALID_OUTPUT garbled01 (")]
+    assert "host" in garbled and ": " in garbled
+    [crashed] = [ln for ln in lines if " crashed01 " in f" {ln}"]
+    assert crashed.split()[0] in ("FAILED", "INVALID_OUTPUT") and ": " in crashed
+    assert any(ln.startswith("FAIL nvlink.link.down") for ln in lines)
+    assert "dgx-h100-01" not in proc.stdout  # a healthy host is not mentioned
+    assert "INFO" not in proc.stdout
