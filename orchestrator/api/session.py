@@ -41,14 +41,15 @@ class RunResult:
     interrupted: bool = False
 
     def stopped_counts(self) -> tuple[int, int, int]:
-        """(hosts finished, hosts cut mid-probe, hosts never started): what a stopped run kept."""
+        """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept.
+        Part-way: a probe cut off mid-run, or a later play's probes never started."""
         finished = cut = never = 0
         for res in self.hosts.values():
-            outcomes = [p.outcome for p in res.probes.values()]
-            if Outcome.INTERRUPTED in outcomes:
-                cut += 1
-            elif outcomes and all(p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()):
+            unstarted = [p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()]
+            if unstarted and all(unstarted):
                 never += 1
+            elif any(unstarted) or any(p.outcome == Outcome.INTERRUPTED for p in res.probes.values()):
+                cut += 1
             else:
                 finished += 1
         return finished, cut, never

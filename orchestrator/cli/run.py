@@ -82,7 +82,7 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
         prune(root, keep[0], keep[1], protect=tuple(p.name for p in (baseline, run_dir) if p))
     if result.interrupted:
         finished, cut, never = result.stopped_counts()
-        print(f"interrupted: {finished} of {finished + cut + never} host(s) finished, {cut} cut off mid-probe, "
+        print(f"interrupted: {finished} of {finished + cut + never} host(s) finished, {cut} cut off part-way, "
               f"{never} never started; results kept in {run_dir}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     return exitcodes.for_fleet(fleet)

@@ -27,9 +27,10 @@ from orchestrator.verdict import coverage
 @dataclass(frozen=True)
 class Change:
     host: str
-    kind: str  # host.added, host.removed, host.unreachable, host.recovered, gpu.lost, gpu.gained,
-    #            gpu.moved, gpu.replaced, link.down, link.up, level.changed, bandwidth.dropped,
-    #            bandwidth.rose, class.changed, finding.new, finding.resolved
+    kind: str  # host.unreachable, host.recovered, gpu.lost, gpu.gained, gpu.moved, gpu.replaced,
+    #            link.down, link.up, level.changed, bandwidth.dropped, bandwidth.rose, class.changed,
+    #            finding.new, finding.resolved; for the run (host ""): run.playbook,
+    #            run.probes, run.limit, run.expect
     subject: str
     old: Any = None
     new: Any = None

@@ -1,5 +1,5 @@
 """Runs recorded as they happened (issue 16, item 6): after Ctrl-C, hosts never started are
-`skipped`, hosts cut off mid-probe `interrupted`, the message counts each, and `probe runs` shows
+`skipped`, hosts cut off part-way `interrupted`, the message counts each, and `probe runs` shows
 the run's state, its inventory paths and its playbook's name."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
             proc.wait()
     assert proc.returncode == 130, err
     run_dir = only_run_dir(results)
-    assert ("interrupted: 1 of 4 host(s) finished, 1 cut off mid-probe, 2 never started; "
+    assert ("interrupted: 1 of 4 host(s) finished, 1 cut off part-way, 2 never started; "
             f"results kept in {run_dir}") in err
     fleet = load_fleet(run_dir)
     assert host_record(fleet, "fast01")["outcome"] == "ok"
@@ -70,3 +70,38 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
     assert rejudged.code in (0, 1), rejudged.stderr
     states = [r["state"] for r in json.loads(run_cli(["runs", "--results", str(results), "--format", "json"]).stdout)]
     assert states == ["interrupted", "interrupted"]
+
+
+def test_plays_a_stopped_run_never_reached_are_recorded_as_not_started(tmp_path: Path) -> None:
+    slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
+    inv = inventory(tmp_path / "inventory.yml", {"fast01": {}, "slow01": {"ansible_python_interpreter": str(slow)}})
+    book = tmp_path / "two-plays.yml"
+    book.write_text("- name: identity\n  hosts: all\n  probes: [host]\n"
+                    "- name: bus\n  hosts: all\n  probes: [pcie]\n")
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "-p", str(book), "--results", str(results),
+         "-f", "1", "-t", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
+        text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(results.glob("*/raw/fast01/_host.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    # fast01 answered the first play only: not "finished"
+    assert "interrupted: 0 of 2 host(s) finished, 2 cut off part-way, 0 never started" in err
+    fleet = load_fleet(only_run_dir(results))
+    for name, first in (("fast01", "ok"), ("slow01", "interrupted")):
+        probes = host_record(fleet, name)["probes"]
+        assert probes["host"]["outcome"] == first
+        assert (probes["pcie"]["outcome"], probes["pcie"]["reason"]) == ("skipped", "run interrupted before this host started")
+    listed = json.loads(run_cli(["runs", "--results", str(results), "--format", "json"]).stdout)
+    assert listed[0]["playbook"] == "two-plays.yml" and listed[0]["state"] == "interrupted"

@@ -86,7 +86,7 @@ def test_interrupt_keeps_every_finished_host_and_leaves_a_readable_partial_run(
     assert stopped_in < 15, stopped_in  # closing the connections ends the slow probes at once
     run_dir = only_run_dir(results)
     # 3 finished, 2 cut off in their probe, none left unstarted: the message counts each kind
-    assert f"interrupted: 3 of 5 host(s) finished, 2 cut off mid-probe, 0 never started; results kept in {run_dir}" \
+    assert f"interrupted: 3 of 5 host(s) finished, 2 cut off part-way, 0 never started; results kept in {run_dir}" \
         in stderr
     assert "Traceback" not in stderr
     meta = json.loads((run_dir / "run.json").read_text())

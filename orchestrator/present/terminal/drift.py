@@ -19,7 +19,7 @@ _MARK = {
     "host.unreachable": "!", "host.recovered": "+",
     "gpu.lost": "-", "gpu.gained": "+", "gpu.moved": "~", "gpu.replaced": "~",
     "link.down": "-", "link.up": "+", "level.changed": "~", "bandwidth.dropped": "-", "bandwidth.rose": "+",
-    "class.changed": "~", "finding.new": "!", "finding.resolved": "+", "expect.changed": "~",
+    "class.changed": "~", "finding.new": "!", "finding.resolved": "+",
 }
 _NAMED_HOSTS = 3  # hosts named in the "not in this run" line; the rest are counted
 
