@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
-from orchestrator.engine.outcomes import NOT_STARTED, Outcome
+from orchestrator.engine.outcomes import NOT_STARTED, Outcome, is_problem
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
@@ -56,7 +56,7 @@ class RunResult:
 
     @property
     def failed_hosts(self) -> list[str]:
-        return [r["name"] for r in self.fleet["hosts"] if r["outcome"] not in ("ok", "skipped", "unsupported")]
+        return [r["name"] for r in self.fleet["hosts"] if is_problem(r["outcome"])]
 
 
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from junitparser import JUnitXml, Skipped
+
 from tests.reliability.support import (
     cli_env,
     host_record,
@@ -31,7 +33,7 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
     # one host at a time: fast01 finishes, slow01 is being probed, slow02/03 wait their turn
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "--probe", "host", "--results", str(results),
-         "-f", "1", "-t", "5"],
+         "-f", "1", "-t", "5", "--junit", str(tmp_path / "junit.xml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
         text=True)
     try:
@@ -56,6 +58,11 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
         rec = host_record(fleet, name)
         assert (rec["outcome"], rec["reason"]) == ("skipped", "run interrupted before this host started")
     assert fleet["summary"]["outcomes"]["interrupted"] == 1 and fleet["summary"]["outcomes"]["skipped"] == 2
+    # CI reads the same: the cut-off probe and the unstarted hosts' checks are skipped, never passed
+    cases = {(suite.name, case.name): case for suite in JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite}
+    assert [type(r) for r in cases[("slow01", "probe.host")].result] == [Skipped]
+    assert [type(r) for r in cases[("slow02", "host.virtualized")].result] == [Skipped]
+    assert cases[("fast01", "host.virtualized")].is_passed
 
     listed = run_cli(["runs", "--results", str(results), "--format", "json"])
     assert listed.code == 0, listed.stderr

@@ -23,7 +23,7 @@ from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.coverage import NOT_JUDGED, CheckState, fleet_check_states
 
 _ERROR_OUTCOMES = ("failed", "invalid_output", "timeout")
-_SKIP_OUTCOMES = ("skipped", "unsupported")
+_SKIP_OUTCOMES = ("skipped", "unsupported", "interrupted")  # nothing measured, nothing wrong with the host
 # XML 1.0 cannot carry most control characters even escaped; a host's text must not break the file.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
