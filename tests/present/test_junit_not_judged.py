@@ -57,6 +57,11 @@ def test_audit_without_p2p_passes_no_p2p_case(tmp_path: Path) -> None:
     rec = next(h for h in fleet["hosts"] if h["name"] == "dgx-h100-07")
     assert rec["not_judged"]["p2p.bandwidth.low"] == "p2p probe not in this run"
     assert "nvlink.link.down" not in rec["not_judged"]
+    # and the terminal: one line per reason, not a silent pass
+    shown = _probe("show", "--results", str(tmp_path / "runs"))
+    assert "Not judged (no finding here is not a pass):" in shown.stdout
+    p2p_ids = sum(1 for i in FINDING_IDS if i.startswith("p2p."))
+    assert f"p2p.* ({p2p_ids - 1} of {p2p_ids}) on 25 hosts: p2p probe not in this run" in shown.stdout
 
 
 def test_gpu_cases_do_not_pass_on_a_host_without_gpu_facts(tmp_path: Path) -> None:
