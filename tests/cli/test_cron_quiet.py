@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.reliability.support import interpreter, inventory
+from tests.support.sshd import SshdServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +53,18 @@ def test_quiet_names_every_problem_host_and_every_warn_or_fail_finding(tmp_path:
     assert any(ln.startswith("FAIL nvlink.link.down") for ln in lines)
     assert "dgx-h100-01" not in proc.stdout  # a healthy host is not mentioned
     assert "INFO" not in proc.stdout
+
+
+def test_quiet_names_a_timed_out_host(tmp_path: Path, sshd: SshdServer) -> None:
+    """Over SSH (the transport cron runs use), a probe that outlives -t is one TIMEOUT line."""
+    hang = interpreter(tmp_path / "bin", "hang", "import time; time.sleep(60)")
+    host = sshd.host("stuck01", ansible_python_interpreter=str(hang))
+    inv = inventory(tmp_path / "inv.yml", {"stuck01": {"ansible_connection": "ssh", **host.vars},
+                                           "dgx-h100-01": {"ansible_connection": "replay",
+                                                           "probe_replay": "dgx-h100-01"}})
+    proc = probe("run", "-q", "-i", str(inv), "--probe", "host", "-t", "3", "--results", str(tmp_path / "runs"),
+                 "--ssh-config", str(sshd.ssh_config), "--known-hosts", str(sshd.known_hosts))
+    assert proc.returncode == 4, proc.stderr
+    [line] = [ln for ln in proc.stdout.splitlines() if "stuck01" in ln]
+    assert line.startswith("TIMEOUT stuck01 (host): ") and "3" in line
+    assert "dgx-h100-01" not in proc.stdout
