@@ -45,7 +45,7 @@ def version_code(version: str) -> tuple[int, int]:
     """(what ncclGetVersion answers, major*10000+minor*100+patch): NCCL_VERSION_CODE changed its
     encoding in 2.9 (2.8.4 -> 2804, 2.9.6 -> 20906)."""
     parts = [int(p) for p in str(version).split(".")]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
+    major, minor, patch = [*parts, 0, 0, 0][:3]
     num = major * 10000 + minor * 100 + patch
     code = num if (major, minor) >= (2, 9) else major * 1000 + minor * 100 + patch
     return code, num
@@ -67,6 +67,7 @@ def fixture_header(fx: dict[str, Any]) -> str:
     if call is not None and call not in ERROR_CALLS:
         raise FixtureError(f"{fx['machine']}: nccl.faults.error.call must be one of {', '.join(ERROR_CALLS)}")
     busbw = float(nc.get("busbw_gbps", 100.0))
+    channels = int(nc.get("channels", 8))
     out = [
         f"#define FXN_MACHINE {json.dumps(fx['machine'])}\n",
         f"#define FXN_VERSION {code}\n#define FXN_VNUM {num}\n",
@@ -76,13 +77,13 @@ def fixture_header(fx: dict[str, Any]) -> str:
         f"#define FXN_P2P_BUSBW {float(nc.get('p2p_busbw_gbps', busbw))}\n",
         f"#define FXN_SHM_BUSBW {float(nc.get('shm_busbw_gbps', host.get('staged_gbps', 20.0)))}\n",
         f"#define FXN_NET_BUSBW {float(nc.get('net_busbw_gbps', 5.0))}\n",
-        f"#define FXN_CHANNELS {int(nc.get('channels', 8))}\n",
-        f"#define FXN_NVLS_CHANNELS {int(nc.get('nvls_channels', nc.get('channels', 8)))}\n",
+        f"#define FXN_CHANNELS {channels}\n",
+        f"#define FXN_NVLS_CHANNELS {int(nc.get('nvls_channels', channels))}\n",
         f"#define FXN_SHM_CHANNELS {int(nc.get('shm_channels', 2))}\n",
         f"#define FXN_LAT_US {float(nc.get('latency_us', 10.0))}\n",
         f"#define FXN_HALF_BYTES {float(nc.get('half_bytes', 4 << 20))}\n",
         f"#define FXN_WRONG_RANK {int(faults.get('wrong_rank', -1))}\n",
-        f"#define FXN_ERROR_CALL {ERROR_CALLS.get(call, 0) if call else 0}\n",
+        f"#define FXN_ERROR_CALL {ERROR_CALLS[str(call)] if call else 0}\n",
         f"#define FXN_ERROR_CODE {int(err.get('code', 2))}\n",
         f"#define FXN_HANG {1 if faults.get('hang') else 0}\n",
         f"#define FXN_ASYNC_ERROR {int(faults.get('async_error', 0))}\n",

@@ -114,13 +114,15 @@ def average_busbw(results: list[NcclResult]) -> float | None:
 def normalize(data: dict[str, Any]) -> NcclFacts:
     if not isinstance(data, dict):
         raise ValueError("nccl data must be a mapping")
-    lib = data.get("library") if isinstance(data.get("library"), dict) else {}
+    raw_lib = data.get("library")
+    lib: dict[str, Any] = raw_lib if isinstance(raw_lib, dict) else {}
     gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     selected = [i for i in data.get("selected") or [] if isinstance(i, int) and 0 <= i < len(gpus)]
     results = [x for x in (_result(r) for r in data.get("results") or [] if isinstance(r, dict)) if x is not None]
     lines = data.get("debug_lines")
     log = parse_debug_log(lines if isinstance(lines, list) else [])
-    env = data.get("env") if isinstance(data.get("env"), dict) else {}
+    raw_env = data.get("env")
+    env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
     out: NcclFacts = {
         "version": lib.get("version") if isinstance(lib.get("version"), str) else log["version"],
         "gpu_count": len(selected) or None,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.verdict.checks import gpu, host, p2p, pcie
+from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.verdict.findings import Finding
 
-_AREAS = [host, gpu, pcie, p2p]
+_AREAS = [host, gpu, pcie, p2p, nccl]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
