@@ -646,7 +646,10 @@ def collect(ctx):
     data["env"]["files"] = files
     tmp = tempfile.mkdtemp(prefix="fleetprobe-nccl-")
     try:
-        log, data["env"]["applied"] = _neutralise(inherited, files, a["keep_env"], tmp)
+        log, applied = _neutralise(inherited, files, a["keep_env"], tmp)
+        # the temporary directory is gone when the envelope is read: name it, not its path
+        data["env"]["applied"] = dict((k, v.replace(tmp, "$TMPDIR") if isinstance(v, str) else v)
+                                      for k, v in applied.items())
         with _StdoutTrap(tmp) as trap:
             try:
                 _run(a, data, ctx, t_budget, t_hard)

@@ -156,10 +156,14 @@ static void logline(int level, int dev, const char *fmt, ...)
     va_end(ap);
     if (level == 2) snprintf(last_error, sizeof last_error, "%s", msg);
     if (level > debug_level || !debug_file) return;
-    gethostname(host, sizeof host);
+    /* FAKE_NCCL_HOST / FAKE_NCCL_PID: the demo recorder's stand-ins, so recordings do not differ by
+     * the recording machine's name and process ids */
+    const char *fh = getenv("FAKE_NCCL_HOST"), *fp = getenv("FAKE_NCCL_PID");
+    if (fh && *fh) snprintf(host, sizeof host, "%s", fh);
+    else gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
-    fprintf(debug_file, "%s:%d:%ld [%d] NCCL %s %s\n", host, (int)getpid(), (long)syscall(SYS_gettid), dev,
-            level == 2 ? "WARN" : "INFO", msg);
+    long pid = fp && *fp ? atol(fp) : (long)getpid(), tid = fp && *fp ? atol(fp) : (long)syscall(SYS_gettid);
+    fprintf(debug_file, "%s:%ld:%ld [%d] NCCL %s %s\n", host, pid, tid, dev, level == 2 ? "WARN" : "INFO", msg);
 }
 #define INFO(dev, ...) logline(3, dev, __VA_ARGS__)
 #define WARN(dev, ...) logline(2, dev, __VA_ARGS__)
@@ -349,8 +353,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *out, int ndev, const int *devlist)
         if (t == T_NVLS) INFO(devs[r], "Connected NVLS tree");
         INFO(devs[r], "%d coll channels, 0 collnet channels, %d nvls channels, %d p2p channels, 1 p2p channels per peer",
              channels, t == T_NVLS ? FXN_NVLS_CHANNELS : 0, channels);
-        INFO(devs[r], "comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init COMPLETE",
-             (void *)out[r], r, ndev, devs[r], devs[r], bus, 0x5eed0000u + (unsigned)clique);
+        INFO(devs[r], "comm 0x%lx rank %d nranks %d cudaDev %d nvmlDev %d busId %s commId 0x%x - Init COMPLETE",
+             0x55e0c0de0000ul + 0x1000ul * (unsigned long)(out[r] - comms), r, ndev, devs[r], devs[r], bus, 0x5eed0000u + (unsigned)clique);
     }
     report();
     return ncclSuccess;
@@ -360,7 +364,8 @@ ncclResult_t ncclCommDestroy(ncclComm_t c)
 {
     if (!live_comm(c)) return ncclInvalidArgument;
     while (c->hung) sleep(1); /* the real destroy waits for kernels that never end: only abort helps */
-    INFO(c->dev, "comm %p rank %d nranks %d cudaDev %d - Destroy COMPLETE", (void *)c, c->rank, c->nranks, c->dev);
+    INFO(c->dev, "comm 0x%lx rank %d nranks %d cudaDev %d - Destroy COMPLETE", 0x55e0c0de0000ul + 0x1000ul * (unsigned long)(c - comms),
+         c->rank, c->nranks, c->dev);
     free_comm(c);
     n_destroyed++;
     report();
@@ -381,7 +386,8 @@ ncclResult_t ncclCommAbort(ncclComm_t c)
 {
     if (!live_comm(c)) return ncclInvalidArgument;
     for (int i = 0; i < c->nstreams; i++) cu.release(c->streams[i]); /* the kernels are told to quit */
-    INFO(c->dev, "comm %p rank %d nranks %d cudaDev %d - Abort COMPLETE", (void *)c, c->rank, c->nranks, c->dev);
+    INFO(c->dev, "comm 0x%lx rank %d nranks %d cudaDev %d - Abort COMPLETE", 0x55e0c0de0000ul + 0x1000ul * (unsigned long)(c - comms),
+         c->rank, c->nranks, c->dev);
     free_comm(c);
     n_aborted++;
     report();

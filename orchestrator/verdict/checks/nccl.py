@@ -170,7 +170,7 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
                     expected=f"> {stage}", actual=busbw, evidence=evidence,
                     hint="check nvidia-fabricmanager, `nvidia-smi nvlink -s`, NCCL settings and plugins")
         return  # slower than PCIe is the stronger statement of the same low figure
-    floor, floor_src = _floor(model, n, nvlink, stage, stage_src, view.expect)
+    floor, floor_src = _floor(model, n, nvlink, stage, stage_src)
     if floor is None:
         return
     if size < gpu_models.NCCL_FLOOR_MIN_BYTES and floor_src.startswith("published"):
@@ -193,11 +193,8 @@ def _model_from_gpus(facts: dict[str, Any]) -> gpu_models.GpuModel | None:
     return None
 
 
-def _floor(model: gpu_models.GpuModel | None, n: int, nvlink: bool | None, stage: float | None, stage_src: str,
-           expect: Any) -> tuple[float | None, str]:
-    want = getattr(expect, "nccl_busbw_min_gbps", None)
-    if isinstance(want, (int, float)):
-        return float(want), "expectation nccl_busbw_min_gbps"
+def _floor(model: gpu_models.GpuModel | None, n: int, nvlink: bool | None, stage: float | None,
+           stage_src: str) -> tuple[float | None, str]:
     published = gpu_models.nccl_allreduce_floor(model.key if model else None, n)
     if published is not None and nvlink:
         return published, f"published floor for {n}x {model.key if model else '?'} (AzHPC health checks)"
