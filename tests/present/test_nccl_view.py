@@ -45,3 +45,15 @@ def test_show_nccl_on_the_replayed_demo(tmp_path: Path) -> None:
                           timeout=120)
     assert "== dgx-h100-14: nccl" in proc.stdout and "transport P2P, channels 2" in proc.stdout
     assert "nccl.slower_than_pcie" in proc.stdout
+
+
+def test_report_shows_the_nccl_table_per_host(tmp_path: Path) -> None:
+    from orchestrator.present.report import render_report
+    from tests.verdict.test_verdict_demo import run_cli
+
+    _, fleet, err = run_cli(["-l", "dgx-h100-14:dgx-h100-15", "-p", "premigration"], tmp_path / "run")
+    assert fleet is not None, err
+    html = render_report(fleet)
+    assert html.count("<h4>NCCL all_reduce") == 2
+    assert "transport P2P, channels 2" in html and "host setting NCCL_P2P_DISABLE=1" in html
+    assert "<td>268435456</td>" in html
