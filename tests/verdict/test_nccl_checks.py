@@ -129,3 +129,19 @@ def test_nothing_is_judged_when_the_probe_did_not_run_or_one_gpu(demo: dict[str,
     assert judge(demo["dgx-h100-14"], {"nccl": "unsupported"}) == []
     one = _with(_scaled(demo["dgx-h100-12"], 0.0), gpu_count=1)
     assert judge(one) == []  # busbw is 0 by definition with one rank
+
+
+def test_boxes_without_a_published_floor_are_judged_against_their_peers(demo: dict[str, dict[str, Any]]) -> None:
+    def box(name: str, busbw: float) -> HostView:
+        facts = _scaled(demo["dgx-h100-12"], busbw)
+        facts["nccl"]["gpu_model"] = "L40S"  # no published floor
+        return HostView(name=name, facts=facts, outcomes=dict(OUTCOMES))
+
+    views = [box("a", 20.0), box("b", 21.0), box("c", 19.0), box("d", 9.0)]
+    [low] = list(checks.check_nccl_peers(views))
+    assert low.host == "d" and low.id == "nccl.busbw.low" and low.expected == round(19.5 * checks.PEER_RATIO, 1)
+    assert "its peers" in low.message
+    assert list(checks.check_nccl_peers([views[0], views[3]])) == []  # two hosts are too few to have a median
+    published = [HostView(name=n, facts=_scaled(demo["dgx-h100-12"], bw), outcomes=dict(OUTCOMES))
+                 for n, bw in (("a", 470.0), ("b", 471.0), ("c", 300.0))]
+    assert list(checks.check_nccl_peers(published)) == []  # judged by the published floor instead

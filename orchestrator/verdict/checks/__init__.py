@@ -15,9 +15,9 @@ FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "F
 
 
 # The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; GPU UUIDs/serials:
-# gpus).  A fleet judged in worker processes hands the parent only these sections of each host, so
+# gpus; NCCL bus bandwidth against peers: nccl).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
-FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus")
+FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl")
 
 
 def run_host_checks(view: HostView) -> list[Finding]:

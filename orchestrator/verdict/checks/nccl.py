@@ -4,7 +4,7 @@ Inputs: facts["nccl"] (normalize/nccl.py: the nccl probe, or nccl-tests output i
 and, when those ran, facts["p2p"] (the host-staging rate and the pairs, for the cross-check),
 facts["nvlink"] / facts["topology"] (is this an NVLink box) and facts["gpus"] (MIG, virtualized).
 Floors: facts/gpu_models.py (NCCL_ALLREDUCE_FLOORS_GBPS per model and GPU count; PCIe boxes from
-the host's own staging rate).  The figure judged is the bus bandwidth of the largest all_reduce
+the host's own staging rate; other boxes against their peers, check_nccl_peers).  The figure judged is the bus bandwidth of the largest all_reduce
 message, as the health checks that publish the floors judge it.
 """
 
@@ -25,7 +25,9 @@ TRANSPORT_UNEXPECTED = "nccl.transport.unexpected"
 ENV_OVERRIDE = "nccl.env.override"
 DATA_WRONG = "nccl.data.wrong"
 ERROR = "nccl.error"
-OFF_NVLINK = ("SHM", "NET")  # transports that mean NCCL is not using the GPUs' own links
+OFF_NVLINK = ("SHM", "NET")
+PEERS_MIN = 3  # hosts of one GPU model and count before their median is a floor
+PEER_RATIO = 0.7  # a host below this share of its peers' median is low  # transports that mean NCCL is not using the GPUs' own links
 SUBJECT = "NCCL all_reduce"
 
 
@@ -244,7 +246,40 @@ def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
                      "(NCCL_P2P_DISABLE=1 alone halves or worse an NVLink box's all_reduce)")
 
 
+def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
+    """Boxes without a published floor (PCIe boxes, unlisted GPU counts) against their peers: the
+    hosts with the same GPU model and count.  Reads facts["nccl"] only (FLEET_CHECK_SECTIONS)."""
+    groups: dict[tuple[str, int], list[tuple[str, float, int]]] = {}
+    for view in views:
+        nccl = _nccl(view)
+        if nccl is None or nccl.get("limitation"):
+            continue
+        n, key, best = nccl.get("gpu_count"), nccl.get("gpu_model"), _largest(nccl)
+        if not isinstance(n, int) or n < 2 or not isinstance(key, str) or best is None:
+            continue
+        if gpu_models.nccl_allreduce_floor(key, n) is not None:
+            continue  # judged against the published floor by check_nccl
+        if best["size_bytes"] < gpu_models.NCCL_FLOOR_MIN_BYTES:
+            continue
+        groups.setdefault((key, n), []).append((view.name, float(best["busbw_gbps"]), int(best["size_bytes"])))
+    for (key, n), members in sorted(groups.items()):
+        if len(members) < PEERS_MIN:
+            continue
+        median = statistics.median(bw for _, bw, _ in members)
+        floor = round(median * PEER_RATIO, 1)
+        for host, bw, size in members:
+            if bw < floor:
+                yield fault(BUSBW_LOW, host, SUBJECT,
+                            f"all_reduce bus bandwidth {bw:.1f} GB/s is below {PEER_RATIO:.0%} of the median "
+                            f"{median:.1f} GB/s of the {len(members)} hosts with {n}x {key} (its peers)",
+                            expected=floor, actual=bw,
+                            evidence=[f"busbw {bw:.1f} GB/s at {size} bytes",
+                                      f"peers: {', '.join(sorted(h for h, _, _ in members if h != host)[:8])}"],
+                            hint="compare the host's p2p pairs and PCIe links with a peer's")
+
+
 CHECKS = [check_nccl]
+FLEET_CHECKS = [check_nccl_peers]
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
