@@ -22,7 +22,8 @@
 # min_bytes (default 1 MiB), max_bytes (default 1 GiB), step_factor (default 4), iters (timed
 # iterations per size, default 20), warmup_iters (default 1), budget_s (default 60), hang_s (a
 # collective that has not finished after this long is a hang, default 30), force (measure busy
-# GPUs too), keep_env (measure under the host's NCCL settings), root (filesystem prefix; tests).
+# GPUs too), keep_env (measure under the host's NCCL settings), root (filesystem prefix; tests),
+# ops (default ["all_reduce"]; "all_gather" and "reduce_scatter" too).
 # requires: _cuda
 import glob
 import os
@@ -47,7 +48,9 @@ _NCCL_SUM = 0      # ncclRedOp_t ncclSum
 _REQUIRED = ("ncclGetVersion", "ncclGetErrorString", "ncclCommInitAll", "ncclCommDestroy", "ncclAllReduce",
              "ncclGroupStart", "ncclGroupEnd")
 # Newer than NCCL 2.0: absent from old libraries, so each is asked for before use.
-_OPTIONAL = ("ncclCommAbort", "ncclCommGetAsyncError", "ncclGetLastError")
+_OPTIONAL = ("ncclCommAbort", "ncclCommGetAsyncError", "ncclGetLastError", "ncclAllGather", "ncclReduceScatter")
+# nccl-tests' bus factors: the share of the message each rank moves over the bus
+_OPS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter"}
 # The variables the probe sets itself; inherited values of these only decide where NCCL logs.
 _OWN = ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_CONF_FILE")
 _CHUNK = 4 << 20    # host staging for filling and verifying device buffers
@@ -79,7 +82,10 @@ def _args(ctx):
         "warmup_iters": int(a.get("warmup_iters", 1)), "budget_s": float(a.get("budget_s", 60)),
         "hang_s": float(a.get("hang_s", 30)), "force": bool(a.get("force", False)),
         "keep_env": bool(a.get("keep_env", False)), "gpus": a.get("gpus"),
+        "ops": a.get("ops", ["all_reduce"]),
     }
+    if not isinstance(out["ops"], list) or not out["ops"] or [o for o in out["ops"] if o not in _OPS]:
+        raise ValueError("ops must be a non-empty list of %s" % ", ".join(sorted(_OPS)))
     if not (4 <= out["min_bytes"] <= out["max_bytes"] <= (16 << 30)):
         raise ValueError("need 4 <= min_bytes <= max_bytes <= 16 GiB")
     if not (2 <= out["step_factor"] <= 1024 and 1 <= out["iters"] <= 10000 and 0 <= out["warmup_iters"] <= 100):
@@ -298,6 +304,8 @@ class _Nccl(object):
             "ncclGetVersion": [P(c_int)], "ncclGetErrorString": [c_int],
             "ncclCommInitAll": [P(c_void_p), c_int, P(c_int)], "ncclCommDestroy": [c_void_p],
             "ncclAllReduce": [c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p],
+            "ncclAllGather": [c_void_p, c_void_p, c_size_t, c_int, c_void_p, c_void_p],
+            "ncclReduceScatter": [c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_void_p],
             "ncclGroupStart": [], "ncclGroupEnd": [], "ncclCommAbort": [c_void_p],
             "ncclCommGetAsyncError": [c_void_p, P(c_int)], "ncclGetLastError": [c_void_p],
         }
@@ -473,26 +481,41 @@ class _Run(_CudaSession):
         if self.wait("stream", self.streams_of(), deadline) is not None:
             raise CudaError("cuMemsetD8Async (did not finish)", 909)
 
-    def verify(self, nbytes, deadline):
-        """Wrong float32 elements over every rank's result (0: all correct)."""
+    def verify(self, op, nbytes, deadline):
+        """Wrong float32 elements over every rank's result (0: all correct).  all_reduce: the sum
+        everywhere; all_gather: rank q's pattern in segment q; reduce_scatter: the sum of segment r
+        on rank r (segments are whole pattern periods, so every one starts at phase 0)."""
         n = len(self.gpus)
-        exp = self.expected(n)
+        total = self.expected(n)
+        seg = nbytes // n
         wrong = 0
         for g in self.gpus:
-            self.use(g)
-            off = 0
-            while off < nbytes:
-                k = min(_CHUNK, nbytes - off)
-                self.cu("cuMemcpyDtoHAsync_v2", c_void_p(self.stage), c_uint64(self.recv[g] + off), k,
-                        self.streams[g])
-                if self.wait("stream", [self.streams[g]], deadline) is not None:
-                    raise CudaError("cuMemcpyDtoHAsync_v2 (read-back did not finish)", 909)
-                if not self._same(exp, k):
-                    got = ctypes.string_at(self.stage, k)
-                    a = struct.unpack("<%dI" % (k // 4), got)
-                    b = struct.unpack("<%dI" % (k // 4), exp[:k])
-                    wrong += sum(1 for x, y in zip(a, b) if x != y)
-                off += k
+            if op == "all_reduce":
+                parts = [(0, nbytes, total)]
+            elif op == "all_gather":
+                parts = [(q * seg, seg, self.pattern(q)) for q in range(n)]
+            else:
+                parts = [(0, seg, total)]
+            for base, length, exp in parts:
+                wrong += self._compare(g, base, length, exp, deadline)
+        return wrong
+
+    def _compare(self, g, base, length, exp, deadline):
+        self.use(g)
+        wrong = 0
+        off = 0
+        while off < length:
+            k = min(_CHUNK, length - off)
+            self.cu("cuMemcpyDtoHAsync_v2", c_void_p(self.stage), c_uint64(self.recv[g] + base + off), k,
+                    self.streams[g])
+            if self.wait("stream", [self.streams[g]], deadline) is not None:
+                raise CudaError("cuMemcpyDtoHAsync_v2 (read-back did not finish)", 909)
+            if not self._same(exp, k):
+                got = ctypes.string_at(self.stage, k)
+                a = struct.unpack("<%dI" % (k // 4), got)
+                b = struct.unpack("<%dI" % (k // 4), exp[:k])
+                wrong += sum(1 for x, y in zip(a, b) if x != y)
+            off += k
         return wrong
 
     def _same(self, exp, k):
@@ -508,13 +531,23 @@ class _Run(_CudaSession):
         self.nccl("ncclCommInitAll", comms, n, devs)
         self.comms = comms
 
-    def all_reduce(self, nbytes):
-        count = nbytes // 4
+    def collective(self, op, nbytes):
+        """One collective of `nbytes` (nccl-tests' size: the all_reduce message, the gathered
+        result, the scattered input) on every rank, inside one group."""
+        n = len(self.gpus)
         self.nccl("ncclGroupStart")
         try:
             for i, g in enumerate(self.gpus):
-                self.nccl("ncclAllReduce", c_void_p(self.send[g]), c_void_p(self.recv[g]), count, _NCCL_FLOAT32,
-                          _NCCL_SUM, self.comms[i], self.streams[g])
+                send, recv = c_void_p(self.send[g]), c_void_p(self.recv[g])
+                if op == "all_reduce":
+                    self.nccl("ncclAllReduce", send, recv, nbytes // 4, _NCCL_FLOAT32, _NCCL_SUM, self.comms[i],
+                              self.streams[g])
+                elif op == "all_gather":
+                    self.nccl("ncclAllGather", send, recv, nbytes // 4 // n, _NCCL_FLOAT32, self.comms[i],
+                              self.streams[g])
+                else:
+                    self.nccl("ncclReduceScatter", send, recv, nbytes // 4 // n, _NCCL_FLOAT32, _NCCL_SUM,
+                              self.comms[i], self.streams[g])
         finally:
             self.nccl("ncclGroupEnd")
 
@@ -635,7 +668,7 @@ def collect(ctx):
         "guard": {"ran": False, "reason": None, "busy": {}, "forced": a["force"]},
         "params": {"min_bytes": a["min_bytes"], "max_bytes": a["max_bytes"], "step_factor": a["step_factor"],
                    "iters": a["iters"], "warmup_iters": a["warmup_iters"], "budget_s": a["budget_s"],
-                   "hang_s": a["hang_s"], "op": "all_reduce", "dtype": "float", "redop": "sum",
+                   "hang_s": a["hang_s"], "ops": a["ops"], "dtype": "float", "redop": "sum",
                    "timing": "cuda-events on every rank's stream around the iterations; the slowest rank"},
         "results": [], "debug_lines": None, "debug_truncated": False, "stdout_bytes": 0, "stdout_head": "",
         "errors": [], "hang": None, "budget_exhausted": False, "not_reached": [], "complete": False,
@@ -717,32 +750,56 @@ def _run(a, data, ctx, t_budget, t_hard):
             data["cleanup_errors"] = leftovers
 
 
+def _units(run, ops, sizes):
+    """(op, size) in sweep order; all_gather and reduce_scatter sizes are whole pattern periods per
+    rank (multiples of n x 4 KiB), as the verification compares segment by segment."""
+    n = len(run.gpus)
+    out = []
+    for op in ops:
+        if op != "all_reduce" and not run.nccl.has(_OPS[op]):
+            continue
+        for size in sizes:
+            if op != "all_reduce":
+                size = size // (n * 4 * _PERIOD) * (n * 4 * _PERIOD)
+            if size and (op, size) not in out:
+                out.append((op, size))
+    return out
+
+
+def _bus_factor(op, n):
+    return 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1) / float(n)
+
+
 def _sweep(run, data, sizes, a, t_budget, t_hard):
     n = len(run.gpus)
-    bus_factor = 2.0 * (n - 1) / n
     starts = [run.events[g][0] for g in run.gpus]
     ends = [run.events[g][1] for g in run.gpus]
-    for i, size in enumerate(sizes):
+    for op in a["ops"]:
+        if op != "all_reduce" and not run.nccl.has(_OPS[op]):
+            data["errors"].append({"where": op, "error": "symbol missing",
+                                   "message": "this NCCL lacks %s: %s not measured" % (_OPS[op], op)})
+    units = _units(run, a["ops"], sizes)
+    for i, (op, size) in enumerate(units):
         now = time.time()
         if now >= t_budget:
             data["budget_exhausted"] = True
-            data["not_reached"] = sizes[i:]
+            data["not_reached"] = _rest(units, i, a)
             return
-        where = "all_reduce %d bytes" % size
+        where = "%s %d bytes" % (op, size)
         try:
             run.clear(size, t_hard)
             for _ in range(a["warmup_iters"]):
-                run.all_reduce(size)
+                run.collective(op, size)
             deadline = min(t_hard, time.time() + a["hang_s"])
             state = run.wait("stream", run.streams_of(), deadline)
             if state is None:
                 # warm-up time says how many timed iterations the budget leaves for this size
                 iters = a["iters"]
-                share = (t_budget - time.time()) / max(1, len(sizes) - i)
+                share = (t_budget - time.time()) / max(1, len(units) - i)
                 for g in run.gpus:
                     run.use(g)
                     run.cu("cuEventRecord", run.events[g][0], run.streams[g])
-                run.all_reduce(size)
+                run.collective(op, size)
                 for g in run.gpus:
                     run.use(g)
                     run.cu("cuEventRecord", run.events[g][1], run.streams[g])
@@ -755,7 +812,7 @@ def _sweep(run, data, sizes, a, t_budget, t_hard):
                         run.use(g)
                         run.cu("cuEventRecord", run.events[g][0], run.streams[g])
                     for _ in range(iters):
-                        run.all_reduce(size)
+                        run.collective(op, size)
                     for g in run.gpus:
                         run.use(g)
                         run.cu("cuEventRecord", run.events[g][1], run.streams[g])
@@ -764,16 +821,16 @@ def _sweep(run, data, sizes, a, t_budget, t_hard):
             _err(data, where, e)
             if isinstance(e, NcclError) or e.code in _STICKY:
                 run.hung = True  # a failed communicator may hold kernels: abort, never destroy
-                data["not_reached"] = sizes[i + 1:]
+                data["not_reached"] = _rest(units, i + 1, a)
                 return
             continue
         if state is not None:
             run.hung = True
             if state == "hang":
-                data["hang"] = {"op": "all_reduce", "size_bytes": size, "after_s": round(a["hang_s"], 3)}
+                data["hang"] = {"op": op, "size_bytes": size, "after_s": round(a["hang_s"], 3)}
             else:
                 _err(data, where, state)
-            data["not_reached"] = sizes[i + 1:]
+            data["not_reached"] = _rest(units, i + 1, a)
             abort_err = run.abort()
             if abort_err:
                 data["errors"].append({"where": "abort after %s" % where, "error": "ncclCommAbort",
@@ -783,18 +840,24 @@ def _sweep(run, data, sizes, a, t_budget, t_hard):
         time_us = ms * 1e3 / iters
         algbw = size / (time_us * 1e-6) / 1e9 if time_us > 0 else None
         try:
-            wrong = run.verify(size, t_hard)
+            wrong = run.verify(op, size, t_hard)
         except CudaError as e:
             _err(data, "verify %s" % where, e)
             wrong = None
         data["results"].append({
-            "op": "all_reduce", "size_bytes": size, "count": size // 4, "dtype": "float", "redop": "sum",
+            "op": op, "size_bytes": size, "count": size // 4, "dtype": "float",
+            "redop": None if op == "all_gather" else "sum",
             "in_place": False, "iters": iters, "time_us": round(time_us, 3),
             "algbw_gbps": round(algbw, 3) if algbw is not None else None,
-            "busbw_gbps": round(algbw * bus_factor, 3) if algbw is not None else None,
+            "busbw_gbps": round(algbw * _bus_factor(op, n), 3) if algbw is not None else None,
             "wrong": wrong,
         })
     data["complete"] = True
+
+
+def _rest(units, i, a):
+    """What was not reached: sizes when only one operation runs (the common case), else "op size"."""
+    return [s for _, s in units[i:]] if len(a["ops"]) == 1 else ["%s %d" % u for u in units[i:]]
 
 
 def _elapsed_ms(run, starts, ends):

@@ -233,3 +233,21 @@ def test_budget_bounds_the_sweep(libdir: Path) -> None:
 def test_bad_arguments_are_unsupported(libdir: Path) -> None:
     env, _, _, _ = run_probe(libdir, "dgx-h100--nccl", min_bytes=8, max_bytes=4)
     assert env["status"] == "unsupported" and "min_bytes" in env["errors"][0]
+
+
+def test_all_gather_and_reduce_scatter_are_timed_and_verified_too(libdir: Path) -> None:
+    ops = ["all_reduce", "all_gather", "reduce_scatter"]
+    env, cuda, nccl, _ = run_probe(libdir, "dgx-h100--nccl", ops=ops, gpus=[0, 1, 2, 3, 4, 5])
+    rows = env["data"]["results"]
+    n = 6
+    # sizes are whole 4 KiB pattern periods per rank for the segmented operations
+    assert {r["op"] for r in rows} == set(ops)
+    for r in rows:
+        assert r["wrong"] == 0, r
+        factor = 2 * (n - 1) / n if r["op"] == "all_reduce" else (n - 1) / n
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * factor, rel=1e-3)
+        if r["op"] != "all_reduce":
+            assert r["size_bytes"] % (n * 4096) == 0
+    assert_nothing_held(cuda, nccl)
+    bad, _, _, _ = run_probe(libdir, "dgx-h100--nccl-wrong", ops=["all_gather", "reduce_scatter"])
+    assert all(r["wrong"] == 1 for r in bad["data"]["results"])  # rank 3's one wrong element, per op
