@@ -6,9 +6,10 @@
 # Not passive: it loads every GPU and its links, so the busy guard leaves GPUs with other
 # processes alone (as p2p does).
 #
-# NCCL's own output never reaches stdout: NCCL_DEBUG=INFO goes to a temporary NCCL_DEBUG_FILE
-# (its transport and channel lines are returned for the controller to parse), and fd 1 points at
-# a temporary file while NCCL is loaded; C stdio is flushed before fd 1 is restored.
+# NCCL's own output never reaches stdout: NCCL_DEBUG=INFO goes to NCCL_DEBUG_FILE, a pipe read by a
+# thread (its transport and channel lines are returned for the controller to parse), and fd 1 is
+# another drained pipe while NCCL is loaded; C stdio is flushed before fd 1 is restored.  Nothing
+# is written on the host (no temporary files).
 # Inherited NCCL_* variables and /etc/nccl.conf, ~/.nccl.conf (or NCCL_CONF_FILE) are recorded
 # and, unless keep_env, do not steer the test: inherited ones are removed, the files' keys are set
 # empty (NCCL's loader never overwrites a set variable; an empty value means the default).
@@ -28,9 +29,9 @@
 import glob
 import os
 import pwd
-import shutil
+import select
 import struct
-import tempfile
+import threading
 import time
 
 PROBE_NAME = "nccl"
@@ -207,7 +208,7 @@ def _settings(root):
     return inherited, files
 
 
-def _neutralise(inherited, files, keep, tmp):
+def _neutralise(inherited, files, keep, log_path):
     """Set the environment NCCL will read; returns what was applied (name -> value, None: removed)."""
     applied = {}
     if not keep:
@@ -220,73 +221,108 @@ def _neutralise(inherited, files, keep, tmp):
                 if k not in _OWN:
                     os.environ[k] = ""  # set, so the file cannot set it; empty, so NCCL's default
                     applied[k] = ""
-        empty = os.path.join(tmp, "empty.conf")
-        open(empty, "w").close()
-        os.environ["NCCL_CONF_FILE"] = empty  # instead of ~/.nccl.conf
-        applied["NCCL_CONF_FILE"] = empty
-    log = os.path.join(tmp, "nccl-debug.log")
-    for k, v in (("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", log), ("NCCL_DEBUG_SUBSYS", "INIT,ENV")):
-        os.environ[k] = v
+        os.environ["NCCL_CONF_FILE"] = os.devnull  # an empty conf file instead of ~/.nccl.conf
+        applied["NCCL_CONF_FILE"] = os.devnull
+    for k, v in (("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_FILE", log_path), ("NCCL_DEBUG_SUBSYS", "INIT,ENV")):
+        if v is None:
+            os.environ.pop(k, None)  # no log pipe: NCCL logs to stdout, which is captured too
+        else:
+            os.environ[k] = v
         applied[k] = v
-    return log, applied
+    return applied
 
 
-def _debug_lines(path):
-    lines, truncated = [], False
+# ------------------------------------------------------------------------- NCCL's output
+
+
+def _flush_c_stdio():
+    """What NCCL left in C's stdio buffers (stdout is fully buffered on a pipe) is written now."""
     try:
-        with open(path, "r", errors="replace") as f:
-            for line in f:
-                if any(k in line for k in _LOG_KEEP):
-                    if len(lines) >= _LOG_MAX_LINES:
-                        truncated = True
-                        break
-                    lines.append(line.rstrip("\n")[:400])
-    except OSError:
-        return None, False
-    return lines, truncated
+        libc = ctypes.CDLL(None)
+        libc.fflush.argtypes = [ctypes.c_void_p]
+        libc.fflush(None)
+    except (OSError, AttributeError):
+        pass
 
 
-# ------------------------------------------------------------------------- stdout while NCCL runs
+class _Drain(threading.Thread):
+    """A pipe NCCL writes into, read by a thread (NCCL would block on a full pipe): its log lines
+    are kept (filtered, bounded), the first bytes of anything else too.  Nothing touches the disk."""
+
+    def __init__(self):
+        threading.Thread.__init__(self)
+        self.daemon = True
+        self.r, self.w = os.pipe()
+        self.stopping = False
+        self.total = 0
+        self.head = b""
+        self.rest = b""
+        self.lines = []
+        self.truncated = False
+
+    def run(self):
+        while True:
+            ready, _, _ = select.select([self.r], [], [], 0.05)
+            if ready:
+                data = os.read(self.r, 65536)
+                if not data:
+                    return
+                self._feed(data)
+            elif self.stopping:
+                return
+
+    def _feed(self, data):
+        self.total += len(data)
+        if len(self.head) < 2000:
+            self.head += data[:2000 - len(self.head)]
+        self.rest += data
+        *whole, self.rest = self.rest.split(b"\n")
+        for raw in whole:
+            line = raw.decode("utf-8", "replace")
+            if " NCCL " in line and any(k in line for k in _LOG_KEEP):
+                if len(self.lines) >= _LOG_MAX_LINES:
+                    self.truncated = True
+                else:
+                    self.lines.append(line[:400])
+
+    def finish(self):
+        _flush_c_stdio()
+        self.stopping = True
+        self.join(5.0)
+        if self.rest:
+            self._feed(b"\n")
+        for fd in (self.r, self.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class _StdoutTrap(object):
-    """fd 1 -> a temporary file while NCCL is loaded; C stdio flushed before fd 1 is restored."""
+    """fd 1 -> a drained pipe while NCCL is loaded; C stdio flushed before fd 1 is restored."""
 
-    def __init__(self, tmp):
-        self.path = os.path.join(tmp, "nccl-stdout.txt")
+    def __init__(self):
+        self.drain = _Drain()
         self.saved = None
 
     def __enter__(self):
+        self.drain.start()
         self.saved = os.dup(1)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(fd, 1)
-        os.close(fd)
+        os.dup2(self.drain.w, 1)
         return self
 
     def restore(self):
         if self.saved is None:
             return
-        try:
-            libc = ctypes.CDLL(None)
-            libc.fflush.argtypes = [ctypes.c_void_p]
-            libc.fflush(None)  # what NCCL left in C's stdout buffer lands in the file, not later on fd 1
-        except (OSError, AttributeError):
-            pass
+        _flush_c_stdio()  # before fd 1 changes back, or the chatter would land on the real stdout
         os.dup2(self.saved, 1)
         os.close(self.saved)
         self.saved = None
+        self.drain.finish()
 
     def __exit__(self, *exc):
         self.restore()
         return False
-
-    def captured(self):
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except OSError:
-            return 0, ""
-        return len(data), data[:2000].decode("utf-8", "replace")
 
 
 # ------------------------------------------------------------------------- NCCL
@@ -677,21 +713,24 @@ def collect(ctx):
     inherited, files = _settings(a["root"])
     data["env"]["inherited"] = inherited
     data["env"]["files"] = files
-    tmp = tempfile.mkdtemp(prefix="fleetprobe-nccl-")
+    # NCCL's log goes into a pipe (NCCL_DEBUG_FILE=/proc/self/fd/N), read by a thread: the probe
+    # writes nothing on the host.  Without /proc, NCCL logs to stdout, which is drained as well.
+    log = _Drain()
+    log_path = "/proc/self/fd/%d" % log.w if os.path.isdir("/proc/self/fd") else None
+    applied = _neutralise(inherited, files, a["keep_env"], log_path)
+    data["env"]["applied"] = dict((k, "<pipe>" if k == "NCCL_DEBUG_FILE" and v else v) for k, v in applied.items())
+    log.start()
+    trap = _StdoutTrap()
     try:
-        log, applied = _neutralise(inherited, files, a["keep_env"], tmp)
-        # the temporary directory is gone when the envelope is read: name it, not its path
-        data["env"]["applied"] = dict((k, v.replace(tmp, "$TMPDIR") if isinstance(v, str) else v)
-                                      for k, v in applied.items())
-        with _StdoutTrap(tmp) as trap:
-            try:
-                _run(a, data, ctx, t_budget, t_hard)
-            finally:
-                trap.restore()
-                data["stdout_bytes"], data["stdout_head"] = trap.captured()
-                data["debug_lines"], data["debug_truncated"] = _debug_lines(log)
+        with trap:
+            _run(a, data, ctx, t_budget, t_hard)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        trap.restore()
+        log.finish()
+        out = trap.drain
+        data["stdout_bytes"], data["stdout_head"] = out.total, out.head.decode("utf-8", "replace")
+        data["debug_lines"] = log.lines + out.lines
+        data["debug_truncated"] = log.truncated or out.truncated
     data["elapsed_s"] = round(time.time() - t0, 3)
     return data
 

@@ -413,6 +413,7 @@ class NcclFacts(TypedDict):
     limitation: NotRequired[str | None]
     complete: NotRequired[bool]
     stdout_bytes: NotRequired[int]
+    virtualization_mode: NotRequired[int | None]  # NVML's: 0 none, 1 pass-through, 2 vGPU guest, 3/4 host
 
 
 # ---------------------------------------------------------------------------------------------

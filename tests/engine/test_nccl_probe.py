@@ -102,6 +102,8 @@ def test_healthy_nvswitch_all_reduce_is_timed_verified_and_cleaned_up(libdir: Pa
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * (n - 1) / n, rel=1e-3)
     assert any("nvls channels" in line for line in d["debug_lines"])
     assert d["env"]["kept"] is False and d["env"]["applied"]["NCCL_DEBUG"] == "INFO"
+    # NCCL's log went into a pipe and the conf file is /dev/null: nothing was written on the host
+    assert d["env"]["applied"]["NCCL_DEBUG_FILE"] == "<pipe>" and d["env"]["applied"]["NCCL_CONF_FILE"] == os.devnull
     assert_nothing_held(cuda, nccl)
     assert nccl is not None and nccl["destroyed"] == 8
 

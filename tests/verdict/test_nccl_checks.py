@@ -98,6 +98,10 @@ def test_shm_under_vgpu_is_a_platform_limitation(demo: dict[str, dict[str, Any]]
     vm["gpus"]["virtualized"] = True
     [f] = judge(vm)
     assert f.id == "nccl.transport.unexpected" and f.kind.value == "platform_limitation"
+    guest = _with(demo["dgx-h100-13"], virtualization_mode=2)  # the probe's own NVML answer, no nvml facts
+    guest.pop("gpus", None)
+    [g] = judge(guest)
+    assert g.kind.value == "platform_limitation" and "vGPU" in g.message
 
 
 def test_errors_hangs_wrong_data_and_mig(demo: dict[str, dict[str, Any]]) -> None:

@@ -142,6 +142,8 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
         "limitation": data.get("limitation") if isinstance(data.get("limitation"), str) else None,
         "complete": bool(data.get("complete")),
         "stdout_bytes": _i(data.get("stdout_bytes")) or 0,
+        "virtualization_mode": _i((data.get("platform") or {}).get("virtualization_mode"))
+        if isinstance(data.get("platform"), dict) else None,
     }
     if out["version"] is None:
         out["version_unknown"] = "the probe found no usable NCCL library"

@@ -108,6 +108,8 @@ def _p2p_says(facts: dict[str, Any]) -> str:
 def _platform(facts: dict[str, Any], nccl: dict[str, Any]) -> str | None:
     if nccl.get("limitation") and "MIG" in str(nccl["limitation"]):
         return str(nccl["limitation"])
+    if nccl.get("virtualization_mode") in (1, 2):  # what the nccl probe's own NVML query saw
+        return "GPUs are virtualized (vGPU or pass-through): whether P2P reaches the guest is the hypervisor's choice"
     gpus = facts.get("gpus") or {}
     if gpus.get("mig_enabled_any"):
         return "MIG is enabled: NCCL cannot use P2P between MIG instances"
