@@ -75,4 +75,4 @@ def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
     assert any(c["outliers"] for c in fleet["classes"])
     assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
     big = fleet["classes"][0]
-    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 8
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 12  # with dgx-h100-12..15
