@@ -97,3 +97,24 @@ def gen_from_speed(speed: str | float | None) -> int | None:
             return None
         value = float(m.group(1))
     return GT_S_TO_GEN.get(value)
+
+
+# NCCL all_reduce bus bandwidth floors per (model key, GPUs in the communicator) on NVSwitch
+# boxes: the acceptance figures of Azure's AzHPC node health checks (nccl-tests all_reduce_perf on
+# one node, large messages).  A box without a row here is judged from its own host-staging rate.
+NCCL_ALLREDUCE_FLOORS_GBPS: dict[tuple[str, int], float] = {
+    ("A100-SXM", 8): 228.0,
+    ("H100-SXM", 8): 460.0,
+    ("H200-SXM", 8): 431.0,
+}
+# The floors hold for large messages: smaller ones do not fill the links (and NVLS) yet.
+NCCL_FLOOR_MIN_BYTES = 256 << 20
+# A PCIe box (no NVLink): all_reduce through P2P or host memory should reach at least this share
+# of what one copy staged through host memory moves (NCCL's SHM transport runs at about that rate).
+NCCL_PCIE_STAGED_RATIO = 0.7
+
+
+def nccl_allreduce_floor(model_key: str | None, gpu_count: int | None) -> float | None:
+    if not model_key or not gpu_count:
+        return None
+    return NCCL_ALLREDUCE_FLOORS_GBPS.get((model_key, gpu_count))

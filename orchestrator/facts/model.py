@@ -371,6 +371,52 @@ class P2pFacts(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------------
+# facts["nccl"] (docs/facts-nccl.md): the nccl probe, or nccl-tests output imported as text
+
+
+class NcclResult(TypedDict):
+    op: str  # "all_reduce" | "all_gather" | "reduce_scatter" | ...
+    size_bytes: int
+    count: int | None  # elements
+    dtype: str | None  # nccl-tests' names: "float", "half", ...
+    redop: str | None  # "sum", ... (None where the op has none)
+    time_us: float | None  # per iteration
+    algbw_gbps: float | None  # size / time
+    busbw_gbps: float | None  # algbw x the op's bus factor (all_reduce: 2(n-1)/n)
+    in_place: bool
+    wrong: int | None  # elements that differ from the expected result (None: not checked)
+
+
+class NcclFacts(TypedDict):
+    version: str | None
+    gpu_count: int | None
+    results: list[NcclResult]
+    avg_busbw_gbps: float | None  # mean busbw over the sizes, nccl-tests' "Avg bus bandwidth"
+    transport: str | None  # NVLS | P2P | SHM | NET, from NCCL's INFO log
+    channels: int | None  # coll channels
+    env_overrides: dict[str, str]  # NCCL settings of the host (environment over conf files)
+    source: str  # "probe" | "nccl-tests"
+    version_unknown: NotRequired[str]
+    gpu_count_unknown: NotRequired[str]
+    avg_busbw_gbps_unknown: NotRequired[str]
+    transport_unknown: NotRequired[str]
+    channels_unknown: NotRequired[str]
+    env_overrides_unknown: NotRequired[str]
+    # what only the probe knows
+    gpus: NotRequired[list[str]]  # bus ids of the ranks
+    gpu_model: NotRequired[str | None]
+    transports: NotRequired[list[str]]  # every transport a channel used
+    env_kept: NotRequired[bool]  # measured under the host's settings (keep_env)
+    library: NotRequired[str | None]
+    errors: NotRequired[list[dict[str, Any]]]
+    hang: NotRequired[dict[str, Any] | None]
+    limitation: NotRequired[str | None]
+    complete: NotRequired[bool]
+    stdout_bytes: NotRequired[int]
+    virtualization_mode: NotRequired[int | None]  # NVML's: 0 none, 1 pass-through, 2 vGPU guest, 3/4 host
+
+
+# ---------------------------------------------------------------------------------------------
 # The facts mapping and the fleet.json host record
 
 
@@ -383,6 +429,7 @@ class Facts(TypedDict, total=False):
     nvlink: NvlinkFacts
     topology: TopologyFacts
     p2p: P2pFacts
+    nccl: NcclFacts
 
 
 class ProbeRecord(TypedDict, total=False):

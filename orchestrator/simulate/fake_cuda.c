@@ -13,11 +13,16 @@
  * accuracy.
  * It also exports the NVML calls the probe's busy-GPU guard uses (busy GPUs and NVLink P2P
  * status from the same fixture), so the guard can be tested with this one library.
+ * The fake libnccl.so.2 (fake_nccl.c) finds this library as the real NCCL finds libcuda
+ * (dlopen of "libcuda.so.1", which names the loaded fake by its soname) and drives it through the
+ * public API plus the fakecuda_* calls at the end: what a real NCCL kernel does to a stream (take
+ * time, or never finish) has no driver API of its own.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include FAKE_CUDA_FIXTURE /* generated: FX_* constants and arrays */
 
@@ -40,8 +45,9 @@ typedef struct { int kind; module_t *mod; } func_t;
 enum { OP_COPY, OP_MEMSET, OP_SPIN, OP_KCOPY, OP_RECORD, OP_WAIT };
 typedef struct event event_t;
 typedef struct { int kind; uintptr_t dst, src; size_t n; int value; event_t *ev; int dev; } op_t;
-typedef struct { int live; int dev; double t; int held; op_t *q; int qlen, qcap; } stream_t;
-struct event { int live; int recorded; int pending; double t; };
+typedef struct { int live; int dev; double t; int held; op_t *q; int qlen, qcap; int hung; } stream_t;
+/* stuck_on: the hung stream this event was recorded on; it completes only if that stream is released */
+struct event { int live; int recorded; int pending; double t; void *stuck_on; };
 
 #define MAX_ALLOCS 4096
 #define MAX_STREAMS 256
@@ -227,6 +233,10 @@ static void exec_op(stream_t *s, op_t *op, int conc_host, int bidir)
 
 static void enqueue(stream_t *s, op_t op)
 {
+    if (s->hung) {
+        if (op.kind == OP_RECORD) { op.ev->pending = 1; op.ev->recorded = 1; op.ev->stuck_on = s; }
+        return;
+    }
     if (!s->held) {
         if (s->t < gclock) s->t = gclock;
         exec_op(s, &op, 1, 0);
@@ -315,6 +325,13 @@ static void drain(void)
 }
 
 static void observe(double t) { if (t > gclock) gclock = t; }
+
+/* A stream behind a kernel that never finishes: the real driver blocks in the kernel's wait
+ * forever, and so does the fake (a probe must poll cuStreamQuery instead). */
+static void block_while_hung(volatile int *hung)
+{
+    while (*hung) sleep(1);
+}
 
 /* ---------------------------------------------------------------- init, devices */
 
@@ -450,6 +467,8 @@ CUresult cuCtxSynchronize(void)
 {
     NEED_INIT();
     if (!cur) return INVALID_CONTEXT;
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (streams[i].live && streams[i].dev == cur->dev) block_while_hung(&streams[i].hung);
     drain();
     for (int i = 0; i < MAX_STREAMS; i++)
         if (streams[i].live && streams[i].dev == cur->dev) observe(streams[i].t);
@@ -574,7 +593,7 @@ CUresult cuStreamCreate(void **ph, unsigned int flags)
     (void)flags;
     for (int i = 0; i < MAX_STREAMS; i++) {
         if (!streams[i].live) {
-            streams[i] = (stream_t){1, cur->dev, gclock, 0, NULL, 0, 0};
+            streams[i] = (stream_t){1, cur->dev, gclock, 0, NULL, 0, 0, 0};
             *ph = &streams[i];
             n_streams++;
             report();
@@ -597,11 +616,21 @@ CUresult cuStreamDestroy_v2(void *h)
     return sticky;
 }
 
+CUresult cuStreamQuery(void *h)
+{
+    NEED_INIT();
+    stream_t *s = as_stream(h);
+    if (!s) return INVALID_HANDLE;
+    if (s->hung || s->held) return NOT_READY;
+    return sticky;
+}
+
 CUresult cuStreamSynchronize(void *h)
 {
     NEED_INIT();
     stream_t *s = as_stream(h);
     if (!s) return INVALID_HANDLE;
+    block_while_hung(&s->hung);
     drain();
     observe(s->t);
     return sticky;
@@ -613,7 +642,7 @@ CUresult cuEventCreate(void **ph, unsigned int flags)
     (void)flags;
     for (int i = 0; i < MAX_EVENTS; i++) {
         if (!events[i].live) {
-            events[i] = (event_t){1, 0, 0, 0.0};
+            events[i] = (event_t){1, 0, 0, 0.0, NULL};
             *ph = &events[i];
             n_events++;
             report();
@@ -668,6 +697,7 @@ CUresult cuEventSynchronize(void *he)
     NEED_INIT();
     event_t *e = as_event(he);
     if (!e) return INVALID_HANDLE;
+    if (e->stuck_on) block_while_hung(&((stream_t *)e->stuck_on)->hung);
     drain();
     observe(e->t);
     return sticky;
@@ -677,6 +707,7 @@ CUresult cuEventQuery(void *he)
 {
     event_t *e = as_event(he);
     if (!e) return INVALID_HANDLE;
+    if (e->stuck_on) return NOT_READY;
     if (e->pending) drain();
     return sticky ? sticky : (e->pending ? NOT_READY : OK);
 }
@@ -820,6 +851,23 @@ int nvmlDeviceGetHandleByPciBusId_v2(const char *bus, void **h)
     return 6; /* NVML_ERROR_NOT_FOUND */
 }
 
+int nvmlDeviceGetMigMode(void *h, unsigned int *current, unsigned int *pending)
+{
+    int d = (int)((int *)h - nvml_handles);
+    if (d < 0 || d >= FX_NDEV || !current || !pending) return 2;
+    if (FX_MIG < 0) return 3; /* NVML_ERROR_NOT_SUPPORTED: a GPU without MIG */
+    *current = *pending = (unsigned int)FX_MIG;
+    return 0;
+}
+
+int nvmlDeviceGetVirtualizationMode(void *h, unsigned int *mode)
+{
+    int d = (int)((int *)h - nvml_handles);
+    if (d < 0 || d >= FX_NDEV || !mode) return 2;
+    *mode = (unsigned int)FX_VIRT_MODE;
+    return 0;
+}
+
 typedef struct { unsigned int pid; unsigned long long mem; unsigned int gi, ci; } nvml_proc_t;
 
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count, nvml_proc_t *infos)
@@ -840,4 +888,55 @@ int nvmlDeviceGetP2PStatus(void *h1, void *h2, int idx, int *status)
     if (idx == 2) *status = FX_NVLINK[a][b] ? 0 : 5; /* NVLINK: OK or NOT_SUPPORTED */
     else *status = FX_PEER[a][b] ? 0 : 5;
     return 0;
+}
+
+/* ---------------------------------------------------------------- for the fake libnccl.so.2 only */
+
+/* The device a pointer's allocation lives on (>= 0), -1 pinned host memory, -2 not allocated. */
+int fakecuda_ptr_device(const void *p, size_t n)
+{
+    int d;
+    return dev_of((uintptr_t)p, n, &d) ? d : -2;
+}
+
+int fakecuda_stream_device(void *h)
+{
+    stream_t *s = as_stream(h);
+    return s ? s->dev : -1;
+}
+
+/* One collective over n streams, as NCCL's kernels run it: every rank starts when the last one
+ * arrives and all finish `ns` later; with `hang` they never finish (the stream stays not-ready
+ * and work queued behind it never runs) until fakecuda_release() - what ncclCommAbort does. */
+int fakecuda_collective(void **hs, int n, double ns, int hang)
+{
+    double t0 = gclock;
+    for (int i = 0; i < n; i++) {
+        stream_t *s = as_stream(hs[i]);
+        if (!s || s->held) return INVALID_HANDLE;
+        if (s->t > t0) t0 = s->t;
+    }
+    for (int i = 0; i < n; i++) {
+        stream_t *s = as_stream(hs[i]);
+        if (s->hung) continue;
+        s->t = t0 + ns;
+        if (hang) s->hung = 1;
+    }
+    n_kernels += n;
+    report();
+    return OK;
+}
+
+void fakecuda_release(void *h)
+{
+    stream_t *s = as_stream(h);
+    if (!s || !s->hung) return;
+    s->hung = 0;
+    for (int i = 0; i < MAX_EVENTS; i++) {
+        if (events[i].live && events[i].stuck_on == s) {
+            events[i].stuck_on = NULL;
+            events[i].pending = 0;
+            events[i].t = s->t;
+        }
+    }
 }

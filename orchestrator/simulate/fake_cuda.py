@@ -120,6 +120,9 @@ def fixture_header(fx: dict[str, Any]) -> str:
         f"#define FX_FAIL_CODE {int((faults.get('fail_gpu') or {}).get('error', 999))}\n",
         f"#define FX_LAUNCH_FAILURE {1 if faults.get('launch_failure') else 0}\n",
         f"#define FX_MAX_PEERS {int(fx.get('max_peers', 0))}\n",
+        # NVML's MIG mode (-1: the GPU has no MIG) and virtualization mode (0 none, 1 pass-through, 2 vGPU)
+        f"#define FX_MIG {int(fx.get('mig', -1))}\n",
+        f"#define FX_VIRT_MODE {int(fx.get('virtualization_mode', 0))}\n",
         f"#define FX_MEM_BYTES {int(float(gpu.get('memory_gib', 80)) * (1 << 30))}LL\n",
         f"#define FX_CLOCK_KHZ {int(gpu.get('clock_mhz', 1980)) * 1000}\n",
         f"#define FX_CC_MAJOR {int(cc[0])}\n#define FX_CC_MINOR {int(cc[1]) if len(cc) > 1 else 0}\n",

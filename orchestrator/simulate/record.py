@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,10 +51,28 @@ def demo_hosts() -> dict[str, str]:
     return dict(yaml.safe_load(DEMO_FLEET.read_text()))
 
 
-def _run_probe(name: str, args: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
+def _run_probe(name: str, args: dict[str, Any], timeout: float = 120.0,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
     script = probes.build_script(name, args, timeout - 5)
-    res = subprocess.run([sys.executable, "-"], input=script, capture_output=True, timeout=timeout)
+    res = subprocess.run([sys.executable, "-"], input=script, capture_output=True, timeout=timeout, env=env)
     return json.loads(res.stdout)
+
+
+# What the recorder passes to the nccl probe against the fake libnccl: messages up to the size the
+# floors hold from (facts/gpu_models.py NCCL_FLOOR_MIN_BYTES), few iterations (the fake really
+# reduces every byte; its figures come from the fixture, not from the repetitions).
+NCCL_FAKE_ARGS: dict[str, Any] = {"min_bytes": 1 << 20, "max_bytes": 256 << 20, "step_factor": 4, "iters": 2,
+                                  "warmup_iters": 1, "budget_s": 60, "hang_s": 10}
+
+
+def _nccl_env(host: str, machine: str) -> dict[str, str]:
+    """The recording's environment: none of the recorder's own NCCL settings, the machine's
+    (host_env of its fixture), and stand-ins for the log's host name and process ids."""
+    from orchestrator.simulate.fake_nccl import host_env
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    env.update(host_env(machine), FAKE_NCCL_HOST=host, FAKE_NCCL_PID="4242")
+    return env
 
 
 def _scrub(doc: Any, work: str) -> Any:
@@ -83,9 +102,15 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
             # The fake's figures come from the fixture, not the buffer size: small buffers keep it quick.
             runs["p2p"] = {"lib": str(cuda), "nvml_lib": str(cuda), "size_mb": 2, "repeats": 1, "loops": 2,
                            "latency_loops": 4}
+            from orchestrator.simulate.fake_nccl import build_fake_nccl, has_nccl
+
+            if has_nccl(machine):
+                runs["nccl"] = dict(NCCL_FAKE_ARGS, lib=str(cuda), nvml_lib=str(cuda),
+                                    nccl_lib=str(build_fake_nccl(machine, libs)))
     except ImportError:
         pass
-    return {name: _scrub(_run_probe(name, args), str(work)) for name, args in runs.items()}
+    return {name: _scrub(_run_probe(name, args, env=_nccl_env(host, machine) if name == "nccl" else None), str(work))
+            for name, args in runs.items()}
 
 
 def write_inventory(hosts: dict[str, str], path: Path) -> None:

@@ -22,7 +22,7 @@ from orchestrator.verdict.overrides import Override, apply_overrides
 
 # The product's five probes and whether each is passive (PRODUCT.md §1: only p2p loads the GPUs).
 # Tests of the validator use this fixed catalog so they do not depend on which probe files exist yet.
-CATALOG = {"host": True, "pcie": True, "nvml": True, "nvlink": True, "p2p": False}
+CATALOG = {"host": True, "pcie": True, "nvml": True, "nvlink": True, "p2p": False, "nccl": False}
 
 
 def parse(text: str):

@@ -22,7 +22,7 @@ from orchestrator.facts.normalize import normalize_host
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
 HEALTHY = ["dgx-h100-01", "dgx-h100-02", "dgx-h100-03", "dgx-a100-01", "dgx-a100-02", "dgx1-v100-01",
-           "rtx4090-01", "ws-a6000-01", "lenovo-h100-01"]
+           "rtx4090-01", "ws-a6000-01", "lenovo-h100-01", "dgx-h100-12"]
 
 
 def run_cli(args: list[str], out_dir: Path, timeout: float = 120) -> tuple[int, dict[str, Any] | None, str]:
@@ -60,7 +60,7 @@ def test_demo_run_exit_code_says_fail_findings() -> None:
     rc, fleet = demo_fleet()
     assert fleet["summary"]["findings"]["fail"] > 0
     assert rc == 1  # exitcodes: 1 = a finding of severity fail, every host answered
-    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 25
+    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 29  # 4 NCCL hosts (issue 19)
 
 
 def test_healthy_demo_hosts_have_no_fail_or_warn_finding() -> None:
@@ -75,4 +75,4 @@ def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
     assert any(c["outliers"] for c in fleet["classes"])
     assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
     big = fleet["classes"][0]
-    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 8
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 12  # with dgx-h100-12..15

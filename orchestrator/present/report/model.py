@@ -131,6 +131,15 @@ class P2pHeat:
 
 
 @dataclass
+class NcclTable:
+    """facts["nccl"] as the report shows it: a header line and nccl-tests' columns per size."""
+
+    header: str
+    notes: list[str]
+    rows: list[tuple[str, str, str, str, str, str]]  # op, size (B), time (us), algbw, busbw, #wrong ("?": unknown)
+
+
+@dataclass
 class HostPage:
     name: str
     anchor: str
@@ -150,6 +159,7 @@ class HostPage:
     nvlink: NvlinkGraph | None
     pcie: list[PcieNode]  # roots
     p2p: P2pHeat | None
+    nccl: NcclTable | None
     detailed: bool  # full section with pictures (hosts with problems, class representatives)
     representative: bool
 
@@ -531,6 +541,35 @@ def _descendants(node: PcieNode) -> list[PcieNode]:
     return out
 
 
+def read_nccl(facts: dict[str, Any]) -> NcclTable | None:
+    """facts["nccl"] (docs/facts-nccl.md): every host that has it shows it, detailed or not."""
+    section = _dict(facts.get("nccl"))
+    if not section:
+        return None
+
+    def known(key: str) -> str:
+        v = section.get(key)
+        return _str(v) if v is not None else "?"
+
+    def fig(v: Any, digits: int) -> str:
+        n = _num(v)
+        return "?" if n is None else f"{n:.{digits}f}"
+
+    header = (f"NCCL {known('version')}, {known('gpu_count')} GPUs, transport {known('transport')}, "
+              f"channels {known('channels')}, average bus bandwidth {fig(section.get('avg_busbw_gbps'), 1)} GB/s")
+    notes = [f"host setting {_str(k)}={_str(v)}" for k, v in sorted(_dict(section.get("env_overrides")).items())]
+    if section.get("limitation"):
+        notes.append("not measured: " + _str(section.get("limitation")))
+    rows = []
+    for r in _list(section.get("results")):
+        r = _dict(r)
+        wrong = r.get("wrong")
+        rows.append((_str(r.get("op")) + (" (in place)" if r.get("in_place") else ""), _str(r.get("size_bytes")),
+                     fig(r.get("time_us"), 1), fig(r.get("algbw_gbps"), 2), fig(r.get("busbw_gbps"), 2),
+                     str(wrong) if isinstance(wrong, int) and not isinstance(wrong, bool) else "?"))
+    return NcclTable(header=header, notes=notes, rows=rows)
+
+
 def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
     """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
     CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
@@ -702,7 +741,8 @@ def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outli
         gpus=read_gpus(facts), levels=read_levels(facts) if detailed else None,
         nvlink=read_nvlink(facts) if detailed else None,
         pcie=read_pcie(facts, flagged_buses(findings)) if detailed else [],
-        p2p=read_p2p(facts, findings) if detailed else None, detailed=detailed, representative=representative)
+        p2p=read_p2p(facts, findings) if detailed else None, nccl=read_nccl(facts),
+        detailed=detailed, representative=representative)
 
 
 def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],
