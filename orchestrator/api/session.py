@@ -160,6 +160,29 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     return RunResult(run, fleet, merged, interrupted)
 
 
+def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
+                    extra_meta: dict[str, Any]) -> RunResult:
+    """Results that came by another road (bundle documents from srun or cron, Ansible job events)
+    stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
+    the same plan.  `collected`: each host's results and where they came from (its `origin`)."""
+    meta = {**plan.meta(), **extra_meta, "hosts_order": [r.host.name for r, _ in collected]}
+    try:
+        run = RunDirectory.create(root, meta)
+    except OSError as e:
+        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
+                         "choose another with --results") from None
+    try:
+        for res, origin in collected:
+            run.host_finished(res, origin=origin)
+            release_envelope_data(res)
+        inputs = [host_input_from_result(res, run.dir) for res, _ in collected]
+        fleet = judge(run.meta, inputs, plan, spool=run.dir)
+        run.finish(fleet)
+    except OSError as e:
+        raise _unwritable(run, e) from None
+    return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
+
+
 def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
     """A new run judged from `source`'s raw data with today's normalizers and checks, under the
     plan the run was made with (its playbook and --expect from run.json), or under `playbook` /

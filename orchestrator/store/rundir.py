@@ -70,20 +70,25 @@ class RunDirectory:
 
     # ------------------------------------------------------------------ writing
 
-    def host_finished(self, res: HostResult) -> None:
+    def host_finished(self, res: HostResult, origin: dict[str, Any] | None = None) -> None:
+        """A host's results.  `origin`: where results that did not come over our own transport were
+        collected (a bundle's document: the host's identity and the file; an Ansible job event)."""
         hdir = self._host_dir(res.host.name)
         meta_path = hdir / "_host.json"
         summaries = {p: r.summary() for p, r in res.probes.items()}
         if meta_path.is_file():  # a second play on the same host adds its probes
             summaries = {**json.loads(meta_path.read_text()).get("probes", {}), **summaries}
-        atomic.write_json(meta_path, {
+        host_meta: dict[str, Any] = {
             "name": res.host.name,
             "address": res.host.address,
             "groups": res.host.groups,
             "vars": public_vars(res.host.vars),
             "probes": summaries,
             "duration_s": round(res.duration_s, 3),
-        }, durable=False)
+        }
+        if origin is not None:
+            host_meta["origin"] = origin
+        atomic.write_json(meta_path, host_meta, durable=False)
         for name, pr in res.probes.items():
             if pr.envelope is not None:
                 atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False)
