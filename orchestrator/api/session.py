@@ -44,12 +44,17 @@ class RunResult:
         return [r["name"] for r in self.fleet["hosts"] if r["outcome"] not in ("ok", "skipped", "unsupported")]
 
 
+def run_header(meta: dict[str, Any]) -> dict[str, Any]:
+    """fleet.json's `run`: what of run.json a reader of the fleet document needs."""
+    return {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+
+
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None) -> dict[str, Any]:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py)."""
-    run = {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+    run = run_header(meta)
     if isinstance(expectations, RunPlan):
         plan = expectations
         return build_fleet(run, inputs, lambda h: plan.expectations_for(h.name, h.vars),

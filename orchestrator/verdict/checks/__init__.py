@@ -47,3 +47,9 @@ FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
     "topology.class.outlier", "probe.data.malformed",
 )
+
+# The ids the fleet-wide steps raise: each area's FLEET_CHECKS (its FLEET_FINDING_IDS) and the
+# topology class comparison.  Every other finding is a host's own, decided from that host alone,
+# so `probe merge` keeps those as judged and judges only these again across all the runs.
+FLEET_FINDING_IDS: frozenset[str] = frozenset(
+    {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"})
