@@ -117,3 +117,27 @@ def add_parsers(sub: Any) -> None:
 
     add_slurm_drain(p)
     p.set_defaults(func=cmd_merge, show=[], output_dir=None)
+    add_collection_parser(sub)
+
+
+def cmd_ansible_collection(args: argparse.Namespace) -> int:
+    from orchestrator.api.ansible_collection import FQCN, write_collection
+
+    try:
+        root = write_collection(Path(args.dir))
+    except OSError as e:
+        raise UsageError(f"cannot write the collection under {args.dir}: {e.strerror or e}") from None
+    print(f"{FQCN}: {root}")
+    print(f"  ANSIBLE_COLLECTIONS_PATH={Path(args.dir).resolve()} ANSIBLE_CALLBACKS_ENABLED={FQCN}.fleetprobe "
+          f"ansible-playbook -i INVENTORY {FQCN}.audit", file=sys.stderr)
+    return exitcodes.OK
+
+
+def add_collection_parser(sub: Any) -> None:
+    p = sub.add_parser("ansible-collection", help="write the Ansible collection fleetprobe.gpu (modules, playbooks, callback)",
+                       description="Write DIR/ansible_collections/fleetprobe/gpu, generated from this fleetprobe's "
+                                   "probes and playbooks: one module per probe (the envelope unchanged, changed: "
+                                   "false, check mode), the playbooks, and the callback fleetprobe.gpu.fleetprobe "
+                                   "that writes a fleetprobe run.")
+    p.add_argument("dir", metavar="DIR", help="where ansible_collections/ goes (e.g. a collections path)")
+    p.set_defaults(func=cmd_ansible_collection)
