@@ -182,7 +182,8 @@ def module_source(name: str) -> str:
     spec = payload.get(name)
     return _MODULE.format(
         generated=GENERATED.format(version=__version__, what=f"'s probes/{spec.path.name}"), name=name,
-        short=f"fleetprobe {name} probe", version=_collection_version(), description=spec.description.rstrip("."),
+        short=f"fleetprobe {name} probe", version=_collection_version(),
+        description=json.dumps(spec.description.rstrip(".") + "."),  # a JSON string is YAML, colons and all
         margin=PROBE_DEADLINE_MARGIN_S, fqcn=FQCN, max_output=DEFAULT_MAX_OUTPUT, max_stderr=DEFAULT_MAX_STDERR,
         call=payload.CALL_TEMPLATE, source=_chunks(payload.probe_source(name)))
 

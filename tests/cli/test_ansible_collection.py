@@ -170,3 +170,35 @@ def test_the_job_artifacts_import_to_the_same_findings(live: dict[str, Any], job
     assert fleet["summary"] == live["summary"]
     diff = cli.run("diff", str(job["callback_run"]), str(latest_run(out)))
     assert diff.returncode == 0 and "no change" in diff.stdout, diff.stdout + diff.stderr
+
+
+# The sanity tests that run in a virtual environment of their own, which ansible-test bootstraps with
+# a pip script from ci-files.testing.ansible.com (not a package registry): not reachable here.  Their
+# main concern, that every plugin's documentation parses, is checked with ansible-doc below.
+NEEDS_VENV = ("ansible-doc", "import", "pep8", "pylint", "runtime-metadata", "validate-modules", "yamllint",
+              "pslint", "shellcheck")
+
+
+def test_ansible_test_sanity_and_ansible_doc(setup: dict[str, Any]) -> None:
+    ansible_test, ansible_doc = _tool("ansible-test"), _tool("ansible-doc")
+    env = _env(setup["cli"], ANSIBLE_COLLECTIONS_PATH=str(setup["collections"]))
+    skips = [a for t in NEEDS_VENV for a in ("--skip-test", t)]
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    proc = subprocess.run([ansible_test, "sanity", "--local", "--python", py, *skips], cwd=setup["root"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ran = [ln for ln in proc.stdout.splitlines() if ln.startswith("Running sanity test")]
+    assert len(ran) >= 10, proc.stdout
+    from orchestrator.engine import payload
+
+    for name in sorted(payload.catalog()):
+        doc = subprocess.run([ansible_doc, "-j", f"fleetprobe.gpu.{name}"], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert doc.returncode == 0, doc.stderr
+        parsed = json.loads(doc.stdout)[f"fleetprobe.gpu.{name}"]
+        assert parsed["doc"]["attributes"]["check_mode"]["support"] == "full"
+        assert set(parsed["doc"]["options"]) == {"args", "timeout"}
+    doc = subprocess.run([ansible_doc, "-t", "callback", "-j", "fleetprobe.gpu.fleetprobe"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert doc.returncode == 0, doc.stderr
+    assert json.loads(doc.stdout)["fleetprobe.gpu.fleetprobe"]["doc"]["type"] == "aggregate"
