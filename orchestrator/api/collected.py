@@ -65,6 +65,9 @@ def bundle_script(inputs: PlanInputs, host: str | None = None) -> Bundle:
         target: Host | None = found[0]
         calls, become = _calls_of(plan, host)
     else:
+        if inputs.inventory:
+            warnings.append("-i without --host: the bundle is for every host alike, without any host's "
+                            "probe_root/probe_args; give --host NAME for one host's bundle")
         placeholder = HostInput(name=ANY_HOST, address=ANY_HOST, groups=["all"], probes={}, data={})
         plan = build_plan(inputs, stored=[placeholder])
         target = None
