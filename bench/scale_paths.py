@@ -11,6 +11,8 @@ nvml, nvlink) on them by:
 * `probe bundle --host` per host, delivered by N parallel plain `ssh host python3 -I -S - < bundle`,
   then `probe import DIR`                          (what srun / cron / any other carrier does)
 * `probe run --shard K/4` x 4, then `probe merge`  (several controllers)
+* `--merge-only`: `probe run --shard K/10` x 10 and `probe merge` over 100 hosts replayed from the
+  demo recordings (the controller's cost of merging, without SSH)
 
 and, when Slurm is installed and we are root, `srun -N <nodes>` of one bundle on emulated slurmd
 nodes (tests/support/slurm.py) + `probe import`.  Each controller command runs under GNU time:
@@ -72,11 +74,47 @@ def line(label: str, t: Timed, same: bool | None) -> str:
     return f"{label:<44} wall {t.wall_s:6.2f} s  CPU {t.cpu_s:6.2f} s  peak RSS {t.maxrss_mib:6.1f} MiB{verdict}"
 
 
+def merge_figures(n_hosts: int, n_shards: int) -> list[str]:
+    """`probe run --shard K/N` x N and `probe merge` over replayed demo recordings (no SSH: the
+    controller's own cost), checked against one `probe run` of the whole inventory."""
+    work = Path(tempfile.mkdtemp(prefix="fp-merge-"))
+    try:
+        names = list(demo_hosts())
+        lines = ["all:", "  hosts:"]
+        for i in range(n_hosts):
+            src = names[i % len(names)]
+            lines += [f"    r{i:04d}-{src}:", "      ansible_connection: replay", f"      probe_replay: {json.dumps(src)}"]
+        inv = work / "replay.yml"
+        inv.write_text("\n".join(lines) + "\n")
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(work)}
+        probe = [sys.executable, "-m", "orchestrator"]
+        res = work / "runs"
+        full = timed([*probe, "run", "-i", str(inv), "--results", str(res), "--format", "json"], env)
+        want = finding_keys(json.loads(full.stdout)["findings"])
+        parts = []
+        for k in range(1, n_shards + 1):
+            t = timed([*probe, "run", "-i", str(inv), "--shard", f"{k}/{n_shards}", "-o", str(res / f"s{k}"), "-q"], env)
+            if t.rc != 2:
+                parts.append(str(res / f"s{k}"))
+        merge = timed([*probe, "merge", *parts, "--results", str(res), "--format", "json"], env)
+        same = finding_keys(json.loads(merge.stdout)["findings"]) == want
+        return [line(f"probe run, {n_hosts} replayed hosts (one run)", full, None),
+                line(f"probe merge of {len(parts)} shards of those", merge, same)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=20)
     ap.add_argument("--slurm-nodes", type=int, default=4)
+    ap.add_argument("--merge-only", action="store_true", help="only the merge figures (replayed hosts)")
+    ap.add_argument("--merge-hosts", type=int, default=100)
+    ap.add_argument("--merge-shards", type=int, default=10)
     args = ap.parse_args()
+    if args.merge_only:
+        print("\n".join(merge_figures(args.merge_hosts, args.merge_shards)))
+        return 0
     names = list(demo_hosts())
     hosts_names = [names[i % len(names)] if i < len(names) else f"{names[i % len(names)]}" for i in range(args.hosts)]
     if len(set(hosts_names)) < len(hosts_names):

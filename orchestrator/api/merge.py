@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
-from orchestrator.api.plan import PlanInputs, build_plan
+from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
 from orchestrator.api.session import RunResult, run_header
+from orchestrator.inventory.model import InventoryError
 from orchestrator.store.history import RunNotFound
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.verdict.checks import FLEET_FINDING_IDS
@@ -56,6 +57,18 @@ def _union(lists: list[list[Any]]) -> list[Any]:
     return list(seen)
 
 
+def _inventory_order(sources: list[str], warnings: list[str]) -> list[str]:
+    """The host names of the runs' inventories in inventory order, when they can still be read."""
+    if not sources:
+        return []
+    try:
+        _inv, hosts, _ = load_inventory(tuple(sources), None)
+    except (InventoryError, UsageError) as e:
+        warnings.append(f"the runs' inventory cannot be read ({e}): hosts are kept in the order of the runs")
+        return []
+    return [h.name for h in hosts]
+
+
 def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     if len({s.resolve() for s in sources}) != len(sources):
         raise UsageError("a run is named twice")
@@ -90,8 +103,16 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
             records.append(rec)
             verdicts.append(stored_verdict(rec, own.get(name, [])))
     metas = [r.meta for r in runs]
+    inv_sources = _union([m.get("inventory") or [] for m in metas])
+    # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
+    # shards says word for word what one run over the whole inventory says.
+    order = _inventory_order(inv_sources, warnings)
+    pos = {name: i for i, name in enumerate(order)}
+    ranked = sorted(range(len(records)), key=lambda i: (pos.get(records[i]["name"], len(pos)), i))
+    records = [records[i] for i in ranked]
+    verdicts = [verdicts[i] for i in ranked]
     meta = {
-        "inventory": _union([m.get("inventory") or [] for m in metas]),
+        "inventory": inv_sources,
         "limit": None,
         "playbook": metas[0].get("playbook"),
         "probes": sorted(_union([m.get("probes") or [] for m in metas])),
