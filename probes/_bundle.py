@@ -10,6 +10,11 @@
 #   per probe, in order: one JSON header line, then exactly `out` bytes of the probe's stdout and
 #   `err` bytes of its stderr.
 # so garbage from one probe cannot corrupt another's result (orchestrator/engine/bundle.py reads it).
+#
+# Written out by `probe bundle` (spec "document"), the same runner prints instead ONE JSON
+# document at the end: the host's identity (hostname, the scheduler's node name), the bundle's
+# plan, and per probe the same header with its stdout and stderr as text.  That is what srun,
+# an Ansible task or a cron job on the host keeps in a file for `probe import`.
 # Python 3.6+ standard library only; nothing here writes to the host.
 import json
 import os
@@ -207,7 +212,10 @@ def fp_bundle(spec, sources):
         except Exception:
             pass
     caps = (spec["max_output"], spec["max_stderr"])
-    _fpb_write(frames_fd, b"FPBUNDLE 1\n")
+    document = spec.get("document")
+    answers = []
+    if document is None:
+        _fpb_write(frames_fd, b"FPBUNDLE 1\n")
     for item, source in zip(spec["probes"], sources):
         left = spec["budget_s"] - (time.monotonic() - t0)
         if left <= 0:
@@ -218,6 +226,47 @@ def fp_bundle(spec, sources):
             head, out, err = _fpb_run_one(item, source, timeout_s, deadline_s, caps, frames_fd)
         head["out"] = len(out)
         head["err"] = len(err)
+        if document is not None:
+            answers.append(_fpb_answer(head, out, err))
+            continue
         line = json.dumps(head, sort_keys=True).encode("ascii") + b"\n"
         _fpb_write(frames_fd, line + out + err)
+    if document is not None:
+        doc = {"fleetprobe_bundle": 1, "identity": _fpb_identity(), "for_host": document.get("for_host"),
+               "plan": document.get("plan"), "calls": spec["probes"], "probes": answers,
+               "duration_s": round(time.monotonic() - t0, 4)}
+        _fpb_write(frames_fd, json.dumps(doc).encode("ascii") + b"\n")
     os._exit(0)
+
+
+# Scheduler variables naming where a task ran.  Only these fixed names are read: the rest of the
+# environment (tokens, keys) never leaves the host.
+_FPB_SCHEDULER_VARS = {"SLURMD_NODENAME": "node_name", "SLURM_JOB_ID": "job_id", "SLURM_STEP_ID": "step_id",
+                       "SLURM_PROCID": "task_id", "SLURM_CLUSTER_NAME": "cluster"}
+
+
+def _fpb_identity():
+    ident = {"hostname": os.uname()[1]}
+    for var, key in sorted(_FPB_SCHEDULER_VARS.items()):
+        if os.environ.get(var):
+            ident[key] = os.environ[var]
+    if "job_id" in ident:
+        ident["scheduler"] = "slurm"
+    return ident
+
+
+def _fpb_text(data):
+    # the envelope is JSON (UTF-8); anything else travels byte for byte, as base64
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        import base64
+
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def _fpb_answer(head, out, err):
+    answer = dict(head)
+    answer["stdout"] = _fpb_text(out)
+    answer["stderr"] = _fpb_text(err)
+    return answer

@@ -44,6 +44,7 @@ class PlanInputs:
     forks: int = DEFAULT_FORKS
     timeout: float = DEFAULT_TIMEOUT_S
     become: bool = False
+    shard: str | None = None  # --shard K/N: this controller's part of the inventory (inventory/shard.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -58,7 +59,7 @@ class PlanInputs:
         return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
                    probes=strings("probes"), expect=strings("expect"),
                    forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
-                   become=bool(d.get("become")))
+                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None)
 
 
 @dataclass
@@ -135,6 +136,20 @@ def load_inventory(sources: tuple[str, ...], limit: str | None) -> tuple[Invento
     return inv, hosts, [redact_message(w) for w in [*inv.warnings, *warnings]]
 
 
+def shard_hosts(hosts: list[Host], spec: str) -> list[Host]:
+    """The hosts of part K of N (--shard K/N); an empty part is a usage error, as an empty limit is."""
+    from orchestrator.inventory.shard import ShardError, in_shard, parse_shard
+
+    try:
+        k, n = parse_shard(spec)
+    except ShardError as e:
+        raise UsageError(str(e)) from None
+    part = [h for h in hosts if in_shard(h.name, k, n)]
+    if not part:
+        raise UsageError(f"--shard {spec}: none of the {len(hosts)} selected host(s) falls in part {k} of {n}")
+    return part
+
+
 def stored_inventory(inputs: list[HostInput], sources: list[str]) -> Inventory:
     """An inventory of a stored run's hosts, with the groups they had, so the plays' host patterns
     select the same hosts again without the original inventory files."""
@@ -185,6 +200,8 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     cli_expect = parse_expect_items(inputs.expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
+        if inputs.shard:
+            limited = shard_hosts(limited, inputs.shard)
     else:
         inv, warnings = stored_inventory(stored, list(inputs.inventory)), []
         limited = list(inv.hosts.values())

@@ -59,12 +59,17 @@ class RunResult:
         return [r["name"] for r in self.fleet["hosts"] if is_problem(r["outcome"])]
 
 
+def run_header(meta: dict[str, Any]) -> dict[str, Any]:
+    """fleet.json's `run`: what of run.json a reader of the fleet document needs."""
+    return {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+
+
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None) -> dict[str, Any]:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py)."""
-    run = {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+    run = run_header(meta)
     if isinstance(expectations, RunPlan):
         plan = expectations
         return build_fleet(run, inputs, lambda h: plan.expectations_for(h.name, h.vars),
@@ -192,6 +197,29 @@ def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOr
                 merged[h.name] = extra
             else:
                 res.probes.update(extra.probes)
+
+
+def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
+                    extra_meta: dict[str, Any]) -> RunResult:
+    """Results that came by another road (bundle documents from srun or cron, Ansible job events)
+    stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
+    the same plan.  `collected`: each host's results and where they came from (its `origin`)."""
+    meta = {**plan.meta(), **extra_meta, "hosts_order": [r.host.name for r, _ in collected]}
+    try:
+        run = RunDirectory.create(root, meta)
+    except OSError as e:
+        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
+                         "choose another with --results") from None
+    try:
+        for res, origin in collected:
+            run.host_finished(res, origin=origin)
+            release_envelope_data(res)
+        inputs = [host_input_from_result(res, run.dir) for res, _ in collected]
+        fleet = judge(run.meta, inputs, plan, spool=run.dir)
+        run.finish(fleet)
+    except OSError as e:
+        raise _unwritable(run, e) from None
+    return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
 
 
 def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:

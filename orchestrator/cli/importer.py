@@ -10,7 +10,7 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import parse_expect_items
 from orchestrator.api.session import judge
 from orchestrator.cli import exitcodes, views
-from orchestrator.cli.run import emit, results_root
+from orchestrator.cli.run import add_slurm_drain, emit, results_root
 from orchestrator.engine.results import HostInput
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS
 from orchestrator.store.rundir import RunDirectory
@@ -36,9 +36,31 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
     return {name: import_files([Path(f) for f in args.files], args.kind)}
 
 
+def _bundle_outputs(args: argparse.Namespace) -> bool:
+    """Whether the files are bundle documents (`probe bundle`'s output on hosts): a directory, or
+    any file that is one; then every file is taken as one, and a file that is not costs its host."""
+    from orchestrator.engine.bundle import looks_like_document
+
+    for f in args.files or []:
+        path = Path(f)
+        if path.is_dir():
+            return True
+        try:
+            with open(path, "rb") as fh:
+                if looks_like_document(fh.read(256)):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from orchestrator.facts.textparse import summary_lines
 
+    if args.ansible_runner or _bundle_outputs(args):
+        from orchestrator.cli import collect
+
+        return collect.cmd_import_collected(args)
     imported = _inputs(args)
     expect = parse_expect_items(args.expect or [])
     inputs = []
@@ -75,11 +97,20 @@ def add_parser(sub: Any) -> None:
                                    "topo -p2p, lspci -tv, lspci -vvv), merge the files of one host, run the same "
                                    "checks as a live run and store the result as a run.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
-    p.add_argument("files", nargs="*", metavar="FILE", help="evidence files of one host")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="evidence files of one host, or bundle outputs (`probe bundle`'s documents: files or "
+                        "directories of them, any number of hosts)")
     p.add_argument("--host", help="name for the host (default: the first file's name up to the first dot)")
     p.add_argument("--kind", help="force the kind of every file instead of sniffing it")
     p.add_argument("--fleet", metavar="DIR", help="a folder of hosts: one sub-folder (or name prefix) per host")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE", help="what the host should be, e.g. gpu_count=8")
+    p.add_argument("--ansible-runner", metavar="ARTIFACT_DIR",
+                   help="an ansible-runner / AWX job's artifacts (job_events/): the fleetprobe.gpu modules' envelopes")
+    p.add_argument("-i", "--inventory", action="append", metavar="INV",
+                   help="bundle outputs / Ansible jobs: the inventory their hosts are in (groups, probe_expect)")
+    p.add_argument("-p", "--playbook", metavar="PLAYBOOK",
+                   help="bundle outputs / Ansible jobs: judge under this playbook instead of the bundle's own")
+    add_slurm_drain(p)
     p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p, what="detail views", importable_only=True)

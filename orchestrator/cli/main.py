@@ -9,7 +9,7 @@ import traceback
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
-from orchestrator.cli import exitcodes, history, importer, info, run
+from orchestrator.cli import collect, exitcodes, history, importer, info, run
 from orchestrator.store.lock import LockHeld
 
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_parsers(sub)
     history.add_parsers(sub)
     importer.add_parser(sub)
+    collect.add_parsers(sub)
     return parser
 
 

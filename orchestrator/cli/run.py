@@ -29,7 +29,7 @@ from orchestrator.verdict.drift import diff_fleets
 def plan_inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(inventory=tuple(args.inventory or ()), limit=args.limit, playbook=args.playbook,
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
-                      timeout=args.timeout, become=args.become)
+                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
             print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
         write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
-                      check_ids=known_check_ids(fleet))
+                      check_ids=known_check_ids(fleet), slurm_drain=getattr(args, "slurm_drain", None))
     except OutputError as e:
         print(f"probe: {e}", file=sys.stderr)
     if keep:
@@ -201,8 +201,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
     p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
+    add_slurm_drain(p)
+    p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
+                                                  "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
     p.set_defaults(func=execute_cli)
+
+
+def add_slurm_drain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--slurm-drain", metavar="FILE",
+                   help="write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts with fail "
+                        "findings, for you to apply (fleetprobe never drains by itself)")

@@ -33,15 +33,18 @@ class BundleItem:
     source: str | None = None  # prelude + probe code; default: the shipped probe of that name (tests bring their own)
 
 
-def compose(items: list[BundleItem], budget_s: float, margin_s: float, max_output: int, max_stderr: int) -> bytes:
+def compose(items: list[BundleItem], budget_s: float, margin_s: float, max_output: int, max_stderr: int,
+            document: dict[str, Any] | None = None) -> bytes:
     """The bytes piped to `python3 -I -S -`: the bundle runner and one call with everything as JSON.
 
     budget_s: what is left of the host deadline; a probe that would start after it is reported as
     not started.  The caps are per probe, the same as one command's over the transport.
+    document: `probe bundle`'s script (`{"for_host": name or None, "plan": ...}`, echoed back):
+    the runner then prints one JSON document with the host's identity instead of frames.
     """
     sources = tuple(it.source if it.source is not None else probes.probe_source(it.name) for it in items)
     head, sources_literal, preload = _shared(sources)
-    spec = {
+    spec: dict[str, Any] = {
         "budget_s": float(budget_s),
         "preload": preload,
         "margin_s": float(margin_s),
@@ -49,6 +52,8 @@ def compose(items: list[BundleItem], budget_s: float, margin_s: float, max_outpu
         "max_stderr": int(max_stderr),
         "probes": [{"name": it.name, "args": it.args, "timeout_s": float(it.timeout_s)} for it in items],
     }
+    if document is not None:
+        spec["document"] = document
     # As in probes.compose: everything travels as JSON string literals, never as code.
     host_literal = repr(json.dumps(spec, sort_keys=True)).encode("utf-8")
     return head + b"fp_bundle(json.loads(" + host_literal + b"), json.loads(" + sources_literal + b"))\n"
@@ -157,3 +162,100 @@ def split(res: CommandResult, names: list[str]) -> Answer:
 def transport_cap(n_probes: int, max_output: int, max_stderr: int) -> int:
     """The stdout cap for a bundle of n probes: each probe's caps are kept on the host, plus headers."""
     return n_probes * (max_output + max_stderr + _MAX_HEADER) + len(MAGIC)
+
+
+# ------------------------------------------------------------------ a bundle's document (probe bundle)
+
+DOCUMENT_KEY = "fleetprobe_bundle"
+DOCUMENT_VERSION = 1
+
+
+class DocumentError(ValueError):
+    """A file that is not (or no longer) a bundle's document; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class DocumentCall:
+    name: str
+    args: dict[str, Any]
+    timeout_s: float
+
+
+@dataclass
+class Document:
+    """What `python3 -I -S - < bundle.py` printed on one host: who it is, what ran, each probe's answer."""
+
+    identity: dict[str, str]  # hostname; node_name, job_id, task_id, scheduler where a scheduler ran it
+    for_host: str | None  # the inventory host the bundle was written for (probe bundle --host)
+    plan: dict[str, Any]  # the PlanInputs the bundle was written from (playbook, probes, expect)
+    calls: list[DocumentCall]
+    frames: list[Frame]  # in call order; a frame per call
+
+    @property
+    def name(self) -> str:
+        """The host's name in the run: the inventory name it was written for, else the scheduler's
+        node name (Slurm's NodeName, not always the machine's hostname), else the hostname."""
+        return self.for_host or self.identity.get("node_name") or self.identity["hostname"]
+
+
+def looks_like_document(data: bytes) -> bool:
+    """Cheap sniffing for `probe import`: a bundle's document starts with its key."""
+    return data.lstrip()[:40].startswith(b'{"' + DOCUMENT_KEY.encode() + b'"')
+
+
+def _bytes_of(value: Any, what: str) -> bytes:
+    import base64
+    import binascii
+
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return str(value["text"]).encode("utf-8", "surrogateescape")
+    if isinstance(value, dict) and isinstance(value.get("base64"), str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    raise DocumentError(f"{what} is neither text nor base64")
+
+
+def read_document(data: bytes) -> Document:
+    """Parse a bundle's document; DocumentError names the first thing that is wrong."""
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise DocumentError(f"not a fleetprobe bundle document (not JSON: {e})") from None
+    if not isinstance(doc, dict) or DOCUMENT_KEY not in doc:
+        raise DocumentError("not a fleetprobe bundle document (no fleetprobe_bundle key)")
+    if doc[DOCUMENT_KEY] != DOCUMENT_VERSION:
+        raise DocumentError(f"bundle document version {doc[DOCUMENT_KEY]!r}; this fleetprobe reads {DOCUMENT_VERSION}")
+    ident = doc.get("identity")
+    if not isinstance(ident, dict) or not isinstance(ident.get("hostname"), str) or not ident["hostname"]:
+        raise DocumentError("the document names no hostname")
+    identity = {str(k): str(v) for k, v in ident.items() if isinstance(v, (str, int))}
+    for_host = doc.get("for_host") if isinstance(doc.get("for_host"), str) and doc.get("for_host") else None
+    plan: dict[str, Any] = doc["plan"] if isinstance(doc.get("plan"), dict) else {}
+    calls_raw, answers = doc.get("calls"), doc.get("probes")
+    if not isinstance(calls_raw, list) or not isinstance(answers, list) or len(calls_raw) != len(answers):
+        raise DocumentError("the document's calls and answers do not match")
+    calls, frames = [], []
+    for call, answer in zip(calls_raw, answers):
+        if not (isinstance(call, dict) and isinstance(call.get("name"), str) and isinstance(answer, dict)):
+            raise DocumentError("a call or answer of the document is malformed")
+        name = call["name"]
+        args: dict[str, Any] = call["args"] if isinstance(call.get("args"), dict) else {}
+        timeout = call.get("timeout_s")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+            raise DocumentError(f"{name}: the call's timeout is malformed")
+        calls.append(DocumentCall(name, args, float(timeout)))
+        fields = {k: v for k, v in answer.items() if k not in ("stdout", "stderr")}
+        out, err = _bytes_of(answer.get("stdout"), f"{name}: stdout"), _bytes_of(answer.get("stderr"), f"{name}: stderr")
+        # the same checks as a frame's header (out/err: the lengths of what the answer carries)
+        head = _header(json.dumps({**fields, "out": len(out), "err": len(err)}).encode(), name)
+        if head is None:
+            raise DocumentError(f"{name}: the answer's header is malformed")
+        if head["state"] == "not_started":
+            frames.append(Frame(name, started=False))
+            continue
+        frames.append(Frame(name, started=True, result=CommandResult(
+            exit_code=head["exit"], stdout=out, stderr=err, duration_s=float(head["duration_s"]),
+            timed_out=head["timed_out"], stdout_truncated=head["out_trunc"], stderr_truncated=head["err_trunc"])))
+    return Document(identity=identity, for_host=for_host, plan=plan, calls=calls, frames=frames)

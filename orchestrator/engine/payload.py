@@ -110,10 +110,18 @@ def bundle_runner_source() -> str:
 def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None) -> bytes:
     """Prelude + libraries + probe + the call line.  Tests use it to run probes of their own."""
     head = _head(_source(probes_dir() / "_prelude.py"), tuple(libs or ()), probe_source)
+    return head + call_line(args, deadline_s).encode("utf-8")
+
+
+# The line that runs a probe after its code.  The Ansible modules of `probe ansible-collection` carry
+# this template and fill it on the host, where their arguments are known (api/ansible_collection.py).
+CALL_TEMPLATE = "\n\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({args}), {deadline})\n"
+
+
+def call_line(args: dict[str, Any] | None, deadline_s: float) -> str:
     # Arguments travel as a JSON string literal: no inventory value is ever spliced into code.
     arg_json = json.dumps(args or {}, sort_keys=True)
-    call = f"\n\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({arg_json!r}), {float(deadline_s)!r})\n"
-    return head + call.encode("utf-8")
+    return CALL_TEMPLATE.format(args=repr(arg_json), deadline=repr(float(deadline_s)))
 
 
 @lru_cache(maxsize=128)

@@ -239,16 +239,47 @@ def bundles(host: Host, calls: list[ProbeCall], options: RunOptions) -> bool:
         and str(host.vars.get("probe_mode", "")).lower() != "raw"
 
 
+def bundle_items(host: Host, calls: list[ProbeCall]) -> list[bundle.BundleItem]:
+    """The host's calls as a bundle ships them: each with the host's own arguments (probe_root, probe_args)."""
+    return [bundle.BundleItem(c.name, {**c.args, **host_probe_args(host, c.name)}, c.timeout) for c in calls]
+
+
 def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], options: RunOptions,
                 deadline: float) -> tuple[CommandResult, bundle.Answer]:
     """One `python3 -I -S -` for all of `calls`; the answer cut into one result per probe."""
     left = deadline - time.monotonic()
-    items = [bundle.BundleItem(c.name, {**c.args, **host_probe_args(host, c.name)}, c.timeout) for c in calls]
+    items = bundle_items(host, calls)
     # The host's part of the budget ends a little before ours, so its last frame still reaches us.
     script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
                             PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
     res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
     return res, bundle.split(res, [c.name for c in calls])
+
+
+NOT_STARTED_REASON = "host deadline exhausted before this probe"
+
+
+def document_script(host: Host | None, calls: list[ProbeCall], plan: dict[str, Any],
+                    max_output: int, max_stderr: int) -> bytes:
+    """`probe bundle`'s script: what a run pipes to `host` (every host alike when None), whose
+    runner prints one document for `probe import` instead of frames.  The host's budget is the sum of
+    its probes' timeouts, as a live run's host deadline less the connection."""
+    items = bundle_items(host or Host("(any host)"), calls)
+    return bundle.compose(items, sum(c.timeout for c in calls), PROBE_DEADLINE_MARGIN_S, max_output, max_stderr,
+                          document={"for_host": host.name if host else None, "plan": plan})
+
+
+def document_result(host: Host, doc: bundle.Document, cap: int) -> HostResult:
+    """A bundle document's answers judged exactly as a live bundle's frames are (classify)."""
+    results: dict[str, ProbeResult] = {}
+    for call, frame in zip(doc.calls, doc.frames):
+        pc = ProbeCall(call.name, call.args, call.timeout_s)
+        if frame.result is None:
+            results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT, NOT_STARTED_REASON)
+        else:
+            results[call.name] = classify(host, pc, frame.result, cap=cap)
+    return HostResult(host=host, probes=results,
+                      duration_s=sum(r.duration_s for r in results.values()))
 
 
 def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
@@ -258,7 +289,7 @@ def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundl
     if i < len(answer.frames):
         frame = answer.frames[i]
         if frame.result is None:
-            return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe")
+            return ProbeResult(call.name, Outcome.TIMEOUT, NOT_STARTED_REASON)
         return frame.result
     if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
         raise _Cancelled()  # the probes with a frame keep their results

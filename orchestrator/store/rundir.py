@@ -70,20 +70,25 @@ class RunDirectory:
 
     # ------------------------------------------------------------------ writing
 
-    def host_finished(self, res: HostResult) -> None:
+    def host_finished(self, res: HostResult, origin: dict[str, Any] | None = None) -> None:
+        """A host's results.  `origin`: where results that did not come over our own transport were
+        collected (a bundle's document: the host's identity and the file; an Ansible job event)."""
         hdir = self._host_dir(res.host.name)
         meta_path = hdir / "_host.json"
         summaries = {p: r.summary() for p, r in res.probes.items()}
         if meta_path.is_file():  # a second play on the same host adds its probes
             summaries = {**json.loads(meta_path.read_text()).get("probes", {}), **summaries}
-        atomic.write_json(meta_path, {
+        host_meta: dict[str, Any] = {
             "name": res.host.name,
             "address": res.host.address,
             "groups": res.host.groups,
             "vars": public_vars(res.host.vars),
             "probes": summaries,
             "duration_s": round(res.duration_s, 3),
-        }, durable=False)
+        }
+        if origin is not None:
+            host_meta["origin"] = origin
+        atomic.write_json(meta_path, host_meta, durable=False)
         for name, pr in res.probes.items():
             if pr.envelope is not None:
                 atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False)
@@ -119,8 +124,9 @@ class RunDirectory:
         """fleet.json, host records read on demand through its index; RunNotFound when unreadable."""
         return load_fleet(self.dir)
 
-    def host_inputs(self) -> list[HostInput]:
-        return load_host_inputs(self.dir)
+    def host_inputs(self, with_data: bool = True) -> list[HostInput]:
+        """The stored hosts; without data: names, groups, variables and probe summaries only."""
+        return load_host_inputs(self.dir, with_data)
 
     def _host_dir(self, name: str) -> Path:
         return self.dir / "raw" / safe_component(name)
@@ -182,8 +188,9 @@ def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any
     return data
 
 
-def load_host_inputs(run_dir: Path) -> list[HostInput]:
-    """Read a stored run's raw files back (for rejudge); hosts in the order they were recorded."""
+def load_host_inputs(run_dir: Path, with_data: bool = True) -> list[HostInput]:
+    """Read a stored run's raw files back (for rejudge); hosts in the order they were recorded.
+    with_data=False: the envelopes and facts are not read (merge needs the hosts' groups only)."""
     out: list[HostInput] = []
     raw = run_dir / "raw"
     if not raw.is_dir():
@@ -194,9 +201,9 @@ def load_host_inputs(run_dir: Path) -> list[HostInput]:
         if not meta_path.is_file():
             continue
         meta = json.loads(meta_path.read_text())
-        data = read_envelope_data(hdir, list(meta.get("probes", {})))
+        data = read_envelope_data(hdir, list(meta.get("probes", {}))) if with_data else {}
         facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
-        facts = json.loads(facts_path.read_text()).get("facts") if facts_path.is_file() else None
+        facts = json.loads(facts_path.read_text()).get("facts") if with_data and facts_path.is_file() else None
         entries.append((meta_path.stat().st_mtime, HostInput(
             name=meta["name"], address=meta.get("address", meta["name"]), groups=meta.get("groups", []),
             probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}), facts=facts)))

@@ -156,29 +156,59 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
         return _assemble(run, records, verdicts, overrides_for)
 
 
+def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
+    """A host judged before (a stored run's fleet.json record and its host findings, overrides
+    already applied), as the fleet-wide steps take it: nothing of the host is judged again."""
+    facts = rec.get("facts") or {}
+    outcomes = judged_outcomes(rec.get("probes") or {}, facts)
+    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    return HostVerdict(rec["name"], rec["outcome"], findings, fingerprint.descriptor(facts),
+                       HostView(name=rec["name"], facts=slim, outcomes=outcomes))
+
+
+def assemble_judged(run: dict[str, Any], records: list[dict[str, Any]], verdicts: list[HostVerdict],
+                    silenced: list[dict[str, Any]],
+                    overrides_for: Callable[[str], Mapping[str, Override]]) -> dict[str, Any]:
+    """fleet.json of hosts judged before (`stored_verdict`; `silenced`: their host findings a
+    playbook silenced): only the fleet-wide steps run, and only their findings get the overrides."""
+    return _assemble(run, records, verdicts, overrides_for, judged_silenced=silenced)
+
+
+def _overridden(findings: list[Finding], overrides_for: Callable[[str], Mapping[str, Override]] | None
+                ) -> tuple[list[Finding], list[dict[str, Any]]]:
+    if overrides_for is None:
+        return findings, []
+    silenced: list[dict[str, Any]] = []
+    by_host: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_host.setdefault(f.host, []).append(f)
+    kept: list[Finding] = []
+    for host, items in by_host.items():
+        result = apply_overrides(items, overrides_for(host))
+        kept.extend(result.findings)
+        silenced.extend(s.to_dict() for s in result.silenced)
+    return kept, silenced
+
+
 def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecords,
               verdicts: list[HostVerdict],
-              overrides_for: Callable[[str], Mapping[str, Override]] | None) -> dict[str, Any]:
-    findings = [f for v in verdicts for f in v.findings]
-    findings.extend(run_fleet_checks([v.fleet_view for v in verdicts]))
+              overrides_for: Callable[[str], Mapping[str, Override]] | None,
+              judged_silenced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    host_findings = [f for v in verdicts for f in v.findings]
+    fleet_findings = run_fleet_checks([v.fleet_view for v in verdicts])
     described = [(v.name, v.descriptor) for v in verdicts]
     classes, class_findings, of_host = fingerprint.classify_descriptors(described)
-    findings.extend(class_findings)
+    fleet_findings.extend(class_findings)
     if isinstance(records, list):
         for rec in records:
             rec["fingerprint"], rec["class"] = of_host.get(rec["name"], (None, None))
     else:
         records.set_classes(of_host)
-    silenced: list[dict[str, Any]] = []
-    if overrides_for is not None:
-        by_host: dict[str, list[Finding]] = {}
-        for f in findings:
-            by_host.setdefault(f.host, []).append(f)
-        findings = []
-        for host, items in by_host.items():
-            result = apply_overrides(items, overrides_for(host))
-            findings.extend(result.findings)
-            silenced.extend(s.to_dict() for s in result.silenced)
+    if judged_silenced is None:
+        findings, silenced = _overridden(host_findings + fleet_findings, overrides_for)
+    else:  # the host findings had their overrides when they were judged
+        new, silenced = _overridden(fleet_findings, overrides_for)
+        findings, silenced = host_findings + new, judged_silenced + silenced
     findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
     return {
         "schema_version": SCHEMA_VERSION,

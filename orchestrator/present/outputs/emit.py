@@ -9,6 +9,7 @@ from typing import Any
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.junit import write_junit
 from orchestrator.present.outputs.prometheus import write_prometheus
+from orchestrator.present.outputs.slurm_drain import write_drain
 
 
 class OutputError(OSError):
@@ -17,13 +18,14 @@ class OutputError(OSError):
 
 def write_outputs(fleet: dict[str, Any], *, prometheus: str | Path | None = None, junit: str | Path | None = None,
                   ansible_inventory: str | Path | None = None, check_ids: Iterable[str] = (),
-                  junit_fail_on: Iterable[str] = ("fail",)) -> list[Path]:
+                  junit_fail_on: Iterable[str] = ("fail",), slurm_drain: str | Path | None = None) -> list[Path]:
     """Write each requested file atomically; every one is attempted even if an earlier one fails,
     then OutputError lists what could not be written."""
     jobs = [
         ("--prometheus", prometheus, lambda p: write_prometheus(fleet, p)),
         ("--junit", junit, lambda p: write_junit(fleet, p, check_ids=check_ids, fail_on=junit_fail_on)),
         ("--ansible-inventory", ansible_inventory, lambda p: write_inventory(fleet, p)),
+        ("--slurm-drain", slurm_drain, lambda p: write_drain(fleet, p)),
     ]
     written: list[Path] = []
     errors: list[str] = []

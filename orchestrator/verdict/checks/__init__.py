@@ -56,3 +56,9 @@ NEEDS: dict[str, Needs] = {
     "topology.class.outlier": Needs(any_of=("gpus", "host")),
     "probe.data.malformed": Needs(),
 }
+
+# The ids the fleet-wide steps raise: each area's FLEET_CHECKS (its FLEET_FINDING_IDS) and the
+# topology class comparison.  Every other finding is a host's own, decided from that host alone,
+# so `probe merge` keeps those as judged and judges only these again across all the runs.
+FLEET_FINDING_IDS: frozenset[str] = frozenset(
+    {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"})

@@ -357,6 +357,8 @@ CHECKS: list[HostCheck] = [
     check_virtualization, check_fans, check_row_remap, check_fabric,
 ]
 FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates]
+# The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
+FLEET_FINDING_IDS: tuple[str, ...] = ("identity.uuid.duplicate", "identity.gpu_serial.duplicate")
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (

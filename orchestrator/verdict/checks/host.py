@@ -247,6 +247,8 @@ def raw_mode(view: HostView) -> Iterator[Finding]:
 
 CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode]
 FLEET_CHECKS = [duplicate_identities]
+# The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
+FLEET_FINDING_IDS: tuple[str, ...] = ("identity.hostname.duplicate", "identity.system_serial.duplicate")
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (

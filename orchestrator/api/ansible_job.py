@@ -1,0 +1,167 @@
+"""Runs made by Ansible: the `fleetprobe.gpu` modules' results, from the collection's callback
+(at the end of ansible-playbook) or from an ansible-runner / AWX job's artifacts (job_events/).
+
+Each module result carries the envelope as the probe printed it and how the probe process ended
+(`fleetprobe_answer`, api/ansible_collection.py), so the answer is classified by the runner's own
+`classify`, as a live `probe run` classifies it; an unreachable host or a module that never ran
+its probe (no Python) gets the outcome a live run gives.  Hosts are looked up in the inventory
+(groups, probe_expect), the plan is the fleetprobe playbook the play names, and the run is stored
+and judged by `session.store_collected`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.errors import UsageError
+from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
+from orchestrator.api.session import RunResult, store_collected
+from orchestrator.engine import payload
+from orchestrator.engine.outcomes import Outcome
+from orchestrator.engine.results import HostInput
+from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, classify
+from orchestrator.inventory.model import Host
+from orchestrator.store.redaction import public_vars
+from orchestrator.store.rundir import default_results_dir
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, CommandResult
+
+COLLECTION = "fleetprobe.gpu."
+_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_unreachable": "unreachable",
+           "runner_on_skipped": "skipped"}
+
+
+@dataclass(frozen=True)
+class TaskAnswer:
+    """One fleetprobe.gpu task's result on one host."""
+
+    host: str
+    probe: str
+    status: str  # ok | failed | unreachable | skipped (Ansible's)
+    res: dict[str, Any]
+
+
+def probe_of(action: str, res: dict[str, Any]) -> str | None:
+    """The probe a task ran: its module's name in the collection (or the answer's own)."""
+    answer = res.get("fleetprobe_answer")
+    if isinstance(answer, dict) and isinstance(answer.get("probe"), str) and answer["probe"] in payload.catalog():
+        return str(answer["probe"])
+    if action.startswith(COLLECTION) and action[len(COLLECTION):] in payload.catalog():
+        return action[len(COLLECTION):]
+    return None
+
+
+def answers_from(records: Iterable[dict[str, Any]]) -> list[TaskAnswer]:
+    """The callback's records ({host, action, status, res}): the fleetprobe.gpu tasks among them."""
+    out = []
+    for r in records:
+        res: dict[str, Any] = r["res"] if isinstance(r.get("res"), dict) else {}
+        probe = probe_of(str(r.get("action") or ""), res)
+        if probe and isinstance(r.get("host"), str):
+            out.append(TaskAnswer(r["host"], probe, str(r.get("status")), res))
+    return out
+
+
+def read_runner_artifacts(artifacts: Path) -> list[TaskAnswer]:
+    """ansible-runner's job_events/*.json (AWX keeps the same events), in the order they happened."""
+    events_dir = artifacts / "job_events" if (artifacts / "job_events").is_dir() else None
+    if events_dir is None:
+        found = sorted(artifacts.glob("*/job_events"))  # the private data dir: artifacts/<ident>/job_events
+        if not found:
+            raise UsageError(f"{artifacts}: no job_events/ (give ansible-runner's artifact directory of the job)")
+        events_dir = found[-1]
+    events = []
+    for f in events_dir.glob("*.json"):
+        try:
+            ev = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue  # an event written half-way (the job was killed): the others still count
+        if isinstance(ev, dict) and ev.get("event") in _EVENTS and isinstance(ev.get("event_data"), dict):
+            events.append(ev)
+    events.sort(key=lambda e: e.get("counter", 0))
+    records = []
+    for ev in events:
+        data = ev["event_data"]
+        records.append({"host": data.get("host"), "status": _EVENTS[ev["event"]], "res": data.get("res") or {},
+                        "action": data.get("resolved_action") or data.get("task_action") or ""})
+    return answers_from(records)
+
+
+def _text(value: Any) -> bytes:
+    return str(value).encode("utf-8", "surrogateescape") if isinstance(value, str) else b""
+
+
+def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) -> ProbeResult:
+    res = answer.res
+    msg = str(res.get("msg") or "").strip().splitlines()
+    why = msg[0][:300] if msg else ""
+    if answer.status == "unreachable":
+        return ProbeResult(answer.probe, Outcome.UNREACHABLE, f"unreachable (Ansible): {why}".rstrip(": "))
+    if answer.status == "skipped":
+        return ProbeResult(answer.probe, Outcome.SKIPPED, f"skipped by Ansible{': ' + why if why else ''}")
+    got = res.get("fleetprobe_answer")
+    if not isinstance(got, dict):  # the module never ran the probe (no Python, a module error)
+        return ProbeResult(answer.probe, Outcome.FAILED, f"the {COLLECTION}{answer.probe} module failed: "
+                                                         f"{why or 'no answer'}", stderr=_text(res.get("module_stderr")))
+    envelope = res.get("envelope")
+    stdout = json.dumps(envelope).encode("utf-8") if isinstance(envelope, dict) else _text(got.get("stdout"))
+    exit_code = got.get("exit") if isinstance(got.get("exit"), int) and not isinstance(got.get("exit"), bool) else None
+    duration = float(got["duration_s"]) if isinstance(got.get("duration_s"), (int, float)) else 0.0
+    result = CommandResult(exit_code=exit_code, stdout=stdout, stderr=_text(got.get("stderr")),
+                           duration_s=duration, timed_out=got.get("timed_out") is True,
+                           stdout_truncated=got.get("out_trunc") is True, stderr_truncated=got.get("err_trunc") is True)
+    timeout = res.get("invocation", {}).get("module_args", {}).get("timeout") if isinstance(res.get("invocation"), dict) \
+        else None
+    call = ProbeCall(answer.probe, {}, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
+    return classify(host, call, result, cap=cap)
+
+
+def import_answers(answers: list[TaskAnswer], root: Path, inventory: tuple[str, ...], playbook: str | None,
+                   expect: tuple[str, ...] | None, via: str) -> tuple[RunResult, list[str]]:
+    """Every host's task answers -> one judged run."""
+    if not answers:
+        raise UsageError(f"no {COLLECTION}* task results in the job")
+    warnings: list[str] = []
+    inv_hosts: dict[str, Host] = {}
+    if inventory:
+        _inv, hosts, more = load_inventory(inventory, None)
+        inv_hosts = {h.name: h for h in hosts}
+        warnings.extend(more)
+    by_host: dict[str, dict[str, ProbeResult]] = {}
+    hosts_of: dict[str, Host] = {}
+    for a in answers:
+        if a.host not in hosts_of:
+            known = inv_hosts.get(a.host)
+            if known is None and inventory:
+                warnings.append(f"host {a.host!r} is not in the inventory: judged without its groups and probe_expect")
+            hosts_of[a.host] = known or Host(name=a.host, groups=["all"])
+        # a probe in two plays: the later result replaces the earlier, as in a live run
+        by_host.setdefault(a.host, {})[a.probe] = probe_result(hosts_of[a.host], a)
+    stored = [HostInput(name=h.name, address=h.address, groups=h.groups, probes={}, data={}, vars=public_vars(h.vars))
+              for h in hosts_of.values()]
+    inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
+    plan = build_plan(inputs, stored=stored)
+    collected = [(HostResult(hosts_of[name], probes), {"via": via}) for name, probes in by_host.items()]
+    meta = {"collected": {"via": via, "tasks": len(answers)}}
+    return store_collected(plan, collected, root, meta), warnings
+
+
+def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,
+                            expect: tuple[str, ...] | None) -> tuple[RunResult, list[str]]:
+    if not artifacts.is_dir():
+        raise UsageError(f"no such directory: {artifacts}")
+    return import_answers(read_runner_artifacts(artifacts), root, inventory, playbook, expect, "ansible-runner")
+
+
+def write_callback_run(records: list[dict[str, Any]], results: str | None, inventory: list[str],
+                       playbook: str | None) -> str | None:
+    """The callback's end of playbook: the run directory written, or None without fleetprobe tasks."""
+    answers = answers_from(records)
+    if not answers:
+        return None
+    root = Path(results) if results else default_results_dir()
+    result, _warnings = import_answers(answers, root, tuple(inventory), playbook, None, "ansible callback")
+    return str(result.run.dir)

@@ -1,0 +1,213 @@
+"""Runs whose probes were carried to the hosts by someone else: a scheduler (srun), Ansible, cron.
+
+`bundle_script` writes the very script `probe run` pipes to a host (engine/runner.py composes it;
+the bundle runner prints one document instead of frames), and `import_documents` turns the
+documents those hosts printed back into a run: each answer classified as a live one
+(runner.document_result), stored and judged by `session.store_collected` under the plan the
+bundle was written from.  Host names come from inside the documents (the inventory name the
+bundle was written for, else the scheduler's node name, else the hostname), never from file names:
+`srun -o %N` is not reliable everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.errors import UsageError
+from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
+from orchestrator.api.session import RunResult, store_collected
+from orchestrator.engine import bundle
+from orchestrator.engine.outcomes import Outcome
+from orchestrator.engine.results import HostInput
+from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_result, document_script
+from orchestrator.inventory.model import Host
+from orchestrator.store.redaction import public_vars
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
+
+ANY_HOST = "(any host)"  # the host a bundle for no particular host is planned for: in group all only
+BUNDLE_PROBE = "bundle"  # the outcome's name for a file that held no usable document
+
+
+@dataclass
+class Bundle:
+    script: bytes
+    calls: list[ProbeCall]
+    warnings: list[str] = field(default_factory=list)
+
+
+def _calls_of(plan: RunPlan, host: str) -> tuple[list[ProbeCall], bool]:
+    """The host's probes over every play that selects it, as a run merges them (a later play's
+    result of a probe replaces the earlier one), and whether any of those plays asks for root."""
+    calls: dict[str, ProbeCall] = {}
+    become = False
+    for pp in plan.plays:
+        if any(h.name == host for h in pp.hosts):
+            calls.update((c.name, c) for c in pp.calls)
+            become = become or pp.become
+    return list(calls.values()), become
+
+
+def bundle_script(inputs: PlanInputs, host: str | None = None) -> Bundle:
+    """The bundle of `inputs` (playbook, --probe, --expect): for one inventory host (its probe
+    arguments included), or for every host alike (the plays that run on `all`)."""
+    warnings: list[str] = []
+    if host is not None:
+        if not inputs.inventory:
+            raise UsageError("--host needs the inventory it is in (-i)")
+        plan = build_plan(dataclasses.replace(inputs, limit=host))
+        found = [h for h in plan.hosts if h.name == host]
+        if not found:
+            raise UsageError(f"no play of the playbook runs on {host!r}")
+        target: Host | None = found[0]
+        calls, become = _calls_of(plan, host)
+    else:
+        if inputs.inventory:
+            warnings.append("-i without --host: the bundle is for every host alike, without any host's "
+                            "probe_root/probe_args; give --host NAME for one host's bundle")
+        placeholder = HostInput(name=ANY_HOST, address=ANY_HOST, groups=["all"], probes={}, data={})
+        plan = build_plan(inputs, stored=[placeholder])
+        target = None
+        calls, become = _calls_of(plan, ANY_HOST)
+        for pp in plan.plays:
+            if not pp.hosts:
+                warnings.append(f"play {pp.play.name!r} (hosts: {pp.play.hosts}) is not in the bundle: it runs on "
+                                "some hosts only; write one bundle per host with -i INVENTORY --host NAME")
+        if not calls:
+            raise UsageError("no play of the playbook runs on all hosts; give -i INVENTORY --host NAME")
+    warnings.extend(plan.warnings)
+    if become or inputs.become:
+        warnings.append("the playbook asks for root: the bundle runs as whoever runs it (run it as root, "
+                        "or with become in Ansible); it never calls sudo itself")
+    plan_doc = {k: v for k, v in inputs.to_dict().items() if k in ("playbook", "probes", "expect", "timeout")}
+    script = document_script(target, calls, plan_doc, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR)
+    return Bundle(script, calls, warnings)
+
+
+# ------------------------------------------------------------------------------------ import
+
+
+@dataclass
+class Imported:
+    """One file's contribution: the host and its results, or why the file held none."""
+
+    source: str
+    document: bundle.Document | None
+    error: str = ""
+
+
+def document_files(paths: Iterable[Path]) -> list[Path]:
+    """The files named, and every file of a directory named (sorted), in order."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"no such file or directory: {p}")
+    if not out:
+        raise UsageError("no bundle output files in " + ", ".join(map(str, paths)))
+    return out
+
+
+def read_documents(files: list[Path]) -> list[Imported]:
+    out = []
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError as e:
+            out.append(Imported(str(f), None, f"cannot read {f}: {e.strerror or e}"))
+            continue
+        try:
+            out.append(Imported(str(f), bundle.read_document(data)))
+        except bundle.DocumentError as e:
+            tail = data.decode("utf-8", "replace").strip().splitlines()[-1:] if data.strip() else []
+            more = f"; it ends: {tail[0][:160]}" if tail else "; the file is empty"
+            out.append(Imported(str(f), None, f"{f.name}: {e}{more}"))
+    return out
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """Two documents of one host (two tasks on one node, a file given twice): both are kept, the
+    second as name#2, so nothing is dropped and the fleet checks see both."""
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}#{n}" in taken:
+        n += 1
+    return f"{name}#{n}"
+
+
+def _plan_inputs(docs: list[bundle.Document], inventory: tuple[str, ...], playbook: str | None,
+                 probes: tuple[str, ...] | None, expect: tuple[str, ...] | None) -> tuple[PlanInputs, list[str]]:
+    """The plan the bundles were written from (or the one given instead), over `inventory`."""
+    plans = [d.plan for d in docs]
+    first = plans[0] if plans else {}
+    warnings = []
+    if any(p != first for p in plans[1:]) and playbook is None and expect is None:
+        warnings.append("the documents come from bundles of different plans; judged under the first one's "
+                        "(give -p / --expect to choose)")
+    stored = PlanInputs.from_dict(first)
+    return PlanInputs(inventory=inventory, playbook=playbook if playbook is not None else stored.playbook,
+                      probes=tuple(probes) if probes else stored.probes,
+                      expect=tuple(expect) if expect is not None else stored.expect,
+                      timeout=stored.timeout), warnings
+
+
+def collected_hosts(items: list[Imported], inventory: tuple[str, ...]) -> tuple[list[tuple[Host, Imported]], list[str]]:
+    """Each file's host: the inventory's host of that name (its groups and variables), else a host
+    in group all only; a file without a document is a host named after the file."""
+    inv_hosts: dict[str, Host] = {}
+    warnings: list[str] = []
+    if inventory:
+        _inv, hosts, inv_warnings = load_inventory(inventory, None)
+        inv_hosts = {h.name: h for h in hosts}
+        warnings.extend(inv_warnings)
+    taken: set[str] = set()
+    out = []
+    for item in items:
+        base = item.document.name if item.document else Path(item.source).name
+        name = _unique(base, taken)
+        if name != base:
+            warnings.append(f"{item.source}: a second document of {base!r}, kept as {name!r}")
+        taken.add(name)
+        known = inv_hosts.get(base)
+        if known is not None:
+            host = Host(name=name, vars=dict(known.vars), groups=list(known.groups))
+        else:
+            ident = item.document.identity if item.document else {}
+            host = Host(name=name, vars={"ansible_host": ident.get("hostname", "(unknown)")}, groups=["all"])
+        out.append((host, item))
+    return out, warnings
+
+
+def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] = (), playbook: str | None = None,
+                     probes: tuple[str, ...] | None = None,
+                     expect: tuple[str, ...] | None = None) -> tuple[RunResult, list[str]]:
+    """Bundle documents (files, or directories of them) -> one judged run, and the warnings."""
+    items = read_documents(document_files(paths))
+    docs = [i.document for i in items if i.document is not None]
+    if not docs:
+        first = items[0].error if items else ""
+        raise UsageError(f"none of the {len(items)} file(s) is a fleetprobe bundle document ({first})")
+    inputs, warnings = _plan_inputs(docs, inventory, playbook, probes, expect)
+    hosts, more = collected_hosts(items, inventory)
+    warnings.extend(more)
+    stored = [HostInput(name=h.name, address=h.address, groups=h.groups, probes={}, data={}, vars=public_vars(h.vars))
+              for h, _ in hosts]
+    plan = build_plan(inputs, stored=stored)
+    collected: list[tuple[HostResult, dict[str, Any]]] = []
+    for host, item in hosts:
+        origin: dict[str, Any] = {"via": "bundle", "file": item.source}
+        if item.document is None:
+            res = HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT, item.error)})
+        else:
+            origin["identity"] = item.document.identity
+            res = document_result(host, item.document, DEFAULT_MAX_OUTPUT)
+        collected.append((res, origin))
+    meta = {"collected": {"via": "bundle", "files": len(items)}, "options": {"timeout": inputs.timeout}}
+    return store_collected(plan, collected, root, meta), warnings

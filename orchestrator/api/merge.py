@@ -1,0 +1,133 @@
+"""`probe merge`: runs of parts of one fleet (--shard, AWX slices, Slurm jobs, other controllers)
+made into one run whose fleet-wide judgement covers all of them.
+
+Each host keeps the judgement its own run gave it (its record in fleet.json: facts, outcome, and
+its host findings with the playbook's overrides already applied): nothing of a host is judged
+again.  Only the fleet-wide steps run again over every host of every run (duplicate GPU UUIDs and
+serials, hostnames, system serials; topology classes and their outliers; verdict/judge.py
+`assemble_judged`), their findings under each host's own plan's overrides.  The stored findings of
+those steps are dropped first: they were judged over one part only.  The raw files travel with
+the merged run, so it can be shown, diffed, reported and re-judged like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.api.errors import UsageError
+from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
+from orchestrator.api.session import RunResult, run_header
+from orchestrator.inventory.model import InventoryError
+from orchestrator.store.history import RunNotFound
+from orchestrator.store.rundir import RunDirectory
+from orchestrator.verdict.checks import FLEET_FINDING_IDS
+from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.judge import HostVerdict, assemble_judged, stored_verdict
+from orchestrator.verdict.overrides import Override
+
+
+def _overrides(run: RunDirectory) -> dict[str, dict[str, Override]]:
+    """host -> the finding overrides of the plays that ran on it, from the run's own plan."""
+    meta = run.meta
+    if meta.get("imported") or not meta.get("plan"):
+        return {}  # text evidence: judged without a playbook
+    hosts = run.host_inputs(with_data=False)
+    if not hosts:
+        return {}
+    inputs = PlanInputs.from_dict({**meta["plan"], "inventory": meta.get("inventory") or []})
+    return build_plan(inputs, stored=hosts).overrides
+
+
+def _plan_of(runs: list[RunDirectory], warnings: list[str]) -> dict[str, Any]:
+    """The plan the merged run is re-judged under: the parts' (without --shard) when they agree."""
+    plans = [{**(r.meta.get("plan") or {}), "shard": None} for r in runs]
+    if any(p != plans[0] for p in plans[1:]):
+        warnings.append("the runs were made under different plans; `probe rejudge` of the merged run uses the "
+                        f"first one's ({runs[0].dir.name}); each host keeps the judgement of its own run here")
+    return plans[0]
+
+
+def _union(lists: list[list[Any]]) -> list[Any]:
+    seen: dict[Any, None] = {}
+    for items in lists:
+        for x in items:
+            seen.setdefault(x, None)
+    return list(seen)
+
+
+def _inventory_order(sources: list[str], warnings: list[str]) -> list[str]:
+    """The host names of the runs' inventories in inventory order, when they can still be read."""
+    if not sources:
+        return []
+    try:
+        _inv, hosts, _ = load_inventory(tuple(sources), None)
+    except (InventoryError, UsageError) as e:
+        warnings.append(f"the runs' inventory cannot be read ({e}): hosts are kept in the order of the runs")
+        return []
+    return [h.name for h in hosts]
+
+
+def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
+    if len({s.resolve() for s in sources}) != len(sources):
+        raise UsageError("a run is named twice")
+    runs = [RunDirectory.open(s) for s in sources]
+    warnings: list[str] = []
+    fleets = []
+    for r in runs:
+        try:
+            fleets.append(r.fleet())
+        except RunNotFound as e:
+            raise UsageError(f"{r.dir}: {e}; re-judge it first (`probe rejudge`)") from None
+        if r.meta.get("state") != "complete":
+            warnings.append(f"{r.dir.name} is {r.meta.get('state') or 'without run.json'}: merged with the hosts it has")
+    owner: dict[str, str] = {}
+    records: list[dict[str, Any]] = []
+    verdicts: list[HostVerdict] = []
+    silenced: list[dict[str, Any]] = []
+    rules: dict[str, Mapping[str, Override]] = {}
+    for r, fleet in zip(runs, fleets):
+        own: dict[str, list[Finding]] = {}
+        for f in fleet["findings"]:
+            if f["id"] not in FLEET_FINDING_IDS:
+                own.setdefault(f["host"], []).append(Finding.from_dict(f))
+        silenced.extend(s for s in fleet.get("silenced") or [] if s["finding"]["id"] not in FLEET_FINDING_IDS)
+        rules.update(_overrides(r))
+        for rec in fleet["hosts"]:
+            name = rec["name"]
+            if name in owner:
+                raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
+                                 "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
+            owner[name] = r.dir.name
+            records.append(rec)
+            verdicts.append(stored_verdict(rec, own.get(name, [])))
+    metas = [r.meta for r in runs]
+    inv_sources = _union([m.get("inventory") or [] for m in metas])
+    # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
+    # shards says word for word what one run over the whole inventory says.
+    order = _inventory_order(inv_sources, warnings)
+    pos = {name: i for i, name in enumerate(order)}
+    ranked = sorted(range(len(records)), key=lambda i: (pos.get(records[i]["name"], len(pos)), i))
+    records = [records[i] for i in ranked]
+    verdicts = [verdicts[i] for i in ranked]
+    meta = {
+        "inventory": inv_sources,
+        "limit": None,
+        "playbook": metas[0].get("playbook"),
+        "probes": sorted(_union([m.get("probes") or [] for m in metas])),
+        "hosts_order": [rec["name"] for rec in records],
+        "plan": _plan_of(runs, warnings),
+        "options": metas[0].get("options"),
+        "merged_from": [{"id": r.dir.name, "hosts": len(f["hosts"]), "shard": (r.meta.get("plan") or {}).get("shard")}
+                        for r, f in zip(runs, fleets)],
+    }
+    if all(m.get("imported") for m in metas):
+        meta["imported"] = True
+    merged = RunDirectory.create(root, meta)
+    for r in runs:
+        if (r.dir / "raw").is_dir():
+            merged.copy_raw_from(r)
+    fleet = assemble_judged(run_header(merged.meta), records, verdicts, silenced, lambda host: rules.get(host, {}))
+    merged.finish(fleet)
+    return RunResult(merged, fleet), warnings

@@ -1,0 +1,46 @@
+"""--slurm-drain: one scontrol line per node with fail findings; nothing a shell or Slurm would misread."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from orchestrator.present.outputs.slurm_drain import MAX_REASON, render_drain
+
+
+def _finding(host: str, fid: str, severity: str = "fail") -> dict[str, Any]:
+    return {"id": fid, "host": host, "severity": severity}
+
+
+def test_one_line_per_failing_node_with_its_ids() -> None:
+    fleet = {"run": {"id": "20261201T1030Z-ab12"}, "findings": [
+        _finding("node2", "nvlink.link.down"), _finding("node2", "gpu.count.mismatch"),
+        _finding("node2", "nvlink.link.down"), _finding("node1", "sensor.fan.zero_while_hot", "warn"),
+        _finding("node3", "pcie.acs.enabled")]}
+    lines = render_drain(fleet).splitlines()
+    assert lines[0].startswith("# fleetprobe run 20261201T1030Z-ab12: 2 node(s)")
+    assert lines[1:] == [
+        'scontrol update NodeName=node2 State=DRAIN Reason="fleetprobe 20261201T1030Z-ab12: '
+        'gpu.count.mismatch,nvlink.link.down"',
+        'scontrol update NodeName=node3 State=DRAIN Reason="fleetprobe 20261201T1030Z-ab12: pcie.acs.enabled"']
+    for line in lines[1:]:  # the shell sees exactly four words after scontrol
+        assert len(shlex.split(line)) == 5
+
+
+def test_names_slurm_or_the_shell_would_misread_are_left_out() -> None:
+    bad = ["node[1-4]", "a,b", "$(reboot)", "n1 State=RESUME", "node1#2", "-x"]
+    fleet = {"run": {"id": "r"}, "findings": [_finding(h, "gpu.lost") for h in bad]}
+    lines = render_drain(fleet).splitlines()
+    assert not [ln for ln in lines if ln.startswith("scontrol")]
+    assert len([ln for ln in lines if ln.startswith("# not a Slurm node name")]) == len(bad)
+
+
+def test_a_long_reason_is_cut_and_counts_the_rest() -> None:
+    ids = [f"area{i}.something.rather_long_{i}" for i in range(40)]
+    fleet = {"run": {"id": "r"}, "findings": [_finding("gpu01", i) for i in ids]}
+    line = render_drain(fleet).splitlines()[1]
+    reason = shlex.split(line)[-1].split("=", 1)[1]
+    assert len(reason) <= MAX_REASON
+    assert reason.endswith(" more")
+    assert render_drain({"run": {}, "findings": []}).splitlines() == ["# fleetprobe run run: 0 node(s) with fail "
+                                                                      "findings; review, then apply with sh"]
