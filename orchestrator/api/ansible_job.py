@@ -140,11 +140,14 @@ def import_answers(answers: list[TaskAnswer], root: Path, inventory: tuple[str, 
             hosts_of[a.host] = known or Host(name=a.host, groups=["all"])
         # a probe in two plays: the later result replaces the earlier, as in a live run
         by_host.setdefault(a.host, {})[a.probe] = probe_result(hosts_of[a.host], a)
+    # in the inventory's order, as a live run keeps its hosts (Ansible reports them as they finish)
+    pos = {name: i for i, name in enumerate(inv_hosts)}
+    names = sorted(by_host, key=lambda n: pos.get(n, len(pos)))
     stored = [HostInput(name=h.name, address=h.address, groups=h.groups, probes={}, data={}, vars=public_vars(h.vars))
-              for h in hosts_of.values()]
+              for h in (hosts_of[n] for n in names)]
     inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
     plan = build_plan(inputs, stored=stored)
-    collected = [(HostResult(hosts_of[name], probes), {"via": via}) for name, probes in by_host.items()]
+    collected = [(HostResult(hosts_of[name], by_host[name]), {"via": via}) for name in names]
     meta = {"collected": {"via": via, "tasks": len(answers)}}
     return store_collected(plan, collected, root, meta), warnings
 

@@ -182,6 +182,10 @@ def collected_hosts(items: list[Imported], inventory: tuple[str, ...]) -> tuple[
             ident = item.document.identity if item.document else {}
             host = Host(name=name, vars={"ansible_host": ident.get("hostname", "(unknown)")}, groups=["all"])
         out.append((host, item))
+    # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
+    # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
+    pos = {name: i for i, name in enumerate(inv_hosts)}
+    out.sort(key=lambda pair: pos.get(pair[0].name, len(pos)))
     return out, warnings
 
 

@@ -92,10 +92,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("import", help="judge nvidia-smi / lspci text output like a live probe",
+    p = sub.add_parser("import", help="judge nvidia-smi / lspci text, bundle outputs or Ansible jobs like a live run",
                        description="Recognise each file by its content (nvidia-smi topo -m, -q, -q -x, -L, nvlink -s/-c, "
                                    "topo -p2p, lspci -tv, lspci -vvv), merge the files of one host, run the same "
-                                   "checks as a live run and store the result as a run.",
+                                   "checks as a live run and store the result as a run. Bundle outputs (`probe bundle`'s documents, "
+                                   "any number of hosts, files or directories) and Ansible jobs (--ansible-runner) are "
+                                   "judged as the live run they stand for (docs/scale.md).",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="evidence files of one host, or bundle outputs (`probe bundle`'s documents: files or "

@@ -28,6 +28,11 @@ from tests.support.fleet import Cli, SimulatedHost, build_simulated_fleet, hosts
 HOSTS = ["dgx-h100-01", "dgx-h100-04", "dgx-h100-05", "dgx-a100-03", "rtx4090-02"]
 
 
+def _file_of(name: str) -> str:
+    """The output file of a host: sorted by name they come in the reverse of the inventory's order."""
+    return f"task{len(HOSTS) - 1 - HOSTS.index(name)}.json"
+
+
 @pytest.fixture(scope="module")
 def sims(tmp_path_factory: pytest.TempPathFactory) -> list[SimulatedHost]:
     if not shutil.which("gcc") and not shutil.which("cc"):
@@ -48,7 +53,7 @@ def fleet_runs(sims: list[SimulatedHost], tmp_path_factory: pytest.TempPathFacto
         script = tmp / f"bundle-{sim.name}.py"
         made = cli.run("bundle", "-i", str(inv), "--host", sim.name, "-o", str(script))
         assert made.returncode == 0, made.stderr
-        run_script(script, out / f"task{HOSTS.index(sim.name)}.json")  # names say nothing of the host
+        run_script(script, out / _file_of(sim.name))  # names say nothing of the host
     imp = cli.run("import", str(out), "-i", str(inv), "--results", str(cli.results), "--format", "json")
     return {"cli": cli, "inv": inv, "out": out, "live_proc": live_proc, "live": live, "import_proc": imp,
             "imported": json.loads(imp.stdout) if imp.stdout.strip().startswith("{") else None, "tmp": tmp}
@@ -61,7 +66,7 @@ def test_imported_bundle_outputs_are_judged_like_the_live_run(fleet_runs: dict[s
     assert live["findings"], "the simulated faults must raise findings"
     assert finding_keys(imported["findings"]) == finding_keys(live["findings"])
     got, want = hosts_by_name(imported), hosts_by_name(live)
-    assert sorted(got) == sorted(want) == sorted(HOSTS)
+    assert list(got) == list(want) == HOSTS  # the inventory's order, whatever the files are called
     for name in HOSTS:
         assert {p: s["outcome"] for p, s in got[name]["probes"].items()} == \
             {p: s["outcome"] for p, s in want[name]["probes"].items()}
@@ -75,7 +80,7 @@ def test_the_imported_run_records_where_each_host_came_from(fleet_runs: dict[str
     meta = json.loads((run_dir / "raw" / "dgx-h100-04" / "_host.json").read_text())
     assert meta["origin"]["via"] == "bundle"
     assert meta["origin"]["identity"]["hostname"] == os.uname().nodename
-    assert Path(meta["origin"]["file"]).name == f"task{HOSTS.index('dgx-h100-04')}.json"
+    assert Path(meta["origin"]["file"]).name == _file_of("dgx-h100-04")
 
 
 def test_an_imported_run_can_be_shown_and_rejudged(fleet_runs: dict[str, Any]) -> None:
@@ -93,7 +98,7 @@ def test_a_file_without_a_document_costs_only_its_host(fleet_runs: dict[str, Any
     out = tmp_path / "outs"
     shutil.copytree(fleet_runs["out"], out)
     (out / "broken.json").write_text("bash: line 1: python3: command not found\n")
-    (out / "cut.json").write_text((out / "task0.json").read_text()[:5000])  # the task was killed mid-write
+    (out / "cut.json").write_text((out / _file_of(HOSTS[0])).read_text()[:5000])  # the task was killed mid-write
     proc = cli.run("import", str(out), "-i", str(fleet_runs["inv"]), "--results", str(tmp_path / "runs"),
                    "--format", "json")
     assert proc.returncode == 5, proc.stderr  # fail findings + hosts with invalid output
