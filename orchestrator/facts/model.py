@@ -414,6 +414,7 @@ class NcclFacts(TypedDict):
     complete: NotRequired[bool]
     stdout_bytes: NotRequired[int]
     virtualization_mode: NotRequired[int | None]  # NVML's: 0 none, 1 pass-through, 2 vGPU guest, 3/4 host
+    busy_gpus: NotRequired[list[str]]  # bus ids the busy guard left out of the communicator
 
 
 # ---------------------------------------------------------------------------------------------

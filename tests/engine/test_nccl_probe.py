@@ -220,6 +220,9 @@ def test_busy_gpus_are_left_alone_and_mig_is_a_limitation(libdir: Path) -> None:
     env, cuda, nccl, _ = run_probe(libdir, "dgx-h100--nccl-busy")
     d = env["data"]
     assert d["selected"] == [2, 3, 4, 5, 6, 7] and d["guard"]["busy"] == {"0": 1, "1": 1}
+    from orchestrator.facts.normalize.nccl import normalize
+
+    assert normalize(d)["busy_gpus"] == ["0000:18:00.0", "0000:2a:00.0"]
     assert_nothing_held(cuda, nccl)
     mig, _, _, _ = run_probe(libdir, "dgx-h100--nccl-mig")
     assert mig["data"]["limitation"].startswith("MIG is enabled") and mig["data"]["results"] == []

@@ -149,3 +149,9 @@ def test_boxes_without_a_published_floor_are_judged_against_their_peers(demo: di
     published = [HostView(name=n, facts=_scaled(demo["dgx-h100-12"], bw), outcomes=dict(OUTCOMES))
                  for n, bw in (("a", 470.0), ("b", 471.0), ("c", 300.0))]
     assert list(checks.check_nccl_peers(published)) == []  # judged by the published floor instead
+
+
+def test_busy_gpus_left_out_make_the_floor_not_judged(demo: dict[str, dict[str, Any]]) -> None:
+    partial = _with(_scaled(demo["dgx-h100-12"], 300.0), gpu_count=6, busy_gpus=["0000:18:00.0", "0000:2a:00.0"])
+    [f] = judge(partial)
+    assert f.id == "nccl.busbw.low" and f.kind.value == "unknown" and "2 were busy" in f.message

@@ -111,6 +111,20 @@ def average_busbw(results: list[NcclResult]) -> float | None:
     return round(sum(vals) / len(vals), 3) if vals else None
 
 
+def _busy(data: dict[str, Any], gpus: list[dict[str, Any]], selected: list[int]) -> list[str]:
+    """Bus ids of the GPUs the busy guard left out (other compute processes, not forced)."""
+    raw_guard = data.get("guard")
+    guard: dict[str, Any] = raw_guard if isinstance(raw_guard, dict) else {}
+    raw_busy = guard.get("busy")
+    busy: dict[str, Any] = raw_busy if isinstance(raw_busy, dict) else {}
+    out = []
+    for key in busy:
+        i = int(key) if isinstance(key, str) and key.isdigit() else None
+        if i is not None and 0 <= i < len(gpus) and i not in selected:
+            out.append(str(gpus[i].get("bus_id") or "").lower())
+    return out
+
+
 def normalize(data: dict[str, Any]) -> NcclFacts:
     if not isinstance(data, dict):
         raise ValueError("nccl data must be a mapping")
@@ -144,6 +158,7 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
         "stdout_bytes": _i(data.get("stdout_bytes")) or 0,
         "virtualization_mode": _i((data.get("platform") or {}).get("virtualization_mode"))
         if isinstance(data.get("platform"), dict) else None,
+        "busy_gpus": _busy(data, gpus, selected),
     }
     if out["version"] is None:
         out["version_unknown"] = "the probe found no usable NCCL library"

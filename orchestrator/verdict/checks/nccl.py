@@ -174,6 +174,13 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
                     expected=f"> {stage}", actual=busbw, evidence=evidence,
                     hint="check nvidia-fabricmanager, `nvidia-smi nvlink -s`, NCCL settings and plugins")
         return  # slower than PCIe is the stronger statement of the same low figure
+    busy = nccl.get("busy_gpus") or []
+    if busy:
+        yield unknown(BUSBW_LOW, host, SUBJECT,
+                      f"not judged against a floor: measured over {n} GPUs, {len(busy)} were busy with other "
+                      f"processes and left out ({', '.join(busy)})", actual=busbw, evidence=evidence,
+                      hint="rerun when the GPUs are idle (or with force: true, figures may then be low)")
+        return
     floor, floor_src = _floor(model, n, nvlink, stage, stage_src)
     if floor is None:
         return
