@@ -371,6 +371,91 @@ class P2pFacts(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------------
+# facts["kmsg"] (docs/facts-kmsg.md)
+
+
+class KmsgAttempt(TypedDict):
+    source: str  # journalctl | kmsg | dmesg
+    error: str
+
+
+class KmsgEvent(TypedDict):
+    kind: str  # xid | sxid | fallen_off_bus | aer | mlx5 | peermem | segfault
+    t: float | None  # seconds since boot
+    wall: float | None  # epoch seconds, where the source has them (journald)
+    bus_id: str | None
+    code: int | None  # Xid / SXid code
+    text: str
+    key: str  # names the event within its boot: kind|t|bus|code
+    pid: NotRequired[int | None]
+    process: NotRequired[str | None]
+    severity: NotRequired[str | None]  # Xid/SXid: fatal|nonfatal where the line says; AER: its severity text
+    action: NotRequired[str | None]  # Xid: facts/xid.py ACTIONS, None for a code the table lacks
+    device: NotRequired[str]  # nvidia-nvswitchN, netdev name
+    driver: NotRequired[str]  # AER: the reporting driver (pcieport, nvidia, mlx5_core)
+    error_type: NotRequired[str]  # AER: Physical Layer, Data Link Layer, Transaction Layer
+    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | tx_timeout | health_compromised
+    library: NotRequired[str]  # segfault: libnccl.so.2 / libcuda.so.1
+
+
+class KmsgFacts(TextOrigin):
+    readable: bool
+    source: str | None
+    unreadable_reason: str | None  # what was tried and why it failed
+    attempts: list[KmsgAttempt]
+    boot_id: str | None
+    boot_time: int | None  # epoch seconds (/proc/stat btime)
+    uid: int | None  # who read it
+    events: list[KmsgEvent]
+    lines_scanned: int | None
+    truncated: bool  # more matching lines than the probe keeps: the oldest were dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["nic"] (docs/facts-nic.md)
+
+
+class NicPort(TypedDict):
+    port: int
+    link_layer: str | None  # InfiniBand | Ethernet
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED (the text after "N: ")
+    phys_state: str | None  # LinkUp, Polling, Disabled ...
+    rate_gbps: float | None
+    rate: str | None  # the kernel's text: "400 Gb/sec (4X NDR)"
+    netdev: str | None  # the net interface of this port (RoCE / IPoIB)
+    counters: dict[str, int]  # ports/N/counters
+    hw_counters: dict[str, int]  # ports/N/hw_counters
+
+
+class NicDevice(TypedDict):
+    name: str  # mlx5_0
+    bus_id: str | None  # its PCI function (joins facts["pcie"])
+    hca_type: str | None
+    board_id: str | None
+    fw_ver: str | None
+    node_guid: str | None
+    driver: str | None
+    ports: list[NicPort]
+
+
+class NetDev(TypedDict):
+    name: str
+    bus_id: str | None
+    driver: str | None
+    operstate: str | None
+    carrier: bool | None
+    speed_mbps: int | None  # None: no link or not reported (-1 in sysfs)
+    carrier_changes: int | None
+    mtu: int | None
+
+
+class NicFacts(TextOrigin):
+    devices: list[NicDevice]  # /sys/class/infiniband
+    netdevs: list[NetDev]  # /sys/class/net entries backed by a PCI function
+    infiniband_present: bool
+
+
+# ---------------------------------------------------------------------------------------------
 # The facts mapping and the fleet.json host record
 
 
@@ -383,6 +468,8 @@ class Facts(TypedDict, total=False):
     nvlink: NvlinkFacts
     topology: TopologyFacts
     p2p: P2pFacts
+    kmsg: KmsgFacts
+    nic: NicFacts
 
 
 class ProbeRecord(TypedDict, total=False):

@@ -55,6 +55,10 @@ PROBES: tuple[ProbeRow, ...] = (
              _V + "nvlink:render_nvlink", "docs/facts-gpus.md", normalizer=_N + "nvlink:normalize"),
     ProbeRow("p2p", "p2p", (), "p2p", _V + "bandwidth:render", "docs/facts-p2p.md",
              normalizer=_N + "p2p:normalize"),
+    ProbeRow("kmsg", "kmsg", (), "kmsg", _V + "health:render_kmsg", "docs/facts-kmsg.md",
+             normalizer=_N + "kmsg:normalize"),
+    ProbeRow("nic", "nic", (), "nic", _V + "health:render_nic", "docs/facts-nic.md",
+             normalizer=_N + "nic:normalize"),
 )
 
 # Sections derived from other sections after every probe is normalized, in order.
@@ -67,7 +71,7 @@ SECTIONS: tuple[Section, ...] = (*PROBES, *MERGED)
 
 # The order `--show` lists its views in the help (the order operators read a host in: bus, GPUs,
 # the topo -m matrix, links, measured bandwidth).
-VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p")
+VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p", "kmsg", "nic")
 
 
 @cache

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.verdict.checks import gpu, host, p2p, pcie
+from orchestrator.verdict.checks import gpu, health, host, nic, p2p, pcie
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.verdict.findings import Finding
 
-_AREAS = [host, gpu, pcie, p2p]
+_AREAS = [host, gpu, pcie, p2p, health, nic]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
 # The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; GPU UUIDs/serials:
-# gpus).  A fleet judged in worker processes hands the parent only these sections of each host, so
+# gpus; NIC peers and firmware: nic).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
-FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus")
+FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nic")
 
 
 def run_host_checks(view: HostView) -> list[Finding]:

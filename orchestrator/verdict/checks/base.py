@@ -17,6 +17,9 @@ class HostView:
     outcomes: dict[str, str] = field(default_factory=dict)  # probe name -> outcome value
     expect: Expectations = field(default_factory=Expectations)
     vars: dict[str, Any] = field(default_factory=dict)
+    # This host's facts in the previous run of the same results directory (None: no previous run
+    # or the host was not in it), so cumulative counters and events can be judged between runs.
+    previous: dict[str, Any] | None = None
 
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
