@@ -26,7 +26,8 @@ _AER = re.compile(r"^(\S+) (" + _BDF + r"): (?:AER: )?PCIe Bus Error: severity=(
 _MLX5_DEV = re.compile(r"^mlx5_core (" + _BDF + r")")
 _MLX5 = (("slot_power", re.compile(r"insufficient power on the PCIe slot", re.IGNORECASE)),
          ("module_temperature", re.compile(r"Port module event.*High Temperature", re.IGNORECASE)),
-         ("health_compromised", re.compile(r"health compromised", re.IGNORECASE)))
+         ("health_compromised", re.compile(r"health compromised", re.IGNORECASE)),
+         ("tx_timeout", re.compile(r"NETDEV WATCHDOG: .*transmit queue \d+ timed out")))
 _TX_TIMEOUT = re.compile(r"NETDEV WATCHDOG: (\S+) \((mlx5_core)\): transmit queue (\d+) timed out")
 _PEERMEM = re.compile(r"nvidia[-_]peermem.*\bERROR\b", re.IGNORECASE)
 _SEGFAULT = re.compile(r"^(\S+?)\[(\d+)\]: segfault at .* in (libnccl[^\[ ]*|libcuda[^\[ ]*)")
