@@ -64,6 +64,12 @@ class HostDriver(TypedDict):
     version: str | None
 
 
+class HostFabricManager(TypedDict):
+    installed: bool
+    package: str | None  # nvidia-fabricmanager-550
+    version: str | None  # without the package revision: "550.54.15"
+
+
 class HostFacts(TypedDict):
     hostname: str | None
     os: str | None
@@ -76,6 +82,7 @@ class HostFacts(TypedDict):
     virtualization: HostVirtualization
     driver: HostDriver
     python: str | None
+    fabric_manager: NotRequired[HostFabricManager | None]  # None: no dpkg database to ask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,10 +152,21 @@ class GpuRecord(TypedDict):
     ecc_unknown: NotRequired[str]
     remapped_rows_unknown: NotRequired[str]
     fabric_unknown: NotRequired[str]
+    # live probe (nvml 1.1): limits in W, the raw nvmlClocksEventReason bitmask and its names,
+    # NVML's PCIe replay counter, dynamic page retirement waiting for a reset (before Ampere)
+    power_limits: NotRequired[dict[str, Any] | None]
+    power_limits_unknown: NotRequired[str]
+    clock_event_reasons: NotRequired[int | None]
+    clock_event_reasons_unknown: NotRequired[str]
+    clock_event_reason_names: NotRequired[list[str] | None]
+    pcie_replays_unknown: NotRequired[str]
+    retired_pages_pending: NotRequired[bool | None]
+    retired_pages_pending_unknown: NotRequired[str]
+    # text imports (and the live probe since nvml 1.1)
+    pcie_replays: NotRequired[int | None]
     # text imports only
     display: NotRequired[bool | None]
     module_id: NotRequired[int | None]
-    pcie_replays: NotRequired[int | None]
     numa_affinity: NotRequired[Any]
 
 

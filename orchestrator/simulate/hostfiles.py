@@ -81,6 +81,13 @@ def build_host_files(machine: str, root: Path, hostname: str) -> Path:
         dmi.setdefault("board_serial", serial_for(hostname, "board"))
     for key, value in dmi.items():
         _write(root, f"/sys/class/dmi/id/{key}", str(value))
+    fm = d.get("fabric_manager")  # the installed nvidia-fabricmanager package version (dpkg)
+    if fm:
+        branch = str(fm).split(".", 1)[0]
+        _write(root, "/var/lib/dpkg/status",
+               "Package: libc6\nStatus: install ok installed\nVersion: 2.35-0ubuntu3.6\n\n"
+               f"Package: nvidia-fabricmanager-{branch}\nStatus: install ok installed\nPriority: optional\n"
+               f"Architecture: amd64\nVersion: {fm}-1\nDescription: Fabric Manager for NVSwitch based systems.\n")
     return root
 
 
