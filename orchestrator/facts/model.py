@@ -471,6 +471,7 @@ class NicFacts(TextOrigin):
     devices: list[NicDevice]  # /sys/class/infiniband
     netdevs: list[NetDev]  # /sys/class/net entries backed by a PCI function
     infiniband_present: bool
+    unknown: NotRequired[dict[str, str]]  # text imports: what ibstat/ibv_devinfo text cannot give
 
 
 # ---------------------------------------------------------------------------------------------

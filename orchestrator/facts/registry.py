@@ -55,9 +55,9 @@ PROBES: tuple[ProbeRow, ...] = (
              _V + "nvlink:render_nvlink", "docs/facts-gpus.md", normalizer=_N + "nvlink:normalize"),
     ProbeRow("p2p", "p2p", (), "p2p", _V + "bandwidth:render", "docs/facts-p2p.md",
              normalizer=_N + "p2p:normalize"),
-    ProbeRow("kmsg", "kmsg", (), "kmsg", _V + "health:render_kmsg", "docs/facts-kmsg.md",
+    ProbeRow("kmsg", "kmsg", ("kernel_log",), "kmsg", _V + "health:render_kmsg", "docs/facts-kmsg.md",
              normalizer=_N + "kmsg:normalize"),
-    ProbeRow("nic", "nic", (), "nic", _V + "health:render_nic", "docs/facts-nic.md",
+    ProbeRow("nic", "nic", ("ibstat",), "nic", _V + "health:render_nic", "docs/facts-nic.md",
              normalizer=_N + "nic:normalize"),
 )
 

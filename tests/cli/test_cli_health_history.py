@@ -96,3 +96,15 @@ def test_localhost_inventory_classifies_kmsg_and_nic(tmp_path: Path) -> None:
     if not km["readable"]:
         [f] = _findings(fleet, "host.kernel_log.unreadable")
         assert f["kind"] in ("unknown", "platform_limitation") and km["unreadable_reason"] in f["message"]
+
+
+def test_import_of_published_dmesg_and_ibstat_judges_them(tmp_path: Path) -> None:
+    fix = ROOT / "tests" / "fixtures" / "text" / "health"
+    res = probe("import", str(fix / "dmesg_xid13_burst_vllm5901.txt"), str(fix / "ibstat_mooncake1999.txt"),
+                "--host", "a800-1", "--expect", "nic_ports_up=true", "--results", str(tmp_path / "runs"),
+                "--format", "json")
+    assert res.returncode in (0, 1), res.stderr
+    fleet = json.loads(res.stdout)
+    found = sorted((f["id"], f["severity"], f["subject"].split(" (")[0]) for f in fleet["findings"]
+                   if f["id"].startswith(("gpu.xid", "nic.")))
+    assert found == [("gpu.xid", "warn", "0000:43:00.0"), ("nic.port.down", "fail", "mlx5_10 port 1")]
