@@ -130,3 +130,21 @@ def test_fabric_manager_must_match_the_driver_on_nvswitch_systems() -> None:
     assert list(software.fabric_manager_version(view([gpu(0)], host=_host("550.54.15", fm="550.54.15"),
                                                       pcie=nvs))) == []
     assert list(software.fabric_manager_version(view([gpu(0)], host=_host("550.54.15", fm="550.90.07")))) == []
+
+
+def _fab(cluster: str, clique: int, state: str = "completed") -> dict[str, Any]:
+    return {"state": state, "status": "SUCCESS", "clique_id": clique, "cluster_uuid": cluster}
+
+
+def test_nvlink_domain_on_one_host_and_across_the_fleet() -> None:
+    from orchestrator.verdict.checks import nvlink_domain
+
+    a, zero = "a" * 32, "0" * 32
+    single = view([gpu(i, fabric=_fab(zero, 0)) for i in range(4)])  # single-node NVSwitch system
+    assert list(nvlink_domain.host_domain(single)) == []
+    mixed = view([gpu(0, fabric=_fab(a, 7)), gpu(1, fabric=_fab(a, 7)), gpu(2, fabric=_fab(a, 3)),
+                  gpu(3, fabric=_fab(zero, 0)), gpu(4, fabric=_fab(a, 9, state="in_progress"))])
+    assert [f.subject for f in nvlink_domain.host_domain(mixed)] == ["GPU2 (0000:1a:00.0)", "GPU3 (0000:1b:00.0)"]
+    rack = [view([gpu(0, fabric=_fab(a, 7))], name=f"n{i}") for i in range(3)]
+    rack.append(view([gpu(0, fabric=_fab(a, 4))], name="stray"))
+    assert [(f.host, f.actual) for f in nvlink_domain.fleet_domains(rack)] == [("stray", 4)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.verdict.checks import gpu, gpu_health, health, host, nic, p2p, pcie, software
+from orchestrator.verdict.checks import gpu, gpu_health, health, host, nic, nvlink_domain, p2p, pcie, software
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView
 from orchestrator.verdict.findings import Finding
 
-_AREAS = [host, gpu, pcie, p2p, health, nic, gpu_health, software]
+_AREAS = [host, gpu, pcie, p2p, health, nic, gpu_health, software, nvlink_domain]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
