@@ -9,7 +9,7 @@ import os
 import re
 
 PROBE_NAME = "nic"
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
 PROBE_DESCRIPTION = "InfiniBand/RoCE and Ethernet ports: state, rate, link layer, firmware, error counters, PCI function"
 PASSIVE = True
 
@@ -134,9 +134,21 @@ def _net(ctx):
     return out
 
 
+def _gdr(ctx):
+    """GPUDirect RDMA through a peer-memory client: nvidia_peermem (driver 470+) or the older
+    nv_peer_mem module, as /sys/module and the memory_peers registry show them."""
+    peers = _p(ctx, "/sys/kernel/mm/memory_peers")
+    return {
+        "nvidia_peermem": os.path.isdir(_p(ctx, "/sys/module/nvidia_peermem")),
+        "nv_peer_mem": os.path.isdir(_p(ctx, "/sys/module/nv_peer_mem")),
+        "memory_peers": _listdir(peers) if os.path.isdir(peers) else None,
+    }
+
+
 def collect(ctx):
-    data = {"infiniband": None, "net": []}
+    data = {"infiniband": None, "net": [], "gdr": None}
     ctx.partial = data
     data["infiniband"] = _infiniband(ctx)
     data["net"] = _net(ctx)
+    data["gdr"] = _gdr(ctx)
     return data

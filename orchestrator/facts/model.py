@@ -467,11 +467,18 @@ class NetDev(TypedDict):
     mtu: int | None
 
 
+class NicGdr(TypedDict):
+    peermem_loaded: bool  # a GPU peer-memory client is loaded (GPUDirect RDMA the classic way)
+    module: str | None  # nvidia_peermem | nv_peer_mem
+    memory_peers: list[str] | None  # /sys/kernel/mm/memory_peers (MLNX_OFED), None when absent
+
+
 class NicFacts(TextOrigin):
     devices: list[NicDevice]  # /sys/class/infiniband
     netdevs: list[NetDev]  # /sys/class/net entries backed by a PCI function
     infiniband_present: bool
     unknown: NotRequired[dict[str, str]]  # text imports: what ibstat/ibv_devinfo text cannot give
+    gdr: NotRequired[NicGdr | None]  # None: not read (text imports, probe nic 1.0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -394,7 +394,8 @@ def build_machine(name_or_description: str | dict[str, Any], dest: Path) -> Path
 # what the `nic` probe reads under them.  Defaults come from the HCA's PCI device id; a machine's
 # `machines/<name>.nic.yaml` (with `base:`) overrides per device (`devices: {mlx5_0: {fw_ver: ..}}`),
 # per port (`ports: {mlx5_3: {state: "1: DOWN", phys_state: "3: Disabled", rate: .., counters: {..}}}`)
-# and per net interface (`net: {eno1: {operstate: down}}`).
+# and per net interface (`net: {eno1: {operstate: down}}`); `peermem: false` leaves nvidia_peermem
+# unloaded (default: loaded where there are RDMA devices and the NVIDIA driver).
 
 _HCA_PROFILES: dict[int, dict[str, str]] = {
     0x1021: {"hca_type": "MT4129", "board_id": "MT_0000000838", "fw_ver": "28.39.1002",
@@ -480,6 +481,9 @@ def build_nic_state(machine: str, dest: Path, hostname: str | None = None) -> Pa
         net_over[netname] = {"operstate": "up" if up else "down", "carrier": 1 if up else 0,
                              "speed": int(gbps * 1000) if up else -1, "mtu": 4092 if ib else 9000,
                              "type": 32 if ib else 1, **net_over[netname]}
+    nvidia = (dest / "proc/driver/nvidia/version").is_file()
+    if desc.get("peermem", nvidia and ib_root.is_dir() and any(ib_root.iterdir())):
+        _put(dest / "sys/module/nvidia_peermem/initstate", "live")
     for nd in sorted(net_root.iterdir()) if net_root.is_dir() else []:
         attrs = {"operstate": "up", "carrier": 1, "speed": 10000, "carrier_changes": 2, "mtu": 1500, "type": 1,
                  **(net_over.get(nd.name) or {})}

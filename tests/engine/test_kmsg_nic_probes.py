@@ -103,6 +103,7 @@ def test_nic_reads_ports_tied_to_their_pci_functions(machine: Path) -> None:
     assert (p0["state"], p0["phys_state"], p0["rate_gbps"], p0["link_layer"]) == ("ACTIVE", "LinkUp", 400.0, "InfiniBand")
     assert (p3["state"], p3["phys_state"]) == ("DOWN", "Disabled")
     assert p0["counters"]["symbol_error"] == 0 and "out_of_buffer" in p0["hw_counters"]
+    assert facts["gdr"] == {"peermem_loaded": True, "module": "nvidia_peermem", "memory_peers": None}
 
 
 def test_nic_reads_roce_and_ethernet_interfaces(tmp_path: Path) -> None:

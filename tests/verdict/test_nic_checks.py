@@ -75,3 +75,22 @@ def test_counters_where_any_count_is_a_fault_need_no_history() -> None:
     v = host("h1", [port(local_link_integrity_errors=2)])
     [f] = nic.port_errors(v)
     assert f.actual == {"local_link_integrity_errors": 2}
+
+
+def test_gdr_with_the_expectation() -> None:
+    def v(loaded: bool, kernel: str) -> HostView:
+        h = host("h1", [port()], expect=Expectations(gdr=True))
+        h.facts["nic"]["gdr"] = {"peermem_loaded": loaded, "module": "nvidia_peermem" if loaded else None,
+                                 "memory_peers": None}
+        h.facts["gpus"] = {"list": [{"index": 0, "bus_id": "0000:18:00.0"}]}
+        h.facts["host"] = {"kernel": kernel}
+        return h
+
+    assert list(nic.gdr_unavailable(v(True, "4.18.0-513.el8"))) == []
+    [old] = nic.gdr_unavailable(v(False, "4.18.0-513.el8"))
+    assert (old.severity.value, old.kind.value) == ("fail", "fault")
+    [new] = nic.gdr_unavailable(v(False, "5.15.0-1042-nvidia"))
+    assert (new.severity.value, new.kind.value) == ("warn", "unknown") and "DMA-BUF" in new.message
+    no_expect = v(False, "4.18.0")
+    no_expect.expect = Expectations()
+    assert list(nic.gdr_unavailable(no_expect)) == []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.facts.model import NetDev, NicDevice, NicFacts, NicPort
+from orchestrator.facts.model import NetDev, NicDevice, NicFacts, NicGdr, NicPort
 from orchestrator.facts.normalize.gpus import bus_id
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
@@ -80,4 +80,14 @@ def normalize(data: dict[str, Any]) -> NicFacts:
         "devices": sorted((_device(d) for d in ib or [] if isinstance(d, dict)), key=lambda d: d["name"]),
         "netdevs": sorted((_netdev(n) for n in data.get("net") or [] if isinstance(n, dict)), key=lambda n: n["name"]),
         "infiniband_present": ib is not None,
+        "gdr": _gdr(data.get("gdr")),
     }
+
+
+def _gdr(raw: Any) -> NicGdr | None:
+    if not isinstance(raw, dict):
+        return None
+    module = "nvidia_peermem" if raw.get("nvidia_peermem") else "nv_peer_mem" if raw.get("nv_peer_mem") else None
+    peers = raw.get("memory_peers")
+    return {"peermem_loaded": module is not None, "module": module,
+            "memory_peers": [str(x) for x in peers] if isinstance(peers, list) else None}

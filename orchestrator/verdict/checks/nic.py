@@ -9,12 +9,13 @@ where any count is already a fault are judged.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.verdict.checks.base import HostView
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
 # Port counters (ports/N/counters) that count link or physical errors.
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
@@ -192,7 +193,46 @@ def firmware_outlier(views: list[HostView]) -> Iterator[Finding]:
                             hint="update the HCA firmware (mlxfwmanager) to the fleet's version")
 
 
-CHECKS = [port_down, rate_low, port_errors]
+def _kernel_at_least(kernel: Any, want: tuple[int, int]) -> bool | None:
+    m = re.match(r"^(\d+)\.(\d+)", kernel) if isinstance(kernel, str) else None
+    return (int(m.group(1)), int(m.group(2))) >= want if m else None
+
+
+# DMA-BUF, the other way NCCL does GPUDirect RDMA without a peer-memory module, needs Linux 5.12+.
+DMABUF_KERNEL = (5, 12)
+
+
+def gdr_unavailable(view: HostView) -> Iterator[Finding]:
+    """With `gdr: true`: a peer-memory client (nvidia_peermem / nv_peer_mem) is loaded, or at least
+    the kernel could do DMA-BUF (whether the driver and NIC stack do is not measured: unknown)."""
+    nic = _nic(view)
+    if nic is None or view.expect.gdr is not True:
+        return
+    gdr = nic.get("gdr")
+    gpus = (view.facts.get("gpus") or {}).get("list") or []
+    if not isinstance(gdr, dict) or not nic.get("devices") or not gpus:
+        return
+    if gdr.get("peermem_loaded"):
+        return
+    dmabuf = _kernel_at_least((view.facts.get("host") or {}).get("kernel"), DMABUF_KERNEL)
+    kw: dict[str, Any] = {"expected": "nvidia_peermem loaded or DMA-BUF", "actual": {"peermem": None,
+                          "kernel": (view.facts.get("host") or {}).get("kernel")},
+                          "evidence": ["nic.gdr", "host.kernel"]}
+    if dmabuf is False:
+        yield fault("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+                    "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded and the kernel is older "
+                    "than 5.12 (no DMA-BUF): NICs cannot read or write GPU memory directly",
+                    hint="modprobe nvidia_peermem (and load it at boot); NCCL otherwise stages through host memory",
+                    **kw)
+    else:
+        yield unknown("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+                      "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded; GPUDirect RDMA works "
+                      "only through DMA-BUF here, which this run does not test", severity=Severity.WARN,
+                      hint="modprobe nvidia_peermem, or check that NCCL reports DMA-BUF support "
+                           "(NCCL_DEBUG=INFO: 'DMA-BUF is available')", **kw)
+
+
+CHECKS = [port_down, rate_low, port_errors, gdr_unavailable]
 FLEET_CHECKS = [peer_ports, firmware_outlier]
 
 FINDING_IDS: tuple[str, ...] = (
@@ -200,4 +240,5 @@ FINDING_IDS: tuple[str, ...] = (
     "nic.port.rate_low",
     "nic.port.errors",
     "nic.firmware.outlier",
+    "gpu.gdr.unavailable",
 )
