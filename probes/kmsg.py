@@ -64,7 +64,7 @@ def _timeout(ctx):
 
 def _journalctl(ctx, lines, max_bytes):
     cmd = ["journalctl", "-k", "-b", "0", "-o", "json", "--no-pager", "-q",
-           "-n", str(int(ctx.args.get("journal_lines") or 200000))]
+           "-n", str(int(ctx.args.get("journal_lines") or 20000))]
     try:
         res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=_timeout(ctx))
     except OSError as e:
