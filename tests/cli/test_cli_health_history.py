@@ -99,8 +99,8 @@ def test_localhost_inventory_classifies_kmsg_and_nic(tmp_path: Path) -> None:
 
 
 def test_import_of_published_dmesg_and_ibstat_judges_them(tmp_path: Path) -> None:
-    fix = ROOT / "tests" / "fixtures" / "text" / "health"
-    res = probe("import", str(fix / "dmesg_xid13_burst_vllm5901.txt"), str(fix / "ibstat_mooncake1999.txt"),
+    fix = ROOT / "tests" / "fixtures" / "text"
+    res = probe("import", str(fix / "health_dmesg_xid13_burst_vllm5901.txt"), str(fix / "health_ibstat_mooncake1999.txt"),
                 "--host", "a800-1", "--expect", "nic_ports_up=true", "--results", str(tmp_path / "runs"),
                 "--format", "json")
     assert res.returncode in (0, 1), res.stderr

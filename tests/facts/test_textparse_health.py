@@ -1,6 +1,6 @@
 """Kernel-log and InfiniBand tool text -> facts["kmsg"] / facts["nic"] (facts/textparse/kernel_log.py,
 ibstat.py): every timestamp style, grep excerpts, and published ibstat / ibv_devinfo outputs
-(tests/fixtures/text/health/SOURCES.md)."""
+(tests/fixtures/text/SOURCES_health.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from orchestrator.facts.textparse import detect_kind
 from orchestrator.facts.textparse.importer import import_files, import_texts
 from orchestrator.facts.textparse.kernel_log import line_of
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "text" / "health"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "text"
 MSG = "NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
 
 
@@ -35,15 +35,15 @@ def test_a_non_kernel_syslog_line_is_not_a_kernel_line() -> None:
 
 
 @pytest.mark.parametrize(("name", "kind"), [
-    ("dmesg_ctime_gpud46.txt", "kernel_log"), ("dmesg_xid13_burst_vllm5901.txt", "kernel_log"),
-    ("journalctl_k_mixed.txt", "kernel_log"), ("ibstat_mooncake1999.txt", "ibstat"),
-    ("ibv_devinfo_deepep.txt", "ibstat")])
+    ("health_dmesg_ctime_gpud46.txt", "kernel_log"), ("health_dmesg_xid13_burst_vllm5901.txt", "kernel_log"),
+    ("health_journalctl_k_mixed.txt", "kernel_log"), ("health_ibstat_mooncake1999.txt", "ibstat"),
+    ("health_ibv_devinfo_deepep.txt", "ibstat")])
 def test_detected(name: str, kind: str) -> None:
     assert detect_kind((FIX / name).read_text()) == kind
 
 
 def test_dmesg_import_yields_its_events() -> None:
-    host = import_files([FIX / "dmesg_ctime_gpud46.txt", FIX / "dmesg_xid13_burst_vllm5901.txt"])
+    host = import_files([FIX / "health_dmesg_ctime_gpud46.txt", FIX / "health_dmesg_xid13_burst_vllm5901.txt"])
     assert not host.errors
     km = host.facts["kmsg"]
     assert km["origin"] == "text" and km["readable"] is True and km["boot_id"] is None
@@ -54,14 +54,14 @@ def test_dmesg_import_yields_its_events() -> None:
 
 
 def test_journalctl_import_skips_other_units_and_keeps_kernel_events() -> None:
-    host = import_files([FIX / "journalctl_k_mixed.txt"])
+    host = import_files([FIX / "health_journalctl_k_mixed.txt"])
     events = host.facts["kmsg"]["events"]
     assert sorted(e["kind"] for e in events) == ["fallen_off_bus", "xid"]
     assert any("not in a kernel-log form" in n for n in host.notes)
 
 
 def test_ibstat_import_gives_ports_and_firmware() -> None:
-    host = import_files([FIX / "ibstat_mooncake1999.txt"])
+    host = import_files([FIX / "health_ibstat_mooncake1999.txt"])
     nic = host.facts["nic"]
     devs = {d["name"]: d for d in nic["devices"]}
     assert set(devs) == {"mlx5_0", "mlx5_1", "mlx5_10"}
@@ -75,7 +75,7 @@ def test_ibstat_import_gives_ports_and_firmware() -> None:
 
 
 def test_ibv_devinfo_and_ibstat_of_one_host_merge() -> None:
-    devinfo = (FIX / "ibv_devinfo_deepep.txt").read_text()
+    devinfo = (FIX / "health_ibv_devinfo_deepep.txt").read_text()
     rate = "CA 'mlx5_2'\n\tCA type: MT4129\n\tFirmware version: 28.42.1000\n\tPort 1:\n\t\tState: Active\n" \
            "\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: Ethernet\n"
     host = import_texts([("devinfo.txt", devinfo), ("ibstat.txt", rate)])

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.textparse.common import Note
+from orchestrator.facts.textparse.common import Note, text_lines
 
 _IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
 _IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
@@ -79,8 +79,7 @@ def parse_ib(text: str, source: str) -> IbReport:
     devs: dict[str, dict[str, Any]] = {}
     dev: dict[str, Any] | None = None
     port: dict[str, Any] | None = None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
+    for n, line in enumerate(text_lines(text, source), 1):
         if not line.strip():
             continue
         m = _IBSTAT_CA.match(line) or _DEVINFO.match(line)

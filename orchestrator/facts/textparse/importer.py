@@ -91,7 +91,7 @@ def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, An
         if k in KINDS:
             raise TextParseError(f"recognised as {k} (a bandwidth benchmark): not imported as facts; "
                                  "its numbers belong to the p2p section", source)
-        raise TextParseError("not a recognised nvidia-smi, lspci, kernel-log or ibstat output (give --kind to force one of: "
+        raise TextParseError("not a recognised nvidia-smi or lspci output, kernel log or ibstat text (give --kind to force one of: "
                              f"{', '.join(PARSED_KINDS)})", source, 1)
     return k, PARSERS[k](text, source)
 

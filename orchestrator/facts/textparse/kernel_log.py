@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from orchestrator.facts.textparse.common import Note
+from orchestrator.facts.textparse.common import Note, text_lines
 
 _GREP = r"(?:[\w./-]+:(?:\d+[:-])?|\d+[:-])?"
 _MONO = re.compile(r"^" + _GREP + r"(?:<\d+>)?\[\s*(\d+\.\d+)\]\s?(.*)$")
@@ -52,10 +52,10 @@ def looks_like(lines: list[str]) -> bool:
 def parse_kernel_log(text: str, source: str) -> KernelLog:
     out = KernelLog(source)
     skipped = 0
-    for raw in text.splitlines():
+    for raw in text_lines(text, source):  # refuses a line no kernel prints (over MAX_LINE characters)
         if not raw.strip():
             continue
-        got = line_of(raw.rstrip())
+        got = line_of(raw)
         if got is None:
             skipped += 1
             continue
