@@ -29,7 +29,8 @@ def render_kmsg(kmsg: dict[str, Any]) -> str:
                      _q(e.get("bus_id") or e.get("device")), "" if e.get("code") is None else e.get("code"),
                      clean(e.get("action") or e.get("severity") or e.get("subtype") or ""),
                      clean(e.get("text"), 90)])
-    return head + "\n" + tabulate(rows, headers=["t (s)", "kind", "device", "code", "action", "text"])
+    return head + "\n" + tabulate(rows, headers=["t (s)", "kind", "device", "code", "action", "text"],
+                                   disable_numparse=True)  # "93297.0" stays as the log has it
 
 
 def render_nic(nic: dict[str, Any]) -> str:
