@@ -109,3 +109,14 @@ def test_checks_stay_silent_when_the_probe_did_not_run() -> None:
     f = facts(XID79)
     assert list(health.gpu_xid(HostView(name="h", facts=f, outcomes={"kmsg": "failed"}))) == []
     assert list(health.kernel_log_unreadable(HostView(name="h", facts={}, outcomes={"kmsg": "ok"}))) == []
+
+
+def test_mlx5_events_name_their_device() -> None:
+    f = facts((21.4, "mlx5_core 0000:01:00.0: mlx5_pcie_event:301:(pid 1203): Detected insufficient power on the "
+                     "PCIe slot (27W)."),
+              (30.0, "NETDEV WATCHDOG: ibp26s0 (mlx5_core): transmit queue 3 timed out"),
+              (31.0, "mlx5_core 0000:19:00.0: poll_health:800:(pid 0): device's health compromised - reached miss count"),
+              (22.0, "mlx5_core 0000:19:00.0: mlx5_pcie_event:299:(pid 1029): PCIe slot advertised sufficient power (75W)."))
+    assert ids(health.nic_kernel_events(view(f))) == [("nic.kernel_event", "fail", "0000:19:00.0"),
+                                                      ("nic.kernel_event", "warn", "0000:01:00.0"),
+                                                      ("nic.kernel_event", "warn", "ibp26s0")]

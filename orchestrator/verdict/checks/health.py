@@ -185,7 +185,36 @@ def pcie_aer(view: HostView) -> Iterator[Finding]:
                              "and the link's speed/width", **kw)
 
 
-CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer]
+_MLX5_TEXT = {
+    "slot_power": ("the slot advertises less power than the NIC needs: the firmware throttles it",
+                   "check the slot's power budget (lspci SlotPowerLimit), the riser and the BIOS slot settings"),
+    "module_temperature": ("the transceiver module reported a high temperature",
+                           "check airflow at the NIC and the transceiver; an overheating module shuts its link down"),
+    "tx_timeout": ("a transmit queue timed out (NETDEV WATCHDOG)",
+                   "the NIC stopped sending: check its firmware, the link and the driver log around this time"),
+    "health_compromised": ("the driver found the device's health compromised",
+                           "the NIC needs a reset (or the host a reboot); repeated: replace the adapter"),
+}
+
+
+def nic_kernel_events(view: HostView) -> Iterator[Finding]:
+    """mlx5 events in the kernel log: slot power, module temperature, transmit timeouts, health."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (dev, subtype), events in sorted(_by(km.get("events") or [], "mlx5", "bus_id", "subtype").items(),
+                                         key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        device = dev or events[-1].get("device") or "mlx5 device"
+        what, hint = _MLX5_TEXT.get(str(subtype), (str(subtype), "read the driver's message"))
+        new, old = split_new(events, seen)
+        yield fault("nic.kernel_event", view.name, str(device), f"{what} ({_when(new, old)})",
+                    severity=Severity.FAIL if subtype == "health_compromised" else Severity.WARN,
+                    actual={"count": len(events), "new": len(new)},
+                    evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
+
+
+CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events]
 
 FINDING_IDS: tuple[str, ...] = (
     "host.kernel_log.unreadable",
@@ -193,4 +222,5 @@ FINDING_IDS: tuple[str, ...] = (
     "nvswitch.sxid",
     "gpu.fallen_off_bus",
     "pcie.aer",
+    "nic.kernel_event",
 )
