@@ -101,8 +101,9 @@ def judge_host(h: HostInput, expect: Expectations,
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = judged_outcomes(h.probes, facts)
+    reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
-                                        previous=previous))
+                                        previous=previous, reasons=reasons))
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))

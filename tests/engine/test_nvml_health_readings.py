@@ -4,7 +4,18 @@ pending page retirement, with NOT_SUPPORTED where the real library answers it.""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.engine.payload import build_script
+from orchestrator.engine.results import HostInput
 from orchestrator.facts.normalize import gpus as norm_gpus
+from orchestrator.simulate import fake_nvml
+from orchestrator.simulate.cbuild import build_shared_library
+from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.judge import judge_host
 from tests.engine.test_nvml_helpers import needs_gcc, run_probe
 
 pytestmark = needs_gcc
@@ -49,3 +60,21 @@ def test_ampere_and_newer_answer_not_supported_for_page_retirement() -> None:
 
 def test_clock_reason_names_keep_bits_nobody_named() -> None:
     assert norm_gpus.clock_reason_names(0x8 | 0x80 | 0x10000) == ["hw_slowdown", "hw_power_brake", "0x10000"]
+
+
+
+def test_driver_library_mismatch_is_its_own_finding(tmp_path: Path) -> None:
+    """A fixture whose nvmlInit answers LIB_RM_VERSION_MISMATCH (18), through the judge."""
+    spec = fake_nvml.load_machine("dgx-h100")
+    spec["init_error"] = "LIB_RM_VERSION_MISMATCH"  # the driver upgraded under a loaded kernel module
+    lib = build_shared_library(fake_nvml.C_SOURCE, "fake_nvml_data.h",
+                               fake_nvml.render_header(fake_nvml.expand_machine(spec)), "libnvidia-ml.so.1",
+                               tmp_path, "dgx-h100--rm-mismatch", ["-O1", "-w"])
+    res = subprocess.run([sys.executable, "-"], input=build_script("nvml", {"lib": str(lib)}, 20),
+                         capture_output=True, timeout=60)
+    env = json.loads(res.stdout)
+    assert env["status"] == "unsupported" and "LIB_RM_VERSION_MISMATCH" in env["errors"][0]
+    h = HostInput(name="h", address="h", groups=[], data={},
+                  probes={"nvml": {"outcome": "unsupported", "reason": env["errors"][0]}})
+    _, verdict = judge_host(h, Expectations())
+    assert [f.id for f in verdict.findings] == ["gpu.nvml.version_mismatch"]

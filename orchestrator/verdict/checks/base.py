@@ -20,6 +20,9 @@ class HostView:
     # This host's facts in the previous run of the same results directory (None: no previous run
     # or the host was not in it), so cumulative counters and events can be judged between runs.
     previous: dict[str, Any] | None = None
+    # probe -> the reason its outcome gives (an unsupported/failed probe says why), for checks
+    # that turn a refusal into a finding of its own
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"

@@ -163,10 +163,25 @@ def nvlink_errors(view: HostView) -> Iterator[Finding]:
                         hint="replays and recoveries that keep coming point at a link, connector or NVSwitch port")
 
 
-CHECKS = [ecc_uncorrectable, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
+def nvml_version_mismatch(view: HostView) -> Iterator[Finding]:
+    """nvmlInit refused with LIB_RM_VERSION_MISMATCH: the kernel module and the user-space library
+    are of different driver versions (an upgrade without a reboot or module reload)."""
+    why = view.reasons.get("nvml", "")
+    if view.outcomes.get("nvml") in (None, "ok") or "LIB_RM_VERSION_MISMATCH" not in why:
+        return
+    kernel = ((view.facts.get("host") or {}).get("driver") or {}).get("version")
+    yield fault("gpu.nvml.version_mismatch", view.name, "NVIDIA driver",
+                "the NVIDIA kernel module" + (f" ({kernel})" if kernel else "") + " and libnvidia-ml are of different "
+                "versions: NVML (and CUDA) refuse to start, no GPU can be used or judged",
+                expected="one driver version", actual=why[:120], evidence=["nvml outcome reason", "host.driver.version"],
+                hint="the driver was upgraded without a reboot: reboot, or unload and reload the nvidia modules")
+
+
+CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
           pcie_replays, nvlink_errors]
 
 FINDING_IDS: tuple[str, ...] = (
+    "gpu.nvml.version_mismatch",
     "gpu.ecc.uncorrectable",
     "gpu.ecc.sram_threshold",
     "gpu.reset_required",
