@@ -7,7 +7,7 @@ import re
 import socket
 
 PROBE_NAME = "host"
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
 PROBE_DESCRIPTION = "OS, kernel, CPU, memory, NUMA, DMI board/BIOS/serials, virtualization, NVIDIA driver"
 PASSIVE = True
 
@@ -151,6 +151,26 @@ def _driver(ctx):
     return {"loaded": True, "version": m.group(1) if m else None, "raw": text.splitlines()[0] if text else ""}
 
 
+def _fabric_manager(ctx):
+    """The installed NVIDIA fabric manager package and its version, from the dpkg database (readable
+    by everyone); None where there is no dpkg database, absent ({"installed": False}) where dpkg
+    lists no such package.  RPM hosts: its database is not a text file, so the version is unknown."""
+    text = _read(ctx, "/var/lib/dpkg/status")
+    if text is None:
+        return None
+    for block in text.split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            if ":" in line and not line.startswith(" "):
+                k, v = line.split(":", 1)
+                fields[k.strip()] = v.strip()
+        name = fields.get("Package", "")
+        if re.match(r"^(cuda-drivers-fabricmanager|nvidia-fabricmanager)(-\d+)?$", name) \
+                and "installed" in fields.get("Status", ""):
+            return {"installed": True, "package": name, "version": fields.get("Version"), "source": "dpkg"}
+    return {"installed": False, "source": "dpkg"}
+
+
 def collect(ctx):
     un = os.uname()
     cpu = _cpu(ctx)
@@ -167,6 +187,7 @@ def collect(ctx):
         "dmi": dmi,
         "virtualization": _virtualization(ctx, cpu, dmi),
         "nvidia_driver": _driver(ctx),
+        "fabric_manager": _fabric_manager(ctx),
         "python": platform.python_version(),
         # Which address the controller reached us on: lets a benchmark prove N distinct peers.
         "ssh_connection": os.environ.get("SSH_CONNECTION"),

@@ -5,7 +5,7 @@
 import ctypes
 
 PROBE_NAME = "nvml"
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
 PROBE_DESCRIPTION = "NVML: GPUs, identity, memory, MIG, virtualization, PCIe link, sensors, ECC, fabric, P2P matrix"
 PASSIVE = True
 
@@ -154,7 +154,51 @@ def _ecc(nv, g):
             unknown[key] = nv.err(rc)
     if unknown:
         ecc["unknown"] = unknown
+    ecc["_h"] = g.h
+    ecc["locations"] = _ecc_locations(nv, ecc)
+    del ecc["_h"]
     g.put("ecc", ecc, None)
+
+
+def _ecc_locations(nv, ecc):
+    # DRAM (NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2) and, from Ampere on, SRAM (= 7), apart.
+    out = {}
+    for loc, code in (("dram", 2), ("sram", 7)):
+        counts, why = {}, None
+        for key, etype, ctype in (("volatile_corrected", 0, 0), ("aggregate_corrected", 0, 1),
+                                  ("volatile_uncorrected", 1, 0), ("aggregate_uncorrected", 1, 1)):
+            v = ctypes.c_ulonglong(0)
+            rc = nv.call("nvmlDeviceGetMemoryErrorCounter", ecc["_h"], ctypes.c_int(etype), ctypes.c_int(ctype),
+                         ctypes.c_int(code), ctypes.byref(v))
+            if rc != NVML_SUCCESS:
+                why = nv.err(rc)
+                break
+            counts[key] = v.value
+        out[loc] = counts if why is None else {"unknown": why}
+    return out
+
+
+def _power_limits(nv, g):
+    out, unknown = {}, {}
+    for key, fn in (("limit_w", "nvmlDeviceGetPowerManagementLimit"),
+                    ("default_limit_w", "nvmlDeviceGetPowerManagementDefaultLimit"),
+                    ("enforced_limit_w", "nvmlDeviceGetEnforcedPowerLimit")):
+        mw, why = nv.uint(fn, g.h)
+        out[key] = round(mw / 1000.0, 1) if mw is not None else None
+        if why:
+            unknown[key] = why
+    if unknown:
+        out["unknown"] = unknown
+    g.put("power_limits", out, None)
+
+
+def _clock_reasons(nv, g):
+    # The bitmask as NVML gives it (nvmlClocksEventReason*); the controller names the bits.
+    v = ctypes.c_ulonglong(0)
+    rc = nv.first(("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+                  g.h, ctypes.byref(v))
+    ok = rc == NVML_SUCCESS
+    g.put("clock_event_reasons", v.value if ok else None, None if ok else nv.err(rc))
 
 
 def _remapped(nv, g):
@@ -231,6 +275,12 @@ def _gpu(nv, index):
     _ecc(nv, g)
     _remapped(nv, g)
     _fabric(nv, g)
+    _power_limits(nv, g)
+    _clock_reasons(nv, g)
+    g.uint("pcie_replays", "nvmlDeviceGetPcieReplayCounter")
+    pending = g.uint("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
+    if pending is not None:
+        g.d["retired_pages_pending"] = pending == 1
     return h, g.d
 
 

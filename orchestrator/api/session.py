@@ -22,6 +22,7 @@ from orchestrator.engine.outcomes import NOT_STARTED, Outcome, is_problem
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
+from orchestrator.store.history import RunNotFound, load_fleet, previous_run
 from orchestrator.store.lock import RunLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
 from orchestrator.transport.base import TransportOptions
@@ -64,19 +65,42 @@ def run_header(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
 
 
+# The facts sections a check compares with the previous run (events and counters of one boot).
+HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
+
+
+def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
+    """host -> its HISTORY_SECTIONS facts in the newest complete run of the same inventory before
+    `before`; empty when there is none or it cannot be read (the checks then judge absolutes only)."""
+    try:
+        prev = previous_run(root, before)
+        if prev is None:
+            return {}
+        fleet = load_fleet(prev.path)
+    except (RunNotFound, OSError, ValueError):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for rec in fleet.get("hosts") or []:
+        facts = rec.get("facts") or {}
+        out[str(rec.get("name"))] = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
+    return out
+
+
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
-          overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None) -> dict[str, Any]:
+          overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
+          previous: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
-    directory; see orchestrator/verdict/parallel.py)."""
+    directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run."""
     run = run_header(meta)
+    prev = previous or {}
     if isinstance(expectations, RunPlan):
         plan = expectations
         return build_fleet(run, inputs, lambda h: plan.expectations_for(h.name, h.vars),
-                           lambda host: plan.overrides.get(host, {}), spool=spool)
+                           lambda host: plan.overrides.get(host, {}), spool=spool, previous_for=prev.get)
     table, rules = expectations, overrides or {}
     return build_fleet(run, inputs, lambda h: table.get(h.name, Expectations()),
-                       lambda host: rules.get(host, {}), spool=spool)
+                       lambda host: rules.get(host, {}), spool=spool, previous_for=prev.get)
 
 
 def _install_sigterm() -> None:
@@ -174,7 +198,7 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
-    fleet = judge(run.meta, inputs, plan, spool=run.dir)
+    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous_facts(root, run.dir))
     try:
         run.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:
@@ -252,10 +276,12 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
     run = RunDirectory.create(root, new_meta)
     # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
     run.copy_raw_from(stored)
+    # Compared with the run before the source (not with the source itself, nor a later run).
+    before = previous_facts(root, source) if source.parent.resolve() == root.resolve() else {}
     if plan is not None:
-        fleet = judge(run.meta, inputs, plan, spool=run.dir)
+        fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
     else:
-        fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir)
+        fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
     # a re-judged stopped run is still the stopped run: never a complete baseline for drift
     run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
     return RunResult(run, fleet)

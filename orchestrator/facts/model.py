@@ -64,6 +64,12 @@ class HostDriver(TypedDict):
     version: str | None
 
 
+class HostFabricManager(TypedDict):
+    installed: bool
+    package: str | None  # nvidia-fabricmanager-550
+    version: str | None  # without the package revision: "550.54.15"
+
+
 class HostFacts(TypedDict):
     hostname: str | None
     os: str | None
@@ -76,6 +82,7 @@ class HostFacts(TypedDict):
     virtualization: HostVirtualization
     driver: HostDriver
     python: str | None
+    fabric_manager: NotRequired[HostFabricManager | None]  # None: no dpkg database to ask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,10 +152,21 @@ class GpuRecord(TypedDict):
     ecc_unknown: NotRequired[str]
     remapped_rows_unknown: NotRequired[str]
     fabric_unknown: NotRequired[str]
+    # live probe (nvml 1.1): limits in W, the raw nvmlClocksEventReason bitmask and its names,
+    # NVML's PCIe replay counter, dynamic page retirement waiting for a reset (before Ampere)
+    power_limits: NotRequired[dict[str, Any] | None]
+    power_limits_unknown: NotRequired[str]
+    clock_event_reasons: NotRequired[int | None]
+    clock_event_reasons_unknown: NotRequired[str]
+    clock_event_reason_names: NotRequired[list[str] | None]
+    pcie_replays_unknown: NotRequired[str]
+    retired_pages_pending: NotRequired[bool | None]
+    retired_pages_pending_unknown: NotRequired[str]
+    # text imports (and the live probe since nvml 1.1)
+    pcie_replays: NotRequired[int | None]
     # text imports only
     display: NotRequired[bool | None]
     module_id: NotRequired[int | None]
-    pcie_replays: NotRequired[int | None]
     numa_affinity: NotRequired[Any]
 
 
@@ -418,6 +436,99 @@ class NcclFacts(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------------
+# facts["kmsg"] (docs/facts-kmsg.md)
+
+
+class KmsgAttempt(TypedDict):
+    source: str  # journalctl | kmsg | dmesg
+    error: str
+
+
+class KmsgEvent(TypedDict):
+    kind: str  # xid | sxid | fallen_off_bus | aer | mlx5 | peermem | segfault
+    t: float | None  # seconds since boot
+    wall: float | None  # epoch seconds, where the source has them (journald)
+    bus_id: str | None
+    code: int | None  # Xid / SXid code
+    text: str
+    key: str  # names the event within its boot: kind|t|bus|code
+    pid: NotRequired[int | None]
+    process: NotRequired[str | None]
+    severity: NotRequired[str | None]  # Xid/SXid: fatal|nonfatal where the line says; AER: its severity text
+    action: NotRequired[str | None]  # Xid: facts/xid.py ACTIONS, None for a code the table lacks
+    device: NotRequired[str]  # nvidia-nvswitchN, netdev name
+    driver: NotRequired[str]  # AER: the reporting driver (pcieport, nvidia, mlx5_core)
+    error_type: NotRequired[str]  # AER: Physical Layer, Data Link Layer, Transaction Layer
+    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | tx_timeout | health_compromised
+    library: NotRequired[str]  # segfault: libnccl.so.2 / libcuda.so.1
+
+
+class KmsgFacts(TextOrigin):
+    readable: bool
+    source: str | None
+    unreadable_reason: str | None  # what was tried and why it failed
+    attempts: list[KmsgAttempt]
+    boot_id: str | None
+    boot_time: int | None  # epoch seconds (/proc/stat btime)
+    uid: int | None  # who read it
+    events: list[KmsgEvent]
+    lines_scanned: int | None
+    truncated: bool  # more matching lines than the probe keeps: the oldest were dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["nic"] (docs/facts-nic.md)
+
+
+class NicPort(TypedDict):
+    port: int
+    link_layer: str | None  # InfiniBand | Ethernet
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED (the text after "N: ")
+    phys_state: str | None  # LinkUp, Polling, Disabled ...
+    rate_gbps: float | None
+    rate: str | None  # the kernel's text: "400 Gb/sec (4X NDR)"
+    netdev: str | None  # the net interface of this port (RoCE / IPoIB)
+    counters: dict[str, int]  # ports/N/counters
+    hw_counters: dict[str, int]  # ports/N/hw_counters
+
+
+class NicDevice(TypedDict):
+    name: str  # mlx5_0
+    bus_id: str | None  # its PCI function (joins facts["pcie"])
+    hca_type: str | None
+    board_id: str | None
+    fw_ver: str | None
+    node_guid: str | None
+    driver: str | None
+    ports: list[NicPort]
+
+
+class NetDev(TypedDict):
+    name: str
+    bus_id: str | None
+    driver: str | None
+    operstate: str | None
+    carrier: bool | None
+    speed_mbps: int | None  # None: no link or not reported (-1 in sysfs)
+    carrier_changes: int | None
+    mtu: int | None
+
+
+class NicGdr(TypedDict):
+    peermem_loaded: bool  # a GPU peer-memory client is loaded (GPUDirect RDMA the classic way)
+    module: str | None  # nvidia_peermem | nv_peer_mem
+    memory_peers: list[str] | None  # /sys/kernel/mm/memory_peers (MLNX_OFED), None when absent
+
+
+class NicFacts(TextOrigin):
+    devices: list[NicDevice]  # /sys/class/infiniband
+    netdevs: list[NetDev]  # /sys/class/net entries backed by a PCI function
+    infiniband_present: bool
+    unknown: NotRequired[dict[str, str]]  # text imports: what ibstat/ibv_devinfo text cannot give
+    gdr: NotRequired[NicGdr | None]  # None: not read (text imports, probe nic 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
 # The facts mapping and the fleet.json host record
 
 
@@ -431,6 +542,8 @@ class Facts(TypedDict, total=False):
     topology: TopologyFacts
     p2p: P2pFacts
     nccl: NcclFacts
+    kmsg: KmsgFacts
+    nic: NicFacts
 
 
 class ProbeRecord(TypedDict, total=False):

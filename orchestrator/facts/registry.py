@@ -57,6 +57,10 @@ PROBES: tuple[ProbeRow, ...] = (
              normalizer=_N + "p2p:normalize"),
     ProbeRow("nccl", "nccl", (), "nccl", _V + "nccl:render_nccl", "docs/facts-nccl.md",
              normalizer=_N + "nccl:normalize"),
+    ProbeRow("kmsg", "kmsg", ("kernel_log",), "kmsg", _V + "health:render_kmsg", "docs/facts-kmsg.md",
+             normalizer=_N + "kmsg:normalize"),
+    ProbeRow("nic", "nic", ("ibstat",), "nic", _V + "health:render_nic", "docs/facts-nic.md",
+             normalizer=_N + "nic:normalize"),
 )
 
 # Sections derived from other sections after every probe is normalized, in order.
@@ -69,7 +73,7 @@ SECTIONS: tuple[Section, ...] = (*PROBES, *MERGED)
 
 # The order `--show` lists its views in the help (the order operators read a host in: bus, GPUs,
 # the topo -m matrix, links, measured bandwidth).
-VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p", "nccl")
+VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p", "nccl", "kmsg", "nic")
 
 
 @cache

@@ -64,6 +64,10 @@ typedef struct {
     int fabric_supported; unsigned char fabric_state; int fabric_status; unsigned int clique;
     unsigned char cluster_uuid[16]; unsigned int health_mask; unsigned char health_summary;
     int lost; int nlinks; /* -1: no NVLink (NOT_SUPPORTED) */ unsigned int nvlink_version;
+    unsigned int power_limit_mw, power_default_mw, power_enforced_mw; /* 0: NOT_SUPPORTED */
+    unsigned long long clock_reasons; /* nvmlClocksEventReason* bits */
+    unsigned long long mem_err[2][2][2]; /* [DRAM, SRAM][corrected, uncorrected][volatile, aggregate] */
+    unsigned int pcie_replays; int retired_pending; /* -1: NOT_SUPPORTED (Ampere and newer remap rows) */
     const char *fails; /* ",nvmlDeviceGetSerial=3," per-function return-code overrides */
 } fake_gpu_t;
 
@@ -324,6 +328,55 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int type, int counter, 
     else *n = counter == 0 ? 0 : g->ecc_agg_cor;
     return NVML_SUCCESS;
 }
+/* Power limits in milliwatts; the default limit is the board's out-of-the-box value. */
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t h, unsigned int *limit) {
+    ENTER("nvmlDeviceGetPowerManagementLimit"); OUT(limit);
+    if (!g->power_limit_mw) return NVML_ERROR_NOT_SUPPORTED;
+    *limit = g->power_limit_mw; return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t h, unsigned int *limit) {
+    ENTER("nvmlDeviceGetPowerManagementDefaultLimit"); OUT(limit);
+    if (!g->power_default_mw) return NVML_ERROR_NOT_SUPPORTED;
+    *limit = g->power_default_mw; return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t h, unsigned int *limit) {
+    ENTER("nvmlDeviceGetEnforcedPowerLimit"); OUT(limit);
+    if (!g->power_enforced_mw) return NVML_ERROR_NOT_SUPPORTED;
+    *limit = g->power_enforced_mw; return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t h, unsigned long long *reasons) {
+    ENTER("nvmlDeviceGetCurrentClocksThrottleReasons"); OUT(reasons);
+    *reasons = g->clock_reasons; return NVML_SUCCESS;
+}
+#if FAKE_DRV >= 535
+/* The same bits under the name R535 gave them; older drivers only have the "Throttle" name. */
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h, unsigned long long *reasons) {
+    ENTER("nvmlDeviceGetCurrentClocksEventReasons"); OUT(reasons);
+    *reasons = g->clock_reasons; return NVML_SUCCESS;
+}
+#endif
+/* locationType: NVML_MEMORY_LOCATION_DEVICE_MEMORY (2) = DRAM, NVML_MEMORY_LOCATION_SRAM (7, Ampere
+ * and newer); other locations are not kept by this fake. */
+nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t h, int errorType, int counterType, int locationType,
+                                             unsigned long long *count) {
+    ENTER("nvmlDeviceGetMemoryErrorCounter"); OUT(count);
+    if (!g->ecc_supported || !g->ecc_mode) return NVML_ERROR_NOT_SUPPORTED;
+    if (errorType < 0 || errorType > 1 || counterType < 0 || counterType > 1) return NVML_ERROR_INVALID_ARGUMENT;
+    if (locationType == 2) { *count = g->mem_err[0][errorType][counterType]; return NVML_SUCCESS; }
+    if (locationType == 7 && g->arch >= 7) { *count = g->mem_err[1][errorType][counterType]; return NVML_SUCCESS; }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t h, unsigned int *value) {
+    ENTER("nvmlDeviceGetPcieReplayCounter"); OUT(value);
+    *value = g->pcie_replays; return NVML_SUCCESS;
+}
+/* Dynamic page retirement (before Ampere): whether retired pages wait for a reboot/reset. */
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int *isPending) {
+    ENTER("nvmlDeviceGetRetiredPagesPendingStatus"); OUT(isPending);
+    if (g->retired_pending < 0 || !g->ecc_supported) return NVML_ERROR_NOT_SUPPORTED;
+    *isPending = g->retired_pending; return NVML_SUCCESS;
+}
+
 #if FAKE_DRV >= 450
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned int *c, unsigned int *u, unsigned int *p, unsigned int *f) {
     ENTER("nvmlDeviceGetRemappedRows"); OUT(c); OUT(u); OUT(p); OUT(f);

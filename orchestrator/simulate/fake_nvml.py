@@ -130,6 +130,32 @@ def _level(spec: dict[str, Any], gpus: list[dict[str, Any]], i: int, j: int) -> 
     return LEVELS[topo.get("cross_numa", "SYS")]
 
 
+# nvmlClocksEventReason* bits (nvml.h); a fixture names them.
+CLOCK_REASONS = {"gpu_idle": 0x1, "applications_clocks": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+                 "sync_boost": 0x10, "sw_thermal": 0x20, "hw_thermal": 0x40, "hw_power_brake": 0x80,
+                 "display_clocks": 0x100}
+
+
+def _clock_bits(names: Any) -> int:
+    if isinstance(names, int):
+        return names
+    unknown = [n for n in names or [] if n not in CLOCK_REASONS]
+    if unknown:
+        raise FixtureError(f"unknown clock reasons {unknown}; known: {', '.join(CLOCK_REASONS)}")
+    return sum(CLOCK_REASONS[n] for n in names or [])
+
+
+def _mem_errors(spec: dict[str, Any]) -> list[list[list[int]]]:
+    """{dram|sram: {volatile_corrected, aggregate_corrected, volatile_uncorrected, aggregate_uncorrected}}
+    -> [location][corrected, uncorrected][volatile, aggregate]."""
+    out = [[[0, 0], [0, 0]], [[0, 0], [0, 0]]]
+    for li, loc in enumerate(("dram", "sram")):
+        for ei, err in enumerate(("corrected", "uncorrected")):
+            for ci, cnt in enumerate(("volatile", "aggregate")):
+                out[li][ei][ci] = int((spec.get(loc) or {}).get(f"{cnt}_{err}", 0))
+    return out
+
+
 def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
     """Pure: the fixture spec -> the tables the C library serves."""
     name = spec["machine"]
@@ -190,6 +216,13 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "nlinks": len(links[i]) if links[i] else -1,
             "nvlink_version": int(g.get("nvlink_version", 0)),
             "fails": {k: NVML_ERRORS[v] for k, v in (g.get("fails") or {}).items()},
+            "power_limit_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
+            "power_default_mw": int(float(g.get("power_default_limit_w", 0)) * 1000),
+            "power_enforced_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
+            "clock_reasons": _clock_bits(g.get("clock_reasons", ["gpu_idle"])),
+            "mem_err": _mem_errors(g.get("memory_errors") or {}),
+            "pcie_replays": int(g.get("pcie_replays", 0)),
+            "retired_pending": int(g["retired_pages_pending"]) if "retired_pages_pending" in g else -1,
         })
     n = len(gpus)
     topo = [[0 if i == j else _level(spec, gpus, i, j) for j in range(n)] for i in range(n)]
@@ -257,6 +290,10 @@ def render_header(t: dict[str, Any]) -> str:
             "cluster_uuid": "{" + ", ".join(f"0x{g['cluster_uuid'][k:k + 2]}" for k in range(0, 32, 2)) + "}",
             "health_mask": 0, "health_summary": g["health_summary"], "lost": g["lost"],
             "nlinks": g["nlinks"], "nvlink_version": g["nvlink_version"], "fails": _c_str(fails),
+            "power_limit_mw": g["power_limit_mw"], "power_default_mw": g["power_default_mw"],
+            "power_enforced_mw": g["power_enforced_mw"], "clock_reasons": f"0x{g['clock_reasons']:x}ull",
+            "mem_err": json.dumps(g["mem_err"]).replace("[", "{").replace("]", "}"),
+            "pcie_replays": g["pcie_replays"], "retired_pending": g["retired_pending"],
         }
         lines.append("  {" + ", ".join(f".{k} = {v}" for k, v in fields.items()) + "},")
     lines.append("};")

@@ -81,4 +81,40 @@ def build_host_files(machine: str, root: Path, hostname: str) -> Path:
         dmi.setdefault("board_serial", serial_for(hostname, "board"))
     for key, value in dmi.items():
         _write(root, f"/sys/class/dmi/id/{key}", str(value))
+    fm = d.get("fabric_manager")  # the installed nvidia-fabricmanager package version (dpkg)
+    if fm:
+        branch = str(fm).split(".", 1)[0]
+        _write(root, "/var/lib/dpkg/status",
+               "Package: libc6\nStatus: install ok installed\nVersion: 2.35-0ubuntu3.6\n\n"
+               f"Package: nvidia-fabricmanager-{branch}\nStatus: install ok installed\nPriority: optional\n"
+               f"Architecture: amd64\nVersion: {fm}-1\nDescription: Fabric Manager for NVSwitch based systems.\n")
+    return root
+
+
+# The lines every simulated machine's kernel log has (a driver that loaded, links that came up),
+# so the parser sees ordinary traffic next to the faults of machines/<name>.kmsg.yaml.
+_BENIGN_KMSG = (
+    (4.112, "pci 0000:00:00.0: [8086:09a2] type 00 class 0x088000"),
+    (12.503, "nvidia: loading out-of-tree module taints kernel."),
+    (12.910, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024"),
+    (14.221, "nvidia-nvswitch: Probing device 0000:05:00.0, Vendor Id = 0x10de, Device Id = 0x22a3, Class = 0x68000"),
+    (21.377, "mlx5_core 0000:19:00.0: mlx5_pcie_event:299:(pid 1029): PCIe slot advertised sufficient power (75W)."),
+)
+
+
+def build_kernel_log(machine: str, root: Path, hostname: str) -> Path:
+    """Write <root>/dev/kmsg (as /dev/kmsg records: "pri,seq,usec,-;message"), the boot id and
+    /proc/stat's btime for the `kmsg` probe.  machines/<name>.kmsg.yaml (with `base:`) adds
+    `lines: [[seconds since boot, message], ...]`; `readable: false` leaves /dev/kmsg out (a host
+    whose kernel log the probe user cannot read)."""
+    d = load_description(machine, "kmsg") or {}
+    boot = hashlib.sha256(f"boot:{hostname}".encode()).hexdigest()
+    _write(root, "/proc/sys/kernel/random/boot_id", f"{boot[:8]}-{boot[8:12]}-{boot[12:16]}-{boot[16:20]}-{boot[20:32]}")
+    _write(root, "/proc/stat", "cpu  100 0 100 1000 0 0 0 0 0 0\nbtime 1796030626\n")
+    if d.get("readable", True) is False:
+        return root
+    lines = sorted([(float(t), str(m)) for t, m in _BENIGN_KMSG] + [(float(t), str(m)) for t, m in d.get("lines") or []])
+    records = [f"{3 if 'Xid' in m or 'Error' in m else 6},{seq},{round(t * 1e6)},-;{m}"
+               for seq, (t, m) in enumerate(lines)]
+    _write(root, "/dev/kmsg", "\n".join(records))
     return root

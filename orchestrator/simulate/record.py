@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from orchestrator.engine import payload as probes
-from orchestrator.simulate.hostfiles import build_host_files
-from orchestrator.simulate.sysfs import build_machine
+from orchestrator.simulate.hostfiles import build_host_files, build_kernel_log
+from orchestrator.simulate.sysfs import build_machine, build_nic_state
 
 HERE = Path(__file__).resolve().parent
 DEMO_FLEET = HERE / "demo_fleet.yml"
@@ -36,7 +36,8 @@ PLACEHOLDER = "/simulated"
 # Inventory groups of the demo and what each group is supposed to be (probe_expect).
 GROUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("dgx_h100", "dgx-h100-", {"gpu_count": 8, "gpu_model": "H100", "nvlink_all_up": True, "nvswitch_count": 4,
-                               "gpu_nic_level": "PIX", "pcie_gen": 5, "pcie_width": 16, "mig": False}),
+                               "gpu_nic_level": "PIX", "pcie_gen": 5, "pcie_width": 16, "mig": False,
+                               "nic_ports_up": True}),
     ("lenovo_h100", "lenovo-h100-", {"gpu_count": 8, "gpu_model": "H100", "nvlink_all_up": True, "gpu_nic_level": "PIX"}),
     ("dgx_a100", "dgx-a100-", {"gpu_count": 8, "gpu_model": "A100", "nvlink_all_up": True, "gpu_nic_level": "PXB",
                                "pcie_gen": 4, "mig": False}),
@@ -84,6 +85,8 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
     root = work / host / "root"
     build_machine(machine, root)
     build_host_files(machine, root, host)
+    build_kernel_log(machine, root, host)
+    build_nic_state(machine, root, host)
     from orchestrator.simulate.fake_nvml import build_fake_nvml
 
     nvml = build_fake_nvml(machine, libs, seed=host)
@@ -92,6 +95,8 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
         "pcie": {"root": str(root)},
         "nvml": {"lib": str(nvml)},
         "nvlink": {"lib": str(nvml)},
+        "kmsg": {"root": str(root)},
+        "nic": {"root": str(root)},
     }
     try:
         from orchestrator.simulate.fake_cuda import build_fake_cuda, machines

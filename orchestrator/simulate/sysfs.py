@@ -386,3 +386,110 @@ def build_machine(name_or_description: str | dict[str, Any], dest: Path) -> Path
     (dest / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
     (dest / "proc/sys/kernel/hostname").write_text(desc["name"] + "\n")
     return dest
+
+
+# -- NIC state: /sys/class/infiniband and /sys/class/net attributes ----------------------------------
+#
+# The PCIe build above names the RDMA and net devices (links to their PCI functions); this writes
+# what the `nic` probe reads under them.  Defaults come from the HCA's PCI device id; a machine's
+# `machines/<name>.nic.yaml` (with `base:`) overrides per device (`devices: {mlx5_0: {fw_ver: ..}}`),
+# per port (`ports: {mlx5_3: {state: "1: DOWN", phys_state: "3: Disabled", rate: .., counters: {..}}}`)
+# and per net interface (`net: {eno1: {operstate: down}}`); `peermem: false` leaves nvidia_peermem
+# unloaded (default: loaded where there are RDMA devices and the NVIDIA driver).
+
+_HCA_PROFILES: dict[int, dict[str, str]] = {
+    0x1021: {"hca_type": "MT4129", "board_id": "MT_0000000838", "fw_ver": "28.39.1002",
+             "rate": "400 Gb/sec (4X NDR)", "link_layer": "InfiniBand"},  # ConnectX-7
+    0x101B: {"hca_type": "MT4123", "board_id": "MT_0000000223", "fw_ver": "20.35.1012",
+             "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"},  # ConnectX-6
+    0x101D: {"hca_type": "MT4125", "board_id": "MT_0000000359", "fw_ver": "22.36.1010",
+             "rate": "100 Gb/sec (4X EDR)", "link_layer": "Ethernet"},  # ConnectX-6 Dx (RoCE)
+    0x1013: {"hca_type": "MT4115", "board_id": "MT_2180110032", "fw_ver": "12.28.2006",
+             "rate": "100 Gb/sec (4X EDR)", "link_layer": "InfiniBand"},  # ConnectX-4
+}
+IB_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+               "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+               "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+               "excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_data", "port_rcv_data",
+               "port_xmit_packets", "port_rcv_packets")
+IB_HW_COUNTERS = ("out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+                  "rnr_nak_retry_err", "duplicate_request", "implied_nak_seq_err")
+
+
+def _nic_description(machine: str) -> dict[str, Any]:
+    from orchestrator.simulate.hostfiles import load_description as load_layer
+
+    return load_layer(machine, "nic") or {}
+
+
+def _put(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{value}\n")
+
+
+def build_nic_state(machine: str, dest: Path, hostname: str | None = None) -> Path:
+    """Write the InfiniBand device/port and net interface attributes of a built machine tree."""
+    desc = _nic_description(machine)
+    dest = Path(dest)
+    salt = hostname or machine
+    ib_root = dest / "sys/class/infiniband"
+    net_root = dest / "sys/class/net"
+    port_over = desc.get("ports") or {}
+    dev_over = desc.get("devices") or {}
+    net_over = desc.get("net") or {}
+    named_net: dict[str, str] = {}  # PCI function -> its net interface (from the PCIe description)
+    for nd in sorted(net_root.iterdir()) if net_root.is_dir() else []:
+        named_net[os.path.basename(os.path.realpath(nd / "device"))] = nd.name
+    for dev in sorted(ib_root.iterdir()) if ib_root.is_dir() else []:
+        pci = Path(os.path.realpath(dev / "device"))
+        try:
+            devid = int((pci / "device").read_text().strip(), 16)
+        except (OSError, ValueError):
+            devid = 0
+        prof = {**_HCA_PROFILES.get(devid, _HCA_PROFILES[0x1021]), **(dev_over.get(dev.name) or {})}
+        guid = hashlib.sha1(f"{salt}:{dev.name}".encode()).hexdigest()[:16]
+        for key in ("hca_type", "board_id", "fw_ver"):
+            _put(dev / key, prof[key])
+        _put(dev / "node_guid", ":".join(guid[i:i + 4] for i in range(0, 16, 4)))
+        port = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": prof["rate"],
+                "link_layer": prof["link_layer"], **(port_over.get(dev.name) or {})}
+        pd = dev / "ports" / "1"
+        for key in ("state", "phys_state", "rate", "link_layer"):
+            _put(pd / key, port[key])
+        counters = {c: 0 for c in IB_COUNTERS}
+        busy = int(guid[:6], 16)
+        counters.update(port_xmit_data=busy * 4096, port_rcv_data=busy * 4000, port_xmit_packets=busy * 16,
+                        port_rcv_packets=busy * 15)
+        counters.update(port.get("counters") or {})
+        for name, v in counters.items():
+            _put(pd / "counters" / name, v)
+        hw = {c: 0 for c in IB_HW_COUNTERS}
+        hw.update(port.get("hw_counters") or {})
+        for name, v in hw.items():
+            _put(pd / "hw_counters" / name, v)
+        up = port["state"].endswith("ACTIVE")
+        ib = port["link_layer"] == "InfiniBand"
+        # Net interfaces are the PCIe description's (`net:`): an HCA without one has no IPoIB/RoCE
+        # interface here, as on hosts that do not load ib_ipoib.
+        netname = named_net.get(pci.name)
+        if netname is None:
+            continue
+        if not ib:
+            _put(pd / "gid_attrs/ndevs/0", netname)  # RoCE: the port's GIDs belong to this interface
+        gbps = float(port["rate"].split()[0]) if port["rate"].split() else 0.0
+        net_over.setdefault(netname, {})
+        net_over[netname] = {"operstate": "up" if up else "down", "carrier": 1 if up else 0,
+                             "speed": int(gbps * 1000) if up else -1, "mtu": 4092 if ib else 9000,
+                             "type": 32 if ib else 1, **net_over[netname]}
+    nvidia = (dest / "proc/driver/nvidia/version").is_file()
+    if desc.get("peermem", nvidia and ib_root.is_dir() and any(ib_root.iterdir())):
+        _put(dest / "sys/module/nvidia_peermem/initstate", "live")
+    for nd in sorted(net_root.iterdir()) if net_root.is_dir() else []:
+        attrs = {"operstate": "up", "carrier": 1, "speed": 10000, "carrier_changes": 2, "mtu": 1500, "type": 1,
+                 **(net_over.get(nd.name) or {})}
+        attrs.setdefault("carrier_changes", 2)
+        for key, v in attrs.items():
+            if key == "speed" and v == -1:
+                continue  # reading speed of a link that is down fails (EINVAL): leave it out
+            _put(nd / key, v)
+    return dest

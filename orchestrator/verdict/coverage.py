@@ -39,7 +39,7 @@ class CheckState:
 
 
 def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[str, str],
-                     probes: Mapping[str, Any]) -> str | None:
+                     probes: Mapping[str, Any], unreadable_ok: bool = False) -> str | None:
     """Why `section` was not measured on the host, or None when it was."""
     probe = registry.probe_of(section) or section
     outcome = outcomes.get(probe)
@@ -49,19 +49,22 @@ def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[s
         rec = probes.get(probe)
         why = rec.get("reason") if isinstance(rec, dict) else ""
         return f"{probe} {outcome}" + (f": {why}" if why else "")
-    if not isinstance(facts.get(section), dict):
+    sec = facts.get(section)
+    if not isinstance(sec, dict):
         return f"no {section} facts from the {probe} probe"
+    if sec.get("readable") is False and not unreadable_ok:
+        return f"{section} not readable: {sec.get('unreadable_reason') or 'no source could be read'}"
     return None
 
 
 def _why_not(need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Mapping[str, Any],
              expect: Expectations | None) -> str | None:
     for section in need.sections:
-        why = _section_missing(section, facts, outcomes, probes)
+        why = _section_missing(section, facts, outcomes, probes, need.unreadable_ok)
         if why:
             return why
     if need.any_of:
-        whys = [_section_missing(s, facts, outcomes, probes) for s in need.any_of]
+        whys = [_section_missing(s, facts, outcomes, probes, need.unreadable_ok) for s in need.any_of]
         if all(whys):
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):

@@ -34,6 +34,9 @@ class Expectations:
     driver_min: str | None = None  # "535.104"
     driver_max: str | None = None
     acs_allowed: bool | None = None  # False (default on bare metal): ACS redirect on GPU paths is a finding
+    nic_ports_up: bool | None = None  # True: every InfiniBand/RoCE port must be ACTIVE / LinkUp
+    nic_rate_gbps: float | None = None  # each active InfiniBand/RoCE port must run at least this rate
+    gdr: bool | None = None  # True: GPUDirect RDMA must be usable between the GPUs and the NICs
 
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "probe_expect") -> Expectations:

@@ -95,12 +95,16 @@ class HostVerdict:
     fleet_view: HostView  # only the facts sections the fleet checks read
 
 
-def judge_host(h: HostInput, expect: Expectations) -> tuple[dict[str, Any], HostVerdict]:
-    """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later."""
+def judge_host(h: HostInput, expect: Expectations,
+               previous: dict[str, Any] | None = None) -> tuple[dict[str, Any], HostVerdict]:
+    """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
+    `previous`: the host's facts in the previous run (events and counters are judged against it)."""
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = judged_outcomes(h.probes, facts)
-    findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars))
+    reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
+    findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
+                                        previous=previous, reasons=reasons))
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
@@ -137,18 +141,21 @@ def _no_cyclic_gc() -> Iterator[None]:
 def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
-                spool: Path | None = None, workers: int | None = None) -> dict[str, Any]:
+                spool: Path | None = None, workers: int | None = None,
+                previous_for: Callable[[str], dict[str, Any] | None] | None = None) -> dict[str, Any]:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
     records then stay on disk under `spool` (default: the temp directory) and `hosts` is a
-    read-only sequence that parses a record when it is read.  `workers` overrides the choice."""
+    read-only sequence that parses a record when it is read.  `workers` overrides the choice.
+    `previous_for(host)`: the host's facts in the previous run, None when it has none."""
+    prev = previous_for or (lambda name: None)
     with _no_cyclic_gc():
         n = fleet_workers.worker_count(len(inputs), workers)
-        judged = (fleet_workers.judge_hosts(inputs, lambda h: judge_host(h, expect_for(h)), n, spool)
+        judged = (fleet_workers.judge_hosts(inputs, lambda h: judge_host(h, expect_for(h), prev(h.name)), n, spool)
                   if n > 1 else None)
         if judged is None:
-            pairs = [judge_host(h, expect_for(h)) for h in inputs]
+            pairs = [judge_host(h, expect_for(h), prev(h.name)) for h in inputs]
             records: list[dict[str, Any]] | SpooledRecords = [rec for rec, _ in pairs]
             verdicts = [v for _, v in pairs]
         else:

@@ -22,7 +22,8 @@ from orchestrator.verdict.overrides import Override, apply_overrides
 
 # The product's five probes and whether each is passive (PRODUCT.md §1: only p2p loads the GPUs).
 # Tests of the validator use this fixed catalog so they do not depend on which probe files exist yet.
-CATALOG = {"host": True, "pcie": True, "nvml": True, "nvlink": True, "p2p": False, "nccl": False}
+CATALOG = {"host": True, "pcie": True, "nvml": True, "nvlink": True, "p2p": False, "nccl": False,
+           "kmsg": True, "nic": True}
 
 
 def parse(text: str):
@@ -129,7 +130,7 @@ def test_shipped_playbooks_are_listed_with_descriptions():
 def test_shipped_playbooks_content():
     pbs = {name: load_playbook(path, CATALOG) for name, path, _ in shipped_playbooks()}
     audit = pbs["audit"].plays[0]
-    assert audit.probe_names == ["host", "pcie", "nvml", "nvlink"]
+    assert audit.probe_names == ["host", "pcie", "nvml", "nvlink", "kmsg", "nic"]
     assert audit.passive_only and not audit.become
     pre = pbs["premigration"].plays[0]
     assert set(pre.probe_names) == set(CATALOG)

@@ -98,7 +98,9 @@ def test_fabric_info_versions():
     assert dgx["state"] == "completed" and dgx["health_summary"] is None  # driver 550: v2 struct only
     h200 = run_probe("nvml", "vm-1xh200")[0]["data"]["gpus"][0]
     assert h200["fabric"]["state"] == "not_supported" and h200["fabric"]["status"] == "SUCCESS"
-    assert h200["virtualization_mode"] == "passthrough" and h200["unknown"] == {"numa_node": "NOT_SUPPORTED"}
+    # Hopper: no NUMA node outside C2C platforms, and no dynamic page retirement (rows are remapped)
+    assert h200["virtualization_mode"] == "passthrough" and h200["unknown"] == {
+        "numa_node": "NOT_SUPPORTED", "retired_pages_pending": "NOT_SUPPORTED"}
 
 
 def test_fabric_v3_struct_accepted_only_by_r580():

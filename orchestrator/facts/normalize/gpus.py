@@ -55,7 +55,7 @@ _GPU_KEYS = tuple((k, f"{k}_unknown") for k in (
     "uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
     "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability",
     "persistence_mode", "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity",
-    "temperature_c", "power_w", "minor_number"))
+    "temperature_c", "power_w", "minor_number", "clock_event_reasons", "pcie_replays", "retired_pages_pending"))
 
 
 def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +86,9 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     fans = raw.get("fans")
     g["fans"] = list(fans) if isinstance(fans, list) else None
     g["fans_unknown"] = unknown.get("fans") if g["fans"] is None else None
-    for key in ("ecc", "remapped_rows", "fabric"):
+    g["clock_event_reason_names"] = (clock_reason_names(g["clock_event_reasons"])
+                                     if isinstance(g["clock_event_reasons"], int) else None)
+    for key in ("ecc", "remapped_rows", "fabric", "power_limits"):
         v = raw.get(key)
         g[key] = dict(v) if isinstance(v, dict) else None
         if g[key] is None:
@@ -94,6 +96,19 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     g["lost"] = bool(raw.get("lost")) or "GPU_IS_LOST" in unknown.values()
     g["unknown"] = unknown
     return g
+
+
+# nvmlClocksEventReason* bits (nvml.h), named as nvidia-smi -q names them in "Clocks Event Reasons".
+CLOCK_REASON_BITS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"), (0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"))
+
+
+def clock_reason_names(bits: int) -> list[str]:
+    names = [name for bit, name in CLOCK_REASON_BITS if bits & bit]
+    rest = bits & ~sum(b for b, _ in CLOCK_REASON_BITS)
+    return names + ([f"0x{rest:x}"] if rest else [])
 
 
 def _matrix(raw: Any, n: int) -> list[list[Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.facts.model import HostFacts
+from orchestrator.facts.model import HostFabricManager, HostFacts
 
 
 def _val(v: Any) -> Any:
@@ -60,4 +60,17 @@ def normalize(data: dict[str, Any]) -> HostFacts:
         },
         "driver": {"loaded": bool(driver.get("loaded")), "version": driver.get("version")},
         "python": data.get("python"),
+        "fabric_manager": _fabric_manager(data.get("fabric_manager")),
     }
+
+
+def _fabric_manager(raw: Any) -> HostFabricManager | None:
+    """{"installed", "package", "version"} with the version's Debian revision cut ("550.54.15-1" ->
+    "550.54.15", comparable with the driver); None: the host has no dpkg database to ask."""
+    if not isinstance(raw, dict):
+        return None
+    version = raw.get("version")
+    if isinstance(version, str):
+        version = version.split(":", 1)[-1].split("-", 1)[0]
+    return {"installed": bool(raw.get("installed")), "package": raw.get("package"),
+            "version": version if isinstance(version, str) and version else None}

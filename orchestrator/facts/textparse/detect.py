@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.facts.textparse import ibstat, kernel_log
 from orchestrator.facts.textparse.common import text_lines
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
@@ -25,10 +26,12 @@ KINDS = (
     "smi_query_xml",
     "lspci_tree",
     "lspci_verbose",
+    "kernel_log",
+    "ibstat",
     "p2p_bandwidth_latency",
     "nvbandwidth",
 )
-PARSED_KINDS = KINDS[:10]
+PARSED_KINDS = KINDS[:12]
 
 _LSPCI_HEADER = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[^:]+?(?:\s\[[0-9a-fA-F]{4}\])?:\s")
 _TREE = re.compile(r"^[\s|+\\`-]*[-+\\`]-?(?:\[(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
@@ -81,6 +84,10 @@ def detect_kind(text: str) -> str:
         return "nvlink_caps"
     if re.search(r"^\s*Link\s+\d+\s*:\s*(\d|<)", head, re.M) or re.search(r"all links are in\s*active", head, re.I):
         return "nvlink_status"
+    if ibstat.looks_like(head):
+        return "ibstat"
+    if kernel_log.looks_like(head.splitlines()):
+        return "kernel_log"
     lines = text_lines(head, None)
     kind = _matrix_kind(lines)
     if kind:

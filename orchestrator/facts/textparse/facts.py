@@ -16,7 +16,11 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
+from orchestrator.facts.normalize import kmsg as kmsg_normalize
+from orchestrator.facts.normalize import nic as nic_normalize
 from orchestrator.facts.textparse.common import Note
+from orchestrator.facts.textparse.ibstat import IbReport
+from orchestrator.facts.textparse.kernel_log import KernelLog
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
 from orchestrator.facts.textparse.nvlink import NvlinkReport
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
@@ -38,6 +42,8 @@ class Parsed:
     query: SmiQuery | None = None
     tree: LspciTree | None = None
     verbose: LspciVerbose | None = None
+    kernel_log: list[KernelLog] = field(default_factory=list)
+    ib: list[IbReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
 
     def add(self, obj: Any) -> None:
@@ -60,6 +66,10 @@ class Parsed:
             self.tree = obj
         elif isinstance(obj, LspciVerbose):
             self.verbose = obj
+        elif isinstance(obj, KernelLog):
+            self.kernel_log.append(obj)
+        elif isinstance(obj, IbReport):
+            self.ib.append(obj)
         else:
             raise TypeError(f"not a parsed text result: {type(obj).__name__}")
 
@@ -724,6 +734,43 @@ def _levels_from_topo(t: TopoMatrix) -> dict[str, Any]:
             "matrix_note": "NV# cells hide the PCIe level: null"}
 
 
+def kmsg_facts(p: Parsed) -> dict[str, Any] | None:
+    """Kernel-log text -> facts["kmsg"]: the same events as the live probe; no boot id (text does
+    not say which boot it shows), so nothing is matched with an earlier run."""
+    if not p.kernel_log:
+        return None
+    lines = [ln for k in p.kernel_log for ln in k.lines]
+    sec = dict(kmsg_normalize.normalize({"readable": True, "source": "text", "boot_id": None, "lines": lines,
+                                          "lines_scanned": sum(k.scanned for k in p.kernel_log)}))
+    return _mark(sec, p.sources(*p.kernel_log), ["boot_id", "boot_time", "uid"])
+
+
+def nic_facts(p: Parsed) -> dict[str, Any] | None:
+    """ibstat / ibstatus / ibv_devinfo text -> facts["nic"]; several reports of one HCA are merged
+    (ibv_devinfo gives the board id, ibstat the rate), the later one filling what is still empty."""
+    if not p.ib:
+        return None
+    devs: dict[str, dict[str, Any]] = {}
+    for rep in p.ib:
+        for d in rep.devices:
+            have = devs.setdefault(d["name"], {**d, "ports": []})
+            for k, v in d.items():
+                if k != "ports" and have.get(k) is None:
+                    have[k] = v
+            ports = {pt["port"]: pt for pt in have["ports"]}
+            for pt in d["ports"]:
+                cur = ports.get(pt["port"])
+                if cur is None:
+                    have["ports"].append(dict(pt))
+                else:
+                    for k, v in pt.items():
+                        if cur.get(k) in (None, {}) and v not in (None, {}):
+                            cur[k] = v
+    sec = dict(nic_normalize.normalize({"infiniband": list(devs.values()), "net": []}))
+    sec["unknown"] = {"bus_id": NOT_IN_TEXT, "counters": NOT_IN_TEXT, "netdevs": NOT_IN_TEXT}
+    return _mark(sec, p.sources(*p.ib), ["devices.bus_id", "devices.ports.counters", "netdevs"])
+
+
 def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
     """Any parsed results of one host -> facts sections {gpus, nvlink, topology, pcie} (absent ones left out)."""
     if len(parsed) == 1 and isinstance(parsed[0], Parsed):
@@ -743,12 +790,16 @@ def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
     pc = pcie_facts(p)
     if pc is not None:
         facts["pcie"] = pc
+    for key, build in (("kmsg", kmsg_facts), ("nic", nic_facts)):
+        section = build(p)
+        if section is not None:
+            facts[key] = section
     return facts
 
 
 def all_notes(p: Parsed) -> list[Note]:
     out: list[Note] = []
-    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose):
+    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose, *p.kernel_log, *p.ib):
         if obj is not None:
             out.extend(Note(n.line, f"{obj.source}: {n.text}") for n in obj.notes)
     return out

@@ -15,6 +15,8 @@ from orchestrator.facts import registry
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
 from orchestrator.facts.textparse.detect import KINDS, PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
+from orchestrator.facts.textparse.ibstat import parse_ib
+from orchestrator.facts.textparse.kernel_log import parse_kernel_log
 from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
 from orchestrator.facts.textparse.nvlink import parse_nvlink
 from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
@@ -31,6 +33,8 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_query_xml": parse_smi_xml,
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
+    "kernel_log": parse_kernel_log,
+    "ibstat": parse_ib,  # ibstat, ibstatus and ibv_devinfo
 }
 
 # Raw mode: what to run on a host without Python, by kind.  Each is optional on the host; the
@@ -87,7 +91,7 @@ def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, An
         if k in KINDS:
             raise TextParseError(f"recognised as {k} (a bandwidth benchmark): not imported as facts; "
                                  "its numbers belong to the p2p section", source)
-        raise TextParseError("not a recognised nvidia-smi or lspci output (give --kind to force one of: "
+        raise TextParseError("not a recognised nvidia-smi or lspci output, kernel log or ibstat text (give --kind to force one of: "
                              f"{', '.join(PARSED_KINDS)})", source, 1)
     return k, PARSERS[k](text, source)
 

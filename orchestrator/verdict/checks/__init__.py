@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
+from orchestrator.verdict.checks import (
+    gpu,
+    gpu_health,
+    health,
+    host,
+    nccl,
+    nic,
+    nvlink_domain,
+    p2p,
+    pcie,
+    software,
+)
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding
 
-_AREAS = [host, gpu, pcie, p2p, nccl]
+_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
 # The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; GPU UUIDs/serials:
-# gpus; NCCL bus bandwidth against peers: nccl).  A fleet judged in worker processes hands the parent only these sections of each host, so
+# gpus; NCCL bus bandwidth against peers: nccl; NIC peers and firmware: nic).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
-FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl")
+FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl", "nic")
 
 
 def run_host_checks(view: HostView) -> list[Finding]:

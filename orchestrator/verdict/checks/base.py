@@ -17,6 +17,12 @@ class HostView:
     outcomes: dict[str, str] = field(default_factory=dict)  # probe name -> outcome value
     expect: Expectations = field(default_factory=Expectations)
     vars: dict[str, Any] = field(default_factory=dict)
+    # This host's facts in the previous run of the same results directory (None: no previous run
+    # or the host was not in it), so cumulative counters and events can be judged between runs.
+    previous: dict[str, Any] | None = None
+    # probe -> the reason its outcome gives (an unsupported/failed probe says why), for checks
+    # that turn a refusal into a finding of its own
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
@@ -34,6 +40,9 @@ class Needs:
     any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
     expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
     gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
+    # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
+    # check that reports exactly that
+    unreadable_ok: bool = False
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]

@@ -1,0 +1,125 @@
+"""`ibstat`, `ibstatus` and `ibv_devinfo` text -> the raw shape of the `nic` probe's InfiniBand
+devices, so `facts/normalize/nic.py` builds the same records.  Text never names the PCI function
+of an HCA: `bus_id` stays None (facts: unknown)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts.textparse.common import Note, text_lines
+
+_IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
+_IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
+_DEVINFO = re.compile(r"^hca_id:\s*(\S+)\s*$")
+_KV = re.compile(r"^\s+([A-Za-z_ ]+?):\s*(.*?)\s*$")
+# ibstat/ibv_devinfo spell states as words; sysfs (and the nic probe) as "4: ACTIVE".
+_STATE = {"active": "4: ACTIVE", "port_active": "4: ACTIVE", "down": "1: DOWN", "port_down": "1: DOWN",
+          "initializing": "2: INIT", "port_init": "2: INIT", "armed": "3: ARMED", "port_armed": "3: ARMED"}
+_PHYS = {"linkup": "5: LinkUp", "polling": "2: Polling", "disabled": "3: Disabled", "sleep": "1: Sleep",
+         "linkerrorrecovery": "6: LinkErrorRecovery"}
+
+
+@dataclass
+class IbReport:
+    source: str
+    kind: str  # ibstat | ibstatus | ibv_devinfo
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+
+def looks_like(text: str) -> str | None:
+    head = text[:200000]
+    if re.search(r"^CA '[^']+'\s*$", head, re.M) and re.search(r"^\s+CA type:", head, re.M):
+        return "ibstat"
+    if re.search(r"^Infiniband device '[^']+' port \d+ status:", head, re.M):
+        return "ibstatus"
+    if re.search(r"^hca_id:\s*\S+", head, re.M) and re.search(r"^\s+transport:", head, re.M):
+        return "ibv_devinfo"
+    return None
+
+
+def _device(name: str) -> dict[str, Any]:
+    return {"name": name, "bus_id": None, "driver": None, "hca_type": None, "board_id": None, "fw_ver": None,
+            "node_guid": None, "ports": []}
+
+
+def _port(n: int) -> dict[str, Any]:
+    return {"port": n, "state": None, "phys_state": None, "rate": None, "link_layer": None, "netdev": None,
+            "counters": {}, "hw_counters": {}}
+
+
+def _word(table: dict[str, str], value: str) -> str | None:
+    v = value.strip()
+    if re.match(r"^\d+: \S+", v):  # ibstatus prints the sysfs text itself
+        return v
+    key = re.sub(r"\s*\(\d+\)$", "", v).lower().replace(" ", "")
+    return table.get(key, v or None)
+
+
+def _rate(value: str) -> str | None:
+    v = value.strip()
+    if re.match(r"^\d+(\.\d+)?$", v):
+        return f"{v} Gb/sec"  # ibstat prints the number only
+    return v or None
+
+
+def _guid(value: str) -> str | None:
+    v = value.strip().lower()
+    if v.startswith("0x") and len(v) == 18:
+        h = v[2:]
+        return ":".join(h[i:i + 4] for i in range(0, 16, 4))
+    return v or None
+
+
+def parse_ib(text: str, source: str) -> IbReport:
+    kind = looks_like(text) or "ibstat"
+    out = IbReport(source, kind)
+    devs: dict[str, dict[str, Any]] = {}
+    dev: dict[str, Any] | None = None
+    port: dict[str, Any] | None = None
+    for n, line in enumerate(text_lines(text, source), 1):
+        if not line.strip():
+            continue
+        m = _IBSTAT_CA.match(line) or _DEVINFO.match(line)
+        if m:
+            dev = devs.setdefault(m.group(1), _device(m.group(1)))
+            port = None
+            continue
+        m = _IBSTATUS.match(line)
+        if m:
+            dev = devs.setdefault(m.group(1), _device(m.group(1)))
+            port = _port(int(m.group(2)))
+            dev["ports"].append(port)
+            continue
+        m = re.match(r"^\s+Port (\d+):\s*$", line) or re.match(r"^\s+port:\s*(\d+)\s*$", line)
+        if m and dev is not None:
+            port = _port(int(m.group(1)))
+            dev["ports"].append(port)
+            continue
+        m = _KV.match(line)
+        if not m or dev is None:
+            out.notes.append(Note(n, f"not understood: {line.strip()[:80]}"))
+            continue
+        key, value = m.group(1).strip().lower(), m.group(2)
+        if port is not None and key in ("state",):
+            port["state"] = _word(_STATE, value)
+        elif port is not None and key in ("physical state", "phys state"):
+            port["phys_state"] = _word(_PHYS, value)
+        elif port is not None and key == "rate":
+            port["rate"] = _rate(value)
+        elif port is not None and key in ("link layer", "link_layer"):
+            port["link_layer"] = value.strip() or None
+        elif key in ("ca type",):
+            dev["hca_type"] = value.strip() or None
+        elif key == "vendor_part_id" and value.strip().isdigit():
+            dev["hca_type"] = f"MT{value.strip()}"
+        elif key in ("firmware version", "fw_ver"):
+            dev["fw_ver"] = value.strip() or None
+        elif key in ("node guid", "node_guid"):
+            dev["node_guid"] = _guid(value)
+        elif key == "board_id":
+            dev["board_id"] = value.strip() or None
+    out.devices = list(devs.values())
+    return out

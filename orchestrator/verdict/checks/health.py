@@ -1,0 +1,238 @@
+"""Health from the kernel log (facts kmsg) and from the GPU counters NVML reports (facts gpus).
+
+Pure: HostView in, findings out.  Kernel-log events are events of one boot: an event whose key was
+already in the previous run's facts of the same boot is reported as "still present", not as new
+(`split_new`).  What each Xid asks for comes from facts/xid.py, the one table of codes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from orchestrator.facts import xid as xids
+from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+
+# Corrected AER events in one boot below this are the background noise of many platforms.
+AER_CORRECTED_MIN = 10
+
+_ACTION_TEXT = {
+    "application": "an application error: restart the job",
+    "reset": "reset the GPU (nvidia-smi -r) once idle",
+    "reboot": "reboot the node",
+    "inspect_hardware": "take the GPU out of service and inspect the hardware",
+}
+
+
+def _kmsg(view: HostView) -> dict[str, Any] | None:
+    if view.outcomes and not view.ran("kmsg"):
+        return None
+    facts = view.facts.get("kmsg")
+    return facts if isinstance(facts, dict) else None
+
+
+def previous_keys(current: dict[str, Any], previous: dict[str, Any] | None) -> set[str]:
+    """Event keys of the previous run when it read the same boot (same boot id), else none."""
+    prev = (previous or {}).get("kmsg")
+    if not isinstance(prev, dict) or not prev.get("readable"):
+        return set()
+    if not current.get("boot_id") or prev.get("boot_id") != current.get("boot_id"):
+        return set()
+    return {str(e.get("key")) for e in prev.get("events") or [] if isinstance(e, dict)}
+
+
+def split_new(events: list[dict[str, Any]], seen: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(new, still present) under the previous run's keys of the same boot."""
+    new = [e for e in events if e.get("key") not in seen]
+    old = [e for e in events if e.get("key") in seen]
+    return new, old
+
+
+def _gpu_label(view: HostView, bus: str | None) -> str:
+    for g in ((view.facts.get("gpus") or {}).get("list") or []):
+        if bus and g.get("bus_id") == bus:
+            return f"GPU{g.get('index')} ({bus})"
+    return bus or "bus id unknown"
+
+
+def _when(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> str:
+    if new and old:
+        return f"{len(new)} new since the previous run, {len(old)} still present"
+    if old:
+        return f"{len(old)} still present (already seen in the previous run of this boot)"
+    return f"{len(new)} in this boot"
+
+
+def _by(events: list[dict[str, Any]], kind: str, *keys: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e.get("kind") == kind:
+            groups[tuple(e.get(k) for k in keys)].append(e)
+    return groups
+
+
+def kernel_log_unreadable(view: HostView) -> Iterator[Finding]:
+    km = _kmsg(view)
+    if km is None or km.get("readable"):
+        return
+    why = km.get("unreadable_reason") or "no source could be read"
+    container = ((view.facts.get("host") or {}).get("virtualization") or {}).get("container")
+    msg = f"the kernel log could not be read, so XIDs, AER and NIC events are not judged ({why})"
+    hint = ("add the probe user to the systemd-journal or adm group (journalctl -k), or run with become: true "
+            "(/dev/kmsg, dmesg need root where kernel.dmesg_restrict=1)")
+    if container:
+        yield limitation("host.kernel_log.unreadable", view.name, "kernel log",
+                         msg + f"; the host is a {container} container, which usually hides the host's log",
+                         evidence=["kmsg.attempts"], hint=hint)
+        return
+    yield unknown("host.kernel_log.unreadable", view.name, "kernel log", msg, evidence=["kmsg.attempts"],
+                  severity=Severity.WARN, hint=hint)
+
+
+def gpu_xid(view: HostView) -> Iterator[Finding]:
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (bus, code), events in sorted(_by(km.get("events") or [], "xid", "bus_id", "code").items(),
+                                      key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        actions = {e.get("action") for e in events}
+        info = xids.lookup(code) if isinstance(code, int) else None
+        new, old = split_new(events, seen)
+        subject = _gpu_label(view, bus)
+        kw: dict[str, Any] = {"actual": {"count": len(events), "new": len(new)},
+                              "evidence": [f"kmsg.events[xid {code}]: {events[-1].get('text', '')[:160]}"]}
+        if info is None:
+            yield fault("gpu.xid", view.name, subject,
+                        f"Xid {code} ({_when(new, old)}): a code fleetprobe's table does not know",
+                        severity=Severity.WARN, hint="look the code up in NVIDIA's Xid catalog", **kw)
+            continue
+        worst = next((a for a in ("inspect_hardware", "reboot", "reset", "application") if a in actions), "ignore")
+        if worst == "ignore":
+            continue
+        msg = f"Xid {code}, {info.meaning} ({_when(new, old)})"
+        hint = _ACTION_TEXT[worst] + (f"; {info.note}" if info.note else "")
+        if worst == "application":
+            if info.burst and len(events) >= xids.BURST_COUNT:
+                yield fault("gpu.xid", view.name, subject,
+                            msg + f": repeated on this GPU ({len(events)} events), more than one job's bug",
+                            severity=Severity.WARN, expected=f"fewer than {xids.BURST_COUNT}",
+                            hint="if the errors follow this GPU across jobs, drain it and run diagnostics; "
+                                 + (info.note or ""), **kw)
+            else:
+                yield fault("gpu.xid", view.name, subject, msg, severity=Severity.INFO, hint=hint, **kw)
+            continue
+        yield fault("gpu.xid", view.name, subject, msg, hint=hint, **kw)
+
+
+def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (bus, code), events in sorted(_by(km.get("events") or [], "sxid", "bus_id", "code").items(),
+                                      key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        new, old = split_new(events, seen)
+        fatal = any(e.get("severity") == "fatal" for e in events)
+        yield fault("nvswitch.sxid", view.name, f"NVSwitch {bus}",
+                    f"SXid {code}, {'fatal' if fatal else 'non-fatal'} ({_when(new, old)}): "
+                    f"{str(events[-1].get('text', ''))[:120]}",
+                    severity=Severity.FAIL if fatal else Severity.WARN,
+                    actual={"count": len(events), "new": len(new)}, evidence=["kmsg.events[sxid]"],
+                    hint=("a fatal SXid stops the NVLink fabric: reset the GPUs and NVSwitches (or reboot) and "
+                          "check the fabric manager log" if fatal else
+                          "non-fatal link errors: watch their rate; persistent ones point at a link or cable"))
+
+
+def gpu_fallen_off_bus(view: HostView) -> Iterator[Finding]:
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (bus,), events in sorted(_by(km.get("events") or [], "fallen_off_bus", "bus_id").items(),
+                                 key=lambda kv: str(kv[0][0])):
+        new, old = split_new(events, seen)
+        yield fault("gpu.fallen_off_bus", view.name, _gpu_label(view, bus),
+                    f"the GPU fell off the PCIe bus ({_when(new, old)})",
+                    actual={"count": len(events), "new": len(new)}, evidence=["kmsg.events[fallen_off_bus]"],
+                    hint="reboot the node; check power delivery, seating, cooling and the slot; "
+                         "repeated falls are a hardware fault")
+
+
+def pcie_aer(view: HostView) -> Iterator[Finding]:
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (bus,), events in sorted(_by(km.get("events") or [], "aer", "bus_id").items(), key=lambda kv: str(kv[0][0])):
+        new, old = split_new(events, seen)
+        uncorrected = [e for e in events if str(e.get("severity", "")).lower().startswith("uncorrected")]
+        types = sorted({str(e.get("error_type")) for e in events})
+        kw: dict[str, Any] = {"actual": {"events": len(events), "uncorrected": len(uncorrected), "new": len(new)},
+                              "evidence": [f"kmsg.events[aer]: {str(events[-1].get('text', ''))[:160]}"]}
+        if uncorrected:
+            yield fault("pcie.aer", view.name, bus or "PCIe device",
+                        f"{len(uncorrected)} uncorrected PCIe error(s) ({', '.join(types)}; {_when(new, old)})",
+                        hint="uncorrected errors lose transactions: check the device, its slot and the link "
+                             "partner; the GPU or NIC below this port may need a reset or a reseat", **kw)
+        elif len(events) >= AER_CORRECTED_MIN and (new or not old):
+            yield fault("pcie.aer", view.name, bus or "PCIe device",
+                        f"{len(events)} corrected PCIe errors ({', '.join(types)}; {_when(new, old)})",
+                        severity=Severity.WARN, expected=f"fewer than {AER_CORRECTED_MIN} per boot",
+                        hint="a link that keeps correcting errors is marginal: check the riser, cable or slot "
+                             "and the link's speed/width", **kw)
+
+
+_MLX5_TEXT = {
+    "slot_power": ("the slot advertises less power than the NIC needs: the firmware throttles it",
+                   "check the slot's power budget (lspci SlotPowerLimit), the riser and the BIOS slot settings"),
+    "module_temperature": ("the transceiver module reported a high temperature",
+                           "check airflow at the NIC and the transceiver; an overheating module shuts its link down"),
+    "tx_timeout": ("a transmit queue timed out (NETDEV WATCHDOG)",
+                   "the NIC stopped sending: check its firmware, the link and the driver log around this time"),
+    "health_compromised": ("the driver found the device's health compromised",
+                           "the NIC needs a reset (or the host a reboot); repeated: replace the adapter"),
+}
+
+
+def nic_kernel_events(view: HostView) -> Iterator[Finding]:
+    """mlx5 events in the kernel log: slot power, module temperature, transmit timeouts, health."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (dev, subtype), events in sorted(_by(km.get("events") or [], "mlx5", "bus_id", "subtype").items(),
+                                         key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        device = dev or events[-1].get("device") or "mlx5 device"
+        what, hint = _MLX5_TEXT.get(str(subtype), (str(subtype), "read the driver's message"))
+        new, old = split_new(events, seen)
+        yield fault("nic.kernel_event", view.name, str(device), f"{what} ({_when(new, old)})",
+                    severity=Severity.FAIL if subtype == "health_compromised" else Severity.WARN,
+                    actual={"count": len(events), "new": len(new)},
+                    evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
+
+
+CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events]
+
+FINDING_IDS: tuple[str, ...] = (
+    "host.kernel_log.unreadable",
+    "gpu.xid",
+    "nvswitch.sxid",
+    "gpu.fallen_off_bus",
+    "pcie.aer",
+    "nic.kernel_event",
+)
+
+_KMSG = Needs(sections=("kmsg",))
+# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
+# An unreadable kernel log judges nothing but its own unreadability.
+NEEDS: dict[str, Needs] = {
+    "host.kernel_log.unreadable": Needs(sections=("kmsg",), unreadable_ok=True),
+    "gpu.xid": _KMSG,
+    "nvswitch.sxid": _KMSG,
+    "gpu.fallen_off_bus": _KMSG,
+    "pcie.aer": _KMSG,
+    "nic.kernel_event": _KMSG,
+}

@@ -1,0 +1,130 @@
+"""Software and firmware consistency: mixed VBIOS on one host, and versions that differ from the
+host's peers (hosts with the same board and GPU models).  Pure.
+
+A version is an outlier only against a clear norm: at least 3 peers and a value more than half of
+them share; two hosts that differ do not say which one is right.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.findings import Finding, Severity, fault
+
+MIN_PEERS = 3
+
+
+def _gpus(view: HostView) -> list[dict[str, Any]]:
+    if view.outcomes and not view.ran("nvml"):
+        return []
+    return list((view.facts.get("gpus") or {}).get("list") or [])
+
+
+def vbios_mixed(view: HostView) -> Iterator[Finding]:
+    """GPUs of one model on one host running different VBIOS versions."""
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for g in _gpus(view):
+        if isinstance(g.get("vbios"), str) and g["vbios"]:
+            by_model[str(g.get("model") or g.get("name"))].append(g)
+    for model, gpus in sorted(by_model.items()):
+        counts = Counter(g["vbios"] for g in gpus)
+        if len(counts) < 2:
+            continue
+        norm, _ = counts.most_common(1)[0]
+        odd = [g for g in gpus if g["vbios"] != norm]
+        names = ", ".join(f"GPU{g.get('index')} {g['vbios']}" for g in odd)
+        yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{g.get('index')} ({g.get('bus_id')})" for g in odd),
+                    f"{len(counts)} VBIOS versions on the {len(gpus)} {model} GPUs: {names} where the others run {norm}",
+                    severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
+                    hint="a re-flashed or swapped board: flash the fleet's VBIOS (nvflash) or ask the vendor why")
+
+
+def _host_vbios(v: HostView) -> str | None:
+    counts = Counter(g.get("vbios") for g in _gpus(v) if g.get("vbios"))
+    return counts.most_common(1)[0][0] if counts else None
+
+
+# (what, reader, evidence): the versions compared across peers.
+_FIELDS: tuple[tuple[str, Callable[[HostView], Any], str], ...] = (
+    ("NVIDIA driver", lambda v: ((v.facts.get("host") or {}).get("driver") or {}).get("version"), "host.driver.version"),
+    ("CUDA driver version", lambda v: (v.facts.get("gpus") or {}).get("cuda_driver_version") if _gpus(v) else None,
+     "gpus.cuda_driver_version"),
+    ("kernel", lambda v: (v.facts.get("host") or {}).get("kernel"), "host.kernel"),
+    ("BIOS", lambda v: ((v.facts.get("host") or {}).get("board") or {}).get("bios_version"), "host.board.bios_version"),
+    ("VBIOS", _host_vbios, "gpus.list.vbios"),
+)  # the fabric manager is judged against the driver it must match (fabric_manager_version)
+
+
+def _peer_key(v: HostView) -> tuple[Any, ...] | None:
+    board = (v.facts.get("host") or {}).get("board") or {}
+    models = tuple(sorted(str(g.get("model") or g.get("name")) for g in _gpus(v)))
+    product = board.get("model") or board.get("product")
+    if not models or not isinstance(product, str):
+        return None
+    return (product, models)
+
+
+def version_outlier(views: list[HostView]) -> Iterator[Finding]:
+    groups: dict[tuple[Any, ...], list[HostView]] = defaultdict(list)
+    for v in views:
+        key = _peer_key(v)
+        if key is not None:
+            groups[key].append(v)
+    for (product, _), members in groups.items():
+        if len(members) < MIN_PEERS:
+            continue
+        for what, read, evidence in _FIELDS:
+            values = [(v, read(v)) for v in members]
+            known = [x for _, x in values if isinstance(x, str) and x]
+            if not known:
+                continue
+            norm, count = Counter(known).most_common(1)[0]
+            if count * 2 <= len(members):
+                continue
+            for v, x in values:
+                if isinstance(x, str) and x and x != norm:
+                    yield fault("software.version.outlier", v.name, what,
+                                f"{what} {x} where {count} of the {len(members)} {product} hosts with the same GPUs "
+                                f"run {norm}", severity=Severity.WARN, expected=norm, actual=x,
+                                evidence=[evidence, f"{len(members)} peer hosts"],
+                                hint="bring the host to the fleet's version, or pin the difference in the inventory")
+
+
+
+
+def fabric_manager_version(view: HostView) -> Iterator[Finding]:
+    """On an NVSwitch system the fabric manager must be the driver's exact version."""
+    host = view.facts.get("host") or {}
+    fm = host.get("fabric_manager") or {}
+    driver = (host.get("driver") or {}).get("version")
+    switches = len((view.facts.get("pcie") or {}).get("nvswitches") or []) or \
+        len((view.facts.get("nvlink") or {}).get("nvswitches") or [])
+    if not fm.get("installed") or not fm.get("version") or not isinstance(driver, str) or not switches:
+        return
+    if fm["version"] != driver:
+        yield fault("nvlink.fabric_manager.version", view.name, "fabric manager",
+                    f"fabric manager {fm['version']} ({fm.get('package')}) with driver {driver}: on an NVSwitch "
+                    "system they must be the same version", expected=driver, actual=fm["version"],
+                    evidence=["host.fabric_manager.version", "host.driver.version"],
+                    hint="install the fabric manager package of the driver's exact version and restart "
+                         "nvidia-fabricmanager; a mismatch keeps the NVLink fabric from starting")
+
+
+CHECKS = [vbios_mixed, fabric_manager_version]
+FLEET_CHECKS = [version_outlier]
+
+FINDING_IDS: tuple[str, ...] = (
+    "gpu.vbios.mixed",
+    "software.version.outlier",
+    "nvlink.fabric_manager.version",
+)
+
+# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
+NEEDS: dict[str, Needs] = {
+    "gpu.vbios.mixed": Needs(sections=("gpus",), gpus=True),
+    "software.version.outlier": Needs(any_of=("host", "gpus")),
+    "nvlink.fabric_manager.version": Needs(sections=("host",), any_of=("nvlink", "pcie")),
+}
