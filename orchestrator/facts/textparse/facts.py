@@ -185,7 +185,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         for lg in p.smi_list.gpus:
             g = gpu(lg.index)
             _known(g, "name", lg.name)
-            _known(g, "uuid", lg.uuid)
+            _known(g, "uuid", lg.uuid, lg.uuid_unknown)
             g["display"] = lg.display
             g["unknown"].pop("display", None)
             if lg.mig_devices:
