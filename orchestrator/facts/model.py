@@ -383,6 +383,7 @@ class Facts(TypedDict, total=False):
     nvlink: NvlinkFacts
     topology: TopologyFacts
     p2p: P2pFacts
+    nccl: NcclFacts
 
 
 class ProbeRecord(TypedDict, total=False):
@@ -407,3 +408,39 @@ HostRecord = TypedDict("HostRecord", {
     "fingerprint": "str | None",
     "class": "str | None",
 })
+
+
+# ---------------------------------------------------------------------------------------------
+# facts["nccl"] (docs/facts-nccl.md).  Imported from nccl-tests text/JSON (issue 17); the live
+# nccl probe (issue 19) writes the same shape with source "probe".
+
+
+class NcclResult(TypedDict):
+    op: str | None  # "all_reduce" | "all_gather" | "reduce_scatter" | "alltoall" | "broadcast" | "sendrecv" | ...
+    size_bytes: int
+    count: int | None
+    dtype: str | None
+    redop: str | None
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    in_place: bool
+    wrong: int | None  # nccl-tests' #wrong; None: not checked (-c 0 prints N/A)
+
+
+class NcclFacts(TextOrigin):
+    version: str | None
+    gpu_count: int | None
+    results: list[NcclResult]
+    avg_busbw_gbps: float | None
+    transport: str | None  # "P2P/IPC", "NVLS", "P2P/IPC+NET/IB" (most used first)
+    source: str  # "probe" | "nccl-tests"
+    ranks: NotRequired[int | None]
+    hosts: NotRequired[list[str]]
+    out_of_bounds: NotRequired[int | None]  # "# Out of bounds values : N"
+    version_unknown: NotRequired[str]
+    gpu_count_unknown: NotRequired[str]
+    avg_busbw_gbps_unknown: NotRequired[str]
+    avg_busbw_note: NotRequired[str]
+    transport_unknown: NotRequired[str]
+    out_of_bounds_unknown: NotRequired[str]

@@ -12,8 +12,7 @@ from orchestrator.facts.textparse.common import text_lines
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
 
-# Every kind this package parses, plus benchmark outputs it recognises (and leaves to the p2p
-# section's owner).  "unknown" when nothing fits.
+# Every kind this package parses.  "unknown" when nothing fits.
 KINDS = (
     "topo_matrix",
     "topo_p2p",
@@ -27,8 +26,9 @@ KINDS = (
     "lspci_verbose",
     "p2p_bandwidth_latency",
     "nvbandwidth",
+    "nccl_tests",
 )
-PARSED_KINDS = KINDS[:10]
+PARSED_KINDS = KINDS
 
 _LSPCI_HEADER = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[^:]+?(?:\s\[[0-9a-fA-F]{4}\])?:\s")
 _TREE = re.compile(r"^[\s|+\\`-]*[-+\\`]-?(?:\[(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
@@ -75,6 +75,13 @@ def detect_kind(text: str) -> str:
         return "p2p_bandwidth_latency"
     if re.search(r"^nvbandwidth Version", head, re.M) or re.search(r"^Running \w+_(ce|sm)\.", head, re.M):
         return "nvbandwidth"
+    if stripped.startswith("{") and re.search(r'"(nvbandwidth|testcases)"\s*:', head):
+        return "nvbandwidth"
+    if (re.search(r"^#?\s*size\s+count\s+type\s+redop", head, re.M) or re.search(r"Avg bus bandwidth\s*:", head)
+            or (re.search(r"_perf\b.*\b-b\s", head) and re.search(r"\b(algbw|busbw)\b", head, re.I))):
+        return "nccl_tests"
+    if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):
+        return "nccl_tests"
     if re.search(r"GPUs that have an affinity with CPU\s+\d+", head):
         return "topo_cpu"
     if re.search(r"^\s*Link\s+\d+\s*,\s*[^:]+:\s*(true|false)\s*$", head, re.M | re.I):

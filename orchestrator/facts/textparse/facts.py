@@ -16,6 +16,8 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
+from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
+from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
 from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
 from orchestrator.facts.textparse.nvlink import NvlinkReport
@@ -38,6 +40,9 @@ class Parsed:
     query: SmiQuery | None = None
     tree: LspciTree | None = None
     verbose: LspciVerbose | None = None
+    bwlat: BwLatency | None = None
+    nvbandwidth: list[NvBandwidth] = field(default_factory=list)
+    nccl: list[NcclRun] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
 
     def add(self, obj: Any) -> None:
@@ -60,6 +65,12 @@ class Parsed:
             self.tree = obj
         elif isinstance(obj, LspciVerbose):
             self.verbose = obj
+        elif isinstance(obj, BwLatency):
+            self.bwlat = obj
+        elif isinstance(obj, NvBandwidth):
+            self.nvbandwidth.append(obj)
+        elif isinstance(obj, NcclRun):
+            self.nccl.append(obj)
         else:
             raise TypeError(f"not a parsed text result: {type(obj).__name__}")
 
@@ -168,8 +179,19 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
                              "health_summary_unknown": "not summarised in nvidia-smi text"})
 
 
+def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | None]]] | None:
+    """(tool, [(index, name, bus id)]) of the GPUs a benchmark lists for this host, if any."""
+    if p.bwlat is not None and any(d.name for d in p.bwlat.devices):
+        return "p2pBandwidthLatencyTest", [(d.index, d.name, d.bus_id) for d in p.bwlat.devices]
+    for run in p.nccl:
+        if run.devices and len(run.hosts) == 1:
+            return "nccl-tests", [(d["device"], d["name"], d["bus_id"]) for d in run.devices]
+    return None
+
+
 def gpus_facts(p: Parsed) -> dict[str, Any] | None:
-    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p):
+    bench = _bench_devices(p)
+    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p or bench):
         return None
     notes: list[str] = []
     by_index: dict[int, dict[str, Any]] = {}
@@ -217,6 +239,15 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                 gpu(int(lab[3:]))
         if not counts:
             counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
+    if bench is not None:
+        # CUDA's view (CUDA_VISIBLE_DEVICES may hide GPUs): a count only when nothing else gives one
+        tool, devs = bench
+        if not counts:
+            counts[tool] = len(devs)
+        for idx, name, bus in devs:
+            g = gpu(idx)
+            _known(g, "name", g["name"] or name)
+            _known(g, "bus_id", g["bus_id"] or bus)
     if p.query:
         uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
         for pos, qg in enumerate(p.query.gpus):
@@ -238,7 +269,8 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         if g["name"] is None:
             g["unknown"]["model"] = "name unknown"
     count = None
-    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink"):
+    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink", "p2pBandwidthLatencyTest",
+                "nccl-tests"):
         if src in counts:
             count = counts[src]
             break
@@ -272,7 +304,8 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     }
     if not p.query:
         section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
-    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p)
+    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, *([p.bwlat] if bench and p.bwlat else []),
+                      *(p.nccl if bench and not p.bwlat else []))
     return _mark(section, files, low)
 
 
@@ -743,12 +776,34 @@ def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
     pc = pcie_facts(p)
     if pc is not None:
         facts["pcie"] = pc
+    bench = p2p_facts(p)
+    if bench is not None:
+        facts["p2p"] = bench
+    if p.nccl:
+        facts["nccl"] = _mark(nccl_from_runs(p.nccl), p.sources(*p.nccl), [])
     return facts
+
+
+def p2p_facts(p: Parsed) -> dict[str, Any] | None:
+    """p2pBandwidthLatencyTest first (it prints bus ids and the peer-access matrix), else nvbandwidth."""
+    if p.bwlat is not None:
+        sec = p2p_from_bwlat(p.bwlat)
+        files = [p.bwlat.source]
+        if p.nvbandwidth:
+            sec["notes"] = [f"nvbandwidth output kept out of facts.p2p: {', '.join(x.source for x in p.nvbandwidth)}"
+                            " (p2pBandwidthLatencyTest was imported for the same host)"]
+    elif p.nvbandwidth:
+        sec = p2p_from_nvbandwidth(p.nvbandwidth)
+        files = [x.source for x in p.nvbandwidth]
+    else:
+        return None
+    return _mark(sec, sorted(files), ["verified", "rank", "nvml_nvlink", "all_to_host", "guard"])
 
 
 def all_notes(p: Parsed) -> list[Note]:
     out: list[Note] = []
-    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose):
+    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose, p.bwlat, *p.nvbandwidth,
+                *p.nccl):
         if obj is not None:
             out.extend(Note(n.line, f"{obj.source}: {n.text}") for n in obj.notes)
     return out

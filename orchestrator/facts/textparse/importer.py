@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.facts.textparse.bench import parse_nccl_tests, parse_nvbandwidth, parse_p2p_bwlat
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
-from orchestrator.facts.textparse.detect import KINDS, PARSED_KINDS, detect_kind
+from orchestrator.facts.textparse.detect import PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
 from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
 from orchestrator.facts.textparse.nvlink import parse_nvlink
@@ -31,6 +32,9 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_query_xml": parse_smi_xml,
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
+    "p2p_bandwidth_latency": parse_p2p_bwlat,
+    "nvbandwidth": parse_nvbandwidth,
+    "nccl_tests": parse_nccl_tests,
 }
 
 # Raw mode: what to run on a host without Python, by kind.  Each is optional on the host; the
@@ -84,9 +88,6 @@ def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, An
         raise TextParseError(f"unknown kind {kind!r}; known: {', '.join(PARSED_KINDS)}", source)
     k = kind or detect_kind(text)
     if k not in PARSERS:
-        if k in KINDS:
-            raise TextParseError(f"recognised as {k} (a bandwidth benchmark): not imported as facts; "
-                                 "its numbers belong to the p2p section", source)
         raise TextParseError("not a recognised nvidia-smi or lspci output (give --kind to force one of: "
                              f"{', '.join(PARSED_KINDS)})", source, 1)
     return k, PARSERS[k](text, source)
