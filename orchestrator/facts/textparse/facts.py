@@ -264,10 +264,14 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         if p.query.attached_gpus is not None:
             counts["nvidia-smi -q"] = p.query.attached_gpus
     for g in by_index.values():
-        m = gpu_models.lookup(g["name"])
+        # by PCI device id where -q printed one, else by the exact product name (never a substring)
+        m = gpu_models.lookup(g["name"], g["pci_device_id"])
         _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
-        if g["name"] is None:
-            g["unknown"]["model"] = "name unknown"
+        if g["name"] is None and m is None:
+            g["unknown"]["model"] = "name unknown (this text does not print the GPU model)"
+        if m is not None and m.display and g.get("display") is None:
+            g["display"] = True
+            g["unknown"].pop("display", None)
     count = None
     for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink", "p2pBandwidthLatencyTest",
                 "nccl-tests"):
