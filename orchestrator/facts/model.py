@@ -171,6 +171,8 @@ class GpusFacts(TextOrigin):
     count_unknown: NotRequired[str]
     # text imports only
     count_sources: NotRequired[dict[str, int]]
+    # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
+    count_at_least: NotRequired[int]
     labels: NotRequired[list[str]]
     display_gpus: NotRequired[list[int]]
 
@@ -260,6 +262,7 @@ class TopologyFacts(TextOrigin):
     source: list[list[str | None]] | str
     legend_style: NotRequired[Any]
     nearest_gpus_by_cpu: NotRequired[dict[str, Any] | None]
+    matrix_unknown: NotRequired[str]  # topo -c alone: the GPUs exist, their path levels are unknown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,6 +278,7 @@ class PcieLink(TypedDict):
     width_max: int | None
     downgraded: NotRequired[bool]
     lspci_marks: NotRequired[dict[str, Any]]
+    max_of: NotRequired[str]  # text imports: "device" (only its own LnkCap known) | "link" (both ends)
 
 
 class PcieDevice(TypedDict, total=False):

@@ -191,7 +191,7 @@ def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | No
 
 def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     bench = _bench_devices(p)
-    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p or bench):
+    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p or bench or p.cpu):
         return None
     notes: list[str] = []
     by_index: dict[int, dict[str, Any]] = {}
@@ -230,9 +230,17 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
             g = gpu(ng.index)
             _known(g, "name", g["name"] or ng.name)
             _known(g, "uuid", g["uuid"] or ng.uuid)
-    if p.nvlink and not (p.smi_list or p.topo or p.query):
-        # `nvlink -s -i N` lists one GPU on purpose: it counts GPUs only when nothing else does.
-        counts["nvidia-smi nvlink"] = max(sum(1 for x in rep.gpus if x.index is not None) for rep in p.nvlink)
+    at_least: int | None = None
+    if p.cpu is not None and p.topo is None:
+        # topo -c names GPU indices; indices run from 0, so the highest named one bounds the count
+        named = sorted({i for v in p.cpu.nearest.values() for i in v})
+        for i in named:
+            gpu(i)
+        at_least = (named[-1] + 1) if named else None
+    if p.nvlink:
+        # `nvlink -s -i N` lists one GPU on purpose and a poster may paste part of it: the GPUs it
+        # lists are a lower bound of the host's GPUs, never its count.
+        at_least = max([at_least or 0, *(len({x.index for x in rep.gpus if x.index is not None}) for rep in p.nvlink)]) or None
     for pm in p.p2p:
         for lab in pm.labels:
             if re.fullmatch(r"GPU\d+", lab):
@@ -273,8 +281,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
             g["display"] = True
             g["unknown"].pop("display", None)
     count = None
-    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink", "p2pBandwidthLatencyTest",
-                "nccl-tests"):
+    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nccl-tests"):
         if src in counts:
             count = counts[src]
             break
@@ -308,7 +315,13 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     }
     if not p.query:
         section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
-    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, *([p.bwlat] if bench and p.bwlat else []),
+    if count is None:
+        known = max([at_least or 0, len(listed)])
+        section["count_unknown"] = (f"the imported text describes part of the host (at least {known} GPU(s)); "
+                                    "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
+        if known:
+            section["count_at_least"] = known
+    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, p.cpu if not p.topo else None, *([p.bwlat] if bench and p.bwlat else []),
                       *(p.nccl if bench and not p.bwlat else []))
     return _mark(section, files, low)
 
@@ -442,9 +455,30 @@ def _nv(level: str | None) -> int | None:
 # facts["topology"]
 
 
+def _cpu_only_topology(cpu: CpuAffinity) -> dict[str, Any]:
+    """`topo -c N` alone: which GPUs are nearest to which CPU, no path matrix.  The GPUs it names
+    exist (a lower bound of the host's GPUs); every pair's path level is unknown."""
+    idx = sorted({i for v in cpu.nearest.values() for i in v})
+    devices = [{"name": f"GPU{i}", "kind": "gpu", "bus_id": None, "cpu_affinity": None, "numa": None,
+                "unknown": {"bus_id": "topo -c does not print bus ids", "cpu_affinity": "topo -c answers one CPU "
+                            "at a time: the full affinity list is not known", "numa": "not in topo -c"}}
+               for i in idx]
+    n = len(devices)
+    section: dict[str, Any] = {
+        "devices": devices,
+        "matrix": [["X" if a == b else None for b in range(n)] for a in range(n)],
+        "matrix_unknown": "only nvidia-smi topo -c was imported: path levels need topo -m",
+        "source": [["self" if a == b else None for b in range(n)] for a in range(n)],
+        "legend_style": None,
+        "nearest_gpus_by_cpu": {str(k): v for k, v in cpu.nearest.items()},
+        "notes": [str(x) for x in cpu.notes],
+    }
+    return _mark(section, [cpu.source], ["bus_id", "matrix"])
+
+
 def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
     if not p.topo:
-        return None
+        return _cpu_only_topology(p.cpu) if p.cpu is not None else None
     bus = {f"GPU{g['index']}": g["bus_id"] for g in (gpus or {}).get("list", [])}
     devices: list[dict[str, Any]] = []
     for d in p.topo.devices:
@@ -612,7 +646,9 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         lk = d.get("link")
         if lk and lk.get("downgraded"):
             downgraded.append({"bdf": d["bdf"], "kind": d.get("kind"), **{k: lk[k] for k in (
-                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")}})
+                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")},
+                "max_of": lk["max_of"], "evidence": f"lspci {d['bdf']}: LnkSta vs LnkCap"
+                + (" of the device and its port" if lk["max_of"] == "link" else " of the device (its port's is not in the text)")})
     acs = []
     for d in devices:
         role = d.get("port_type")
@@ -707,7 +743,9 @@ def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] |
     gen_max = cap.gen if cap else None
     width_max = cap.width if cap else None
     # What the link can train to is the lower of both ends' capabilities when the port is known.
+    max_of = "device"
     if parent is not None and parent.lnk_cap is not None:
+        max_of = "link"
         if gen_max and parent.lnk_cap.gen:
             gen_max = min(gen_max, parent.lnk_cap.gen)
         if width_max and parent.lnk_cap.width:
@@ -718,7 +756,7 @@ def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] |
     if not down and None not in (width_max, sta.width):
         down = sta.width < width_max  # type: ignore[operator]
     return {"gen_current": sta.gen, "gen_max": gen_max, "speed_current": _speed(sta.gen), "speed_max": _speed(gen_max),
-            "width_current": sta.width, "width_max": width_max, "downgraded": down,
+            "width_current": sta.width, "width_max": width_max, "downgraded": down, "max_of": max_of,
             "lspci_marks": {"speed": sta.speed_downgraded, "width": sta.width_downgraded}}
 
 

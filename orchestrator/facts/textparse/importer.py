@@ -123,8 +123,6 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
         files.append(ImportedFile(source, k, True))
     facts = to_facts(p)
     notes.extend(str(n) for n in all_notes(p))
-    if p.cpu is not None and p.topo is None:
-        notes.append(f"{p.cpu.source}: topo -c answers are kept only beside a topo -m matrix (no facts section alone)")
     for sec in facts.values():
         notes.extend(f"merge: {x}" for x in sec.get("notes", []) if isinstance(x, str) and "disagree" in x)
     return ImportedHost(facts, files, notes, errors)

@@ -115,8 +115,11 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         width_low = (e["width_current"] or 0) < (e["width_max"] or 0)
         actual = f"{_gw(e['gen_current'], e['width_current'])} ({e.get('speed_current')})"
         expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
-        subject = names.get(b, f"{e.get('kind')} {b}")
-        evidence = [f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
+        subject = names.get(b, f"{e.get('kind') or 'PCI device'} {b}")
+        # a text import may know only the device's own LnkCap, not its port's: claim only that
+        ends = "the device supports" if e.get("max_of") == "device" else "both ends support"
+        evidence = [e["evidence"]] if e.get("evidence") else [
+            f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
         if below_expect:
             yield fault("pcie.link.downgraded", view.name, subject,
                         f"{subject} link trained at {actual}, expected at least {expected}",
@@ -125,7 +128,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                              "compare with `lspci -vvv` LnkSta")
         elif width_low or not gpu:
             yield fault("pcie.link.downgraded", view.name, subject,
-                        f"{subject} link trained at {actual}, both ends support {_gw(e['gen_max'], e['width_max'])}",
+                        f"{subject} link trained at {actual}, {ends} {_gw(e['gen_max'], e['width_max'])}",
                         severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
                         hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
         else:
