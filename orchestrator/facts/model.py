@@ -88,6 +88,7 @@ class GpuPcie(TypedDict):
     gen_current: int | None
     gen_max: int | None
     gen_gpu_max: int | None
+    gen_host_max: NotRequired[int | None]  # nvidia-smi -q "Host Max" (text imports)
     width_current: int | None
     width_max: int | None
     speed_current: str | None
@@ -150,6 +151,13 @@ class GpuRecord(TypedDict):
     module_id: NotRequired[int | None]
     pcie_replays: NotRequired[int | None]
     numa_affinity: NotRequired[Any]
+    # nvidia-smi -q fields the nvml probe does not read yet (null + unknown reason when not printed)
+    c2c_mode: NotRequired[str | None]
+    bar1_total_bytes: NotRequired[int | None]
+    addressing_mode: NotRequired[str | None]
+    power_limit_w: NotRequired[float | None]
+    module_power_w: NotRequired[float | None]
+    memory_temperature_c: NotRequired[float | None]
 
 
 class GpusFacts(TextOrigin):
@@ -193,6 +201,10 @@ class NvlinkLink(TypedDict):
     errors: dict[str, Any] | None
     unknown: dict[str, Any]
     speed_gbps: NotRequired[float | None]  # text imports: what `nvlink -s` printed
+    # nvlink -c capabilities the nvml probe does not read (text imports)
+    sysmem_atomics: NotRequired[bool | None]
+    sli_supported: NotRequired[bool | None]
+    link_supported: NotRequired[bool | None]
 
 
 class NvlinkGpu(TypedDict):

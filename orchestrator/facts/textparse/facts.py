@@ -20,7 +20,7 @@ from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
 from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
 from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
-from orchestrator.facts.textparse.nvlink import NvlinkReport
+from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
 from orchestrator.facts.textparse.topo import CpuAffinity, P2PMatrix, TopoMatrix
 
@@ -133,6 +133,12 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
         _known(g, key, getattr(q, attr), q.unknown.get(attr))
     g["module_id"] = q.module_id
     g["pcie_replays"] = q.pcie_replays
+    # -q fields the nvml probe does not read (yet): kept, null with a reason when not printed
+    for key in ("minor_number", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w", "module_power_w",
+                "memory_temperature_c"):
+        g[key] = getattr(q, key)
+        if g[key] is None:
+            g["unknown"][key] = q.unknown.get(key, NOT_IN_TEXT)
     mig_instances = [{"index": m.index, "uuid": m.uuid, "name": None, "memory_total_bytes": m.memory_total_bytes,
                       "gpu_instance_id": m.gpu_instance_id} for m in q.mig_devices]
     mig = {"current": q.mig_current, "pending": q.mig_pending, "instances": mig_instances}
@@ -141,10 +147,12 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
             mig[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
     _known(g, "mig", mig)
     pcie = {"gen_current": q.pcie_gen_current, "gen_max": q.pcie_gen_max, "gen_gpu_max": q.pcie_gen_gpu_max,
+            "gen_host_max": q.pcie_gen_host_max,
             "width_current": q.pcie_width_current, "width_max": q.pcie_width_max,
             "speed_current": _speed(q.pcie_gen_current), "speed_max": _speed(q.pcie_gen_max)}
     for k, attr in (("gen_current", "pcie_gen_current"), ("gen_max", "pcie_gen_max"),
-                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("width_current", "pcie_width_current"),
+                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("gen_host_max", "pcie_gen_host_max"),
+                    ("width_current", "pcie_width_current"),
                     ("width_max", "pcie_width_max")):
         if getattr(q, attr) is None:
             pcie[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
@@ -394,13 +402,17 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             if d["state"] is None:
                 unknown["state"] = "only capabilities (-c) were imported"
             caps = d["caps"]
-            for c in ("p2p_supported", "sysmem_access", "p2p_atomics"):
+            for c in CAP_KEYS.values():
                 if c not in caps:
                     unknown[c] = "capabilities not imported (nvlink -c)"
-            links.append({"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
-                          "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
-                          "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
-                          "errors": None, "unknown": unknown})
+            rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
+                        "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
+                        "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
+                        "errors": None, "unknown": unknown}
+            # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
+            rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
+            rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
+            links.append(rec_link)
         states = [lk["state"] for lk in links]
         rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
                "links_total": len(links), "links_up": states.count("up"),

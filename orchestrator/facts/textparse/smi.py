@@ -161,6 +161,9 @@ class SmiGpu:
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     bar1_total_bytes: int | None = None
+    addressing_mode: str | None = None  # "none", "hmm", "ats" (Grace) as printed, lower case
+    power_limit_w: float | None = None
+    module_power_w: float | None = None  # "Module Power Readings" (Grace Hopper: the whole module)
     ecc_current: bool | None = None
     ecc_volatile_uncorrected: int | None = None
     ecc_aggregate_uncorrected: int | None = None
@@ -300,14 +303,22 @@ _FIELDS: list[tuple[str, Any, list[tuple[str, ...]], list[str]]] = [
     ("power_w", _float, [("GPU Power Readings", "Power Draw"), ("GPU Power Readings", "Instantaneous Power Draw"),
                          ("Power Readings", "Power Draw")],
      ["gpu_power_readings/power_draw", "gpu_power_readings/instant_power_draw", "power_readings/power_draw"]),
+    ("power_limit_w", _float, [("GPU Power Readings", "Current Power Limit"), ("Power Readings", "Power Limit")],
+     ["gpu_power_readings/current_power_limit", "power_readings/power_limit"]),
+    ("module_power_w", _float, [("Module Power Readings", "Power Draw")], ["module_power_readings/power_draw"]),
+    ("addressing_mode", lambda v: v.strip().lower(), [("Addressing Mode",)],
+     ["addressing_mode"]),
     ("memory_total_bytes", _mib, [("FB Memory Usage", "Total")], ["fb_memory_usage/total"]),
     ("memory_used_bytes", _mib, [("FB Memory Usage", "Used")], ["fb_memory_usage/used"]),
     ("bar1_total_bytes", _mib, [("BAR1 Memory Usage", "Total")], ["bar1_memory_usage/total"]),
     ("ecc_current", _bool, [("ECC Mode", "Current")], ["ecc_mode/current_ecc"]),
-    ("ecc_volatile_uncorrected", _int, [("ECC Errors", "Volatile", "DRAM Uncorrectable")],
-     ["ecc_errors/volatile/dram_uncorrectable"]),
-    ("ecc_aggregate_uncorrected", _int, [("ECC Errors", "Aggregate", "DRAM Uncorrectable")],
-     ["ecc_errors/aggregate/dram_uncorrectable"]),
+    # DRAM Uncorrectable since Ampere drivers; "Double Bit / Total" on older ones
+    ("ecc_volatile_uncorrected", _int, [("ECC Errors", "Volatile", "DRAM Uncorrectable"),
+                                        ("ECC Errors", "Volatile", "Double Bit", "Total")],
+     ["ecc_errors/volatile/dram_uncorrectable", "ecc_errors/volatile/double_bit/total"]),
+    ("ecc_aggregate_uncorrected", _int, [("ECC Errors", "Aggregate", "DRAM Uncorrectable"),
+                                         ("ECC Errors", "Aggregate", "Double Bit", "Total")],
+     ["ecc_errors/aggregate/dram_uncorrectable", "ecc_errors/aggregate/double_bit/total"]),
     ("ecc_aggregate_corrected", _int, [("ECC Errors", "Aggregate", "DRAM Correctable")],
      ["ecc_errors/aggregate/dram_correctable"]),
     ("remapped_correctable", _int, [("Remapped Rows", "Correctable Error")], ["remapped_rows/remapped_row_corr"]),
