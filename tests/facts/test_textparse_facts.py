@@ -143,7 +143,8 @@ def test_xml_gpu_facts():
     assert g["order"] == ["0000:07:00.0", "0000:0f:00.0"] and g["count"] == 2
     assert g["driver_version"] == "550.90.07" and g["cuda_driver_version"] == "12.4"
     assert b["pcie"] == {"gen_current": 1, "gen_max": 4, "gen_gpu_max": None, "width_current": 8, "width_max": 16,
-                         "speed_current": "2.5 GT/s", "speed_max": "16.0 GT/s", "gen_gpu_max_unknown": "not printed"}
+                         "speed_current": "2.5 GT/s", "speed_max": "16.0 GT/s", "gen_gpu_max_unknown": "not printed",
+                         "gen_host_max": None, "gen_host_max_unknown": "not printed"}
     assert a["remapped_rows"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
     assert b["fans"] == [{"index": 0, "speed_pct": 0}] and b["temperature_c"] == 58
     assert a["fans"] is None and a["fans_unknown"] == "NOT_SUPPORTED" and a["unknown"]["fans"] == "N/A in the source"
