@@ -100,3 +100,12 @@ def test_lspci_downgrade_claims_only_what_the_text_shows(tmp_path: Path, capsys:
     msgs = [f["message"] for f in fleet["findings"] if f["id"] == "pcie.link.downgraded"]
     assert msgs == ["PCI device 0000:01:00.0 link trained at Gen1 x8 (2.5 GT/s), the device supports Gen4 x16",
                     "PCI device 0000:03:00.0 link trained at Gen1 x8 (2.5 GT/s), the device supports Gen4 x16"]
+
+
+def test_rtx3090_gen1_x8_from_query_gpu_is_downgraded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.facts.test_textparse_csv import HEADER, ROWS_UNITS
+
+    fleet = imported(capsys, tmp_path, write(tmp_path, "ws.csv", "\n".join([HEADER, *ROWS_UNITS]) + "\n"))
+    assert ids(fleet) == [("pcie.link.downgraded", "warn", "GPU0 (0000:01:00.0)"),
+                          ("pcie.link.downgraded", "warn", "GPU1 (0000:03:00.0)")]
+    assert "the GPU and its slot allow Gen4 x16" in fleet["findings"][0]["message"]

@@ -22,6 +22,7 @@ KINDS = (
     "smi_list",
     "smi_query",
     "smi_query_xml",
+    "smi_query_csv",
     "lspci_tree",
     "lspci_verbose",
     "p2p_bandwidth_latency",
@@ -82,6 +83,12 @@ def detect_kind(text: str) -> str:
         return "nccl_tests"
     if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):
         return "nccl_tests"
+    if re.search(r"--query-gpu[= ]", head) or (re.search(
+            r"^\s*(?:index|name|pci\.bus_id|uuid)\s*,(?:\s*[a-z_.]+(?:\s\[[^\]]+\])?\s*,)*", head, re.M | re.I) and \
+            re.search(r"^[^,\n]+(?:,[^,\n]*)+$", head, re.M)):
+        return "smi_query_csv"
+    if re.search(r"^\s*\d+\s*,\s*(?:NVIDIA|Tesla|GeForce|Quadro)[^,]*,", head, re.M):
+        return "smi_query_csv"
     if re.search(r"GPUs that have an affinity with CPU\s+\d+", head):
         return "topo_cpu"
     if re.search(r"^\s*Link\s+\d+\s*,\s*[^:]+:\s*(true|false)\s*$", head, re.M | re.I):

@@ -268,7 +268,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
         for pos, qg in enumerate(p.query.gpus):
             # -q prints GPUs in index order; the UUID pins the index when another file lists it.
-            idx = uuid_to_index.get(qg.uuid, pos)
+            idx = uuid_to_index.get(qg.uuid, qg.index if qg.index is not None else pos)
             if qg.uuid not in uuid_to_index and by_index:
                 notes.append(f"-q block {pos} ({qg.bus_id}) matched to index {pos} by position")
             g = gpu(idx)
@@ -278,7 +278,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                 continue
             _apply_query(g, qg)
         if p.query.attached_gpus is not None:
-            counts["nvidia-smi -q"] = p.query.attached_gpus
+            counts["nvidia-smi -q"] = p.query.attached_gpus  # also --query-gpu: its rows (or its count column)
     for g in by_index.values():
         # by PCI device id where -q printed one, else by the exact product name (never a substring)
         m = gpu_models.lookup(g["name"], g["pci_device_id"])

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.facts import registry
 from orchestrator.facts.textparse.bench import parse_nccl_tests, parse_nvbandwidth, parse_p2p_bwlat
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
+from orchestrator.facts.textparse.csvquery import parse_smi_csv
 from orchestrator.facts.textparse.detect import PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
 from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
@@ -30,6 +31,7 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_list": parse_smi_list,
     "smi_query": parse_smi_query,
     "smi_query_xml": parse_smi_xml,
+    "smi_query_csv": parse_smi_csv,
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
     "p2p_bandwidth_latency": parse_p2p_bwlat,

@@ -134,6 +134,7 @@ class SmiGpu:
     name: str | None = None
     uuid: str | None = None
     serial: str | None = None
+    index: int | None = None  # --query-gpu's index column (-q prints GPUs in index order, no index)
     board_part_number: str | None = None
     vbios: str | None = None
     architecture: str | None = None
