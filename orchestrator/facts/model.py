@@ -301,6 +301,7 @@ class PcieDevice(TypedDict, total=False):
     subsystem_vendor: str | None
     subsystem_device: str | None
     kind: str | None
+    kind_source: str | None  # text imports: "name" when read from lspci -tv's device name
     family: str | None
     label: str | None
     netdevs: list[str] | None

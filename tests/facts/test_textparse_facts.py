@@ -115,14 +115,26 @@ def test_lspci_vvvnn_switch_acs_uplink():
     assert by["0000:c0:01.0"]["acs"]["redirect"] is False
 
 
-def test_lspci_tree_only_leaves_classes_unknown():
+def test_lspci_tree_only_reads_kinds_from_the_names():
     h = imp("lspci_tvnn_two_roots_switch_emptyslot.txt")
     p = h.facts["pcie"]
-    assert p["gpus"] is None and "lspci -tv has none" in p["gpus_unknown"]
+    assert p["gpus"] == ["0000:01:00.0", "0000:c3:00.0"] and p["nics"] == ["0000:c4:00.0"] and p["nvme"] == []
     assert [r["host_bridge"] for r in p["tree"]] == ["pci0000:ff", "pci0000:c0", "pci0000:00"]
     by = {d["bdf"]: d for d in p["devices"]}
-    assert by["0000:c3:00.0"]["vendor"] == "0x10de" and by["0000:c3:00.0"]["kind"] is None
+    assert by["0000:c3:00.0"]["vendor"] == "0x10de" and by["0000:c3:00.0"]["kind"] == "gpu"
+    assert by["0000:c3:00.0"]["kind_source"] == "name" and by["0000:c3:00.0"]["class"] is None
     assert by["0000:c2:02.0"]["kind"] == "bridge"
+
+
+def test_lspci_tree_without_nvidia_says_none_and_without_names_unknown():
+    text = read_path(FIXTURES / "lspci_tv_desktop_2x3090.txt").replace(
+        "NVIDIA Corporation GA102 [GeForce RTX 3090]", "Advanced Micro Devices, Inc. [AMD/ATI] Navi 31 [Radeon RX 7900 XTX]")
+    p = import_texts([("amd.txt", text)]).facts["pcie"]
+    assert p["gpus"] == [] and "gpus_unknown" not in p  # no NVIDIA GPU: an answer, not "unknown"
+    assert sorted(d["bdf"] for d in p["devices"] if d["kind"] == "other_gpu") == ["0000:01:00.0", "0000:03:00.0"]
+    bare = "\n".join(line.split("  ")[0] for line in text.splitlines()) + "\n"  # lspci -t: no names
+    p = import_texts([("t.txt", bare)]).facts["pcie"]
+    assert p["gpus"] is None and "lspci -t without -v" in p["gpus_unknown"]
 
 
 def test_dgx_station_list_mig_and_display():

@@ -563,6 +563,32 @@ def _kind(d: PciDevice) -> str | None:
     return "other"
 
 
+# lspci -tv prints no class, only the pci.ids name: the device kind is read from the name where the
+# name says it (vendor and product line), else it stays unknown.  NVIDIA GPU names carry a chip
+# code (GA102, GH100, GV100, AD102, TU104, GB202) or a product in brackets; NVSwitch names say so.
+_NAME_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"NVIDIA.*NVSwitch", re.I), "nvswitch"),
+    (re.compile(r"NVIDIA.*(Audio|USB|Serial bus|UCSI|Bridge|BlueField)", re.I), "other"),
+    (re.compile(r"NVIDIA.*(\bG[A-Z]?\d{3}[A-Z]*\b|\bAD\d{3}\b|\bTU\d{3}\b|\[(Tesla|GeForce|Quadro|RTX|TITAN|"
+                r"[AHBLVT]\d{1,3}\b|H100|H200|A100))", re.I), "gpu"),
+    (re.compile(r"Mellanox|ConnectX|BlueField|Ethernet|InfiniBand|NetXtreme|BCM57\d{3}|\bE810\b|\bX710\b|"
+                r"Network (Connection|Controller)", re.I), "nic"),
+    (re.compile(r"Non-Volatile memory|NVMe|\bSSD\b", re.I), "nvme"),
+    (re.compile(r"(Advanced Micro Devices|AMD/ATI).*(Instinct|Radeon|\bMI\d{3}|Navi|Vega|Aldebaran)", re.I), "other_gpu"),
+    (re.compile(r"PEX\s?\d|PCIe (Gen ?\d )?Switch|PCI Express Switch|Switchtec", re.I), "bridge"),
+)
+
+
+def _kind_from_name(desc: str | None) -> str | None:
+    if not desc:
+        return None
+    for rx, kind in _NAME_KINDS:
+        if rx.search(desc):
+            return kind
+    # a named device of no kind fleetprobe tells apart (host bridges, USB, SATA, ...)
+    return "other"
+
+
 def _family(desc: str | None) -> str | None:
     if not desc:
         return None
@@ -599,10 +625,12 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
         if rec["class"] is None:
             unknown["class"] = "needs lspci -vvvnn (class code)"
-        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else None)
+        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else _kind_from_name(t.description) if t else None)
         rec["kind"] = kind
         if kind is None:
-            unknown["kind"] = "lspci -tv prints no device class" if t else "no class in the imported lines"
+            unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
+        elif v is None and t is not None and not t.is_bridge:
+            rec["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
         rec["family"] = _family((v.description if v else None) or (t.description if t else None))
         rec["label"] = rec["rdma"] = None
         rec["netdevs"] = None
@@ -698,7 +726,7 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
     }
     if gpus is None:
         section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
-                                   if partial else "device classes unknown (lspci -tv has none; add lspci -vvvnn)")
+                                   if partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
     low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
     return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
 
