@@ -177,12 +177,10 @@ class GpusFacts(TextOrigin):
     nvml_version_unknown: NotRequired[str]
     cuda_driver_version_unknown: NotRequired[str]
     count_unknown: NotRequired[str]
-    # text imports only
+    # text imports: which file kind gave which count (provenance of `count`; disagreements are notes)
     count_sources: NotRequired[dict[str, int]]
     # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
     count_at_least: NotRequired[int]
-    labels: NotRequired[list[str]]
-    display_gpus: NotRequired[list[int]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,9 +217,6 @@ class NvlinkGpu(TypedDict):
     lost: NotRequired[bool]
     links: list[NvlinkLink]
     unknown: dict[str, Any]
-    # text imports only
-    all_inactive: NotRequired[bool]
-    links_listed: NotRequired[int]
 
 
 class NvlinkPair(TypedDict):

@@ -311,11 +311,9 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         "count": count,
         "count_sources": counts,
         "order": order,
-        "labels": [f"GPU{g['index']}" for g in listed],
         "list": listed,
         "levels": levels,
         "p2p": p2p,
-        "display_gpus": [g["index"] for g in listed if g.get("display")],
         "mig_enabled_any": _any_bool([(g.get("mig") or {}).get("current") for g in listed]),
         "virtualized": _any_bool([None if g["virtualization_mode"] is None else g["virtualization_mode"] != "none"
                                   for g in listed]),
@@ -417,7 +415,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
         rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
                "links_total": len(links), "links_up": states.count("up"),
                "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
-               "all_inactive": e["all_inactive"], "links": links,
+               "links": links,
                "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
         if e["bus_id"] is None:
             rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
@@ -427,9 +425,9 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
         if states and all(s is None for s in states):
             # -c lists links but not their state: nothing about up/down may be concluded.
-            rec["links_listed"] = len(links)
             rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
-            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = "only capabilities (-c) were imported"
+            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
+                f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
         out_gpus.append(rec)
     nv, labels = None, None
     if p.topo:
@@ -439,7 +437,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
     totals = [g["links_total"] for g in out_gpus]
     section: dict[str, Any] = {
         "supported": True if (any(u for u in ups if u) or (nv and any(x for r in nv for x in r))
-                              or any(g["all_inactive"] for g in out_gpus)) else None,
+                              or any(e["all_inactive"] for e in merged.values())) else None,
         "order": [g["bus_id"] for g in out_gpus],
         "gpus": out_gpus,
         "pairs": None,
