@@ -157,3 +157,29 @@ def test_truncated_benchmarks_keep_what_they_have():
     assert "ce_gbps" in b.matrices and b.matrices["bidir_gbps"][0][:2] == [2946.72, 739.0]
     with pytest.raises(TextParseError, match="no nccl-tests result row"):
         parse_nccl_tests("# nThread 1 nGpus 8\n# Using devices\n", "n")
+
+
+def test_real_nvbandwidth_pastes_elided_cut_and_failed():
+    el = import_texts([("e", text("nvbandwidth_6x_rtx_a6000_read_ce_elided_01.txt"))])
+    m = el.facts["p2p"]["matrices"]["nvbandwidth.device_to_device_memcpy_read_ce"]
+    assert len(m) == 6 and m[0][1] == 26.34 and m[5][4] == 26.35 and m[2][2] is None
+    assert el.facts["p2p"]["matrices"]["ce_gbps"][0][3] == 21.95  # read CE: row -> column, no transpose
+    assert any("named device_to_device_memcpy_read_ce from its SUM line" in n for n in el.notes)
+    cut = import_texts([("c", text("nvbandwidth_8x_rtx4090_v02_cut_01.txt"))]).facts
+    assert cut["gpus"]["count"] == 8 and cut["gpus"]["list"][0]["model"] == "RTX-4090"
+    assert [g["h2d_gbps"] for g in cut["p2p"]["gpus"]][:3] == [25.5, 24.26, 23.9]
+    assert cut["p2p"]["matrices"]["nvbandwidth.host_to_device_bidirectional_memcpy_ce"][0][:2] == [11.24, 14.42]
+    failed = import_texts([("f", text("nvbandwidth_8x_a100_sxm4_assert_no_table_01.txt"))])
+    assert "p2p" not in failed.facts  # nothing was measured: no section, never "passed"
+    assert [g["bus_id"] for g in failed.facts["gpus"]["list"]][:2] == ["0000:34:00.0", "0000:35:00.0"]
+
+
+def test_real_nccl_pastes_old_layouts():
+    b = parse_nccl_tests(text("nccl_broadcast_2x_v100_pcie_tcp_cut_01.txt"))
+    assert b.op == "broadcast" and b.version == "2.9.6" and b.hosts == ["v100-gpu-1", "v100-gpu-5"]
+    assert [(r["size_bytes"], r["busbw_gbps"], r["wrong"], r["redop"]) for r in b.results] == [
+        (8, 0.0, None, None), (8, 0.0, None, None)]
+    old = parse_nccl_tests(text("nccl_all_reduce_2x_rtx2080ti_nvlink_bridge_cut_01.txt"))
+    assert old.avg_busbw_gbps == 6.6 and old.out_of_bounds == 0 and old.op is None
+    last = [r for r in old.results if r["size_bytes"] == 134217728]
+    assert [(r["in_place"], r["busbw_gbps"], r["wrong"]) for r in last] == [(False, 20.34, 0), (True, 21.86, 0)]

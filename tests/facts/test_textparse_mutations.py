@@ -130,3 +130,22 @@ def test_odd_lines_in_nvlink_and_L_are_skipped():
     assert [lk.link for lk in nv.gpus[0].links] == [0, 17] and nv.gpus[0].uuid == "GPU-1"
     assert any(n.startswith("line 1: annotation removed") for n in notes(nv))
     assert any(n.startswith("line 3: elision skipped") for n in notes(nv))
+
+
+def test_real_truncated_and_unindented_topo_pastes():
+    a = parse_topo_matrix(read_path(evidence("topo_8x_h100_9nic_numa_0_3_cut_01.txt")), "a")
+    assert len(a.gpus) == 8 and len(a.nics) == 9
+    pairs = {(x.label, y.label): a.level(x.label, y.label) for x in a.gpus for y in a.gpus if x != y}
+    # GPU6's row is cut after its X and GPU7's row is missing: only that pair is in neither row
+    assert pairs.pop(("GPU6", "GPU7")) is None and pairs.pop(("GPU7", "GPU6")) is None
+    assert set(pairs.values()) == {"NV18"}
+    assert [g.numa_affinity for g in a.gpus][:6] == [0, 0, 0, 1, 2, 2] and a.gpus[7].cpu_affinity is None
+    assert a.level("GPU3", "NIC4") == "PIX" and a.level("NIC4", "GPU3") == "PIX"
+    b = parse_topo_matrix(read_path(evidence("topo_8x_nv12_18nic_header_col0_cut_01.txt")), "b")
+    assert len(b.gpus) == 8 and len(b.nics) == 18
+    pairs = {(int(x.label[3:]), int(y.label[3:])): b.level(x.label, y.label) for x in b.gpus for y in b.gpus if x.index < y.index}
+    # rows GPU5..7 are not in the copy: the pairs among them are in no row
+    assert {k for k, v in pairs.items() if v is None} == {(5, 6), (5, 7), (6, 7)}
+    assert {v for v in pairs.values() if v} == {"NV12"}
+    assert (b.gpus[0].cpu_affinity, b.gpus[0].numa_affinity) == ("48-63,176-191", 3)
+    assert b.level("GPU0", "NIC5") == "PXB" and b.level("GPU2", "NIC1") == "PXB"

@@ -175,6 +175,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     devices: dict[int, BenchDevice] = {}
     current: str | None = None
+    named: set[str] = set()  # testcases whose table of the current run was read
     i = 0
     while i < len(lines):
         s = lines[i].strip()
@@ -189,15 +190,24 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
             cuda = m.group(1)
         m = _NVB_DEVICE.match(s)
         if m and not s.startswith("Device to"):
-            devices[int(m.group(1))] = BenchDevice(int(m.group(1)), m.group(2), norm_bus_id(m.group(3) or "")
-                                                    if m.group(3) and m.group(3).count(":") >= 1 and "." in m.group(3)
-                                                    else None)
+            bus = m.group(3)
+            # nvbandwidth prints "(00000000:99:00)": domain, bus, device; the function is 0
+            devices[int(m.group(1))] = BenchDevice(int(m.group(1)), m.group(2),
+                                                    norm_bus_id(bus if "." in bus else bus + ".0") if bus else None)
         m = re.match(r"Running\s+(\w+)\.?", s)
         if m:
             current = m.group(1)
+            named.discard(current)  # a repeated run of the same testcase
             i += 1
             continue
-        if current and re.search(r"\((GB/s|ns|us)\)\s*$", s):
+        if re.search(r"\((GB/s|ns|us)\)\s*$", s) and (current is None or current in named):
+            # the "Running <testcase>." line was left out of the paste: the SUM line names the table
+            later = next((re.match(r"SUM\s+(\w+)", x.strip()) for x in lines[i + 1:i + 40]
+                          if x.strip().startswith("SUM ")), None)
+            if later is not None:
+                current = later.group(1)
+                notes.append(Note(i + 1, f"table without its 'Running' line: named {current} from its SUM line"))
+        if current and current not in named and re.search(r"\((GB/s|ns|us)\)\s*$", s):
             rows: list[list[float | None]] = []
             j = i + 1
             cols = lines[j].split() if j < len(lines) else []
@@ -211,14 +221,17 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
                     rows.append(row)
                     j += 1
                 cases.setdefault(current, []).append((s, rows))
+                named.add(current)
                 i = j
                 continue
         if s and not re.match(r"^(#+|SUM |COEFFICIENT_OF_VARIATION |NOTE:|Performance can|Built from|CUDA |"
                               r"nvbandwidth|Driver Version|Device \d+|Waived|Running)", s):
             notes.append(Note(i + 1, f"not part of an nvbandwidth table, ignored: {s[:80]!r}"))
         i += 1
-    if not cases:
+    if not cases and not devices:
         raise TextParseError("no nvbandwidth testcase table ('Running <testcase>.' and a matrix) found", source, 1)
+    if not cases:
+        notes.append(Note(None, "no testcase finished (no result table): only the device list is read"))
     return NvBandwidth(version, driver, cuda, cases, devices, notes, source)
 
 
@@ -295,26 +308,55 @@ _DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float
            "int", "bf16", "fp8_e4m3", "fp8_e5m2", "f8e4m3", "f8e5m2")
 
 
-def _result_rows(toks: list[str], has_root: bool | None) -> list[dict[str, Any]] | None:
-    """One data row -> out-of-place and in-place records; None when it is not a data row."""
-    if len(toks) < 6 or not toks[0].isdigit() or not toks[1].isdigit() or toks[2] not in _DTYPES:
+def _header_columns(s: str) -> list[str] | None:
+    """`size count type redop root time algbw busbw #wrong time ...` -> column names, the second
+    group prefixed `ip_` (in-place); None when the line is not the column header."""
+    toks = s.lstrip("#").split()
+    if toks[:3] != ["size", "count", "type"]:
         return None
-    size, count, dtype, redop = int(toks[0]), int(toks[1]), toks[2], toks[3]
-    rest = toks[4:]
-    # nccl-tests >= 2.10 prints a root column (-1 when the op has none)
-    if has_root or (has_root is None and len(rest) in (5, 9) and re.fullmatch(r"-?\d+", rest[0])):
-        rest = rest[1:]
+    out: list[str] = []
+    seen_time = 0
+    for t in toks:
+        if t == "time":
+            seen_time += 1
+        name = {"#wrong": "wrong", "error": "wrong"}.get(t, t)
+        out.append(("ip_" if seen_time >= 2 else "") + name)
+    return out
+
+
+def _wrong(tok: str) -> int | None:
+    """#wrong (a count) or the old `error` column (max abs error, `0e+00`); N/A: not checked (-c 0)."""
+    v = _num(tok)
+    if v is None:
+        return None
+    return int(v) if v == int(v) else max(1, int(v))
+
+
+def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]] | None:
+    """One data row -> out-of-place and in-place records; None when it is not a data row."""
+    if len(toks) < 5 or not toks[0].isdigit() or not toks[1].isdigit() or toks[2] not in _DTYPES:
+        return None
+    if cols is None or len(cols) != len(toks):
+        # No header seen (or it does not fit): the layouts nccl-tests has printed.  13 cells: redop
+        # and root; 12: redop (older) or root (rooted ops: broadcast, reduce); 11: neither (2.x).
+        tail = ["time", "algbw", "busbw", "wrong", "ip_time", "ip_algbw", "ip_busbw", "ip_wrong"]
+        if len(toks) == 13:
+            cols = ["size", "count", "type", "redop", "root", *tail]
+        elif len(toks) == 12:
+            cols = ["size", "count", "type", "root" if re.fullmatch(r"-?\d+", toks[3]) else "redop", *tail]
+        elif len(toks) == 11:
+            cols = ["size", "count", "type", *tail]
+        else:
+            return None
+    row = dict(zip(cols, toks))
     out = []
-    for in_place, part in ((False, rest[0:4]), (True, rest[4:8])):
-        if len(part) < 3:
+    for in_place, pre in ((False, ""), (True, "ip_")):
+        if pre + "busbw" not in row:
             continue
-        time, algbw, busbw = (_num(x) for x in part[:3])
-        wrong: int | None = None
-        if len(part) > 3:
-            w = part[3]
-            wrong = int(w) if w.isdigit() else None  # "N/A" when run with -c 0 (no check)
-        out.append({"size_bytes": size, "count": count, "dtype": dtype, "redop": redop, "time_us": time,
-                    "algbw_gbps": algbw, "busbw_gbps": busbw, "in_place": in_place, "wrong": wrong})
+        out.append({"size_bytes": int(row["size"]), "count": int(row["count"]), "dtype": row["type"],
+                    "redop": row.get("redop"), "time_us": _num(row.get(pre + "time", "")),
+                    "algbw_gbps": _num(row.get(pre + "algbw", "")), "busbw_gbps": _num(row[pre + "busbw"]),
+                    "in_place": in_place, "wrong": _wrong(row[pre + "wrong"]) if pre + "wrong" in row else None})
     return out
 
 
@@ -328,7 +370,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     devices: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     avg = oob = None
-    has_root: bool | None = None
+    cols: list[str] | None = None
     transports: Counter[str] = Counter()
     skipped_info = 0
     for i, line in enumerate(lines, start=1):
@@ -354,8 +396,9 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             devices.append({"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
                             "bus_id": bus_id, "name": m.group(5)})
             continue
-        if re.match(r"^#?\s*size\s+count\s+type", s):
-            has_root = " root " in f" {s} "
+        header = _header_columns(s)
+        if header is not None:
+            cols = header
             continue
         m = _AVG.match(s)
         if m:
@@ -365,7 +408,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         if m:
             oob = int(m.group(1))
             continue
-        rows = _result_rows(s.lstrip("#").split(), has_root)
+        rows = _result_rows(s.lstrip("#").split(), cols)
         if rows is not None:
             results.extend(rows)
             continue

@@ -159,6 +159,7 @@ def p2p_from_nvbandwidth(reports: list[NvBandwidth]) -> dict[str, Any]:
             matrices[key] = m
         elif name in _NVB_HOST and _NVB_HOST[name] not in matrices:
             matrices[_NVB_HOST[name]] = mat
+    n = max([n, *(i + 1 for i in devices)])
     devs = [devices.get(i) or BenchDevice(i, None, None) for i in range(n)]
     version = next((r.driver_version for r in reports if r.driver_version), None)
     out = _section("nvbandwidth", devs, matrices, None, {k: len(v) for k, v in runs.items()}, version)

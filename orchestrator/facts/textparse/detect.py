@@ -31,6 +31,9 @@ KINDS = (
 )
 PARSED_KINDS = KINDS
 
+# an nccl-tests data row: size, count, type, then numbers (the table without its header)
+_NCCL_ROW = re.compile(r"^#?\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|int8|uint8|int32|uint32|int64|uint64)\s+\S+\s+"
+                       r"[\d.]+\s", re.M)
 _LSPCI_HEADER = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[^:]+?(?:\s\[[0-9a-fA-F]{4}\])?:\s")
 _TREE = re.compile(r"^[\s|+\\`-]*[-+\\`]-?(?:\[(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
 
@@ -78,7 +81,9 @@ def detect_kind(text: str) -> str:
         return "nvbandwidth"
     if stripped.startswith("{") and re.search(r'"(nvbandwidth|testcases)"\s*:', head):
         return "nvbandwidth"
-    if (re.search(r"^#?\s*size\s+count\s+type\s+redop", head, re.M) or re.search(r"Avg bus bandwidth\s*:", head)
+    if (re.search(r"^#?\s*size\s+count\s+type\s+(redop|root|time)\b", head, re.M)
+            or re.search(r"Avg bus bandwidth\s*:", head) or re.search(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+", head, re.M)
+            or len(_NCCL_ROW.findall(head)) >= 2
             or (re.search(r"_perf\b.*\b-b\s", head) and re.search(r"\b(algbw|busbw)\b", head, re.I))):
         return "nccl_tests"
     if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):

@@ -191,6 +191,9 @@ def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | No
     """(tool, [(index, name, bus id)]) of the GPUs a benchmark lists for this host, if any."""
     if p.bwlat is not None and any(d.name for d in p.bwlat.devices):
         return "p2pBandwidthLatencyTest", [(d.index, d.name, d.bus_id) for d in p.bwlat.devices]
+    for nvb in p.nvbandwidth:
+        if nvb.devices:
+            return "nvbandwidth", [(d.index, d.name, d.bus_id) for d in nvb.devices.values()]
     for run in p.nccl:
         if run.devices and len(run.hosts) == 1:
             return "nccl-tests", [(d["device"], d["name"], d["bus_id"]) for d in run.devices]
@@ -289,7 +292,8 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
             g["display"] = True
             g["unknown"].pop("display", None)
     count = None
-    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nccl-tests"):
+    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
+                "nccl-tests"):
         if src in counts:
             count = counts[src]
             break
@@ -327,8 +331,10 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                                     "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
         if known:
             section["count_at_least"] = known
-    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, p.cpu if not p.topo else None, *([p.bwlat] if bench and p.bwlat else []),
-                      *(p.nccl if bench and not p.bwlat else []))
+    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, p.cpu if not p.topo else None,
+                      *([p.bwlat] if bench and bench[0] == "p2pBandwidthLatencyTest" else []),
+                      *(p.nvbandwidth if bench and bench[0] == "nvbandwidth" else []),
+                      *(p.nccl if bench and bench[0] == "nccl-tests" else []))
     return _mark(section, files, low)
 
 
@@ -872,7 +878,8 @@ def p2p_facts(p: Parsed) -> dict[str, Any] | None:
         if p.nvbandwidth:
             sec["notes"] = [f"nvbandwidth output kept out of facts.p2p: {', '.join(x.source for x in p.nvbandwidth)}"
                             " (p2pBandwidthLatencyTest was imported for the same host)"]
-    elif p.nvbandwidth:
+    elif any(r.testcases for r in p.nvbandwidth):
+        # an nvbandwidth run that finished no testcase measured nothing: no p2p section (not "passed")
         sec = p2p_from_nvbandwidth(p.nvbandwidth)
         files = [x.source for x in p.nvbandwidth]
     else:
