@@ -149,3 +149,16 @@ def test_real_truncated_and_unindented_topo_pastes():
     assert {v for v in pairs.values() if v} == {"NV12"}
     assert (b.gpus[0].cpu_affinity, b.gpus[0].numa_affinity) == ("48-63,176-191", 3)
     assert b.level("GPU0", "NIC5") == "PXB" and b.level("GPU2", "NIC1") == "PXB"
+
+
+def test_elided_or_gapped_nvlink_listing_claims_no_absent_links():
+    lines = lines_of("nvlink_s_i0_h100_sxm_18links_01.txt")
+    first = next(i for i, x in enumerate(lines) if "Link 5:" in x)
+    elided = [*lines[:first], "         ...", *lines[first + 8:]]
+    g = import_texts([("e", "\n".join(elided))]).facts["nvlink"]["gpus"][0]
+    assert g["links_total"] is None and g["links_up"] == 10 and "partial listing" in g["unknown"]["links_total"]
+    gapped = lines[:first] + lines[first + 8:]  # the same cut without a marker: link numbers jump 4 -> 13
+    g = import_texts([("g", "\n".join(gapped))]).facts["nvlink"]["gpus"][0]
+    assert g["links_total"] is None
+    whole = import_texts([("w", "\n".join(lines))]).facts["nvlink"]["gpus"][0]
+    assert (whole["links_total"], whole["links_up"]) == (18, 18)

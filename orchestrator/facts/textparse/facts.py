@@ -388,6 +388,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             e["uuid"] = e["uuid"] or ng.uuid
             e["name"] = e["name"] or ng.name
             e["all_inactive"] = e["all_inactive"] or ng.all_inactive
+            e["partial"] = e.get("partial", False) or ng.partial
             for lk in ng.links:
                 d = e["links"].setdefault(lk.link, {"link": lk.link, "state": None, "speed_gbps": None, "caps": {}})
                 if lk.active is not None:
@@ -429,6 +430,11 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             # NVML printed only "all links are inActive": none is up, but how many exist is not said.
             rec["links_total"], rec["inactive"] = None, None
             rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+        if e.get("partial") and links:
+            # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
+            rec["links_total"] = None
+            rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
+                                             "the rest)")
         if states and all(s is None for s in states):
             # -c lists links but not their state: nothing about up/down may be concluded.
             rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None

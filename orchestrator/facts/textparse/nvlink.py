@@ -49,6 +49,7 @@ class NvlinkGpu:
     uuid: str | None = None
     links: list[NvlinkLink] = field(default_factory=list)
     all_inactive: bool = False  # NVML's "all links are inActive" message (link count unknown then)
+    partial: bool = False  # the poster elided or cut some of this GPU's link lines
     message: str | None = None  # any NVML message printed for this GPU
     _by_link: dict[int, NvlinkLink] = field(default_factory=dict, repr=False, compare=False)
 
@@ -110,7 +111,10 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
         return cur
 
     lines, notes = clean_lines(text, source)
+    elided = {n.line for n in notes if n.line is not None and n.text.startswith("elision")}
     for i, line in enumerate(lines, start=1):
+        if i in elided and cur is not None:
+            cur.partial = True  # lines of this GPU's block were left out
         if not line.strip():
             continue
         m = GPU_LINE.match(line)
@@ -168,4 +172,11 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
         notes.append(Note(i, f"not an nvlink line, ignored: {line.strip()[:80]!r}"))
     if not gpus:
         raise TextParseError("no 'GPU n:' or 'Link n:' lines found: not nvidia-smi nvlink output", source, 1)
+    for g in gpus:
+        listed = sorted(lk.link for lk in g.links)
+        # nvidia-smi lists every link a GPU has, 0..N-1 (inactive ones too): a gap means a cut paste
+        if listed and listed != list(range(listed[-1] + 1)):
+            g.partial = True
+            notes.append(Note(None, f"GPU {g.index}: links {listed[0]}..{listed[-1]} listed with gaps: "
+                                    "the listing is partial, its link count unknown"))
     return NvlinkReport(gpus, has_status, has_caps, notes, source)
