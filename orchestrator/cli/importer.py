@@ -71,9 +71,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("import", help="judge nvidia-smi / lspci text output like a live probe",
-                       description="Recognise each file by its content (nvidia-smi topo -m, -q, -q -x, -L, nvlink -s/-c, "
-                                   "topo -p2p, lspci -tv, lspci -vvv), merge the files of one host, run the same "
-                                   "checks as a live run and store the result as a run.",
+                       description="Recognise each file by its content (nvidia-smi topo -m/-c/-p2p, -q, -q -x, --query-gpu CSV, "
+                                   "-L, nvlink -s/-c, lspci -tv/-vvv, p2pBandwidthLatencyTest, nvbandwidth, "
+                                   "nccl-tests), merge the files of one host, run the same checks as a live run and "
+                                   "store the result as a run. Lines a file cannot explain are skipped with a note.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
     p.add_argument("files", nargs="*", metavar="FILE", help="evidence files of one host")
     p.add_argument("--host", help="name for the host (default: the first file's name up to the first dot)")
