@@ -162,3 +162,14 @@ def test_elided_or_gapped_nvlink_listing_claims_no_absent_links():
     assert g["links_total"] is None
     whole = import_texts([("w", "\n".join(lines))]).facts["nvlink"]["gpus"][0]
     assert (whole["links_total"], whole["links_up"]) == (18, 18)
+
+
+def test_q_excerpt_without_banner_is_a_lower_bound():
+    text = read_path(evidence("q_excerpt_gpu0_of_8_h100_sxm_hgx_01.txt"))
+    block = text[text.index("GPU 00000000:18:00.0"):]
+    from orchestrator.facts.textparse import detect_kind
+
+    assert detect_kind(block) == "smi_query"
+    g = import_texts([("q", block)]).facts["gpus"]
+    assert g["count"] is None and g["count_at_least"] == 1  # no "Attached GPUs": part of the host
+    assert g["list"][0]["bus_id"] == "0000:18:00.0" and g["list"][0]["model"] == "H100-SXM"

@@ -75,6 +75,9 @@ def detect_kind(text: str) -> str:
         return "smi_query_xml"
     if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version)\s+:", head, re.M):
         return "smi_query"
+    # a -q excerpt that starts at a GPU block (the banner and Attached GPUs cut away)
+    if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n\s+\S[^:\n]*\s:\s", head, re.M):
+        return "smi_query"
     if "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]" in head or "P2P Connectivity Matrix" in head:
         return "p2p_bandwidth_latency"
     if re.search(r"^nvbandwidth Version", head, re.M) or re.search(r"^Running \w+_(ce|sm)\.", head, re.M):
