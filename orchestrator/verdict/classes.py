@@ -205,7 +205,13 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
         # Same GPU model on the same board: machines bought as one kind.  A different board is a
         # different product (its own class), not an outlier of this one.
         if d["gpu_count"] and not d["gpu_model"]:
-            continue  # GPUs of unknown model (text evidence without names): no peers to compare with
+            # GPUs of unknown model (topo -m prints no names): the NVLink generation its NV# cells
+            # show (NV18, NV12, ...) stands in for the model; PCIe-only hosts have no peers then.
+            nv = sorted(lv for lv in d["gpu_pair_levels"] if lv.startswith("NV"))
+            if not nv:
+                continue
+            families[(f"?{nv[-1]}", d.get("board"))].append(name)
+            continue
         families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
     outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
     findings: list[Finding] = []

@@ -109,3 +109,16 @@ def test_rtx3090_gen1_x8_from_query_gpu_is_downgraded(tmp_path: Path, capsys: py
     assert ids(fleet) == [("pcie.link.downgraded", "warn", "GPU0 (0000:01:00.0)"),
                           ("pcie.link.downgraded", "warn", "GPU1 (0000:03:00.0)")]
     assert "the GPU and its slot allow Gen4 x16" in fleet["findings"][0]["message"]
+
+
+def test_six_gpu_nv18_box_is_an_outlier_among_eight_gpu_peers(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """topo -m only (no model names): the NV18 hosts are one family; the 6-GPU one is its outlier."""
+    fleet_dir = tmp_path / "fleet"
+    for h, src in (("a", TOPO8), ("b", TOPO8), ("c", TOPO8), ("six", EVIDENCE / "topo_h100_6gpu_visible_2nic_01.txt")):
+        (fleet_dir / h).mkdir(parents=True)
+        (fleet_dir / h / "topo.txt").write_text(src.read_text())
+    fleet = imported(capsys, tmp_path, "--fleet", str(fleet_dir))
+    outl = [f for f in fleet["findings"] if f["id"] == "topology.class.outlier"]
+    assert [f["host"] for f in outl] == ["six"] and "3 of 4" in outl[0]["message"]
+    assert outl[0]["expected"] == "8x?-NV18-8NIC-PIX"
