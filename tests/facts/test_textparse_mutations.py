@@ -173,3 +173,10 @@ def test_q_excerpt_without_banner_is_a_lower_bound():
     g = import_texts([("q", block)]).facts["gpus"]
     assert g["count"] is None and g["count_at_least"] == 1  # no "Attached GPUs": part of the host
     assert g["list"][0]["bus_id"] == "0000:18:00.0" and g["list"][0]["model"] == "H100-SXM"
+
+
+def test_redacted_nic_legend_name_is_unknown():
+    text = read_path(evidence(H100)).replace("NIC0: mlx5_0", "NIC0: xxxxxx")
+    m = parse_topo_matrix(text, "r")
+    assert m.nics[0].name is None and m.nics[0].unknown["name"] == "redacted in the source"
+    assert m.nics[1].name == "mlx5_1"

@@ -461,7 +461,10 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
         if kind == "nic":
             if re.fullmatch(r"NIC\d+", r.label):
                 dev.name = nic_names.get(r.label)
-                if dev.name is None:
+                if dev.name is not None and is_redacted(dev.name):
+                    dev.name = None
+                    dev.unknown["name"] = "redacted in the source"
+                elif dev.name is None:
                     dev.unknown["name"] = "no NIC Legend entry for " + r.label
             else:
                 dev.name = r.label
