@@ -180,3 +180,12 @@ def test_redacted_nic_legend_name_is_unknown():
     m = parse_topo_matrix(text, "r")
     assert m.nics[0].name is None and m.nics[0].unknown["name"] == "redacted in the source"
     assert m.nics[1].name == "mlx5_1"
+
+
+def test_elided_L_listing_is_a_lower_bound():
+    lines = [f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08d}-1111-2222-3333-444444444444)" for i in range(8)]
+    g = import_texts([("l", "\n".join([*lines[:2], "...", *lines[6:]]))]).facts["gpus"]
+    assert g["count"] is None and g["count_at_least"] == 8 and len(g["list"]) == 4
+    assert import_texts([("l", "\n".join(lines))]).facts["gpus"]["count"] == 8
+    gap = import_texts([("l", "\n".join([lines[0], lines[3]]))]).facts["gpus"]  # a -L pasted in part
+    assert gap["count"] is None and gap["count_at_least"] == 4

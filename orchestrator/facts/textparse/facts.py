@@ -214,7 +214,8 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
 
     counts: dict[str, int] = {}
     if p.smi_list:
-        counts["nvidia-smi -L"] = len(p.smi_list.gpus)
+        if not p.smi_list.partial:  # an elided or gapped -L is a lower bound (at_least below)
+            counts["nvidia-smi -L"] = len(p.smi_list.gpus)
         for lg in p.smi_list.gpus:
             g = gpu(lg.index)
             _known(g, "name", lg.name)
@@ -242,12 +243,14 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
             _known(g, "name", g["name"] or ng.name)
             _known(g, "uuid", g["uuid"] or ng.uuid)
     at_least: int | None = None
+    if p.smi_list and p.smi_list.partial:
+        at_least = max(lg.index for lg in p.smi_list.gpus) + 1  # indices run from 0
     if p.cpu is not None and p.topo is None:
         # topo -c names GPU indices; indices run from 0, so the highest named one bounds the count
         named = sorted({i for v in p.cpu.nearest.values() for i in v})
         for i in named:
             gpu(i)
-        at_least = (named[-1] + 1) if named else None
+        at_least = max([at_least or 0, (named[-1] + 1) if named else 0]) or None
     if p.nvlink:
         # `nvlink -s -i N` lists one GPU on purpose and a poster may paste part of it: the GPUs it
         # lists are a lower bound of the host's GPUs, never its count.

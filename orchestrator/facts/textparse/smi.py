@@ -71,6 +71,7 @@ class SmiList:
     gpus: list[ListedGpu]
     notes: list[Note] = field(default_factory=list)
     source: str = "<text>"
+    partial: bool = False  # lines elided or GPU indices with gaps: the list is not the whole host
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,7 +120,13 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
         notes.append(Note(i, f"not a -L line, ignored: {line.strip()[:80]!r}"))
     if not gpus:
         raise TextParseError("no 'GPU n: NAME (UUID: ...)' line found: not nvidia-smi -L output", source, 1)
-    return SmiList(gpus, notes, source)
+    idx = sorted(g.index for g in gpus)
+    partial = idx != list(range(len(idx))) or any(n.text.startswith(("elision", "GPU/MIG line not understood"))
+                                                   for n in notes)
+    if partial:
+        notes.append(Note(None, f"GPUs {', '.join(map(str, idx))} listed with lines left out or cut: "
+                                "the host has at least {} GPU(s)".format(idx[-1] + 1)))
+    return SmiList(gpus, notes, source, partial)
 
 
 # ---------------------------------------------------------------------------------------------
