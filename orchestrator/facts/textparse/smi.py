@@ -120,12 +120,12 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
         notes.append(Note(i, f"not a -L line, ignored: {line.strip()[:80]!r}"))
     if not gpus:
         raise TextParseError("no 'GPU n: NAME (UUID: ...)' line found: not nvidia-smi -L output", source, 1)
-    idx = sorted(g.index for g in gpus)
-    partial = idx != list(range(len(idx))) or any(n.text.startswith(("elision", "GPU/MIG line not understood"))
-                                                   for n in notes)
+    listed = sorted(g.index for g in gpus)
+    partial = listed != list(range(len(listed))) or any(
+        n.text.startswith(("elision", "GPU/MIG line not understood")) for n in notes)
     if partial:
-        notes.append(Note(None, f"GPUs {', '.join(map(str, idx))} listed with lines left out or cut: "
-                                "the host has at least {} GPU(s)".format(idx[-1] + 1)))
+        notes.append(Note(None, f"GPUs {', '.join(map(str, listed))} listed with lines left out or cut: "
+                                f"the host has at least {listed[-1] + 1} GPU(s)"))
     return SmiList(gpus, notes, source, partial)
 
 
