@@ -54,7 +54,9 @@ def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
         "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
         "mig": any((g.get("mig") or {}).get("current") for g in gpus),
         "gpu_pcie": sorted(_pcie_shape(g.get("pcie") or {}) for g in gpus),  # per GPU: two slow links differ from one
-        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []),
+        # a text import lists GPUs whose links it did not see (links_up null): unknown, not 0 links
+        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []
+                                  if not (nvlink.get("origin") == "text" and g.get("links_up") is None)),
         "nvswitch_count": len(nvlink.get("nvswitches") or []),
     }
     devices = topo.get("devices") or []

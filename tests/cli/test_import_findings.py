@@ -122,3 +122,15 @@ def test_six_gpu_nv18_box_is_an_outlier_among_eight_gpu_peers(tmp_path: Path,
     outl = [f for f in fleet["findings"] if f["id"] == "topology.class.outlier"]
     assert [f["host"] for f in outl] == ["six"] and "3 of 4" in outl[0]["message"]
     assert outl[0]["expected"] == "8x?-NV18-8NIC-PIX"
+
+
+def test_nv_links_with_p2p_status_not_ok_from_topo_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """topo -m (NV4 between GPU0 and GPU1) and topo -p2p n saying NS for that pair: the same
+    nvlink.p2p_status_mismatch a live run raises."""
+    topo = EVIDENCE / "topo_3x_rtx_a6000_nvlink_bridge_01.txt"
+    p2p_n = ("$ nvidia-smi topo -p2p n\n \tGPU0\tGPU1\tGPU2\n GPU0\tX\tNS\tNS\n GPU1\tNS\tX\tNS\n GPU2\tNS\tNS\tX\n\n"
+             "Legend:\n\n  X    = Self\n  OK   = Status Ok\n  NS   = Not supported\n")
+    fleet = imported(capsys, tmp_path, str(topo), write(tmp_path, "p2p-n.txt", p2p_n), "--host", "ws")
+    got = [(f["id"], f["subject"]) for f in fleet["findings"] if f["id"] == "nvlink.p2p_status_mismatch"]
+    assert got == [("nvlink.p2p_status_mismatch", "GPU0<->GPU1 (bus id unknown / bus id unknown)")]
+    assert ids(imported(capsys, tmp_path, str(topo), "--host", "ws2")) == []

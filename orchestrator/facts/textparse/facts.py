@@ -446,8 +446,22 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
         out_gpus.append(rec)
     nv, labels = None, None
     if p.topo:
-        labels = [d.label for d in p.topo.gpus]
-        nv = [[_nv(p.topo.level(a, b)) if a != b else None for b in labels] for a in labels]
+        # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
+        # topo -m gets a record, its links unknown where nvlink -s did not list it.
+        have = {g["index"] for g in out_gpus}
+        for d in p.topo.gpus:
+            k = int(d.label[3:])
+            if k not in have:
+                out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
+                                 "links_up": None, "inactive": None, "version": None, "links": [],
+                                 "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
+                                             "links_up": "not in the imported nvlink -s text",
+                                             "version": "nvidia-smi nvlink -s does not print it"}})
+        topo_labels = {d.label for d in p.topo.gpus}
+        # a GPU whose `GPU n:` header was cropped from nvlink -s has no index: "GPU?", no NV# row
+        labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
+        nv = [[_nv(p.topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
+               for b in labels] for a in labels]
     ups = [g["links_up"] for g in out_gpus]
     totals = [g["links_total"] for g in out_gpus]
     section: dict[str, Any] = {
