@@ -92,12 +92,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("import", help="judge nvidia-smi / lspci text, bundle outputs or Ansible jobs like a live run",
-                       description="Recognise each file by its content (nvidia-smi topo -m, -q, -q -x, -L, nvlink -s/-c, "
-                                   "topo -p2p, lspci -tv, lspci -vvv), merge the files of one host, run the same "
-                                   "checks as a live run and store the result as a run. Bundle outputs (`probe bundle`'s documents, "
-                                   "any number of hosts, files or directories) and Ansible jobs (--ansible-runner) are "
-                                   "judged as the live run they stand for (docs/scale.md).",
+    p = sub.add_parser("import", help="judge nvidia-smi / lspci / benchmark text, bundle outputs or Ansible jobs like a live run",
+                       description="Recognise each file by its content (nvidia-smi topo -m/-c/-p2p, -q, -q -x, --query-gpu CSV, "
+                                   "-L, nvlink -s/-c, lspci -tv/-vvv, p2pBandwidthLatencyTest, nvbandwidth, nccl-tests, "
+                                   "dmesg / journalctl -k, ibstat / ibv_devinfo), merge the files of one host, run the same "
+                                   "checks as a live run and store the result as a run. Lines a file cannot explain are skipped "
+                                   "with a note. Bundle outputs (`probe bundle`'s documents, any number of hosts, files or "
+                                   "directories) and Ansible jobs (--ansible-runner) are judged as the live run they stand for "
+                                   "(docs/scale.md).",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="evidence files of one host, or bundle outputs (`probe bundle`'s documents: files or "

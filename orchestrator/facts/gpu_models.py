@@ -23,7 +23,7 @@ PCIE_SPEED_TEXT = {gen: f"{rate:.1f} GT/s" for gen, rate in PCIE_GEN_GT_S.items(
 @dataclass(frozen=True)
 class GpuModel:
     key: str  # short name used in class names: "H100-SXM"
-    pattern: str  # regex matched against the NVML/nvidia-smi name, case-insensitive
+    names: tuple[str, ...]  # exact product names as NVML / nvidia-smi print them (compared by _norm_name)
     architecture: str
     nvlink_version: int | None  # NVLink generation, None: no NVLink
     nvlink_links: int  # links on the device (SXM: to NVSwitch or peers; PCIe cards: bridge links)
@@ -34,49 +34,90 @@ class GpuModel:
     p2p_supported: bool = True  # consumer cards: P2P disabled by the driver
     nvlink_bridge: bool = False  # PCIe card whose NVLink needs an optional bridge: absent links are no fault
     has_fans: bool = False  # actively cooled board: NVML must report its fans (SXM/passive boards have none)
+    pci_ids: tuple[str, ...] = ()  # PCI device ids ("0x2330"): the surest key where the text prints one
+    display: bool = False  # a display-only board (DGX Station's "DGX Display"): not a compute GPU
 
     @property
     def nvlink_gbps(self) -> float:
         return self.nvlink_links * self.nvlink_link_gbps
 
 
-# Order matters: first match wins, so specific names come before generic ones.
+# Exact names, never substrings: "GH200" is not an "H200", an "H100 NVL" is not an "H100 PCIe",
+# an "RTX 3090 Ti" (no NVLink) is not an "RTX 3090".  A name missing here is an unknown model
+# (`model: null`, "not in the model table"), which is better than a wrong one.
 MODELS: tuple[GpuModel, ...] = (
-    GpuModel("GB200", r"GB200", "Blackwell", 5, 18, 50.0, 6, p2p_floor_gbps=None),
-    GpuModel("B300-SXM", r"B300", "Blackwell", 5, 18, 50.0, 6),
-    GpuModel("B200-SXM", r"B200", "Blackwell", 5, 18, 50.0, 5),
-    GpuModel("H200-SXM", r"H200", "Hopper", 4, 18, 26.562, 5, p2p_floor_gbps=335.0),
-    GpuModel("H100-NVL", r"H100 NVL", "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True),
-    GpuModel("H100-PCIE", r"H100 PCIe", "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True),
-    GpuModel("H100-SXM", r"H100", "Hopper", 4, 18, 26.562, 5, p2p_floor_gbps=335.0),
-    GpuModel("H800-SXM", r"H800", "Hopper", 4, 8, 26.562, 5),
-    GpuModel("A100-PCIE", r"A100.*PCIe", "Ampere", 3, 12, 25.0, 4, nvlink_bridge=True),
-    GpuModel("A100-SXM", r"A100", "Ampere", 3, 12, 25.0, 4, p2p_floor_gbps=235.0),
-    GpuModel("A800-SXM", r"A800", "Ampere", 3, 8, 25.0, 4),
-    GpuModel("V100-SXM", r"V100.*SXM", "Volta", 2, 6, 25.781, 3),
-    GpuModel("V100-PCIE", r"V100", "Volta", None, 0, 0.0, 3),
-    GpuModel("P100-SXM", r"P100.*SXM", "Pascal", 1, 4, 20.0, 3),
-    GpuModel("RTX-A6000", r"RTX A6000", "Ampere", 3, 4, 14.062, 4, nvlink_bridge=True, has_fans=True),
-    GpuModel("RTX-3090", r"3090", "Ampere", 3, 4, 14.062, 4, p2p_supported=False, nvlink_bridge=True,
-             has_fans=True),
-    GpuModel("RTX-4090", r"4090", "Ada", None, 0, 0.0, 4, p2p_supported=False, has_fans=True),
-    GpuModel("RTX-5090", r"5090", "Blackwell", None, 0, 0.0, 5, p2p_supported=False, has_fans=True),
-    GpuModel("L40S", r"L40S", "Ada", None, 0, 0.0, 4),
-    GpuModel("L40", r"L40", "Ada", None, 0, 0.0, 4),
-    GpuModel("L4", r"\bL4\b", "Ada", None, 0, 0.0, 4),
-    GpuModel("A10", r"\bA10\b", "Ampere", None, 0, 0.0, 4),
-    GpuModel("T4", r"\bT4\b", "Turing", None, 0, 0.0, 3),
+    GpuModel("GB200", ("NVIDIA GB200",), "Blackwell", 5, 18, 50.0, 6, pci_ids=("0x2941",)),
+    GpuModel("B300-SXM", ("NVIDIA B300 SXM6 AC", "NVIDIA B300"), "Blackwell", 5, 18, 50.0, 6),
+    GpuModel("B200-SXM", ("NVIDIA B200",), "Blackwell", 5, 18, 50.0, 5, pci_ids=("0x2901",)),
+    GpuModel("GH200", ("NVIDIA GH200 480GB", "NVIDIA GH200 120GB", "NVIDIA GH200 144G HBM3e", "NVIDIA GH200 96GB HBM3",
+                       "NVIDIA GH200"), "Hopper", 4, 18, 26.562, 5, pci_ids=("0x2342", "0x2348")),
+    GpuModel("H200-NVL", ("NVIDIA H200 NVL",), "Hopper", 4, 18, 26.562, 5, nvlink_bridge=True, pci_ids=("0x233b",)),
+    GpuModel("H200-SXM", ("NVIDIA H200", "NVIDIA H200 141GB HBM3e"), "Hopper", 4, 18, 26.562, 5,
+             p2p_floor_gbps=335.0, pci_ids=("0x2335",)),
+    GpuModel("H100-NVL", ("NVIDIA H100 NVL",), "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True, pci_ids=("0x2321",)),
+    GpuModel("H100-PCIE", ("NVIDIA H100 PCIe",), "Hopper", 4, 12, 26.562, 5, nvlink_bridge=True, pci_ids=("0x2331",)),
+    GpuModel("H100-SXM", ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB", "NVIDIA H100 SXM5 64GB", "NVIDIA H100"),
+             "Hopper", 4, 18, 26.562, 5, p2p_floor_gbps=335.0, pci_ids=("0x2330",)),
+    GpuModel("H800-SXM", ("NVIDIA H800", "NVIDIA H800 80GB HBM3"), "Hopper", 4, 8, 26.562, 5, pci_ids=("0x2324",)),
+    GpuModel("A100-PCIE", ("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA A100-PCIE-80GB", "A100-PCIE-40GB"),
+             "Ampere", 3, 12, 25.0, 4, nvlink_bridge=True, pci_ids=("0x20b5", "0x20f1")),
+    GpuModel("A100-SXM", ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB", "A100-SXM4-80GB",
+                          "NVIDIA A100-SXM-80GB", "NVIDIA A100-SXM-64GB"),
+             "Ampere", 3, 12, 25.0, 4, p2p_floor_gbps=235.0, pci_ids=("0x20b0", "0x20b2")),
+    GpuModel("A800-SXM", ("NVIDIA A800-SXM4-80GB", "NVIDIA A800-SXM4-40GB"), "Ampere", 3, 8, 25.0, 4,
+             pci_ids=("0x20f3",)),
+    GpuModel("V100-SXM", ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB", "Tesla V100-SXM2-32GB-LS",
+                          "Tesla V100-SXM3-32GB", "Tesla V100-SXM3-32GB-H"), "Volta", 2, 6, 25.781, 3,
+             pci_ids=("0x1db1", "0x1db5", "0x1db8")),
+    GpuModel("V100-PCIE", ("Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB", "Tesla V100S-PCIE-32GB", "Tesla V100-FHHL-16GB"),
+             "Volta", None, 0, 0.0, 3, pci_ids=("0x1db4", "0x1db6", "0x1df6")),
+    GpuModel("P100-SXM", ("Tesla P100-SXM2-16GB",), "Pascal", 1, 4, 20.0, 3, pci_ids=("0x15f9",)),
+    GpuModel("RTX-A6000", ("NVIDIA RTX A6000",), "Ampere", 3, 4, 14.062, 4, nvlink_bridge=True, has_fans=True,
+             pci_ids=("0x2230",)),
+    GpuModel("RTX-3090", ("NVIDIA GeForce RTX 3090",), "Ampere", 3, 4, 14.062, 4, p2p_supported=False,
+             nvlink_bridge=True, has_fans=True, pci_ids=("0x2204",)),
+    GpuModel("RTX-4090", ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090 D"), "Ada", None, 0, 0.0, 4,
+             p2p_supported=False, has_fans=True, pci_ids=("0x2684", "0x2685")),
+    GpuModel("RTX-5090", ("NVIDIA GeForce RTX 5090",), "Blackwell", None, 0, 0.0, 5, p2p_supported=False, has_fans=True,
+             pci_ids=("0x2b85",)),
+    GpuModel("L40S", ("NVIDIA L40S",), "Ada", None, 0, 0.0, 4, pci_ids=("0x26b9",)),
+    GpuModel("L40", ("NVIDIA L40",), "Ada", None, 0, 0.0, 4, pci_ids=("0x26b5",)),
+    GpuModel("L4", ("NVIDIA L4",), "Ada", None, 0, 0.0, 4, pci_ids=("0x27b8",)),
+    GpuModel("A10", ("NVIDIA A10",), "Ampere", None, 0, 0.0, 4, pci_ids=("0x2236",)),
+    GpuModel("T4", ("Tesla T4", "NVIDIA T4"), "Turing", None, 0, 0.0, 3, pci_ids=("0x1eb8",)),
+    GpuModel("DGX-Display", ("NVIDIA DGX Display",), "Turing", None, 0, 0.0, 3, display=True, has_fans=True),
 )
 
+# "NVIDIA A100 80GB PCIe MIG 3g.40gb" (a MIG device's name) is the parent GPU's model.
+_MIG_SUFFIX = re.compile(r"\s+MIG\s+\d+g\.\d+gb(?:\+\w+)*$", re.I)
 
-@functools.lru_cache(maxsize=1024)  # checks look models up per GPU pair: a regex scan each time
-def lookup(name: str | None) -> GpuModel | None:
+
+def _norm_name(name: str) -> str:
+    """Case, repeated blanks and `-`/`_` versus space do not tell two products apart."""
+    return re.sub(r"[\s_\-]+", " ", _MIG_SUFFIX.sub("", name.strip())).lower()
+
+
+_BY_NAME = {_norm_name(n): m for m in MODELS for n in m.names}
+_BY_ID = {i: m for m in MODELS for i in m.pci_ids}
+
+
+def _norm_id(device_id: str | None) -> str | None:
+    """'0x2330', '2330', '0x233010DE' (nvidia-smi -q's Device Id: device then vendor) -> '0x2330'."""
+    if not device_id:
+        return None
+    m = re.fullmatch(r"\s*(?:0x)?([0-9a-fA-F]{4})(?:10de)?\s*", device_id, re.I)
+    return f"0x{m.group(1).lower()}" if m else None
+
+
+@functools.lru_cache(maxsize=1024)  # checks look models up per GPU pair
+def lookup(name: str | None, pci_device_id: str | None = None) -> GpuModel | None:
+    """The model by PCI device id where one is given and known, else by exact product name."""
+    dev = _norm_id(pci_device_id)
+    if dev and dev in _BY_ID:
+        return _BY_ID[dev]
     if not name:
         return None
-    for m in MODELS:
-        if re.search(m.pattern, name, re.IGNORECASE):
-            return m
-    return None
+    return _BY_NAME.get(_norm_name(name))
 
 
 def pcie_gbps(gen: int | None, width: int | None) -> float | None:

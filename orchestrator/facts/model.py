@@ -95,6 +95,7 @@ class GpuPcie(TypedDict):
     gen_current: int | None
     gen_max: int | None
     gen_gpu_max: int | None
+    gen_host_max: NotRequired[int | None]  # nvidia-smi -q "Host Max" (text imports)
     width_current: int | None
     width_max: int | None
     speed_current: str | None
@@ -168,6 +169,13 @@ class GpuRecord(TypedDict):
     display: NotRequired[bool | None]
     module_id: NotRequired[int | None]
     numa_affinity: NotRequired[Any]
+    # nvidia-smi -q fields the nvml probe does not read yet (null + unknown reason when not printed)
+    c2c_mode: NotRequired[str | None]
+    bar1_total_bytes: NotRequired[int | None]
+    addressing_mode: NotRequired[str | None]
+    power_limit_w: NotRequired[float | None]
+    module_power_w: NotRequired[float | None]
+    memory_temperature_c: NotRequired[float | None]
 
 
 class GpusFacts(TextOrigin):
@@ -187,10 +195,10 @@ class GpusFacts(TextOrigin):
     nvml_version_unknown: NotRequired[str]
     cuda_driver_version_unknown: NotRequired[str]
     count_unknown: NotRequired[str]
-    # text imports only
+    # text imports: which file kind gave which count (provenance of `count`; disagreements are notes)
     count_sources: NotRequired[dict[str, int]]
-    labels: NotRequired[list[str]]
-    display_gpus: NotRequired[list[int]]
+    # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
+    count_at_least: NotRequired[int]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,6 +217,10 @@ class NvlinkLink(TypedDict):
     errors: dict[str, Any] | None
     unknown: dict[str, Any]
     speed_gbps: NotRequired[float | None]  # text imports: what `nvlink -s` printed
+    # nvlink -c capabilities the nvml probe does not read (text imports)
+    sysmem_atomics: NotRequired[bool | None]
+    sli_supported: NotRequired[bool | None]
+    link_supported: NotRequired[bool | None]
 
 
 class NvlinkGpu(TypedDict):
@@ -223,9 +235,6 @@ class NvlinkGpu(TypedDict):
     lost: NotRequired[bool]
     links: list[NvlinkLink]
     unknown: dict[str, Any]
-    # text imports only
-    all_inactive: NotRequired[bool]
-    links_listed: NotRequired[int]
 
 
 class NvlinkPair(TypedDict):
@@ -278,6 +287,7 @@ class TopologyFacts(TextOrigin):
     source: list[list[str | None]] | str
     legend_style: NotRequired[Any]
     nearest_gpus_by_cpu: NotRequired[dict[str, Any] | None]
+    matrix_unknown: NotRequired[str]  # topo -c alone: the GPUs exist, their path levels are unknown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,6 +303,7 @@ class PcieLink(TypedDict):
     width_max: int | None
     downgraded: NotRequired[bool]
     lspci_marks: NotRequired[dict[str, Any]]
+    max_of: NotRequired[str]  # text imports: "device" (only its own LnkCap known) | "link" (both ends)
 
 
 class PcieDevice(TypedDict, total=False):
@@ -303,6 +314,7 @@ class PcieDevice(TypedDict, total=False):
     subsystem_vendor: str | None
     subsystem_device: str | None
     kind: str | None
+    kind_source: str | None  # text imports: "name" when read from lspci -tv's device name
     family: str | None
     label: str | None
     netdevs: list[str] | None
@@ -393,7 +405,7 @@ class P2pFacts(TypedDict):
 
 
 class NcclResult(TypedDict):
-    op: str  # "all_reduce" | "all_gather" | "reduce_scatter" | ...
+    op: str | None  # "all_reduce" | "all_gather" | "reduce_scatter" | "alltoall" | "broadcast" | "sendrecv"; None: text names none
     size_bytes: int
     count: int | None  # elements
     dtype: str | None  # nccl-tests' names: "float", "half", ...
@@ -405,15 +417,22 @@ class NcclResult(TypedDict):
     wrong: int | None  # elements that differ from the expected result (None: not checked)
 
 
-class NcclFacts(TypedDict):
+class NcclFacts(TextOrigin):
     version: str | None
     gpu_count: int | None
     results: list[NcclResult]
     avg_busbw_gbps: float | None  # mean busbw over the sizes, nccl-tests' "Avg bus bandwidth"
     transport: str | None  # NVLS | P2P | SHM | NET, from NCCL's INFO log
-    channels: int | None  # coll channels
-    env_overrides: dict[str, str]  # NCCL settings of the host (environment over conf files)
     source: str  # "probe" | "nccl-tests"
+    # the probe's NCCL INFO log and the host's settings (nccl-tests text prints neither)
+    channels: NotRequired[int | None]  # coll channels
+    env_overrides: NotRequired[dict[str, str]]  # NCCL settings of the host (environment over conf files)
+    # what only nccl-tests output knows
+    ranks: NotRequired[int | None]
+    hosts: NotRequired[list[str]]
+    out_of_bounds: NotRequired[int | None]  # "# Out of bounds values : N"
+    avg_busbw_note: NotRequired[str]
+    out_of_bounds_unknown: NotRequired[str]
     version_unknown: NotRequired[str]
     gpu_count_unknown: NotRequired[str]
     avg_busbw_gbps_unknown: NotRequired[str]

@@ -27,6 +27,17 @@ def _pcie_shape(p: dict[str, Any]) -> str:
     return f"Gen{gen if gen is not None else '?'}x{width if width is not None else '?'}"
 
 
+def _gpu_count(section: dict[str, Any], listed: int) -> int | str:
+    """The host's GPU count: the section's count when it says more than the list describes (a
+    `-q` excerpt), "N+" when only a lower bound is known (`nvlink -s -i N`), else the list."""
+    count, at_least = section.get("count"), section.get("count_at_least")
+    if isinstance(count, int) and count > listed:
+        return count
+    if count is None and isinstance(at_least, int):
+        return f"{at_least}+"
+    return listed
+
+
 def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
     gpus = (facts.get("gpus") or {}).get("list") or []
     nvlink = facts.get("nvlink") or {}
@@ -38,12 +49,14 @@ def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
     board = host.get("board") or {}
     d: dict[str, Any] = {
         "gpu_model": _most_common([g.get("model") or g.get("name") for g in gpus]),
-        "gpu_count": len(gpus),
+        "gpu_count": _gpu_count(facts.get("gpus") or {}, len(gpus)),
         "board": board.get("model") or board.get("product"),
         "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
         "mig": any((g.get("mig") or {}).get("current") for g in gpus),
         "gpu_pcie": sorted(_pcie_shape(g.get("pcie") or {}) for g in gpus),  # per GPU: two slow links differ from one
-        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []),
+        # a text import lists GPUs whose links it did not see (links_up null): unknown, not 0 links
+        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []
+                                  if not (nvlink.get("origin") == "text" and g.get("links_up") is None)),
         "nvswitch_count": len(nvlink.get("nvswitches") or []),
     }
     devices = topo.get("devices") or []
@@ -76,7 +89,8 @@ def digest(desc: dict[str, Any]) -> str:
 
 def _link_part(desc: dict[str, Any]) -> str | None:
     """The GPU-pair part of a class name: "NV18", "NV1/NV2", "NV4-pairs", "NV12-partial", "SYS"."""
-    levels: dict[str, int] = desc["gpu_pair_levels"]
+    # a pair whose level the text does not give (topo -c alone) names no link class
+    levels: dict[str, int] = {k: v for k, v in desc["gpu_pair_levels"].items() if k != "None"}
     if not levels:
         return None
     if len(levels) == 1:
@@ -88,7 +102,8 @@ def _link_part(desc: dict[str, Any]) -> str | None:
         return "/".join(pcie) if len(pcie) <= 3 else "mixed"
     nv_pairs = sum(levels[lv] for lv in nv)
     links_up = desc.get("nvlink_links_up") or []
-    if len(nv) == 1 and desc["gpu_count"] >= 2 and nv_pairs * 2 == desc["gpu_count"]:
+    count = desc["gpu_count"]
+    if len(nv) == 1 and isinstance(count, int) and count >= 2 and nv_pairs * 2 == count:
         return f"{nv[0]}-pairs"  # bridged pairs (workstation cards): each GPU bonded to exactly one peer
     if any(n == 0 for n in links_up) and any(n for n in links_up):
         return "/".join(nv) + "-partial"  # some GPUs have no NVLink at all while their peers do
@@ -98,7 +113,7 @@ def _link_part(desc: dict[str, Any]) -> str | None:
 def class_name(desc: dict[str, Any]) -> str:
     parts: list[Any] = []
     if desc["gpu_count"]:
-        parts.append(f"{desc['gpu_count']}x{desc['gpu_model']}")
+        parts.append(f"{desc['gpu_count']}x{desc['gpu_model'] or '?'}")  # unknown model: "?", never None
         link = _link_part(desc)
         if link:
             parts.append(link)
@@ -218,7 +233,13 @@ def _families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> tupl
         # Same GPU model on the same board: machines bought as one kind.  A different board is a
         # different product (its own class), not an outlier of this one.
         if d["gpu_count"] and not d["gpu_model"]:
-            unknown.append(name)  # GPUs of unknown model (text evidence without names): no peers to compare with
+            # GPUs of unknown model (topo -m prints no names): the NVLink generation its NV# cells
+            # show (NV18, NV12, ...) stands in for the model; PCIe-only hosts have no peers then.
+            nv = sorted(lv for lv in d["gpu_pair_levels"] if lv.startswith("NV"))
+            if not nv:
+                unknown.append(name)
+                continue
+            families[(f"?{nv[-1]}", d.get("board"))].append(name)
             continue
         families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
     return families, unknown

@@ -30,7 +30,7 @@ def test_every_evidence_file_is_recognised():
     expected = {
         "L_": "smi_list", "lspci_vvv": "lspci_verbose", "nvbandwidth": "nvbandwidth", "nvlink_c": "nvlink_caps",
         "nvlink_s": "nvlink_status", "p2p_": "p2p_bandwidth_latency", "q_excerpt": "smi_query",
-        "topo_c48": "topo_cpu", "topo_": "topo_matrix",
+        "topo_c48": "topo_cpu", "topo_": "topo_matrix", "nccl_": "nccl_tests",
     }
     files = sorted(EVIDENCE.glob("*.txt"))
     assert len(files) >= 19

@@ -52,7 +52,7 @@ def test_nvlink_inactive_facts():
     h = imp("nvlink_s_3x_rtx_a6000_inactive_01.txt")
     gpus = h.facts["nvlink"]["gpus"]
     assert [(x["index"], x["links_up"], x["links_total"]) for x in gpus] == [(0, 4, 4), (1, 4, 4), (2, 0, None)]
-    assert gpus[2]["all_inactive"] is True and gpus[2]["inactive"] is None
+    assert gpus[2]["inactive"] is None and "all_inactive" not in gpus[2]  # null + reason, no key of its own
     assert "all links are inActive" in gpus[2]["unknown"]["links_total"]
     assert gpus[0]["links"][0]["state"] == "up" and gpus[0]["links"][0]["speed_gbps"] == 14.062
     assert gpus[0]["links"][0]["remote_bus_id"] is None and "remote_bus_id" in gpus[0]["links"][0]["unknown"]
@@ -79,7 +79,8 @@ def test_nvlink_status_and_caps_merge():
 def test_nvlink_caps_only_claims_no_link_state():
     h = imp("nvlink_c_i0_h100_sxm_18links_01.txt")
     g = h.facts["nvlink"]["gpus"][0]
-    assert (g["links_listed"], g["links_total"], g["links_up"], g["inactive"]) == (18, None, None, None)
+    assert (g["links_total"], g["links_up"], g["inactive"]) == (None, None, None) and len(g["links"]) == 18
+    assert "18 links listed" in g["unknown"]["links_total"]
     assert all(lk["state"] is None and lk["p2p_supported"] is True for lk in g["links"])
 
 
@@ -115,20 +116,32 @@ def test_lspci_vvvnn_switch_acs_uplink():
     assert by["0000:c0:01.0"]["acs"]["redirect"] is False
 
 
-def test_lspci_tree_only_leaves_classes_unknown():
+def test_lspci_tree_only_reads_kinds_from_the_names():
     h = imp("lspci_tvnn_two_roots_switch_emptyslot.txt")
     p = h.facts["pcie"]
-    assert p["gpus"] is None and "lspci -tv has none" in p["gpus_unknown"]
+    assert p["gpus"] == ["0000:01:00.0", "0000:c3:00.0"] and p["nics"] == ["0000:c4:00.0"] and p["nvme"] == []
     assert [r["host_bridge"] for r in p["tree"]] == ["pci0000:ff", "pci0000:c0", "pci0000:00"]
     by = {d["bdf"]: d for d in p["devices"]}
-    assert by["0000:c3:00.0"]["vendor"] == "0x10de" and by["0000:c3:00.0"]["kind"] is None
+    assert by["0000:c3:00.0"]["vendor"] == "0x10de" and by["0000:c3:00.0"]["kind"] == "gpu"
+    assert by["0000:c3:00.0"]["kind_source"] == "name" and by["0000:c3:00.0"]["class"] is None
     assert by["0000:c2:02.0"]["kind"] == "bridge"
+
+
+def test_lspci_tree_without_nvidia_says_none_and_without_names_unknown():
+    text = read_path(FIXTURES / "lspci_tv_desktop_2x3090.txt").replace(
+        "NVIDIA Corporation GA102 [GeForce RTX 3090]", "Advanced Micro Devices, Inc. [AMD/ATI] Navi 31 [Radeon RX 7900 XTX]")
+    p = import_texts([("amd.txt", text)]).facts["pcie"]
+    assert p["gpus"] == [] and "gpus_unknown" not in p  # no NVIDIA GPU: an answer, not "unknown"
+    assert sorted(d["bdf"] for d in p["devices"] if d["kind"] == "other_gpu") == ["0000:01:00.0", "0000:03:00.0"]
+    bare = "\n".join(line.split("  ")[0] for line in text.splitlines()) + "\n"  # lspci -t: no names
+    p = import_texts([("t.txt", bare)]).facts["pcie"]
+    assert p["gpus"] is None and "lspci -t without -v" in p["gpus_unknown"]
 
 
 def test_dgx_station_list_mig_and_display():
     h = imp("L_dgx_station_a100_80gb_mig_7x1g10gb_display_gpu_01.txt")
     g = h.facts["gpus"]
-    assert g["count"] == 4 and g["display_gpus"] == [2]
+    assert g["count"] == 4 and [x["index"] for x in g["list"] if x["display"]] == [2]
     gpu0 = g["list"][0]
     assert gpu0["mig"]["current"] is True and len(gpu0["mig"]["instances"]) == 7
     assert gpu0["mig"]["instances"][6]["name"] == "MIG 1g.10gb"
@@ -143,7 +156,8 @@ def test_xml_gpu_facts():
     assert g["order"] == ["0000:07:00.0", "0000:0f:00.0"] and g["count"] == 2
     assert g["driver_version"] == "550.90.07" and g["cuda_driver_version"] == "12.4"
     assert b["pcie"] == {"gen_current": 1, "gen_max": 4, "gen_gpu_max": None, "width_current": 8, "width_max": 16,
-                         "speed_current": "2.5 GT/s", "speed_max": "16.0 GT/s", "gen_gpu_max_unknown": "not printed"}
+                         "speed_current": "2.5 GT/s", "speed_max": "16.0 GT/s", "gen_gpu_max_unknown": "not printed",
+                         "gen_host_max": None, "gen_host_max_unknown": "not printed"}
     assert a["remapped_rows"] == {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
     assert b["fans"] == [{"index": 0, "speed_pct": 0}] and b["temperature_c"] == 58
     assert a["fans"] is None and a["fans_unknown"] == "NOT_SUPPORTED" and a["unknown"]["fans"] == "N/A in the source"

@@ -245,5 +245,5 @@ def test_p2p_pair_link_and_gpu_pcie_never_match_an_unknown_bus_id() -> None:
     # an unknown bus id is not the first GPU whose bus id is also unknown (its NV18 row)
     assert p2p_checks._HostLinks(facts, {}).link(None, None).source == "none"  # type: ignore[arg-type]
     facts["gpus"]["list"][0]["pcie"].update(gen_max=1, width_max=1)
-    h100 = gpu_models.lookup("H100")
+    h100 = gpu_models.lookup("NVIDIA H100 80GB HBM3")  # exact names: "H100" alone names no product
     assert p2p_checks._HostPcie(facts).get(None, h100) == (5, 16)  # type: ignore[arg-type]

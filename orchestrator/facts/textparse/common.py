@@ -117,6 +117,45 @@ def text_lines(text: str, source: str | None = "<text>") -> list[str]:
     return out
 
 
+# What posters add to a paste.  An annotation marker (`<<<`, `<--`, `<==`, `# ` after two spaces or a
+# tab) starts a comment to the end of the line; a whole line of `# ...` is a comment; a line that
+# is only dots (or `[...]`, `<snip>`) marks rows left out.  nvidia-smi's own legend writes "a
+# bonded set of # NVLinks" (one space before `#`), which the two-space rule leaves alone.
+_ANNOTATION = re.compile(r"(?:\s*(?:<{3,}|<-{2,}|<={2,}|\u2190)|(?:\s{2,}|\t)#\s).*$")
+_COMMENT_LINE = re.compile(r"^\s*#(?:\s|$)")
+_ELISION = re.compile(r"^\s*(?:\.{3,}|\u2026|\[\s*\.{3,}\s*\]|\(\s*\.{3,}\s*\)|\[?<?snip(?:ped)?>?\]?.*)\s*$", re.I)
+# Values a poster blanked out: `GPU-xxxxxxxx-...`, `<redacted>`, `****`, `[REMOVED]`.
+_REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(?:redacted|removed|hidden)\s*\]|"
+                       r"\bredacted\b", re.I)
+
+
+def is_redacted(value: str | None) -> bool:
+    """A value the poster blanked out: unknown, never an identity."""
+    return bool(value) and bool(_REDACTED.search(value or ""))
+
+
+def clean_lines(text: str, source: str | None = "<text>") -> tuple[list[str], list[Note]]:
+    """text_lines, with poster annotations removed and comment/elision lines blanked (index i is
+    still line i + 1); each removal is a Note naming the line."""
+    lines = text_lines(text, source)
+    notes: list[Note] = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if _COMMENT_LINE.match(line):
+            notes.append(Note(i + 1, f"comment line skipped: {line.strip()[:80]!r}"))
+            lines[i] = ""
+        elif _ELISION.match(line):
+            notes.append(Note(i + 1, f"elision skipped ({line.strip()[:20]!r}): lines were left out here"))
+            lines[i] = ""
+        else:
+            m = _ANNOTATION.search(line)
+            if m and m.start() > 0 and line[: m.start()].strip():
+                notes.append(Note(i + 1, f"annotation removed: {line[m.start():].strip()[:80]!r}"))
+                lines[i] = line[: m.start()].rstrip()
+    return lines, notes
+
+
 def norm_bus_id(raw: str | None) -> str | None:
     """'00000000:18:00.0', '0000:18:00.0', '18:00.0' -> '0000:18:00.0'; None when not a bus id.
 

@@ -13,8 +13,7 @@ from orchestrator.facts.textparse.common import text_lines
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
 
-# Every kind this package parses, plus benchmark outputs it recognises (and leaves to the p2p
-# section's owner).  "unknown" when nothing fits.
+# Every kind this package parses.  "unknown" when nothing fits.
 KINDS = (
     "topo_matrix",
     "topo_p2p",
@@ -24,15 +23,20 @@ KINDS = (
     "smi_list",
     "smi_query",
     "smi_query_xml",
+    "smi_query_csv",
     "lspci_tree",
     "lspci_verbose",
     "kernel_log",
     "ibstat",
     "p2p_bandwidth_latency",
     "nvbandwidth",
+    "nccl_tests",
 )
-PARSED_KINDS = KINDS[:12]
+PARSED_KINDS = KINDS
 
+# an nccl-tests data row: size, count, type, then numbers (the table without its header)
+_NCCL_ROW = re.compile(r"^#?\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|int8|uint8|int32|uint32|int64|uint64)\s+\S+\s+"
+                       r"[\d.]+\s", re.M)
 _LSPCI_HEADER = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[^:]+?(?:\s\[[0-9a-fA-F]{4}\])?:\s")
 _TREE = re.compile(r"^[\s|+\\`-]*[-+\\`]-?(?:\[(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
 
@@ -74,10 +78,28 @@ def detect_kind(text: str) -> str:
         return "smi_query_xml"
     if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version)\s+:", head, re.M):
         return "smi_query"
+    # a -q excerpt that starts at a GPU block (the banner and Attached GPUs cut away)
+    if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n\s+\S[^:\n]*\s:\s", head, re.M):
+        return "smi_query"
     if "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]" in head or "P2P Connectivity Matrix" in head:
         return "p2p_bandwidth_latency"
     if re.search(r"^nvbandwidth Version", head, re.M) or re.search(r"^Running \w+_(ce|sm)\.", head, re.M):
         return "nvbandwidth"
+    if stripped.startswith("{") and re.search(r'"(nvbandwidth|testcases)"\s*:', head):
+        return "nvbandwidth"
+    if (re.search(r"^#?\s*size\s+count\s+type\s+(redop|root|time)\b", head, re.M)
+            or re.search(r"Avg bus bandwidth\s*:", head) or re.search(r"^#?\s*nThread\s+\d+\s+nGpus\s+\d+", head, re.M)
+            or len(_NCCL_ROW.findall(head)) >= 2
+            or (re.search(r"_perf\b.*\b-b\s", head) and re.search(r"\b(algbw|busbw)\b", head, re.I))):
+        return "nccl_tests"
+    if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):
+        return "nccl_tests"
+    if re.search(r"--query-gpu[= ]", head) or (re.search(
+            r"^\s*(?:index|name|pci\.bus_id|uuid)\s*,(?:\s*[a-z_.]+(?:\s\[[^\]]+\])?\s*,)*", head, re.M | re.I) and \
+            re.search(r"^[^,\n]+(?:,[^,\n]*)+$", head, re.M)):
+        return "smi_query_csv"
+    if re.search(r"^\s*\d+\s*,\s*(?:NVIDIA|Tesla|GeForce|Quadro)[^,]*,", head, re.M):
+        return "smi_query_csv"
     if re.search(r"GPUs that have an affinity with CPU\s+\d+", head):
         return "topo_cpu"
     if re.search(r"^\s*Link\s+\d+\s*,\s*[^:]+:\s*(true|false)\s*$", head, re.M | re.I):

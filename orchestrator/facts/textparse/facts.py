@@ -18,11 +18,13 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
+from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
+from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
 from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.ibstat import IbReport
 from orchestrator.facts.textparse.kernel_log import KernelLog
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
-from orchestrator.facts.textparse.nvlink import NvlinkReport
+from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
 from orchestrator.facts.textparse.topo import CpuAffinity, P2PMatrix, TopoMatrix
 
@@ -44,6 +46,9 @@ class Parsed:
     verbose: LspciVerbose | None = None
     kernel_log: list[KernelLog] = field(default_factory=list)
     ib: list[IbReport] = field(default_factory=list)
+    bwlat: BwLatency | None = None
+    nvbandwidth: list[NvBandwidth] = field(default_factory=list)
+    nccl: list[NcclRun] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
 
     def add(self, obj: Any) -> None:
@@ -70,6 +75,12 @@ class Parsed:
             self.kernel_log.append(obj)
         elif isinstance(obj, IbReport):
             self.ib.append(obj)
+        elif isinstance(obj, BwLatency):
+            self.bwlat = obj
+        elif isinstance(obj, NvBandwidth):
+            self.nvbandwidth.append(obj)
+        elif isinstance(obj, NcclRun):
+            self.nccl.append(obj)
         else:
             raise TypeError(f"not a parsed text result: {type(obj).__name__}")
 
@@ -132,6 +143,12 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
         _known(g, key, getattr(q, attr), q.unknown.get(attr))
     g["module_id"] = q.module_id
     g["pcie_replays"] = q.pcie_replays
+    # -q fields the nvml probe does not read (yet): kept, null with a reason when not printed
+    for key in ("minor_number", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w", "module_power_w",
+                "memory_temperature_c"):
+        g[key] = getattr(q, key)
+        if g[key] is None:
+            g["unknown"][key] = q.unknown.get(key, NOT_IN_TEXT)
     mig_instances = [{"index": m.index, "uuid": m.uuid, "name": None, "memory_total_bytes": m.memory_total_bytes,
                       "gpu_instance_id": m.gpu_instance_id} for m in q.mig_devices]
     mig = {"current": q.mig_current, "pending": q.mig_pending, "instances": mig_instances}
@@ -140,10 +157,12 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
             mig[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
     _known(g, "mig", mig)
     pcie = {"gen_current": q.pcie_gen_current, "gen_max": q.pcie_gen_max, "gen_gpu_max": q.pcie_gen_gpu_max,
+            "gen_host_max": q.pcie_gen_host_max,
             "width_current": q.pcie_width_current, "width_max": q.pcie_width_max,
             "speed_current": _speed(q.pcie_gen_current), "speed_max": _speed(q.pcie_gen_max)}
     for k, attr in (("gen_current", "pcie_gen_current"), ("gen_max", "pcie_gen_max"),
-                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("width_current", "pcie_width_current"),
+                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("gen_host_max", "pcie_gen_host_max"),
+                    ("width_current", "pcie_width_current"),
                     ("width_max", "pcie_width_max")):
         if getattr(q, attr) is None:
             pcie[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
@@ -178,8 +197,22 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
                              "health_summary_unknown": "not summarised in nvidia-smi text"})
 
 
+def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | None]]] | None:
+    """(tool, [(index, name, bus id)]) of the GPUs a benchmark lists for this host, if any."""
+    if p.bwlat is not None and any(d.name for d in p.bwlat.devices):
+        return "p2pBandwidthLatencyTest", [(d.index, d.name, d.bus_id) for d in p.bwlat.devices]
+    for nvb in p.nvbandwidth:
+        if nvb.devices:
+            return "nvbandwidth", [(d.index, d.name, d.bus_id) for d in nvb.devices.values()]
+    for run in p.nccl:
+        if run.devices and len(run.hosts) == 1:
+            return "nccl-tests", [(d["device"], d["name"], d["bus_id"]) for d in run.devices]
+    return None
+
+
 def gpus_facts(p: Parsed) -> dict[str, Any] | None:
-    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p):
+    bench = _bench_devices(p)
+    if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p or bench or p.cpu):
         return None
     notes: list[str] = []
     by_index: dict[int, dict[str, Any]] = {}
@@ -191,11 +224,12 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
 
     counts: dict[str, int] = {}
     if p.smi_list:
-        counts["nvidia-smi -L"] = len(p.smi_list.gpus)
+        if not p.smi_list.partial:  # an elided or gapped -L is a lower bound (at_least below)
+            counts["nvidia-smi -L"] = len(p.smi_list.gpus)
         for lg in p.smi_list.gpus:
             g = gpu(lg.index)
             _known(g, "name", lg.name)
-            _known(g, "uuid", lg.uuid)
+            _known(g, "uuid", lg.uuid, lg.uuid_unknown)
             g["display"] = lg.display
             g["unknown"].pop("display", None)
             if lg.mig_devices:
@@ -218,20 +252,39 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
             g = gpu(ng.index)
             _known(g, "name", g["name"] or ng.name)
             _known(g, "uuid", g["uuid"] or ng.uuid)
-    if p.nvlink and not (p.smi_list or p.topo or p.query):
-        # `nvlink -s -i N` lists one GPU on purpose: it counts GPUs only when nothing else does.
-        counts["nvidia-smi nvlink"] = max(sum(1 for x in rep.gpus if x.index is not None) for rep in p.nvlink)
+    at_least: int | None = None
+    if p.smi_list and p.smi_list.partial:
+        at_least = max(lg.index for lg in p.smi_list.gpus) + 1  # indices run from 0
+    if p.cpu is not None and p.topo is None:
+        # topo -c names GPU indices; indices run from 0, so the highest named one bounds the count
+        named = sorted({i for v in p.cpu.nearest.values() for i in v})
+        for i in named:
+            gpu(i)
+        at_least = max([at_least or 0, (named[-1] + 1) if named else 0]) or None
+    if p.nvlink:
+        # `nvlink -s -i N` lists one GPU on purpose and a poster may paste part of it: the GPUs it
+        # lists are a lower bound of the host's GPUs, never its count.
+        at_least = max([at_least or 0, *(len({x.index for x in rep.gpus if x.index is not None}) for rep in p.nvlink)]) or None
     for pm in p.p2p:
         for lab in pm.labels:
             if re.fullmatch(r"GPU\d+", lab):
                 gpu(int(lab[3:]))
         if not counts:
             counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
+    if bench is not None:
+        # CUDA's view (CUDA_VISIBLE_DEVICES may hide GPUs): a count only when nothing else gives one
+        tool, devs = bench
+        if not counts:
+            counts[tool] = len(devs)
+        for idx, name, bus in devs:
+            g = gpu(idx)
+            _known(g, "name", g["name"] or name)
+            _known(g, "bus_id", g["bus_id"] or bus)
     if p.query:
         uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
         for pos, qg in enumerate(p.query.gpus):
             # -q prints GPUs in index order; the UUID pins the index when another file lists it.
-            idx = uuid_to_index.get(qg.uuid, pos)
+            idx = uuid_to_index.get(qg.uuid, qg.index if qg.index is not None else pos)
             if qg.uuid not in uuid_to_index and by_index:
                 notes.append(f"-q block {pos} ({qg.bus_id}) matched to index {pos} by position")
             g = gpu(idx)
@@ -241,14 +294,19 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                 continue
             _apply_query(g, qg)
         if p.query.attached_gpus is not None:
-            counts["nvidia-smi -q"] = p.query.attached_gpus
+            counts["nvidia-smi -q"] = p.query.attached_gpus  # also --query-gpu: its rows (or its count column)
     for g in by_index.values():
-        m = gpu_models.lookup(g["name"])
+        # by PCI device id where -q printed one, else by the exact product name (never a substring)
+        m = gpu_models.lookup(g["name"], g["pci_device_id"])
         _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
-        if g["name"] is None:
-            g["unknown"]["model"] = "name unknown"
+        if g["name"] is None and m is None:
+            g["unknown"]["model"] = "name unknown (this text does not print the GPU model)"
+        if m is not None and m.display and g.get("display") is None:
+            g["display"] = True
+            g["unknown"].pop("display", None)
     count = None
-    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi nvlink"):
+    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
+                "nccl-tests"):
         if src in counts:
             count = counts[src]
             break
@@ -270,11 +328,9 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         "count": count,
         "count_sources": counts,
         "order": order,
-        "labels": [f"GPU{g['index']}" for g in listed],
         "list": listed,
         "levels": levels,
         "p2p": p2p,
-        "display_gpus": [g["index"] for g in listed if g.get("display")],
         "mig_enabled_any": _any_bool([(g.get("mig") or {}).get("current") for g in listed]),
         "virtualized": _any_bool([None if g["virtualization_mode"] is None else g["virtualization_mode"] != "none"
                                   for g in listed]),
@@ -282,7 +338,16 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     }
     if not p.query:
         section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
-    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p)
+    if count is None:
+        known = max([at_least or 0, len(listed)])
+        section["count_unknown"] = (f"the imported text describes part of the host (at least {known} GPU(s)); "
+                                    "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
+        if known:
+            section["count_at_least"] = known
+    files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, p.cpu if not p.topo else None,
+                      *([p.bwlat] if bench and bench[0] == "p2pBandwidthLatencyTest" else []),
+                      *(p.nvbandwidth if bench and bench[0] == "nvbandwidth" else []),
+                      *(p.nccl if bench and bench[0] == "nccl-tests" else []))
     return _mark(section, files, low)
 
 
@@ -336,6 +401,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             e["uuid"] = e["uuid"] or ng.uuid
             e["name"] = e["name"] or ng.name
             e["all_inactive"] = e["all_inactive"] or ng.all_inactive
+            e["partial"] = e.get("partial", False) or ng.partial
             for lk in ng.links:
                 d = e["links"].setdefault(lk.link, {"link": lk.link, "state": None, "speed_gbps": None, "caps": {}})
                 if lk.active is not None:
@@ -354,18 +420,22 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             if d["state"] is None:
                 unknown["state"] = "only capabilities (-c) were imported"
             caps = d["caps"]
-            for c in ("p2p_supported", "sysmem_access", "p2p_atomics"):
+            for c in CAP_KEYS.values():
                 if c not in caps:
                     unknown[c] = "capabilities not imported (nvlink -c)"
-            links.append({"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
-                          "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
-                          "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
-                          "errors": None, "unknown": unknown})
+            rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
+                        "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
+                        "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
+                        "errors": None, "unknown": unknown}
+            # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
+            rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
+            rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
+            links.append(rec_link)
         states = [lk["state"] for lk in links]
         rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
                "links_total": len(links), "links_up": states.count("up"),
                "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
-               "all_inactive": e["all_inactive"], "links": links,
+               "links": links,
                "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
         if e["bus_id"] is None:
             rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
@@ -373,21 +443,40 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             # NVML printed only "all links are inActive": none is up, but how many exist is not said.
             rec["links_total"], rec["inactive"] = None, None
             rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+        if e.get("partial") and links:
+            # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
+            rec["links_total"] = None
+            rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
+                                             "the rest)")
         if states and all(s is None for s in states):
             # -c lists links but not their state: nothing about up/down may be concluded.
-            rec["links_listed"] = len(links)
             rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
-            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = "only capabilities (-c) were imported"
+            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
+                f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
         out_gpus.append(rec)
     nv, labels = None, None
     if p.topo:
-        labels = [d.label for d in p.topo.gpus]
-        nv = [[_nv(p.topo.level(a, b)) if a != b else None for b in labels] for a in labels]
+        # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
+        # topo -m gets a record, its links unknown where nvlink -s did not list it.
+        have = {g["index"] for g in out_gpus}
+        for d in p.topo.gpus:
+            k = int(d.label[3:])
+            if k not in have:
+                out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
+                                 "links_up": None, "inactive": None, "version": None, "links": [],
+                                 "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
+                                             "links_up": "not in the imported nvlink -s text",
+                                             "version": "nvidia-smi nvlink -s does not print it"}})
+        topo_labels = {d.label for d in p.topo.gpus}
+        # a GPU whose `GPU n:` header was cropped from nvlink -s has no index: "GPU?", no NV# row
+        labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
+        nv = [[_nv(p.topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
+               for b in labels] for a in labels]
     ups = [g["links_up"] for g in out_gpus]
     totals = [g["links_total"] for g in out_gpus]
     section: dict[str, Any] = {
         "supported": True if (any(u for u in ups if u) or (nv and any(x for r in nv for x in r))
-                              or any(g["all_inactive"] for g in out_gpus)) else None,
+                              or any(e["all_inactive"] for e in merged.values())) else None,
         "order": [g["bus_id"] for g in out_gpus],
         "gpus": out_gpus,
         "pairs": None,
@@ -415,9 +504,30 @@ def _nv(level: str | None) -> int | None:
 # facts["topology"]
 
 
+def _cpu_only_topology(cpu: CpuAffinity) -> dict[str, Any]:
+    """`topo -c N` alone: which GPUs are nearest to which CPU, no path matrix.  The GPUs it names
+    exist (a lower bound of the host's GPUs); every pair's path level is unknown."""
+    idx = sorted({i for v in cpu.nearest.values() for i in v})
+    devices = [{"name": f"GPU{i}", "kind": "gpu", "bus_id": None, "cpu_affinity": None, "numa": None,
+                "unknown": {"bus_id": "topo -c does not print bus ids", "cpu_affinity": "topo -c answers one CPU "
+                            "at a time: the full affinity list is not known", "numa": "not in topo -c"}}
+               for i in idx]
+    n = len(devices)
+    section: dict[str, Any] = {
+        "devices": devices,
+        "matrix": [["X" if a == b else None for b in range(n)] for a in range(n)],
+        "matrix_unknown": "only nvidia-smi topo -c was imported: path levels need topo -m",
+        "source": [["self" if a == b else None for b in range(n)] for a in range(n)],
+        "legend_style": None,
+        "nearest_gpus_by_cpu": {str(k): v for k, v in cpu.nearest.items()},
+        "notes": [str(x) for x in cpu.notes],
+    }
+    return _mark(section, [cpu.source], ["bus_id", "matrix"])
+
+
 def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
     if not p.topo:
-        return None
+        return _cpu_only_topology(p.cpu) if p.cpu is not None else None
     bus = {f"GPU{g['index']}": g["bus_id"] for g in (gpus or {}).get("list", [])}
     devices: list[dict[str, Any]] = []
     for d in p.topo.devices:
@@ -490,6 +600,32 @@ def _kind(d: PciDevice) -> str | None:
     return "other"
 
 
+# lspci -tv prints no class, only the pci.ids name: the device kind is read from the name where the
+# name says it (vendor and product line), else it stays unknown.  NVIDIA GPU names carry a chip
+# code (GA102, GH100, GV100, AD102, TU104, GB202) or a product in brackets; NVSwitch names say so.
+_NAME_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"NVIDIA.*NVSwitch", re.I), "nvswitch"),
+    (re.compile(r"NVIDIA.*(Audio|USB|Serial bus|UCSI|Bridge|BlueField)", re.I), "other"),
+    (re.compile(r"NVIDIA.*(\bG[A-Z]?\d{3}[A-Z]*\b|\bAD\d{3}\b|\bTU\d{3}\b|\[(Tesla|GeForce|Quadro|RTX|TITAN|"
+                r"[AHBLVT]\d{1,3}\b|H100|H200|A100))", re.I), "gpu"),
+    (re.compile(r"Mellanox|ConnectX|BlueField|Ethernet|InfiniBand|NetXtreme|BCM57\d{3}|\bE810\b|\bX710\b|"
+                r"Network (Connection|Controller)", re.I), "nic"),
+    (re.compile(r"Non-Volatile memory|NVMe|\bSSD\b", re.I), "nvme"),
+    (re.compile(r"(Advanced Micro Devices|AMD/ATI).*(Instinct|Radeon|\bMI\d{3}|Navi|Vega|Aldebaran)", re.I), "other_gpu"),
+    (re.compile(r"PEX\s?\d|PCIe (Gen ?\d )?Switch|PCI Express Switch|Switchtec", re.I), "bridge"),
+)
+
+
+def _kind_from_name(desc: str | None) -> str | None:
+    if not desc:
+        return None
+    for rx, kind in _NAME_KINDS:
+        if rx.search(desc):
+            return kind
+    # a named device of no kind fleetprobe tells apart (host bridges, USB, SATA, ...)
+    return "other"
+
+
 def _family(desc: str | None) -> str | None:
     if not desc:
         return None
@@ -526,10 +662,12 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
         if rec["class"] is None:
             unknown["class"] = "needs lspci -vvvnn (class code)"
-        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else None)
+        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else _kind_from_name(t.description) if t else None)
         rec["kind"] = kind
         if kind is None:
-            unknown["kind"] = "lspci -tv prints no device class" if t else "no class in the imported lines"
+            unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
+        elif v is None and t is not None and not t.is_bridge:
+            rec["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
         rec["family"] = _family((v.description if v else None) or (t.description if t else None))
         rec["label"] = rec["rdma"] = None
         rec["netdevs"] = None
@@ -585,7 +723,9 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         lk = d.get("link")
         if lk and lk.get("downgraded"):
             downgraded.append({"bdf": d["bdf"], "kind": d.get("kind"), **{k: lk[k] for k in (
-                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")}})
+                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")},
+                "max_of": lk["max_of"], "evidence": f"lspci {d['bdf']}: LnkSta vs LnkCap"
+                + (" of the device and its port" if lk["max_of"] == "link" else " of the device (its port's is not in the text)")})
     acs = []
     for d in devices:
         role = d.get("port_type")
@@ -623,7 +763,7 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
     }
     if gpus is None:
         section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
-                                   if partial else "device classes unknown (lspci -tv has none; add lspci -vvvnn)")
+                                   if partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
     low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
     return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
 
@@ -680,7 +820,9 @@ def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] |
     gen_max = cap.gen if cap else None
     width_max = cap.width if cap else None
     # What the link can train to is the lower of both ends' capabilities when the port is known.
+    max_of = "device"
     if parent is not None and parent.lnk_cap is not None:
+        max_of = "link"
         if gen_max and parent.lnk_cap.gen:
             gen_max = min(gen_max, parent.lnk_cap.gen)
         if width_max and parent.lnk_cap.width:
@@ -691,7 +833,7 @@ def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] |
     if not down and None not in (width_max, sta.width):
         down = sta.width < width_max  # type: ignore[operator]
     return {"gen_current": sta.gen, "gen_max": gen_max, "speed_current": _speed(sta.gen), "speed_max": _speed(gen_max),
-            "width_current": sta.width, "width_max": width_max, "downgraded": down,
+            "width_current": sta.width, "width_max": width_max, "downgraded": down, "max_of": max_of,
             "lspci_marks": {"speed": sta.speed_downgraded, "width": sta.width_downgraded}}
 
 
@@ -794,12 +936,35 @@ def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
         section = build(p)
         if section is not None:
             facts[key] = section
+    bench = p2p_facts(p)
+    if bench is not None:
+        facts["p2p"] = bench
+    if p.nccl:
+        facts["nccl"] = _mark(nccl_from_runs(p.nccl), p.sources(*p.nccl), [])
     return facts
+
+
+def p2p_facts(p: Parsed) -> dict[str, Any] | None:
+    """p2pBandwidthLatencyTest first (it prints bus ids and the peer-access matrix), else nvbandwidth."""
+    if p.bwlat is not None:
+        sec = p2p_from_bwlat(p.bwlat)
+        files = [p.bwlat.source]
+        if p.nvbandwidth:
+            sec["notes"] = [f"nvbandwidth output kept out of facts.p2p: {', '.join(x.source for x in p.nvbandwidth)}"
+                            " (p2pBandwidthLatencyTest was imported for the same host)"]
+    elif any(r.testcases for r in p.nvbandwidth):
+        # an nvbandwidth run that finished no testcase measured nothing: no p2p section (not "passed")
+        sec = p2p_from_nvbandwidth(p.nvbandwidth)
+        files = [x.source for x in p.nvbandwidth]
+    else:
+        return None
+    return _mark(sec, sorted(files), ["verified", "rank", "nvml_nvlink", "all_to_host", "guard"])
 
 
 def all_notes(p: Parsed) -> list[Note]:
     out: list[Note] = []
-    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose, *p.kernel_log, *p.ib):
+    for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose, *p.kernel_log, *p.ib,
+                p.bwlat, *p.nvbandwidth, *p.nccl):
         if obj is not None:
             out.extend(Note(n.line, f"{obj.source}: {n.text}") for n in obj.notes)
     return out

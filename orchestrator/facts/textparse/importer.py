@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.facts.textparse.bench import parse_nccl_tests, parse_nvbandwidth, parse_p2p_bwlat
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
-from orchestrator.facts.textparse.detect import KINDS, PARSED_KINDS, detect_kind
+from orchestrator.facts.textparse.csvquery import parse_smi_csv
+from orchestrator.facts.textparse.detect import PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
 from orchestrator.facts.textparse.ibstat import parse_ib
 from orchestrator.facts.textparse.kernel_log import parse_kernel_log
@@ -31,10 +33,14 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_list": parse_smi_list,
     "smi_query": parse_smi_query,
     "smi_query_xml": parse_smi_xml,
+    "smi_query_csv": parse_smi_csv,
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
     "kernel_log": parse_kernel_log,
     "ibstat": parse_ib,  # ibstat, ibstatus and ibv_devinfo
+    "p2p_bandwidth_latency": parse_p2p_bwlat,
+    "nvbandwidth": parse_nvbandwidth,
+    "nccl_tests": parse_nccl_tests,
 }
 
 # Raw mode: what to run on a host without Python, by kind.  Each is optional on the host; the
@@ -88,10 +94,7 @@ def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, An
         raise TextParseError(f"unknown kind {kind!r}; known: {', '.join(PARSED_KINDS)}", source)
     k = kind or detect_kind(text)
     if k not in PARSERS:
-        if k in KINDS:
-            raise TextParseError(f"recognised as {k} (a bandwidth benchmark): not imported as facts; "
-                                 "its numbers belong to the p2p section", source)
-        raise TextParseError("not a recognised nvidia-smi or lspci output, kernel log or ibstat text (give --kind to force one of: "
+        raise TextParseError("not a recognised nvidia-smi or lspci output, benchmark, kernel log or ibstat text (give --kind to force one of: "
                              f"{', '.join(PARSED_KINDS)})", source, 1)
     return k, PARSERS[k](text, source)
 
@@ -126,8 +129,6 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
         files.append(ImportedFile(source, k, True))
     facts = to_facts(p)
     notes.extend(str(n) for n in all_notes(p))
-    if p.cpu is not None and p.topo is None:
-        notes.append(f"{p.cpu.source}: topo -c answers are kept only beside a topo -m matrix (no facts section alone)")
     for sec in facts.values():
         notes.extend(f"merge: {x}" for x in sec.get("notes", []) if isinstance(x, str) and "disagree" in x)
     return ImportedHost(facts, files, notes, errors)

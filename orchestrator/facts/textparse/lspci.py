@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts.gpu_models import gen_from_speed
-from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
+from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, norm_bus_id
 
 _IDS = re.compile(r"\s\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\](?=\s|$)")
 _ROOT = re.compile(r"\[(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2})\]")
@@ -94,8 +94,8 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
     forks: dict[int, _Ctx] = {}
     nodes: dict[str, TreeNode] = {}
     roots: list[str] = []
-    notes: list[Note] = []
-    for ln, line in enumerate(text_lines(text, source), start=1):
+    lines, notes = clean_lines(text, source)
+    for ln, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if not re.match(r"^[\s|+\\`-]*[-+\\`]", line) or not re.search(r"\[|[0-9a-fA-F]{2}\.[0-7]", line):
@@ -141,7 +141,8 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
                 break
             bdf = f"{ctx.domain:04x}:{ctx.bus:02x}:{m.group(1).lower()}.{m.group(2)}"
             if bdf in nodes:
-                raise TextParseError(f"device {bdf} drawn twice (not a single lspci -t output?)", source, ln)
+                notes.append(Note(ln, f"device {bdf} drawn twice (two lspci -t outputs joined?): the second is skipped"))
+                break
             node = TreeNode(bdf, ctx.parent, ctx.root, ln)
             nodes[bdf] = node
             if ctx.parent:
@@ -277,9 +278,9 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
     devices: list[PciDevice] = []
-    notes: list[Note] = []
     cur: PciDevice | None = None
-    for ln, line in enumerate(text_lines(text, source), start=1):
+    lines, notes = clean_lines(text, source)
+    for ln, line in enumerate(lines, start=1):
         s = line.strip()
         if not s:
             continue

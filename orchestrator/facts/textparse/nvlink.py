@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, text_lines
+from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, is_redacted
 
 GPU_LINE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.*?)\s*\(UUID:\s*([^)]*?)\s*\)\s*$")
 _STATUS = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$", re.I)
@@ -49,6 +49,7 @@ class NvlinkGpu:
     uuid: str | None = None
     links: list[NvlinkLink] = field(default_factory=list)
     all_inactive: bool = False  # NVML's "all links are inActive" message (link count unknown then)
+    partial: bool = False  # the poster elided or cut some of this GPU's link lines
     message: str | None = None  # any NVML message printed for this GPU
     _by_link: dict[int, NvlinkLink] = field(default_factory=dict, repr=False, compare=False)
 
@@ -97,7 +98,6 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
         raise TextParseError("empty input (no text at all)", source, 1)
     gpus: list[NvlinkGpu] = []
     by_key: dict[tuple[int, str], NvlinkGpu] = {}  # (index, uuid): -s and -c of one GPU merge
-    notes: list[Note] = []
     cur: NvlinkGpu | None = None
     has_status = has_caps = False
     seen_status: set[tuple[int, int]] = set()
@@ -110,15 +110,23 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             notes.append(Note(line_no, "no 'GPU n:' line before the links: GPU index, name and UUID unknown"))
         return cur
 
-    for i, line in enumerate(text_lines(text, source), start=1):
+    lines, notes = clean_lines(text, source)
+    elided = {n.line for n in notes if n.line is not None and n.text.startswith("elision")}
+    for i, line in enumerate(lines, start=1):
+        if i in elided and cur is not None:
+            cur.partial = True  # lines of this GPU's block were left out
         if not line.strip():
             continue
         m = GPU_LINE.match(line)
         if m:
-            gkey = (int(m.group(1)), m.group(3))
+            uuid = m.group(3) or None
+            if is_redacted(uuid):
+                notes.append(Note(i, f"GPU {m.group(1)}: UUID redacted in the source: unknown"))
+                uuid = None
+            gkey = (int(m.group(1)), uuid or "")
             cur = by_key.get(gkey)
             if cur is None:
-                cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, m.group(3) or None)
+                cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, uuid)
                 gpus.append(cur)
             continue
         if _ALL_INACTIVE.search(line):
@@ -148,7 +156,7 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             elif _INACTIVE.match(value):
                 lk.active = False
             elif not value:
-                raise TextParseError(f"link {n} line has no value (truncated?)", source, i)
+                notes.append(Note(i, f"link {n} line has no value (truncated?): its state is unknown"))
             else:
                 notes.append(Note(i, f"link {n}: state {value!r} not understood; left unknown"))
             seen = (id(g), n)
@@ -164,4 +172,11 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
         notes.append(Note(i, f"not an nvlink line, ignored: {line.strip()[:80]!r}"))
     if not gpus:
         raise TextParseError("no 'GPU n:' or 'Link n:' lines found: not nvidia-smi nvlink output", source, 1)
+    for g in gpus:
+        listed = sorted(lk.link for lk in g.links)
+        # nvidia-smi lists every link a GPU has, 0..N-1 (inactive ones too): a gap means a cut paste
+        if listed and listed != list(range(listed[-1] + 1)):
+            g.partial = True
+            notes.append(Note(None, f"GPU {g.index}: links {listed[0]}..{listed[-1]} listed with gaps: "
+                                    "the listing is partial, its link count unknown"))
     return NvlinkReport(gpus, has_status, has_caps, notes, source)

@@ -12,7 +12,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
+from orchestrator.facts.textparse.common import (
+    Note,
+    TextParseError,
+    clean_lines,
+    decode_input,
+    is_redacted,
+    norm_bus_id,
+)
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 
 _MIG_LINE = re.compile(r"^\s*MIG\s+(\S+)\s+Device\s+(\d+)\s*:\s*\(UUID:\s*([^)]*?)\s*\)\s*$")
@@ -42,6 +49,7 @@ class ListedGpu:
     name: str
     uuid: str | None
     mig_devices: list[MigDevice] = field(default_factory=list)
+    uuid_unknown: str | None = None  # why uuid is None (redacted)
 
     @property
     def display(self) -> bool:
@@ -63,6 +71,7 @@ class SmiList:
     gpus: list[ListedGpu]
     notes: list[Note] = field(default_factory=list)
     source: str = "<text>"
+    partial: bool = False  # lines elided or GPU indices with gaps: the list is not the whole host
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,31 +88,45 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
         raise TextParseError("empty input (no text at all)", source, 1)
     gpus: list[ListedGpu] = []
     seen: set[int] = set()
-    notes: list[Note] = []
-    for i, line in enumerate(text_lines(text, source), start=1):
+    lines, notes = clean_lines(text, source)
+    for i, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         m = GPU_LINE.match(line)
         if m:
             idx = int(m.group(1))
             if idx in seen:
-                raise TextParseError(f"GPU {idx} is listed twice", source, i)
+                notes.append(Note(i, f"GPU {idx} is listed twice: the first line is kept, this one skipped"))
+                continue
             seen.add(idx)
-            gpus.append(ListedGpu(idx, m.group(2), m.group(3) or None))
+            uuid = m.group(3) or None
+            if is_redacted(uuid):
+                notes.append(Note(i, f"GPU {idx}: UUID redacted in the source: unknown"))
+                uuid = None
+            gpus.append(ListedGpu(idx, m.group(2), uuid, uuid_unknown="redacted in the source" if m.group(3) and not uuid
+                                  else None))
             continue
         m = _MIG_LINE.match(line)
         if m:
             if not gpus:
                 notes.append(Note(i, "MIG device before any GPU line, ignored"))
                 continue
-            gpus[-1].mig_devices.append(MigDevice(int(m.group(2)), m.group(1), m.group(3) or None))
+            mig_uuid = None if is_redacted(m.group(3)) else (m.group(3) or None)
+            gpus[-1].mig_devices.append(MigDevice(int(m.group(2)), m.group(1), mig_uuid))
             continue
         if re.match(r"^\s*(GPU|MIG)\b", line):
-            raise TextParseError(f"GPU/MIG line not understood (truncated?): {line.strip()[:80]!r}", source, i)
+            notes.append(Note(i, f"GPU/MIG line not understood (truncated?), skipped: {line.strip()[:80]!r}"))
+            continue
         notes.append(Note(i, f"not a -L line, ignored: {line.strip()[:80]!r}"))
     if not gpus:
         raise TextParseError("no 'GPU n: NAME (UUID: ...)' line found: not nvidia-smi -L output", source, 1)
-    return SmiList(gpus, notes, source)
+    listed = sorted(g.index for g in gpus)
+    partial = listed != list(range(len(listed))) or any(
+        n.text.startswith(("elision", "GPU/MIG line not understood")) for n in notes)
+    if partial:
+        notes.append(Note(None, f"GPUs {', '.join(map(str, listed))} listed with lines left out or cut: "
+                                f"the host has at least {listed[-1] + 1} GPU(s)"))
+    return SmiList(gpus, notes, source, partial)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +141,7 @@ class SmiGpu:
     name: str | None = None
     uuid: str | None = None
     serial: str | None = None
+    index: int | None = None  # --query-gpu's index column (-q prints GPUs in index order, no index)
     board_part_number: str | None = None
     vbios: str | None = None
     architecture: str | None = None
@@ -145,6 +169,9 @@ class SmiGpu:
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
     bar1_total_bytes: int | None = None
+    addressing_mode: str | None = None  # "none", "hmm", "ats" (Grace) as printed, lower case
+    power_limit_w: float | None = None
+    module_power_w: float | None = None  # "Module Power Readings" (Grace Hopper: the whole module)
     ecc_current: bool | None = None
     ecc_volatile_uncorrected: int | None = None
     ecc_aggregate_uncorrected: int | None = None
@@ -195,6 +222,8 @@ _NA = {"n/a", "[n/a]", "not available", "[not supported]", "not supported", "unk
 def _na_reason(v: str | None) -> str | None:
     if v is None:
         return "not printed"
+    if is_redacted(v):
+        return "redacted in the source"
     s = v.strip()
     if s.lower() in _NA or not s:
         return f"{s or 'empty'} in the source"
@@ -282,14 +311,22 @@ _FIELDS: list[tuple[str, Any, list[tuple[str, ...]], list[str]]] = [
     ("power_w", _float, [("GPU Power Readings", "Power Draw"), ("GPU Power Readings", "Instantaneous Power Draw"),
                          ("Power Readings", "Power Draw")],
      ["gpu_power_readings/power_draw", "gpu_power_readings/instant_power_draw", "power_readings/power_draw"]),
+    ("power_limit_w", _float, [("GPU Power Readings", "Current Power Limit"), ("Power Readings", "Power Limit")],
+     ["gpu_power_readings/current_power_limit", "power_readings/power_limit"]),
+    ("module_power_w", _float, [("Module Power Readings", "Power Draw")], ["module_power_readings/power_draw"]),
+    ("addressing_mode", lambda v: v.strip().lower(), [("Addressing Mode",)],
+     ["addressing_mode"]),
     ("memory_total_bytes", _mib, [("FB Memory Usage", "Total")], ["fb_memory_usage/total"]),
     ("memory_used_bytes", _mib, [("FB Memory Usage", "Used")], ["fb_memory_usage/used"]),
     ("bar1_total_bytes", _mib, [("BAR1 Memory Usage", "Total")], ["bar1_memory_usage/total"]),
     ("ecc_current", _bool, [("ECC Mode", "Current")], ["ecc_mode/current_ecc"]),
-    ("ecc_volatile_uncorrected", _int, [("ECC Errors", "Volatile", "DRAM Uncorrectable")],
-     ["ecc_errors/volatile/dram_uncorrectable"]),
-    ("ecc_aggregate_uncorrected", _int, [("ECC Errors", "Aggregate", "DRAM Uncorrectable")],
-     ["ecc_errors/aggregate/dram_uncorrectable"]),
+    # DRAM Uncorrectable since Ampere drivers; "Double Bit / Total" on older ones
+    ("ecc_volatile_uncorrected", _int, [("ECC Errors", "Volatile", "DRAM Uncorrectable"),
+                                        ("ECC Errors", "Volatile", "Double Bit", "Total")],
+     ["ecc_errors/volatile/dram_uncorrectable", "ecc_errors/volatile/double_bit/total"]),
+    ("ecc_aggregate_uncorrected", _int, [("ECC Errors", "Aggregate", "DRAM Uncorrectable"),
+                                         ("ECC Errors", "Aggregate", "Double Bit", "Total")],
+     ["ecc_errors/aggregate/dram_uncorrectable", "ecc_errors/aggregate/double_bit/total"]),
     ("ecc_aggregate_corrected", _int, [("ECC Errors", "Aggregate", "DRAM Correctable")],
      ["ecc_errors/aggregate/dram_correctable"]),
     ("remapped_correctable", _int, [("Remapped Rows", "Correctable Error")], ["remapped_rows/remapped_row_corr"]),
@@ -370,9 +407,8 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text, source)
+    lines, notes = clean_lines(text, source)
     root = _tree(lines)
-    notes: list[Note] = []
     gpus: list[SmiGpu] = []
     for node in root.children:
         m = re.fullmatch(r"GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", node.key)
@@ -380,7 +416,7 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
             continue
         gpu = SmiGpu(bus_id=norm_bus_id(m.group(1)))
         if not node.children:
-            raise TextParseError(f"GPU block {m.group(1)} has no fields (truncated?)", source, node.line)
+            notes.append(Note(node.line, f"GPU block {m.group(1)} has no fields (truncated?): only its bus id is known"))
 
         def lookup(path: tuple[str, ...], node: _Node = node) -> str | None:
             found = node.get(*path)

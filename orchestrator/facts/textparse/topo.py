@@ -13,11 +13,22 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.textparse.common import CPULIST, Note, TextParseError, decode_input, text_lines
+from orchestrator.facts.textparse.common import (
+    CPULIST,
+    Note,
+    TextParseError,
+    clean_lines,
+    decode_input,
+    is_redacted,
+)
 
 LEVEL_TOKEN = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC")
 _LEVEL_RUN = re.compile(r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)+")
 _LEVEL_PREFIX = re.compile(r"^((?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)+)(\d.*)$")
+# When the affinity value is wider than its column, nvidia-smi overwrites the last letter(s) of
+# the level before it: `PH0-115` is `PHB` + `0-115`, `NOD0-63` is `NODE` + `0-63`.
+_CUT_LEVEL = re.compile(r"^(PH|PI|PX|SY|NO|NOD|SO)(\d[\d,\-]*|N/A)$")
+_CUT_FULL = {"PH": "PHB", "PI": "PIX", "PX": "PXB", "SY": "SYS", "NO": "NODE", "NOD": "NODE", "SO": "SOC"}
 P2P_TOKEN = re.compile(r"X|OK|CNS|GNS|TNS|NS|DR|U")
 _P2P_RUN = re.compile(r"(?:X|OK|CNS|GNS|TNS|NS|DR|U)+")
 
@@ -35,6 +46,9 @@ _AFFINITY_FIT = {
     "numa_affinity": re.compile(r"\d+|N/A"),
     "gpu_numa_id": re.compile(r"\d+|N/A"),
 }
+# Where the position says which column a value is in, a NUMA affinity may be a range or a list
+# (a GPU near several nodes); guessing by content alone, a range is taken for CPU affinity.
+_AFFINITY_FIT_BY_POSITION = dict(_AFFINITY_FIT, numa_affinity=re.compile(rf"{CPULIST.pattern}|N/A"))
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _LEGEND_ENTRY = re.compile(r"^\s*(X|SYS|SOC|NODE|PHB|PXB|PIX|NV#|OK|CNS|GNS|TNS|NS|DR|U)\s*=\s*(.+?)\s*$")
 
@@ -47,6 +61,7 @@ class TopoDevice:
     name: str | None = None  # NIC legend name (mlx5_10) or the old-style column label itself
     cpu_affinity: str | None = None
     numa_affinity: int | None = None
+    numa_nodes: str | None = None  # the printed range/list when the affinity spans several nodes
     gpu_numa_id: int | None = None
     unknown: dict[str, str] = field(default_factory=dict)  # field -> why it is null
 
@@ -58,6 +73,7 @@ class TopoDevice:
             "name": self.name,
             "cpu_affinity": self.cpu_affinity,
             "numa_affinity": self.numa_affinity,
+            "numa_nodes": self.numa_nodes,
             "gpu_numa_id": self.gpu_numa_id,
             "unknown": dict(self.unknown),
         }
@@ -161,6 +177,7 @@ class _Header:
     line_no: int
     labels: list[str]
     affinity: list[str]  # affinity column keys in header order
+    affinity_pos: list[int] = field(default_factory=list)  # where each affinity header starts
 
 
 @dataclass
@@ -169,10 +186,12 @@ class _Row:
     label: str
     cells: list[str | None]
     tail: list[str]  # non-empty tokens after the matrix cells
+    tail_pos: list[int]  # the column each tail token starts at (space-aligned copies), or [] (tabs)
 
 
-def _header_tokens(line: str) -> tuple[list[str], list[str]] | None:
-    """Device labels and affinity columns of a header line, or None when it is not a header."""
+def _header_tokens(line: str) -> tuple[list[str], list[str], list[int]] | None:
+    """Device labels, affinity columns and where each affinity header starts, or None when the
+    line is not a header."""
     found: list[tuple[int, str]] = []
     rest = line
     for key, rx in _AFFINITY_HEADERS:
@@ -187,7 +206,7 @@ def _header_tokens(line: str) -> tuple[list[str], list[str]] | None:
         return None
     if not any(t.startswith("GPU") for t in labels):
         return None
-    return labels, [k for _, k in sorted(found)]
+    return labels, [k for _, k in sorted(found)], [pos for pos, _ in sorted(found)]
 
 
 def _row_tokens(line: str) -> list[str]:
@@ -203,6 +222,22 @@ def _row_tokens(line: str) -> list[str]:
     return line.split()[1:]
 
 
+def _tail_positions(line: str, tail: list[str]) -> list[int]:
+    """Start column of each tail token in a space-aligned row ([] for tab-separated rows, whose
+    empty cells the tabs themselves keep)."""
+    if "\t" in line or not tail:
+        return []
+    out: list[int] = []
+    end = len(line)
+    for tok in reversed(tail):
+        at = line.rfind(tok, 0, end)
+        if at < 0:
+            return []
+        out.append(at)
+        end = at
+    return list(reversed(out))
+
+
 def _split_cells(tokens: list[str], run: re.Pattern[str], single: re.Pattern[str]) -> list[str]:
     """Undo columns run together: 'NV1NV2' -> 'NV1', 'NV2'; 'PIX0-19' -> 'PIX', '0-19'."""
     out: list[str] = []
@@ -212,6 +247,10 @@ def _split_cells(tokens: list[str], run: re.Pattern[str], single: re.Pattern[str
             continue
         if run.fullmatch(t):
             out.extend(single.findall(t))
+            continue
+        cut = _CUT_LEVEL.match(t) if run is _LEVEL_RUN else None
+        if cut and (CPULIST.fullmatch(cut.group(2)) or cut.group(2) == "N/A"):
+            out.extend([_CUT_FULL[cut.group(1)], cut.group(2)])
             continue
         m = _LEVEL_PREFIX.match(t) if run is _LEVEL_RUN else None
         if m and (CPULIST.fullmatch(m.group(2)) or m.group(2) == "N/A"):
@@ -231,7 +270,7 @@ def _read_matrix(
     for i, line in enumerate(lines):
         parsed = _header_tokens(line)
         if parsed:
-            header = _Header(i + 1, parsed[0], parsed[1])
+            header = _Header(i + 1, parsed[0], parsed[1], parsed[2] if "\t" not in line else [])
             start = i + 1
             break
     if header is None:
@@ -250,8 +289,12 @@ def _read_matrix(
         end = i + 1
         stripped = line.strip()
         if not stripped:
+            # A blank (or an elision the cleaner blanked) inside the matrix: go on when a row follows.
             if rows:
-                break
+                nxt = next((x.strip() for x in lines[i + 1:] if x.strip()), "")
+                nxt_label = _SPLIT_RUN.split(nxt.split()[0])[0] if nxt else ""
+                if nxt_label not in label_set or nxt_label in seen:
+                    break
             continue
         if stripped.lower().startswith("legend"):
             break
@@ -260,7 +303,8 @@ def _read_matrix(
             notes.append(Note(i + 1, f"not part of the matrix, ignored: {stripped[:80]!r}"))
             continue
         if first in seen:
-            raise TextParseError(f"row {first} appears twice", source, i + 1)
+            notes.append(Note(i + 1, f"row {first} appears twice: the first one is kept, this line is skipped"))
+            continue
         seen.add(first)
         if stripped.split()[0] != first:  # the label ran into the first cell
             line = line.replace(first, first + " ", 1)
@@ -279,27 +323,37 @@ def _read_matrix(
                 cells.append(tok)
             elif CPULIST.fullmatch(tok) or tok == "N/A":
                 break  # affinity columns started early: the row is short
+            elif is_redacted(tok) or re.fullmatch(r"\?+|-+", tok):
+                cells.append(None)
+                notes.append(Note(i + 1, f"row {first}: column {labels[len(cells) - 1]} blanked out ({tok!r}): unknown"))
             else:
                 cells.append(None)
                 notes.append(Note(i + 1, f"row {first}: unknown value {tok!r} in column {labels[len(cells) - 1]}"))
         if len(cells) < n:
-            raise TextParseError(
-                f"row {first} has {len(cells)} of {n} matrix cells (truncated line or not a square matrix)",
-                source,
-                i + 1,
-            )
+            notes.append(Note(i + 1, f"row {first} has {len(cells)} of {n} matrix cells (truncated line?): "
+                                     "the missing cells are unknown"))
+            cells += [None] * (n - len(cells))
         tail = [t for t in tokens[k:] if t != ""]
-        rows.append(_Row(i + 1, first, cells, tail))
+        rows.append(_Row(i + 1, first, cells, tail, _tail_positions(line, tail)))
+    if not rows:
+        raise TextParseError(f"no {what} rows under the header (truncated?)", source, header.line_no)
     if len(rows) != n:
         missing = [x for x in labels if x not in seen]
         last = rows[-1].line_no if rows else header.line_no
-        raise TextParseError(
-            f"matrix is not square: {n} columns but {len(rows)} rows (missing {', '.join(missing)}; truncated?)",
-            source,
-            last,
-        )
+        notes.append(Note(last, f"matrix has {n} columns but {len(rows)} rows (missing {', '.join(missing)}: an "
+                                "excerpt or truncated paste); their rows are unknown"))
+        for x in missing:
+            rows.append(_Row(last, x, [("X" if y == x else None) for y in labels], [], []))
+    cut = {r.label for r in rows if any(c is None for c in r.cells)}
     by_label = {r.label: r for r in rows}
     ordered = [by_label[x] for x in labels]
+    # The path between two devices is one path: a cell lost to a cut row is its mirror cell.
+    for i, r in enumerate(ordered):
+        if r.label not in cut:
+            continue
+        for j, c in enumerate(r.cells):
+            if c is None and ordered[j].cells[i] is not None:
+                r.cells[j] = ordered[j].cells[i]
     return header, ordered, end, notes
 
 
@@ -333,14 +387,30 @@ def _legend(lines: Iterable[tuple[int, str]]) -> tuple[dict[str, str], dict[str,
     return legend, nic_names
 
 
-def _assign_tail(tail: list[str], columns: list[str]) -> tuple[dict[str, str], str | None]:
+def _assign_by_column(tail: list[str], pos: list[int], columns: list[str], header_pos: list[int]) -> dict[str, str] | None:
+    """Space-aligned copy with empty cells: each value belongs to the affinity header it starts
+    nearest to.  None unless that gives every value its own column and each value fits it."""
+    if not pos or len(pos) != len(tail) or len(header_pos) != len(columns):
+        return None
+    out: dict[str, str] = {}
+    for tok, at in zip(tail, pos):
+        col = min(range(len(columns)), key=lambda c: abs(header_pos[c] - at))
+        if columns[col] in out or not _AFFINITY_FIT_BY_POSITION[columns[col]].fullmatch(tok):
+            return None
+        out[columns[col]] = tok
+    return out
+
+
+def _assign_tail(tail: list[str], columns: list[str], pos: list[int] | None = None,
+                 header_pos: list[int] | None = None) -> tuple[dict[str, str], str | None]:
     """Give the non-empty tail tokens to affinity columns, by position when the count matches and by
-    content when cells are empty; an ambiguous fit assigns nothing (and says so)."""
+    content when cells are empty, then by the header's column positions; an ambiguous fit assigns
+    nothing (and says so)."""
     if not tail or not columns:
         return {}, None
     if len(tail) >= len(columns):
         head = tail[: len(columns)]
-        if all(_AFFINITY_FIT[c].fullmatch(t) for c, t in zip(columns, head)):
+        if all(_AFFINITY_FIT_BY_POSITION[c].fullmatch(t) for c, t in zip(columns, head)):
             return dict(zip(columns, head)), (f"extra text ignored: {' '.join(tail[len(columns):])!r}"
                                               if len(tail) > len(columns) else None)
         return {}, f"affinity cells {' '.join(tail)!r} do not fit columns {', '.join(columns)}"
@@ -359,6 +429,9 @@ def _assign_tail(tail: list[str], columns: list[str]) -> tuple[dict[str, str], s
     walk(0, 0, {})
     if len(fits) == 1:
         return fits[0], None
+    by_col = _assign_by_column(tail, pos or [], columns, header_pos or [])
+    if by_col is not None:
+        return by_col, None
     return {}, f"cannot tell which affinity column {' '.join(tail)!r} belongs to (cells are empty)"
 
 
@@ -367,8 +440,9 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text, source)
+    lines, pre = clean_lines(text, source)
     header, rows, end, notes = _read_matrix(lines, source, LEVEL_TOKEN, _LEVEL_RUN, "topology matrix")
+    notes[:0] = pre
     if any(c == "SOC" for r in rows for c in r.cells):
         notes.append(Note(None, "old legend: SOC (CPU socket interconnect) read as SYS"))
     for r in rows:
@@ -387,11 +461,14 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
         if kind == "nic":
             if re.fullmatch(r"NIC\d+", r.label):
                 dev.name = nic_names.get(r.label)
-                if dev.name is None:
+                if dev.name is not None and is_redacted(dev.name):
+                    dev.name = None
+                    dev.unknown["name"] = "redacted in the source"
+                elif dev.name is None:
                     dev.unknown["name"] = "no NIC Legend entry for " + r.label
             else:
                 dev.name = r.label
-        values, problem = _assign_tail(r.tail, header.affinity)
+        values, problem = _assign_tail(r.tail, header.affinity, r.tail_pos, header.affinity_pos)
         if problem:
             notes.append(Note(r.line_no, f"row {r.label}: {problem}"))
         for col in header.affinity:
@@ -406,7 +483,12 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
             elif col == "cpu_affinity":
                 dev.cpu_affinity = v
             elif col == "numa_affinity":
-                dev.numa_affinity = int(v)
+                if v.isdigit():
+                    dev.numa_affinity = int(v)
+                else:
+                    # A GPU close to several NUMA nodes (Grace, some AMD boards): no single node.
+                    dev.numa_nodes = v
+                    dev.unknown[col] = f"spans NUMA nodes {v}"
             else:
                 dev.gpu_numa_id = int(v)
         for col in ("cpu_affinity", "numa_affinity", "gpu_numa_id"):
@@ -421,7 +503,7 @@ def parse_topo_p2p(text: str | bytes, source: str = "<text>", mode: str | None =
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    lines = text_lines(text, source)
+    lines, pre = clean_lines(text, source)
     if mode is None:
         for line in lines:
             m = re.search(r"topo\s+(?:-p2p|--p2pstatus)\s*([rwnap])\b", line)
@@ -429,6 +511,7 @@ def parse_topo_p2p(text: str | bytes, source: str = "<text>", mode: str | None =
                 mode = m.group(1)
                 break
     header, rows, end, notes = _read_matrix(lines, source, P2P_TOKEN, _P2P_RUN, "P2P status matrix")
+    notes[:0] = pre
     for r in rows:
         if r.tail:
             notes.append(Note(r.line_no, f"row {r.label}: extra text ignored: {' '.join(r.tail)!r}"))
@@ -443,9 +526,8 @@ _CPU_HEAD = re.compile(r"The GPUs that have an affinity with CPU\s+(\d+)\s+are\s
 def parse_topo_cpu(text: str | bytes, source: str = "<text>") -> CpuAffinity:
     """Parse one or more `nvidia-smi topo -c N` outputs: CPU -> nearest GPU indices."""
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    lines = text_lines(text, source)
+    lines, notes = clean_lines(text, source)
     nearest: dict[int, list[int]] = {}
-    notes: list[Note] = []
     i = 0
     while i < len(lines):
         m = _CPU_HEAD.search(lines[i])
@@ -461,11 +543,14 @@ def parse_topo_cpu(text: str | bytes, source: str = "<text>") -> CpuAffinity:
             while j < len(lines) and not lines[j].strip():
                 j += 1
             if j >= len(lines):
-                raise TextParseError(f"the GPU list for CPU {cpu} is missing (truncated?)", source, i + 1)
+                notes.append(Note(i + 1, f"the GPU list for CPU {cpu} is missing (truncated?): skipped"))
+                break
             rest = lines[j].strip()
             j += 1
         if not re.fullmatch(r"\d+(?:\s*,\s*\d+)*,?", rest):
-            raise TextParseError(f"GPU list for CPU {cpu} is not a list of indices: {rest[:60]!r}", source, j)
+            notes.append(Note(j, f"GPU list for CPU {cpu} is not a list of indices, skipped: {rest[:60]!r}"))
+            i = j
+            continue
         if cpu in nearest:
             notes.append(Note(i + 1, f"CPU {cpu} answered twice; the later answer is kept"))
         nearest[cpu] = [int(x) for x in re.findall(r"\d+", rest)]

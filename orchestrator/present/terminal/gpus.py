@@ -27,7 +27,10 @@ def _fans(g: dict[str, Any]) -> str:
         return "none"  # NVML answered: this board has no fans (SXM, passive cooling)
     if fans:
         return "/".join(_na(f.get("speed_pct"), "{}%") for f in fans)
-    return "N/A" if g.get("fans_unknown") == "NOT_SUPPORTED" else f"? ({g.get('fans_unknown')})"
+    if g.get("fans_unknown") == "NOT_SUPPORTED":
+        return "N/A"
+    # a text import without fan lines has no NVML reason: "?" alone, never "(None)"
+    return f"? ({g['fans_unknown']})" if g.get("fans_unknown") else "?"
 
 
 def _mig(g: dict[str, Any]) -> str:

@@ -21,8 +21,15 @@ def _gpus(rec: dict[str, Any]) -> str:
     if not g:
         return "-"
     gpus = g.get("list") or []
-    names = Counter(str(x.get("name")) for x in gpus)
-    return ", ".join(f"{n}x {clean(name, 40)}" for name, n in names.items()) or "0"
+    # a GPU whose name the text does not give (topo -m, nvbandwidth) is "?", never "None"
+    names = Counter(str(x.get("name") or x.get("model") or "?") for x in gpus)
+    text = ", ".join(f"{n}x {clean(name, 40)}" for name, n in names.items()) or "0"
+    count, at_least = g.get("count"), g.get("count_at_least")
+    if isinstance(count, int) and count > len(gpus):
+        return f"{count} ({len(gpus)} described: {text})"  # a -q excerpt: Attached GPUs is the count
+    if count is None and isinstance(at_least, int):
+        return f">={at_least} ({text})"  # nvlink -s -i N: part of the host
+    return text
 
 
 def hosts_table(fleet: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation
+from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 _NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
 HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
@@ -352,9 +352,50 @@ def check_serial_duplicates(views: list[HostView]) -> Iterable[Finding]:
     return _identity_duplicates(views, "serial", "identity.gpu_serial.duplicate", "serial")
 
 
+# All-to-all NV<n> over a switch fabric (or a full bridge) comes in these GPU counts per host; a
+# different count on such a fabric means GPUs are missing or withheld (HGX/DGX boards carry 8,
+# Grace trays 4, HGX H100 4-GPU boards are NV6 all-to-all, DGX-2 16 x NV6, bridged pairs 2).
+FABRIC_COUNTS: dict[int, tuple[int, ...]] = {6: (4, 16), 12: (2, 8), 18: (2, 4, 8)}
+
+
+def check_fabric_count(view: HostView) -> Iterator[Finding]:
+    """A count question without a written count: every GPU pair at the same NV# of a switch
+    fabric, but fewer (or more) GPUs than any board of that fabric carries."""
+    if view.expect.gpu_count is not None:
+        return  # gpu.count.mismatch judges against the written count
+    topo = view.facts.get("topology")
+    if not isinstance(topo, dict):
+        return
+    devices = topo.get("devices") or []
+    matrix = topo.get("matrix") or []
+    idx = [i for i, d in enumerate(devices) if isinstance(d, dict) and d.get("kind") == "gpu"]
+    if len(idx) < 3:
+        return
+    try:
+        cells = {matrix[a][b] for a in idx for b in idx if a != b}
+    except (IndexError, TypeError):
+        return
+    if len(cells) != 1:
+        return
+    cell = next(iter(cells))
+    if not (isinstance(cell, str) and cell.startswith("NV") and cell[2:].isdigit()):
+        return
+    boards = FABRIC_COUNTS.get(int(cell[2:]))
+    if boards is None or len(idx) in boards:
+        return
+    yield unknown("gpu.count.partial_fabric", view.name, "GPUs",
+                  f"{len(idx)} GPUs, every pair {cell}: a fabric of that kind carries "
+                  f"{' or '.join(map(str, boards))} GPUs per host, so GPUs may be missing or withheld",
+                  severity=Severity.WARN, expected=list(boards), actual=len(idx),
+                  evidence=["topology.matrix"],
+                  hint="compare with the order (`probe_expect: {gpu_count: 8}` makes it a pass/fail check); "
+                       "on a VM the provider may hand out part of a board; on bare metal check "
+                       "`lspci | grep -i nvidia` and `dmesg | grep -i nvrm` for the missing GPUs")
+
+
 CHECKS: list[HostCheck] = [
     check_lost, check_count, check_model, check_nvlink_links, check_p2p_vs_nvlink, check_mig,
-    check_virtualization, check_fans, check_row_remap, check_fabric,
+    check_virtualization, check_fans, check_row_remap, check_fabric, check_fabric_count,
 ]
 FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates]
 # The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
@@ -377,6 +418,7 @@ FINDING_IDS: tuple[str, ...] = (
     "nvlink.fabric.incomplete",
     "identity.uuid.duplicate",
     "identity.gpu_serial.duplicate",
+    "gpu.count.partial_fabric",
 )
 
 _GPUS = Needs(sections=("gpus",), gpus=True)
@@ -398,4 +440,6 @@ NEEDS: dict[str, Needs] = {
     "nvlink.fabric.incomplete": _GPUS,
     "identity.uuid.duplicate": _GPUS,
     "identity.gpu_serial.duplicate": _GPUS,
+    # reads the GPU-to-GPU cells of `nvidia-smi topo -m`, and only where no gpu_count is written
+    "gpu.count.partial_fabric": Needs(sections=("topology",), gpus=True),
 }

@@ -187,12 +187,15 @@ def _platform_blocks_p2p(facts: dict[str, Any]) -> str | None:
     return None
 
 
-def _name(i: int, bus: str) -> str:
-    return f"GPU{i} ({bus})"
+def _name(i: int, bus: str | None) -> str:
+    # an imported benchmark (nvbandwidth) may not print bus ids: unknown, never "None"
+    return f"GPU{i} ({bus or 'bus id unknown'})"
 
 
 def _pair_name(p: dict[str, Any]) -> str:
-    return f"GPU{p['src']}->GPU{p['dst']} ({p['src_bus_id']} -> {p['dst_bus_id']})"
+    if not (p["src_bus_id"] or p["dst_bus_id"]):
+        return f"GPU{p['src']}->GPU{p['dst']} (bus ids unknown)"
+    return f"GPU{p['src']}->GPU{p['dst']} ({p['src_bus_id'] or '?'} -> {p['dst_bus_id'] or '?'})"
 
 
 @dataclass

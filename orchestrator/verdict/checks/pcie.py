@@ -115,8 +115,11 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         width_low = (e["width_current"] or 0) < (e["width_max"] or 0)
         actual = f"{_gw(e['gen_current'], e['width_current'])} ({e.get('speed_current')})"
         expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
-        subject = names.get(b, f"{e.get('kind')} {b}")
-        evidence = [f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
+        subject = names.get(b, f"{e.get('kind') or 'PCI device'} {b}")
+        # a text import may know only the device's own LnkCap, not its port's: claim only that
+        ends = "the device supports" if e.get("max_of") == "device" else "both ends support"
+        evidence = [e["evidence"]] if e.get("evidence") else [
+            f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
         if below_expect:
             yield fault("pcie.link.downgraded", view.name, subject,
                         f"{subject} link trained at {actual}, expected at least {expected}",
@@ -125,7 +128,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                              "compare with `lspci -vvv` LnkSta")
         elif width_low or not gpu:
             yield fault("pcie.link.downgraded", view.name, subject,
-                        f"{subject} link trained at {actual}, both ends support {_gw(e['gen_max'], e['width_max'])}",
+                        f"{subject} link trained at {actual}, {ends} {_gw(e['gen_max'], e['width_max'])}",
                         severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
                         hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
         else:
@@ -400,8 +403,43 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
                     hint="the GPU's RDMA traffic will cross the host bridge; check NIC placement against the design")
 
 
+def check_gpu_link_without_pcie(view: HostView) -> Iterator[Finding]:
+    """No PCIe tree (the pcie probe did not run, or an import of `nvidia-smi -q` / `--query-gpu`
+    alone): NVML's own view of each GPU's link is judged like the tree's.  NVML's max is already
+    the lower of the GPU's and the slot's, so a width below it is a lane fault."""
+    if _facts(view) is not None:
+        return  # check_link_downgraded judges the tree, which names the port too
+    exp_gen, exp_width = view.expect.pcie_gen, view.expect.pcie_width
+    for g in _nvml_gpus(view):
+        link = g.get("pcie")
+        if not isinstance(link, dict):
+            continue
+        cur_g, cur_w, max_g, max_w = (link.get(k) for k in ("gen_current", "width_current", "gen_max", "width_max"))
+        if not isinstance(cur_g, int) or not isinstance(cur_w, int):
+            continue
+        subject = f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
+        actual = f"{_gw(cur_g, cur_w)} ({link.get('speed_current')})"
+        evidence = [f"nvml.gpus[{g.get('index')}].pcie: current vs max link generation/width"]
+        if (exp_gen and cur_g < exp_gen) or (exp_width and cur_w < exp_width):
+            want = _gw(exp_gen or max_g, exp_width or max_w)
+            yield fault("pcie.link.downgraded", view.name, subject, f"{subject} link at {actual}, expected at least {want}",
+                        expected=want, actual=actual, evidence=evidence,
+                        hint="reseat the card or riser, check the slot's bifurcation/link settings in the BIOS")
+        elif isinstance(max_w, int) and cur_w < max_w:
+            yield fault("pcie.link.downgraded", view.name, subject,
+                        f"{subject} link trained at {actual}, the GPU and its slot allow {_gw(max_g, max_w)}",
+                        severity=Severity.WARN, expected=_gw(max_g, max_w), actual=actual, evidence=evidence,
+                        hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
+        elif isinstance(max_g, int) and cur_g < max_g:
+            yield unknown("pcie.link.downgraded", view.name, subject,
+                          f"{subject} link at {actual} below its {_gw(max_g, max_w)}; GPUs slow the link when idle",
+                          expected=_gw(max_g, max_w), actual=actual, evidence=evidence,
+                          hint="re-check while the GPU is busy; set probe_expect.pcie_gen to make this a hard requirement")
+
+
 CHECKS: list[HostCheck] = [
     check_link_downgraded,
+    check_gpu_link_without_pcie,
     check_nic_shared_switch,
     check_acs,
     check_gpu_count,
@@ -422,7 +460,7 @@ FINDING_IDS: tuple[str, ...] = (
 _PCIE = Needs(sections=("pcie",))
 # What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
 NEEDS: dict[str, Needs] = {
-    "pcie.link.downgraded": _PCIE,
+    "pcie.link.downgraded": Needs(any_of=("pcie", "gpus")),  # the tree, else NVML's own view of each GPU link
     "pcie.nic.shared_switch": _PCIE,
     "pcie.acs.enabled": _PCIE,
     "gpu.count.pci_vs_driver": Needs(sections=("pcie",), gpus=True),

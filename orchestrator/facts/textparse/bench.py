@@ -1,0 +1,482 @@
+"""Benchmark outputs -> dataclasses: p2pBandwidthLatencyTest (CUDA samples), nvbandwidth (text and
+`--json`) and nccl-tests (`*_perf` text, with `#` headers or without, NCCL INFO lines and mpirun
+noise mixed in; `-J` JSON).
+
+Pure functions.  Every line that is not part of a table the parser knows is skipped with a note;
+a table cut short keeps the cells it has (the rest are unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
+
+_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _num(tok: str) -> float | None:
+    return float(tok) if _NUM.fullmatch(tok) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# p2pBandwidthLatencyTest
+
+
+@dataclass
+class BenchDevice:
+    index: int
+    name: str | None
+    bus_id: str | None
+
+
+@dataclass
+class BwLatency:
+    devices: list[BenchDevice]
+    can_access: dict[tuple[int, int], bool]
+    matrices: dict[str, list[list[float | None]]]  # key (see _P2P_TITLES) -> n x n, row = source
+    notes: list[Note] = field(default_factory=list)
+    source: str = "<text>"
+
+
+_DEVICE = re.compile(r"^\s*Device:\s*(\d+),\s*(.+?),\s*pciBusID:\s*([0-9a-fA-F]+),\s*pciDeviceID:\s*([0-9a-fA-F]+),"
+                     r"\s*pciDomainID:\s*([0-9a-fA-F]+)")
+_ACCESS = re.compile(r"^\s*Device=(\d+)\s+(CAN|CANNOT)\s+Access\s+Peer\s+Device=(\d+)", re.I)
+# Title of each matrix -> facts key.  The CPU latency block has no title of its own: it follows
+# the GPU block of the same title (`   CPU     0      1 ...`).
+_P2P_TITLES = (
+    (re.compile(r"Unidirectional P2P=Disabled Bandwidth", re.I), "ce_p2p_off_gbps"),
+    (re.compile(r"Unidirectional P2P=Enabled Bandwidth", re.I), "ce_gbps"),
+    (re.compile(r"Bidirectional P2P=Disabled Bandwidth", re.I), "bidir_p2p_off_gbps"),
+    (re.compile(r"Bidirectional P2P=Enabled Bandwidth", re.I), "bidir_gbps"),
+    (re.compile(r"P2P=Disabled Latency", re.I), "latency_p2p_off_us"),
+    (re.compile(r"P2P=Enabled Latency", re.I), "latency_us"),
+    (re.compile(r"P2P Connectivity Matrix", re.I), "connectivity"),
+)
+
+
+def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[Note], what: str
+                 ) -> tuple[list[list[float | None]], int, int | None]:
+    """Read `D\\D 0 1 ...` / `GPU 0 1 ...` / `0 1 ...` header plus rows from lines[start].
+    Returns (matrix, next line index, column count)."""
+    i = start
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i >= len(lines):
+        return [], i, None
+    head = lines[i].split()
+    if head and not head[0].isdigit():
+        head = head[1:]
+    if not head or not all(t.isdigit() for t in head):
+        return [], i, None
+    cols = [int(t) for t in head]
+    n = len(cols)
+    rows: dict[int, list[float | None]] = {}
+    i += 1
+    while i < len(lines):
+        toks = lines[i].split()
+        if not toks or not toks[0].isdigit():
+            break
+        r = int(toks[0])
+        vals: list[float | None] = []
+        for t in toks[1:1 + n]:
+            v = _num(t)
+            if v is None and t.upper() not in ("N/A", "-"):
+                notes.append(Note(i + 1, f"{what}: value {t!r} not understood: unknown"))
+            vals.append(v)
+        if len(vals) < n:
+            notes.append(Note(i + 1, f"{what}: row {r} has {len(vals)} of {n} values (truncated?)"))
+            vals += [None] * (n - len(vals))
+        rows[r] = vals
+        i += 1
+    size = max([n, *(r + 1 for r in rows)]) if n_hint is None else max(n, n_hint)
+    matrix: list[list[float | None]] = [[None] * size for _ in range(size)]
+    for r, vals in rows.items():
+        for c, v in zip(cols, vals):
+            if r < size and c < size:
+                matrix[r][c] = v
+    return matrix, i, n
+
+
+def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
+    text = decode_input(text, source) if isinstance(text, bytes) else text
+    lines = text_lines(text, source)
+    notes: list[Note] = []
+    devices: dict[int, BenchDevice] = {}
+    access: dict[tuple[int, int], bool] = {}
+    matrices: dict[str, list[list[float | None]]] = {}
+    i = 0
+    last_key: str | None = None
+    while i < len(lines):
+        line = lines[i]
+        m = _DEVICE.match(line)
+        if m:
+            bus = norm_bus_id(f"{int(m.group(5), 16):04x}:{m.group(3)}:{m.group(4)}.0")
+            devices[int(m.group(1))] = BenchDevice(int(m.group(1)), m.group(2).strip(), bus)
+            i += 1
+            continue
+        m = _ACCESS.match(line)
+        if m:
+            access[(int(m.group(1)), int(m.group(3)))] = m.group(2).upper() == "CAN"
+            i += 1
+            continue
+        key = next((k for rx, k in _P2P_TITLES if rx.search(line)), None)
+        if key is None and last_key and line.split()[:1] == ["CPU"]:
+            key = last_key.replace("latency", "latency_cpu")
+            i -= 1  # the CPU header line is the matrix header
+        if key is not None:
+            mat, nxt, _ = _read_square(lines, i + 1, len(devices) or None, notes, key)
+            if mat:
+                matrices[key] = mat
+                last_key = key if key.startswith("latency") else None
+                i = nxt
+                continue
+        if line.strip() and not re.match(r"^\s*(\[P2P|\*\*\*NOTE|NOTE:|So you can|Performance can|\[|\d+\s*$)", line):
+            notes.append(Note(i + 1, f"not part of a p2pBandwidthLatencyTest table, ignored: {line.strip()[:80]!r}"))
+        i += 1
+    if not devices and not matrices:
+        raise TextParseError("no 'Device: N, NAME, pciBusID' line and no bandwidth matrix found", source, 1)
+    n = max([*(d + 1 for d in devices), *(len(m) for m in matrices.values())])
+    devs = [devices.get(k) or BenchDevice(k, None, None) for k in range(n)]
+    return BwLatency(devs, access, matrices, notes, source)
+
+
+# ---------------------------------------------------------------------------------------------
+# nvbandwidth
+
+
+@dataclass
+class NvBandwidth:
+    version: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    # testcase -> one entry per run: (description, rows); a row is a list of cells (None: N/A)
+    testcases: dict[str, list[tuple[str, list[list[float | None]]]]]
+    devices: dict[int, BenchDevice] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+    source: str = "<text>"
+
+
+_NVB_DEVICE = re.compile(r"^\s*Device\s+(\d+)\s*:\s*(.+?)\s*(?:\(([0-9a-fA-F:.]+)\))?\s*$")
+
+
+def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
+    text = decode_input(text, source) if isinstance(text, bytes) else text
+    if text.lstrip().startswith("{"):
+        return _nvbandwidth_json(text, source)
+    lines = text_lines(text, source)
+    notes: list[Note] = []
+    version = driver = cuda = None
+    cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
+    devices: dict[int, BenchDevice] = {}
+    current: str | None = None
+    named: set[str] = set()  # testcases whose table of the current run was read
+    i = 0
+    while i < len(lines):
+        s = lines[i].strip()
+        m = re.match(r"nvbandwidth Version:\s*(\S+)", s)
+        if m:
+            version = m.group(1)
+        m = re.match(r"Driver Version:\s*(\S+)", s)
+        if m:
+            driver = m.group(1)
+        m = re.match(r"CUDA Runtime Version:\s*(\S+)", s)
+        if m:
+            cuda = m.group(1)
+        m = _NVB_DEVICE.match(s)
+        if m and not s.startswith("Device to"):
+            bus = m.group(3)
+            # nvbandwidth prints "(00000000:99:00)": domain, bus, device; the function is 0
+            devices[int(m.group(1))] = BenchDevice(int(m.group(1)), m.group(2),
+                                                    norm_bus_id(bus if "." in bus else bus + ".0") if bus else None)
+        m = re.match(r"Running\s+(\w+)\.?", s)
+        if m:
+            current = m.group(1)
+            named.discard(current)  # a repeated run of the same testcase
+            i += 1
+            continue
+        if re.search(r"\((GB/s|ns|us)\)\s*$", s) and (current is None or current in named):
+            # the "Running <testcase>." line was left out of the paste: the SUM line names the table
+            later = next((re.match(r"SUM\s+(\w+)", x.strip()) for x in lines[i + 1:i + 40]
+                          if x.strip().startswith("SUM ")), None)
+            if later is not None:
+                current = later.group(1)
+                notes.append(Note(i + 1, f"table without its 'Running' line: named {current} from its SUM line"))
+        if current and current not in named and re.search(r"\((GB/s|ns|us)\)\s*$", s):
+            rows: list[list[float | None]] = []
+            j = i + 1
+            cols = lines[j].split() if j < len(lines) else []
+            if cols and all(c.isdigit() for c in cols):
+                j += 1
+                while j < len(lines):
+                    toks = lines[j].split()
+                    if not toks or not toks[0].isdigit():
+                        break
+                    row = [_num(t) for t in toks[1:]]
+                    rows.append(row)
+                    j += 1
+                cases.setdefault(current, []).append((s, rows))
+                named.add(current)
+                i = j
+                continue
+        if s and not re.match(r"^(#+|SUM |COEFFICIENT_OF_VARIATION |NOTE:|Performance can|Built from|CUDA |"
+                              r"nvbandwidth|Driver Version|Device \d+|Waived|Running)", s):
+            notes.append(Note(i + 1, f"not part of an nvbandwidth table, ignored: {s[:80]!r}"))
+        i += 1
+    if not cases and not devices:
+        raise TextParseError("no nvbandwidth testcase table ('Running <testcase>.' and a matrix) found", source, 1)
+    if not cases:
+        notes.append(Note(None, "no testcase finished (no result table): only the device list is read"))
+    return NvBandwidth(version, driver, cuda, cases, devices, notes, source)
+
+
+def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
+    top = doc.get("nvbandwidth", doc) if isinstance(doc, dict) else {}
+    notes: list[Note] = []
+    cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
+    for tc in top.get("testcases") or []:
+        if not isinstance(tc, dict) or not tc.get("name"):
+            continue
+        if str(tc.get("status", "Passed")).lower() not in ("passed", "pass"):
+            notes.append(Note(None, f"testcase {tc.get('name')}: status {tc.get('status')!r}, not read"))
+            continue
+        matrix = tc.get("bandwidth_matrix") or tc.get("latency_matrix") or []
+        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)]
+        cases.setdefault(str(tc["name"]), []).append((str(tc.get("bandwidth_description") or
+                                                          tc.get("latency_description") or ""), rows))
+    if not cases:
+        raise TextParseError("nvbandwidth JSON without a passed testcase", source, 1)
+    return NvBandwidth(top.get("version"), top.get("Driver Version") or top.get("driver_version"),
+                       top.get("CUDA Runtime Version"), cases, {}, notes, source)
+
+
+def nvbandwidth_median(runs: list[tuple[str, list[list[float | None]]]]) -> tuple[str, list[list[float | None]]]:
+    """Repeated runs of one testcase -> one matrix: the median of each cell over the runs that have it."""
+    desc = runs[0][0]
+    height = max(len(r) for _, r in runs)
+    width = max((len(row) for _, r in runs for row in r), default=0)
+    out: list[list[float | None]] = []
+    for a in range(height):
+        row: list[float | None] = []
+        for b in range(width):
+            vals = [r[a][b] for _, r in runs if a < len(r) and b < len(r[a]) and r[a][b] is not None]
+            row.append(round(statistics.median([v for v in vals if v is not None]), 2) if vals else None)
+        out.append(row)
+    return desc, out
+
+
+# ---------------------------------------------------------------------------------------------
+# nccl-tests
+
+
+@dataclass
+class NcclRun:
+    op: str | None  # all_reduce, all_gather, ... (from the command line or the binary name)
+    version: str | None
+    ranks: int | None  # devices listed under "Using devices"
+    hosts: list[str]
+    devices: list[dict[str, Any]]  # rank, host, device, bus_id, name
+    results: list[dict[str, Any]]
+    avg_busbw_gbps: float | None
+    out_of_bounds: int | None  # "# Out of bounds values : N OK|FAILED"
+    transports: Counter[str] = field(default_factory=Counter)
+    notes: list[Note] = field(default_factory=list)
+    source: str = "<text>"
+
+
+NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv",
+            "scatter", "gather", "hypercube")
+_OP = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|"
+                 r"hypercube)_perf\b")
+_RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+                   r"\[(?:0x)?([0-9a-fA-F:]+)\]\s+(.+?)\s*$")
+_NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
+_TRANSPORT = re.compile(r"\bvia\s+(P2P/[\w/]+|NET/[\w/]+|SHM(?:/[\w/]+)?|NVLS|CollNet\w*)")
+_AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
+_OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)")
+_INFO = re.compile(r"\bNCCL (?:INFO|WARN)\b")
+_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+           "int", "bf16", "fp8_e4m3", "fp8_e5m2", "f8e4m3", "f8e5m2")
+
+
+def _header_columns(s: str) -> list[str] | None:
+    """`size count type redop root time algbw busbw #wrong time ...` -> column names, the second
+    group prefixed `ip_` (in-place); None when the line is not the column header."""
+    toks = s.lstrip("#").split()
+    if toks[:3] != ["size", "count", "type"]:
+        return None
+    out: list[str] = []
+    seen_time = 0
+    for t in toks:
+        if t == "time":
+            seen_time += 1
+        name = {"#wrong": "wrong", "error": "wrong"}.get(t, t)
+        out.append(("ip_" if seen_time >= 2 else "") + name)
+    return out
+
+
+def _wrong(tok: str) -> int | None:
+    """#wrong (a count) or the old `error` column (max abs error, `0e+00`); N/A: not checked (-c 0)."""
+    v = _num(tok)
+    if v is None:
+        return None
+    return int(v) if v == int(v) else max(1, int(v))
+
+
+def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]] | None:
+    """One data row -> out-of-place and in-place records; None when it is not a data row."""
+    if len(toks) < 5 or not toks[0].isdigit() or not toks[1].isdigit() or toks[2] not in _DTYPES:
+        return None
+    if cols is None or len(cols) != len(toks):
+        # No header seen (or it does not fit): the layouts nccl-tests has printed.  13 cells: redop
+        # and root; 12: redop (older) or root (rooted ops: broadcast, reduce); 11: neither (2.x).
+        tail = ["time", "algbw", "busbw", "wrong", "ip_time", "ip_algbw", "ip_busbw", "ip_wrong"]
+        if len(toks) == 13:
+            cols = ["size", "count", "type", "redop", "root", *tail]
+        elif len(toks) == 12:
+            cols = ["size", "count", "type", "root" if re.fullmatch(r"-?\d+", toks[3]) else "redop", *tail]
+        elif len(toks) == 11:
+            cols = ["size", "count", "type", *tail]
+        else:
+            return None
+    row = dict(zip(cols, toks))
+    out = []
+    for in_place, pre in ((False, ""), (True, "ip_")):
+        if pre + "busbw" not in row:
+            continue
+        out.append({"size_bytes": int(row["size"]), "count": int(row["count"]), "dtype": row["type"],
+                    "redop": row.get("redop"), "time_us": _num(row.get(pre + "time", "")),
+                    "algbw_gbps": _num(row.get(pre + "algbw", "")), "busbw_gbps": _num(row[pre + "busbw"]),
+                    "in_place": in_place, "wrong": _wrong(row[pre + "wrong"]) if pre + "wrong" in row else None})
+    return out
+
+
+def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
+    text = decode_input(text, source) if isinstance(text, bytes) else text
+    if text.lstrip().startswith(("{", "[")):
+        return _nccl_json(text, source)
+    lines = text_lines(text, source)
+    notes: list[Note] = []
+    op = version = None
+    devices: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    avg = oob = None
+    cols: list[str] | None = None
+    transports: Counter[str] = Counter()
+    skipped_info = 0
+    for i, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s:
+            continue
+        m = _OP.search(s)
+        if m and op is None:
+            op = m.group(1)
+        m = _NCCL_VERSION.search(s)
+        if m:
+            version = m.group(1)
+        if _INFO.search(s):
+            t = _TRANSPORT.search(s)
+            if t:
+                transports[t.group(1)] += 1
+            skipped_info += 1
+            continue
+        m = _RANK.match(s)
+        if m:
+            bus = m.group(4)
+            bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
+            devices.append({"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
+                            "bus_id": bus_id, "name": m.group(5)})
+            continue
+        header = _header_columns(s)
+        if header is not None:
+            cols = header
+            continue
+        m = _AVG.match(s)
+        if m:
+            avg = _num(m.group(1))
+            continue
+        m = _OOB.match(s)
+        if m:
+            oob = int(m.group(1))
+            continue
+        rows = _result_rows(s.lstrip("#").split(), cols)
+        if rows is not None:
+            results.extend(rows)
+            continue
+        if not s.startswith("#"):
+            notes.append(Note(i, f"not an nccl-tests line, ignored: {s[:80]!r}"))
+    if skipped_info:
+        notes.append(Note(None, f"{skipped_info} NCCL INFO/WARN line(s) skipped (transport read from them)"))
+    if not results:
+        raise TextParseError("no nccl-tests result row (size count type redop ... busbw) found", source, 1)
+    hosts = list(dict.fromkeys(d["host"] for d in devices))
+    return NcclRun(op, version, len(devices) or None, hosts, devices, results, avg, oob, transports, notes, source)
+
+
+def _nccl_json(text: str, source: str) -> NcclRun:
+    """nccl-tests `-J FILE`: the same figures as the table, as records.  Keys are read by their
+    spelling in lower case without `_` (busBw, bus_bw, busbw ...), so minor format revisions read."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
+
+    def norm(d: dict[str, Any]) -> dict[str, Any]:
+        return {re.sub(r"[_\- ]", "", str(k)).lower(): v for k, v in d.items()}
+
+    top = norm(doc) if isinstance(doc, dict) else {}
+    records = doc if isinstance(doc, list) else (top.get("results") or top.get("tests") or [])
+    results: list[dict[str, Any]] = []
+    op = top.get("collective") or top.get("op") or top.get("name")
+    for rec in records if isinstance(records, list) else []:
+        if not isinstance(rec, dict):
+            continue
+        r = norm(rec)
+        op = op or r.get("collective") or r.get("op") or r.get("name")
+        placements = []
+        for place, in_place in (("outofplace", False), ("inplace", True)):
+            sub = r.get(place)
+            if isinstance(sub, dict):
+                placements.append((norm(sub), in_place))
+        if not placements:
+            placements = [(r, bool(r.get("inplace")) if not isinstance(r.get("inplace"), dict) else False)]
+        for p, in_place in placements:
+            size = r.get("size") or r.get("sizebytes") or r.get("bytes")
+            if size is None:
+                continue
+            wrong = p.get("wrong", p.get("nwrong", p.get("errors")))
+            results.append({"size_bytes": int(size), "count": _int_or_none(r.get("count")),
+                            "dtype": r.get("type") or r.get("dtype") or r.get("datatype"),
+                            "redop": r.get("redop") or r.get("op") if r.get("redop") else r.get("redop"),
+                            "time_us": _float_or_none(p.get("time") or p.get("timeus")),
+                            "algbw_gbps": _float_or_none(p.get("algbw")), "busbw_gbps": _float_or_none(p.get("busbw")),
+                            "in_place": in_place, "wrong": _int_or_none(wrong)})
+    if not results:
+        raise TextParseError("nccl-tests JSON without result records (size, algbw, busbw)", source, 1)
+    avg = _float_or_none(top.get("avgbusbandwidth") or top.get("avgbusbw"))
+    op_name = str(op).replace("_perf", "") if op else None
+    return NcclRun(op_name, top.get("ncclversion") or top.get("version"), _int_or_none(top.get("nranks")), [], [],
+                   results, avg, _int_or_none(top.get("outofbounds")), Counter(), [], source)
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and str(v).strip().lstrip("-").isdigit() else None
+    except ValueError:
+        return None
+
+
+def _float_or_none(v: Any) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,210 @@
+"""Parsed benchmark outputs -> facts["p2p"] (the p2p probe's shape, docs/facts-p2p.md) and
+facts["nccl"] (docs/facts-nccl.md), so the same checks judge an imported benchmark as a live one.
+
+What a benchmark does not print is null with a reason (`<field>_unknown`), never a default that
+would read as measured: no data verification (verified null), no busy-GPU guard (guard.ran null),
+bus ids only where the tool prints them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from orchestrator.facts import gpu_models
+from orchestrator.facts.textparse.bench import (
+    BenchDevice,
+    BwLatency,
+    NcclRun,
+    NvBandwidth,
+    nvbandwidth_median,
+)
+
+_NOT_PRINTED = "not printed by {tool}"
+
+
+def _gpu(dev: BenchDevice, tool: str) -> dict[str, Any]:
+    model = gpu_models.lookup(dev.name) if dev.name else None
+    g: dict[str, Any] = {"index": dev.index, "bus_id": dev.bus_id, "name": dev.name, "model": model.key if model else None,
+                         "status": "ok", "error": None, "busy_processes": None, "h2d_gbps": None, "d2h_gbps": None,
+                         "local_ce_gbps": None, "local_sm_gbps": None, "verified": None,
+                         "unknown": {"verified": f"{tool} does not verify the copied data",
+                                     "busy_processes": f"{tool} does not check for other processes"}}
+    if dev.bus_id is None:
+        g["unknown"]["bus_id"] = _NOT_PRINTED.format(tool=tool)
+    if dev.name is None:
+        g["unknown"]["name"] = g["unknown"]["model"] = _NOT_PRINTED.format(tool=tool)
+    elif model is None:
+        g["unknown"]["model"] = "not in the model table"
+    return g
+
+
+def _cell(m: list[list[float | None]] | None, a: int, b: int) -> float | None:
+    try:
+        return m[a][b] if m is not None else None
+    except IndexError:
+        return None
+
+
+def _section(tool: str, devices: list[BenchDevice], matrices: dict[str, list[list[Any]]],
+             access: dict[tuple[int, int], bool] | None, runs: dict[str, int], version: str | None) -> dict[str, Any]:
+    n = len(devices)
+    gpus = [_gpu(d, tool) for d in devices]
+    ce, bidir, lat = matrices.get("ce_gbps"), matrices.get("bidir_gbps"), matrices.get("latency_us")
+    for g in gpus:
+        i = g["index"]
+        g["local_ce_gbps"] = _cell(ce, i, i)
+        for key in ("h2d_gbps", "d2h_gbps"):
+            per = matrices.get(key)
+            if per is not None and per and i < len(per[0]):
+                g[key] = per[0][i]
+            elif g[key] is None:
+                g["unknown"][key] = f"not in the imported {tool} output"
+    pairs = []
+    for a in range(n):
+        for b in range(n):
+            if a == b:
+                continue
+            can = access.get((a, b)) if access is not None else None
+            bw = _cell(ce, a, b)
+            if bw is None and _cell(bidir, a, b) is None and _cell(lat, a, b) is None and can is None:
+                continue
+            p: dict[str, Any] = {"src": a, "dst": b, "src_bus_id": devices[a].bus_id, "dst_bus_id": devices[b].bus_id,
+                                 "can_access_peer": can, "peer_enabled": can if can is not None else bw is not None,
+                                 "peer_error": None, "staged": None if can is None else not can, "ce_gbps": bw,
+                                 "sm_read_gbps": None, "bidir_gbps": _cell(bidir, a, b), "latency_us": _cell(lat, a, b),
+                                 "verified": None, "unknown": {"verified": f"{tool} does not verify the copied data"}}
+            if can is None:
+                # nvbandwidth measures only pairs with peer access: a figure means peer access worked
+                p["unknown"]["can_access_peer"] = f"{tool} does not print the peer-access matrix"
+            pairs.append(p)
+    measured = [p for p in pairs if p["ce_gbps"] is not None]
+    slow = min(measured, key=lambda p: p["ce_gbps"]) if measured else None
+    h2d = [g["h2d_gbps"] for g in gpus if g["h2d_gbps"] is not None]
+    d2h = [g["d2h_gbps"] for g in gpus if g["d2h_gbps"] is not None]
+    if access is not None:
+        matrices = dict(matrices, can_access_peer=[[None if a == b else access.get((a, b)) for b in range(n)]
+                                                   for a in range(n)])
+    order = [d.bus_id for d in devices]
+    return {
+        "order": order,
+        "driver": version,
+        "summary": {"min_gbps": slow["ce_gbps"] if slow else None,
+                    "min_pair": f"GPU{slow['src']}->GPU{slow['dst']}" if slow else None,
+                    "h2d_min_gbps": min(h2d) if h2d else None, "d2h_min_gbps": min(d2h) if d2h else None,
+                    "gpus_measured": n, "pairs_measured": len(measured)},
+        "gpus": gpus,
+        "pairs": pairs,
+        "matrices": matrices,
+        "rank": None,
+        "rank_unknown": f"{tool} does not print the P2P performance rank",
+        "nvml_nvlink": None,
+        "nvml_nvlink_unknown": f"{tool} does not print NVML's NVLink P2P status",
+        "all_to_host": None,
+        "all_to_host_unknown": f"not in the imported {tool} output",
+        "mismatches": [],
+        "guard": {"ran": None, "reason": None, "forced": None, "busy": {},
+                  "ran_unknown": f"{tool} has no busy-GPU guard"},
+        "errors": [],
+        "budget_exhausted": False,
+        "not_reached": [],
+        "complete": True,
+        "params": {"tool": tool, "runs": runs},
+        "elapsed_s": None,
+        "source": tool,
+    }
+
+
+def p2p_from_bwlat(b: BwLatency) -> dict[str, Any]:
+    m = {k: v for k, v in b.matrices.items() if k != "connectivity"}
+    return _section("p2pBandwidthLatencyTest", b.devices, m, b.can_access or None, {k: 1 for k in m}, None)
+
+
+# nvbandwidth testcase -> (the probe's matrix key, transpose: the description reads `row <- column`)
+_NVB_PAIR = {
+    "device_to_device_memcpy_write_ce": "ce_gbps",
+    "device_to_device_memcpy_read_ce": "ce_gbps",
+    "device_to_device_memcpy_read_sm": "sm_read_gbps",
+    "device_to_device_latency_sm": "latency_us",
+}
+_NVB_HOST = {"host_to_device_memcpy_ce": "h2d_gbps", "device_to_host_memcpy_ce": "d2h_gbps",
+             "host_to_device_memcpy_sm": "h2d_gbps", "device_to_host_memcpy_sm": "d2h_gbps"}
+
+
+def p2p_from_nvbandwidth(reports: list[NvBandwidth]) -> dict[str, Any]:
+    """Every testcase is kept under `matrices["nvbandwidth.<testcase>"]` (median over repeated
+    runs); the ones with a probe counterpart also fill it (ce_gbps, latency_us, h2d/d2h)."""
+    runs: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
+    devices: dict[int, BenchDevice] = {}
+    for r in reports:
+        for name, rs in r.testcases.items():
+            runs.setdefault(name, []).extend(rs)
+        devices.update(r.devices)
+    matrices: dict[str, list[list[Any]]] = {}
+    n = 0
+    for name in sorted(runs):
+        desc, mat = nvbandwidth_median(runs[name])
+        matrices[f"nvbandwidth.{name}"] = mat
+        width = max((len(row) for row in mat), default=0)
+        n = max(n, width)
+        if name in _NVB_PAIR:
+            key = _NVB_PAIR[name]
+            if key == "ce_gbps" and name.endswith("read_ce") and "device_to_device_memcpy_write_ce" in runs:
+                continue  # write CE is the probe's copy (the source pushes); read CE stays under its own name
+            m = mat
+            if "<-" in desc and "<->" not in desc:
+                m = [list(col) for col in zip(*mat)]  # row <- column: the column is the source
+            if key == "latency_us":
+                m = [[None if v is None else round(v / 1000.0, 3) for v in row] for row in m]
+            matrices[key] = m
+        elif name in _NVB_HOST and _NVB_HOST[name] not in matrices:
+            matrices[_NVB_HOST[name]] = mat
+    n = max([n, *(i + 1 for i in devices)])
+    devs = [devices.get(i) or BenchDevice(i, None, None) for i in range(n)]
+    version = next((r.driver_version for r in reports if r.driver_version), None)
+    out = _section("nvbandwidth", devs, matrices, None, {k: len(v) for k, v in runs.items()}, version)
+    out["params"]["version"] = next((r.version for r in reports if r.version), None)
+    return out
+
+
+def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
+    """facts["nccl"] (NcclFacts): every result row of every file, op named per row."""
+    results: list[dict[str, Any]] = []
+    for r in runs:
+        for row in r.results:
+            results.append({"op": r.op, **row})
+    first = runs[0]
+    version = next((r.version for r in runs if r.version), None)
+    sec: dict[str, Any] = {"version": version, "gpu_count": None, "results": results, "avg_busbw_gbps": None,
+                           "transport": None, "source": "nccl-tests"}
+    hosts = list(dict.fromkeys(h for r in runs for h in r.hosts))
+    ranks = first.ranks
+    sec["ranks"], sec["hosts"] = ranks, hosts
+    if ranks is not None and len(hosts) <= 1:
+        sec["gpu_count"] = ranks
+    elif ranks is not None:
+        per = [sum(1 for d in first.devices if d["host"] == h) for h in hosts]
+        sec["gpu_count_unknown"] = (f"{ranks} ranks on {len(hosts)} hosts ({', '.join(map(str, per))} per host): "
+                                    "a multi-node run, not one host's GPUs")
+    else:
+        sec["gpu_count_unknown"] = "no 'Using devices' list in the imported output"
+    avgs = [r.avg_busbw_gbps for r in runs if r.avg_busbw_gbps is not None]
+    if len(avgs) == 1:
+        sec["avg_busbw_gbps"] = avgs[0]
+    elif avgs:
+        sec["avg_busbw_gbps"] = round(statistics.mean(avgs), 3)
+        sec["avg_busbw_note"] = f"mean of {len(avgs)} runs' 'Avg bus bandwidth'"
+    else:
+        sec["avg_busbw_gbps_unknown"] = "no 'Avg bus bandwidth' line in the imported output"
+    oob = [r.out_of_bounds for r in runs if r.out_of_bounds is not None]
+    sec["out_of_bounds"] = sum(oob) if oob else None
+    if not oob:
+        sec["out_of_bounds_unknown"] = "no 'Out of bounds values' line in the imported output"
+    transports = sum((r.transports for r in runs), start=type(first.transports)())
+    if transports:
+        sec["transport"] = "+".join(t for t, _ in transports.most_common())
+    else:
+        sec["transport_unknown"] = "no NCCL INFO 'via ...' lines (run with NCCL_DEBUG=INFO to see the transport)"
+    if version is None:
+        sec["version_unknown"] = "no 'NCCL version' line in the imported output"
+    return sec
