@@ -33,6 +33,10 @@ def plan_inputs(args: argparse.Namespace) -> PlanInputs:
 def execute_cli(args: argparse.Namespace) -> int:
     if args.inventory is None and not args.quiet:
         print(f"no -i given: running the bundled demo fleet ({DEMO_INVENTORY})", file=sys.stderr)
+    if not args.connect_timeout > 0:
+        raise UsageError(f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}")
+    if args.retries < 0:
+        raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     plan = build_plan(plan_inputs(args))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -133,31 +137,22 @@ def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
 
 
 def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str] | None = None) -> str:
+    from orchestrator.present.terminal.sections import render_views
+    from orchestrator.present.terminal.width import terminal_width
+
+    width = terminal_width()
     out = []
     if not quiet:
-        out.append(hosts_table(fleet))
-        for section in show or []:
-            out.extend(render_section(fleet, section))
-        ct = classes_table(fleet)
+        out.append(hosts_table(fleet, width))
+        out.extend(render_views(fleet, show or []))
+        ct = classes_table(fleet, width)
         if ct:
             out.append(ct)
-    out.append(findings_table(fleet["findings"], "warn" if quiet else "info"))
+    out.append(findings_table(fleet["findings"], "warn" if quiet else "info", width))
     if fleet.get("silenced"):
         out.append(f"{len(fleet['silenced'])} finding(s) silenced by the playbook")
-    out.append(recap(fleet))
+    out.append(recap(fleet, width))
     return "\n\n".join(out)
-
-
-def render_section(fleet: dict[str, Any], section: str) -> list[str]:
-    """Per-host detail views (`--show pcie,gpus,topo,nvlink,p2p`)."""
-    from orchestrator.present.terminal import sections
-
-    out = []
-    for rec in fleet["hosts"]:
-        text = sections.render(section, rec)
-        if text:
-            out.append(f"== {rec['name']}: {section}\n{text}")
-    return out
 
 
 def add_parser(sub: Any) -> None:

@@ -8,6 +8,8 @@ reads the state, not the speed, so an active link shows its speed only when the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tabulate import tabulate
 
 from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink
@@ -51,7 +53,7 @@ def _label(g: NvlinkGpu, pos: int) -> str:
     return f"GPU{idx if isinstance(idx, int) else pos}"
 
 
-def render_nvlink(nvlink: NvlinkFacts | None) -> str:
+def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, Any] | None = None) -> str:
     if not nvlink:
         return "no NVLink data"
     gpus = [g for g in nvlink.get("gpus") or [] if isinstance(g, dict)]
