@@ -77,7 +77,7 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
             print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
         write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
-                      check_ids=known_check_ids(fleet))
+                      hosts_csv=args.hosts_csv, findings_csv=args.findings_csv, check_ids=known_check_ids(fleet))
     except OutputError as e:
         print(f"probe: {e}", file=sys.stderr)
     if keep:
@@ -185,7 +185,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
-    p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
+    p.add_argument("--ansible-inventory", metavar="FILE",
+                   help="write a YAML Ansible inventory grouping hosts by class, finding, severity and outcome")
+    p.add_argument("--hosts-csv", metavar="FILE", help="write the hosts as CSV (identity: board, BIOS, serials, driver, GPUs)")
+    p.add_argument("--findings-csv", metavar="FILE", help="write the findings as CSV")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true", help="only findings of severity warn/fail and errors")
