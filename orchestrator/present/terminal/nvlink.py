@@ -13,6 +13,7 @@ from typing import Any
 from tabulate import tabulate
 
 from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink
+from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 
 
@@ -93,7 +94,7 @@ def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, A
         lines = ["NVSwitches:"]
         for sw in switches:
             members = ",".join(by_bus.get(b, clean(b)) for b in sw.get("gpus") or [])
-            lines.append(f"  {clean(sw.get('bus_id') or '?')}: {sw.get('links_up')}/{sw.get('links')} links up"
+            lines.append(f"  {clean(sw.get('bus_id') or '?')}: {shown(sw.get('links_up'))}/{shown(sw.get('links'))} links up"
                          f" from {members or 'no GPU'}")
         out.append("\n".join(lines))
     per_link = []
@@ -104,6 +105,6 @@ def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, A
             per_link.append("\t No NVLink links" if g.get("links_total") == 0
                             else f"\t links unknown ({_links_cell(g)[3:-1]})")
         for lk in links:
-            per_link.append(f"\t Link {lk.get('link')}: {_state(lk)} {_remote(lk, by_bus)}".rstrip())
+            per_link.append(f"\t Link {shown(lk.get('link'))}: {_state(lk)} {_remote(lk, by_bus)}".rstrip())
     out.append("Links (as nvidia-smi nvlink -s):\n" + "\n".join(per_link))
     return "\n\n".join(out)
