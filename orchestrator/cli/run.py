@@ -144,7 +144,7 @@ def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str
     out = []
     if not quiet:
         out.append(hosts_table(fleet, width))
-        out.extend(render_views(fleet, show or []))
+        out.extend(render_views(fleet, show or [], width))
         ct = classes_table(fleet, width)
         if ct:
             out.append(ct)

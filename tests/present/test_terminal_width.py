@@ -68,3 +68,17 @@ def test_wrap() -> None:
     assert tw.wrap("a b c", None, "  hint: ") == "  hint: a b c"
     lines = tw.wrap("word " * 30, 40, "  hint: ").splitlines()
     assert all(len(ln) <= 40 for ln in lines) and lines[1].startswith("        word")
+
+
+def test_gpu_view_fits_by_dropping_what_is_missed_least() -> None:
+    from orchestrator.present.terminal.gpus import view_gpus
+    from tests.verdict.test_verdict_demo import recorded_facts
+
+    facts = recorded_facts("dgx-h100-04")
+    wide = view_gpus(facts["gpus"], host="dgx-h100-04", facts=facts)
+    narrow = view_gpus(facts["gpus"], host="dgx-h100-04", facts=facts, width=80)
+    assert "uuid" in wide.splitlines()[1] and max(len(ln) for ln in wide.splitlines()) > 80
+    assert max(len(ln) for ln in narrow.splitlines()) <= 80
+    head = narrow.splitlines()[1].split()
+    assert head[:3] == ["#", "bus", "id"] and "NVLink" in head and "health" in head and "uuid" not in head
+    assert "16/18" in narrow and "0000:3a:00.0" in narrow

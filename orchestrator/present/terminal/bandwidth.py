@@ -33,7 +33,8 @@ def _matrix(title: str, m: list[list[Any]] | None, n: int, digits: int = 2, labe
     return lines
 
 
-def render(p2p: dict[str, Any] | None, host: str = "", facts: dict[str, Any] | None = None) -> str:
+def render(p2p: dict[str, Any] | None, host: str = "", facts: dict[str, Any] | None = None,
+           width: int | None = None) -> str:
     if not isinstance(p2p, dict):
         return "p2p: not measured\n"
     order = [_clean(b) for b in p2p.get("order") or []]

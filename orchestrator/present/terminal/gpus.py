@@ -8,6 +8,7 @@ from tabulate import tabulate
 
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
+from orchestrator.present.terminal.width import fit_table
 
 
 def _na(v: Any, fmt: str = "{}") -> str:
@@ -56,7 +57,8 @@ def _health(g: dict[str, Any]) -> str:
     return ", ".join(notes) or "ok"
 
 
-def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None) -> str:
+def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None,
+                     width: int | None = None) -> str:
     if not gpus:
         return f"{clean(host)}: no NVML data"
     links: dict[tuple[str, Any], dict[str, Any]] = {}
@@ -83,12 +85,19 @@ def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, A
         ])
     head = (f"{clean(host)}: {len(rows)} GPU(s), driver {clean(gpus.get('driver_version') or 'N/A')}, "
             f"CUDA {clean(gpus.get('cuda_driver_version') or 'N/A')}")
-    table = tabulate(rows, headers=["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans",
-                                    "power", "MIG", "virt", "NVLink", "health"], tablefmt="simple")
+    headers = ["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans", "power", "MIG", "virt", "NVLink",
+               "health"]
+    if width is None:
+        table = tabulate(rows, headers=headers, tablefmt="simple")
+    else:  # a narrow terminal loses the columns a reader misses least, then wraps
+        table = fit_table([[str(c) for c in r] for r in rows], headers, width,
+                          droppable=("uuid", "virt", "power", "fans", "temp", "memory"),
+                          fixed=("#", "bus id", "NVLink", "PCIe"))
     return head + "\n" + table
 
 
-def view_gpus(gpus: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None) -> str:
+def view_gpus(gpus: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+              width: int | None = None) -> str:
     """The `--show gpus` renderer: the host's name in the head, the NVLink column from its nvlink
     section when the host's facts are given."""
-    return render_gpu_table(host or "GPUs", gpus, (facts or {}).get("nvlink"))
+    return render_gpu_table(host or "GPUs", gpus, (facts or {}).get("nvlink"), width)

@@ -54,7 +54,8 @@ def _label(g: NvlinkGpu, pos: int) -> str:
     return f"GPU{idx if isinstance(idx, int) else pos}"
 
 
-def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, Any] | None = None) -> str:
+def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, Any] | None = None,
+                  width: int | None = None) -> str:
     if not nvlink:
         return "no NVLink data"
     gpus = [g for g in nvlink.get("gpus") or [] if isinstance(g, dict)]

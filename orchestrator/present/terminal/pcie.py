@@ -118,7 +118,8 @@ def render_levels(pcie: dict[str, Any]) -> str:
     return out
 
 
-def render_pcie(pcie: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None) -> str:
+def render_pcie(pcie: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+                width: int | None = None) -> str:
     """`--show pcie`: the tree, then the level matrix, then what is wrong on the bus in one line each."""
     out = render_tree(pcie) + "\n" + render_levels(pcie)
     notes = []

@@ -1,7 +1,8 @@
 """Per-host detail views by name, for `--show` (names, sections and renderers: facts/registry.py).
 
-A renderer takes its facts section, and as keywords the host's name and all its facts (the GPU
-table fills its NVLink column from the nvlink section).  A host without the section still gets
+A renderer takes its facts section, and as keywords the host's name, all its facts (the GPU
+table fills its NVLink column from the nvlink section) and the terminal width (None: no limit;
+the GPU table fits itself to it, matrices and trees cannot wrap and ignore it).  A host without the section still gets
 a line saying why: the probe was not run, or what its outcome was."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def absent(section: str, host_record: Mapping[str, Any]) -> str:
     return f"{probe} {outcome}{why}"
 
 
-def render(section: str, host_record: Mapping[str, Any]) -> str:
+def render(section: str, host_record: Mapping[str, Any], width: int | None = None) -> str:
     entry = VIEWS.get(section)
     if entry is None:
         raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
@@ -42,9 +43,9 @@ def render(section: str, host_record: Mapping[str, Any]) -> str:
     facts = host_record.get("facts") or {}
     if not facts.get(key):
         return absent(section, host_record)
-    return fn(facts[key], host=str(host_record.get("name") or ""), facts=facts)
+    return fn(facts[key], host=str(host_record.get("name") or ""), facts=facts, width=width)
 
 
-def render_views(fleet: Mapping[str, Any], names: list[str]) -> list[str]:
+def render_views(fleet: Mapping[str, Any], names: list[str], width: int | None = None) -> list[str]:
     """`--show a,b`: each view of each host, under a `== host: view` line."""
-    return [f"== {clean(rec['name'])}: {name}\n{render(name, rec)}" for name in names for rec in fleet["hosts"]]
+    return [f"== {clean(rec['name'])}: {name}\n{render(name, rec, width)}" for name in names for rec in fleet["hosts"]]

@@ -19,7 +19,7 @@ LEGEND = """Legend:
 
 
 def render_topo(topology: dict[str, Any] | None, legend: bool = True, host: str = "",
-                facts: dict[str, Any] | None = None) -> str:
+                facts: dict[str, Any] | None = None, width: int | None = None) -> str:
     if not topology or not topology.get("devices"):
         return "no topology data"
     devices = topology["devices"]

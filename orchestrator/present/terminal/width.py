@@ -35,7 +35,7 @@ def terminal_width() -> int | None:
 
 
 def _natural(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[int]:
-    widths = [len(h) for h in headers]
+    widths = [len(h) + _GAP for h in headers]  # tabulate pads a header by two (its MIN_PADDING)
     for r in rows:
         for i, c in enumerate(r):
             widths[i] = max(widths[i], *(len(x) for x in str(c).splitlines() or [""]))
