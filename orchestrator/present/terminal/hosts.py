@@ -30,15 +30,18 @@ def _gpus(rec: dict[str, Any]) -> str:
 
 
 def hosts_table(fleet: dict[str, Any], width: int | None = None) -> str:
-    """One row per host; the reason of a host that is not ok goes beneath the table, whole and
-    wrapped, so its advice ("is sshd running there?") is never cut off by a column."""
+    """One row per host.  The reason of a host that is not ok is never cut: without a width (not
+    a terminal) it follows the outcome in the host's row, so `grep HOST` shows why on one line;
+    with a width it goes beneath the table, whole and wrapped, so a column never cuts off its
+    advice ("is sshd running there?")."""
     rows, reasons = [], []
     for rec in fleet["hosts"]:
         h = rec["facts"].get("host") or {}
         dur = sum(p.get("duration_s") or 0 for p in rec["probes"].values())
         rows.append([
             clean(rec["name"], _CELL),
-            rec["outcome"],
+            rec["outcome"] + (f": {clean(rec['reason'], 1000)}" if width is None and rec["outcome"] != "ok"
+                              and rec.get("reason") else ""),
             clean(h.get("os"), _CELL),
             clean(h.get("kernel"), _CELL),
             _board(h),
@@ -47,7 +50,7 @@ def hosts_table(fleet: dict[str, Any], width: int | None = None) -> str:
             clean(rec.get("class")),
             f"{dur:.1f}s",
         ])
-        if rec["outcome"] != "ok" and rec.get("reason"):
+        if width is not None and rec["outcome"] != "ok" and rec.get("reason"):
             reasons.append(wrap(clean(rec["reason"], 1000), width, f"  {clean(rec['name'], _CELL)} ({rec['outcome']}): "))
     table = fit_table(rows, ["host", "outcome", "os", "kernel", "board", "driver", "gpus", "class", "time"], width,
                       droppable=("kernel", "os", "time", "driver", "board"), fixed=("host", "outcome"))
