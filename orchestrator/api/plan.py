@@ -104,6 +104,31 @@ class RunPlan:
         }
 
 
+def check_limits(forks: Any, timeout: Any, where: str = "") -> None:
+    """Forks and the probe timeout must be able to run something: `-f 0` would probe nothing and
+    exit 0, `-t -1` would time every host out."""
+    if not isinstance(forks, int) or isinstance(forks, bool) or forks < 1:
+        raise UsageError(f"{where}forks (-f/--forks) must be a whole number of at least 1, got {forks!r}")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
+        raise UsageError(f"{where}the probe timeout (-t/--timeout) must be a positive number of seconds, got {timeout!r}")
+
+
+def check_key_files(hosts: list[Host]) -> None:
+    """Every private key file the inventory names for an SSH host exists, before anything connects
+    (otherwise each host would only be reported unreachable at run time)."""
+    missing: dict[str, list[str]] = {}
+    for h in hosts:
+        key = h.key_file
+        if key is not None and h.connection == "ssh" and not Path(key).expanduser().is_file():
+            missing.setdefault(str(Path(key).expanduser()), []).append(h.name)
+    if missing:
+        parts = []
+        for key, names in missing.items():
+            more = f" and {len(names) - 1} more host(s)" if len(names) > 1 else ""
+            parts.append(f"host {names[0]}{more}: private key file {key} does not exist (ansible_ssh_private_key_file)")
+        raise UsageError("; ".join(parts))
+
+
 def parse_expect_items(items: tuple[str, ...] | list[str]) -> Expectations:
     raw: dict[str, Any] = {}
     for item in items:
@@ -197,6 +222,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     rejudge, where the limit already chose them)."""
     from orchestrator.inventory.patterns import select_hosts
 
+    check_limits(inputs.forks, inputs.timeout)
     cli_expect = parse_expect_items(inputs.expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
@@ -233,5 +259,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
             by_play[h.name] = by_play[h.name].merged(pp.play.expect)
             plan.overrides.setdefault(h.name, {}).update(pp.play.findings)
     plan.hosts = [h for h in limited if h.name in by_play]
+    if stored is None:
+        check_key_files(plan.hosts)
     plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
     return plan

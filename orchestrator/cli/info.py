@@ -25,10 +25,11 @@ def list_hosts(args: argparse.Namespace) -> int:
     inv, hosts, warnings = load_inventory(tuple(args.inventory or ()), args.limit)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
+    limited = hosts if args.limit else None  # -l narrows every view, as ansible-inventory --limit does
     if args.graph:
-        print(inventory_graph(inv))
+        print(inventory_graph(inv, hosts=limited))
     elif args.list:
-        print(json.dumps(inventory_list(inv), indent=2, default=str))
+        print(json.dumps(inventory_list(inv, hosts=limited), indent=2, default=str))
     else:
         rows = [[h.name, h.address, h.port or "", h.user or "", h.connection, ",".join(g for g in h.groups if g != "all")]
                 for h in hosts]

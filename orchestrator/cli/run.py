@@ -35,6 +35,10 @@ def plan_inputs(args: argparse.Namespace) -> PlanInputs:
 def execute_cli(args: argparse.Namespace) -> int:
     if args.inventory is None and not args.quiet:
         print(f"no -i given: running the bundled demo fleet ({DEMO_INVENTORY})", file=sys.stderr)
+    if not args.connect_timeout > 0:
+        raise UsageError(f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}")
+    if args.retries < 0:
+        raise UsageError(f"--retries must be 0 or more, got {args.retries}")
     plan = build_plan(plan_inputs(args))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -75,7 +79,8 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
             print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
         write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
-                      check_ids=known_check_ids(fleet), slurm_drain=getattr(args, "slurm_drain", None))
+                      hosts_csv=args.hosts_csv, findings_csv=args.findings_csv, check_ids=known_check_ids(fleet),
+                      slurm_drain=getattr(args, "slurm_drain", None))
     except OutputError as e:
         print(f"probe: {e}", file=sys.stderr)
     if keep:
@@ -138,36 +143,27 @@ def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
 
 
 def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str] | None = None) -> str:
-    """The terminal report; with `quiet` the cron report (problem hosts and warn/fail findings,
-    "" on a healthy fleet)."""
+    """The terminal report, fitted to the terminal's width; with `quiet` the cron report (problem
+    hosts and warn/fail findings, "" on a healthy fleet)."""
+    from orchestrator.present.terminal.sections import render_views
+    from orchestrator.present.terminal.width import terminal_width
+
     if quiet:
         return quiet_text(fleet)
-    out = [hosts_table(fleet)]
-    for section in show or []:
-        out.extend(render_section(fleet, section))
-    ct = classes_table(fleet)
+    width = terminal_width()
+    out = [hosts_table(fleet, width)]
+    out.extend(render_views(fleet, show or [], width))
+    ct = classes_table(fleet, width)
     if ct:
         out.append(ct)
-    out.append(findings_table(fleet["findings"], "info"))
+    out.append(findings_table(fleet["findings"], "info", width))
     judged = not_judged_block(fleet)
     if judged:
         out.append(judged)
     if fleet.get("silenced"):
         out.append(f"{len(fleet['silenced'])} finding(s) silenced by the playbook")
-    out.append(recap(fleet))
+    out.append(recap(fleet, width))
     return "\n\n".join(out)
-
-
-def render_section(fleet: dict[str, Any], section: str) -> list[str]:
-    """Per-host detail views (`--show pcie,gpus,topo,nvlink,p2p`)."""
-    from orchestrator.present.terminal import sections
-
-    out = []
-    for rec in fleet["hosts"]:
-        text = sections.render(section, rec)
-        if text:
-            out.append(f"== {rec['name']}: {section}\n{text}")
-    return out
 
 
 def add_parser(sub: Any) -> None:
@@ -200,7 +196,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
-    p.add_argument("--ansible-inventory", metavar="FILE", help="write an Ansible inventory grouping hosts by class/finding")
+    p.add_argument("--ansible-inventory", metavar="FILE",
+                   help="write a YAML Ansible inventory grouping hosts by class, finding, severity and outcome")
+    p.add_argument("--hosts-csv", metavar="FILE", help="write the hosts as CSV (identity: board, BIOS, serials, driver, GPUs)")
+    p.add_argument("--findings-csv", metavar="FILE", help="write the findings as CSV")
     add_slurm_drain(p)
     p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")

@@ -244,3 +244,94 @@ def severity_counts(fleet: dict[str, Any]) -> dict[str, dict[str, int]]:
             if f.get("severity") in SEVERITIES:
                 counts.setdefault(host, dict.fromkeys(SEVERITIES, 0))[f["severity"]] += 1
     return counts
+
+
+def gpu_p2p_min_gbps(facts: dict[str, Any] | None) -> dict[str, float] | None:
+    """GPU bus id -> its slowest measured one-way copy-engine GPU<->GPU figure (as source or
+    destination), from the p2p section's `pairs`; None when p2p did not run."""
+    p2p = _section(facts, "p2p")
+    pairs = _list_of_dicts(p2p, "pairs")
+    if pairs is None:
+        return None
+    out: dict[str, float] = {}
+    for p in pairs:
+        v = p.get("ce_gbps")
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        for key in ("src_bus_id", "dst_bus_id"):
+            bus = _str(p.get(key))
+            if bus:
+                out[bus.lower()] = min(out.get(bus.lower(), float(v)), float(v))
+    return out
+
+
+@dataclass
+class GpuGauges:
+    """What the per-GPU machine outputs carry; None where nothing measured it."""
+
+    index: int | None
+    bus_id: str | None
+    uuid: str | None
+    name: str | None
+    nvlink_links_up: int | None
+    nvlink_links: int | None
+    p2p_min_gbps: float | None
+    pcie_gen: int | None
+    pcie_width: int | None
+    pcie_gen_max: int | None
+    pcie_width_max: int | None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def gpu_gauges(facts: dict[str, Any] | None) -> list[GpuGauges]:
+    """One record per NVML GPU: its NVLink links (nvlink section, matched by bus id, else UUID,
+    else index), its slowest P2P pair (p2p) and its PCIe link (nvml)."""
+    items = _list_of_dicts(_section(facts, "gpus"), "list") or []
+    nvl = _list_of_dicts(_section(facts, "nvlink"), "gpus") or []
+    links: dict[tuple[str, Any], dict[str, Any]] = {}
+    for lg in nvl:
+        for key in ("bus_id", "uuid", "index"):
+            if lg.get(key) is not None:
+                links.setdefault((key, lg[key]), lg)
+    p2p = gpu_p2p_min_gbps(facts) or {}
+    out = []
+    for i, g in enumerate(items):
+        bus = _str(g.get("bus_id"))
+        lk = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
+                   if g.get(k) is not None and (k, g[k]) in links), {})
+        pcie: dict[str, Any] = g["pcie"] if isinstance(g.get("pcie"), dict) else {}
+        out.append(GpuGauges(
+            index=_int(g.get("index")) if _int(g.get("index")) is not None else i, bus_id=bus.lower() if bus else None,
+            uuid=_str(g.get("uuid")), name=_str(g.get("name")),
+            nvlink_links_up=_int(lk.get("links_up")), nvlink_links=_int(lk.get("links_total")),
+            p2p_min_gbps=p2p.get(bus.lower()) if bus else None,
+            pcie_gen=_int(pcie.get("gen_current")), pcie_width=_int(pcie.get("width_current")),
+            pcie_gen_max=_int(pcie.get("gen_max")), pcie_width_max=_int(pcie.get("width_max"))))
+    return out
+
+
+def host_identity(facts: dict[str, Any] | None) -> dict[str, str | None]:
+    """The procurement-list identity of a host (DMI board, BIOS, serials, driver, GPU model and
+    count): what the CSV host rows carry.  A DMI value that needs root reads None."""
+    section = _section(facts, "host")
+    host: dict[str, Any] = section if isinstance(section, dict) else {}
+    board: dict[str, Any] = host["board"] if isinstance(host.get("board"), dict) else {}
+    driver: dict[str, Any] = host["driver"] if isinstance(host.get("driver"), dict) else {}
+
+    def dmi(key: str) -> str | None:
+        return _str(board.get(key))
+
+    gl = gpus(facts)
+    names = sorted({g.name for g in gl or [] if g.name})
+    gsec = _section(facts, "gpus")
+    drv = _str(driver.get("version")) or (_str(gsec.get("driver_version")) if isinstance(gsec, dict) else None)
+    return {
+        "system_vendor": dmi("system_vendor"), "system_product": dmi("product"),
+        "board_vendor": dmi("vendor"), "board_model": dmi("model"),
+        "bios_vendor": dmi("bios_vendor"), "bios_version": dmi("bios_version"), "bios_date": dmi("bios_date"),
+        "system_serial": dmi("system_serial"), "board_serial": dmi("board_serial"),
+        "driver": drv, "gpu_model": " / ".join(names) or None,
+    }

@@ -1,4 +1,11 @@
-"""Load Ansible YAML inventories (files, directories, ``host1,host2,`` lists) into an Inventory.
+"""Load Ansible inventories (YAML and INI files, directories, ``host1,host2,`` lists, and through
+``ansible-inventory`` executable scripts and plugin configurations) into an Inventory.
+
+Which parser reads a file is Ansible's choice: ``.yml``/``.yaml``/``.json`` are YAML; an
+executable file starting with ``#!`` is an inventory script; any other file is YAML when it is a
+YAML mapping, else INI (orchestrator/inventory/ini.py).  A directory is read like Ansible reads
+it: every file but hidden ones, ``group_vars``/``host_vars`` and the extensions Ansible ignores
+(``.md``, ``.txt``, ``.cfg``, ``.orig``, ``.bak`` ...).
 
 Variable precedence is Ansible's (ansible-core's VariableManager with the default
 VARIABLE_PRECEDENCE and hash_behaviour=replace), weakest first:
@@ -37,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.inventory import connections
+from orchestrator.inventory.external import export_inventory
+from orchestrator.inventory.ini import IniChild, IniGroup, IniHost, IniVar, looks_like_ini, parse_ini
 from orchestrator.inventory.model import (
     Group,
     Host,
@@ -49,6 +58,8 @@ from orchestrator.inventory.secrets import is_secret
 from orchestrator.inventory.yamlsafe import LineMap, load_yaml_file
 
 INVENTORY_EXTENSIONS = (".yml", ".yaml", ".json")
+# What Ansible skips in an inventory directory (INVENTORY_IGNORE_EXTS: REJECT_EXTS + .orig, .cfg, .retry).
+IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
 # the variables the transport acts on (a Jinja2 template in one of these is worth a warning)
 CONNECTION_KEYS = (
     "ansible_host",
@@ -72,7 +83,6 @@ _SECTIONS = {
     "hosts": "host name: its variables, or empty",
 }
 _BRACKETED_V6 = re.compile(r"^\[([0-9A-Fa-f:.]+)\](?::([0-9]+))?$")
-_INI_SECTION = re.compile(r"^\s*\[[^\]\s]+\]\s*$", re.M)
 
 
 @dataclass
@@ -251,18 +261,32 @@ class _Builder:
 
     # ----- inventory files -------------------------------------------------------------------
     def load_file(self, path: str) -> None:
+        """One inventory file, by the parser Ansible would pick (see the module's docstring)."""
         self._file, self._seen = path, {}
+        if _is_script(path):
+            self.load_exported(path, export_inventory(path, "an executable inventory script"))
+            return
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in INVENTORY_EXTENSIONS and ext != "":
+            self.load_ini(path)
+            return
         try:
             data = load_yaml_file(path)
-        except InventoryError as exc:
-            raise InventoryError(f"{exc}{self._ini_hint(path)}") from None
+        except InventoryError:
+            if self._ini_text(path) is not None:
+                self.load_ini(path)  # Ansible's yaml plugin refuses it, its ini plugin reads it
+                return
+            raise
+        if data is not None and not isinstance(data, LineMap) and self._ini_text(path) is not None:
+            self.load_ini(path)  # "gpu01\ngpu02": a YAML string, an INI list of ungrouped hosts
+            return
         if data is None:
             self.warnings.append(f"{path}: empty inventory file, no hosts in it")
             return
         if not isinstance(data, LineMap):
             raise InventoryError(
                 f"{path}:1: an inventory must be a mapping of group names (usually starting with 'all:'), "
-                f"found {_typename(data)}{self._ini_hint(path)}"
+                f"found {_typename(data)}"
             )
         if "_meta" in data:
             raise InventoryError(
@@ -271,27 +295,76 @@ class _Builder:
                 "--list -y > inventory.yml'"
             )
         if isinstance(data.get("plugin"), str):
-            raise InventoryError(
-                f"{path}:{data.key_lines['plugin']}: this is an inventory plugin configuration "
-                f"(plugin: {data['plugin']}), which is not supported; export a static inventory with "
-                f"'ansible-inventory -i {path} --list -y > static.yml'"
-            )
+            self.load_exported(path, export_inventory(path, f"an inventory plugin configuration (plugin: {data['plugin']})"))
+            return
         for key, value in data.items():
             where = f"{path}:{data.key_lines[key]}"
             self._parse_group(_name(key, "a group name", where), value, None, where)
 
-    def _ini_hint(self, path: str) -> str:
+    @staticmethod
+    def _ini_text(path: str) -> str | None:
+        """The file's text when it reads as an INI inventory (a section header or host lines)."""
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = fh.read(65536)
-        except OSError:
-            return ""
-        if _INI_SECTION.search(head):
-            return (
-                " -- this looks like an INI inventory; only YAML inventories are read. Convert it once "
-                f"with 'ansible-inventory -i {path} --list -y > inventory.yml'"
-            )
-        return ""
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+        try:
+            parse_ini(text, path)
+        except InventoryError:
+            return text if looks_like_ini(text) else None  # report the INI error, not YAML's
+        return text
+
+    def load_ini(self, path: str) -> None:
+        """An INI inventory (orchestrator/inventory/ini.py): its statements applied in file order."""
+        self._file, self._seen = path, {}
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except UnicodeDecodeError as e:
+            raise InventoryError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise InventoryError(f"{path}: cannot read: {e.strerror or e}") from None
+        for st in parse_ini(text, path):
+            where = f"{path}:{st.line}"
+            if isinstance(st, IniGroup):
+                self._group(_name(st.name, "a group name", where))
+            elif isinstance(st, IniChild):
+                self._add_child(st.parent, _name(st.child, "a group name", where), where)
+            elif isinstance(st, IniVar):
+                self._set_group_var(st.group, _name(st.key, "a variable name", where), st.value, where)
+            elif isinstance(st, IniHost):
+                name, port = _split_port(_name(st.pattern, "a host name", where))
+                for host in expand_host_pattern(name, where):
+                    self._add_host(host, st.group)
+                    if port is not None:
+                        self._set_host_var(host, "ansible_port", port, where)
+                    for key, value in st.vars.items():
+                        self._set_host_var(host, _name(key, "a variable name", where), value, where)
+
+    def load_exported(self, path: str, data: dict[str, Any]) -> None:
+        """`ansible-inventory --list --export` JSON: groups with hosts, children and their own vars;
+        `_meta.hostvars` with each host's own vars."""
+        self._file, self._seen = path, {}
+        where = f"{path} (via ansible-inventory)"
+        meta: dict[str, Any] = data["_meta"] if isinstance(data.get("_meta"), dict) else {}
+        for gname, entry in data.items():
+            if gname == "_meta" or not isinstance(entry, dict):
+                continue
+            group = _name(gname, "a group name", where)
+            self._group(group)
+            for child in entry.get("children") or []:
+                self._add_child(group, _name(child, "a group name", where), where)
+            for h in entry.get("hosts") or []:
+                self._add_host(_name(h, "a host name", where), group)
+            for key, value in (entry.get("vars") or {}).items():
+                self._set_group_var(group, _name(key, "a variable name", where), value, where)
+        for h, hvars in (meta.get("hostvars") or {}).items():
+            host = _name(h, "a host name", where)
+            if host not in self.hosts:
+                self._add_host(host, "ungrouped")
+            for key, value in (hvars or {}).items():
+                self._set_host_var(host, _name(key, "a variable name", where), value, where)
 
     def _parse_group(self, name: str, data: Any, parent: str | None, where: str) -> None:
         if data is not None and not isinstance(data, LineMap):
@@ -559,23 +632,31 @@ class _Builder:
                 )
 
 
+def _is_script(path: str) -> bool:
+    """An executable file that starts with `#!`: Ansible's script inventory plugin runs it."""
+    if os.path.splitext(path)[1].lower() in INVENTORY_EXTENSIONS or not os.access(path, os.X_OK):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"#!"
+    except OSError:
+        return False
+
+
 def _inventory_files(directory: str, warnings: list[str]) -> Iterator[str]:
-    """Inventory files in a directory, sorted, recursing; group_vars/host_vars and hidden entries skipped."""
+    """Inventory files in a directory, sorted, recursing; group_vars/host_vars, hidden entries and
+    the extensions Ansible ignores skipped."""
     for entry in sorted(os.listdir(directory)):
         full = os.path.join(directory, entry)
-        if entry.startswith(".") or entry.endswith("~"):
+        if entry.startswith("."):
             continue
         if os.path.isdir(full):
             if entry not in ("group_vars", "host_vars"):
                 yield from _inventory_files(full, warnings)
             continue
-        ext = os.path.splitext(entry)[1].lower()
-        if ext in INVENTORY_EXTENSIONS:
-            yield full
-        elif ext in ("", ".ini", ".cfg") or os.access(full, os.X_OK):
-            warnings.append(
-                f"{full}: not read; only YAML/JSON inventories (.yml, .yaml, .json) are supported"
-            )
+        if entry.lower().endswith(IGNORED_EXTENSIONS):
+            continue
+        yield full
 
 
 def load_inventory(sources: list[str]) -> Inventory:
@@ -588,7 +669,7 @@ def load_inventory(sources: list[str]) -> Inventory:
             b.basedirs.append(src)
             files = list(_inventory_files(src, b.warnings))
             if not files:
-                b.warnings.append(f"{src}: directory has no .yml/.yaml/.json inventory files")
+                b.warnings.append(f"{src}: directory has no inventory files")
             for f in files:
                 b.load_file(f)
         elif os.path.isfile(src):

@@ -13,6 +13,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.findings import Finding, Severity, fault
 
 _RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -73,8 +74,8 @@ def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
     try:
         for a_pos, a in enumerate(gpu_idx):
             for b in gpu_idx[a_pos + 1:]:
-                pair_levels[str(matrix[a][b])] += 1
-            levels = [str(matrix[a][n]) for n in nic_idx if matrix[a][n]]
+                pair_levels[shown(matrix[a][b])] += 1
+            levels = [shown(matrix[a][n]) for n in nic_idx if matrix[a][n]]
             nic_best.append(min(levels, key=lambda v: _RANK.get(v, 9)) if levels else "none")
     except (IndexError, TypeError):
         pair_levels = Counter({"unknown": 1})

@@ -6,12 +6,19 @@ checks derive the expectation from the hardware found (orchestrator.facts.gpu_mo
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, fields
 from typing import Any
 
 
 class ExpectationError(ValueError):
     pass
+
+
+def _did_you_mean(key: str, known: Any) -> str:
+    """"gpu_cont (did you mean gpu_count?)": the closest known key, when one is close."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f"{key} (did you mean {close[0]}?)" if close else key
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class Expectations:
         unknown = sorted(set(raw) - set(known))
         if unknown:
             raise ExpectationError(
-                f"{where}: unknown expectation key(s) {', '.join(map(str, unknown))}; "
+                f"{where}: unknown expectation key(s) {', '.join(_did_you_mean(str(k), known) for k in unknown)}; "
                 f"known keys: {', '.join(sorted(known))}"
             )
         values: dict[str, Any] = {}

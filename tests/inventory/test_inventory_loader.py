@@ -149,13 +149,16 @@ def test_directory_source_reads_yaml_and_json_in_order_and_skips_the_rest() -> N
     assert inv.warnings == []  # NOTES.md is documentation, not reported
 
 
-def test_directory_warns_about_ini_and_extensionless_files(tmp_path: Path) -> None:
-    write(tmp_path, {"a.yml": "all: {hosts: {h1: }}\n", "hosts": "[gpu]\nh2\n", "old.ini": "[x]\n"})
+def test_directory_reads_ini_and_extensionless_files_as_ansible_does(tmp_path: Path) -> None:
+    # Ansible reads every file of an inventory directory but the extensions it ignores (.cfg, .md,
+    # .txt ...); an extensionless `hosts` file and an .ini file are INI inventories.  (This test
+    # used to expect them skipped with a warning, when only YAML was read.)
+    write(tmp_path, {"a.yml": "all: {hosts: {h1: }}\n", "hosts": "[gpu]\nh2\n", "old.ini": "[x]\nh3\n",
+                     "ansible.cfg": "[defaults]\nforks=5\n", "notes.txt": "[y]\n"})
     inv = load_inventory([str(tmp_path)])
-    assert list(inv.hosts) == ["h1"]
-    assert any("hosts: not read" in w for w in inv.warnings) and any(
-        "old.ini: not read" in w for w in inv.warnings
-    )
+    assert list(inv.hosts) == ["h1", "h2", "h3"]
+    assert "defaults" not in inv.groups and "y" not in inv.groups
+    assert inv.warnings == []
 
 
 def test_later_source_overrides_earlier_without_conflict(tmp_path: Path) -> None:
@@ -328,7 +331,6 @@ ERROR_CASES = [
      "inv.yml:4: host range 'g[09:01]' does not expand: [09:01]: start 09 is greater than end 01"),
     ("mixed_range", "gpu:\n  hosts:\n    g[a:5]:\n", "inv.yml:3: host range 'g[a:5]' does not expand"),
     ("top_list", "- all\n", "inv.yml:1: an inventory must be a mapping of group names"),
-    ("plugin", "plugin: amazon.aws.aws_ec2\nregions: [us-east-1]\n", "inv.yml:1: this is an inventory plugin"),
     ("list_json", '{"_meta": {"hostvars": {}}, "all": {"children": ["ungrouped"]}}',
      "inv.yml:1: this is 'ansible-inventory --list' JSON output"),
     ("loop", "a:\n  children:\n    b:\n      children:\n        a:\n",
@@ -451,9 +453,11 @@ def test_unexpected_group_key_and_empty_file_warn(tmp_path: Path) -> None:
     assert inv2.hosts == {} and "empty inventory file" in inv2.warnings[0]
 
 
-def test_ini_inventory_gets_a_conversion_hint(tmp_path: Path) -> None:
-    msg = error_of(tmp_path, "[gpu]\ngpu01 ansible_host=10.0.0.1\n\n[gpu:vars]\nx=1\n")
-    assert "looks like an INI inventory" in msg and "ansible-inventory -i" in msg
+def test_ini_inventory_loads(tmp_path: Path) -> None:
+    # INI inventories load (tests/inventory/test_inventory_ini.py); this used to be a refusal
+    # with a hint to convert the file.
+    _, inv = load_text(tmp_path, "[gpu]\ngpu01 ansible_host=10.0.0.1\n\n[gpu:vars]\nx=1\n")
+    assert inv.hosts["gpu01"].vars == {"ansible_host": "10.0.0.1", "x": 1}
 
 
 def test_deep_group_chain_does_not_recurse(tmp_path: Path) -> None:

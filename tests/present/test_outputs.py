@@ -6,11 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
 import stat
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -28,6 +25,7 @@ from orchestrator.present.outputs.ansible_inventory import (
 from orchestrator.present.outputs.junit import render_junit, write_junit
 from orchestrator.present.outputs.prometheus import escape_label, render_prometheus, write_prometheus
 from orchestrator.present.outputs.tabular import render_findings, render_hosts, render_rows
+from tests.support.ansible import ANSIBLE_INVENTORY, SKIP_REASON, ansible_list
 from tests.verdict.test_diff import finding, fleet, host
 
 EVIL = 'odd"host\\name\nx'
@@ -67,8 +65,10 @@ def test_prometheus_parses_back_with_expected_values(run: dict, tmp_path: Path):
 
     assert value("fleetprobe_gpu_count", host="gpu01") == 4
     assert value("fleetprobe_nvlink_links_up", host="gpu01") == 7  # 8 links, one down
-    assert value("fleetprobe_p2p_min_gbps", host="gpu01") == 250.5
-    assert not [s for s in m["fleetprobe_p2p_min_gbps"] if s.labels["host"] != "gpu01"]  # not measured: absent
+    # base units, as the Prometheus naming conventions ask (this was fleetprobe_p2p_min_gbps)
+    assert value("fleetprobe_p2p_min_bandwidth_bytes_per_second", host="gpu01") == 250.5e9
+    assert not [s for s in m["fleetprobe_p2p_min_bandwidth_bytes_per_second"]
+                if s.labels["host"] != "gpu01"]  # not measured: absent
     assert value("fleetprobe_findings", host="gpu01", severity="fail") == 2
     assert value("fleetprobe_findings", host="gpu01", severity="warn") == 0
     assert value("fleetprobe_findings", host="gpu02", severity="warn") == 1
@@ -182,8 +182,10 @@ def test_ansible_inventory_groups_and_hostvars(run: dict, tmp_path: Path):
     assert all(valid.match(g) for g in inv["all"]["children"])
     static = render_static_inventory(run)
     assert static["all"]["children"]["finding_nvlink_link_down"] == {"hosts": {"gpu01": None}}
-    write_inventory(run, tmp_path / "inv.json")
+    write_inventory(run, tmp_path / "inv.json", shape="script-json")
     assert json.loads((tmp_path / "inv.json").read_text()) == inv
+    write_inventory(run, tmp_path / "inv.yml")  # what --ansible-inventory writes: the YAML inventory
+    assert yaml.safe_load((tmp_path / "inv.yml").read_text()) == static
 
 
 def test_group_names_are_sanitized_and_distinct_ids_stay_apart():
@@ -194,23 +196,21 @@ def test_group_names_are_sanitized_and_distinct_ids_stay_apart():
     assert inv["finding_a_b_c"]["hosts"] == ["a"] and inv["finding_a_b_c_2"]["hosts"] == ["b"]
 
 
-ANSIBLE_INVENTORY = os.environ.get("FLEETPROBE_ANSIBLE_INVENTORY") or shutil.which("ansible-inventory")
 
 
-@pytest.mark.skipif(not ANSIBLE_INVENTORY, reason="ansible-inventory not installed (set FLEETPROBE_ANSIBLE_INVENTORY)")
+@pytest.mark.skipif(not ANSIBLE_INVENTORY, reason=SKIP_REASON)
 def test_ansible_reads_both_shapes(run: dict, tmp_path: Path):
     script = tmp_path / "inv.py"
     data = tmp_path / "inv.json"
-    write_inventory(run, data)
+    write_inventory(run, data, shape="script-json")
     script.write_text(f"#!/bin/sh\ncat '{data}'\n")
     script.chmod(0o755)
     static = tmp_path / "static.json"
-    write_inventory(run, static, static=True)
-    for source in (script, static):
-        out = subprocess.run([str(ANSIBLE_INVENTORY), "-i", str(source), "--list"], capture_output=True,
-                             text=True, timeout=120, env={**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "1"})
-        assert out.returncode == 0, out.stderr
-        got = json.loads(out.stdout)
+    write_inventory(run, static, shape="static-json")
+    written = tmp_path / "fleetprobe.yml"
+    write_inventory(run, written)
+    for source in (script, static, written):
+        got = ansible_list(source)
         assert got["finding_nvlink_link_down"]["hosts"] == ["gpu01"], source
         assert got["_meta"]["hostvars"]["gpu01"]["fleetprobe_findings"] == ["nvlink.link.down"]
 

@@ -188,3 +188,68 @@ def test_2000_host_report_loads_and_filters(driver, tmp_path):
     with open(ARTIFACTS / "report-scale.txt", "a", encoding="utf-8") as fh:
         fh.write(f"2000 hosts in headless Chromium: page loaded in {loaded_ms:.0f} ms, "
                  f"severity filter over the findings table in {filter_ms:.0f} ms\n")
+
+
+# Where each rendered line of an element's text ends: "<last char of the line>|<first char of
+# the next>", measured from the characters' boxes.
+_LINE_BREAKS_JS = """
+var out = [], prevTop = null, prev = '';
+var walker = document.createTreeWalker(arguments[0], NodeFilter.SHOW_TEXT), n;
+while ((n = walker.nextNode())) {
+  for (var i = 0; i < n.data.length; i++) {
+    var r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1);
+    var rects = r.getClientRects();
+    if (!rects.length) continue;
+    if (prevTop !== null && rects[0].top > prevTop + 2) out.push(prev + '|' + n.data[i]);
+    prevTop = rects[0].top; prev = n.data[i];
+  }
+}
+return out;
+"""
+
+
+def test_demo_report_breaks_tokens_only_at_separators_and_colours_truthfully(driver, tmp_path):
+    """Issue 16 item 4 in Chromium, on a premigration demo run (tests/present/test_report_truth.py):
+    in a narrow window, finding ids, hosts, classes and subjects wrap only after a separator or at
+    a space; the corrupted pair is drawn red; the DGX H100's GPU+NIC switches are not amber.
+    Leaves test-artifacts/report-truth-findings.png (-narrow.png at 900 px), -p2p.png and -pcie.png
+    for a person."""
+    from selenium.webdriver.common.by import By
+
+    from tests.present.test_report_truth import CORRUPT_HOST, demo_report
+
+    _, html = demo_report()
+    page = tmp_path / "demo.html"
+    page.write_text(html)
+    driver.set_window_size(900, 1400)
+    driver.get(page.as_uri())
+    checked = 0
+    for row in driver.find_elements(By.CSS_SELECTOR, "#findings-table tbody tr"):
+        for col in (2, 4, 5, 6):  # id, host, class, subject
+            cell = row.find_element(By.CSS_SELECTOR, f"td:nth-child({col})")
+            for brk in driver.execute_script(_LINE_BREAKS_JS, cell):
+                before, after = brk.split("|")
+                assert before in ".:-_/,> " or after == " " or before == " ", (cell.text, brk)
+                checked += 1
+    assert checked > 20  # the narrow window did make them wrap
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.execute_script("document.getElementById('findings').scrollIntoView();")
+    assert driver.save_screenshot(str(ARTIFACTS / "report-truth-findings-narrow.png"))
+    driver.set_window_size(1400, 1000)
+    driver.execute_script("document.getElementById('findings').scrollIntoView();")
+    assert driver.save_screenshot(str(ARTIFACTS / "report-truth-findings.png"))
+    for name in (CORRUPT_HOST, "dgx-h100-01"):
+        driver.execute_script("arguments[0].open = true;", driver.find_element(By.ID, f"host-{name}"))
+    corrupt = driver.find_element(By.CSS_SELECTOR, f"#host-{CORRUPT_HOST} svg.pic-p2p g.hm-corrupt rect")
+    assert driver.execute_script("return getComputedStyle(arguments[0]).fill;", corrupt) == "rgb(198, 40, 40)"
+    assert len(driver.find_elements(By.CSS_SELECTOR, f"#host-{CORRUPT_HOST} svg.pic-p2p g.hm-corrupt")) == 1
+    dgx = driver.find_element(By.CSS_SELECTOR, "#host-dgx-h100-01 svg.pic-pcie")
+    fills = driver.execute_script(
+        "return Array.prototype.map.call(arguments[0].querySelectorAll('g.dev rect'),"
+        " function (r) { return getComputedStyle(r).fill; });", dgx)
+    assert fills and "rgb(255, 224, 163)" not in fills  # no amber box on a by-design pairing
+    assert driver.find_element(By.CSS_SELECTOR, f"#host-{CORRUPT_HOST} figure.fig-p2p").screenshot(
+        str(ARTIFACTS / "report-truth-p2p.png"))
+    assert driver.find_element(By.CSS_SELECTOR, "#host-dgx-h100-01 figure.fig-pcie").screenshot(
+        str(ARTIFACTS / "report-truth-pcie.png"))
+    assert _errors(driver) == []

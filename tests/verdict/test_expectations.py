@@ -29,7 +29,8 @@ def test_a_typo_is_an_error_naming_the_key_and_the_known_keys() -> None:
     with pytest.raises(ExpectationError) as e:
         Expectations.from_mapping({"gpu_cout": 8, "gpu_model": "H100"}, where="group dgx: probe_expect")
     msg = str(e.value)
-    assert msg.startswith("group dgx: probe_expect: unknown expectation key(s) gpu_cout;")
+    # the typo is named with the closest known key (issue 16 item 9), then every known key
+    assert msg.startswith("group dgx: probe_expect: unknown expectation key(s) gpu_cout (did you mean gpu_count?);")
     assert "known keys: acs_allowed, board_model," in msg and "gpu_count" in msg and "nvlink_all_up" in msg
 
 

@@ -7,8 +7,10 @@ Groups: `class_<topology class>`, `finding_<finding id>` (any severity), `severi
 what Ansible accepts without warnings (letters, digits, underscore, not starting with a digit).
 
 `render_inventory` gives the `--list` shape of an inventory script (`_meta.hostvars` included);
-`render_static_inventory` the YAML-inventory shape in JSON, which `ansible -i file.json` reads
-directly through the yaml inventory plugin.
+`render_static_inventory` the YAML-inventory shape (`all: {hosts:, children:}`).  `--ansible-inventory
+FILE` writes the YAML inventory, which `ansible-inventory -i FILE --list` and `ansible -i FILE`
+read through the yaml inventory plugin (the script shape in a plain file is refused by Ansible:
+"Invalid hosts entry ... requires a dictionary").
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from orchestrator.facts import read as F
 from orchestrator.present.outputs import write_atomic
@@ -91,6 +95,18 @@ def render_static_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
     }}
 
 
-def write_inventory(fleet: dict[str, Any], path: str | Path, static: bool = False) -> Path:
-    doc = render_static_inventory(fleet) if static else render_inventory(fleet)
-    return write_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+SHAPES = ("yaml", "static-json", "script-json")
+
+
+def write_inventory(fleet: dict[str, Any], path: str | Path, shape: str = "yaml") -> Path:
+    """`yaml`: the YAML inventory (what --ansible-inventory writes); `static-json`: the same in
+    JSON; `script-json`: what an inventory script prints for `--list`."""
+    if shape == "yaml":
+        text = "# Ansible inventory written by fleetprobe (groups: class_*, finding_*, severity_*, outcome_*)\n"
+        text += yaml.safe_dump(render_static_inventory(fleet), sort_keys=False, allow_unicode=True, width=1000)
+    elif shape in SHAPES:
+        doc = render_static_inventory(fleet) if shape == "static-json" else render_inventory(fleet)
+        text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    else:
+        raise ValueError(f"unknown inventory shape {shape!r}; use one of {', '.join(SHAPES)}")
+    return write_atomic(path, text)

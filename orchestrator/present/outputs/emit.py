@@ -6,10 +6,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.junit import write_junit
 from orchestrator.present.outputs.prometheus import write_prometheus
 from orchestrator.present.outputs.slurm_drain import write_drain
+from orchestrator.present.outputs.tabular import render_findings, render_hosts
 
 
 class OutputError(OSError):
@@ -17,7 +19,8 @@ class OutputError(OSError):
 
 
 def write_outputs(fleet: dict[str, Any], *, prometheus: str | Path | None = None, junit: str | Path | None = None,
-                  ansible_inventory: str | Path | None = None, check_ids: Iterable[str] = (),
+                  ansible_inventory: str | Path | None = None, hosts_csv: str | Path | None = None,
+                  findings_csv: str | Path | None = None, check_ids: Iterable[str] = (),
                   junit_fail_on: Iterable[str] = ("fail",), slurm_drain: str | Path | None = None) -> list[Path]:
     """Write each requested file atomically; every one is attempted even if an earlier one fails,
     then OutputError lists what could not be written."""
@@ -26,6 +29,8 @@ def write_outputs(fleet: dict[str, Any], *, prometheus: str | Path | None = None
         ("--junit", junit, lambda p: write_junit(fleet, p, check_ids=check_ids, fail_on=junit_fail_on)),
         ("--ansible-inventory", ansible_inventory, lambda p: write_inventory(fleet, p)),
         ("--slurm-drain", slurm_drain, lambda p: write_drain(fleet, p)),
+        ("--hosts-csv", hosts_csv, lambda p: write_atomic(p, render_hosts(fleet, "csv"))),
+        ("--findings-csv", findings_csv, lambda p: write_atomic(p, render_findings(fleet, "csv"))),
     ]
     written: list[Path] = []
     errors: list[str] = []

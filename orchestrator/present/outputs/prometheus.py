@@ -1,7 +1,15 @@
 """Prometheus textfile-collector output (node_exporter --collector.textfile.directory).
 
-Per host gauges; a value the run did not measure (no nvml, no p2p) is left out rather than written
-as 0, so `absent()` alerts and dashboards do not read "0 GPUs" into a probe that did not run.
+Names follow the Prometheus conventions: one `fleetprobe_` prefix, base units in the name
+(`_seconds`, `_bytes_per_second`, `_lanes`), gauges only.  Per host: its outcome as a state set
+(one series per outcome, 1 for the host's own), reachability, GPU count, NVLink links up, the
+slowest P2P pair, findings by severity and each probe's outcome.  Per finding: one series with
+host, id, severity, kind and subject (value: how many findings share those labels), so an alert
+can name `nvlink.link.down` itself.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
+total, its slowest P2P pair, PCIe generation and width, current and maximum.
+
+A value the run did not measure (no nvml, no p2p) is left out rather than written as 0, so
+`absent()` alerts and dashboards do not read "0 GPUs" into a probe that did not run.
 """
 
 from __future__ import annotations
@@ -12,19 +20,42 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
 from orchestrator.present.outputs import write_atomic
+
+GB = 1e9  # facts carry GB/s (1e9 B/s); Prometheus wants the base unit, bytes per second
 
 # name -> help text; the order here is the order in the file
 METRICS = {
     "fleetprobe_run_timestamp_seconds": "Unix time the fleetprobe run that produced these values finished.",
     "fleetprobe_host_reachable": "1 if the host answered over its transport in this run, else 0.",
+    "fleetprobe_host_outcome": "1 for the host's outcome in this run, 0 for every other outcome.",
     "fleetprobe_gpu_count": "GPUs found on the host (NVML, else the PCIe bus).",
     "fleetprobe_nvlink_links_up": "NVLink links in the active state, summed over the host's GPUs.",
-    "fleetprobe_p2p_min_gbps": "Slowest measured GPU-to-GPU copy bandwidth on the host, in GB/s.",
+    "fleetprobe_p2p_min_bandwidth_bytes_per_second": "Slowest measured GPU-to-GPU copy bandwidth on the host.",
     "fleetprobe_findings": "Findings on the host by severity.",
+    "fleetprobe_finding": "Findings with these labels (host, id, severity, kind, subject); usually 1.",
     "fleetprobe_probe_outcome": "1 for the outcome each probe had on the host in this run.",
+    "fleetprobe_gpu_nvlink_links_up": "NVLink links of the GPU in the active state.",
+    "fleetprobe_gpu_nvlink_links": "NVLink links the GPU reports.",
+    "fleetprobe_gpu_p2p_min_bandwidth_bytes_per_second": "Slowest measured one-way copy-engine bandwidth "
+                                                         "between this GPU and a peer.",
+    "fleetprobe_gpu_pcie_link_generation": "PCIe generation the GPU's link trained at.",
+    "fleetprobe_gpu_pcie_link_max_generation": "Highest PCIe generation the GPU's link supports.",
+    "fleetprobe_gpu_pcie_link_width_lanes": "PCIe lanes the GPU's link trained at.",
+    "fleetprobe_gpu_pcie_link_max_width_lanes": "PCIe lanes the GPU's link supports.",
 }
+
+_GPU_GAUGES = (
+    ("fleetprobe_gpu_nvlink_links_up", "nvlink_links_up", 1.0),
+    ("fleetprobe_gpu_nvlink_links", "nvlink_links", 1.0),
+    ("fleetprobe_gpu_p2p_min_bandwidth_bytes_per_second", "p2p_min_gbps", GB),
+    ("fleetprobe_gpu_pcie_link_generation", "pcie_gen", 1.0),
+    ("fleetprobe_gpu_pcie_link_max_generation", "pcie_gen_max", 1.0),
+    ("fleetprobe_gpu_pcie_link_width_lanes", "pcie_width", 1.0),
+    ("fleetprobe_gpu_pcie_link_max_width_lanes", "pcie_width_max", 1.0),
+)
 
 
 def escape_label(value: Any) -> str:
@@ -62,6 +93,8 @@ def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], floa
     out: dict[str, list[tuple[dict[str, str], float]]] = {m: [] for m in METRICS}
     ts = _timestamp(fleet)
     counts = F.severity_counts(fleet)
+    by_host = F.findings_by_host(fleet)
+    outcomes = [o.value for o in Outcome]
     for h in fleet.get("hosts") or []:
         if not isinstance(h, dict) or not h.get("name"):
             continue
@@ -70,18 +103,36 @@ def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], floa
         if ts is not None:
             out["fleetprobe_run_timestamp_seconds"].append((host, ts))
         out["fleetprobe_host_reachable"].append((host, 0.0 if h.get("outcome") == "unreachable" else 1.0))
+        mine = str(h.get("outcome") or "unknown")
+        for o in (outcomes if mine in outcomes else [*outcomes, mine]):
+            out["fleetprobe_host_outcome"].append(({"host": name, "outcome": o}, 1.0 if o == mine else 0.0))
         facts = h.get("facts") or {}
+        p2p_min = F.p2p_min_gbps(facts)
         for metric, value in (("fleetprobe_gpu_count", F.gpu_count(facts)),
                               ("fleetprobe_nvlink_links_up", F.nvlink_links_up(facts)),
-                              ("fleetprobe_p2p_min_gbps", F.p2p_min_gbps(facts))):
+                              ("fleetprobe_p2p_min_bandwidth_bytes_per_second",
+                               None if p2p_min is None else p2p_min * GB)):
             if value is not None:
                 out[metric].append((host, float(value)))
         for sev, n in counts.get(name, dict.fromkeys(F.SEVERITIES, 0)).items():
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
+        per_finding: dict[tuple[str, ...], int] = {}
+        for f in by_host.get(name, []):
+            key = tuple(str(f.get(k) if f.get(k) is not None else "") for k in ("id", "severity", "kind", "subject"))
+            per_finding[key] = per_finding.get(key, 0) + 1  # h2d and d2h of one GPU share id and subject
+        for (fid, sev, kind, subject), n in per_finding.items():
+            out["fleetprobe_finding"].append(
+                ({"host": name, "id": fid, "severity": sev, "kind": kind, "subject": subject}, float(n)))
         for probe, rec in sorted((h.get("probes") or {}).items()):
             if isinstance(rec, dict) and rec.get("outcome"):
                 out["fleetprobe_probe_outcome"].append(
                     ({"host": name, "probe": str(probe), "outcome": str(rec["outcome"])}, 1.0))
+        for g in F.gpu_gauges(facts):
+            labels = {"host": name, "gpu": str(g.index), "bus_id": g.bus_id or "", "uuid": g.uuid or ""}
+            for metric, attr, scale in _GPU_GAUGES:
+                v = getattr(g, attr)
+                if v is not None:
+                    out[metric].append((labels, float(v) * scale))
     return out
 
 

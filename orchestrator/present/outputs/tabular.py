@@ -21,8 +21,12 @@ FORMATS = ("json", "yaml", "csv")
 # what `--format` accepts: the terminal table, or one of the machine formats above
 OUTPUT_FORMATS = ("table", *FORMATS)
 
-HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", "gpus", "nvlink_up", "p2p_min_gbps",
-                "fail", "warn", "info", "probes")
+# The identity columns are the procurement list (facts/read.py:host_identity): DMI system and
+# board, BIOS, serials, driver, GPU model; then what the run measured and judged.
+IDENTITY_COLUMNS = ("system_vendor", "system_product", "board_vendor", "board_model", "bios_vendor", "bios_version",
+                    "bios_date", "system_serial", "board_serial", "driver", "gpu_model")
+HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", *IDENTITY_COLUMNS, "gpus", "nvlink_up",
+                "p2p_min_gbps", "fail", "warn", "info", "probes")
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
 RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "failed", "unreachable",
                "skipped", "interrupted", "fail", "warn", "info", "problem")
@@ -39,7 +43,7 @@ def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
         probes = h.get("probes") or {}
         rows.append({
             "host": h.get("name"), "address": h.get("address"), "outcome": h.get("outcome"),
-            "reason": h.get("reason"), "class": h.get("class"),
+            "reason": h.get("reason"), "class": h.get("class"), **F.host_identity(facts),
             "gpus": F.gpu_count(facts), "nvlink_up": F.nvlink_links_up(facts), "p2p_min_gbps": F.p2p_min_gbps(facts),
             **c,
             "probes": {p: r.get("outcome") for p, r in probes.items() if isinstance(r, dict)},

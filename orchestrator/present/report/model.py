@@ -53,6 +53,8 @@ class GpuRow:
     name: str
     uuid: str
     serial: str
+    part_number: str  # board part number (procurement list)
+    vbios: str
     memory: str
     pcie: str
     pcie_degraded: bool
@@ -114,6 +116,7 @@ class PcieNode:
 class HeatCell:
     measured: float | None
     expected: float | None
+    verified: bool | None = None  # False: the copied data differed (p2p.data.mismatch): never good
 
     @property
     def ratio(self) -> float | None:
@@ -233,6 +236,9 @@ def _str(value: Any) -> str:
         return (f"{value:.1f}").rstrip("0").rstrip(".")
     if isinstance(value, (list, tuple)):
         return ", ".join(_str(v) for v in value)
+    if isinstance(value, dict):
+        # expected/actual of a finding: "state: in_progress, status: SUCCESS", never a dict repr
+        return ", ".join(f"{visible(str(k))}: {_str(v) if v is not None else '?'}" for k, v in value.items())
     return visible(str(value))
 
 
@@ -358,6 +364,7 @@ def read_gpus(facts: dict[str, Any]) -> list[GpuRow]:
             index=_str(g.get("index")), bus_id=_str(g.get("bus_id")),
             name=_str(g.get("name")) + (" (lost)" if g.get("lost") else ""),
             uuid=_str(g.get("uuid")), serial=_str(g.get("serial")),
+            part_number=_str(g.get("board_part_number")), vbios=_str(g.get("vbios")),
             memory="%.0f GiB" % (mem / 2**30) if mem is not None else "",
             pcie=link, pcie_degraded=degraded, numa=_str(numa), mig=mig_text,
             temperature="{} °C".format(_str(g.get("temperature_c"))) if g.get("temperature_c") is not None else "",
@@ -514,8 +521,10 @@ def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozen
             continue
         names = sorted((labels.get(b, b) for b in gpus), key=_label_key) + \
             sorted((labels.get(b, b) for b in nics), key=_label_key)
-        uplink.note = "uplink shared: " + ", ".join(names)
         uplink.shared_uplink = bool(flagged & {*gpus, *nics, uplink.bus_id})
+        # Unflagged, the pairing is how the board is built (the DGX H100 pairs each GPU with its
+        # own NIC under one switch, which is what GPUDirect RDMA wants): said, not painted.
+        uplink.note = ("uplink shared: " if uplink.shared_uplink else "on this switch: ") + ", ".join(names)
     return roots
 
 
@@ -592,6 +601,16 @@ def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRo
             continue
         if f.id == p2p_check.BANDWIDTH_LOW and len(buses) == 2:
             floors[(buses[0], buses[1])] = floor
+    # The pair's own verification: the probe's per-pair flag and its mismatch records (any copy kind).
+    corrupt = {(_str(m.get("src_bus_id")).lower(), _str(m.get("dst_bus_id")).lower())
+               for m in map(_dict, _list(section.get("mismatches")))}
+    verified: dict[tuple[str, str], bool] = {}
+    for pair in map(_dict, _list(section.get("pairs"))):
+        key = (_str(pair.get("src_bus_id")).lower(), _str(pair.get("dst_bus_id")).lower())
+        if isinstance(pair.get("verified"), bool):
+            verified[key] = pair["verified"]
+    for key in corrupt:
+        verified[key] = False
     labels_map = device_labels(facts)
     labels = [labels_map.get(b, f"GPU{i}") for i, b in enumerate(order)]
     cells = []
@@ -604,7 +623,7 @@ def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRo
                 continue
             value = _num(mrow[b]) if b < len(mrow) else None
             expected = floors.get((order[a], order[b]))
-            row.append(HeatCell(value, expected))
+            row.append(HeatCell(value, expected, verified.get((order[a], order[b]))))
         cells.append(row)
     return P2pHeat("copy engine, one direction", "GB/s", labels, cells)
 
@@ -621,6 +640,32 @@ def finding_row(f: dict[str, Any], classes: dict[str, str], anchors: dict[str, s
         host=host, host_class=classes.get(host, ""), subject=_str(f.get("subject")), message=_str(f.get("message")),
         expected=_str(f.get("expected")), actual=_str(f.get("actual")), hint=_str(f.get("hint")),
         anchor=anchors.get(host, ""))
+
+
+@dataclass
+class HintGroup:
+    """One finding id with its hint, once, and where it occurred (the findings that carry it)."""
+
+    id: str
+    severity: str  # the worst of its occurrences
+    kind: str
+    hint: str
+    occurrences: list[FindingRow]
+
+
+def hint_groups(findings: Sequence[FindingRow]) -> list[HintGroup]:
+    """Findings grouped by id, worst id first, each hint said once with its occurrences beneath."""
+    groups: dict[str, HintGroup] = {}
+    for f in findings:
+        g = groups.get(f.id)
+        if g is None:
+            groups[f.id] = HintGroup(f.id, f.severity, f.kind, f.hint, [f])
+            continue
+        g.occurrences.append(f)
+        if severity_rank(f.severity) > severity_rank(g.severity):
+            g.severity = f.severity
+        g.hint = g.hint or f.hint
+    return sorted(groups.values(), key=lambda g: (-severity_rank(g.severity), g.id))
 
 
 def _severity_rank(sev: str) -> int:

@@ -15,15 +15,16 @@ import base64
 import hashlib
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from orchestrator.present.report import svg
-from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, level_class
+from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, hint_groups, level_class
 from orchestrator.store import atomic
 from orchestrator.verdict.findings import SEVERITY_ORDER, Severity, severity_rank
 
@@ -38,11 +39,32 @@ class ReportError(Exception):
     """A report could not be produced; the message is one line a person can act on."""
 
 
+# after : _ / , > - ; after a dot only before two more letters or digits ("00.0" stays whole)
+_AFTER_SEPARATOR = re.compile(r"(?<=[:_/,>-])|(?<=\.)(?=[0-9A-Za-z]{2})")
+_BUS_ID = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")  # never broken
+
+
+def breakable(value: Any) -> Markup:
+    """Text (escaped) with a line-break opportunity after each separator of ids, class and host
+    names (`.`, `:`, `_`, `/`, `,`, `>`, `-`), PCI bus ids kept whole, so a narrow column wraps
+    there and never in the middle of "0000:3a:00.0" or "bandwidth" (the cells' CSS breaks a word
+    only when it cannot fit a line of its own)."""
+    out: list[Markup] = []
+    for i, piece in enumerate(_BUS_ID.split(str(value))):
+        if i % 2:
+            out.append(escape(piece))
+        else:
+            out.append(Markup("<wbr>").join(escape(part) for part in _AFTER_SEPARATOR.split(piece)))
+    return Markup("").join(out)
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=False, lstrip_blocks=False)
     env.globals["level_class"] = level_class
+    env.globals["hint_groups"] = hint_groups
+    env.filters["breakable"] = breakable
     return env
 
 

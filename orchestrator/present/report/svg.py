@@ -170,7 +170,10 @@ def _clip(text: str, n: int) -> str:
 
 
 def ratio_class(cell: HeatCell) -> str:
-    """Red under the expected floor, amber within 5% above it, green beyond."""
+    """Red under the expected floor or when the copied data differed, amber within 5% above the
+    floor, green beyond; grey when there is no floor to compare with."""
+    if cell.verified is False and cell.measured is not None:
+        return "hm-corrupt"
     r = cell.ratio
     if r is None:
         return "hm-none" if cell.measured is None else "hm-noexp"
@@ -207,11 +210,14 @@ def p2p_svg(heat: P2pHeat, title: str = "P2P bandwidth") -> str:
                 line2 = f"{cell.ratio * 100:.0f}%" if cell.ratio is not None else ""
                 expected = _f(cell.expected) if cell.expected else "unknown"
                 tip = f"{label}→{heat.labels[j]}: {line1} {heat.unit}, expected {expected}"
+                if cell.verified is False:
+                    line2 = "CORRUPT"
+                    tip += "; the copied data differed from what was written (p2p.data.mismatch)"
             body.append(_el("g", {"class": "cell " + ratio_class(cell)},
                             _el("title", text=tip),
                             _el("rect", {"x": x, "y": y, "width": cw - 2, "height": ch - 2}),
                             _el("text", {"x": x + cw / 2, "y": y + 16}, text=line1),
                             _el("text", {"class": "ratio", "x": x + cw / 2, "y": y + 31}, text=line2)))
     body.append(_el("text", {"class": "axis", "x": left, "y": height - 8},
-                    text=f"{heat.title} in {heat.unit}; % = measured / expected"))
+                    text=f"{heat.title} in {heat.unit}; % = measured / expected; CORRUPT = data differed"))
     return _svg(width, height, "p2p", title, body)

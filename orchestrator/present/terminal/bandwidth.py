@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean as _clean
 
 
@@ -32,7 +33,8 @@ def _matrix(title: str, m: list[list[Any]] | None, n: int, digits: int = 2, labe
     return lines
 
 
-def render(p2p: dict[str, Any] | None, host: str = "") -> str:
+def render(p2p: dict[str, Any] | None, host: str = "", facts: dict[str, Any] | None = None,
+           width: int | None = None) -> str:
     if not isinstance(p2p, dict):
         return "p2p: not measured\n"
     order = [_clean(b) for b in p2p.get("order") or []]
@@ -44,7 +46,8 @@ def render(p2p: dict[str, Any] | None, host: str = "") -> str:
     for g in gpus:
         status = _clean(g.get("status"))
         extra = f" ({_clean(g.get('error'))})" if g.get("error") else ""
-        out.append(f"Device: {g.get('index')}, {_clean(g.get('name'))}, bus {_clean(g.get('bus_id'))}, {status}{extra}")
+        out.append(f"Device: {shown(g.get('index'))}, {_clean(g.get('name'))}, bus {_clean(g.get('bus_id'))}, "
+                   f"{status}{extra}")
     cap = [[(1 if i == j else row[j]) for j in range(len(row))] for i, row in enumerate(mats.get("can_access_peer") or [])]
     out += _matrix("P2P Connectivity Matrix (cuDeviceCanAccessPeer)", cap, n, 0)
     out += _matrix("Unidirectional copy-engine bandwidth (GB/s), row -> column; diagonal: device-local copy",
@@ -59,7 +62,7 @@ def render(p2p: dict[str, Any] | None, host: str = "") -> str:
         out.append(f"{'GPU':>6} {'h2d':>9} {'d2h':>9}  verified")
         for g in gpus:
             v = g.get("verified")
-            out.append(f"{g.get('index'):>6} {_num(g.get('h2d_gbps')):>9} {_num(g.get('d2h_gbps')):>9}  "
+            out.append(f"{shown(g.get('index')):>6} {_num(g.get('h2d_gbps')):>9} {_num(g.get('d2h_gbps')):>9}  "
                        f"{'-' if v is None else ('ok' if v else 'MISMATCH')}")
     a2h = p2p.get("all_to_host")
     if isinstance(a2h, dict):

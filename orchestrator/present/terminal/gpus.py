@@ -6,7 +6,9 @@ from typing import Any
 
 from tabulate import tabulate
 
+from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
+from orchestrator.present.terminal.width import fit_table
 
 
 def _na(v: Any, fmt: str = "{}") -> str:
@@ -27,10 +29,8 @@ def _fans(g: dict[str, Any]) -> str:
         return "none"  # NVML answered: this board has no fans (SXM, passive cooling)
     if fans:
         return "/".join(_na(f.get("speed_pct"), "{}%") for f in fans)
-    if g.get("fans_unknown") == "NOT_SUPPORTED":
-        return "N/A"
-    # a text import without fan lines has no NVML reason: "?" alone, never "(None)"
-    return f"? ({g['fans_unknown']})" if g.get("fans_unknown") else "?"
+    why = g.get("fans_unknown")
+    return "N/A" if why == "NOT_SUPPORTED" else (f"? ({why})" if why else "?")
 
 
 def _mig(g: dict[str, Any]) -> str:
@@ -53,17 +53,23 @@ def _health(g: dict[str, Any]) -> str:
         notes.append("remap pending")
     fab = g.get("fabric") or {}
     if fab.get("state") not in (None, "not_supported", "completed"):
-        notes.append(f"fabric {fab.get('state')}")
+        notes.append(f"fabric {shown(fab.get('state'))}")
     return ", ".join(notes) or "ok"
 
 
-def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None) -> str:
+def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None,
+                     width: int | None = None) -> str:
     if not gpus:
         return f"{clean(host)}: no NVML data"
-    links = {g.get("bus_id"): g for g in (nvlink or {}).get("gpus") or []}
+    links: dict[tuple[str, Any], dict[str, Any]] = {}
+    for lg in (nvlink or {}).get("gpus") or []:
+        for key in ("bus_id", "uuid", "index"):  # text imports may lack bus ids: then the UUID, the index
+            if lg.get(key) is not None:
+                links.setdefault((key, lg[key]), lg)
     rows = []
     for g in gpus.get("list") or []:
-        lk = links.get(g.get("bus_id")) or {}
+        lk = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
+                   if g.get(k) is not None and (k, g[k]) in links), {})
         if not lk or lk.get("links_total") is None:
             nvl = "?"
         else:
@@ -79,11 +85,19 @@ def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, A
         ])
     head = (f"{clean(host)}: {len(rows)} GPU(s), driver {clean(gpus.get('driver_version') or 'N/A')}, "
             f"CUDA {clean(gpus.get('cuda_driver_version') or 'N/A')}")
-    table = tabulate(rows, headers=["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans",
-                                    "power", "MIG", "virt", "NVLink", "health"], tablefmt="simple")
+    headers = ["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans", "power", "MIG", "virt", "NVLink",
+               "health"]
+    if width is None:
+        table = tabulate(rows, headers=headers, tablefmt="simple")
+    else:  # a narrow terminal loses the columns a reader misses least, then wraps
+        table = fit_table([[str(c) for c in r] for r in rows], headers, width,
+                          droppable=("uuid", "virt", "power", "fans", "temp", "memory"),
+                          fixed=("#", "bus id", "NVLink", "PCIe"))
     return head + "\n" + table
 
 
-def view_gpus(gpus: dict[str, Any]) -> str:
-    """The `--show gpus` renderer (facts["gpus"] only: no NVLink column source, no host name)."""
-    return render_gpu_table("GPUs", gpus)
+def view_gpus(gpus: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+              width: int | None = None) -> str:
+    """The `--show gpus` renderer: the host's name in the head, the NVLink column from its nvlink
+    section when the host's facts are given."""
+    return render_gpu_table(host or "GPUs", gpus, (facts or {}).get("nvlink"), width)

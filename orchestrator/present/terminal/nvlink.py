@@ -8,9 +8,12 @@ reads the state, not the speed, so an active link shows its speed only when the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from tabulate import tabulate
 
 from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink
+from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 
 
@@ -51,7 +54,8 @@ def _label(g: NvlinkGpu, pos: int) -> str:
     return f"GPU{idx if isinstance(idx, int) else pos}"
 
 
-def render_nvlink(nvlink: NvlinkFacts | None) -> str:
+def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, Any] | None = None,
+                  width: int | None = None) -> str:
     if not nvlink:
         return "no NVLink data"
     gpus = [g for g in nvlink.get("gpus") or [] if isinstance(g, dict)]
@@ -91,7 +95,7 @@ def render_nvlink(nvlink: NvlinkFacts | None) -> str:
         lines = ["NVSwitches:"]
         for sw in switches:
             members = ",".join(by_bus.get(b, clean(b)) for b in sw.get("gpus") or [])
-            lines.append(f"  {clean(sw.get('bus_id') or '?')}: {sw.get('links_up')}/{sw.get('links')} links up"
+            lines.append(f"  {clean(sw.get('bus_id') or '?')}: {shown(sw.get('links_up'))}/{shown(sw.get('links'))} links up"
                          f" from {members or 'no GPU'}")
         out.append("\n".join(lines))
     per_link = []
@@ -102,6 +106,6 @@ def render_nvlink(nvlink: NvlinkFacts | None) -> str:
             per_link.append("\t No NVLink links" if g.get("links_total") == 0
                             else f"\t links unknown ({_links_cell(g)[3:-1]})")
         for lk in links:
-            per_link.append(f"\t Link {lk.get('link')}: {_state(lk)} {_remote(lk, by_bus)}".rstrip())
+            per_link.append(f"\t Link {shown(lk.get('link'))}: {_state(lk)} {_remote(lk, by_bus)}".rstrip())
     out.append("Links (as nvidia-smi nvlink -s):\n" + "\n".join(per_link))
     return "\n\n".join(out)

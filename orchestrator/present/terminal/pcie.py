@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 
 _ROLE = {"root_port": "root port", "upstream_port": "switch upstream", "downstream_port": "switch downstream",
@@ -37,15 +38,17 @@ def _describe(d: dict[str, Any], mark: str | None, downgraded: dict[str, dict[st
     if mark:
         parts.append(mark)
     if kind == "gpu":
-        parts.append(clean(d.get("model") or f"NVIDIA GPU {d.get('device')}"))
+        parts.append(clean(d.get("model") or f"NVIDIA GPU {shown(d.get('device'))}"))
     elif kind == "nic":
         names = [x for x in [d.get("rdma"), *(d.get("netdevs") or [])] if x]
-        parts.append(f"{clean(d.get('family') or 'NIC')} {d.get('device')}" + (f" ({clean(', '.join(names))})" if names else ""))
+        parts.append(f"{clean(d.get('family') or 'NIC')} {shown(d.get('device'))}" + (f" ({clean(', '.join(names))})" if names else ""))
     elif kind in ("root_port", "switch_port", "bridge"):
         role = _ROLE.get(d.get("role") or "", "bridge")
-        parts.append(f"{role} {clean(d.get('family') or '')} {d.get('vendor')}:{d.get('device')}".replace("  ", " "))
+        parts.append(f"{role} {clean(d.get('family') or '')} {shown(d.get('vendor'))}:{shown(d.get('device'))}"
+                     .replace("  ", " "))
     else:
-        parts.append(f"{kind} {clean(d.get('family') or '')} {d.get('vendor')}:{d.get('device')} class {d.get('class')}"
+        parts.append(f"{shown(kind, 'device')} {clean(d.get('family') or '')} {shown(d.get('vendor'))}:"
+                     f"{shown(d.get('device'))} class {shown(d.get('class'))}"
                      .replace("  ", " "))
     link = d.get("link")
     if link and d.get("role") not in ("root_port", "downstream_port"):
@@ -115,7 +118,8 @@ def render_levels(pcie: dict[str, Any]) -> str:
     return out
 
 
-def render_pcie(pcie: dict[str, Any]) -> str:
+def render_pcie(pcie: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+                width: int | None = None) -> str:
     """`--show pcie`: the tree, then the level matrix, then what is wrong on the bus in one line each."""
     out = render_tree(pcie) + "\n" + render_levels(pcie)
     notes = []
@@ -127,7 +131,8 @@ def render_pcie(pcie: dict[str, Any]) -> str:
             notes.append(f"uplink {u['id']}: GPUs {', '.join(u['gpus'])} share it with NICs {', '.join(u['nics'])}")
     counts = pcie.get("gpu_counts") or {}
     if counts.get("pci"):
-        notes.append(f"GPUs: PCI {counts.get('pci')}, /proc {counts.get('proc', 'n/a')}, /dev {counts.get('dev', 'n/a')}")
+        notes.append(f"GPUs: PCI {counts.get('pci')}, /proc {shown(counts.get('proc'), 'n/a')}, "
+                     f"/dev {shown(counts.get('dev'), 'n/a')}")
     if pcie.get("needs_root"):
         notes.append("config space needs root: " + ", ".join(pcie["needs_root"]) + " inferred or unknown")
     return out + ("\n" + "\n".join(notes) + "\n" if notes else "")

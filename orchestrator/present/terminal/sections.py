@@ -1,4 +1,9 @@
-"""Per-host detail views by name, for `--show` (names, sections and renderers: facts/registry.py)."""
+"""Per-host detail views by name, for `--show` (names, sections and renderers: facts/registry.py).
+
+A renderer takes its facts section, and as keywords the host's name, all its facts (the GPU
+table fills its NVLink column from the nvlink section) and the terminal width (None: no limit;
+the GPU table fits itself to it, matrices and trees cannot wrap and ignore it).  A host without the section still gets
+a line saying why: the probe was not run, or what its outcome was."""
 
 from __future__ import annotations
 
@@ -6,8 +11,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.present.terminal.text import clean
 
-Renderer = Callable[[Any], str]
+Renderer = Callable[..., str]
 
 # view name -> (facts key, renderer)
 VIEWS: dict[str, tuple[str, Renderer]] = {
@@ -15,10 +21,31 @@ VIEWS: dict[str, tuple[str, Renderer]] = {
 }
 
 
-def render(section: str, host_record: Mapping[str, Any]) -> str:
+def absent(section: str, host_record: Mapping[str, Any]) -> str:
+    """Why a host has no facts for a view: "p2p not run on this host", or the probe's outcome."""
+    row = registry.views().get(section)
+    probe = row.probe if row else section
+    entry = (host_record.get("probes") or {}).get(probe) or {}
+    outcome = entry.get("outcome")
+    if not outcome or outcome == "skipped":
+        return f"{probe} not run on this host"
+    why = f": {clean(entry.get('reason'), 300)}" if entry.get("reason") else ""
+    if outcome == "ok":
+        return f"{probe} ran but reported no {section} data{why}"
+    return f"{probe} {outcome}{why}"
+
+
+def render(section: str, host_record: Mapping[str, Any], width: int | None = None) -> str:
     entry = VIEWS.get(section)
     if entry is None:
         raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
     key, fn = entry
-    facts = (host_record.get("facts") or {}).get(key)
-    return fn(facts) if facts else ""
+    facts = host_record.get("facts") or {}
+    if not facts.get(key):
+        return absent(section, host_record)
+    return fn(facts[key], host=str(host_record.get("name") or ""), facts=facts, width=width)
+
+
+def render_views(fleet: Mapping[str, Any], names: list[str], width: int | None = None) -> list[str]:
+    """`--show a,b`: each view of each host, under a `== host: view` line."""
+    return [f"== {clean(rec['name'])}: {name}\n{render(name, rec, width)}" for name in names for rec in fleet["hosts"]]

@@ -18,7 +18,8 @@ LEGEND = """Legend:
   ?    = unknown (no probe could answer)"""
 
 
-def render_topo(topology: dict[str, Any] | None, legend: bool = True) -> str:
+def render_topo(topology: dict[str, Any] | None, legend: bool = True, host: str = "",
+                facts: dict[str, Any] | None = None, width: int | None = None) -> str:
     if not topology or not topology.get("devices"):
         return "no topology data"
     devices = topology["devices"]

@@ -12,6 +12,7 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -28,7 +29,7 @@ def _section(view: HostView, key: str, probe: str) -> dict[str, Any] | None:
 
 
 def _subject(g: dict[str, Any]) -> str:
-    return f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
+    return f"GPU{shown(g.get('index'))} ({g.get('bus_id') or 'bus id unknown'})"
 
 
 def _gpus(view: HostView) -> list[dict[str, Any]]:
@@ -147,7 +148,7 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
         missing = max(0, (want or 0) - total)
         desc = []
         if inactive:
-            desc.append(f"link(s) {', '.join(map(str, inactive))} inactive")
+            desc.append(f"link(s) {', '.join(map(shown, inactive))} inactive")
         if missing:
             desc.append(f"{missing} link(s) absent")
         msg = f"{up} of {want if want is not None else total} NVLinks active" + (f": {'; '.join(desc)}" if desc else "")
@@ -290,8 +291,8 @@ def check_row_remap(view: HostView) -> Iterator[Finding]:
                         hint="the GPU needs RMA (NVIDIA memory error management guide)")
         if rr.get("pending"):
             yield fault("gpu.row_remap.pending", view.name, _subject(g),
-                        f"row remapping pending ({rr.get('uncorrectable', 0)} uncorrectable, "
-                        f"{rr.get('correctable', 0)} correctable rows): a GPU reset is required",
+                        f"row remapping pending ({shown(rr.get('uncorrectable'))} uncorrectable, "
+                        f"{shown(rr.get('correctable'))} correctable rows): a GPU reset is required",
                         severity=Severity.WARN, expected=False, actual=rr, evidence=ev,
                         hint="drain the GPU and reset it (`nvidia-smi -r -i N`) or reboot")
 
@@ -307,8 +308,8 @@ def check_fabric(view: HostView) -> Iterator[Finding]:
         if ok:
             continue
         yield fault("nvlink.fabric.incomplete", view.name, _subject(g),
-                    f"NVLink fabric registration {fab.get('state')} (status {fab.get('status')}, "
-                    f"health {fab.get('health_summary')})",
+                    f"NVLink fabric registration {shown(fab.get('state'))} (status {shown(fab.get('status'))}, "
+                    f"health {shown(fab.get('health_summary'), 'not reported')})",
                     expected="completed/SUCCESS", actual=fab, evidence=[f"nvml.gpus[{g.get('index')}].fabric"],
                     hint="check `systemctl status nvidia-fabricmanager` and its log; CUDA cannot use "
                          "NVLink until registration completes")

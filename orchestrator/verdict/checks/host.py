@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
@@ -46,12 +47,12 @@ def virtualization(view: HostView) -> Iterator[Finding]:
     what = virt.get("hypervisor") or ("container " + str(virt.get("container")) if virt.get("container") else None)
     if want and want.lower() == "none" and virt.get("virtualized"):
         yield fault("host.virtualized", view.name, "platform",
-                    f"host is virtualized ({what}) but bare metal was expected", expected="none", actual=what,
+                    f"host is virtualized ({shown(what, 'hypervisor unknown')}) but bare metal was expected", expected="none", actual=what,
                     evidence=[f"host.virtualization.evidence={','.join(virt.get('evidence') or [])}"],
                     hint="a VM hides the PCIe tree, NVSwitches and often P2P; ask for a bare-metal node")
     elif virt.get("virtualized"):
         yield limitation("host.virtualized", view.name, "platform",
-                         f"host is virtualized ({what}): PCIe topology, NVSwitches and P2P may be hidden or emulated",
+                         f"host is virtualized ({shown(what, 'hypervisor unknown')}): PCIe topology, NVSwitches and P2P may be hidden or emulated",
                          actual=what, evidence=[f"host.virtualization.evidence={','.join(virt.get('evidence') or [])}"],
                          hint="findings about topology on this host describe the VM, not the physical machine")
     else:

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -489,7 +490,7 @@ def _mismatch(host: str, p2p: dict[str, Any]) -> Iterable[Finding]:
             continue
         seen.add(key)
         yield fault("p2p.data.mismatch", host, subject,
-                    f"copied data differs from what was written ({m.get('copy')} copy) although CUDA reported success",
+                    f"copied data differs from what was written ({shown(m.get('copy'), 'unnamed')} copy) although CUDA reported success",
                     expected="identical bytes", actual="pattern mismatch",
                     hint="silent corruption: check dmesg for IOMMU/DMAR faults and XIDs, ACS settings, and the "
                          "link's error counters; do not run jobs on this path")
@@ -511,13 +512,13 @@ def _run_state(host: str, p2p: dict[str, Any], gpus: list[dict[str, Any]]) -> It
     for g in gpus:
         if g.get("status") == "error":
             yield unknown("p2p.gpu.error", host, _name(g["index"], g["bus_id"]),
-                          f"could not be measured: {g.get('error')}", severity=Severity.WARN,
+                          f"could not be measured: {shown(g.get('error'), 'no reason given')}", severity=Severity.WARN,
                           actual=g.get("error"),
                           hint="out of memory: another job holds the GPU memory; other errors: see the raw run")
     for e in p2p.get("errors") or []:
         if e.get("error") in STICKY:
             yield fault("p2p.cuda.error", host, str(e.get("where")),
-                        f"the GPU faulted during the measurement: {e.get('message')}",
+                        f"the GPU faulted during the measurement: {shown(e.get('message') or e.get('error'))}",
                         actual=e.get("error"), evidence=[str(e.get("where"))],
                         hint="check dmesg for XID errors; the measurement stopped there")
     if p2p.get("budget_exhausted"):

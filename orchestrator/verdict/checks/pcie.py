@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -113,7 +114,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         below_expect = gpu and ((exp_gen and (e["gen_current"] or 0) < exp_gen)
                                 or (exp_width and (e["width_current"] or 0) < exp_width))
         width_low = (e["width_current"] or 0) < (e["width_max"] or 0)
-        actual = f"{_gw(e['gen_current'], e['width_current'])} ({e.get('speed_current')})"
+        actual = f"{_gw(e['gen_current'], e['width_current'])} ({shown(e.get('speed_current'))})"
         expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
         subject = names.get(b, f"{e.get('kind') or 'PCI device'} {b}")
         # a text import may know only the device's own LnkCap, not its port's: claim only that
@@ -150,7 +151,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         link = d["link"]
         if (exp_gen and (link["gen_current"] or 0) < exp_gen) or (exp_width and (link["width_current"] or 0) < exp_width):
             subject = names.get(d["bdf"], d["bdf"])
-            actual = f"{_gw(link['gen_current'], link['width_current'])} ({link.get('speed_current')})"
+            actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
             expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
             yield fault("pcie.link.downgraded", view.name, subject,
                         f"{subject} link at {actual}, expected at least {expected}",
@@ -198,7 +199,7 @@ def _below_model_generation(view: HostView, pcie: dict[str, Any], names: _Names,
         if not caps or cur < min(caps):
             continue  # both ends unknown, or trained below both ends: idle or already in `downgraded`
         subject = names.get(b, f"gpu {b}")
-        actual = f"{_gw(cur, link.get('width_current'))} ({link.get('speed_current')})"
+        actual = f"{_gw(cur, link.get('width_current'))} ({shown(link.get('speed_current'))})"
         expected = _gw(model.pcie_gen, link.get("width_max"))
         evidence = [f"sysfs {b}: current_link_speed, max_link_speed", f"sysfs {d.get('parent')}: max_link_speed",
                     f"gpu_models {model.key}: PCIe Gen{model.pcie_gen}"]
@@ -314,7 +315,7 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
             continue
         yield fault("gpu.count.pci_vs_driver", view.name, subject,
                     f"{subject} is on the PCI bus but missing from {where} "
-                    f"(PCI {counts.get('pci')}, /proc {counts.get('proc')}, /dev {counts.get('dev')})",
+                    f"(PCI {shown(counts.get('pci'))}, /proc {shown(counts.get('proc'))}, /dev {shown(counts.get('dev'))})",
                     hint="the driver did not initialise this GPU: check dmesg for NVRM/Xid errors, the GPU's "
                          "power and seating, and nvidia-smi -q for it", **kw)
 
