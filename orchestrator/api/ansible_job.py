@@ -119,9 +119,9 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
     result = CommandResult(exit_code=exit_code, stdout=stdout, stderr=_text(got.get("stderr")),
                            duration_s=duration, timed_out=got.get("timed_out") is True,
                            stdout_truncated=got.get("out_trunc") is True, stderr_truncated=got.get("err_trunc") is True)
-    invocation = res.get("invocation") if isinstance(res.get("invocation"), dict) else {}
-    module_args = invocation.get("module_args") if isinstance(invocation.get("module_args"), dict) else {}
-    timeout = module_args.get("timeout")
+    invocation = res.get("invocation")
+    module_args = invocation.get("module_args") if isinstance(invocation, dict) else None
+    timeout = module_args.get("timeout") if isinstance(module_args, dict) else None
     call = ProbeCall(answer.probe, {}, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
     return classify(host, call, result, cap=cap)
 

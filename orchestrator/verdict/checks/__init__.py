@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
@@ -18,6 +19,17 @@ FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "F
 # gpus; NCCL bus bandwidth against peers: nccl).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
 FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl")
+
+
+def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, plus what an area derives
+    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys)."""
+    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    for area in _AREAS:
+        derive = getattr(area, "FLEET_FACTS", None)
+        if derive is not None:
+            slim.update(derive(facts))
+    return slim
 
 
 def run_host_checks(view: HostView) -> list[Finding]:

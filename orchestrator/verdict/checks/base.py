@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,10 @@ class Needs:
     any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
     expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
     gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
+    # What the measured facts themselves hold back (one GPU, no result, a platform limitation, a
+    # stronger finding that stands for this one): facts -> {finding id: why}, a pure function that
+    # shares its steps with the check, so the check and its coverage cannot disagree.
+    unjudged: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]
