@@ -197,3 +197,20 @@ def test_a_fleet_without_peers_records_busbw_as_not_judged(demo: dict[str, dict[
     rec = {"name": "lone", "outcome": "ok", "facts": unlisted, "not_judged": {}}
     state = coverage.check_states(rec, [], ["nccl.busbw.low"], fleet_level)["nccl.busbw.low"]
     assert state.state == coverage.NOT_JUDGED and "no published floor for 4x H100-SXM" in state.reason
+
+
+def test_merge_tells_the_peer_comparison_from_the_host_floor(demo: dict[str, dict[str, Any]]) -> None:
+    """nccl.busbw.low comes from check_nccl (a host's own floor: kept by `probe merge`) and from
+    check_nccl_peers (judged over one shard only: dropped and judged again over all).  Before, the
+    merge kept a shard's peer finding and raised the fleet's again beside it."""
+    def box(name: str, busbw: float) -> HostView:
+        facts = _scaled(demo["dgx-h100-12"], busbw)
+        facts["nccl"]["gpu_model"] = "L40S"
+        return HostView(name=name, facts=facts, outcomes=dict(OUTCOMES))
+
+    [peer] = list(checks.check_nccl_peers([box("a", 20.0), box("b", 21.0), box("c", 19.0), box("d", 9.0)]))
+    [own] = judge(_scaled(demo["dgx-h100-12"], 300.0))
+    assert peer.id == own.id == "nccl.busbw.low" and peer.subject != own.subject
+    assert checks_registry.is_fleet_finding(peer.to_dict())
+    assert not checks_registry.is_fleet_finding(own.to_dict())
+    assert checks_registry.is_fleet_finding({"id": "identity.uuid.duplicate", "subject": "GPU"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
@@ -74,3 +74,13 @@ NEEDS: dict[str, Needs] = {
 # so `probe merge` keeps those as judged and judges only these again across all the runs.
 FLEET_FINDING_IDS: frozenset[str] = frozenset(
     {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"})
+# Ids a host check and a fleet check both raise: the fleet check's findings by (id, subject).
+FLEET_FINDING_SUBJECTS: frozenset[tuple[str, str]] = frozenset(
+    key for area in _AREAS for key in getattr(area, "FLEET_FINDING_SUBJECTS", ()))
+
+
+def is_fleet_finding(finding: Mapping[str, Any]) -> bool:
+    """Raised by a fleet-wide step (a stored finding, as fleet.json holds it): `probe merge` drops
+    these and judges them again over all the runs; every other finding is its host's own."""
+    fid = finding.get("id")
+    return fid in FLEET_FINDING_IDS or (fid, finding.get("subject")) in FLEET_FINDING_SUBJECTS

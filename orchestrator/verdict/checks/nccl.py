@@ -30,6 +30,9 @@ OFF_NVLINK = ("SHM", "NET")
 PEERS_MIN = 3  # hosts of one GPU model and count before their median is a floor
 PEER_RATIO = 0.7  # a host below this share of its peers' median is low  # transports that mean NCCL is not using the GPUs' own links
 SUBJECT = "NCCL all_reduce"
+# The peer comparison's subject: nccl.busbw.low is raised by the host check (a published or
+# host-staging floor) and by the fleet check (peers), and `probe merge` judges only the latter again.
+PEERS_SUBJECT = "NCCL all_reduce vs peers"
 
 
 def _nccl(view: HostView) -> dict[str, Any] | None:
@@ -377,7 +380,7 @@ def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
         floor = round(median * PEER_RATIO, 1)
         for host, bw, size in members:
             if bw < floor:
-                yield fault(BUSBW_LOW, host, SUBJECT,
+                yield fault(BUSBW_LOW, host, PEERS_SUBJECT,
                             f"all_reduce bus bandwidth {bw:.1f} GB/s is below {PEER_RATIO:.0%} of the median "
                             f"{median:.1f} GB/s of the {len(members)} hosts with {n}x {key} (its peers)",
                             expected=floor, actual=bw,
@@ -388,6 +391,9 @@ def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
 
 CHECKS = [check_nccl]
 FLEET_CHECKS = [check_nccl_peers]
+# The fleet check's findings, by (id, subject): its id is also the host check's (FLEET_FINDING_IDS
+# lists ids only the fleet-wide steps raise).
+FLEET_FINDING_SUBJECTS: tuple[tuple[str, str], ...] = ((BUSBW_LOW, PEERS_SUBJECT),)
 FLEET_FACTS = fleet_facts
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
