@@ -214,3 +214,13 @@ def test_merge_tells_the_peer_comparison_from_the_host_floor(demo: dict[str, dic
     assert checks_registry.is_fleet_finding(peer.to_dict())
     assert not checks_registry.is_fleet_finding(own.to_dict())
     assert checks_registry.is_fleet_finding({"id": "identity.uuid.duplicate", "subject": "GPU"})
+
+
+def test_multi_node_network_settings_are_not_stale_overrides(demo: dict[str, dict[str, Any]]) -> None:
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA are set on purpose for jobs across nodes and change nothing
+    in one host's all_reduce: the healthy box raises nothing; a real override is named alone."""
+    site = {"NCCL_SOCKET_IFNAME": "ens1", "NCCL_IB_HCA": "mlx5_0,mlx5_1"}
+    assert judge(_with(demo["dgx-h100-12"], env_overrides=site)) == []
+    [env] = judge(_with(demo["dgx-h100-12"], env_overrides={**site, "NCCL_P2P_DISABLE": "1"}))
+    assert env.id == "nccl.env.override" and env.actual == {"NCCL_P2P_DISABLE": "1"}
+    assert "NCCL_SOCKET_IFNAME" not in env.message

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -305,7 +306,8 @@ def _wrong(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
 
 
 def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
-    env = nccl.get("env_overrides") or {}
+    env = {k: v for k, v in (nccl.get("env_overrides") or {}).items()
+           if not str(k).startswith(NETWORK_ONLY_PREFIXES)}  # a multi-node job's settings: not stale
     if not env:
         return
     text = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
