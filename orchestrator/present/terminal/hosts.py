@@ -21,7 +21,7 @@ def _gpus(rec: dict[str, Any]) -> str:
     if not g:
         return "-"
     gpus = g.get("list") or []
-    names = Counter(str(x.get("name")) for x in gpus)
+    names = Counter(x.get("name") if isinstance(x.get("name"), str) else "?" for x in gpus)  # unknown: never None
     return ", ".join(f"{n}x {clean(name, 40)}" for name, n in names.items()) or "0"
 
 

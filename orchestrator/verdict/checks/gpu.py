@@ -307,8 +307,8 @@ def check_fabric(view: HostView) -> Iterator[Finding]:
         if ok:
             continue
         yield fault("nvlink.fabric.incomplete", view.name, _subject(g),
-                    f"NVLink fabric registration {fab.get('state')} (status {fab.get('status')}, "
-                    f"health {fab.get('health_summary')})",
+                    f"NVLink fabric registration {fab.get('state')} (status {fab.get('status') or '?'}, "
+                    f"health {fab.get('health_summary') or '?'})",  # None: the driver did not say
                     expected="completed/SUCCESS", actual=fab, evidence=[f"nvml.gpus[{g.get('index')}].fabric"],
                     hint="check `systemctl status nvidia-fabricmanager` and its log; CUDA cannot use "
                          "NVLink until registration completes")
