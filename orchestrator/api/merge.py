@@ -79,7 +79,7 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
         try:
             fleets.append(r.fleet())
         except RunNotFound as e:
-            raise UsageError(f"{r.dir}: {e}; re-judge it first (`probe rejudge`)") from None
+            raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
         if r.meta.get("state") != "complete":
             warnings.append(f"{r.dir.name} is {r.meta.get('state') or 'without run.json'}: merged with the hosts it has")
     owner: dict[str, str] = {}

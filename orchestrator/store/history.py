@@ -20,6 +20,7 @@ from typing import Any
 
 from orchestrator.engine.outcomes import NOT_PROBLEMS
 from orchestrator.store.fleet_file import read_fleet
+from orchestrator.store.spool import SpooledRecords
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -289,9 +290,24 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
     # hosts are read one at a time on demand when fleet.json has its index (orchestrator/store/fleet_file.py)
     data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
-    if data is None:
+    if data is not None:
+        why = _not_a_fleet(data)
+    if data is None or why:
         raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
     return data
+
+
+def _not_a_fleet(data: dict[str, Any]) -> str:
+    """Why a parsed fleet.json is not one fleetprobe wrote (a damaged or hand-made file), or ""."""
+    hosts, findings = data.get("hosts"), data.get("findings")
+    if not isinstance(hosts, (list, SpooledRecords)) or not isinstance(findings, list):
+        return "fleet.json has no hosts and findings lists"
+    if isinstance(hosts, list) and not all(isinstance(h, dict) and isinstance(h.get("name"), str) for h in hosts):
+        return "fleet.json has a host record without a name"
+    if not all(isinstance(f, dict) and isinstance(f.get("id"), str) and isinstance(f.get("host"), str)
+               for f in findings):
+        return "fleet.json has a finding without an id or host"
+    return ""
 
 
 def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:

@@ -12,6 +12,7 @@ from orchestrator.store.history import (
     RUN_DIR_RE,
     RunNotFound,
     list_runs,
+    load_fleet,
     new_run_id,
     parse_keep,
     previous_run,
@@ -183,3 +184,14 @@ def test_listing_takes_counts_from_run_json_without_reading_fleet_json(tmp_path:
            (by_fleet.hosts, by_fleet.ok, by_fleet.failed, by_fleet.unreachable, by_fleet.findings)
     (d / "fleet.json").unlink()
     assert summarize_run(d).partial and summarize_run(d).problem == "no fleet.json"
+
+
+@pytest.mark.parametrize("text", [
+    '{"hosts": 5, "findings": []}', '{"findings": []}', '{"hosts": [], "findings": {}}',
+    '{"hosts": [7], "findings": []}', '{"hosts": [{"name": "a"}], "findings": [{"id": 1}]}',
+])
+def test_a_damaged_fleet_json_is_run_not_found_with_the_reason(tmp_path: Path, text: str):
+    """A hand-made or damaged fleet.json is one message (probe show / merge / diff), not exit 70."""
+    (tmp_path / "fleet.json").write_text(text)
+    with pytest.raises(RunNotFound, match=r"fleet\.json has"):
+        load_fleet(tmp_path)
