@@ -69,7 +69,7 @@ def test_list_runs_counts_and_marks_partial_runs(results: Path):
     runs = list_runs(results)
     assert [r.id.split("-")[1] for r in runs] == ["aaaaaa", "bbbbbb", "cccccc", "dddddd", "eeeeee"]
     a, b, c, d, e = runs
-    assert (a.hosts, a.ok, a.failed, a.unreachable) == (4, 2, 1, 1)
+    assert (a.hosts, a.ok, a.unsupported, a.failed, a.unreachable) == (4, 1, 1, 1, 1)
     assert a.findings == {"fail": 1, "warn": 2, "info": 0}
     assert a.inventory == ["fleet.yaml"] and a.playbook == "audit" and a.started == T0
     assert not a.partial and a.problem == ""
@@ -195,3 +195,12 @@ def test_a_damaged_fleet_json_is_run_not_found_with_the_reason(tmp_path: Path, t
     (tmp_path / "fleet.json").write_text(text)
     with pytest.raises(RunNotFound, match=r"fleet\.json has"):
         load_fleet(tmp_path)
+
+
+def test_unsupported_hosts_are_counted_apart_from_ok(tmp_path: Path):
+    """`probe runs` said ok=30 for a premigration run whose RECAP said ok=4 unsupported=26: a host
+    where a probe could not measure is not ok."""
+    d = make_run(tmp_path, 0, "eeeeee", outcomes=("ok", "unsupported", "unsupported", "unreachable"), findings=())
+    s = summarize_run(d)
+    assert (s.ok, s.unsupported, s.unreachable) == (1, 2, 1)
+    assert s.to_dict()["unsupported"] == 2

@@ -24,8 +24,8 @@ OUTPUT_FORMATS = ("table", *FORMATS)
 HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", "gpus", "nvlink_up", "p2p_min_gbps",
                 "fail", "warn", "info", "probes")
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
-RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "failed", "unreachable",
-               "skipped", "interrupted", "fail", "warn", "info", "problem")
+RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "unsupported", "failed",
+               "unreachable", "skipped", "interrupted", "fail", "warn", "info", "problem")
 
 
 def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
