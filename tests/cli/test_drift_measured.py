@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.support.interrupt import interrupt_when
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,18 +129,9 @@ def test_an_interrupted_run_is_not_the_next_baseline(tmp_path: Path) -> None:
     assert first.returncode in (4, 5), first.stderr  # slow01 sent no envelope; a complete run all the same
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=ROOT, text=True,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(results.glob("*/run.json"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # slow01 (first, one host at a time) is in its probe; the others wait
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    # slow01 (first, one host at a time) is in its probe once the run exists; the others wait
+    rc, err = interrupt_when(proc, lambda: len(list(results.glob("*/run.json"))) >= 2, wait_s=60)
+    assert rc == 130, err
     assert "2 never started" in err
     third = probe(*args)
     one, stopped, three = runs(results)
