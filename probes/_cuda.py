@@ -230,12 +230,13 @@ def _discover(cu):
 
 
 class _CudaSession(object):
-    """Retained primary contexts and streams, in one place, so every path releases them."""
+    """Retained primary contexts, streams and timing events, in one place, so every path releases them."""
 
     def __init__(self, cu):
         self.cu = cu
         self.ctxs = {}      # gpu -> CUcontext (retained primary context)
         self.streams = {}   # gpu -> CUstream
+        self.events = {}    # gpu -> (start, end) CUevent
         self.current = None
 
     def use(self, g):
@@ -257,6 +258,29 @@ class _CudaSession(object):
         self.cu("cuStreamCreate", ctypes.byref(s), 1)  # CU_STREAM_NON_BLOCKING
         self.streams[g] = s
         return s
+
+    def open_gpu(self, g):
+        """GPU g's primary context retained, its stream and its start/end events created."""
+        self.retain(g)
+        self.new_stream(g)
+        evs = []
+        for _ in range(2):
+            e = c_void_p()
+            self.cu("cuEventCreate", ctypes.byref(e), 0)
+            evs.append(e)
+        self.events[g] = tuple(evs)
+
+    def close_gpu(self, g, errors):
+        """GPU g's events and stream destroyed (its context stays until release_contexts)."""
+        try:
+            self.use(g)
+        except CudaError:
+            pass
+        for e in self.events.pop(g, ()):
+            self._quiet(errors, "cuEventDestroy_v2", e)
+        s = self.streams.pop(g, None)
+        if s is not None:
+            self._quiet(errors, "cuStreamDestroy_v2", s)
 
     def _quiet(self, errors, name, *args):
         try:

@@ -394,7 +394,6 @@ class _Run(_CudaSession):
         self.nccl = nccl
         self.gpus = gpus
         self.max_bytes = max_bytes
-        self.events = {}   # gpu -> (start, end)
         self.send = {}
         self.recv = {}
         self.stage = None  # pinned host staging buffer, usable from every context (PORTABLE)
@@ -405,14 +404,7 @@ class _Run(_CudaSession):
 
     def open_contexts(self):
         for g in self.gpus:
-            self.retain(g)
-            self.new_stream(g)
-            evs = []
-            for _ in range(2):
-                e = c_void_p()
-                self.cu("cuEventCreate", ctypes.byref(e), 0)
-                evs.append(e)
-            self.events[g] = tuple(evs)
+            self.open_gpu(g)
 
     def fit(self, data):
         """Send and receive buffers must fit beside what the GPUs already hold: halve until they do."""
@@ -620,19 +612,11 @@ class _Run(_CudaSession):
             # leaving them to the process exit
             return errors
         for g in list(self.ctxs):
-            try:
-                self.use(g)
-            except CudaError:
-                pass
+            self.close_gpu(g, errors)  # makes g current: the buffers are freed in its context
             for table in (self.send, self.recv):
                 p = table.pop(g, None)
                 if p is not None:
                     self._quiet(errors, "cuMemFree_v2", c_uint64(p))
-            for e in self.events.pop(g, ()):
-                self._quiet(errors, "cuEventDestroy_v2", e)
-            s = self.streams.pop(g, None)
-            if s is not None:
-                self._quiet(errors, "cuStreamDestroy_v2", s)
         if self.stage is not None:
             self._quiet(errors, "cuMemFreeHost", c_void_p(self.stage))
             self.stage = None

@@ -109,7 +109,6 @@ class _Session(_CudaSession):
         self.deadline = args["t_end"]
         self.modules = {}   # gpu -> CUmodule
         self.funcs = {}     # gpu -> (spin, copy)
-        self.events = {}    # gpu -> (start, end)
         self.src = {}       # gpu -> device buffer holding the GPU's pattern
         self.dst = {}       # gpu -> device buffer copies land in
         self.host = {}      # gpu -> pinned host buffer
@@ -122,16 +121,6 @@ class _Session(_CudaSession):
         self.memcmp = _memcmp()
 
     # -- context and resources ------------------------------------------------------------
-    def open_gpu(self, g):
-        self.retain(g)
-        self.new_stream(g)
-        evs = []
-        for _ in range(2):
-            e = c_void_p()
-            self.cu("cuEventCreate", ctypes.byref(e), 0)
-            evs.append(e)
-        self.events[g] = tuple(evs)
-
     def load_module(self, g):
         self.use(g)
         log = ctypes.create_string_buffer(8192)
@@ -192,15 +181,7 @@ class _Session(_CudaSession):
     def close(self):
         errors = []
         for g in list(self.ctxs):
-            try:
-                self.use(g)
-            except CudaError:
-                pass
-            for e in self.events.pop(g, ()):
-                self._quiet(errors, "cuEventDestroy_v2", e)
-            s = self.streams.pop(g, None)
-            if s is not None:
-                self._quiet(errors, "cuStreamDestroy_v2", s)
+            self.close_gpu(g, errors)
             self.free_gpu(g, errors)
             m = self.modules.pop(g, None)
             if m is not None:

@@ -77,17 +77,23 @@ def read_runner_artifacts(artifacts: Path) -> list[TaskAnswer]:
     for f in events_dir.glob("*.json"):
         try:
             ev = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue  # an event written half-way (the job was killed): the others still count
+        except (OSError, ValueError, RecursionError):
+            continue  # an event written half-way (the job was killed) or garbage: the others still count
         if isinstance(ev, dict) and ev.get("event") in _EVENTS and isinstance(ev.get("event_data"), dict):
             events.append(ev)
-    events.sort(key=lambda e: e.get("counter", 0))
+    events.sort(key=_counter)
     records = []
     for ev in events:
         data = ev["event_data"]
         records.append({"host": data.get("host"), "status": _EVENTS[ev["event"]], "res": data.get("res") or {},
                         "action": data.get("resolved_action") or data.get("task_action") or ""})
     return answers_from(records)
+
+
+def _counter(event: dict[str, Any]) -> int:
+    """An event's place in the job (ansible-runner numbers them); a malformed one sorts first."""
+    c = event.get("counter")
+    return c if isinstance(c, int) and not isinstance(c, bool) else 0
 
 
 def _text(value: Any) -> bytes:
@@ -113,8 +119,9 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
     result = CommandResult(exit_code=exit_code, stdout=stdout, stderr=_text(got.get("stderr")),
                            duration_s=duration, timed_out=got.get("timed_out") is True,
                            stdout_truncated=got.get("out_trunc") is True, stderr_truncated=got.get("err_trunc") is True)
-    timeout = res.get("invocation", {}).get("module_args", {}).get("timeout") if isinstance(res.get("invocation"), dict) \
-        else None
+    invocation = res.get("invocation")
+    module_args = invocation.get("module_args") if isinstance(invocation, dict) else None
+    timeout = module_args.get("timeout") if isinstance(module_args, dict) else None
     call = ProbeCall(answer.probe, {}, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
     return classify(host, call, result, cap=cap)
 

@@ -22,7 +22,7 @@ from orchestrator.api.session import RunResult, run_header
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.history import RunNotFound
 from orchestrator.store.rundir import RunDirectory
-from orchestrator.verdict.checks import FLEET_FINDING_IDS
+from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, stored_verdict
 from orchestrator.verdict.overrides import Override
@@ -79,7 +79,7 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
         try:
             fleets.append(r.fleet())
         except RunNotFound as e:
-            raise UsageError(f"{r.dir}: {e}; re-judge it first (`probe rejudge`)") from None
+            raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
         if r.meta.get("state") != "complete":
             warnings.append(f"{r.dir.name} is {r.meta.get('state') or 'without run.json'}: merged with the hosts it has")
     owner: dict[str, str] = {}
@@ -90,9 +90,9 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     for r, fleet in zip(runs, fleets):
         own: dict[str, list[Finding]] = {}
         for f in fleet["findings"]:
-            if f["id"] not in FLEET_FINDING_IDS:
+            if not is_fleet_finding(f):
                 own.setdefault(f["host"], []).append(Finding.from_dict(f))
-        silenced.extend(s for s in fleet.get("silenced") or [] if s["finding"]["id"] not in FLEET_FINDING_IDS)
+        silenced.extend(s for s in fleet.get("silenced") or [] if not is_fleet_finding(s["finding"]))
         rules.update(_overrides(r))
         for rec in fleet["hosts"]:
             name = rec["name"]

@@ -223,6 +223,8 @@ def read_document(data: bytes) -> Document:
         doc = json.loads(data)
     except ValueError as e:
         raise DocumentError(f"not a fleetprobe bundle document (not JSON: {e})") from None
+    except RecursionError:  # hostile or broken nesting: json recurses per level
+        raise DocumentError("not a fleetprobe bundle document (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or DOCUMENT_KEY not in doc:
         raise DocumentError("not a fleetprobe bundle document (no fleetprobe_bundle key)")
     if doc[DOCUMENT_KEY] != DOCUMENT_VERSION:

@@ -18,15 +18,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engine.outcomes import NOT_PROBLEMS
 from orchestrator.store.fleet_file import read_fleet
+from orchestrator.store.spool import SpooledRecords
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
 _FAILED_OUTCOMES = ("failed", "invalid_output", "timeout")
-# answered without a problem (unsupported: a CPU box has no GPU library); skipped and interrupted
-# hosts are counted apart, never as ok
-_OK_OUTCOMES = tuple(sorted(NOT_PROBLEMS - {"skipped", "interrupted"}))
 
 
 class RunNotFound(LookupError):
@@ -43,6 +40,7 @@ class RunSummary:
     limit: str | None = None
     hosts: int = 0
     ok: int = 0
+    unsupported: int = 0  # answered, but a probe could not measure there (no GPU library): not ok, as RECAP says
     failed: int = 0
     unreachable: int = 0
     skipped: int = 0  # hosts the run never probed (stopped before they started)
@@ -76,7 +74,7 @@ class RunSummary:
         return {"id": self.id, "path": str(self.path),
                 "started": self.started.isoformat() if self.started else None, "state": self.state,
                 "inventory": self.inventory, "playbook": self.playbook, "limit": self.limit, "hosts": self.hosts,
-                "ok": self.ok, "failed": self.failed, "unreachable": self.unreachable, "skipped": self.skipped,
+                "ok": self.ok, "unsupported": self.unsupported, "failed": self.failed, "unreachable": self.unreachable, "skipped": self.skipped,
                 "interrupted": self.interrupted, "findings": dict(self.findings),
                 "partial": self.partial, "problem": self.problem}
 
@@ -174,7 +172,8 @@ def _tally(summary: dict[str, Any], s: RunSummary) -> None:
     s.hosts = summary["hosts"] if isinstance(summary.get("hosts"), int) else sum(num.values())
     s.unreachable = num.get("unreachable", 0)
     s.failed = sum(num.get(o, 0) for o in _FAILED_OUTCOMES)
-    s.ok = sum(num.get(o, 0) for o in _OK_OUTCOMES)
+    s.ok = num.get("ok", 0)
+    s.unsupported = num.get("unsupported", 0)
     s.skipped = num.get("skipped", 0)
     s.interrupted = num.get("interrupted", 0)
     by_sev = summary.get("findings")
@@ -289,9 +288,24 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
     # hosts are read one at a time on demand when fleet.json has its index (orchestrator/store/fleet_file.py)
     data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
-    if data is None:
+    if data is not None:
+        why = _not_a_fleet(data)
+    if data is None or why:
         raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
     return data
+
+
+def _not_a_fleet(data: dict[str, Any]) -> str:
+    """Why a parsed fleet.json is not one fleetprobe wrote (a damaged or hand-made file), or ""."""
+    hosts, findings = data.get("hosts"), data.get("findings")
+    if not isinstance(hosts, (list, SpooledRecords)) or not isinstance(findings, list):
+        return "fleet.json has no hosts and findings lists"
+    if isinstance(hosts, list) and not all(isinstance(h, dict) and isinstance(h.get("name"), str) for h in hosts):
+        return "fleet.json has a host record without a name"
+    if not all(isinstance(f, dict) and isinstance(f.get("id"), str) and isinstance(f.get("host"), str)
+               for f in findings):
+        return "fleet.json has a finding without an id or host"
+    return ""
 
 
 def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:

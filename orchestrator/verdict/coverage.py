@@ -57,8 +57,8 @@ def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[s
     return None
 
 
-def _why_not(need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Mapping[str, Any],
-             expect: Expectations | None) -> str | None:
+def _why_not(fid: str, need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str],
+             probes: Mapping[str, Any], expect: Expectations | None) -> str | None:
     for section in need.sections:
         why = _section_missing(section, facts, outcomes, probes, need.unreadable_ok)
         if why:
@@ -71,6 +71,8 @@ def _why_not(need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str],
         return "no expectation " + " or ".join(need.expect) + " set"
     if need.gpus and F.gpu_count(dict(facts)) == 0:  # NVML's list, else the PCI bus's
         return "no GPUs on this host"
+    if need.unjudged is not None:
+        return need.unjudged(facts).get(fid)
     return None
 
 
@@ -93,7 +95,7 @@ def not_judged(facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Ma
         return dict.fromkeys(needs, why)
     out = {}
     for fid, need in needs.items():
-        missing = _why_not(need, facts, outcomes, probes, expect)
+        missing = _why_not(fid, need, facts, outcomes, probes, expect)
         if missing:
             out[fid] = missing
     return out

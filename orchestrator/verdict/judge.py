@@ -23,7 +23,8 @@ from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import coverage
 from orchestrator.verdict import parallel as fleet_workers
-from orchestrator.verdict.checks import FLEET_CHECK_SECTIONS, run_fleet_checks, run_host_checks
+from orchestrator.verdict.checks import fleet_facts, run_fleet_checks, run_host_checks
+from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
@@ -114,7 +115,7 @@ def judge_host(h: HostInput, expect: Expectations,
     rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"])
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)
-    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    slim = fleet_facts(facts)
     return rec, HostVerdict(h.name, rec["outcome"], findings, fingerprint.descriptor(facts),
                             HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars))
 
@@ -168,7 +169,7 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     already applied), as the fleet-wide steps take it: nothing of the host is judged again."""
     facts = rec.get("facts") or {}
     outcomes = judged_outcomes(rec.get("probes") or {}, facts)
-    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    slim = fleet_facts(facts)
     return HostVerdict(rec["name"], rec["outcome"], findings, fingerprint.descriptor(facts),
                        HostView(name=rec["name"], facts=slim, outcomes=outcomes))
 
@@ -202,7 +203,8 @@ def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecord
               overrides_for: Callable[[str], Mapping[str, Override]] | None,
               judged_silenced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     host_findings = [f for v in verdicts for f in v.findings]
-    fleet_findings = run_fleet_checks([v.fleet_view for v in verdicts])
+    fleet_views = [v.fleet_view for v in verdicts]
+    fleet_findings = run_fleet_checks(fleet_views)
     described = [(v.name, v.descriptor) for v in verdicts]
     classes, class_findings, of_host = fingerprint.classify_descriptors(described)
     fleet_findings.extend(class_findings)
@@ -226,5 +228,6 @@ def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecord
         "findings": [f.to_dict() for f in findings],
         "silenced": silenced,
         # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
-        "not_judged": {"topology.class.outlier": fingerprint.outlier_not_judged(described)},
+        "not_judged": {"topology.class.outlier": fingerprint.outlier_not_judged(described),
+                       nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views)},
     }

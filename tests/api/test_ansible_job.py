@@ -68,3 +68,18 @@ def test_runner_artifacts_are_read_in_event_order(tmp_path: Path) -> None:
     assert [a.host for a in read_runner_artifacts(tmp_path)] == ["early", "late"]
     with pytest.raises(UsageError, match="no job_events"):
         read_runner_artifacts(tmp_path / "job_events")
+
+
+def test_hostile_events_and_task_results_cost_only_themselves(tmp_path: Path) -> None:
+    events = tmp_path / "job_events"
+    events.mkdir()
+    ok = {"host": "good", "task_action": "fleetprobe.gpu.host",
+          "res": {"envelope": ENVELOPE, "fleetprobe_answer": _answer(), "invocation": {"module_args": ["x"]}}}
+    (events / "1-a.json").write_text(json.dumps({"counter": "1", "event": "runner_on_ok", "event_data": ok}))
+    (events / "2-b.json").write_text(json.dumps({"counter": 2, "event": "runner_on_ok",
+                                                 "event_data": {**ok, "host": "second"}}))
+    (events / "3-c.json").write_text('{"counter": ' + "[" * 100_000)  # deeper than json's recursion
+    answers = read_runner_artifacts(tmp_path)
+    assert [a.host for a in answers] == ["good", "second"]
+    got = probe_result(HOST, answers[0])  # module_args not a mapping: the default timeout, no AttributeError
+    assert got.outcome == Outcome.OK, got

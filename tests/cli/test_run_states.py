@@ -5,10 +5,8 @@ the run's state, its inventory paths and its playbook's name."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from junitparser import JUnitXml, Skipped
@@ -22,6 +20,7 @@ from tests.reliability.support import (
     only_run_dir,
     run_cli,
 )
+from tests.support.interrupt import interrupt_when
 from tests.support.sshd import ROOT_DIR
 
 
@@ -36,18 +35,9 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
          "-f", "1", "-t", "5", "--junit", str(tmp_path / "junit.xml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
         text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not list(results.glob("*/raw/fast01/_host.json")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # slow01 is in its probe now
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    # slow01 is in its probe once fast01 has answered
+    rc, err = interrupt_when(proc, lambda: bool(list(results.glob("*/raw/fast01/_host.json"))))
+    assert rc == 130, err
     run_dir = only_run_dir(results)
     assert ("interrupted: 1 of 4 host(s) finished, 1 cut off part-way, 2 never started; "
             f"results kept in {run_dir}") in err
@@ -91,18 +81,8 @@ def test_plays_a_stopped_run_never_reached_are_recorded_as_not_started(tmp_path:
          "-f", "1", "-t", "5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
         text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not list(results.glob("*/raw/fast01/_host.json")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    rc, err = interrupt_when(proc, lambda: bool(list(results.glob("*/raw/fast01/_host.json"))))
+    assert rc == 130, err
     # fast01 answered the first play only: not "finished"
     assert "interrupted: 0 of 2 host(s) finished, 2 cut off part-way, 0 never started" in err
     fleet = load_fleet(only_run_dir(results))

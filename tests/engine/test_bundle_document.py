@@ -61,6 +61,7 @@ def test_a_document_reads_back_with_its_frames() -> None:
     _bytes(_doc(probes=[{"probe": "host", "state": "not_started", "stdout": {"base64": "!!"}, "stderr": {"text": ""}},
                         {"probe": "nvml", "state": "not_started", "stdout": {"text": ""}, "stderr": {"text": ""}}])),
     _bytes(_doc())[:300],
+    b'{"fleetprobe_bundle": ' + b"[" * 100_000,  # nesting deeper than json's recursion: no RecursionError
 ], ids=lambda d: d[:30].decode("utf-8", "replace"))
 def test_what_is_not_a_document_is_one_clear_error(data: bytes) -> None:
     with pytest.raises(bundle.DocumentError) as e:

@@ -57,3 +57,12 @@ def test_report_shows_the_nccl_table_per_host(tmp_path: Path) -> None:
     assert html.count("<h4>NCCL all_reduce") == 2
     assert "transport P2P, channels 2" in html and "host setting NCCL_P2P_DISABLE=1" in html
     assert "<td>268435456</td>" in html
+
+
+def test_an_error_or_hang_without_its_fields_shows_question_marks_not_none() -> None:
+    """Imported or damaged facts: an error without `where`/`message`, a hang without `op`."""
+    nccl = dict(recorded_facts("dgx-h100-12")["nccl"])
+    nccl.update(errors=[{"error": "ncclSystemError"}, {}], hang={"size_bytes": 1024, "after_s": 5.0})
+    text = render_nccl(nccl)  # type: ignore[arg-type]
+    assert "None" not in text
+    assert "error: ?: ncclSystemError" in text and "HANG: ? of 1024 bytes" in text

@@ -12,6 +12,7 @@ from orchestrator.store.history import (
     RUN_DIR_RE,
     RunNotFound,
     list_runs,
+    load_fleet,
     new_run_id,
     parse_keep,
     previous_run,
@@ -68,7 +69,7 @@ def test_list_runs_counts_and_marks_partial_runs(results: Path):
     runs = list_runs(results)
     assert [r.id.split("-")[1] for r in runs] == ["aaaaaa", "bbbbbb", "cccccc", "dddddd", "eeeeee"]
     a, b, c, d, e = runs
-    assert (a.hosts, a.ok, a.failed, a.unreachable) == (4, 2, 1, 1)
+    assert (a.hosts, a.ok, a.unsupported, a.failed, a.unreachable) == (4, 1, 1, 1, 1)
     assert a.findings == {"fail": 1, "warn": 2, "info": 0}
     assert a.inventory == ["fleet.yaml"] and a.playbook == "audit" and a.started == T0
     assert not a.partial and a.problem == ""
@@ -183,3 +184,23 @@ def test_listing_takes_counts_from_run_json_without_reading_fleet_json(tmp_path:
            (by_fleet.hosts, by_fleet.ok, by_fleet.failed, by_fleet.unreachable, by_fleet.findings)
     (d / "fleet.json").unlink()
     assert summarize_run(d).partial and summarize_run(d).problem == "no fleet.json"
+
+
+@pytest.mark.parametrize("text", [
+    '{"hosts": 5, "findings": []}', '{"findings": []}', '{"hosts": [], "findings": {}}',
+    '{"hosts": [7], "findings": []}', '{"hosts": [{"name": "a"}], "findings": [{"id": 1}]}',
+])
+def test_a_damaged_fleet_json_is_run_not_found_with_the_reason(tmp_path: Path, text: str):
+    """A hand-made or damaged fleet.json is one message (probe show / merge / diff), not exit 70."""
+    (tmp_path / "fleet.json").write_text(text)
+    with pytest.raises(RunNotFound, match=r"fleet\.json has"):
+        load_fleet(tmp_path)
+
+
+def test_unsupported_hosts_are_counted_apart_from_ok(tmp_path: Path):
+    """`probe runs` said ok=30 for a premigration run whose RECAP said ok=4 unsupported=26: a host
+    where a probe could not measure is not ok."""
+    d = make_run(tmp_path, 0, "eeeeee", outcomes=("ok", "unsupported", "unsupported", "unreachable"), findings=())
+    s = summarize_run(d)
+    assert (s.ok, s.unsupported, s.unreachable) == (1, 2, 1)
+    assert s.to_dict()["unsupported"] == 2

@@ -4,13 +4,13 @@ declares it needs (NEEDS beside FINDING_IDS in every checks module)."""
 from __future__ import annotations
 
 from orchestrator.verdict import checks
-from orchestrator.verdict.checks import gpu, host, p2p, pcie
+from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
 from orchestrator.verdict.coverage import NOT_JUDGED, PASS, RAISED, check_states, not_judged
 from orchestrator.verdict.expectations import Expectations
 
 
 def test_every_area_declares_what_each_of_its_ids_needs() -> None:
-    for area in (host, gpu, pcie, p2p):
+    for area in (host, gpu, pcie, p2p, nccl):
         assert set(area.NEEDS) == set(area.FINDING_IDS), area.__name__
     assert set(checks.NEEDS) == set(checks.FINDING_IDS)
 

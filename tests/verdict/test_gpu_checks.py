@@ -169,3 +169,11 @@ def test_fabric_state_not_supported_is_no_finding():
     for g in facts["gpus"]["list"]:
         g["fabric"] = {"state": "not_supported", "status": "SUCCESS", "clique_id": 0, "health_summary": None}
     assert findings(view_of("dgx-h100", facts)) == []
+
+
+def test_fabric_message_says_unknown_as_question_mark_never_none():
+    facts = copy.deepcopy(host_facts("dgx-h100"))
+    facts["gpus"]["list"][5]["fabric"] = {"state": "in_progress", "status": "SUCCESS", "clique_id": 0,
+                                          "health_summary": None}
+    [f] = findings(view_of("dgx-h100", facts))
+    assert f.id == "nvlink.fabric.incomplete" and "None" not in f.message and "health ?" in f.message

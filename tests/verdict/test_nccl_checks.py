@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from orchestrator.facts import gpu_models
+from orchestrator.verdict import checks as checks_registry
+from orchestrator.verdict import coverage
 from orchestrator.verdict.checks import nccl as checks
 from orchestrator.verdict.checks.base import HostView
+from orchestrator.verdict.expectations import Expectations
 from tests.verdict.test_verdict_demo import recorded_facts
 
 OUTCOMES = {"host": "ok", "pcie": "ok", "nvml": "ok", "nvlink": "ok", "p2p": "ok", "nccl": "ok"}
@@ -155,3 +158,75 @@ def test_busy_gpus_left_out_make_the_floor_not_judged(demo: dict[str, dict[str, 
     partial = _with(_scaled(demo["dgx-h100-12"], 300.0), gpu_count=6, busy_gpus=["0000:18:00.0", "0000:2a:00.0"])
     [f] = judge(partial)
     assert f.id == "nccl.busbw.low" and f.kind.value == "unknown" and "2 were busy" in f.message
+
+
+def _unjudged(facts: dict[str, Any]) -> dict[str, str]:
+    """The nccl ids coverage holds back on this host (the rest pass unless raised)."""
+    outcomes = dict(OUTCOMES)
+    probes = {p: {"outcome": o, "reason": ""} for p, o in outcomes.items()}
+    return {k: v for k, v in coverage.not_judged(facts, outcomes, probes, Expectations()).items()
+            if k.startswith("nccl.")}
+
+
+def test_what_the_check_did_not_judge_is_never_passed(demo: dict[str, dict[str, Any]]) -> None:
+    """Each early return of check_nccl is "not judged" with its reason in coverage: before, JUnit
+    passed nccl.busbw.low on the 23.6 GB/s H100 box and on one GPU or an NCCL that returned nothing."""
+    assert _unjudged(demo["dgx-h100-12"]) == {}  # the healthy box: every nccl check judged it
+    assert set(_unjudged(demo["dgx-h100-13"])) == {"nccl.busbw.low", "nccl.slower_than_pcie"}
+    assert "judged as nccl.transport.unexpected" in _unjudged(demo["dgx-h100-13"])["nccl.busbw.low"]
+    slow = _unjudged(demo["dgx-h100-14"])
+    assert set(slow) == {"nccl.busbw.low"} and "nccl.slower_than_pcie holds" in slow["nccl.busbw.low"]
+    one = _unjudged(_with(demo["dgx-h100-12"], gpu_count=1))
+    assert set(one) == {"nccl.busbw.low", "nccl.slower_than_pcie", "nccl.transport.unexpected"}
+    assert "fewer than 2 GPUs" in one["nccl.busbw.low"]
+    err = _unjudged(_with(demo["dgx-h100-12"], results=[], errors=[{"where": "init", "error": "x", "message": "m"}]))
+    assert set(err) == {"nccl.busbw.low", "nccl.slower_than_pcie", "nccl.transport.unexpected", "nccl.data.wrong"}
+    busy = _unjudged(_with(demo["dgx-h100-12"], limitation="GPUs busy", results=[]))
+    assert busy["nccl.transport.unexpected"] == "not measured: GPUs busy"
+    assert judge(_with(demo["dgx-h100-12"], limitation="GPUs busy", results=[])) == []  # no finding either
+    unlisted = _with(demo["dgx-h100-12"], gpu_count=4)  # no published floor for 4x H100-SXM, no peers here
+    assert "nccl.busbw.low" not in _unjudged(unlisted)  # left to the peer comparison, which says
+    views = [HostView(name="h", facts=checks_registry.fleet_facts(unlisted), outcomes=dict(OUTCOMES))]
+    assert "at least 3" in checks.peers_not_judged(views)["h"]
+    judged_alone = [HostView(name="h", facts=checks_registry.fleet_facts(demo["dgx-h100-12"]),
+                             outcomes=dict(OUTCOMES))]
+    assert checks.peers_not_judged(judged_alone) == {}
+
+
+def test_a_fleet_without_peers_records_busbw_as_not_judged(demo: dict[str, dict[str, Any]]) -> None:
+    """fleet.json's fleet-level not_judged names the host the peer comparison could not judge, and
+    JUnit's states read it back (coverage.check_states) instead of a pass."""
+    unlisted = _with(demo["dgx-h100-12"], gpu_count=4)
+    views = [HostView(name=n, facts=checks_registry.fleet_facts(f), outcomes=dict(OUTCOMES))
+             for n, f in (("lone", unlisted), ("ok", demo["dgx-h100-12"]))]
+    fleet_level = {"nccl.busbw.low": checks.peers_not_judged(views)}
+    rec = {"name": "lone", "outcome": "ok", "facts": unlisted, "not_judged": {}}
+    state = coverage.check_states(rec, [], ["nccl.busbw.low"], fleet_level)["nccl.busbw.low"]
+    assert state.state == coverage.NOT_JUDGED and "no published floor for 4x H100-SXM" in state.reason
+
+
+def test_merge_tells_the_peer_comparison_from_the_host_floor(demo: dict[str, dict[str, Any]]) -> None:
+    """nccl.busbw.low comes from check_nccl (a host's own floor: kept by `probe merge`) and from
+    check_nccl_peers (judged over one shard only: dropped and judged again over all).  Before, the
+    merge kept a shard's peer finding and raised the fleet's again beside it."""
+    def box(name: str, busbw: float) -> HostView:
+        facts = _scaled(demo["dgx-h100-12"], busbw)
+        facts["nccl"]["gpu_model"] = "L40S"
+        return HostView(name=name, facts=facts, outcomes=dict(OUTCOMES))
+
+    [peer] = list(checks.check_nccl_peers([box("a", 20.0), box("b", 21.0), box("c", 19.0), box("d", 9.0)]))
+    [own] = judge(_scaled(demo["dgx-h100-12"], 300.0))
+    assert peer.id == own.id == "nccl.busbw.low" and peer.subject != own.subject
+    assert checks_registry.is_fleet_finding(peer.to_dict())
+    assert not checks_registry.is_fleet_finding(own.to_dict())
+    assert checks_registry.is_fleet_finding({"id": "identity.uuid.duplicate", "subject": "GPU"})
+
+
+def test_multi_node_network_settings_are_not_stale_overrides(demo: dict[str, dict[str, Any]]) -> None:
+    """NCCL_SOCKET_IFNAME / NCCL_IB_HCA are set on purpose for jobs across nodes and change nothing
+    in one host's all_reduce: the healthy box raises nothing; a real override is named alone."""
+    site = {"NCCL_SOCKET_IFNAME": "ens1", "NCCL_IB_HCA": "mlx5_0,mlx5_1"}
+    assert judge(_with(demo["dgx-h100-12"], env_overrides=site)) == []
+    [env] = judge(_with(demo["dgx-h100-12"], env_overrides={**site, "NCCL_P2P_DISABLE": "1"}))
+    assert env.id == "nccl.env.override" and env.actual == {"NCCL_P2P_DISABLE": "1"}
+    assert "NCCL_SOCKET_IFNAME" not in env.message

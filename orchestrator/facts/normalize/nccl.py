@@ -16,6 +16,9 @@ from orchestrator.facts.normalize.gpus import model_key
 
 # The settings that only decide where NCCL logs (the probe sets them itself) change no result.
 LOGGING_SETTINGS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_CONF_FILE"})
+# Settings of the network between nodes only (interfaces, InfiniBand HCAs and their tuning): sites
+# set them on purpose for multi-node jobs, and they change nothing in one host's all_reduce.
+NETWORK_ONLY_PREFIXES = ("NCCL_SOCKET_", "NCCL_IB_")
 TRANSPORTS = ("NVLS", "P2P", "SHM", "NET")
 
 # "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM", "... [send] via NET/IB/0/GDRDMA", "via SHM/direct/direct"

@@ -28,8 +28,8 @@ IDENTITY_COLUMNS = ("system_vendor", "system_product", "board_vendor", "board_mo
 HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", *IDENTITY_COLUMNS, "gpus", "nvlink_up",
                 "p2p_min_gbps", "fail", "warn", "info", "probes")
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
-RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "failed", "unreachable",
-               "skipped", "interrupted", "fail", "warn", "info", "problem")
+RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "unsupported", "failed",
+               "unreachable", "skipped", "interrupted", "fail", "warn", "info", "problem")
 
 
 def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:

@@ -40,10 +40,10 @@ def render_nccl(nccl: NcclFacts | None) -> str:
         head.append(f"not measured: {clean(str(nccl['limitation']))}")
     hang = nccl.get("hang")
     if isinstance(hang, dict):
-        head.append(f"HANG: {clean(str(hang.get('op')))} of {_num(hang.get('size_bytes'), 'd')} bytes did not "
+        head.append(f"HANG: {clean(str(hang.get('op') or '?'))} of {_num(hang.get('size_bytes'), 'd')} bytes did not "
                     f"finish in {_num(hang.get('after_s'), 'g')} s (communicators aborted)")
     for e in nccl.get("errors") or []:
-        head.append(f"error: {clean(str(e.get('where')))}: {clean(str(e.get('message')))}")
+        head.append(f"error: {clean(str(e.get('where') or '?'))}: {clean(str(e.get('message') or e.get('error') or '?'))}")
     rows = []
     for r in nccl.get("results") or []:
         rows.append([r["op"], _num(r["size_bytes"], "d"), _num(r["count"], "d"), clean(r["dtype"] or "?"),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from orchestrator.verdict.checks import (
     gpu,
@@ -29,6 +30,17 @@ FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "F
 # gpus; NCCL bus bandwidth against peers: nccl; NIC peers and firmware: nic).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
 FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl", "nic")
+
+
+def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, plus what an area derives
+    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys)."""
+    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    for area in _AREAS:
+        derive = getattr(area, "FLEET_FACTS", None)
+        if derive is not None:
+            slim.update(derive(facts))
+    return slim
 
 
 def run_host_checks(view: HostView) -> list[Finding]:
@@ -73,3 +85,13 @@ NEEDS: dict[str, Needs] = {
 # so `probe merge` keeps those as judged and judges only these again across all the runs.
 FLEET_FINDING_IDS: frozenset[str] = frozenset(
     {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"})
+# Ids a host check and a fleet check both raise: the fleet check's findings by (id, subject).
+FLEET_FINDING_SUBJECTS: frozenset[tuple[str, str]] = frozenset(
+    key for area in _AREAS for key in getattr(area, "FLEET_FINDING_SUBJECTS", ()))
+
+
+def is_fleet_finding(finding: Mapping[str, Any]) -> bool:
+    """Raised by a fleet-wide step (a stored finding, as fleet.json holds it): `probe merge` drops
+    these and judges them again over all the runs; every other finding is its host's own."""
+    fid = finding.get("id")
+    return fid in FLEET_FINDING_IDS or (fid, finding.get("subject")) in FLEET_FINDING_SUBJECTS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,10 @@ class Needs:
     # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
     # check that reports exactly that
     unreadable_ok: bool = False
+    # What the measured facts themselves hold back (one GPU, no result, a platform limitation, a
+    # stronger finding that stands for this one): facts -> {finding id: why}, a pure function that
+    # shares its steps with the check, so the check and its coverage cannot disagree.
+    unjudged: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]

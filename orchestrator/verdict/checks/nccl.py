@@ -11,10 +11,12 @@ message, as the health checks that publish the floors judge it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -29,6 +31,9 @@ OFF_NVLINK = ("SHM", "NET")
 PEERS_MIN = 3  # hosts of one GPU model and count before their median is a floor
 PEER_RATIO = 0.7  # a host below this share of its peers' median is low  # transports that mean NCCL is not using the GPUs' own links
 SUBJECT = "NCCL all_reduce"
+# The peer comparison's subject: nccl.busbw.low is raised by the host check (a published or
+# host-staging floor) and by the fleet check (peers), and `probe merge` judges only the latter again.
+PEERS_SUBJECT = "NCCL all_reduce vs peers"
 
 
 def _nccl(view: HostView) -> dict[str, Any] | None:
@@ -121,6 +126,80 @@ def _platform(facts: dict[str, Any], nccl: dict[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the all_reduce figures of one host allow: the ids its facts cannot judge (with why) and
+    the figures the judging steps read.  One home for the order of those steps, so check_nccl and
+    coverage (NEEDS' `unjudged`) can never disagree about what was judged."""
+
+    why_not: dict[str, str]
+    n: int = 0
+    busbw: float = 0.0
+    size: int = 0
+    model: gpu_models.GpuModel | None = None
+    nvlink: bool | None = None
+    off: tuple[str, ...] = ()
+    stage: float | None = None
+    stage_src: str = ""
+    floor: float | None = None
+    floor_src: str = ""
+
+
+_MEASURED = (TRANSPORT_UNEXPECTED, SLOWER_THAN_PCIE, BUSBW_LOW)
+
+
+def _plan(facts: dict[str, Any], nccl: dict[str, Any]) -> _Plan:
+    why: dict[str, str] = {}
+    if not any(isinstance(r, dict) and isinstance(r.get("wrong"), int) for r in nccl.get("results") or []):
+        why[DATA_WRONG] = "no result was verified"
+    if nccl.get("limitation"):
+        return _Plan({**why, **dict.fromkeys(_MEASURED, f"not measured: {nccl['limitation']}")})
+    n = nccl.get("gpu_count")
+    best = _largest(nccl)
+    if not isinstance(n, int) or n < 2:
+        return _Plan({**why, **dict.fromkeys(_MEASURED, "fewer than 2 GPUs: nothing moves between GPUs "
+                                                        "(bus bandwidth is 0 by definition)")})
+    if best is None:
+        return _Plan({**why, **dict.fromkeys(_MEASURED, "no out-of-place all_reduce was measured")})
+    key = nccl.get("gpu_model")
+    model = next((m for m in gpu_models.MODELS if m.key == key), None)  # the normalizer wrote a model key
+    if model is None:
+        model = _model_from_gpus(facts)
+    nvlink = _nvlink_box(facts, model)
+    transports = set(nccl.get("transports") or ([nccl["transport"]] if nccl.get("transport") else []))
+    off = tuple(sorted(transports & set(OFF_NVLINK)))
+    plan = _Plan(why, n=n, busbw=float(best["busbw_gbps"]), size=int(best["size_bytes"]), model=model,
+                 nvlink=nvlink, off=off)
+    if nvlink is None:
+        why.update(dict.fromkeys(_MEASURED, "nothing says whether the GPUs have NVLink between them"))
+        return plan
+    if nvlink and off:
+        # the transport is the cause: a low figure on SHM/NET says nothing more
+        why.update(dict.fromkeys((SLOWER_THAN_PCIE, BUSBW_LOW),
+                                 f"NCCL ran over {'/'.join(off)}: judged as {TRANSPORT_UNEXPECTED}"))
+        return plan
+    stage, stage_src = staging_rate(facts)
+    plan = replace(plan, stage=stage, stage_src=stage_src)
+    if not nvlink:
+        why[SLOWER_THAN_PCIE] = "not an NVLink box"
+    elif stage is None:
+        why[SLOWER_THAN_PCIE] = f"no host-staging rate to compare with ({stage_src})"
+    elif plan.busbw <= stage:
+        why[BUSBW_LOW] = f"{SLOWER_THAN_PCIE} holds (the stronger statement of the same low figure)"
+        return plan
+    floor, floor_src = _floor(model, n, nvlink, stage, stage_src)
+    if floor is None and not _peer_candidate(nccl, n, plan.size):
+        why[BUSBW_LOW] = (f"no floor for {n}x {model.key if model else 'this GPU model'}"
+                          + (f" and no host-staging rate ({stage_src})" if not nvlink else ""))
+    return replace(plan, floor=floor, floor_src=floor_src)
+
+
+def unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+    """The nccl ids this host's facts cannot judge, and why (coverage: never "passed")."""
+    nccl = facts.get("nccl")
+    return _plan(dict(facts), nccl).why_not if isinstance(nccl, dict) else {}
+
+
 def check_nccl(view: HostView) -> Iterable[Finding]:
     nccl = _nccl(view)
     if nccl is None:
@@ -129,29 +208,21 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
     yield from _errors(host, nccl)
     yield from _wrong(host, nccl)
     yield from _settings(host, nccl)
+    plan = _plan(facts, nccl)
     if nccl.get("limitation"):
         platform = _platform(facts, nccl)
         if platform:
             yield limitation(ERROR, host, SUBJECT, f"not measured: {platform}",
                              evidence=[f"probe: {nccl['limitation']}"])
         return
-    n = nccl.get("gpu_count")
-    best = _largest(nccl)
-    if not isinstance(n, int) or n < 2 or best is None:
-        return  # one GPU moves nothing between GPUs: busbw is 0 by definition, nothing to judge
-    key = nccl.get("gpu_model")
-    model = next((m for m in gpu_models.MODELS if m.key == key), None)  # the normalizer wrote a model key
-    if model is None:
-        model = _model_from_gpus(facts)
-    nvlink = _nvlink_box(facts, model)
-    busbw = float(best["busbw_gbps"])
-    size = int(best["size_bytes"])
-    transports = set(nccl.get("transports") or ([nccl["transport"]] if nccl.get("transport") else []))
-    off = sorted(transports & set(OFF_NVLINK))
+    if TRANSPORT_UNEXPECTED in plan.why_not:
+        return
+    busbw, size, n = plan.busbw, plan.size, plan.n
     cross = _p2p_says(facts)
     evidence = [f"busbw {busbw:.1f} GB/s at {size} bytes over {n} GPUs",
                 f"transport {nccl.get('transport') or '?'}, channels {nccl.get('channels') or '?'}", cross]
-    if nvlink and off:
+    if plan.nvlink and plan.off:
+        off = plan.off
         platform = _platform(facts, nccl)
         why = ("NCCL_P2P_DISABLE is set and was kept for the test" if nccl.get("env_kept")
                and nccl.get("env_overrides", {}).get("NCCL_P2P_DISABLE") not in (None, "", "0") else cross)
@@ -165,9 +236,9 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
                         evidence=evidence,
                         hint="check `nvidia-smi topo -p2p r`, IOMMU/ACS settings and NCCL_P2P_* settings; "
                              "then rerun the p2p and nccl probes")
-        return  # the transport is the cause: a low figure on SHM/NET says nothing more
-    stage, stage_src = staging_rate(facts)
-    if nvlink and stage is not None and busbw <= stage:
+        return
+    stage, stage_src = plan.stage, plan.stage_src
+    if plan.nvlink and stage is not None and busbw <= stage:
         yield fault(SLOWER_THAN_PCIE, host, SUBJECT,
                     f"all_reduce bus bandwidth {busbw:.1f} GB/s on an NVLink box is no faster than staging "
                     f"through host memory ({stage:.1f} GB/s, {stage_src}); {cross}",
@@ -181,9 +252,9 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
                       f"processes and left out ({', '.join(busy)})", actual=busbw, evidence=evidence,
                       hint="rerun when the GPUs are idle (or with force: true, figures may then be low)")
         return
-    floor, floor_src = _floor(model, n, nvlink, stage, stage_src)
+    floor, floor_src = plan.floor, plan.floor_src
     if floor is None:
-        return
+        return  # judged against its peers (check_nccl_peers), or not judged (plan.why_not)
     if size < gpu_models.NCCL_FLOOR_MIN_BYTES and floor_src.startswith("published"):
         yield unknown(BUSBW_LOW, host, SUBJECT,
                       f"not judged against the {floor:.0f} GB/s floor: the largest message was {size} bytes, "
@@ -242,7 +313,8 @@ def _wrong(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
 
 
 def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
-    env = nccl.get("env_overrides") or {}
+    env = {k: v for k, v in (nccl.get("env_overrides") or {}).items()
+           if not str(k).startswith(NETWORK_ONLY_PREFIXES)}  # a multi-node job's settings: not stale
     if not env:
         return
     text = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
@@ -255,9 +327,15 @@ def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
                      "(NCCL_P2P_DISABLE=1 alone halves or worse an NVLink box's all_reduce)")
 
 
-def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
-    """Boxes without a published floor (PCIe boxes, unlisted GPU counts) against their peers: the
-    hosts with the same GPU model and count.  Reads facts["nccl"] only (FLEET_CHECK_SECTIONS)."""
+def _peer_candidate(nccl: dict[str, Any], n: int, size: int) -> bool:
+    """Judged against its peers, not a published floor: a known model key without a published
+    floor for this GPU count, and a message large enough to compare."""
+    key = nccl.get("gpu_model")
+    return (isinstance(key, str) and gpu_models.nccl_allreduce_floor(key, n) is None
+            and size >= gpu_models.NCCL_FLOOR_MIN_BYTES)
+
+
+def _peer_groups(views: list[HostView]) -> dict[tuple[str, int], list[tuple[str, float, int]]]:
     groups: dict[tuple[str, int], list[tuple[str, float, int]]] = {}
     for view in views:
         nccl = _nccl(view)
@@ -266,19 +344,52 @@ def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
         n, key, best = nccl.get("gpu_count"), nccl.get("gpu_model"), _largest(nccl)
         if not isinstance(n, int) or n < 2 or not isinstance(key, str) or best is None:
             continue
-        if gpu_models.nccl_allreduce_floor(key, n) is not None:
-            continue  # judged against the published floor by check_nccl
-        if best["size_bytes"] < gpu_models.NCCL_FLOOR_MIN_BYTES:
-            continue
+        if not _peer_candidate(nccl, n, int(best["size_bytes"])):
+            continue  # judged against the published floor by check_nccl, or too small a message
         groups.setdefault((key, n), []).append((view.name, float(best["busbw_gbps"]), int(best["size_bytes"])))
-    for (key, n), members in sorted(groups.items()):
+    return groups
+
+
+def peers_not_judged(views: list[HostView]) -> dict[str, str]:
+    """host -> why check_nccl_peers could not judge it (too few peers): the fleet-level not-judged
+    entries of nccl.busbw.low (judge.py), so a host without a floor or peers never reads as passed.
+    A host judged by check_nccl itself (published or staging floor) is not a candidate."""
+    out: dict[str, str] = {}
+    own = {v.name for v in views if v.facts.get(OWN_FLOOR)}
+    for (key, n), members in _peer_groups(views).items():
+        if len(members) < PEERS_MIN:
+            for host, _, _ in members:
+                if host not in own:
+                        out[host] = (f"no published floor for {n}x {key} and {len(members)} such host(s) in this run: "
+                                 f"comparing with peers needs at least {PEERS_MIN}")
+    return out
+
+
+OWN_FLOOR = "nccl_judged_alone"  # the key fleet_facts adds: the fleet views lack p2p/nvlink/topology
+
+
+def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
+    """For the fleet-wide steps (checks/__init__.fleet_facts): whether check_nccl judged
+    nccl.busbw.low on its own (a published or host-staging floor) or held it back, which needs
+    the sections the fleet views do not carry."""
+    nccl = facts.get("nccl")
+    if not isinstance(nccl, dict):
+        return {}
+    plan = _plan(facts, nccl)
+    return {OWN_FLOOR: True} if plan.floor is not None or BUSBW_LOW in plan.why_not else {}
+
+
+def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
+    """Boxes without a published floor (PCIe boxes, unlisted GPU counts) against their peers: the
+    hosts with the same GPU model and count.  Reads facts["nccl"] only (FLEET_CHECK_SECTIONS)."""
+    for (key, n), members in sorted(_peer_groups(views).items()):
         if len(members) < PEERS_MIN:
             continue
         median = statistics.median(bw for _, bw, _ in members)
         floor = round(median * PEER_RATIO, 1)
         for host, bw, size in members:
             if bw < floor:
-                yield fault(BUSBW_LOW, host, SUBJECT,
+                yield fault(BUSBW_LOW, host, PEERS_SUBJECT,
                             f"all_reduce bus bandwidth {bw:.1f} GB/s is below {PEER_RATIO:.0%} of the median "
                             f"{median:.1f} GB/s of the {len(members)} hosts with {n}x {key} (its peers)",
                             expected=floor, actual=bw,
@@ -289,6 +400,10 @@ def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
 
 CHECKS = [check_nccl]
 FLEET_CHECKS = [check_nccl_peers]
+# The fleet check's findings, by (id, subject): its id is also the host check's (FLEET_FINDING_IDS
+# lists ids only the fleet-wide steps raise).
+FLEET_FINDING_SUBJECTS: tuple[tuple[str, str], ...] = ((BUSBW_LOW, PEERS_SUBJECT),)
+FLEET_FACTS = fleet_facts
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
@@ -300,12 +415,12 @@ FINDING_IDS: tuple[str, ...] = (
     ERROR,
 )
 
-_NCCL = Needs(sections=("nccl",), gpus=True)
+_NCCL = Needs(sections=("nccl",), gpus=True, unjudged=unjudged)
 # What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
 # Slower-than-PCIe compares with the host-staging rate, which only the p2p probe measures.
 NEEDS: dict[str, Needs] = {
     BUSBW_LOW: _NCCL,
-    SLOWER_THAN_PCIE: Needs(sections=("nccl", "p2p"), gpus=True),
+    SLOWER_THAN_PCIE: Needs(sections=("nccl", "p2p"), gpus=True, unjudged=unjudged),
     TRANSPORT_UNEXPECTED: _NCCL,
     ENV_OVERRIDE: _NCCL,
     DATA_WRONG: _NCCL,
