@@ -18,8 +18,9 @@ from typing import Any
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, RunInterrupted, RunOptions, run_fleet
+from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.lock import RunLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
@@ -84,6 +85,15 @@ class _StoreOrStop:
             self.error = e
             self.stop.set()
             return
+        except Exception as e:  # something in this host's results cannot be stored: it fails alone
+            reason = f"this host's results could not be stored ({type(e).__name__}: {str(e)[:200]})"
+            res.probes = {p: ProbeResult(p, Outcome.FAILED, reason) for p in res.probes}
+            try:
+                self.run.host_finished(res)
+            except OSError as again:
+                self.error = again
+                self.stop.set()
+                return
         release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
 
 

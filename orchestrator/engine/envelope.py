@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+import re
+import threading
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 ENVELOPE_VERSION = 1
 STATUSES = ("ok", "error", "unsupported")
+
+# What one envelope may cost the controller, whatever the host claims.  The largest real envelope
+# (the demo fleet's pcie and nvlink recordings) is 7 deep and holds ~4,200 values; these limits
+# leave 4x and 45x of room.  Both are checked on a skeleton of the text before json builds a
+# single object, so a 15 MiB reply of nested empty lists (5 M lists, ~940 MiB once parsed) is
+# refused at the cost of scanning it.  docs/reliability.md has the measured figures.
+MAX_DEPTH = 32
+MAX_VALUES = 200_000
+# Hosts finish together; at most this many envelopes are parsed at once, so the parse peaks of
+# 32 forks do not add up (each is bounded by MAX_VALUES and the 16 MiB output cap).
+MAX_CONCURRENT_PARSES = 2
+_PARSE_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_PARSES)
 
 
 class EnvelopeError(ValueError):
@@ -27,7 +42,11 @@ class Envelope:
     envelope_version: int = ENVELOPE_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies `data` recursively, which is wasted work on a
+        # JSON tree and a RecursionError on a deep one.
+        return {"probe": self.probe, "probe_version": self.probe_version, "status": self.status, "data": self.data,
+                "errors": list(self.errors), "warnings": list(self.warnings), "duration_s": self.duration_s,
+                "envelope_version": self.envelope_version}
 
 
 def _str_list(value: Any, name: str) -> list[str]:
@@ -48,13 +67,75 @@ def _finite(text: str) -> float:
     return value
 
 
+# A JSON string (escapes included), unrolled so the regex engine does not backtrack per character.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# \ud800-\udfff written as an escape: json.loads turns it into a lone surrogate, which no UTF-8
+# writer (terminal, file, YAML) can encode.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_budget(text: str) -> None:
+    """Refuse JSON text past MAX_VALUES values or MAX_DEPTH nesting, before any object is built.
+
+    Strings are blanked first (a bracket or comma inside one is text); then every value but the
+    first in its container is preceded by a comma, so commas + non-empty containers + 1 is the
+    count (an object's member counts once), and the running sum of the brackets is the depth.  Each step is a C-level scan whose cost is
+    bounded by the budget itself (no step makes an object per match past MAX_VALUES matches), so
+    refusing 15 MiB of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
+    strings = 0
+    for _ in _STRING.finditer(text):
+        strings += 1
+        if strings > MAX_VALUES:
+            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                                "refused unparsed")
+    skeleton = _STRING.sub("0", text) if strings else text
+    containers = skeleton.count("[") + skeleton.count("{")
+    if containers <= 2 * MAX_VALUES:  # else refused by the count below, without walking it
+        brackets = skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
+        deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0)
+        if deepest > MAX_DEPTH:
+            raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
+                                "refused unparsed")
+    # a container holds commas + 1 values unless it is empty
+    values = skeleton.count(",") + containers - skeleton.count("[]") - skeleton.count("{}") + 1
+    if values > MAX_VALUES:
+        raise EnvelopeError(f"stdout holds {values} JSON values, more than the {MAX_VALUES} an envelope may; "
+                            "refused unparsed")
+
+
+def clean_strings(value: Any) -> Any:
+    """`value` with every lone surrogate (in keys and strings) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [clean_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    return value
+
+
+def loads_bounded(text: str) -> Any:
+    """json.loads within the budget: strict JSON (no NaN/Infinity, finite floats), no lone surrogates.
+
+    Raises EnvelopeError past the budget, ValueError/RecursionError as json.loads does."""
+    with _PARSE_SLOTS:
+        check_budget(text)
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    return clean_strings(doc) if _SURROGATE_ESCAPE.search(text) else doc
+
+
 def parse_envelope(stdout: bytes, expected_probe: str) -> Envelope:
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
         raise EnvelopeError("probe printed nothing on stdout")
     snippet = text[:60].encode("unicode_escape").decode("ascii")
     try:
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        doc = loads_bounded(text)
+    except EnvelopeError:
+        raise
     except json.JSONDecodeError as e:
         raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
     except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range

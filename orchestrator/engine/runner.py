@@ -143,6 +143,9 @@ def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = 
                             "retried": res.retried}
     if res.timed_out:
         return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
+    if res.exit_code is not None and not -128 <= res.exit_code <= 255:  # a hostile sshd's exit-status
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
+                           reason=f"exit status {str(res.exit_code)[:20]} is not a process exit status", **base)
     if res.stdout_truncated:
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
                            reason=f"probe output exceeded the {cap or len(res.stdout)}-byte cap; output discarded", **base)
@@ -224,6 +227,12 @@ class _Cancelled(Exception):
     pass
 
 
+def controller_error(e: BaseException) -> str:
+    """The reason for a host whose probing raised on the controller (out of descriptors, a bug)."""
+    detail = f"{e.strerror} ({type(e).__name__})" if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+    return f"the controller could not probe this host: {detail[:200]}"
+
+
 def _cut_off(calls: list[ProbeCall], e: TransportError) -> dict[str, ProbeResult]:
     """The connection failed running calls[0]: it gets the error, the probes after it were not run."""
     outcome = transport_outcome(e.kind)
@@ -248,7 +257,7 @@ def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], option
     script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
                             PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
     res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
-    return res, bundle.split(res, [c.name for c in calls])
+    return res, bundle.split(res, [c.name for c in calls], options.transport.max_output, options.transport.max_stderr)
 
 
 def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
@@ -356,6 +365,9 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
         for call in calls:
             results.setdefault(call.name, ProbeResult(call.name, transport_outcome(e.kind),
                                                       e.message, retried=e.retried))
+    except Exception as e:  # EMFILE from os.pipe(), a transport bug: this host's failure, not the run's
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.FAILED, controller_error(e)))
     finally:
         with lock:
             active.pop(host.name, None)
@@ -399,7 +411,10 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
             finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
                 h = pending.pop(fut)
-                res = fut.result()
+                try:
+                    res = fut.result()
+                except Exception as e:  # run_host keeps its own errors; anything left is still this host's
+                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.FAILED, controller_error(e)) for c in calls})
                 done[h.name] = res
                 delivering = res
                 with _signals_deferred():

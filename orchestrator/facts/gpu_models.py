@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # Usable PCIe bandwidth per lane per direction after 8b/10b or 128b/130b encoding, GB/s.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
@@ -69,10 +70,14 @@ MODELS: tuple[GpuModel, ...] = (
 )
 
 
+def lookup(name: Any) -> GpuModel | None:
+    """The model a GPU name is; None for no name, an unknown one, or a name that is not a string
+    (a host's number or list is no model, and a list cannot even be a cache key)."""
+    return _lookup(name) if isinstance(name, str) and name else None
+
+
 @functools.lru_cache(maxsize=1024)  # checks look models up per GPU pair: a regex scan each time
-def lookup(name: str | None) -> GpuModel | None:
-    if not name:
-        return None
+def _lookup(name: str) -> GpuModel | None:
     for m in MODELS:
         if re.search(m.pattern, name, re.IGNORECASE):
             return m

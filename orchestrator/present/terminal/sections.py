@@ -21,4 +21,9 @@ def render(section: str, host_record: Mapping[str, Any]) -> str:
         raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
     key, fn = entry
     facts = (host_record.get("facts") or {}).get(key)
-    return fn(facts) if facts else ""
+    if not facts:
+        return ""
+    try:
+        return fn(facts)
+    except Exception as e:  # one host's odd facts cost its view, not the run's output
+        return f"(the {section} view could not be drawn from this host's facts: {type(e).__name__})"
