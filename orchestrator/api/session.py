@@ -10,6 +10,7 @@ exit codes) is the caller's.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,12 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.lock import RunLock
-from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
+from orchestrator.store.rundir import (
+    RunDirectory,
+    UnsafeRunPath,
+    host_input_from_result,
+    release_envelope_data,
+)
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
 from orchestrator.verdict.expectations import Expectations
@@ -94,6 +100,8 @@ class _StoreOrStop:
                 self.error = again
                 self.stop.set()
                 return
+            except Exception:  # e.g. its directory is a planted link: nothing of it is stored
+                pass
         release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
 
 
@@ -131,8 +139,9 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
                     output_dir: Path | None, show_progress: bool | None) -> RunResult:
     try:
         run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
-    except OSError as e:
-        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
+    except (OSError, UnsafeRunPath) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UsageError(f"cannot create the run directory under {root}: {why}; "
                          "choose another with --results or -o") from None
     progress = Progress(len(plan.hosts), enabled=show_progress)
     _install_sigterm()
@@ -175,9 +184,12 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
     plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
     `expect` when given."""
     stored = RunDirectory.open(source)
-    inputs = stored.host_inputs()
+    problems: list[str] = []
+    inputs = stored.host_inputs(problems)
+    for why in problems:
+        print(f"warning: {source.name}: {why}; that host is left out", file=sys.stderr)
     if not inputs:
-        raise UsageError(f"{source} has no raw host results to re-judge")
+        raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
     inputs_of_run = PlanInputs.from_dict(meta.get("plan") or {"playbook": meta.get("playbook"),
                                                                "inventory": meta.get("inventory")})
@@ -197,12 +209,26 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         plan = build_plan(new_inputs, stored=inputs)
         new_meta = {**plan.meta(), "options": meta.get("options"), "hosts_order": meta.get("hosts_order"),
                     "probes": meta.get("probes"), "rejudged_from": source.name}
-    run = RunDirectory.create(root, new_meta)
-    # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
-    run.copy_raw_from(stored)
-    if plan is not None:
-        fleet = judge(run.meta, inputs, plan, spool=run.dir)
-    else:
-        fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir)
-    run.finish(fleet)
+    # Locked like a run (a concurrent `--keep` must not prune the source half-way), built in a
+    # staging directory and renamed into the history only once complete.
+    lock = open_lock(root)
+    try:
+        run = RunDirectory.create_staged(root, new_meta)
+        try:
+            # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
+            run.copy_raw_from(stored)
+            if plan is not None:
+                fleet = judge(run.meta, inputs, plan, spool=run.dir)
+            else:
+                fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir)
+            run.finish(fleet)
+            run.publish()
+        except OSError as e:
+            run.discard()
+            raise ResultsUnwritable(str(root), e) from None
+        except BaseException:
+            run.discard()
+            raise
+    finally:
+        lock.release()
     return RunResult(run, fleet)

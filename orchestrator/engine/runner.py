@@ -117,9 +117,9 @@ def probe_command(host: Host, become: bool) -> str:
     except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
         interp = shlex.quote(host.python)
     become = become or host.become
-    if capabilities(host.connection).runs_as_controller and os.geteuid() == 0:
+    if capabilities(host.connection).runs_as_controller and os.geteuid() == 0 and host.become_user in (None, "root"):
         become = False  # already root here: sudo would add nothing but a dependency on sudo
-    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
+    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become, host.become_user)
 
 
 def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
@@ -202,7 +202,7 @@ def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: flo
             notes.append(f"{command}: not run, host deadline reached")
             continue
         try:
-            res = transport.run(wrap_command(prefix + command, options.become or host.become), b"",
+            res = transport.run(wrap_command(prefix + command, options.become or host.become, host.become_user), b"",
                                 min(RAW_COMMAND_TIMEOUT_S, left), deadline=deadline)
         except TransportError as e:
             return ProbeResult(RAW_PROBE, transport_outcome(e.kind), e.message,
