@@ -23,7 +23,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
-from orchestrator.store.lock import RunLock
+from orchestrator.store.lock import RunLock, UnsafeLock
 from orchestrator.store.rundir import (
     RunDirectory,
     UnsafeRunPath,
@@ -120,7 +120,12 @@ def open_lock(root: Path) -> RunLock:
         lock = RunLock(root)
     except OSError as e:
         raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
-    lock.acquire()
+    try:
+        lock.acquire()
+    except UnsafeLock as e:
+        raise UsageError(e.strerror) from None
+    except OSError as e:  # LockHeld is not one: it goes to the caller (exit 75)
+        raise UsageError(f"cannot lock the results directory {root}: {e.strerror or e}; choose another with --results") from None
     return lock
 
 

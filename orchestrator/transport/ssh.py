@@ -39,7 +39,7 @@ from orchestrator.transport.base import (
     TransportError,
     TransportOptions,
 )
-from orchestrator.transport.hostkeys import HostKeySetup, host_key_policy
+from orchestrator.transport.hostkeys import HostKeySetup, confined_known_hosts, host_key_policy
 from orchestrator.transport.ssh_errors import AttemptFacts, Failure, classify, one_line
 from orchestrator.transport.ssh_files import fabric_config, loaded_key, parsed_ssh_config
 
@@ -131,10 +131,12 @@ class SshTransport:
 
     def _hostkey_setup(self) -> HostKeySetup:
         # inventory variable first (per host/group), then the option; either replaces ssh's defaults
-        given = self.host.vars.get("probe_known_hosts") or self.options.known_hosts
+        from_inventory = self.host.vars.get("probe_known_hosts")
+        given = from_inventory or self.options.known_hosts
         if given:
             path = os.path.expanduser(str(given))
-            return HostKeySetup(self.policy, [path], path)
+            # --known-hosts is the operator's choice; an inventory's path is only appended to in ~/.ssh
+            return HostKeySetup(self.policy, [path], path, may_record=not from_inventory or confined_known_hosts(path))
         lookup = self._config.base_ssh_config.lookup(self.host.address)
         user_files = str(lookup.get("userknownhostsfile", "~/.ssh/known_hosts")).split()
         global_files = str(lookup.get("globalknownhostsfile", "/etc/ssh/ssh_known_hosts")).split()
