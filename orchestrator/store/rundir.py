@@ -11,6 +11,7 @@ raw files, so it can be listed, shown and re-judged.
 
 from __future__ import annotations
 
+import errno
 import functools
 import getpass
 import hashlib
@@ -173,7 +174,11 @@ class RunDirectory:
 
         src = other.dir / "raw"
         if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, self.dir / "raw", dirs_exist_ok=True, ignore=links)
+            try:
+                shutil.copytree(src, self.dir / "raw", dirs_exist_ok=True, ignore=links)
+            except shutil.Error as e:  # copytree gathers its failures: the first one says why
+                first = str(e.args[0][0][2]) if e.args and e.args[0] else str(e)
+                raise OSError(errno.ENOSPC if "No space" in first else errno.EIO, first) from None
 
     def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
         write_fleet(self.dir / "fleet.json", fleet, mode=RUN_FILE_MODE)
