@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import read as F
+from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
 
 # name -> help text; the order here is the order in the file
@@ -29,7 +30,8 @@ METRICS = {
 
 def escape_label(value: Any) -> str:
     """Label value escaping of the text exposition format: backslash, double quote, newline."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    text = LINE_BREAKS.sub("\n", display_safe(value))  # a CR or U+2028 must not break the line either
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _escape_help(text: str) -> str:

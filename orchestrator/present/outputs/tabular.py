@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from orchestrator.facts import read as F
+from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 
 FORMATS = ("json", "yaml", "csv")
 # what `--format` accepts: the terminal table, or one of the machine formats above
@@ -65,8 +66,10 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    text = str(value)
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(text):
+    # one line, no control characters: a spreadsheet (or a line-based reader) starts a formula at
+    # any line of a cell, so every line break and control becomes visible text first
+    text = display_safe(LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], str(value)).replace("\t", "\\t"))
+    if text.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(text):
         return "'" + text
     return text
 
@@ -79,6 +82,16 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def _safe_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return display_safe(value)
+    if isinstance(value, list):
+        return [_safe_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {display_safe(k): _safe_tree(v) for k, v in value.items()}
+    return value
+
+
 def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> str:
     """Rows -> text in `fmt` (json, yaml or csv)."""
     if fmt not in FORMATS:
@@ -88,7 +101,10 @@ def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str]
     if fmt == "json":
         return json.dumps(data, indent=2, default=str) + "\n"
     if fmt == "yaml":
-        return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False, allow_unicode=True)
+        # YAML prints bidi overrides and zero-width characters as they are (it escapes only what it
+        # calls unprintable): they become "?" like on the terminal
+        return yaml.safe_dump(_safe_tree(json.loads(json.dumps(data, default=str))), sort_keys=False,
+                              allow_unicode=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

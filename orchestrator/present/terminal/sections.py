@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.present.terminal.text import terminal_safe
 
 Renderer = Callable[[Any], str]
 
@@ -24,6 +25,6 @@ def render(section: str, host_record: Mapping[str, Any]) -> str:
     if not facts:
         return ""
     try:
-        return fn(facts)
+        return terminal_safe(fn(facts))
     except Exception as e:  # one host's odd facts cost its view, not the run's output
         return f"(the {section} view could not be drawn from this host's facts: {type(e).__name__})"
