@@ -9,10 +9,12 @@ exit codes) is the caller's.
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +88,7 @@ class _StoreOrStop:
         if self.error is not None:
             return
         try:
-            self.run.host_finished(res)
+            _retry_out_of_descriptors(lambda: self.run.host_finished(res))
         except OSError as e:
             self.error = e
             self.stop.set()
@@ -103,6 +105,23 @@ class _StoreOrStop:
             except Exception:  # e.g. its directory is a planted link: nothing of it is stored
                 pass
         release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
+
+
+# Out of file descriptors (EMFILE/ENFILE) is not a full disk: the hosts in flight hold them and
+# give them back as they finish, so the write is tried again for a while before the run is stopped.
+_FD_RETRY_S = 10.0
+
+
+def _retry_out_of_descriptors(write: Callable[[], None]) -> None:
+    give_up = time.monotonic() + _FD_RETRY_S
+    while True:
+        try:
+            write()
+            return
+        except OSError as e:
+            if e.errno not in (errno.EMFILE, errno.ENFILE) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
 
 
 def _unwritable(run: RunDirectory, error: OSError) -> ResultsUnwritable:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -66,12 +67,18 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    # one line, no control characters: a spreadsheet (or a line-based reader) starts a formula at
-    # any line of a cell, so every line break and control becomes visible text first
-    text = display_safe(LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], str(value)).replace("\t", "\\t"))
-    if text.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(text):
-        return "'" + text
-    return text
+    # Control characters become "?"; line breaks stay (csv quotes the cell), but an importer that
+    # splits lines, or a spreadsheet cell's later line, would start a formula at any of them: each
+    # line is guarded, not only the first.
+    lines = _BREAK.split(display_safe(str(value)))
+    return "".join("'" + part if i % 2 == 0 and _formula(part) else part for i, part in enumerate(lines))
+
+
+_BREAK = re.compile("(" + LINE_BREAKS.pattern + ")")
+
+
+def _formula(text: str) -> bool:
+    return text.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(text)
 
 
 def _is_number(text: str) -> bool:
