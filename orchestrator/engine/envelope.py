@@ -122,26 +122,46 @@ def loads_bounded(text: str) -> Any:
 
     Raises EnvelopeError past the budget, ValueError/RecursionError as json.loads does."""
     with _PARSE_SLOTS:
-        check_budget(text)
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return _loads(text)
+
+
+def _loads(text: str) -> Any:
+    check_budget(text)
+    doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     return clean_strings(doc) if _SURROGATE_ESCAPE.search(text) else doc
 
 
+_NOT_BLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")
+_BLANKS = frozenset(b" \t\r\n\x0b\x0c")
+
+
 def parse_envelope(stdout: bytes, expected_probe: str) -> Envelope:
-    text = stdout.decode("utf-8", errors="replace").strip()
-    if not text:
-        raise EnvelopeError("probe printed nothing on stdout")
-    snippet = text[:60].encode("unicode_escape").decode("ascii")
-    try:
-        doc = loads_bounded(text)
-    except EnvelopeError:
-        raise
-    except json.JSONDecodeError as e:
-        raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
-    except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range
-        raise EnvelopeError(f"stdout is not usable JSON ({str(e).split(';')[0][:100]}); starts with {snippet!r}") from None
-    except RecursionError:  # "[[[[..." nested deeper than the parser's stack
-        raise EnvelopeError(f"stdout is JSON nested too deeply to read; starts with {snippet!r}") from None
+    # The decode is inside the parse slots too: 32 hosts finishing together with 15 MiB answers
+    # must not hold 32 decoded copies at once.  The blanks around the document are skipped by
+    # index, not by strip(), which would copy the text once more.
+    with _PARSE_SLOTS:
+        first = _NOT_BLANK.search(stdout)
+        if first is None:
+            raise EnvelopeError("probe printed nothing on stdout")
+        start = first.start()
+        end = len(stdout)
+        while end > start and stdout[end - 1] in _BLANKS and len(stdout) - end < 4096:
+            end -= 1
+        if end > start and stdout[end - 1] in _BLANKS:  # a hostile run of blanks: let C find its start
+            end = start + len(stdout[start:end].rstrip())
+        text = str(memoryview(stdout)[start:end], "utf-8", "replace")
+        snippet = text[:60].encode("unicode_escape").decode("ascii")
+        try:
+            doc = _loads(text)
+        except EnvelopeError:
+            raise
+        except json.JSONDecodeError as e:
+            raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
+        except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range
+            raise EnvelopeError(f"stdout is not usable JSON ({str(e).split(';')[0][:100]}); starts with {snippet!r}") from None
+        except RecursionError:  # "[[[[..." nested deeper than the parser's stack
+            raise EnvelopeError(f"stdout is JSON nested too deeply to read; starts with {snippet!r}") from None
+        del text
     return envelope_from_dict(doc, expected_probe)
 
 

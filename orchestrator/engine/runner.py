@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import inspect
 import os
 import re
 import shlex
@@ -142,6 +144,9 @@ def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = 
     base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
                             "retried": res.retried}
     if res.timed_out:
+        held = _held_after_answer(res, call)
+        if held is not None:
+            return held
         return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
     if res.exit_code is not None and not -128 <= res.exit_code <= 255:  # a hostile sshd's exit-status
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
@@ -168,6 +173,32 @@ def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = 
         tail = err_text.strip().splitlines()[-1:] if err_text.strip() else []
         extra = f"; stderr: {tail[0][:160]}" if tail else ""
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT, reason=f"{e}{detail}{extra}", stdout=res.stdout[:65536], **base)
+    return classify_envelope(env, res)
+
+
+def _held_after_answer(res: CommandResult, call: ProbeCall) -> ProbeResult | None:
+    """A complete envelope, then a channel the host kept open until the timeout (a daemon child
+    holding stdout, a hung shell exit): the answer is kept, with a warning, instead of being
+    discarded as `timeout`.  None when what arrived is not a complete envelope."""
+    if res.stdout_truncated or not res.stdout.strip():
+        return None
+    try:
+        env = parse_envelope(res.stdout, call.name)
+    except EnvelopeError:
+        return None
+    note = (f"the host kept the channel open for {call.timeout:.0f}s after a complete answer; "
+            "the answer is kept, the command was stopped")
+    env.warnings = [*env.warnings, note]
+    result = classify_envelope(env, res)
+    if result.outcome == Outcome.OK:
+        result.reason = note
+    return result
+
+
+def classify_envelope(env: Envelope, res: CommandResult) -> ProbeResult:
+    """The outcome an envelope states for itself."""
+    base: dict[str, Any] = {"probe": env.probe, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
+                            "retried": res.retried}
     if env.status == "ok":
         return ProbeResult(outcome=Outcome.OK, envelope=env, **base)
     if env.status == "unsupported":
@@ -256,8 +287,24 @@ def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], option
     # The host's part of the budget ends a little before ours, so its last frame still reaches us.
     script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
                             PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
-    res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
+    # The bundle writes its magic line before the first probe starts, so a host whose interpreter
+    # never gets there (hung at start-up, a shell waiting on something) is given up after one probe
+    # timeout instead of the whole host deadline; and the command as a whole needs no more than
+    # its probes' timeouts (the connection's share of the host deadline is spent by then).
+    limit = min(left, sum(c.timeout for c in calls) + 2 * BUNDLE_SLACK_S)
+    early = {"first_output": calls[0].timeout} if _takes_first_output(type(transport)) else {}
+    res = transport.run(probe_command(host, options.become), script, limit, deadline=deadline, **early)
     return res, bundle.split(res, [c.name for c in calls], options.transport.max_output, options.transport.max_stderr)
+
+
+@functools.cache
+def _takes_first_output(kind: type[Transport]) -> bool:
+    """Whether a transport's run() takes `first_output` (ssh and local do; a transport that does not,
+    or a test's subclass overriding run(), is simply given the whole limit)."""
+    try:
+        return "first_output" in inspect.signature(kind.run).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundle.Answer, stop: threading.Event,
@@ -272,6 +319,10 @@ def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundl
     if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
         raise _Cancelled()  # the probes with a frame keep their results
     if whole.timed_out:  # the bundle itself ran out of the host deadline
+        if i == len(answer.frames) and not answer.bundled and answer.rest.strip():
+            held = _held_after_answer(dataclasses.replace(whole, stdout=answer.rest[:cap]), call)
+            if held is not None:  # one complete answer (not frames), then the channel held open
+                return held
         if i > len(answer.frames):
             return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe",
                                retried=whole.retried)

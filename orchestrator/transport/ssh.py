@@ -285,7 +285,8 @@ class SshTransport:
     # -- commands ---------------------------------------------------------------------------
 
     def run(
-        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
+        first_output: float | None = None,
     ) -> CommandResult:
         """Run `command` (no pty), feed it `stdin`; the command gets `timeout` s (default command_timeout).
 
@@ -328,10 +329,18 @@ class SshTransport:
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
         timer.daemon = True
         timer.start()
+        spoke = threading.Event()  # set at the first stdout byte
+        silent: threading.Timer | None = None
+        if first_output is not None and started + first_output < deadline:
+            silent = threading.Timer(max(0.0, first_output), lambda: None if spoke.is_set() else expire())
+            silent.daemon = True
+            silent.start()
         try:
-            return self._exchange(chan, transport, command, stdin, deadline, started, expired)
+            return self._exchange(chan, transport, command, stdin, deadline, started, expired, spoke)
         finally:
             timer.cancel()
+            if silent is not None:
+                silent.cancel()
             _close_channel(chan)
 
     def _exchange(
@@ -343,6 +352,7 @@ class SshTransport:
         deadline: float,
         started: float,
         expired: threading.Event,
+        spoke: threading.Event | None = None,
     ) -> CommandResult:
         out = bytearray()
         err = bytearray()
@@ -373,6 +383,8 @@ class SshTransport:
             if chan.recv_ready():
                 data = chan.recv(READ_CHUNK)
                 progressed = True
+                if spoke is not None and data:
+                    spoke.set()
                 room = out_cap - len(out)
                 if len(data) > room:
                     out.extend(data[:room])

@@ -19,6 +19,7 @@ MAX_NICS = 256  # network functions the topology matrix holds (GPUs + NICs squar
 MAX_PORTS = 64  # net devices / RDMA ports per PCI function, path entries per device
 MAX_NUMA_NODES = 1024
 MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
+MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
 
 # probe -> (path, cap, what it counts); "*" in a path: every element of a list or value of a dict
 _Rule = tuple[tuple[str, ...], int, str]
@@ -56,7 +57,30 @@ def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
                                                    f"is judged on; judged on the first {cap}"))
     if probe == "pcie":
         data = _cut_kinds(data, notes)
+    longest: list[int] = []
+    data = _cut_strings(data, longest)
+    if longest:
+        notes.append(f"{probe}: {len(longest)} string value(s) of up to {max(longest)} characters reported, more "
+                     f"than the {MAX_STRING} a value is judged on; judged on the first {MAX_STRING}")
     return data, notes
+
+
+def _cut_strings(value: Any, cut: list[int]) -> Any:
+    """Every string of `value` cut to MAX_STRING characters (copies only where something was cut);
+    the lengths cut are appended to `cut`.  A 10 MB hostname would otherwise be copied into
+    fleet.json, every view and the report."""
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            cut.append(len(value))
+            return value[:MAX_STRING]
+        return value
+    if isinstance(value, list):
+        out = [_cut_strings(v, cut) for v in value]
+        return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+    if isinstance(value, dict):
+        new = {k: _cut_strings(v, cut) for k, v in value.items()}
+        return new if any(new[k] is not value[k] for k in value) else value
+    return value
 
 
 def _noter(notes: list[str], template: str) -> Callable[[int], None]:
