@@ -328,8 +328,9 @@ def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundl
                                retried=whole.retried)
         return ProbeResult(call.name, Outcome.TIMEOUT, f"probe did not finish within {call.timeout:.0f}s",
                            duration_s=whole.duration_s, stderr=whole.stderr[-65536:], retried=whole.retried)
-    return dataclasses.replace(whole, stdout=answer.rest[:cap],
-                               stdout_truncated=whole.stdout_truncated or len(answer.rest) > cap)
+    truncated = whole.stdout_truncated or len(answer.rest) > cap
+    # past the cap the output is discarded anyway: no 16 MiB copy of it per probe
+    return dataclasses.replace(whole, stdout=b"" if truncated else answer.rest, stdout_truncated=truncated)
 
 
 def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,

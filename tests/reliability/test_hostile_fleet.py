@@ -123,3 +123,25 @@ def test_32_hostile_hosts_beside_32_healthy_ones_stay_under_the_ceiling(tmp_path
         if kind == "held":
             assert rec["probes"]["host"]["outcome"] == "ok", (name, rec["probes"])  # its complete answer kept
     assert all(p.stat().st_size > 0 for p in out.iterdir())
+
+
+def test_the_worst_case_ceiling_every_fork_flooding_to_its_cap(tmp_path: Path) -> None:
+    """The bound that holds whatever the hosts do: each host in flight holds at most its answer cap
+    (a bundle of n probes: n x (16 MiB stdout + 1 MiB stderr + a header)), so the controller peak
+    is under forks x that cap + a base (docs/reliability.md, "Budgets")."""
+    from orchestrator.engine.bundle import transport_cap
+    from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
+
+    flood = _kinds(tmp_path / "bin")["flood"]
+    hosts = {f"flood{i:02d}": {"ansible_python_interpreter": str(flood(i))} for i in range(32)}
+    inv = inventory(tmp_path / "inv.yml", hosts)
+    results = tmp_path / "results"
+    res = run_cli(["run", "-i", str(inv), "--probe", "host", "--probe", "nvml", "--results", str(results),
+                   "-f", "32", "-t", str(TIMEOUT_S)], timeout=240, measure_rss=tmp_path / "rss")
+    assert res.code == 4 and res.one_line_error() == "", res.stderr[-2000:]
+    ceiling_mib = (32 * transport_cap(2, DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR)) / 2**20 + 128
+    assert res.rss_kib is not None
+    print(f"controller peak RSS: {res.rss_kib / 1024:.0f} MiB (ceiling {ceiling_mib:.0f} MiB)")
+    assert res.rss_kib / 1024 < ceiling_mib
+    fleet = load_fleet(only_run_dir(results))
+    assert all(h["outcome"] == "invalid_output" and "cap" in h["reason"] for h in fleet["hosts"])
