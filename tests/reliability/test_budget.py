@@ -198,3 +198,28 @@ def test_data_nested_500_deep_inside_a_section_is_refused_not_a_recursion_crash(
     rec = host_record(fleet, "deep01")
     assert rec["outcome"] == "invalid_output" and "nested too deeply" in rec["reason"], rec["reason"]
     assert host_record(fleet, "good01")["name"] == "good01"
+
+
+def test_raw_mode_text_claiming_thousands_of_gpus_is_judged_on_the_first_64(tmp_path: Path) -> None:
+    """Raw mode (`nvidia-smi -q -x` text parsed on the controller) has the same path to N x N:
+    20,000 minimal <gpu> elements (1.3 MB) cost 6.2 GiB and 192 s before the caps applied to it."""
+    from tests.support.sshd import ROOT_DIR
+
+    real = (ROOT_DIR / "tests" / "fixtures" / "text" / "h200_real_q_x.xml").read_text()
+    m = re.search(r'<gpu id="[^"]*">.*?</gpu>', real, re.S)
+    assert m
+    many = "".join(f'<gpu id="0000:{i >> 8:02x}:{i & 255:02x}.0"><product_name>NVIDIA H200</product_name></gpu>'
+                   for i in range(8000))
+    xml = answer_file(tmp_path / "text", "q.xml", (real[:m.start()] + many + real[m.end():]).encode())
+    bindir = tmp_path / "rawbin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\n[ "$1 $2" = "-q -x" ] && exec cat {xml}\nexit 1\n')
+    smi.chmod(0o755)
+    hosts = {"good01": {}, "rawgpus01": {"probe_mode": "raw", "probe_raw_path": str(bindir)}}
+    res, _, fleet = _run(tmp_path, hosts, ("nvml",))
+    assert res.one_line_error() == ""
+    assert res.rss_kib is not None and res.rss_kib < RSS_LIMIT_KIB, res.rss_kib
+    rec = host_record(fleet, "rawgpus01")
+    assert len(rec["facts"]["gpus"]["list"]) == MAX_GPUS
+    assert any(e.startswith("raw: 8000 GPUs reported") for e in rec["normalize_errors"]), rec["normalize_errors"]

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
-from orchestrator.facts.normalize.budget import bound
+from orchestrator.facts.normalize.budget import bound, bound_sections
 
 Normalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 
@@ -36,7 +36,9 @@ def _raw_facts(data: dict[str, Any], errors: list[str]) -> dict[str, Any]:
         errors.append(f"raw: {e}")
         return {}
     errors.extend(f"raw: {e}" for e in parsed.get("errors", []))
-    return dict(parsed.get("facts") or {})
+    facts, cut = bound_sections(dict(parsed.get("facts") or {}), "raw")
+    errors.extend(cut)
+    return facts
 
 
 def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:

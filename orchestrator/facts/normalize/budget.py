@@ -48,6 +48,35 @@ RULES: dict[str, tuple[_Rule, ...]] = {
 }
 
 
+# Raw mode (nvidia-smi / lspci text parsed on the controller) gives facts sections directly: the
+# same caps, on the sections, before the topology merge squares them.
+_TOPO = MAX_GPUS + MAX_NICS
+SECTION_RULES: dict[str, tuple[_Rule, ...]] = {
+    "gpus": ((("list",), MAX_GPUS, "GPUs"), (("order",), MAX_GPUS, "GPUs in the bus order"),
+             (("levels",), _SQUARE, "topology matrix rows"), (("levels", "*"), _SQUARE, "topology matrix columns"),
+             (("p2p", "*"), _SQUARE, "P2P matrix rows"), (("p2p", "*", "*"), _SQUARE, "P2P matrix columns")),
+    "nvlink": ((("gpus",), MAX_GPUS, "GPUs"), (("gpus", "*", "links"), MAX_LINKS, "NVLink links of a GPU")),
+    "topology": ((("devices",), _TOPO, "topology devices"), (("matrix",), _TOPO, "topology matrix rows"),
+                 (("matrix", "*"), _TOPO, "topology matrix columns"), (("source",), _TOPO, "topology matrix rows"),
+                 (("source", "*"), _TOPO, "topology matrix columns")),
+    "pcie": ((("devices",), MAX_PCI_DEVICES, "PCI devices"), (("gpus",), MAX_GPUS, "GPU functions"),
+             (("nics",), MAX_NICS, "network functions")),
+}
+
+
+def bound_sections(facts: dict[str, Any], origin: str) -> tuple[dict[str, Any], list[str]]:
+    """Facts sections parsed from text (`origin`: "raw") cut to the same caps, with a note per cut."""
+    notes: list[str] = []
+    out = dict(facts)
+    for section, rules in SECTION_RULES.items():
+        if section not in out:
+            continue
+        for path, cap, what in rules:
+            out[section] = _cut(out[section], path, cap, _noter(
+                notes, f"{origin}: {{}} {what} reported, more than the {cap} a host is judged on; judged on the first {cap}"))
+    return out, notes
+
+
 def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
     """`data` with every list of the probe's budget cut to its cap (copies, the input is not
     changed), and one note per cut: '<probe>: 3000 GPUs reported, judged on the first 64'."""
