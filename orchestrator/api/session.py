@@ -28,7 +28,6 @@ from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.lock import RunLock, UnsafeLock
 from orchestrator.store.rundir import (
     RunDirectory,
-    UnsafeRunPath,
     host_input_from_result,
     release_envelope_data,
 )
@@ -163,8 +162,8 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
                     output_dir: Path | None, show_progress: bool | None) -> RunResult:
     try:
         run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
-    except (OSError, UnsafeRunPath) as e:
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
+        why = e.strerror or str(e)
         raise UsageError(f"cannot create the run directory under {root}: {why}; "
                          "choose another with --results or -o") from None
     progress = Progress(len(plan.hosts), enabled=show_progress)

@@ -42,8 +42,13 @@ RUN_DIR_MODE = 0o700
 _MAX_COMPONENT = 200  # bytes; NAME_MAX is 255
 
 
-class UnsafeRunPath(ValueError):
-    """A path inside the run directory is a symbolic link or not a directory: nothing is written through it."""
+class UnsafeRunPath(OSError):
+    """A path inside the run directory is a symbolic link or not a directory: nothing is written
+    through it.  An OSError, so a run whose raw/ is tampered with stops like one that cannot write."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.ELOOP if kind == "a symbolic link" else errno.ENOTDIR,
+                         f"{path} is {kind}; fleetprobe does not write through it")
 
 
 def default_results_dir() -> Path:
@@ -80,8 +85,7 @@ def real_dir(path: Path, mode: int = RUN_DIR_MODE) -> Path:
         pass
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
-        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
-        raise UnsafeRunPath(f"{path} is {kind}; fleetprobe does not write through it")
+        raise UnsafeRunPath(path, "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory")
     return path
 
 
