@@ -93,6 +93,13 @@ def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[d
     return data, ""
 
 
+def _read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """run.json through the run directory's one owner (store/rundir.py, which imports this module)."""
+    from orchestrator.store.rundir import read_run_json
+
+    return read_run_json(run_dir)
+
+
 def _run_dirs(results_dir: Path) -> list[Path]:
     try:
         entries = list(results_dir.iterdir())
@@ -107,7 +114,7 @@ def summarize_run(path: Path) -> RunSummary:
     """One run directory -> its summary (partial, with the reason, when files are missing or bad)."""
     s = RunSummary(id=path.name, path=path, started=_time_of(path.name))
     problems: list[str] = []
-    run, why = _read_json(path / "run.json")
+    run, why = _read_run_json(path)
     if run is None:
         problems.append(why)
     summary = run.get("summary") if run else None

@@ -209,7 +209,23 @@ class RunDirectory:
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
     """run.json of a run, or {} when it is missing or unreadable."""
-    return _json_object(run_dir / "run.json")
+    return read_run_json(run_dir)[0] or {}
+
+
+def read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """run.json of a run and '' , or None and why it cannot be read (history lists it with that)."""
+    path = run_dir / "run.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, "no run.json"
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"run.json unreadable: {e}"
+    except (ValueError, RecursionError) as e:
+        return None, f"run.json is not valid JSON ({e})"
+    if not isinstance(doc, dict):
+        return None, "run.json is not a JSON object"
+    return doc, ""
 
 
 def _json_object(path: Path) -> dict[str, Any]:
