@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.reliability.support import (
     answer_file,
@@ -31,10 +34,14 @@ from tests.reliability.support import (
     run_cli,
     strict_json,
 )
+from tests.support.sshd import SshdServer
 
 # The stated ceiling (docs/reliability.md, "Budgets"): measured 330-390 MiB on the 2-core bench.
 CEILING_MIB = 512
 TIMEOUT_S = 5
+# over sshd the 32 sessions' key exchanges and interpreter starts share the bench's 2 cores with
+# the hostile hosts' floods: a healthy bundle can take seconds to say its first byte
+SSH_TIMEOUT_S = 15
 
 
 def _kinds(bin_: Path) -> dict[str, Callable[[int], Path]]:
@@ -145,3 +152,38 @@ def test_the_worst_case_ceiling_every_fork_flooding_to_its_cap(tmp_path: Path) -
     assert res.rss_kib / 1024 < ceiling_mib
     fleet = load_fleet(only_run_dir(results))
     assert all(h["outcome"] == "invalid_output" and "cap" in h["reason"] for h in fleet["hosts"])
+
+
+@pytest.mark.ssh
+def test_hostile_hosts_of_every_kind_over_the_real_loopback_sshd(sshd: SshdServer, tmp_path: Path) -> None:
+    """The same kinds of hostile host behind a real sshd (Paramiko channels, the remote kill at the
+    deadline) beside as many healthy ones: all judged, under the same ceiling."""
+    kinds = _kinds(tmp_path / "bin")
+    names = sorted(kinds)
+    hosts = []
+    for i, kind in enumerate(names):
+        hosts.append(sshd.host(f"hostile-{kind}", sshd.addresses[i % len(sshd.addresses)],
+                               ansible_python_interpreter=str(kinds[kind](i))))
+    hosts += sshd.fleet(len(names), prefix="good")
+    inv = tmp_path / "inv.yml"
+    inv.write_text(sshd.inventory_yaml(hosts))
+    results = tmp_path / "results"
+    res = run_cli(["run", "-i", str(inv), "--probe", "host", "--probe", "nvml", "--results", str(results),
+                   "-f", "32", "-t", str(SSH_TIMEOUT_S), "--ssh-config", str(sshd.ssh_config)],
+                  timeout=240, measure_rss=tmp_path / "rss")
+    assert res.code in (4, 5) and res.one_line_error() == "", (res.code, res.stderr[-3000:])
+    assert res.rss_kib is not None
+    print(f"controller peak RSS over sshd: {res.rss_kib / 1024:.0f} MiB, {res.elapsed:.1f} s")
+    assert res.rss_kib / 1024 < CEILING_MIB
+    run_dir = only_run_dir(results)
+    strict_json(run_dir / "fleet.json")
+    fleet = load_fleet(run_dir)
+    assert len(fleet["hosts"]) == 2 * len(names)
+    for h in hosts:
+        rec = host_record(fleet, h.name)
+        if h.name.startswith("good"):
+            assert rec["outcome"] == "ok" or all(p["outcome"] in ("ok", "unsupported") for p in rec["probes"].values()), rec
+            assert rec["facts"]["host"]["hostname"] == os.uname().nodename
+        else:
+            assert rec["outcome"] and rec["reason"] is not None, rec
+    assert host_record(fleet, "hostile-held")["probes"]["host"]["outcome"] == "ok"
