@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from orchestrator.facts.normalize.budget import MAX_STRING, cut_long_strings
+
 ENVELOPE_VERSION = 1
 STATUSES = ("ok", "error", "unsupported")
 
@@ -71,10 +73,34 @@ def _finite(text: str) -> float:
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_ESCAPE = re.compile(r"\\.", re.S)
 # \ud800-\udfff written as an escape: json.loads turns it into a lone surrogate, which no UTF-8
 # writer (terminal, file, YAML) can encode.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _longest_string(text: str) -> int:
+    """An upper bound of the longest JSON string in `text` (C-level, within the parse slots)."""
+    return max(map(len, text.split('"')[1::2]), default=0) if len(text) > MAX_STRING else 0
+
+
+def _skeleton(text: str) -> str:
+    """`text` without its JSON strings.  Fast path (C-level): drop every escape pair, then the
+    quotes left are exactly the strings' ends, so the string contents are every other piece of a
+    split on '"'.  A text with more escapes than the budget of values takes the regex instead."""
+    if text.count("\\") <= 2 * MAX_VALUES:
+        plain = _ESCAPE.sub("", text) if "\\" in text else text
+        if plain.count('"') // 2 > MAX_VALUES:
+            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                                "refused unparsed")
+        return "".join(plain.split('"')[::2])
+    for strings, _ in enumerate(_STRING.finditer(text), 1):
+        if strings > MAX_VALUES:
+            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                                "refused unparsed")
+    return _STRING.sub("", text)
 
 
 def check_budget(text: str) -> None:
@@ -82,23 +108,26 @@ def check_budget(text: str) -> None:
 
     Strings are blanked first (a bracket or comma inside one is text); then every value but the
     first in its container is preceded by a comma, so commas + non-empty containers + 1 is the
-    count (an object's member counts once), and the running sum of the brackets is the depth.  Each step is a C-level scan whose cost is
-    bounded by the budget itself (no step makes an object per match past MAX_VALUES matches), so
-    refusing 15 MiB of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
-    strings = 0
-    for _ in _STRING.finditer(text):
-        strings += 1
-        if strings > MAX_VALUES:
-            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
-                                "refused unparsed")
-    skeleton = _STRING.sub("0", text) if strings else text
+    count (an object's member counts once), and the nesting is what is left after removing the
+    innermost empty pairs depth times.  Each step is a C-level scan whose cost is bounded by the
+    budget itself (no step makes an object per match past MAX_VALUES matches), so refusing 15 MiB
+    of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
+    skeleton = _skeleton(text)
     containers = skeleton.count("[") + skeleton.count("{")
-    if containers <= 2 * MAX_VALUES:  # else refused by the count below, without walking it
+    if MAX_DEPTH < containers <= 2 * MAX_VALUES:  # else too shallow to matter, or refused by the count below
         brackets = skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
-        deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0)
-        if deepest > MAX_DEPTH:
-            raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
-                                "refused unparsed")
+        for _ in range(MAX_DEPTH + 1):
+            shorter = _EMPTY_PAIR.sub(b"", brackets)
+            if len(shorter) == len(brackets):
+                break  # unbalanced: json says where
+            brackets = shorter
+        else:
+            if brackets:
+                deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH + 1
+                raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
+                                    "refused unparsed")
+    if len(skeleton) <= MAX_VALUES:
+        return  # every value takes at least a character
     # a container holds commas + 1 values unless it is empty
     values = skeleton.count(",") + containers - skeleton.count("[]") - skeleton.count("{}") + 1
     if values > MAX_VALUES:
@@ -128,7 +157,9 @@ def loads_bounded(text: str) -> Any:
 def _loads(text: str) -> Any:
     check_budget(text)
     doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    return clean_strings(doc) if _SURROGATE_ESCAPE.search(text) else doc
+    if _SURROGATE_ESCAPE.search(text):
+        doc = clean_strings(doc)
+    return cut_long_strings(doc) if _longest_string(text) > MAX_STRING else doc
 
 
 _NOT_BLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")

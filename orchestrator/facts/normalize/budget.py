@@ -20,6 +20,7 @@ MAX_PORTS = 64  # net devices / RDMA ports per PCI function, path entries per de
 MAX_NUMA_NODES = 1024
 MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
 MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
+STRING_NOTE = "_fleetprobe_cut_strings"  # key the parser adds to `data`: the lengths of the strings it cut
 
 # probe -> (path, cap, what it counts); "*" in a path: every element of a list or value of a dict
 _Rule = tuple[tuple[str, ...], int, str]
@@ -86,12 +87,24 @@ def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
                                                    f"is judged on; judged on the first {cap}"))
     if probe == "pcie":
         data = _cut_kinds(data, notes)
-    longest: list[int] = []
-    data = _cut_strings(data, longest)
-    if longest:
-        notes.append(f"{probe}: {len(longest)} string value(s) of up to {max(longest)} characters reported, more "
-                     f"than the {MAX_STRING} a value is judged on; judged on the first {MAX_STRING}")
+    if isinstance(data, dict) and STRING_NOTE in data:  # the parse cut long strings (engine/envelope.py)
+        longest = data[STRING_NOTE]
+        data = {k: v for k, v in data.items() if k != STRING_NOTE}
+        if isinstance(longest, list) and longest and all(isinstance(n, int) for n in longest):
+            notes.append(f"{probe}: {len(longest)} string value(s) of up to {max(longest)} characters reported, "
+                         f"more than the {MAX_STRING} a value is judged on; judged on the first {MAX_STRING}")
     return data, notes
+
+
+def cut_long_strings(doc: Any) -> Any:
+    """`doc` (a parsed envelope) with every string past MAX_STRING cut, and the lengths cut noted
+    under STRING_NOTE in its `data`, so bound() reports them.  The parser calls it only when its
+    scan found such a string: a walk over every host's every value costs more than normalizing."""
+    cut: list[int] = []
+    out = _cut_strings(doc, cut)
+    if cut and isinstance(out, dict) and isinstance(out.get("data"), dict):
+        out = {**out, "data": {**out["data"], STRING_NOTE: cut}}
+    return out
 
 
 def _cut_strings(value: Any, cut: list[int]) -> Any:
