@@ -217,6 +217,20 @@ def probe_calls(steps: list[tuple[str, dict[str, Any], float]], where: str = "pl
     return calls
 
 
+SUPPORTED_BECOME_METHODS = ("sudo",)
+
+
+def _check_become(plays: list[PlannedPlay]) -> None:
+    """A become method we cannot honour is a usage error before anything runs: running the probe
+    as another user than asked (or not escalating at all) would judge a different view of the host."""
+    for pp in plays:
+        for h in pp.hosts:
+            if (pp.become or h.become) and h.become_method not in SUPPORTED_BECOME_METHODS:
+                raise UsageError(f"host {h.name}: ansible_become_method {h.become_method!r} is not supported "
+                                 f"(fleetprobe escalates with {', '.join(SUPPORTED_BECOME_METHODS)} -n only); "
+                                 "set ansible_become_method: sudo or run without become")
+
+
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
     """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
     rejudge, where the limit already chose them)."""
@@ -246,6 +260,8 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
             steps = [(s.name, s.args, s.timeout or inputs.timeout) for s in play.probes]
         plays.append(PlannedPlay(play, hosts, probe_calls(steps, str(book.path)), play.forks or inputs.forks,
                                  play.become or inputs.become))
+    if stored is None:
+        _check_become(plays)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
     plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)

@@ -9,9 +9,12 @@ exit codes) is the caller's.
 
 from __future__ import annotations
 
+import errno
 import signal
+import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.history import RunNotFound, load_fleet, previous_run
-from orchestrator.store.lock import RunLock
+from orchestrator.store.lock import RunLock, UnsafeLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
@@ -123,12 +126,40 @@ class _StoreOrStop:
         if self.error is not None:
             return
         try:
-            self.run.host_finished(res)
+            _retry_out_of_descriptors(lambda: self.run.host_finished(res))
         except OSError as e:
             self.error = e
             self.stop.set()
             return
+        except Exception as e:  # something in this host's results cannot be stored: it fails alone
+            reason = f"this host's results could not be stored ({type(e).__name__}: {str(e)[:200]})"
+            res.probes = {p: ProbeResult(p, Outcome.FAILED, reason) for p in res.probes}
+            try:
+                self.run.host_finished(res)
+            except OSError as again:
+                self.error = again
+                self.stop.set()
+                return
+            except Exception:  # e.g. its directory is a planted link: nothing of it is stored
+                pass
         release_envelope_data(res)  # on disk now: judged from there, not held for the whole run
+
+
+# Out of file descriptors (EMFILE/ENFILE) is not a full disk: the hosts in flight hold them and
+# give them back as they finish, so the write is tried again for a while before the run is stopped.
+_FD_RETRY_S = 10.0
+
+
+def _retry_out_of_descriptors(write: Callable[[], None]) -> None:
+    give_up = time.monotonic() + _FD_RETRY_S
+    while True:
+        try:
+            write()
+            return
+        except OSError as e:
+            if e.errno not in (errno.EMFILE, errno.ENFILE) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
 
 
 def _unwritable(run: RunDirectory, error: OSError) -> ResultsUnwritable:
@@ -146,7 +177,12 @@ def open_lock(root: Path) -> RunLock:
         lock = RunLock(root)
     except OSError as e:
         raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
-    lock.acquire()
+    try:
+        lock.acquire()
+    except UnsafeLock as e:
+        raise UsageError(e.strerror) from None
+    except OSError as e:  # LockHeld is not one: it goes to the caller (exit 75)
+        raise UsageError(f"cannot lock the results directory {root}: {e.strerror or e}; choose another with --results") from None
     return lock
 
 
@@ -165,8 +201,9 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
                     output_dir: Path | None, show_progress: bool | None) -> RunResult:
     try:
         run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
-    except OSError as e:
-        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
+    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
+        why = e.strerror or str(e)
+        raise UsageError(f"cannot create the run directory under {root}: {why}; "
                          "choose another with --results or -o") from None
     progress = Progress(len(plan.hosts), enabled=show_progress)
     _install_sigterm()
@@ -251,9 +288,12 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
     plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
     `expect` when given."""
     stored = RunDirectory.open(source)
-    inputs = stored.host_inputs()
+    problems: list[str] = []
+    inputs = stored.host_inputs(problems=problems)
+    for why in problems:
+        print(f"warning: {source.name}: {why}; that host is left out", file=sys.stderr)
     if not inputs:
-        raise UsageError(f"{source} has no raw host results to re-judge")
+        raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
     inputs_of_run = PlanInputs.from_dict(meta.get("plan") or {"playbook": meta.get("playbook"),
                                                                "inventory": meta.get("inventory")})
@@ -273,15 +313,29 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         plan = build_plan(new_inputs, stored=inputs)
         new_meta = {**plan.meta(), "options": meta.get("options"), "hosts_order": meta.get("hosts_order"),
                     "probes": meta.get("probes"), "rejudged_from": source.name}
-    run = RunDirectory.create(root, new_meta)
-    # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
-    run.copy_raw_from(stored)
-    # Compared with the run before the source (not with the source itself, nor a later run).
-    before = previous_facts(root, source) if source.parent.resolve() == root.resolve() else {}
-    if plan is not None:
-        fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
-    else:
-        fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
-    # a re-judged stopped run is still the stopped run: never a complete baseline for drift
-    run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
+    # Locked like a run (a concurrent `--keep` must not prune the source half-way), built in a
+    # staging directory and renamed into the history only once complete.
+    lock = open_lock(root)
+    try:
+        run = RunDirectory.create_staged(root, new_meta)
+        try:
+            # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
+            run.copy_raw_from(stored)
+            # Compared with the run before the source (not with the source itself, nor a later run).
+            before = previous_facts(root, source) if source.parent.resolve() == root.resolve() else {}
+            if plan is not None:
+                fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
+            else:
+                fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
+            # a re-judged stopped run is still the stopped run: never a complete baseline for drift
+            run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
+            run.publish()
+        except OSError as e:
+            run.discard()
+            raise ResultsUnwritable(str(root), e) from None
+        except BaseException:
+            run.discard()
+            raise
+    finally:
+        lock.release()
     return RunResult(run, fleet)

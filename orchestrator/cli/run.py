@@ -20,7 +20,15 @@ from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.present.terminal.quiet import quiet_text
 from orchestrator.store import atomic
-from orchestrator.store.history import RunNotFound, load_fleet, parse_keep, previous_run, prune, resolve_run
+from orchestrator.store.history import (
+    RunNotFound,
+    RunSummary,
+    load_fleet,
+    parse_keep,
+    previous_run,
+    prune,
+    resolve_run,
+)
 from orchestrator.store.rundir import default_results_dir
 from orchestrator.transport.base import TransportOptions
 from orchestrator.verdict.drift import diff_fleets
@@ -112,7 +120,12 @@ def _previous_fleet(root: Path, run_dir: Path, baseline: Path | None) -> dict[st
     """The fleet to show drift against: --baseline, else the previous complete run of the inventory."""
     path = baseline
     if path is None:
-        prev = previous_run(root, run_dir)
+        skipped: list[RunSummary] = []
+        prev = previous_run(root, run_dir, skipped=skipped)
+        for bad in skipped:
+            if bad.problem:
+                print(f"probe: warning: run {bad.id} is not used as the drift baseline: {bad.problem}",
+                      file=sys.stderr)
         path = prev.path if prev else None
     if path is None:
         return None

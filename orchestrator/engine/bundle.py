@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from orchestrator.engine import payload as probes
-from orchestrator.transport.base import CommandResult
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR, CommandResult
 
 MAGIC = b"FPBUNDLE 1\n"
 _MAX_HEADER = 4096  # a header is ~200 bytes; a longer "line" is not ours
+# What a frame may claim: an exit status (negative: the signal that killed the child) and a duration
+# no probe can reach; beyond them the header is not ours.
+_EXIT_RANGE = range(-128, 256)
+_MAX_DURATION_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -116,17 +121,24 @@ def _header(line: bytes, expected: str) -> dict[str, Any] | None:
         return head
     exit_code = head.get("exit")
     if head.get("state") != "ran" or not (exit_code is None or (isinstance(exit_code, int)
-                                                                and not isinstance(exit_code, bool))):
+                                                                and not isinstance(exit_code, bool)
+                                                                and exit_code in _EXIT_RANGE)):
         return None
     if not all(isinstance(head.get(k), bool) for k in ("timed_out", "out_trunc", "err_trunc")):
         return None
-    if not isinstance(head.get("duration_s"), (int, float)):
+    duration = head.get("duration_s")
+    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not math.isfinite(duration) \
+            or not 0 <= duration <= _MAX_DURATION_S:  # NaN/Infinity would reach fleet.json and JUnit
         return None
     return head
 
 
-def split(res: CommandResult, names: list[str]) -> Answer:
-    """Cut a bundle's stdout into per-probe results, in order, up to the first thing that is not a frame."""
+def split(res: CommandResult, names: list[str], max_output: int = DEFAULT_MAX_OUTPUT,
+          max_stderr: int = DEFAULT_MAX_STDERR) -> Answer:
+    """Cut a bundle's stdout into per-probe results, in order, up to the first thing that is not a frame.
+
+    The caps are enforced on the host, and again here: a frame claiming more stdout than
+    `max_output` is that probe's output past the cap (discarded), more stderr keeps its tail."""
     out = res.stdout
     if not out.startswith(MAGIC):
         return Answer(rest=out)
@@ -144,14 +156,15 @@ def split(res: CommandResult, names: list[str]) -> Answer:
         if head["state"] == "not_started":
             answer.frames.append(Frame(name, started=False))
         else:
+            over_out, over_err = head["out"] > max_output, head["err"] > max_stderr
             answer.frames.append(Frame(name, started=True, result=CommandResult(
                 exit_code=head["exit"],
-                stdout=out[body:body + head["out"]],
-                stderr=out[body + head["out"]:end],
+                stdout=b"" if over_out else out[body:body + head["out"]],
+                stderr=out[max(body + head["out"], end - max_stderr):end],
                 duration_s=float(head["duration_s"]),
                 timed_out=head["timed_out"],
-                stdout_truncated=head["out_trunc"],
-                stderr_truncated=head["err_trunc"],
+                stdout_truncated=head["out_trunc"] or over_out,
+                stderr_truncated=head["err_trunc"] or over_err,
                 retried=res.retried,
             )))
         pos = end

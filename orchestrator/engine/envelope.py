@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+import re
+import threading
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
+
+from orchestrator.facts.normalize.budget import MAX_STRING, cut_long_strings
 
 ENVELOPE_VERSION = 1
 STATUSES = ("ok", "error", "unsupported")
+
+# What one envelope may cost the controller, whatever the host claims.  The largest real envelope
+# (the demo fleet's pcie and nvlink recordings) is 7 deep and holds ~4,200 values; these limits
+# leave 4x and 45x of room.  Both are checked on a skeleton of the text before json builds a
+# single object, so a 15 MiB reply of nested empty lists (5 M lists, ~940 MiB once parsed) is
+# refused at the cost of scanning it.  docs/reliability.md has the measured figures.
+MAX_DEPTH = 32
+MAX_VALUES = 200_000
+# Hosts finish together; at most this many envelopes are parsed at once, so the parse peaks of
+# 32 forks do not add up (each is bounded by MAX_VALUES and the 16 MiB output cap).
+MAX_CONCURRENT_PARSES = 2
+_PARSE_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_PARSES)
 
 
 class EnvelopeError(ValueError):
@@ -27,7 +44,11 @@ class Envelope:
     envelope_version: int = ENVELOPE_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies `data` recursively, which is wasted work on a
+        # JSON tree and a RecursionError on a deep one.
+        return {"probe": self.probe, "probe_version": self.probe_version, "status": self.status, "data": self.data,
+                "errors": list(self.errors), "warnings": list(self.warnings), "duration_s": self.duration_s,
+                "envelope_version": self.envelope_version}
 
 
 def _str_list(value: Any, name: str) -> list[str]:
@@ -48,19 +69,130 @@ def _finite(text: str) -> float:
     return value
 
 
+# A JSON string (escapes included), unrolled so the regex engine does not backtrack per character.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_ESCAPE = re.compile(r"\\.", re.S)
+# \ud800-\udfff written as an escape: json.loads turns it into a lone surrogate, which no UTF-8
+# writer (terminal, file, YAML) can encode.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _longest_string(text: str) -> int:
+    """An upper bound of the longest JSON string in `text` (C-level, within the parse slots)."""
+    return max(map(len, text.split('"')[1::2]), default=0) if len(text) > MAX_STRING else 0
+
+
+def _skeleton(text: str) -> str:
+    """`text` without its JSON strings.  Fast path (C-level): drop every escape pair, then the
+    quotes left are exactly the strings' ends, so the string contents are every other piece of a
+    split on '"'.  A text with more escapes than the budget of values takes the regex instead."""
+    if text.count("\\") <= 2 * MAX_VALUES:
+        plain = _ESCAPE.sub("", text) if "\\" in text else text
+        if plain.count('"') // 2 > MAX_VALUES:
+            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                                "refused unparsed")
+        return "".join(plain.split('"')[::2])
+    for strings, _ in enumerate(_STRING.finditer(text), 1):
+        if strings > MAX_VALUES:
+            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                                "refused unparsed")
+    return _STRING.sub("", text)
+
+
+def check_budget(text: str) -> None:
+    """Refuse JSON text past MAX_VALUES values or MAX_DEPTH nesting, before any object is built.
+
+    Strings are blanked first (a bracket or comma inside one is text); then every value but the
+    first in its container is preceded by a comma, so commas + non-empty containers + 1 is the
+    count (an object's member counts once), and the nesting is what is left after removing the
+    innermost empty pairs depth times.  Each step is a C-level scan whose cost is bounded by the
+    budget itself (no step makes an object per match past MAX_VALUES matches), so refusing 15 MiB
+    of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
+    skeleton = _skeleton(text)
+    containers = skeleton.count("[") + skeleton.count("{")
+    if MAX_DEPTH < containers <= 2 * MAX_VALUES:  # else too shallow to matter, or refused by the count below
+        brackets = skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
+        for _ in range(MAX_DEPTH + 1):
+            shorter = _EMPTY_PAIR.sub(b"", brackets)
+            if len(shorter) == len(brackets):
+                break  # unbalanced: json says where
+            brackets = shorter
+        else:
+            if brackets:
+                deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH + 1
+                raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
+                                    "refused unparsed")
+    if len(skeleton) <= MAX_VALUES:
+        return  # every value takes at least a character
+    # a container holds commas + 1 values unless it is empty
+    values = skeleton.count(",") + containers - skeleton.count("[]") - skeleton.count("{}") + 1
+    if values > MAX_VALUES:
+        raise EnvelopeError(f"stdout holds {values} JSON values, more than the {MAX_VALUES} an envelope may; "
+                            "refused unparsed")
+
+
+def clean_strings(value: Any) -> Any:
+    """`value` with every lone surrogate (in keys and strings) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [clean_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    return value
+
+
+def loads_bounded(text: str) -> Any:
+    """json.loads within the budget: strict JSON (no NaN/Infinity, finite floats), no lone surrogates.
+
+    Raises EnvelopeError past the budget, ValueError/RecursionError as json.loads does."""
+    with _PARSE_SLOTS:
+        return _loads(text)
+
+
+def _loads(text: str) -> Any:
+    check_budget(text)
+    doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    if _SURROGATE_ESCAPE.search(text):
+        doc = clean_strings(doc)
+    return cut_long_strings(doc) if _longest_string(text) > MAX_STRING else doc
+
+
+_NOT_BLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")
+_BLANKS = frozenset(b" \t\r\n\x0b\x0c")
+
+
 def parse_envelope(stdout: bytes, expected_probe: str) -> Envelope:
-    text = stdout.decode("utf-8", errors="replace").strip()
-    if not text:
-        raise EnvelopeError("probe printed nothing on stdout")
-    snippet = text[:60].encode("unicode_escape").decode("ascii")
-    try:
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    except json.JSONDecodeError as e:
-        raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
-    except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range
-        raise EnvelopeError(f"stdout is not usable JSON ({str(e).split(';')[0][:100]}); starts with {snippet!r}") from None
-    except RecursionError:  # "[[[[..." nested deeper than the parser's stack
-        raise EnvelopeError(f"stdout is JSON nested too deeply to read; starts with {snippet!r}") from None
+    # The decode is inside the parse slots too: 32 hosts finishing together with 15 MiB answers
+    # must not hold 32 decoded copies at once.  The blanks around the document are skipped by
+    # index, not by strip(), which would copy the text once more.
+    with _PARSE_SLOTS:
+        first = _NOT_BLANK.search(stdout)
+        if first is None:
+            raise EnvelopeError("probe printed nothing on stdout")
+        start = first.start()
+        end = len(stdout)
+        while end > start and stdout[end - 1] in _BLANKS and len(stdout) - end < 4096:
+            end -= 1
+        if end > start and stdout[end - 1] in _BLANKS:  # a hostile run of blanks: let C find its start
+            end = start + len(stdout[start:end].rstrip())
+        text = str(memoryview(stdout)[start:end], "utf-8", "replace")
+        snippet = text[:60].encode("unicode_escape").decode("ascii")
+        try:
+            doc = _loads(text)
+        except EnvelopeError:
+            raise
+        except json.JSONDecodeError as e:
+            raise EnvelopeError(f"stdout is not one JSON document ({e.msg} at char {e.pos}); starts with {snippet!r}") from None
+        except ValueError as e:  # a 5000-digit integer, NaN/Infinity, a float beyond double range
+            raise EnvelopeError(f"stdout is not usable JSON ({str(e).split(';')[0][:100]}); starts with {snippet!r}") from None
+        except RecursionError:  # "[[[[..." nested deeper than the parser's stack
+            raise EnvelopeError(f"stdout is JSON nested too deeply to read; starts with {snippet!r}") from None
+        del text
     return envelope_from_dict(doc, expected_probe)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import inspect
 import os
 import re
 import shlex
@@ -117,9 +119,9 @@ def probe_command(host: Host, become: bool) -> str:
     except ValueError:  # unbalanced quotes in ansible_python_interpreter: quote it whole
         interp = shlex.quote(host.python)
     become = become or host.become
-    if capabilities(host.connection).runs_as_controller and os.geteuid() == 0:
+    if capabilities(host.connection).runs_as_controller and os.geteuid() == 0 and host.become_user in (None, "root"):
         become = False  # already root here: sudo would add nothing but a dependency on sudo
-    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become)
+    return wrap_command(f"{interp} {INTERPRETER_FLAGS} -", become, host.become_user)
 
 
 def host_probe_args(host: Host, probe: str) -> dict[str, Any]:
@@ -142,7 +144,13 @@ def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = 
     base: dict[str, Any] = {"probe": call.name, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
                             "retried": res.retried}
     if res.timed_out:
+        held = _held_after_answer(res, call)
+        if held is not None:
+            return held
         return ProbeResult(outcome=Outcome.TIMEOUT, reason=f"probe did not finish within {call.timeout:.0f}s", **base)
+    if res.exit_code is not None and not -128 <= res.exit_code <= 255:  # a hostile sshd's exit-status
+        return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
+                           reason=f"exit status {str(res.exit_code)[:20]} is not a process exit status", **base)
     if res.stdout_truncated:
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT,
                            reason=f"probe output exceeded the {cap or len(res.stdout)}-byte cap; output discarded", **base)
@@ -165,6 +173,32 @@ def classify(host: Host, call: ProbeCall, res: CommandResult, cap: int | None = 
         tail = err_text.strip().splitlines()[-1:] if err_text.strip() else []
         extra = f"; stderr: {tail[0][:160]}" if tail else ""
         return ProbeResult(outcome=Outcome.INVALID_OUTPUT, reason=f"{e}{detail}{extra}", stdout=res.stdout[:65536], **base)
+    return classify_envelope(env, res)
+
+
+def _held_after_answer(res: CommandResult, call: ProbeCall) -> ProbeResult | None:
+    """A complete envelope, then a channel the host kept open until the timeout (a daemon child
+    holding stdout, a hung shell exit): the answer is kept, with a warning, instead of being
+    discarded as `timeout`.  None when what arrived is not a complete envelope."""
+    if res.stdout_truncated or not res.stdout.strip():
+        return None
+    try:
+        env = parse_envelope(res.stdout, call.name)
+    except EnvelopeError:
+        return None
+    note = (f"the host kept the channel open for {call.timeout:.0f}s after a complete answer; "
+            "the answer is kept, the command was stopped")
+    env.warnings = [*env.warnings, note]
+    result = classify_envelope(env, res)
+    if result.outcome == Outcome.OK:
+        result.reason = note
+    return result
+
+
+def classify_envelope(env: Envelope, res: CommandResult) -> ProbeResult:
+    """The outcome an envelope states for itself."""
+    base: dict[str, Any] = {"probe": env.probe, "duration_s": res.duration_s, "stderr": res.stderr[-65536:],
+                            "retried": res.retried}
     if env.status == "ok":
         return ProbeResult(outcome=Outcome.OK, envelope=env, **base)
     if env.status == "unsupported":
@@ -199,7 +233,7 @@ def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: flo
             notes.append(f"{command}: not run, host deadline reached")
             continue
         try:
-            res = transport.run(wrap_command(prefix + command, options.become or host.become), b"",
+            res = transport.run(wrap_command(prefix + command, options.become or host.become, host.become_user), b"",
                                 min(RAW_COMMAND_TIMEOUT_S, left), deadline=deadline)
         except TransportError as e:
             return ProbeResult(RAW_PROBE, transport_outcome(e.kind), e.message,
@@ -222,6 +256,12 @@ def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: flo
 
 class _Cancelled(Exception):
     pass
+
+
+def controller_error(e: BaseException) -> str:
+    """The reason for a host whose probing raised on the controller (out of descriptors, a bug)."""
+    detail = f"{e.strerror} ({type(e).__name__})" if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+    return f"the controller could not probe this host: {detail[:200]}"
 
 
 def _cut_off(calls: list[ProbeCall], e: TransportError) -> dict[str, ProbeResult]:
@@ -252,8 +292,24 @@ def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], option
     # The host's part of the budget ends a little before ours, so its last frame still reaches us.
     script = bundle.compose(items, max(0.0, min(left, sum(c.timeout for c in calls)) - BUNDLE_SLACK_S),
                             PROBE_DEADLINE_MARGIN_S, options.transport.max_output, options.transport.max_stderr)
-    res = transport.run(probe_command(host, options.become), script, left, deadline=deadline)
-    return res, bundle.split(res, [c.name for c in calls])
+    # The bundle writes its magic line before the first probe starts, so a host whose interpreter
+    # never gets there (hung at start-up, a shell waiting on something) is given up after one probe
+    # timeout instead of the whole host deadline; and the command as a whole needs no more than
+    # its probes' timeouts (the connection's share of the host deadline is spent by then).
+    limit = min(left, sum(c.timeout for c in calls) + 2 * BUNDLE_SLACK_S)
+    early = {"first_output": calls[0].timeout} if _takes_first_output(type(transport)) else {}
+    res = transport.run(probe_command(host, options.become), script, limit, deadline=deadline, **early)
+    return res, bundle.split(res, [c.name for c in calls], options.transport.max_output, options.transport.max_stderr)
+
+
+@functools.cache
+def _takes_first_output(kind: type[Transport]) -> bool:
+    """Whether a transport's run() takes `first_output` (ssh and local do; a transport that does not,
+    or a test's subclass overriding run(), is simply given the whole limit)."""
+    try:
+        return "first_output" in inspect.signature(kind.run).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 NOT_STARTED_REASON = "host deadline exhausted before this probe"
@@ -294,13 +350,18 @@ def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundl
     if stop.is_set() and (whole.exit_code is None or whole.exit_code < 0):  # closed or killed by Ctrl-C
         raise _Cancelled()  # the probes with a frame keep their results
     if whole.timed_out:  # the bundle itself ran out of the host deadline
+        if i == len(answer.frames) and not answer.bundled and answer.rest.strip():
+            held = _held_after_answer(dataclasses.replace(whole, stdout=answer.rest[:cap]), call)
+            if held is not None:  # one complete answer (not frames), then the channel held open
+                return held
         if i > len(answer.frames):
             return ProbeResult(call.name, Outcome.TIMEOUT, "host deadline exhausted before this probe",
                                retried=whole.retried)
         return ProbeResult(call.name, Outcome.TIMEOUT, f"probe did not finish within {call.timeout:.0f}s",
                            duration_s=whole.duration_s, stderr=whole.stderr[-65536:], retried=whole.retried)
-    return dataclasses.replace(whole, stdout=answer.rest[:cap],
-                               stdout_truncated=whole.stdout_truncated or len(answer.rest) > cap)
+    truncated = whole.stdout_truncated or len(answer.rest) > cap
+    # past the cap the output is discarded anyway: no 16 MiB copy of it per probe
+    return dataclasses.replace(whole, stdout=b"" if truncated else answer.rest, stdout_truncated=truncated)
 
 
 def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
@@ -389,6 +450,9 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
         for call in calls:
             results.setdefault(call.name, ProbeResult(call.name, transport_outcome(e.kind),
                                                       e.message, retried=e.retried))
+    except Exception as e:  # EMFILE from os.pipe(), a transport bug: this host's failure, not the run's
+        for call in calls:
+            results.setdefault(call.name, ProbeResult(call.name, Outcome.FAILED, controller_error(e)))
     finally:
         with lock:
             active.pop(host.name, None)
@@ -432,7 +496,10 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
             finished, _ = wait(list(pending), timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
                 h = pending.pop(fut)
-                res = fut.result()
+                try:
+                    res = fut.result()
+                except Exception as e:  # run_host keeps its own errors; anything left is still this host's
+                    res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.FAILED, controller_error(e)) for c in calls})
                 done[h.name] = res
                 delivering = res
                 with _signals_deferred():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # Usable PCIe bandwidth per lane per direction after 8b/10b or 128b/130b encoding, GB/s.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
@@ -109,9 +110,16 @@ def _norm_id(device_id: str | None) -> str | None:
     return f"0x{m.group(1).lower()}" if m else None
 
 
+def lookup(name: Any, pci_device_id: Any = None) -> GpuModel | None:
+    """The model by PCI device id where one is given and known, else by exact product name; None
+    for no name, an unknown one, or a value that is not a string (a host's number or list is no
+    model, and a list cannot even be a cache key)."""
+    return _lookup(name if isinstance(name, str) else None,
+                   pci_device_id if isinstance(pci_device_id, str) else None)
+
+
 @functools.lru_cache(maxsize=1024)  # checks look models up per GPU pair
-def lookup(name: str | None, pci_device_id: str | None = None) -> GpuModel | None:
-    """The model by PCI device id where one is given and known, else by exact product name."""
+def _lookup(name: str | None, pci_device_id: str | None) -> GpuModel | None:
     dev = _norm_id(pci_device_id)
     if dev and dev in _BY_ID:
         return _BY_ID[dev]

@@ -81,6 +81,18 @@ class Host:
             return b.strip().lower() in _TRUE
         return bool(b)
 
+    @property
+    def become_user(self) -> str | None:
+        """`ansible_become_user`: whom sudo runs the probe as (default root, as Ansible's)."""
+        u = _first(self.vars, "ansible_become_user", "ansible_sudo_user")
+        return str(u) if u not in (None, "") else None
+
+    @property
+    def become_method(self) -> str:
+        """`ansible_become_method`; only sudo is supported (checked when the plan is built)."""
+        m = self.vars.get("ansible_become_method")
+        return str(m).strip().lower() if m not in (None, "") else "sudo"
+
 
 @dataclass
 class Group:

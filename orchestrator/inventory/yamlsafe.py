@@ -8,6 +8,7 @@ This loader is a ``SafeLoader`` (never the full loader: no Python object tags) w
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import yaml
@@ -152,6 +153,28 @@ def _marked_error(filename: str, exc: yaml.YAMLError) -> InventoryError:
     return InventoryError(f"{filename}: bad YAML: {exc}")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(root: yaml.Node, filename: str) -> None:
+    """A `"\\ud800"` escape gives a lone UTF-16 surrogate, which no terminal, file or YAML writer
+    can encode: refused here, naming its line, rather than crashing the table after the run."""
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # aliases share nodes
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if isinstance(node.value, str) and _SURROGATE.search(node.value):
+                raise InventoryError(f"{filename}:{node.start_mark.line + 1}: {node.value.encode('unicode_escape').decode()[:60]!r} "
+                                     "holds a lone UTF-16 surrogate, which is not text; fix the escape")
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+
+
 def load_yaml_text(text: str, filename: str) -> Any:
     """Parse one YAML document (JSON is YAML too). Every failure is an InventoryError naming the file."""
     loader = _LineLoader(text, filename)
@@ -160,6 +183,7 @@ def load_yaml_text(text: str, filename: str) -> Any:
         if node is None:
             return None
         _check_expanded_size(node, filename)
+        _check_text(node, filename)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise _marked_error(filename, exc) from None

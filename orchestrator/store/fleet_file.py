@@ -23,7 +23,7 @@ INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1
 
 
-def write_fleet(path: Path, fleet: dict[str, Any]) -> Path:
+def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     """fleet.json exactly as atomic.write_json writes it, then its index (both atomically)."""
     entries: list[list[Any]] = []
 
@@ -57,10 +57,10 @@ def write_fleet(path: Path, fleet: dict[str, Any]) -> Path:
             yield put("]")
         yield put("}\n")
 
-    atomic.write_chunks(path, chunks())
+    atomic.write_chunks(path, chunks(), mode)
     st = path.stat()
     atomic.write_json(path.with_name(INDEX_NAME), {"version": INDEX_VERSION, "size": st.st_size,
-                                                   "mtime_ns": st.st_mtime_ns, "hosts": entries})
+                                                   "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
     return path
 
 

@@ -12,14 +12,13 @@ import re
 import secrets
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from orchestrator.store.fleet_file import read_fleet
-from orchestrator.store.spool import SpooledRecords
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -118,6 +117,13 @@ def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[d
     return data, ""
 
 
+def _read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """run.json through the run directory's one owner (store/rundir.py, which imports this module)."""
+    from orchestrator.store.rundir import read_run_json
+
+    return read_run_json(run_dir)
+
+
 def _run_dirs(results_dir: Path) -> list[Path]:
     try:
         entries = list(results_dir.iterdir())
@@ -132,12 +138,17 @@ def summarize_run(path: Path) -> RunSummary:
     """One run directory -> its summary (partial, with the reason, when files are missing or bad)."""
     s = RunSummary(id=path.name, path=path, started=_time_of(path.name))
     problems: list[str] = []
-    run, why = _read_json(path / "run.json")
+    run, why = _read_run_json(path)
     if run is None:
         problems.append(why)
     summary = run.get("summary") if run else None
+    if run and "summary" in run and _summary_problem(summary):
+        problems.append(f"run.json is unreadable: its summary {_summary_problem(summary)}")
+        summary = None
     fleet: dict[str, Any] | None = None
-    if isinstance(summary, dict) and isinstance(summary.get("outcomes"), dict) and (path / "fleet.json").is_file():
+    if problems and run is not None:
+        pass  # listed as unreadable; its fleet.json is not trusted to stand in for it
+    elif isinstance(summary, dict) and isinstance(summary.get("outcomes"), dict) and (path / "fleet.json").is_file():
         # run.json holds the fleet's summary (RunDirectory.finish): listing the history must not parse
         # every run's fleet.json (120 MB at 1,000 GPU servers, and `probe run` lists it to find
         # the previous run for drift)
@@ -160,9 +171,27 @@ def summarize_run(path: Path) -> RunSummary:
             _count(fleet, s)
         except (TypeError, ValueError, AttributeError) as e:
             problems.append(f"fleet.json has an unexpected shape ({e})")
+    if run is not None and run.get("state") in ("running", "failed") and not (path / "fleet.json").is_file():
+        problems.append(PARTIAL_RUN)
     s.partial = bool(problems)
     s.problem = "; ".join(problems)
     return s
+
+
+PARTIAL_RUN = "partial run: rejudge it (`probe rejudge RUN` rebuilds its judgement from raw/)"
+
+
+def _summary_problem(summary: Any) -> str:
+    """What is wrong with a run.json summary (as RunDirectory.finish writes it), or ''."""
+    if not isinstance(summary, dict):
+        return f"is {type(summary).__name__}, not an object"
+    if not isinstance(summary.get("hosts"), int) or isinstance(summary.get("hosts"), bool):
+        return "has no host count"
+    for key in ("outcomes", "findings"):
+        part = summary.get(key)
+        if not isinstance(part, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in part.values()):
+            return f"{key} are not counts"
+    return ""
 
 
 def _tally(summary: dict[str, Any], s: RunSummary) -> None:
@@ -225,18 +254,30 @@ def resolve_run(results_dir: str | Path, ref: str | None = None) -> Path:
                       f"{', ...' if len(hits) > 5 else ''}); give more of the id")
 
 
-def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool = True) -> RunSummary | None:
+def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool = True,
+                 skipped: list[RunSummary] | None = None) -> RunSummary | None:
     """The newest complete run before `run` (a ref or a path); with `same_inventory`, of the same
     inventory, playbook and --limit: the run drift should compare with.  An interrupted or
     partial run, or one that probed other hosts or other probes, is never the default baseline
-    (it would make everything it did not measure look new or resolved)."""
+    (it would make everything it did not measure look new or resolved).
+
+    `skipped` (when given) receives the partial or unreadable runs newer than the one chosen, so
+    the caller can say which baseline it passed over and why."""
     path = resolve_run(results_dir, str(run))
     me = summarize_run(path)
-    earlier = [s for s in list_runs(results_dir) if s.id < path.name and s.complete]
+
+    def same(s: RunSummary) -> bool:
+        return (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)
+
+    earlier = [s for s in list_runs(results_dir) if s.id < path.name]
     if same_inventory:
-        earlier = [s for s in earlier
-                   if (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)]
-    return earlier[-1] if earlier else None
+        earlier = [s for s in earlier if s.partial or same(s)]
+    while earlier and earlier[-1].partial:
+        bad = earlier.pop()
+        if skipped is not None:
+            skipped.append(bad)
+    complete = [s for s in earlier if s.complete and not s.partial and (not same_inventory or same(s))]
+    return complete[-1] if complete else None
 
 
 def parse_keep(spec: str) -> tuple[int | None, int | None]:
@@ -288,23 +329,36 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     """A run's fleet.json; RunNotFound with the reason when it is missing or unreadable."""
     # hosts are read one at a time on demand when fleet.json has its index (orchestrator/store/fleet_file.py)
     data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
-    if data is not None:
-        why = _not_a_fleet(data)
-    if data is None or why:
-        raise RunNotFound(f"{run_dir}: {why}; the run is partial (`probe rejudge` can rebuild it from raw/)")
+    if data is None:
+        raise RunNotFound(f"{run_dir}: {why}; {PARTIAL_RUN}")
+    problem = fleet_problem(data)
+    if problem:
+        raise RunNotFound(f"{run_dir}: fleet.json is unreadable: {problem}; {PARTIAL_RUN}")
     return data
 
 
-def _not_a_fleet(data: dict[str, Any]) -> str:
-    """Why a parsed fleet.json is not one fleetprobe wrote (a damaged or hand-made file), or ""."""
-    hosts, findings = data.get("hosts"), data.get("findings")
-    if not isinstance(hosts, (list, SpooledRecords)) or not isinstance(findings, list):
-        return "fleet.json has no hosts and findings lists"
-    if isinstance(hosts, list) and not all(isinstance(h, dict) and isinstance(h.get("name"), str) for h in hosts):
-        return "fleet.json has a host record without a name"
-    if not all(isinstance(f, dict) and isinstance(f.get("id"), str) and isinstance(f.get("host"), str)
-               for f in findings):
-        return "fleet.json has a finding without an id or host"
+def fleet_problem(fleet: dict[str, Any]) -> str:
+    """What in a stored fleet document is not of the shape fleetprobe writes, or ''.  Every reader
+    (tables, views, report, drift) may then rely on the types of what it reads."""
+    if not isinstance(fleet.get("run", {}), dict) or not isinstance(fleet.get("summary", {}), dict):
+        return "its run or summary is not an object"
+    hosts = fleet.get("hosts")
+    if not isinstance(hosts, (list, Sequence)) or isinstance(hosts, (str, bytes)):
+        return "its hosts are not a list"
+    for i, h in enumerate(hosts):
+        if not isinstance(h, dict) or not isinstance(h.get("name"), str) or not isinstance(h.get("outcome"), str):
+            return f"host record {i} has no name or outcome"
+        if not isinstance(h.get("probes", {}), dict) or not isinstance(h.get("facts", {}), dict) \
+                or not all(isinstance(p, dict) for p in h.get("probes", {}).values()):
+            return f"host record {h['name']!r} has probes or facts of another shape"
+    for key in ("findings", "classes", "silenced"):
+        items = fleet.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+            return f"its {key} are not a list of objects"
+    for f in fleet.get("findings", []):
+        if not all(isinstance(f.get(k), str) for k in ("id", "severity", "host")) \
+                or f["severity"] not in ("fail", "warn", "info"):
+            return "a finding has no id, host or known severity"
     return ""
 
 

@@ -8,10 +8,12 @@ on the old one); it only carries who holds it, for the message the loser prints.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -30,6 +32,34 @@ class LockHeld(RuntimeError):
         self.started = started
 
 
+class UnsafeLock(OSError):
+    """The lock path is not a lock file of ours (a link, a device, another file): nothing was written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EPERM, message)
+
+
+def _foreign(fd: int) -> str:
+    """Why the open lock file is not one fleetprobe may truncate, or ''."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink != 1:
+        return "has other names (hard links)"
+    if st.st_uid != os.geteuid():
+        return "belongs to another user"
+    if st.st_size > 4096:
+        return "is not a lock file (too large)"
+    if st.st_size:
+        try:
+            info = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+        except (OSError, ValueError):
+            return "is not a lock file (not what fleetprobe writes)"
+        if not isinstance(info, dict) or not {"pid", "started"} <= set(info):
+            return "is not a lock file (not what fleetprobe writes)"
+    return ""
+
+
 class RunLock:
     """Context manager; `acquire()` never blocks: it locks or raises LockHeld."""
 
@@ -40,8 +70,20 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         self.results_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
+            # O_NOFOLLOW: a planted `.fleetprobe.lock -> /etc/shadow` is refused, never opened (and
+            # as root truncated); O_NONBLOCK: a planted FIFO does not hang the run.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UnsafeLock(f"{self.path} is a symbolic link; fleetprobe does not lock or write through it. "
+                                 "Remove it (or use another results directory).") from None
+            raise
+        try:
+            why = _foreign(fd)
+            if why:
+                raise UnsafeLock(f"{self.path} {why}; fleetprobe does not truncate a file it did not write. "
+                                 "Remove it (or use another results directory).")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(fd)

@@ -11,18 +11,23 @@ raw files, so it can be listed, shown and re-judged.
 
 from __future__ import annotations
 
+import errno
 import functools
 import getpass
+import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.envelope import loads_bounded
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
 from orchestrator.store import atomic
@@ -30,7 +35,20 @@ from orchestrator.store.fleet_file import write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
 from orchestrator.store.redaction import public_vars
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SAFE = re.compile(rb"[^A-Za-z0-9._-]")
+# Run files hold what hosts told us and the inventory's public variables: the run's owner only.
+RUN_FILE_MODE = 0o600
+RUN_DIR_MODE = 0o700
+_MAX_COMPONENT = 200  # bytes; NAME_MAX is 255
+
+
+class UnsafeRunPath(OSError):
+    """A path inside the run directory is a symbolic link or not a directory: nothing is written
+    through it.  An OSError, so a run whose raw/ is tampered with stops like one that cannot write."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.ELOOP if kind == "a symbolic link" else errno.ENOTDIR,
+                         f"{path} is {kind}; fleetprobe does not write through it")
 
 
 def default_results_dir() -> Path:
@@ -39,11 +57,36 @@ def default_results_dir() -> Path:
 
 
 def safe_component(name: str) -> str:
-    """A host name as one path component: nothing like '..' or '/' survives."""
-    s = _SAFE.sub(lambda m: f"%{ord(m.group()):02X}" if ord(m.group()) < 256 else "_", name)
-    if s in ("", ".", "..") or s.startswith("."):
-        s = "%2E" + s[1:] if s.startswith(".") else "_"
-    return s[:200]
+    """A host name as one path component, injectively: two names never share a directory.
+
+    Every UTF-8 byte outside [A-Za-z0-9._-] (and a leading dot) is percent-encoded, `%` itself
+    included, so the encoding can be read back unambiguously; a lone surrogate keeps its own bytes.
+    Past 200 bytes the name is cut and `~` and 16 hex digits of its SHA-256 are appended (`~`
+    never appears in an encoding that was not cut); the empty name is `~`."""
+    raw = name.encode("utf-8", "surrogatepass")
+    s = _SAFE.sub(lambda m: b"%%%02X" % m.group()[0], raw).decode("ascii")
+    if s.startswith("."):
+        s = "%2E" + s[1:]
+    if not s:
+        return "~"
+    if len(s) > _MAX_COMPONENT:
+        cut = s[:_MAX_COMPONENT - 17]
+        cut = cut[:cut.rfind("%")] if "%" in cut[-2:] else cut  # never half an escape
+        s = f"{cut}~{hashlib.sha256(raw).hexdigest()[:16]}"
+    return s
+
+
+def real_dir(path: Path, mode: int = RUN_DIR_MODE) -> Path:
+    """`path` as a directory of its own: created with `mode` if missing; UnsafeRunPath if it is a
+    symbolic link (or anything but a directory), so no write under the run follows a planted link."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeRunPath(path, "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory")
+    return path
 
 
 @dataclass
@@ -57,11 +100,39 @@ class RunDirectory:
     def create(cls, results_dir: Path, meta: dict[str, Any], run_dir: Path | None = None) -> RunDirectory:
         run_id = new_run_id()
         d = run_dir or (results_dir / run_id)
-        d.mkdir(parents=True, exist_ok=True)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        real_dir(d)
+        if run_dir is None:
+            os.chmod(d, RUN_DIR_MODE)
+        raw = d / "raw"
+        if os.path.lexists(raw):
+            real_dir(raw)  # -o DIR given again: its raw/ must not be a planted link
         meta = {"id": d.name, "state": "running", "started": _now(), "user": _user(), **meta}
+        if run_dir is not None and run_dir.name.endswith(".staging"):
+            meta["id"] = run_dir.name[1:-len(".staging")]
         w = cls(d, meta)
-        atomic.write_json(d / "run.json", meta, indent=1)
+        atomic.write_json(d / "run.json", meta, indent=1, mode=RUN_FILE_MODE)
         return w
+
+    @classmethod
+    def create_staged(cls, results_dir: Path, meta: dict[str, Any]) -> RunDirectory:
+        """A run built out of sight (rejudge): in `.<id>.staging/` until publish() renames it to
+        `<id>`, so a full disk or a crash never leaves a half-copied run in the history."""
+        run_id = new_run_id()
+        d = cls.create(results_dir, {"id": run_id, **meta}, results_dir / f".{run_id}.staging")
+        d.meta["id"] = run_id
+        return d
+
+    def publish(self) -> None:
+        """A staged run under its own name (one rename: it appears whole or not at all)."""
+        final = self.dir.parent / str(self.meta["id"])
+        os.rename(self.dir, final)
+        self.dir = final
+
+    def discard(self) -> None:
+        """Remove a staged run that could not be finished."""
+        if self.dir.name.endswith(".staging"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     @classmethod
     def open(cls, path: Path) -> RunDirectory:
@@ -77,7 +148,8 @@ class RunDirectory:
         meta_path = hdir / "_host.json"
         summaries = {p: r.summary() for p, r in res.probes.items()}
         if meta_path.is_file():  # a second play on the same host adds its probes
-            summaries = {**json.loads(meta_path.read_text()).get("probes", {}), **summaries}
+            before = _json_object(meta_path).get("probes")
+            summaries = {**(before if isinstance(before, dict) else {}), **summaries}
         host_meta: dict[str, Any] = {
             "name": res.host.name,
             "address": res.host.address,
@@ -88,35 +160,44 @@ class RunDirectory:
         }
         if origin is not None:
             host_meta["origin"] = origin
-        atomic.write_json(meta_path, host_meta, durable=False)
+        atomic.write_json(meta_path, host_meta, durable=False, mode=RUN_FILE_MODE)
         for name, pr in res.probes.items():
             if pr.envelope is not None:
-                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False)
+                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
             if pr.stdout:
-                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False)
+                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False, mode=RUN_FILE_MODE)
             if pr.stderr.strip():
-                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False)
+                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False, mode=RUN_FILE_MODE)
 
     def imported_host(self, host: HostInput, evidence: dict[str, Any]) -> None:
         """A host judged from text evidence: its facts, and the parsed evidence they came from."""
         hdir = self._host_dir(host.name)
         atomic.write_json(hdir / "_host.json", {"name": host.name, "address": host.address, "groups": host.groups,
-                                                "vars": {}, "probes": host.probes})
-        atomic.write_json(hdir / "_facts.json", evidence)
+                                                "vars": {}, "probes": host.probes}, mode=RUN_FILE_MODE)
+        atomic.write_json(hdir / "_facts.json", evidence, mode=RUN_FILE_MODE)
 
     def copy_raw_from(self, other: RunDirectory) -> None:
         """Another run's raw data, so a re-judged run can be shown, diffed and re-judged again."""
-        shutil.copytree(other.dir / "raw", self.dir / "raw", dirs_exist_ok=True)
+        def links(directory: str, names: list[str]) -> list[str]:  # a planted link is not raw data
+            return [n for n in names if os.path.islink(os.path.join(directory, n))]
+
+        src = other.dir / "raw"
+        if src.is_dir() and not src.is_symlink():
+            try:
+                shutil.copytree(src, self.dir / "raw", dirs_exist_ok=True, ignore=links)
+            except shutil.Error as e:  # copytree gathers its failures: the first one says why
+                first = str(e.args[0][0][2]) if e.args and e.args[0] else str(e)
+                raise OSError(errno.ENOSPC if "No space" in first else errno.EIO, first) from None
 
     def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
-        write_fleet(self.dir / "fleet.json", fleet)
-        atomic.write_json(self.dir / "findings.json", fleet["findings"])
+        write_fleet(self.dir / "fleet.json", fleet, mode=RUN_FILE_MODE)
+        atomic.write_json(self.dir / "findings.json", fleet["findings"], mode=RUN_FILE_MODE)
         self.meta.update(state=state, finished=_now(), summary=fleet["summary"])
-        atomic.write_json(self.dir / "run.json", self.meta, indent=1)
+        atomic.write_json(self.dir / "run.json", self.meta, indent=1, mode=RUN_FILE_MODE)
 
     def mark(self, state: str) -> None:
         self.meta.update(state=state, finished=_now())
-        atomic.write_json(self.dir / "run.json", self.meta, indent=1)
+        atomic.write_json(self.dir / "run.json", self.meta, indent=1, mode=RUN_FILE_MODE)
 
     # ------------------------------------------------------------------ reading
 
@@ -124,21 +205,42 @@ class RunDirectory:
         """fleet.json, host records read on demand through its index; RunNotFound when unreadable."""
         return load_fleet(self.dir)
 
-    def host_inputs(self, with_data: bool = True) -> list[HostInput]:
+    def host_inputs(self, with_data: bool = True, problems: list[str] | None = None) -> list[HostInput]:
         """The stored hosts; without data: names, groups, variables and probe summaries only."""
-        return load_host_inputs(self.dir, with_data)
+        return load_host_inputs(self.dir, with_data, problems)
 
     def _host_dir(self, name: str) -> Path:
-        return self.dir / "raw" / safe_component(name)
+        return real_dir(real_dir(self.dir / "raw") / safe_component(name))
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
     """run.json of a run, or {} when it is missing or unreadable."""
+    return read_run_json(run_dir)[0] or {}
+
+
+def read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """run.json of a run and '' , or None and why it cannot be read (history lists it with that)."""
+    path = run_dir / "run.json"
     try:
-        meta = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, "no run.json"
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"run.json unreadable: {e}"
+    except (ValueError, RecursionError) as e:
+        return None, f"run.json is not valid JSON ({e})"
+    if not isinstance(doc, dict):
+        return None, "run.json is not a JSON object"
+    return doc, ""
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A stored JSON object, or {} when the file is missing, unreadable, not JSON or not an object."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
-    return meta if isinstance(meta, dict) else {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _now() -> str:
@@ -179,36 +281,83 @@ def host_input_from_result(res: HostResult, stored_in: Path | None = None) -> Ho
 
 
 def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any]]:
-    """probe -> its envelope's data, from a host's raw directory (probes without a file: absent)."""
+    """probe -> its envelope's data, from a host's raw directory (probes without a file: absent).
+
+    Read within the same budget as a live answer (engine/envelope.py): a stored file is no more
+    trusted than the host that sent it.  ValueError names the file that is not a usable envelope."""
     data = {}
     for p in probes:
         env_path = hdir / f"{p}.json"
-        if env_path.is_file():
-            data[p] = json.loads(env_path.read_text()).get("data", {})
+        if not env_path.is_file():
+            continue
+        try:
+            doc = loads_bounded(env_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, RecursionError) as e:
+            raise ValueError(f"{env_path.name}: {type(e).__name__}") from None
+        except ValueError as e:
+            raise ValueError(f"{env_path.name}: {str(e)[:160]}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("data", {}), dict):
+            raise ValueError(f"{env_path.name} is not an envelope")
+        data[p] = doc.get("data", {})
     return data
 
 
-def load_host_inputs(run_dir: Path, with_data: bool = True) -> list[HostInput]:
+_OUTCOMES = frozenset(o.value for o in Outcome)
+
+
+def _host_meta_problem(meta: dict[str, Any]) -> str:
+    """Why a stored _host.json cannot be judged, or ''."""
+    if not isinstance(meta.get("name"), str):
+        return "its name is missing or not a string"
+    probes = meta.get("probes", {})
+    if not isinstance(probes, dict) or not all(
+            isinstance(v, dict) and v.get("outcome") in _OUTCOMES and isinstance(v.get("reason", ""), str)
+            for v in probes.values()):
+        return "its probe summaries are not of the stored shape"
+    if not isinstance(meta.get("groups", []), list) or not isinstance(meta.get("vars", {}), dict):
+        return "its groups or variables are not of the stored shape"
+    return ""
+
+
+def load_host_inputs(run_dir: Path, with_data: bool = True, problems: list[str] | None = None) -> list[HostInput]:
     """Read a stored run's raw files back (for rejudge); hosts in the order they were recorded.
-    with_data=False: the envelopes and facts are not read (merge needs the hosts' groups only)."""
+    with_data=False: the envelopes and facts are not read (merge needs the hosts' groups only).
+
+    A host whose files cannot be read or are not of the stored shape is left out and named in
+    `problems` (when given) with why; the others are read."""
     out: list[HostInput] = []
     raw = run_dir / "raw"
-    if not raw.is_dir():
+    if not raw.is_dir() or raw.is_symlink():
         return out
     entries = []
     for hdir in raw.iterdir():
         meta_path = hdir / "_host.json"
-        if not meta_path.is_file():
+        if hdir.is_symlink() or not meta_path.is_file():
             continue
-        meta = json.loads(meta_path.read_text())
-        data = read_envelope_data(hdir, list(meta.get("probes", {}))) if with_data else {}
+        meta = _json_object(meta_path)
+        why = "_host.json is unreadable or not a JSON object" if not meta else _host_meta_problem(meta)
+        data: dict[str, dict[str, Any]] = {}
+        facts = None
+        if not why and with_data:
+            try:
+                data = read_envelope_data(hdir, [str(p) for p in meta.get("probes", {})])
+            except (OSError, ValueError) as e:
+                why = f"a stored envelope cannot be read ({e})"
         facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
-        facts = json.loads(facts_path.read_text()).get("facts") if with_data and facts_path.is_file() else None
+        if not why and with_data and facts_path.is_file():
+            facts = _json_object(facts_path).get("facts")
+            if not isinstance(facts, dict):
+                why = "_facts.json is unreadable or holds no facts"
+        if why:
+            if problems is not None:
+                problems.append(f"raw/{hdir.name}: {why}")
+            continue
+        groups = [str(g) for g in meta.get("groups", [])]
         entries.append((meta_path.stat().st_mtime, HostInput(
-            name=meta["name"], address=meta.get("address", meta["name"]), groups=meta.get("groups", []),
+            name=meta["name"], address=str(meta.get("address", meta["name"])), groups=groups,
             probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}), facts=facts)))
-    order = read_meta(run_dir).get("hosts_order") or []
-    pos = {n: i for i, n in enumerate(order)}
+    order = read_meta(run_dir).get("hosts_order")
+    pos = {n: i for i, n in enumerate(order if isinstance(order, list) else []) if isinstance(n, str)}
     entries.sort(key=lambda e: (pos.get(e[1].name, len(pos)), e[0]))
     return [e[1] for e in entries]
 

@@ -9,10 +9,13 @@ shared copy so later connections in the same run see them.
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 
 from paramiko import HostKeys, MissingHostKeyPolicy, PKey, SSHClient
+from paramiko.hostkeys import HostKeyEntry
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import FailureKind, TransportError, TransportOptions
@@ -70,12 +73,34 @@ def _load_locked(path: str) -> HostKeys | None:
     cached = _cache.get(path)
     if cached is not None and cached[0] == sig:
         return cached[1]
-    keys = HostKeys()
     try:
-        keys.load(path)
-    except (OSError, UnicodeDecodeError):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
         return None
-    _cache[path] = (sig, keys)
+    _cache[path] = (sig, parse_known_hosts(path, lines))
+    return _cache[path][1]
+
+
+def parse_known_hosts(path: str, lines: list[str]) -> HostKeys:
+    """known_hosts lines as OpenSSH reads them: a line it cannot parse is skipped with a warning
+    (Paramiko's own loader raises on the first one, which cost the whole run)."""
+    keys = HostKeys()
+    for lineno, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            entry = HostKeyEntry.from_line(text, lineno)
+        except Exception as e:  # InvalidHostKey, binascii errors, an unknown key type's ValueError
+            entry = None
+            why = type(e).__name__
+        else:
+            why = "not a known_hosts line"
+        if entry is None:
+            print(f"probe: warning: {path}:{lineno}: skipped ({why}), as ssh does", file=sys.stderr)
+            continue
+        keys._entries.append(entry)  # type: ignore[attr-defined]
     return keys
 
 
@@ -92,14 +117,7 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
             known = current.lookup(name)
             if known is not None and known.get(key.get_name()) == key:
                 return  # another connection to the same address recorded it a moment ago
-        parent = os.path.dirname(path)
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        _append_line(path, line.encode())
         # keep the shared parsed copy current instead of re-parsing the whole file next time
         sig = _signature(path)
         if sig is not None:
@@ -107,6 +125,47 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
                 current = HostKeys()
             current.add(name, key.get_name(), key)
             _cache[path] = (sig, current)
+
+
+def _append_line(path: str, line: bytes) -> None:
+    """`line` added to the file at `path` atomically (a reader, or ssh itself, sees the file before or
+    after, never half a line), after a newline where its last line has none (appending onto it would
+    corrupt both), with the file's permissions kept (0600 for a new file).  A symbolic link (dotfiles)
+    is followed to the file it names, which is replaced; the link stays."""
+    target = os.path.realpath(path)
+    parent = os.path.dirname(target)
+    if parent and not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    try:
+        with open(target, "rb") as f:
+            before = f.read()
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        before, mode = b"", 0o600
+    if before and not before.endswith(b"\n"):
+        before += b"\n"
+    fd, tmp = tempfile.mkstemp(dir=parent or ".", prefix=".known_hosts.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(before + line)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def confined_known_hosts(path: str) -> bool:
+    """Whether an inventory may have accepted keys recorded to `path`: only a file in the user's
+    ~/.ssh (an inventory is data; it must not make fleetprobe append to /etc/cron.d/x)."""
+    ssh_dir = os.path.realpath(os.path.expanduser("~/.ssh"))
+    real = os.path.realpath(path)
+    return os.path.dirname(real) == ssh_dir and os.path.basename(real).startswith("known_hosts")
 
 
 class UnknownHostKey(Exception):
@@ -117,17 +176,18 @@ class UnknownHostKey(Exception):
 
 
 class _Policy(MissingHostKeyPolicy):
-    def __init__(self, policy: str, record_to: str):
+    def __init__(self, policy: str, record_to: str, may_record: bool = True):
         self.policy = policy
         self.record_to = record_to
+        self.may_record = may_record
 
     def missing_host_key(self, client: SSHClient, hostname: str, key: PKey) -> None:
         if self.policy == "off":
             return
-        if self.policy == "accept-new":
+        if self.policy == "accept-new" and self.may_record:
             append_known_host(self.record_to, hostname, key)
             return
-        raise UnknownHostKey(hostname, key)
+        raise UnknownHostKey(hostname, key)  # strict, or accept-new where nothing may be recorded
 
 
 @dataclass
@@ -135,6 +195,7 @@ class HostKeySetup:
     policy: str  # strict | accept-new | off
     read_from: list[str]  # known_hosts files consulted
     record_to: str  # where accept-new appends
+    may_record: bool = True  # False: an inventory's probe_known_hosts outside ~/.ssh is read, never written
 
     def apply(self, client: SSHClient) -> None:
         """Install the policy and the known keys on a Paramiko client (before it connects)."""
@@ -142,4 +203,4 @@ class HostKeySetup:
             # Paramiko only ever reads this attribute (.get / lookup), so sharing one parsed
             # object between connections is safe; additions go through append_known_host.
             client._system_host_keys = load_known_hosts(self.read_from)  # type: ignore[attr-defined]
-        client.set_missing_host_key_policy(_Policy(self.policy, self.record_to))
+        client.set_missing_host_key_policy(_Policy(self.policy, self.record_to, self.may_record))

@@ -27,15 +27,20 @@ class LocalTransport:
         self.host = host
         self.options = options or TransportOptions()
 
+    # run(first_output=S): the first stdout byte must arrive within S seconds, else the command is
+    # timed out then (the runner asks it of a bundle, which announces itself at once).
     def run(
-        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
+        first_output: float | None = None,
     ) -> CommandResult:
-        """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`."""
+        """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`
+        (or at `first_output` s when stdout is still empty then)."""
         limit = self.options.command_timeout if timeout is None else timeout
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic())
         started = time.monotonic()
         deadline = started + max(limit, 0.0)
+        first_by = started + first_output if first_output is not None else None
         proc = subprocess.Popen(
             ["/bin/sh", "-c", command],
             stdin=subprocess.PIPE,
@@ -61,7 +66,8 @@ class LocalTransport:
             sel.register(proc.stderr, selectors.EVENT_READ)
             open_outputs = 2
             while open_outputs and not out_trunc:
-                remaining = deadline - time.monotonic()
+                until = deadline if first_by is None or out else min(deadline, first_by)
+                remaining = until - time.monotonic()
                 if remaining <= 0:
                     break
                 for key, _ in sel.select(timeout=remaining):

@@ -39,7 +39,7 @@ from orchestrator.transport.base import (
     TransportError,
     TransportOptions,
 )
-from orchestrator.transport.hostkeys import HostKeySetup, host_key_policy
+from orchestrator.transport.hostkeys import HostKeySetup, confined_known_hosts, host_key_policy
 from orchestrator.transport.ssh_errors import AttemptFacts, Failure, classify, one_line
 from orchestrator.transport.ssh_files import fabric_config, loaded_key, parsed_ssh_config
 
@@ -131,10 +131,12 @@ class SshTransport:
 
     def _hostkey_setup(self) -> HostKeySetup:
         # inventory variable first (per host/group), then the option; either replaces ssh's defaults
-        given = self.host.vars.get("probe_known_hosts") or self.options.known_hosts
+        from_inventory = self.host.vars.get("probe_known_hosts")
+        given = from_inventory or self.options.known_hosts
         if given:
             path = os.path.expanduser(str(given))
-            return HostKeySetup(self.policy, [path], path)
+            # --known-hosts is the operator's choice; an inventory's path is only appended to in ~/.ssh
+            return HostKeySetup(self.policy, [path], path, may_record=not from_inventory or confined_known_hosts(path))
         lookup = self._config.base_ssh_config.lookup(self.host.address)
         user_files = str(lookup.get("userknownhostsfile", "~/.ssh/known_hosts")).split()
         global_files = str(lookup.get("globalknownhostsfile", "/etc/ssh/ssh_known_hosts")).split()
@@ -283,7 +285,8 @@ class SshTransport:
     # -- commands ---------------------------------------------------------------------------
 
     def run(
-        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None
+        self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
+        first_output: float | None = None,
     ) -> CommandResult:
         """Run `command` (no pty), feed it `stdin`; the command gets `timeout` s (default command_timeout).
 
@@ -326,10 +329,18 @@ class SshTransport:
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
         timer.daemon = True
         timer.start()
+        spoke = threading.Event()  # set at the first stdout byte
+        silent: threading.Timer | None = None
+        if first_output is not None and started + first_output < deadline:
+            silent = threading.Timer(max(0.0, first_output), lambda: None if spoke.is_set() else expire())
+            silent.daemon = True
+            silent.start()
         try:
-            return self._exchange(chan, transport, command, stdin, deadline, started, expired)
+            return self._exchange(chan, transport, command, stdin, deadline, started, expired, spoke)
         finally:
             timer.cancel()
+            if silent is not None:
+                silent.cancel()
             _close_channel(chan)
 
     def _exchange(
@@ -341,6 +352,7 @@ class SshTransport:
         deadline: float,
         started: float,
         expired: threading.Event,
+        spoke: threading.Event | None = None,
     ) -> CommandResult:
         out = bytearray()
         err = bytearray()
@@ -371,6 +383,8 @@ class SshTransport:
             if chan.recv_ready():
                 data = chan.recv(READ_CHUNK)
                 progressed = True
+                if spoke is not None and data:
+                    spoke.set()
                 room = out_cap - len(out)
                 if len(data) > room:
                     out.extend(data[:room])

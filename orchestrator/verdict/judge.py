@@ -23,7 +23,7 @@ from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import coverage
 from orchestrator.verdict import parallel as fleet_workers
-from orchestrator.verdict.checks import fleet_facts, run_fleet_checks, run_host_checks
+from orchestrator.verdict.checks import fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
@@ -99,7 +99,34 @@ class HostVerdict:
 def judge_host(h: HostInput, expect: Expectations,
                previous: dict[str, Any] | None = None) -> tuple[dict[str, Any], HostVerdict]:
     """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
-    `previous`: the host's facts in the previous run (events and counters are judged against it)."""
+    `previous`: the host's facts in the previous run (events and counters are judged against it).
+
+    Whatever the host's data does to a normalizer, a check or the fingerprint, it costs this host
+    only: the host is kept with no facts and a probe.data.malformed finding that says why."""
+    try:
+        return _judge_host(h, expect, previous)
+    except Exception as e:  # the checks and normalizers guard themselves; this is the last line
+        return _unjudged(h, expect, e)
+
+
+def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple[dict[str, Any], HostVerdict]:
+    probes = {p: s for p, s in h.probes.items() if isinstance(s, dict) and s.get("outcome") in _OUTCOMES}
+    outcome = worst([Outcome(s["outcome"]) for s in probes.values()]) if probes else Outcome.FAILED
+    reason = f"this host's results could not be judged ({type(error).__name__}: {str(error)[:200]})"
+    rec = {"name": h.name, "address": h.address, "groups": h.groups, "outcome": outcome.value,
+           "reason": reason if outcome == Outcome.FAILED else "", "probes": probes, "facts": {},
+           "normalize_errors": [reason], "fingerprint": None, "class": None}
+    finding = Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data", reason,
+                      hint="the host sent data of an unexpected shape; check the probe version")
+    return rec, HostVerdict(h.name, outcome.value, [finding], None,
+                            HostView(name=h.name, facts={}, outcomes={}, expect=expect, vars=h.vars))
+
+
+_OUTCOMES = frozenset(o.value for o in Outcome)
+
+
+def _judge_host(h: HostInput, expect: Expectations,
+                previous: dict[str, Any] | None) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = judged_outcomes(h.probes, facts)
@@ -116,7 +143,12 @@ def judge_host(h: HostInput, expect: Expectations,
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)
     slim = fleet_facts(facts)
-    return rec, HostVerdict(h.name, rec["outcome"], findings, fingerprint.descriptor(facts),
+    try:
+        descriptor = fingerprint.descriptor(facts)
+    except Exception as e:  # a value of an odd type: this host has no topology class, the rest is judged
+        descriptor = None
+        findings.append(unjudgeable(h.name, "the topology fingerprint", e))
+    return rec, HostVerdict(h.name, rec["outcome"], findings, descriptor,
                             HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars))
 
 

@@ -149,6 +149,67 @@ def assert_good_host(fleet: dict[str, Any], name: str, probe: str = "host") -> N
         assert rec["facts"]["host"]["kernel"] == os.uname().release
 
 
+def assert_judged(fleet: dict[str, Any], name: str) -> None:
+    """A healthy host of this machine (no GPUs: the GPU probes are `unsupported`) was judged in full."""
+    rec = host_record(fleet, name)
+    assert rec["probes"]["host"]["outcome"] == "ok", rec["probes"]
+    assert all(p["outcome"] in ("ok", "unsupported") for p in rec["probes"].values()), rec["probes"]
+    assert rec["facts"]["host"]["hostname"] == os.uname().nodename
+    assert not rec["normalize_errors"], rec["normalize_errors"]
+
+
 def tree(path: Path) -> set[str]:
     """Every path below `path`, relative, for before/after comparisons."""
     return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+def answer_file(directory: Path, name: str, content: bytes | dict[str, Any]) -> Path:
+    """A file a fake interpreter prints: raw bytes, or an envelope as JSON."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    return path
+
+
+def bundle_printer(directory: Path, name: str, answers: dict[str, Path],
+                   heads: dict[str, dict[str, Any]] | None = None) -> Path:
+    """A fake interpreter that answers a bundle (several probes, engine/bundle.py) with forged frames.
+
+    It reads the probe names from the bundle's spec, in order, and for each writes a frame header
+    (defaults of a probe that ran and exited 0, then `heads[probe]`) and the bytes of
+    `answers[probe]` (nothing when absent).  A header may lie about its own sizes."""
+    spec = {"answers": {p: str(f) for p, f in answers.items()}, "heads": heads or {}}
+    doc = answer_file(directory, f"{name}.frames.json", spec)
+    return interpreter(directory, name, (
+        "import re\n"
+        "src = sys.stdin.buffer.read()\n"
+        f"spec = json.load(open({str(doc)!r}))\n"
+        "names = [m.decode() for m in re.findall(rb'\"name\": \"(\\w+)\", \"timeout_s\"', src)]\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'FPBUNDLE 1\\n')\n"
+        "for n in names:\n"
+        "    body = open(spec['answers'][n], 'rb').read() if n in spec['answers'] else b''\n"
+        "    head = {'probe': n, 'state': 'ran', 'exit': 0, 'out': len(body), 'err': 0, 'timed_out': False,\n"
+        "            'out_trunc': False, 'err_trunc': False, 'duration_s': 0.01}\n"
+        "    head.update(spec['heads'].get(n, {}))\n"
+        "    out.write(json.dumps(head).encode() + b'\\n' + body)\n"
+        "out.flush()\n"), read_stdin=False)
+
+
+def per_probe_printer(directory: Path, name: str, answers: dict[str, Path]) -> Path:
+    """A fake interpreter for one probe at a time: prints the answer for the probe it is sent."""
+    spec = answer_file(directory, f"{name}.answers.json", {p: str(f) for p, f in answers.items()})
+    return interpreter(directory, name, (
+        "src = sys.stdin.buffer.read()\n"
+        f"answers = json.load(open({str(spec)!r}))\n"
+        "for probe, path in answers.items():\n"
+        "    if (\"PROBE_NAME = '%s'\" % probe).encode() in src or ('PROBE_NAME = \"%s\"' % probe).encode() in src:\n"
+        "        sys.stdout.buffer.write(open(path, 'rb').read())\n"
+        "        break\n"), read_stdin=False)
+
+
+def strict_json(path: Path) -> Any:
+    """A stored document parsed as strict JSON: NaN/Infinity are an error, not a value."""
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{path.name} holds the non-JSON constant {name}")
+    return json.loads(path.read_text(), parse_constant=refuse)

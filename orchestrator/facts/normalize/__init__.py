@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.facts.normalize.budget import bound, bound_sections
 
 Normalizer = Callable[[dict[str, Any]], Mapping[str, Any]]
 
@@ -35,7 +36,9 @@ def _raw_facts(data: dict[str, Any], errors: list[str]) -> dict[str, Any]:
         errors.append(f"raw: {e}")
         return {}
     errors.extend(f"raw: {e}" for e in parsed.get("errors", []))
-    return dict(parsed.get("facts") or {})
+    facts, cut = bound_sections(dict(parsed.get("facts") or {}), "raw")
+    errors.extend(cut)
+    return facts
 
 
 def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
@@ -50,15 +53,17 @@ def normalize_host(envelopes: dict[str, dict[str, Any]]) -> tuple[dict[str, Any]
         if entry is None:
             continue
         section, fn = entry
+        data, cut = bound(probe, data)
+        errors.extend(cut)
         try:
             facts[section] = fn(data)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        except Exception as e:
             # A host can send any shape; a broken section must not take the others with it.
             errors.append(f"{probe}: data could not be normalized ({type(e).__name__}: {e})")
     for section, merge in MERGERS:
         try:
             merged = merge(facts)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        except Exception as e:  # as above: the derived section is lost, not the host
             errors.append(f"{section}: could not be derived ({type(e).__name__}: {e})")
             continue
         if merged is not None:

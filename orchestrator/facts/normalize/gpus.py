@@ -51,11 +51,16 @@ def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, 
         out[f"{key}_unknown"] = unknown[key]
 
 
-_GPU_KEYS = tuple((k, f"{k}_unknown") for k in (
-    "uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
-    "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability",
-    "persistence_mode", "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity",
-    "temperature_c", "power_w", "minor_number", "clock_event_reasons", "pcie_replays", "retired_pages_pending"))
+_TEXT, _NUMBER = (str,), (int, float)
+# Each key with the JSON types it may have: a value of another type (a name that is a number or a
+# list, memory as a string) is unknown ("malformed: ..."), never handed to a check or a view.
+_GPU_KEYS = tuple((k, f"{k}_unknown", types) for k, types in (
+    ("uuid", _TEXT), ("name", _TEXT), ("serial", _TEXT), ("board_part_number", _TEXT), ("vbios", _TEXT),
+    ("pci_device_id", _TEXT), ("memory_total_bytes", _NUMBER), ("memory_used_bytes", _NUMBER),
+    ("architecture", _TEXT), ("compute_capability", _TEXT), ("persistence_mode", (str, bool)),
+    ("compute_mode", _TEXT), ("virtualization_mode", _TEXT), ("numa_node", _NUMBER), ("cpu_affinity", _TEXT),
+    ("temperature_c", _NUMBER), ("power_w", _NUMBER), ("minor_number", _NUMBER),
+    ("clock_event_reasons", (int,)), ("pcie_replays", (int,)), ("retired_pages_pending", (bool,))))
 
 
 def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
@@ -63,10 +68,14 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     g: dict[str, Any] = {"index": raw.get("index")}
     _with_unknown(g, "bus_id", bus_id(raw.get("bus_id")), unknown)
     get = raw.get
-    for key, key_unknown in _GPU_KEYS:  # _with_unknown, inlined: 18 keys per GPU
+    for key, key_unknown, types in _GPU_KEYS:  # _with_unknown, inlined: 18 keys per GPU
         value = g[key] = get(key)
-        if value is None and key in unknown:
-            g[key_unknown] = unknown[key]
+        if value is None:
+            if key in unknown:
+                g[key_unknown] = unknown[key]
+        elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            g[key] = None
+            g[key_unknown] = f"malformed: the host sent {type(value).__name__} {str(value)[:40]!r}"
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
     g["model"] = model_key(g.get("name"))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import read as F
+from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.coverage import NOT_JUDGED, CheckState, fleet_check_states
 
@@ -29,7 +30,7 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def _x(value: Any) -> str:
-    return _NOT_XML.sub("\ufffd", "" if value is None else str(value))
+    return _NOT_XML.sub("\ufffd", display_safe(value))
 
 
 def _finding_text(f: dict[str, Any]) -> str:

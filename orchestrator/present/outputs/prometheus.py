@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
+from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
 
 GB = 1e9  # facts carry GB/s (1e9 B/s); Prometheus wants the base unit, bytes per second
@@ -60,7 +61,8 @@ _GPU_GAUGES = (
 
 def escape_label(value: Any) -> str:
     """Label value escaping of the text exposition format: backslash, double quote, newline."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    text = LINE_BREAKS.sub("\n", display_safe(value))  # a CR or U+2028 must not break the line either
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _escape_help(text: str) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import yaml
 
 from orchestrator.facts import read as F
+from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 
 FORMATS = ("json", "yaml", "csv")
 # what `--format` accepts: the terminal table, or one of the machine formats above
@@ -71,10 +73,18 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    text = str(value)
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(text):
-        return "'" + text
-    return text
+    # Control characters become "?"; line breaks stay (csv quotes the cell), but an importer that
+    # splits lines, or a spreadsheet cell's later line, would start a formula at any of them: each
+    # line is guarded, not only the first.
+    lines = _BREAK.split(display_safe(str(value)))
+    return "".join("'" + part if i % 2 == 0 and _formula(part) else part for i, part in enumerate(lines))
+
+
+_BREAK = re.compile("(" + LINE_BREAKS.pattern + ")")
+
+
+def _formula(text: str) -> bool:
+    return text.lstrip()[:1] in ("=", "+", "-", "@") and not _is_number(text)
 
 
 def _is_number(text: str) -> bool:
@@ -83,6 +93,16 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _safe_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return display_safe(value)
+    if isinstance(value, list):
+        return [_safe_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {display_safe(k): _safe_tree(v) for k, v in value.items()}
+    return value
 
 
 def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str] | None = None) -> str:
@@ -94,7 +114,10 @@ def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str]
     if fmt == "json":
         return json.dumps(data, indent=2, default=str) + "\n"
     if fmt == "yaml":
-        return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False, allow_unicode=True)
+        # YAML prints bidi overrides and zero-width characters as they are (it escapes only what it
+        # calls unprintable): they become "?" like on the terminal
+        return yaml.safe_dump(_safe_tree(json.loads(json.dumps(data, default=str))), sort_keys=False,
+                              allow_unicode=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

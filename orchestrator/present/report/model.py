@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -782,12 +782,22 @@ def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outli
         name=_str(h.get("name")), anchor=anchor, address=_str(h.get("address")),
         groups=[_str(g) for g in _list(h.get("groups"))], outcome=_str(h.get("outcome")), reason=_str(h.get("reason")),
         host_class=_str(h.get("class")), is_outlier=outlier is not None, outlier_differences=outlier or [],
-        identity=read_identity(facts), probes=probes, findings=findings, worst=worst,
-        gpus=read_gpus(facts), levels=read_levels(facts) if detailed else None,
-        nvlink=read_nvlink(facts) if detailed else None,
-        pcie=read_pcie(facts, flagged_buses(findings)) if detailed else [],
-        p2p=read_p2p(facts, findings) if detailed else None, nccl=read_nccl(facts),
-        detailed=detailed, representative=representative)
+        identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
+        gpus=_drawn(read_gpus, [], facts), levels=_drawn(read_levels, None, facts) if detailed else None,
+        nvlink=_drawn(read_nvlink, None, facts) if detailed else None,
+        pcie=_drawn(read_pcie, [], facts, flagged_buses(findings)) if detailed else [],
+        p2p=_drawn(read_p2p, None, facts, findings) if detailed else None, nccl=_drawn(read_nccl, None, facts),
+        detailed=detailed,
+        representative=representative)
+
+
+def _drawn(read: Callable[..., Any], empty: Any, *args: Any) -> Any:
+    """One part of a host's page; facts of a shape its reader did not expect leave that part empty
+    (the host's probe.data.malformed finding says why), never the whole report."""
+    try:
+        return read(*args)
+    except Exception:  # a host's value of an unexpected type: this part of its page only
+        return empty
 
 
 def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],

@@ -23,6 +23,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.report import svg
 from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, hint_groups, level_class
 from orchestrator.store import atomic
@@ -58,10 +59,16 @@ def breakable(value: Any) -> Markup:
     return Markup("").join(out)
 
 
+def _finalize(value: Any) -> Any:
+    return display_safe(value) if isinstance(value, str) and not hasattr(value, "__html__") else value
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
+    # finalize: every value a template prints loses the characters no reader should get from a
+    # host (controls, bidi overrides, zero-width); autoescape then makes it HTML text
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=False, lstrip_blocks=False)
+                      trim_blocks=False, lstrip_blocks=False, finalize=_finalize)
     env.globals["level_class"] = level_class
     env.globals["hint_groups"] = hint_groups
     env.filters["breakable"] = breakable

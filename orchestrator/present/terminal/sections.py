@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
-from orchestrator.present.terminal.text import clean
+from orchestrator.present.terminal.text import clean, terminal_safe
 
 Renderer = Callable[..., str]
 
@@ -43,7 +43,10 @@ def render(section: str, host_record: Mapping[str, Any], width: int | None = Non
     facts = host_record.get("facts") or {}
     if not facts.get(key):
         return absent(section, host_record)
-    return fn(facts[key], host=str(host_record.get("name") or ""), facts=facts, width=width)
+    try:
+        return terminal_safe(fn(facts[key], host=str(host_record.get("name") or ""), facts=facts, width=width))
+    except Exception as e:  # one host's odd facts cost its view, not the run's output
+        return f"(the {section} view could not be drawn from this host's facts: {type(e).__name__})"
 
 
 def render_views(fleet: Mapping[str, Any], names: list[str], width: int | None = None) -> list[str]:

@@ -22,3 +22,14 @@ def clean(value: Any, limit: int = 200) -> str:
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     return s
+
+
+# every control character but the tab and the newline that lay a view out, bidi and zero-width too
+_BLOCK_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_safe(text: str) -> str:
+    """A whole rendered view made safe for a terminal, whatever a renderer let through: escape
+    sequences removed, other control, bidi and zero-width characters (and lone surrogates) as `?`.
+    The last line of defence; each cell is still cleaned where it is drawn."""
+    return _BLOCK_CONTROLS.sub("?", _ESCAPES.sub("", text))

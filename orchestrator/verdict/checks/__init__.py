@@ -18,7 +18,7 @@ from orchestrator.verdict.checks import (
     software,
 )
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
-from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.findings import Finding, Kind, Severity
 
 _AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain]
 
@@ -43,17 +43,42 @@ def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
     return slim
 
 
+def unjudgeable(host: str, what: str, error: BaseException) -> Finding:
+    """The finding for host data a check or normalizer could not use: that host's, nobody else's."""
+    return Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, host, "probe data",
+                   f"{what} could not judge this host's data ({type(error).__name__}: {str(error)[:200]})",
+                   hint="the host sent data of an unexpected shape; check the probe version")
+
+
 def run_host_checks(view: HostView) -> list[Finding]:
     findings: list[Finding] = []
     for check in HOST_CHECKS:
-        findings.extend(check(view))
+        try:
+            findings.extend(check(view))
+        except Exception as e:  # a value of an unexpected type costs this check on this host
+            findings.append(unjudgeable(view.name, f"check {getattr(check, '__name__', check)}", e))
     return findings
 
 
 def run_fleet_checks(views: list[HostView]) -> list[Finding]:
     findings: list[Finding] = []
     for fleet_check in FLEET_CHECKS:
-        findings.extend(fleet_check(views))
+        try:
+            findings.extend(fleet_check(views))
+        except Exception:  # find the hosts whose data breaks it, judge the others
+            name = getattr(fleet_check, "__name__", str(fleet_check))
+            usable = []
+            for v in views:
+                try:
+                    list(fleet_check([v]))
+                except Exception as e:
+                    findings.append(unjudgeable(v.name, f"fleet check {name}", e))
+                else:
+                    usable.append(v)
+            try:
+                findings.extend(fleet_check(usable))
+            except Exception as e:  # only a pair of hosts together breaks it
+                findings.extend(unjudgeable(v.name, f"fleet check {name}", e) for v in usable)
     return findings
 
 

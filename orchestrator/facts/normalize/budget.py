@@ -1,0 +1,188 @@
+"""A per-host budget that does not depend on what the host claims.
+
+Normalizers size their matrices from the lists a host sends (GPUs x GPUs, devices x devices), so
+a few kilobytes naming 3,000 empty GPUs used to cost hundreds of megabytes.  Before any
+normalizer runs, every list a probe's data may hold is cut to a cap no real machine comes near;
+what was cut is reported (-> `probe.data.malformed`, warn) and the host is judged on the bounded
+part.  The caps are documented in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+MAX_GPUS = 64  # the largest single-host systems today have 8-16 GPUs (NVL72 nodes: 4)
+MAX_LINKS = 64  # NVLink links per GPU (H100/B200: 18)
+MAX_PCI_DEVICES = 4096  # PCI functions per host, SR-IOV virtual functions included
+MAX_NICS = 256  # network functions the topology matrix holds (GPUs + NICs square)
+MAX_PORTS = 64  # net devices / RDMA ports per PCI function, path entries per device
+MAX_NUMA_NODES = 1024
+MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
+MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
+STRING_NOTE = "_fleetprobe_cut_strings"  # key the parser adds to `data`: the lengths of the strings it cut
+
+# probe -> (path, cap, what it counts); "*" in a path: every element of a list or value of a dict
+_Rule = tuple[tuple[str, ...], int, str]
+_SQUARE = MAX_GPUS
+RULES: dict[str, tuple[_Rule, ...]] = {
+    "nvml": ((("gpus",), MAX_GPUS, "GPUs"),
+             (("levels",), _SQUARE, "topology matrix rows"), (("levels", "*"), _SQUARE, "topology matrix columns"),
+             (("p2p", "*"), _SQUARE, "P2P matrix rows"), (("p2p", "*", "*"), _SQUARE, "P2P matrix columns"),
+             (("missing_symbols",), MAX_ITEMS, "missing symbols")),
+    "nvlink": ((("gpus",), MAX_GPUS, "GPUs"), (("gpus", "*", "links"), MAX_LINKS, "NVLink links of a GPU"),
+               (("missing_symbols",), MAX_ITEMS, "missing symbols")),
+    "p2p": ((("gpus",), MAX_GPUS, "GPUs"), (("bidirectional",), MAX_GPUS * (MAX_GPUS - 1) // 2, "GPU pairs"),
+            (("can_access_peer",), _SQUARE, "matrix rows"), (("can_access_peer", "*"), _SQUARE, "matrix columns"),
+            (("nvml_nvlink",), _SQUARE, "matrix rows"), (("nvml_nvlink", "*"), _SQUARE, "matrix columns"),
+            (("p2p_rank",), _SQUARE, "matrix rows"), (("p2p_rank", "*"), _SQUARE, "matrix columns"),
+            (("all_to_host", "gpus"), MAX_GPUS, "GPUs"), (("errors",), MAX_ITEMS, "errors"),
+            (("not_reached",), MAX_GPUS, "GPUs")),
+    "pcie": ((("devices",), MAX_PCI_DEVICES, "PCI devices"),
+             (("devices", "*", "netdevs"), MAX_PORTS, "network ports of a device"),
+             (("devices", "*", "rdma"), MAX_PORTS, "RDMA ports of a device"),
+             (("devices", "*", "path"), MAX_PORTS, "path entries of a device"),
+             (("nvidia", "gpus"), MAX_GPUS, "driver GPUs"), (("nvidia", "dev_nodes"), MAX_GPUS * 2, "device nodes"),
+             (("nvidia", "nvswitch_nodes"), MAX_GPUS, "NVSwitch nodes")),
+    "host": ((("numa", "nodes"), MAX_NUMA_NODES, "NUMA nodes"),
+             (("virtualization", "evidence"), MAX_ITEMS, "virtualization evidence")),
+}
+
+
+# Raw mode (nvidia-smi / lspci text parsed on the controller) gives facts sections directly: the
+# same caps, on the sections, before the topology merge squares them.
+_TOPO = MAX_GPUS + MAX_NICS
+SECTION_RULES: dict[str, tuple[_Rule, ...]] = {
+    "gpus": ((("list",), MAX_GPUS, "GPUs"), (("order",), MAX_GPUS, "GPUs in the bus order"),
+             (("levels",), _SQUARE, "topology matrix rows"), (("levels", "*"), _SQUARE, "topology matrix columns"),
+             (("p2p", "*"), _SQUARE, "P2P matrix rows"), (("p2p", "*", "*"), _SQUARE, "P2P matrix columns")),
+    "nvlink": ((("gpus",), MAX_GPUS, "GPUs"), (("gpus", "*", "links"), MAX_LINKS, "NVLink links of a GPU")),
+    "topology": ((("devices",), _TOPO, "topology devices"), (("matrix",), _TOPO, "topology matrix rows"),
+                 (("matrix", "*"), _TOPO, "topology matrix columns"), (("source",), _TOPO, "topology matrix rows"),
+                 (("source", "*"), _TOPO, "topology matrix columns")),
+    "pcie": ((("devices",), MAX_PCI_DEVICES, "PCI devices"), (("gpus",), MAX_GPUS, "GPU functions"),
+             (("nics",), MAX_NICS, "network functions")),
+}
+
+
+def bound_sections(facts: dict[str, Any], origin: str) -> tuple[dict[str, Any], list[str]]:
+    """Facts sections parsed from text (`origin`: "raw") cut to the same caps, with a note per cut."""
+    notes: list[str] = []
+    out = dict(facts)
+    for section, rules in SECTION_RULES.items():
+        if section not in out:
+            continue
+        for path, cap, what in rules:
+            out[section] = _cut(out[section], path, cap, _noter(
+                notes, f"{origin}: {{}} {what} reported, more than the {cap} a host is judged on; judged on the first {cap}"))
+    return out, notes
+
+
+def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
+    """`data` with every list of the probe's budget cut to its cap (copies, the input is not
+    changed), and one note per cut: '<probe>: 3000 GPUs reported, judged on the first 64'."""
+    notes: list[str] = []
+    for path, cap, what in RULES.get(probe, ()):
+        data = _cut(data, path, cap, _noter(notes, f"{probe}: {{}} {what} reported, more than the {cap} a host "
+                                                   f"is judged on; judged on the first {cap}"))
+    if probe == "pcie":
+        data = _cut_kinds(data, notes)
+    if isinstance(data, dict) and STRING_NOTE in data:  # the parse cut long strings (engine/envelope.py)
+        longest = data[STRING_NOTE]
+        data = {k: v for k, v in data.items() if k != STRING_NOTE}
+        if isinstance(longest, list) and longest and all(isinstance(n, int) for n in longest):
+            notes.append(f"{probe}: {len(longest)} string value(s) of up to {max(longest)} characters reported, "
+                         f"more than the {MAX_STRING} a value is judged on; judged on the first {MAX_STRING}")
+    return data, notes
+
+
+def cut_long_strings(doc: Any) -> Any:
+    """`doc` (a parsed envelope) with every string past MAX_STRING cut, and the lengths cut noted
+    under STRING_NOTE in its `data`, so bound() reports them.  The parser calls it only when its
+    scan found such a string: a walk over every host's every value costs more than normalizing."""
+    cut: list[int] = []
+    out = _cut_strings(doc, cut)
+    if cut and isinstance(out, dict) and isinstance(out.get("data"), dict):
+        out = {**out, "data": {**out["data"], STRING_NOTE: cut}}
+    return out
+
+
+def _cut_strings(value: Any, cut: list[int]) -> Any:
+    """Every string of `value` cut to MAX_STRING characters (copies only where something was cut);
+    the lengths cut are appended to `cut`.  A 10 MB hostname would otherwise be copied into
+    fleet.json, every view and the report."""
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            cut.append(len(value))
+            return value[:MAX_STRING]
+        return value
+    if isinstance(value, list):
+        out = [_cut_strings(v, cut) for v in value]
+        return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+    if isinstance(value, dict):
+        new = {k: _cut_strings(v, cut) for k, v in value.items()}
+        return new if any(new[k] is not value[k] for k in value) else value
+    return value
+
+
+def _noter(notes: list[str], template: str) -> Callable[[int], None]:
+    return lambda n: notes.append(template.format(n))
+
+
+def _cut(value: Any, path: tuple[str, ...], cap: int, note: Callable[[int], None]) -> Any:
+    if not path:
+        if isinstance(value, list) and len(value) > cap:
+            note(len(value))
+            return value[:cap]
+        return value
+    key, rest = path[0], path[1:]
+    if key == "*":
+        if isinstance(value, list):
+            once = _once(note)
+            out = [_cut(v, rest, cap, once) for v in value]
+            return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+        if isinstance(value, dict):
+            once = _once(note)
+            new = {k: _cut(v, rest, cap, once) for k, v in value.items()}
+            return new if any(new[k] is not value[k] for k in value) else value
+        return value
+    if not isinstance(value, dict) or key not in value:
+        return value
+    inner = _cut(value[key], rest, cap, note)
+    return value if inner is value[key] else {**value, key: inner}
+
+
+def _once(note: Callable[[int], None]) -> Callable[[int], None]:
+    """Report a cut repeated in every element (each GPU's links) once, with the largest count."""
+    seen: list[int] = []
+
+    def first(n: int) -> None:
+        if not seen:
+            seen.append(n)
+            note(n)
+    return first
+
+
+def _cut_kinds(data: Any, notes: list[str]) -> Any:
+    """At most MAX_GPUS GPU functions and MAX_NICS network functions among the PCI devices: the
+    topology matrices are (GPUs + NICs) squared."""
+    from orchestrator.facts.normalize.pcie import _kind
+
+    devices = data.get("devices") if isinstance(data, dict) else None
+    if not isinstance(devices, list):
+        return data
+    caps = {"gpu": MAX_GPUS, "nic": MAX_NICS}
+    seen = {"gpu": 0, "nic": 0}
+    kept = []
+    for d in devices:
+        kind = _kind(d.get("vendor"), d.get("class")) if isinstance(d, dict) else "other"
+        if kind in caps:
+            seen[kind] += 1
+            if seen[kind] > caps[kind]:
+                continue
+        kept.append(d)
+    for kind, what in (("gpu", "GPU functions"), ("nic", "network functions")):
+        if seen[kind] > caps[kind]:
+            notes.append(f"pcie: {seen[kind]} {what} reported, more than the {caps[kind]} a host is judged on; "
+                         f"judged on the first {caps[kind]}")
+    return data if len(kept) == len(devices) else {**data, "devices": kept}

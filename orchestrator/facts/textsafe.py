@@ -1,0 +1,23 @@
+"""Which characters of a host's text are unsafe to show, whatever the output: one home.
+
+A host string can carry control characters (NUL, bell, backspace, C1 CSI), escape sequences,
+bidi overrides that make a reader see text reversed, zero-width characters and (from JSON
+escapes) lone surrogates that no UTF-8 writer can encode.  Lone surrogates are replaced once at
+the boundary (engine/envelope.py); every output then escapes the rest its own way, with this
+pattern: the terminal, CSV, JUnit, Prometheus and the HTML report.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# C0 but tab/newline/CR (each output decides on those), DEL, C1, zero-width, bidi embeddings,
+# overrides and isolates, surrogates
+UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+LINE_BREAKS = re.compile("[\r\n\u0085\u2028\u2029]")
+
+
+def display_safe(value: Any, replacement: str = "?") -> str:
+    """`value` as text with every unsafe character replaced (line breaks and tabs kept)."""
+    return UNSAFE.sub(replacement, "" if value is None else str(value))
