@@ -91,7 +91,7 @@ def digest(desc: dict[str, Any]) -> str:
 def _link_part(desc: dict[str, Any]) -> str | None:
     """The GPU-pair part of a class name: "NV18", "NV1/NV2", "NV4-pairs", "NV12-partial", "SYS"."""
     # a pair whose level the text does not give (topo -c alone) names no link class
-    levels: dict[str, int] = {k: v for k, v in desc["gpu_pair_levels"].items() if k != "None"}
+    levels: dict[str, int] = {k: v for k, v in desc["gpu_pair_levels"].items() if k not in ("None", "?")}
     if not levels:
         return None
     if len(levels) == 1:

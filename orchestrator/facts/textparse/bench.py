@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.normalize.budget import MAX_GPUS
 from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -75,6 +76,10 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
     if not head or not all(t.isdigit() for t in head):
         return [], i, None
     cols = [int(t) for t in head]
+    if max(cols) >= MAX_GPUS:  # a claim no host makes (a glitch or a forgery) must not size the matrix
+        notes.append(Note(i + 1, f"{what}: GPU index {max(cols)} is beyond the {MAX_GPUS} a host can have: "
+                                 "the table is ignored"))
+        return [], i + 1, None
     n = len(cols)
     rows: dict[int, list[float | None]] = {}
     i += 1
@@ -83,6 +88,10 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
         if not toks or not toks[0].isdigit():
             break
         r = int(toks[0])
+        if r >= MAX_GPUS:
+            notes.append(Note(i + 1, f"{what}: row {r} is beyond the {MAX_GPUS} GPUs a host can have: ignored"))
+            i += 1
+            continue
         vals: list[float | None] = []
         for t in toks[1:1 + n]:
             v = _num(t)
@@ -94,7 +103,7 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
             vals += [None] * (n - len(vals))
         rows[r] = vals
         i += 1
-    size = max([n, *(r + 1 for r in rows)]) if n_hint is None else max(n, n_hint)
+    size = max([n, *(r + 1 for r in rows)]) if n_hint is None else max(n, min(n_hint, MAX_GPUS))
     matrix: list[list[float | None]] = [[None] * size for _ in range(size)]
     for r, vals in rows.items():
         for c, v in zip(cols, vals):
@@ -115,6 +124,10 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
     while i < len(lines):
         line = lines[i]
         m = _DEVICE.match(line)
+        if m and int(m.group(1)) >= MAX_GPUS:
+            notes.append(Note(i + 1, f"device {m.group(1)} is beyond the {MAX_GPUS} GPUs a host can have: ignored"))
+            i += 1
+            continue
         if m:
             bus = norm_bus_id(f"{int(m.group(5), 16):04x}:{m.group(3)}:{m.group(4)}.0")
             devices[int(m.group(1))] = BenchDevice(int(m.group(1)), m.group(2).strip(), bus)
@@ -189,6 +202,8 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
         if m:
             cuda = m.group(1)
         m = _NVB_DEVICE.match(s)
+        if m and int(m.group(1)) >= MAX_GPUS:
+            m = None  # beyond any host's GPUs: a glitch or a forgery, never a size for the tables
         if m and not s.startswith("Device to"):
             bus = m.group(3)
             # nvbandwidth prints "(00000000:99:00)": domain, bus, device; the function is 0
