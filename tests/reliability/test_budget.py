@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.envelope import MAX_DEPTH, MAX_VALUES
-from orchestrator.facts.normalize.budget import MAX_GPUS, MAX_LINKS
+from orchestrator.facts.normalize.budget import MAX_GPUS, MAX_LINKS, MAX_NICS, MAX_PORTS
 from tests.reliability.support import (
     answer_file,
     assert_judged,
@@ -88,6 +88,31 @@ def test_thousands_of_claimed_gpus_cost_a_bounded_host_judged_on_the_first_64(tm
     # 3,000 GPUs gave a 227 MB fleet.json before; bounded, it is the size of a big real host
     assert (run_dir / "fleet.json").stat().st_size < 8 * 1024 * 1024
     strict_json(run_dir / "fleet.json")
+    assert_judged(fleet, "good01")
+
+
+def test_the_health_probes_claims_are_held_to_the_same_caps(tmp_path: Path) -> None:
+    """The kmsg and nic probes (and nccl's result lists) name ports, devices and lines too: a host
+    claiming thousands of RDMA devices with thousands of ports each is judged on the bounded part."""
+    bin_ = tmp_path / "bin"
+    nic = copy.deepcopy(recorded("dgx-h100-01", "nic"))
+    ib = nic["data"]["infiniband"][0]
+    # past both caps, yet under the envelope's value budget (which would refuse the whole answer)
+    port = {"port": 1, "state": "4: ACTIVE"}
+    nic["data"]["infiniband"] = [{**ib, "name": f"mlx5_{i}", "ports": [port] * 70} for i in range(400)]
+    answers = {"host": answer_file(bin_, "host.json", recorded("dgx-h100-01", "host")),
+               "nic": answer_file(bin_, "nic.json", nic)}
+    hosts = {"good01": {}, "claims01": {"ansible_python_interpreter": str(bundle_printer(bin_, "claims", answers))}}
+    res, run_dir, fleet = _run(tmp_path, hosts, ("host", "nic"), "--show", "nic")
+    assert res.code in (0, 1, 4, 5), res.stderr[-2000:]
+    assert res.one_line_error() == ""
+    rec = host_record(fleet, "claims01")
+    assert rec["probes"]["nic"]["outcome"] == "ok", rec["probes"]
+    devices = rec["facts"]["nic"]["devices"]
+    assert len(devices) == MAX_NICS and all(len(d["ports"]) == MAX_PORTS for d in devices)
+    malformed = [f["message"] for f in fleet["findings"] if f["id"] == "probe.data.malformed" and f["host"] == "claims01"]
+    assert any("400 RDMA devices reported" in m for m in malformed), malformed
+    assert any("70 ports of an RDMA device reported" in m for m in malformed), malformed
     assert_judged(fleet, "good01")
 
 

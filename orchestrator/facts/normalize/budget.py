@@ -18,6 +18,7 @@ MAX_PCI_DEVICES = 4096  # PCI functions per host, SR-IOV virtual functions inclu
 MAX_NICS = 256  # network functions the topology matrix holds (GPUs + NICs square)
 MAX_PORTS = 64  # net devices / RDMA ports per PCI function, path entries per device
 MAX_NUMA_NODES = 1024
+MAX_KMSG_LINES = 20000  # kernel-log lines judged (the kmsg probe keeps 5,000 by default; journalctl -n 20000)
 MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
 MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
 STRING_NOTE = "_fleetprobe_cut_strings"  # key the parser adds to `data`: the lengths of the strings it cut
@@ -46,6 +47,12 @@ RULES: dict[str, tuple[_Rule, ...]] = {
              (("nvidia", "nvswitch_nodes"), MAX_GPUS, "NVSwitch nodes")),
     "host": ((("numa", "nodes"), MAX_NUMA_NODES, "NUMA nodes"),
              (("virtualization", "evidence"), MAX_ITEMS, "virtualization evidence")),
+    "nic": ((("infiniband",), MAX_NICS, "RDMA devices"), (("infiniband", "*", "ports"), MAX_PORTS, "ports of an RDMA device"),
+            (("net",), MAX_NICS, "network interfaces")),
+    "kmsg": ((("lines",), MAX_KMSG_LINES, "kernel-log lines"), (("attempts",), MAX_ITEMS, "read attempts")),
+    "nccl": ((("gpus",), MAX_GPUS, "GPUs"), (("selected",), MAX_GPUS, "GPUs"), (("results",), MAX_ITEMS, "results"),
+             (("errors",), MAX_ITEMS, "errors"), (("debug_lines",), MAX_KMSG_LINES, "NCCL log lines"),
+             (("not_reached",), MAX_GPUS, "GPUs")),
 }
 
 
