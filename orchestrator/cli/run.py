@@ -170,7 +170,7 @@ def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str
     if ct:
         out.append(ct)
     out.append(findings_table(fleet["findings"], "info", width))
-    judged = not_judged_block(fleet)
+    judged = not_judged_block(fleet, width)
     if judged:
         out.append(judged)
     if fleet.get("silenced"):

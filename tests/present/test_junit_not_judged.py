@@ -18,9 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
 
 
-def _probe(*args: str) -> subprocess.CompletedProcess[str]:
+def _probe(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("COLUMNS", None)
+    if columns:
+        env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180)
+                          env=env, timeout=180)
 
 
 def _cases(path: Path) -> dict[tuple[str, str], TestCase]:
@@ -59,10 +63,19 @@ def test_audit_without_p2p_passes_no_p2p_case(tmp_path: Path) -> None:
     assert "nvlink.link.down" not in rec["not_judged"]
     # and the terminal: one line per reason, not a silent pass
     shown = _probe("show", "--results", str(tmp_path / "runs"))
-    assert "Not judged (no finding here is not a pass):" in shown.stdout
+    header = "Not judged (these checks did not run: their silence is not a pass):"
+    assert header in shown.stdout
     p2p_ids = sum(1 for i in FINDING_IDS if i.startswith("p2p."))
     hosts = len(fleet["hosts"])
     assert f"p2p.* ({p2p_ids - 1} of {p2p_ids}) on {hosts} hosts: p2p probe not in this run" in shown.stdout
+    # at 80 columns the block wraps: no line past the width, and a reason keeps its advice whole
+    narrow = _probe("show", "--results", str(tmp_path / "runs"), columns=80).stdout
+    block = narrow[narrow.index(header):].split("\n\n")[0].splitlines()
+    assert max(len(line) for line in block) <= 80, block
+    # every line of the wide block is in the narrow one, whole, reason and advice included
+    wide = shown.stdout[shown.stdout.index(header):].split("\n\n")[0].splitlines()[1:]
+    joined = " ".join(" ".join(block[1:]).split())
+    assert wide and all(" ".join(line.split()) in joined for line in wide), (wide, joined)
 
 
 def test_gpu_cases_do_not_pass_on_a_host_without_gpu_facts(tmp_path: Path) -> None:

@@ -113,6 +113,7 @@ def test_the_health_probes_claims_are_held_to_the_same_caps(tmp_path: Path) -> N
     malformed = [f["message"] for f in fleet["findings"] if f["id"] == "probe.data.malformed" and f["host"] == "claims01"]
     assert any("400 RDMA devices reported" in m for m in malformed), malformed
     assert any("70 ports of an RDMA device reported" in m for m in malformed), malformed
+    strict_json(run_dir / "fleet.json")
     assert_judged(fleet, "good01")
 
 

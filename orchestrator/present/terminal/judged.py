@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.present.terminal.text import clean
+from orchestrator.present.terminal.width import wrap
 from orchestrator.verdict.checks import FINDING_IDS
 from orchestrator.verdict.coverage import NOT_JUDGED, fleet_check_states
 
@@ -55,13 +56,15 @@ def not_judged_lines(fleet: Mapping[str, Any]) -> list[str]:
     lines = []
     for (reason, ids), hosts in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         what = "all checks" if set(ids) >= set(FINDING_IDS) else _ids_text(ids)
-        lines.append(f"  {what} on {_hosts_text(hosts)}: {clean(reason, 160)}")
+        lines.append(f"{what} on {_hosts_text(hosts)}: {clean(reason, 600)}")
     return lines
 
 
-def not_judged_block(fleet: Mapping[str, Any]) -> str:
-    """The terminal block, or "" when every check judged every host."""
+def not_judged_block(fleet: Mapping[str, Any], width: int | None = None) -> str:
+    """The terminal block, or "" when every check judged every host; each line wrapped to `width`
+    (whole when None), never cut before its reason's advice."""
     lines = not_judged_lines(fleet)
     if not lines:
         return ""
-    return "Not judged (no finding here is not a pass):\n" + "\n".join(lines)
+    body = [wrap(line, width, indent="  ", subsequent="      ") for line in lines]
+    return "Not judged (these checks did not run: their silence is not a pass):\n" + "\n".join(body)
