@@ -161,9 +161,9 @@ def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str
     from orchestrator.present.terminal.sections import render_views
     from orchestrator.present.terminal.width import terminal_width
 
-    if quiet:
-        return quiet_text(fleet)
     width = terminal_width()
+    if quiet:
+        return quiet_text(fleet, width)
     out = [hosts_table(fleet, width)]
     out.extend(render_views(fleet, show or [], width))
     ct = classes_table(fleet, width)

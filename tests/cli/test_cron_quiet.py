@@ -16,9 +16,13 @@ from tests.support.sshd import SshdServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def probe(*args: str) -> subprocess.CompletedProcess[str]:
+def probe(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("COLUMNS", None)  # cron: no terminal, so nothing is wrapped
+    if columns:
+        env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180)
+                          env=env, timeout=180)
 
 
 def test_quiet_on_a_healthy_fleet_prints_nothing(tmp_path: Path) -> None:
@@ -53,6 +57,21 @@ def test_quiet_names_every_problem_host_and_every_warn_or_fail_finding(tmp_path:
     assert any(ln.startswith("FAIL nvlink.link.down") for ln in lines)
     assert "dgx-h100-01" not in proc.stdout  # a healthy host is not mentioned
     assert "INFO" not in proc.stdout
+
+
+def test_quiet_fits_a_terminal_and_keeps_lines_whole_for_cron(tmp_path: Path) -> None:
+    """At a terminal of 80 columns -q wraps like the full report; under cron (no terminal, no
+    COLUMNS) every reason stays on its one line."""
+    args = ("run", "-q", "-l", "dgx-h100-04,offline-01", "--results", str(tmp_path / "runs"))
+    narrow = probe(*args, columns=80)
+    # the closing `run: PATH` line stays whole: a path is copied, not read
+    body = [ln for ln in narrow.stdout.splitlines() if not ln.startswith("run: ")]
+    assert narrow.returncode == 5 and max(len(ln) for ln in body) <= 80, narrow.stdout
+    whole = probe(*args)
+    [line] = [ln for ln in whole.stdout.splitlines() if ln.startswith("UNREACHABLE offline-01: ")]
+    assert line.endswith("(ansible_port)? (after 2 retries)")
+    joined = " ".join(narrow.stdout.split())
+    assert " ".join(line.split()) in joined  # the same words, wrapped
 
 
 def test_quiet_names_a_timed_out_host(tmp_path: Path, sshd: SshdServer) -> None:

@@ -11,6 +11,7 @@ from orchestrator.engine.outcomes import is_problem
 from orchestrator.present.terminal.findings import findings_table
 from orchestrator.present.terminal.hosts import recap
 from orchestrator.present.terminal.text import clean
+from orchestrator.present.terminal.width import wrap
 from orchestrator.verdict.findings import severity_rank
 
 
@@ -30,16 +31,17 @@ def problem_host_lines(fleet: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def quiet_text(fleet: Mapping[str, Any]) -> str:
-    """The -q report, or "" when no host is a problem and no finding is warn or fail."""
+def quiet_text(fleet: Mapping[str, Any], width: int | None = None) -> str:
+    """The -q report, or "" when no host is a problem and no finding is warn or fail; fitted to
+    `width` (whole lines when None: cron's mail is not a terminal)."""
     hosts = problem_host_lines(fleet)
     findings = [f for f in fleet.get("findings") or [] if severity_rank(f["severity"]) >= severity_rank("warn")]
     if not hosts and not findings:
         return ""
     out = []
     if hosts:
-        out.append("\n".join(hosts))
+        out.append("\n".join(wrap(line, width, subsequent="    ") for line in hosts))
     if findings:
-        out.append(findings_table(findings, "warn"))
-    out.append(recap(dict(fleet)))
+        out.append(findings_table(findings, "warn", width))
+    out.append(recap(dict(fleet), width))
     return "\n\n".join(out)
