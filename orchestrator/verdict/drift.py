@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
+from orchestrator.facts.shown import shown
 from orchestrator.verdict import coverage
 
 
@@ -308,7 +309,7 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
                 expect_changes.setdefault(change, []).append(name)
         if _class_comparable(o, n) and o.get("class") != n.get("class") and (o.get("class") or n.get("class")):
             d.changes.append(Change(name, "class.changed", name, o.get("class"), n.get("class"),
-                                    f"topology class {o.get('class')} -> {n.get('class')}"))
+                                    f"topology class {shown(o.get('class'), 'none')} -> {shown(n.get('class'), 'none')}"))
         d.changes.extend(_diff_sections(name, o, n, bw_tolerance))
         _diff_findings(d, name, o, n, old_by_host.get(name, []), new_by_host.get(name, []), old, new, ids)
     d.compared = compared

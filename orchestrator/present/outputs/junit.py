@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import read as F
+from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.coverage import NOT_JUDGED, CheckState, fleet_check_states
@@ -36,7 +37,7 @@ def _x(value: Any) -> str:
 def _finding_text(f: dict[str, Any]) -> str:
     lines = [f"[{f.get('severity')}/{f.get('kind')}] {f.get('subject')}: {f.get('message')}"]
     if f.get("expected") is not None or f.get("actual") is not None:
-        lines.append(f"  expected: {f.get('expected')}  actual: {f.get('actual')}")
+        lines.append(f"  expected: {shown(f.get('expected'))}  actual: {shown(f.get('actual'))}")
     if f.get("hint"):
         lines.append(f"  hint: {f.get('hint')}")
     for e in f.get("evidence") or []:
