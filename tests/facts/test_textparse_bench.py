@@ -4,6 +4,9 @@ facts["nccl"]: every matrix and testcase, repeated runs, JSON, and the noise rea
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +186,19 @@ def test_real_nccl_pastes_old_layouts():
     assert old.avg_busbw_gbps == 6.6 and old.out_of_bounds == 0 and old.op is None
     last = [r for r in old.results if r["size_bytes"] == 134217728]
     assert [(r["in_place"], r["busbw_gbps"], r["wrong"]) for r in last] == [(False, 20.34, 0), (True, 21.86, 0)]
+
+
+def test_a_cpu_line_that_opens_no_table_is_read_once(tmp_path: Path) -> None:
+    """A `CPU ...` line after a latency table that starts no readable matrix (a byte flip, a cut)
+    is one note: the parser once stepped back onto it for ever, holding gigabytes of notes."""
+    text = ("Device: 0, NVIDIA H100 80GB HBM3, pciBusID: 18, pciDeviceID: 0, pciDomainID:0\n"
+            "P2P=Disabled Latency Matrix (us)\n   GPU     0\n     0   2.10\n\n   CPU     0\nCPU x\n")
+    src = tmp_path / "bwlat.txt"
+    src.write_text(text)
+    code = ("import sys; from orchestrator.facts.textparse.bench import parse_p2p_bwlat; "
+            "r = parse_p2p_bwlat(open(sys.argv[1]).read()); print(len(r.notes), sorted(r.matrices))")
+    proc = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    notes, keys = proc.stdout.split(" ", 1)
+    assert int(notes) <= 2 and "latency" in keys

@@ -139,11 +139,12 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
             i += 1
             continue
         key = next((k for rx, k in _P2P_TITLES if rx.search(line)), None)
+        header = i + 1  # the matrix header follows its title line
         if key is None and last_key and line.split()[:1] == ["CPU"]:
             key = last_key.replace("latency", "latency_cpu")
-            i -= 1  # the CPU header line is the matrix header
+            header = i  # the CPU line is itself the matrix header (no title line)
         if key is not None:
-            mat, nxt, _ = _read_square(lines, i + 1, len(devices) or None, notes, key)
+            mat, nxt, _ = _read_square(lines, header, len(devices) or None, notes, key)
             if mat:
                 matrices[key] = mat
                 last_key = key if key.startswith("latency") else None
