@@ -123,7 +123,7 @@ def test_the_bundle_is_the_script_a_run_pipes_to_that_host(fleet_runs: dict[str,
     inv = load_inventory([str(fleet_runs["inv"])])
     host = inv.hosts["dgx-h100-05"]
     script = (fleet_runs["tmp"] / "bundle-dgx-h100-05.py").read_bytes()
-    calls = [ProbeCall(n, {}, 60.0) for n in ("host", "pcie", "nvml", "nvlink")]  # the audit playbook's
+    calls = [ProbeCall(n, {}, 60.0) for n in ("host", "pcie", "nvml", "nvlink", "kmsg", "nic")]  # the audit playbook's
     live = bundle.compose(bundle_items(host, calls), 240.0, PROBE_DEADLINE_MARGIN_S, 1 << 24, 1 << 20)
     cut = live.index(b"fp_bundle(json.loads(")
     assert script[:cut] == live[:cut]  # the bundle runner and every probe's code

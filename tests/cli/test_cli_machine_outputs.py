@@ -55,8 +55,11 @@ def test_prometheus_host_outcome_state_set(outputs: tuple[Path, dict]) -> None:
     m = _samples(outputs[0] / "fleet.prom")
     state = {(s.labels["host"], s.labels["outcome"]): s.value for s in m["fleetprobe_host_outcome"]}
     assert state[("offline-01", "unreachable")] == 1 and state[("offline-01", "ok")] == 0
-    assert state[("dgx-h100-04", "ok")] == 1
-    assert sum(v for (h, _), v in state.items() if h == "dgx-h100-06") == 1
+    # every host: exactly one outcome set, the one fleet.json records (premigration on the demo: a
+    # host without an nccl recording is "unsupported" for that probe, a state that is not a problem)
+    for rec in outputs[1]["hosts"]:
+        assert state[(rec["name"], rec["outcome"])] == 1
+        assert sum(v for (h, _), v in state.items() if h == rec["name"]) == 1
 
 
 def test_prometheus_per_gpu_gauges(outputs: tuple[Path, dict]) -> None:
