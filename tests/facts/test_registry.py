@@ -48,10 +48,6 @@ def test_docs_page_exists_and_names_its_section(row: registry.Section) -> None:
 
 @pytest.mark.parametrize("row", registry.SECTIONS, ids=lambda r: r.section)
 def test_code_named_by_the_row_resolves(row: registry.Section) -> None:
-    if isinstance(row, registry.ImportRow):
-        # an import-only section names no code; once its probe ships it must become a ProbeRow
-        assert row.probe not in _probe_files() and row.renderer is None, row
-        return
     names = [row.renderer] if row.renderer else []
     names.append(row.normalizer if isinstance(row, registry.ProbeRow) else row.merge)  # type: ignore[attr-defined]
     for name in names:
