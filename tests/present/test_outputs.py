@@ -38,6 +38,7 @@ def run() -> dict:
     b = host("gpu02", cls="B")
     b["probes"]["nvlink"] = {"outcome": "timeout", "reason": "deadline 10s"}
     b["probes"]["pcie"] = {"outcome": "unsupported", "reason": "no sysfs"}
+    del b["facts"]["pcie"]  # an unsupported probe leaves no section
     c = host("gpu03", outcome="unreachable")
     d = host(EVIL)
     f = fleet("20261130T021500Z-abc123", [a, b, c, d], [
@@ -147,7 +148,7 @@ def test_junit_structure_by_junitparser(run: dict, tmp_path: Path):
     assert "connection refused" in g3["host.reachable"].result[0].message
 
     # gpu02's nvlink timed out and its pcie probe was unsupported: their checks judged nothing there
-    for check, probe in (("nvlink.link.down", "nvlink timeout"), ("pcie.link.downgraded", "pcie unsupported")):
+    for check, probe in (("nvlink.link.down", "nvlink timeout"), ("pcie.link.downgraded", "no PCIe tree")):
         [skip] = g2[check].result
         assert isinstance(skip, junitparser.Skipped) and skip.message.startswith(f"not judged: {probe}")
 

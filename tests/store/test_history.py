@@ -193,7 +193,7 @@ def test_listing_takes_counts_from_run_json_without_reading_fleet_json(tmp_path:
 def test_a_damaged_fleet_json_is_run_not_found_with_the_reason(tmp_path: Path, text: str):
     """A hand-made or damaged fleet.json is one message (probe show / merge / diff), not exit 70."""
     (tmp_path / "fleet.json").write_text(text)
-    with pytest.raises(RunNotFound, match=r"fleet\.json has"):
+    with pytest.raises(RunNotFound, match=r"fleet\.json is unreadable"):
         load_fleet(tmp_path)
 
 

@@ -176,4 +176,4 @@ def test_fabric_message_says_unknown_as_question_mark_never_none():
     facts["gpus"]["list"][5]["fabric"] = {"state": "in_progress", "status": "SUCCESS", "clique_id": 0,
                                           "health_summary": None}
     [f] = findings(view_of("dgx-h100", facts))
-    assert f.id == "nvlink.fabric.incomplete" and "None" not in f.message and "health ?" in f.message
+    assert f.id == "nvlink.fabric.incomplete" and "None" not in f.message and "health not reported" in f.message

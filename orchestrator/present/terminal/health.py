@@ -13,7 +13,8 @@ def _q(v: Any) -> str:
     return "?" if v is None else clean(v)
 
 
-def render_kmsg(kmsg: dict[str, Any]) -> str:
+def render_kmsg(kmsg: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+                width: int | None = None) -> str:
     if not kmsg.get("readable"):
         return f"kernel log not readable: {clean(kmsg.get('unreadable_reason'), 300)}"
     events = kmsg.get("events") or []
@@ -33,7 +34,8 @@ def render_kmsg(kmsg: dict[str, Any]) -> str:
                                    disable_numparse=True)  # "93297.0" stays as the log has it
 
 
-def render_nic(nic: dict[str, Any]) -> str:
+def render_nic(nic: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+               width: int | None = None) -> str:
     rows = []
     for d in nic.get("devices") or []:
         for p in d.get("ports") or []:

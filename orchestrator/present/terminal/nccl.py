@@ -25,7 +25,8 @@ def _known(facts: NcclFacts, key: str) -> str:
     return clean(str(v))
 
 
-def render_nccl(nccl: NcclFacts | None) -> str:
+def render_nccl(nccl: NcclFacts | None, host: str = "", facts: dict[str, Any] | None = None,
+                width: int | None = None) -> str:
     if not nccl:
         return "no NCCL data"
     head = [f"NCCL {_known(nccl, 'version')} ({clean(str(nccl.get('source') or '?'))}), "

@@ -17,6 +17,7 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -317,7 +318,7 @@ def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
            if not str(k).startswith(NETWORK_ONLY_PREFIXES)}  # a multi-node job's settings: not stale
     if not env:
         return
-    text = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    text = ", ".join(f"{k}={shown(v, '(empty)')}" for k, v in sorted(env.items()))
     how = ("the figures were measured under them" if nccl.get("env_kept")
            else "the test ran without them, so the figures are NCCL's own; jobs on this host get them")
     yield fault(ENV_OVERRIDE, host, "NCCL settings",

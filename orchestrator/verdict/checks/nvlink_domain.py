@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -44,9 +45,9 @@ def host_domain(view: HostView) -> Iterator[Finding]:
     odd = [(g, f) for g, f in _fabric_gpus(view) if (f["cluster_uuid"], f.get("clique_id")) != dom]
     for g, f in odd:
         what = ("a zero cluster UUID" if f["cluster_uuid"] == _ZERO else
-                f"clique {f.get('clique_id')}" if f["cluster_uuid"] == dom[0] else f"cluster {f['cluster_uuid'][:8]}…")
-        yield fault("nvlink.domain.inconsistent", view.name, f"GPU{g.get('index')} ({g.get('bus_id')})",
-                    f"GPU reports {what} where the host's other GPUs are in cluster {dom[0][:8]}… clique {dom[1]}",
+                f"clique {shown(f.get('clique_id'))}" if f["cluster_uuid"] == dom[0] else f"cluster {f['cluster_uuid'][:8]}…")
+        yield fault("nvlink.domain.inconsistent", view.name, f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
+                    f"GPU reports {what} where the host's other GPUs are in cluster {dom[0][:8]}… clique {shown(dom[1])}",
                     severity=Severity.WARN, expected={"cluster_uuid": dom[0], "clique_id": dom[1]},
                     actual={"cluster_uuid": f["cluster_uuid"], "clique_id": f.get("clique_id")},
                     evidence=["gpus.list.fabric.cluster_uuid", "gpus.list.fabric.clique_id"],
@@ -69,8 +70,8 @@ def fleet_domains(views: list[HostView]) -> Iterator[Finding]:
         for v, clique in members:
             if clique != norm:
                 yield fault("nvlink.domain.inconsistent", v.name, "NVLink domain",
-                            f"the host's GPUs are in clique {clique} of cluster {cluster[:8]}… where {count} of its "
-                            f"{len(members)} hosts are in clique {norm}", severity=Severity.WARN,
+                            f"the host's GPUs are in clique {shown(clique)} of cluster {cluster[:8]}… where {count} of its "
+                            f"{len(members)} hosts are in clique {shown(norm)}", severity=Severity.WARN,
                             expected=norm, actual=clique, evidence=["gpus.list.fabric.clique_id",
                                                                     f"{len(members)} hosts of the domain"],
                             hint="the host joined another partition of the NVLink domain than its rack peers")

@@ -5,7 +5,7 @@ could not be judged without root.  Pure: HostView in, findings out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -459,9 +459,23 @@ FINDING_IDS: tuple[str, ...] = (
 )
 
 _PCIE = Needs(sections=("pcie",))
+
+
+def _links_unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+    """Link downgrades are judged on the PCIe tree, else on NVML's own view of each GPU link
+    (check_gpu_link_without_pcie); with neither there is nothing to judge, which is no pass."""
+    if isinstance(facts.get("pcie"), dict):
+        return {}
+    gpus = facts.get("gpus")
+    listed = gpus.get("list") if isinstance(gpus, dict) else None
+    if any(isinstance(g, dict) and isinstance(g.get("pcie"), dict) and isinstance(g["pcie"].get("gen_current"), int)
+           for g in listed or []):
+        return {}
+    return {"pcie.link.downgraded": "no PCIe tree (the pcie probe gave none) and no GPU link state from NVML"}
+
 # What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
 NEEDS: dict[str, Needs] = {
-    "pcie.link.downgraded": Needs(any_of=("pcie", "gpus")),  # the tree, else NVML's own view of each GPU link
+    "pcie.link.downgraded": Needs(any_of=("pcie", "gpus"), unjudged=_links_unjudged),
     "pcie.nic.shared_switch": _PCIE,
     "pcie.acs.enabled": _PCIE,
     "gpu.count.pci_vs_driver": Needs(sections=("pcie",), gpus=True),

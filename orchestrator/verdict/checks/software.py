@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -36,7 +37,7 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
         norm, _ = counts.most_common(1)[0]
         odd = [g for g in gpus if g["vbios"] != norm]
         names = ", ".join(f"GPU{g.get('index')} {g['vbios']}" for g in odd)
-        yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{g.get('index')} ({g.get('bus_id')})" for g in odd),
+        yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})" for g in odd),
                     f"{len(counts)} VBIOS versions on the {len(gpus)} {model} GPUs: {names} where the others run {norm}",
                     severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
                     hint="a re-flashed or swapped board: flash the fleet's VBIOS (nvflash) or ask the vendor why")
@@ -106,7 +107,7 @@ def fabric_manager_version(view: HostView) -> Iterator[Finding]:
         return
     if fm["version"] != driver:
         yield fault("nvlink.fabric_manager.version", view.name, "fabric manager",
-                    f"fabric manager {fm['version']} ({fm.get('package')}) with driver {driver}: on an NVSwitch "
+                    f"fabric manager {fm['version']} ({shown(fm.get('package'), 'package unknown')}) with driver {driver}: on an NVSwitch "
                     "system they must be the same version", expected=driver, actual=fm["version"],
                     evidence=["host.fabric_manager.version", "host.driver.version"],
                     hint="install the fabric manager package of the driver's exact version and restart "
