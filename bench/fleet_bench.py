@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import dataclasses
 import json
 import os
 import platform
@@ -44,6 +45,9 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.engine import payload as probes  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from delayproxy import DelayProxy  # noqa: E402
+
 
 @dataclass
 class Measure:
@@ -59,6 +63,9 @@ class Measure:
     host_cpu_s: float = 0.0  # the simulated hosts' side: sshd sessions and the probes they ran
     work: str = "host"  # "host": the host probe; "audit": every probe of the audit playbook
     rc: int = 0  # the tool's exit status (pssh and xargs say non-zero when a host failed)
+    rtt_ms: float | None = None  # through bench/delayproxy.c at this round-trip time; None: direct
+    proxy_cpu_s: float = 0.0  # the delay proxy's own CPU during the run (neither tool nor hosts)
+    bad: dict[str, int] = field(default_factory=dict)  # `probe run`: hosts per outcome other than ok
 
 
 @dataclass
@@ -72,6 +79,9 @@ class Fleet:
     reaper: subprocess.Popen  # bench/subreaper.py, the parent of sshd and of its orphans
     sshd_pid: int
     ssh_opts: list[str] = field(default_factory=list)
+    sshd_port: int = 0  # where sshd listens; `port` is where the tools connect (a delay proxy's, or the same)
+    proxy: DelayProxy | None = None  # the tools reach sshd through it (latency tables)
+    helpers: list[int] = field(default_factory=list)  # bench processes (delay proxies) no tool owns
 
     @property
     def sshd(self) -> subprocess.Popen:
@@ -185,7 +195,18 @@ def start_fleet(n: int, work: Path) -> Fleet:
     opts = ["-F", "/dev/null", "-i", str(work / "user_key"), "-o", "IdentitiesOnly=yes",
             "-o", f"UserKnownHostsFile={kh}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
             "-o", "ConnectTimeout=10", "-o", f"KexAlgorithms={KEX}"]
-    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts)
+    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts, sshd_port=port)
+
+
+def via_proxy(fleet: Fleet, rtt_ms: float) -> Fleet:
+    """The same fleet seen through a delay proxy (bench/delayproxy.c) at `rtt_ms`: the tools connect to
+    127.0.x.y:PROXY, the proxy to 127.0.x.y:SSHD, so sshd still sees one server address per host."""
+    proxy = DelayProxy.start(fleet.sshd_port, rtt_ms)
+    fleet.helpers.append(proxy.proc.pid)
+    hostkey = (fleet.work / "host_key.pub").read_text().split()[:2]
+    with open(fleet.known_hosts, "a") as kh:
+        kh.write("".join(f"[{a}]:{proxy.port} {hostkey[0]} {hostkey[1]}\n" for a in fleet.addresses))
+    return dataclasses.replace(fleet, port=proxy.port, proxy=proxy)
 
 
 def _stat_fields(pid: int) -> list[str]:
@@ -291,6 +312,7 @@ class Usage:
     peak_rss_mb: float
     host_cpu_s: float  # the simulated hosts: sshd, its sessions, the probes
     rc: int = 0  # the tool's exit status
+    proxy_cpu_s: float = 0.0  # the delay proxy in front of sshd, when there is one
 
 
 def measured(cmd: list[str] | str, fleet: Fleet, shell: bool = False, env: dict | None = None,
@@ -298,10 +320,11 @@ def measured(cmd: list[str] | str, fleet: Fleet, shell: bool = False, env: dict 
     """Wall time until the tool exits; CPU of the tool and everything it started (reaped
     background helpers included); peak memory of that whole tree; and, apart from it, the CPU the
     run cost on the hosts' side (sshd under bench/subreaper.py, never reaped by this process)."""
-    exclude = {fleet.reaper.pid}
+    exclude = {fleet.reaper.pid, *fleet.helpers}  # the hosts' side and the delay proxies are no tool's
     if not settle(fleet):
         print("warning: the fleet's sshd still has sessions from the previous run", file=sys.stderr)
     host_before = host_cpu(fleet)
+    proxy_before = fleet.proxy.cpu_s() if fleet.proxy else 0.0
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     stop, peak = threading.Event(), [0, 0]
     th = threading.Thread(target=tree_sampler, args=(exclude, stop, peak), daemon=True)
@@ -331,7 +354,9 @@ def measured(cmd: list[str] | str, fleet: Fleet, shell: bool = False, env: dict 
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if not settle(fleet):
         print("warning: sshd sessions outlived the tool by 15 s; their CPU so far is counted", file=sys.stderr)
-    return Usage(wall, cpu, peak[0] / 2**20, peak[1] / 2**20, host_cpu(fleet) - host_before, proc.returncode)
+    proxy_cpu = (fleet.proxy.cpu_s() - proxy_before) if fleet.proxy else 0.0
+    return Usage(wall, cpu, peak[0] / 2**20, peak[1] / 2**20, host_cpu(fleet) - host_before, proc.returncode,
+                 proxy_cpu)
 
 
 def _envelopes_in(text: str) -> list[dict]:
@@ -412,10 +437,10 @@ class Work:
         return str(self.script(probe)) if not self.per_host else f"{self.scripts}/{{{{ ansible_host }}}}/{probe}.py"
 
 
-def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dict], port: int) -> Measure:
-    reached, ok = reached_from_envelopes(envs, port, work.probe_names)
+def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dict], fleet: Fleet) -> Measure:
+    reached, ok = reached_from_envelopes(envs, fleet.sshd_port, work.probe_names)
     return Measure(tool, n, forks, u.wall_s, u.cpu_s, u.peak_mb, reached, ok, u.peak_rss_mb, u.host_cpu_s, work.name,
-                   u.rc)
+                   u.rc, fleet.proxy.rtt_ms if fleet.proxy else None, u.proxy_cpu_s)
 
 
 def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure:
@@ -437,8 +462,14 @@ def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measur
     env.pop("SSH_AUTH_SOCK", None)  # the same for every tool: the key file, no agent
     with open(tmp / "probe.out", "w") as so, open(tmp / "probe.err", "w") as se:
         u = measured(cmd, fleet, env=env, stdout=so, stderr=se)
-    envs = envelopes_from_files((out / "raw").glob("*/*.json")) if (out / "raw").is_dir() else []
-    return _measure("probe run", work, n, forks, u, envs, fleet.port)
+    envs = envelopes_from_files(p for p in (out / "raw").glob("*/*.json") if p.name != "_host.json") \
+        if (out / "raw").is_dir() else []
+    m = _measure("probe run", work, n, forks, u, envs, fleet)
+    for meta in (out / "raw").glob("*/_host.json") if (out / "raw").is_dir() else ():
+        for summary in json.loads(meta.read_text()).get("probes", {}).values():
+            if summary.get("outcome") != "ok":
+                m.bad[summary["outcome"]] = m.bad.get(summary["outcome"], 0) + 1
+    return m
 
 
 def plain_env() -> dict[str, str]:
@@ -476,7 +507,7 @@ def run_openssh(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, default
         body += f'{ssh} -O exit "$1" 2>/dev/null'
     u = measured(_ssh_fanout_cmd(fleet, n, forks, body, tmp, default_kex), fleet, shell=True, env=plain_env())
     tool = "openssh fan-out" + (" (default kex)" if default_kex else "") + (" (one login per host)" if mux else "")
-    return _measure(tool, work, n, forks, u, envelopes_from_files(outdir.glob("*.json")), fleet.port)
+    return _measure(tool, work, n, forks, u, envelopes_from_files(outdir.glob("*.json")), fleet)
 
 
 def pssh_exe() -> str | None:
@@ -498,7 +529,7 @@ def run_pssh(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure
              for probe in work.probe_names]
     u = measured("; ".join(calls), fleet, shell=True, env=plain_env())
     envs = envelopes_from_files(p for p in outdir.glob("*/*") if p.is_file()) if outdir.is_dir() else []
-    return _measure("pssh", work, n, forks, u, envs, fleet.port)
+    return _measure("pssh", work, n, forks, u, envs, fleet)
 
 
 def ansible_exe(program: str = "ansible") -> str | None:
@@ -560,7 +591,7 @@ def run_ansible(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, module:
     # callback lives in the ansible.posix collection)
     envs = _envelopes_in(out.read_text(errors="replace"))
     tool = f"ansible -m {module}" + (f" ({strategy})" if strategy != "linear" else "")
-    return _measure(tool, work, n, forks, u, envs, fleet.port)
+    return _measure(tool, work, n, forks, u, envs, fleet)
 
 
 def _median(ms: list[Measure], attr: str) -> float:
@@ -570,7 +601,7 @@ def _median(ms: list[Measure], attr: str) -> float:
 def summarize(rows: list[Measure], work: str = "host") -> str:
     by: dict[tuple[int, int, str], list[Measure]] = {}
     for r in rows:
-        if r.work == work:
+        if r.work == work and r.rtt_ms is None:  # the latency table's rows are summarize_latency's
             by.setdefault((r.n, r.forks, r.tool), []).append(r)
     if not by:
         return "(not run)"
@@ -827,6 +858,170 @@ def selfcheck(fleet: Fleet, tmp: Path, n: int = 10, busy_s: float = 0.2) -> tupl
     return not problems, "\n".join(lines)
 
 
+# -- latency: the fleet behind bench/delayproxy.c ---------------------------------------------------
+
+LATENCY_PEERS = ("openssh fan-out", "pssh", "ansible -m script", "ansible -m raw")
+
+
+def plan_latency(rtts: list[float], sizes: list[int], forks_list: list[int], tools: list[str], repeats: int,
+                 limits: dict[str, int]) -> list[tuple[float, int, int, int, str]]:
+    """(rtt_ms, n, forks, repeat, tool) in run order: per (rtt, n, forks) and repeat every tool once, the
+    starting tool rotated, as `plan` does."""
+    out: list[tuple[float, int, int, int, str]] = []
+    for rep in range(repeats):
+        for rtt in rtts:
+            for n in sizes:
+                for fk in forks_list:
+                    todo = [t for t in tools if n <= limits.get(t, n)]
+                    k = (rep + len(out)) % len(todo) if todo else 0
+                    out.extend((rtt, n, fk, rep, t) for t in todo[k:] + todo[:k])
+    return out
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    """A TCP echo server on 127.0.0.1 in a daemon thread: what the RTT check pings through the proxy."""
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return srv, srv.getsockname()[1]
+
+
+def measured_rtt(rtt_ms: float, pings: int = 20) -> float:
+    """Median ping-pong time (ms) of one byte through a fresh delay proxy at `rtt_ms` to an echo server."""
+    srv, port = _echo_server()
+    proxy = DelayProxy.start(port, rtt_ms, bind="127.0.0.1")
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as c:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.sendall(b".")
+            c.recv(1)  # the first one also waits for the proxy's upstream connect
+            times = []
+            for _ in range(pings):
+                t0 = time.monotonic()
+                c.sendall(b".")
+                if not c.recv(1):
+                    raise RuntimeError("the echo server closed the connection")
+                times.append((time.monotonic() - t0) * 1000)
+    finally:
+        proxy.stop()
+        srv.close()
+    return statistics.median(times)
+
+
+def login_ms(fleet: Fleet, logins: int = 10) -> float:
+    """Median wall time (ms) of one `ssh HOST true` login, one after another (no contention)."""
+    ssh = ["ssh", *fleet.ssh_opts, "-p", str(fleet.port), "-l", fleet.user]
+    times = []
+    for i in range(logins):
+        t0 = time.monotonic()
+        subprocess.run([*ssh, fleet.addresses[i % len(fleet.addresses)], "true"], env=plain_env(),
+                       stdin=subprocess.DEVNULL, capture_output=True, check=True, timeout=60)
+        times.append((time.monotonic() - t0) * 1000)
+    return statistics.median(times)
+
+
+def latency_selfcheck(fleet: Fleet, views: dict[float, Fleet], work: Work, tmp: Path, n: int, forks: int,
+                      repeats: int = 3) -> tuple[bool, str]:
+    """Prove the latency tables measure the tools, not the proxy: the RTT a ping-pong sees through the
+    proxy is the configured one; the OpenSSH fan-out through the proxy at 0 ms is as fast as direct, and
+    the proxy's CPU is small; a login through the proxy costs the RTTs an SSH login has, nothing more."""
+    problems: list[str] = []
+    lines = ["| configured RTT ms | ping-pong through the proxy, ms (median of 20) | `ssh host true`, ms "
+             "(median of 10) | login minus direct, in RTTs |", "|---:|---:|---:|---:|"]
+    direct_login = login_ms(fleet)
+    lines.append(f"| direct (no proxy) | – | {direct_login:.0f} | – |")
+    for rtt, view in sorted(views.items()):
+        ping = measured_rtt(rtt)
+        login = login_ms(view)
+        per = f"{(login - direct_login) / rtt:.1f}" if rtt else "–"
+        lines.append(f"| {rtt:g} | {ping:.1f} | {login:.0f} | {per} |")
+        if not (rtt - 0.5 <= ping <= rtt * 1.1 + 2):
+            problems.append(f"ping-pong at {rtt:g} ms took {ping:.1f} ms")
+    zero = views.get(0.0)
+    if zero is not None:
+        direct, proxied = [], []
+        for _ in range(repeats):
+            direct.append(run_openssh(fleet, n, forks, work, tmp))
+            proxied.append(run_openssh(zero, n, forks, work, tmp))
+        d, p = _median(direct, "wall_s"), _median(proxied, "wall_s")
+        pcpu = _median(proxied, "proxy_cpu_s")
+        lines.append(f"\nOpenSSH fan-out of the `host` probe, {n} hosts, forks {forks}, {repeats} runs each, "
+                     f"alternating: direct {d:.2f} s (controller {_median(direct, 'cpu_s'):.2f} s, host side "
+                     f"{_median(direct, 'host_cpu_s'):.2f} s), through the proxy at 0 ms {p:.2f} s (controller "
+                     f"{_median(proxied, 'cpu_s'):.2f} s, host side {_median(proxied, 'host_cpu_s'):.2f} s, proxy "
+                     f"{pcpu:.2f} s = {pcpu / n * 1000:.1f} ms per connection): {p / d:.2f}×.")
+        if p > 1.10 * d + 0.2:
+            problems.append(f"the proxy at 0 ms makes the fan-out {p / d:.2f}× slower than direct")
+        if min(m.reached for m in direct + proxied) < n:
+            problems.append("not every host was reached in the direct/proxy comparison")
+    verdict = "passed." if not problems else "FAILED: " + "; ".join(problems)
+    return not problems, "\n".join(lines) + f"\n\nLatency self-check: {verdict}"
+
+
+def summarize_latency(rows: list[Measure]) -> str:
+    by: dict[tuple[float, int, int, str], list[Measure]] = {}
+    for r in rows:
+        if r.rtt_ms is not None and r.work == "host":
+            by.setdefault((r.rtt_ms, r.n, r.forks, r.tool), []).append(r)
+    if not by:
+        return "(not run)"
+    cores = os.cpu_count() or 1
+    lines = ["| RTT ms | hosts | forks | tool | runs | wall s, median (min–max) | × best peer | controller CPU s | "
+             "host-side CPU s | proxy CPU s | host side + proxy, % of the cores | whole machine, % of the cores | "
+             "peak MB, PSS (RSS sum) | distinct hosts reached (min) | ok envelopes (min) | not ok (probe run, worst run) |",
+             "|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (rtt, n, forks, tool), ms in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
+                                                                        TOOL_ORDER.get(kv[0][3], 9))):
+        walls = [m.wall_s for m in ms]
+        med = statistics.median(walls)
+        peers = [statistics.median(m.wall_s for m in by[(rtt, n, forks, p)]) for p in LATENCY_PEERS
+                 if p != tool and (rtt, n, forks, p) in by]
+        best = f"{med / min(peers):.2f}" if peers and tool == "probe run" else "–"
+        cpu, host, prox = _median(ms, "cpu_s"), _median(ms, "host_cpu_s"), _median(ms, "proxy_cpu_s")
+        load = (host + prox) / cores / med * 100
+        whole = (host + prox + cpu) / cores / med * 100
+        worst = max(ms, key=lambda m: sum(m.bad.values()))
+        bad = ", ".join(f"{k} {v}" for k, v in sorted(worst.bad.items())) or ("0" if tool == "probe run" else "–")
+        lines.append(f"| {rtt:g} | {n} | {forks} | {tool} | {len(ms)} | {med:.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
+                     f"{best} | {cpu:.2f} | {host:.2f} | {prox:.2f} | {load:.0f} | {whole:.0f} | "
+                     f"{max(m.peak_mb for m in ms):.0f} ({max(m.peak_rss_mb for m in ms):.0f}) | "
+                     f"{min(m.reached for m in ms)} | {min(m.ok for m in ms)} | {bad} |")
+    return "\n".join(lines)
+
+
+LATENCY_METHOD = """\
+- The fleet of the first table, reached through `bench/delayproxy.c` (built by `bench/delayproxy.py` with
+  gcc -O2): one process, one epoll loop, in front of the one sshd.  The tools connect to 127.0.x.y:PROXY,
+  the proxy to 127.0.x.y:SSHD, so sshd still sees one server address per host and `distinct hosts reached`
+  still counts them.  Every byte waits RTT/2 in each direction, in order; a new connection reaches sshd one
+  RTT after the proxy accepted it (the TCP handshake a client's connect() would have waited for); an end
+  of stream travels like data.  This machine's kernel has no netem qdisc, hence a proxy in user space.
+- The proxy's CPU is measured apart (`proxy CPU s`, utime+stime from /proc), like the hosts' side, and
+  neither is in a tool's controller CPU or memory.  `host side + proxy, % of the cores` = (host-side CPU +
+  proxy CPU) ÷ cores ÷ wall: near 100 % the simulated hosts, not the link or the tool, bound the wall
+  time, and the row measures this machine's CPU rather than latency.  `whole machine` adds the
+  controller's CPU.
+- Same work, options and key exchange as the first table; `ansible -m script` up to --ansible-max hosts.
+  `× best peer`: `probe run`'s median wall ÷ the fastest other tool's at the same RTT, hosts and forks.
+  `not ok (probe run)`: the outcomes other than ok that `probe run` recorded (timeout, unreachable ...).
+- The self-check before the table: a ping-pong through the proxy takes the configured RTT; an `ssh true`
+  login pays the RTTs an SSH login has (login minus direct, in RTTs); the OpenSSH fan-out through the proxy
+  at 0 ms is as fast as direct (the proxy adds no cost of its own the tools would pay)."""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10,100,500,1000")
@@ -843,6 +1038,14 @@ def main() -> int:
     ap.add_argument("--sweep-n", type=int, default=500)
     ap.add_argument("--sweep-tools", default="probe,openssh")
     ap.add_argument("--sweep-repeats", type=int, default=1)
+    ap.add_argument("--rtt-ms", default="", help="round-trip times for the latency table through bench/delayproxy.c, "
+                    "e.g. 0,20,100 (default: no latency table)")
+    ap.add_argument("--rtt-sizes", default="1000", help="fleet sizes of the latency table (default 1000)")
+    ap.add_argument("--rtt-forks", default="32,128,256,512", help="forks of the latency table")
+    ap.add_argument("--rtt-tools", default="probe,openssh,pssh,ansible-script")
+    ap.add_argument("--rtt-repeats", type=int, default=1)
+    ap.add_argument("--rtt-check-n", type=int, default=100,
+                    help="hosts of the latency self-check's direct vs proxy-at-0-ms fan-out (default 100)")
     ap.add_argument("--defaultkex-max", type=int, default=100, help="largest N for openssh-defaultkex (slow)")
     ap.add_argument("--controller-sizes", default="1000,10000")
     ap.add_argument("--controller-timeout", type=float, default=300)
@@ -898,12 +1101,21 @@ def main() -> int:
               "openssh-defaultkex": a.defaultkex_max}
     runs = plan(sizes, tools, a.repeats, a.forks, limits, sweep, a.sweep_n, sweep_tools, a.sweep_repeats,
                 audit_sizes, audit_tools)
+    rtts = [float(x) for x in a.rtt_ms.split(",") if x]
+    rtt_sizes = [int(x) for x in a.rtt_sizes.split(",") if x] if rtts else []
+    rtt_tools = [t for t in a.rtt_tools.split(",") if t] if rtts else []
+    unknown = [t for t in rtt_tools if t not in RUNNERS]
+    if unknown:
+        ap.error(f"unknown --rtt-tools {unknown}; known: {', '.join(RUNNERS)}")
+    latency_runs = plan_latency(rtts, rtt_sizes, [int(x) for x in a.rtt_forks.split(",") if x], rtt_tools,
+                                a.rtt_repeats, limits)
     works = {"host": host_work(tmp)}
     if audit_sizes:
         works["audit"] = audit_work(tmp, a.audit_machine, a.audit_playbook, max(audit_sizes))
-    fleet = start_fleet(max([*sizes, *audit_sizes, a.sweep_n if sweep else 0]), tmp / "fleet")
+    fleet = start_fleet(max([*sizes, *audit_sizes, *rtt_sizes, a.sweep_n if sweep else 0]), tmp / "fleet")
+    views = {rtt: via_proxy(fleet, rtt) for rtt in sorted(set(rtts) | ({0.0} if rtts else set()))}
     rows: list[Measure] = []
-    attribution = "(not run)"
+    attribution = latency_check = "(not run)"
     t_start = time.monotonic()
     try:
         if a.warmup:
@@ -927,7 +1139,27 @@ def main() -> int:
             print(f"[{time.monotonic() - t_start:6.0f}s] {wname} n={n} forks={forks} rep={rep} {m.tool}: "
                   f"{m.wall_s:.2f}s cpu={m.cpu_s:.2f}s host_cpu={m.host_cpu_s:.2f}s peak={m.peak_mb:.0f}MB "
                   f"reached={m.reached} ok={m.ok}{flag}", flush=True)
+        if latency_runs:
+            passed, latency_check = latency_selfcheck(fleet, views, works["host"], tmp,
+                                                      min(a.rtt_check_n, len(fleet.addresses)), 32)
+            print(latency_check, flush=True)
+            if not passed:
+                print("warning: the latency self-check failed; the latency table below is suspect", file=sys.stderr)
+        for rtt, n, forks, rep, tool in latency_runs:
+            m = RUNNERS[tool](views[rtt], n, forks, works["host"], tmp)
+            if m is None:
+                continue
+            rows.append(m)
+            flag = "" if m.reached == n and m.ok == n else f"  <-- reached {m.reached}, ok {m.ok} of {n}"
+            flag += f"  (exit status {m.rc})" if m.rc else ""
+            flag += f"  not ok: {m.bad}" if m.bad else ""
+            print(f"[{time.monotonic() - t_start:6.0f}s] rtt={rtt:g}ms n={n} forks={forks} rep={rep} {m.tool}: "
+                  f"{m.wall_s:.2f}s cpu={m.cpu_s:.2f}s host_cpu={m.host_cpu_s:.2f}s proxy_cpu={m.proxy_cpu_s:.2f}s "
+                  f"peak={m.peak_mb:.0f}MB reached={m.reached} ok={m.ok}{flag}", flush=True)
     finally:
+        for view in views.values():
+            if view.proxy is not None:
+                view.proxy.stop()
         fleet.stop()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     (Path(a.out).with_suffix(".json")).write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
@@ -941,6 +1173,11 @@ def main() -> int:
         w = works["audit"]
         audit = (f"## Audit playbook: `{a.audit_playbook}` ({', '.join(w.probe_names)}) against a simulated "
                  f"`{a.audit_machine}` on N hosts\n\n" + AUDIT_METHOD + "\n\n" + summarize(rows, "audit") + "\n\n")
+    latency = ""
+    if latency_runs:
+        latency = ("## Fan-out under latency: the `host` probe through a delay proxy\n\n" + LATENCY_METHOD
+                   + f"\n\n### Latency self-check (before the table)\n\n{latency_check}\n\n"
+                   + summarize_latency(rows) + "\n\n")
     method = METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count(),
                            host_kb=works["host"].script("host").stat().st_size / 1024)
     text = (f"# Fleet benchmark results\n\nGenerated by `{cmd.strip()}` on "
@@ -949,7 +1186,7 @@ def main() -> int:
             f"## Machine\n\n{machine_description()}\n\n"
             f"## Method\n\n{method}\n\n"
             f"## CPU attribution check (`--selfcheck`, run before the fan-out)\n\n{attribution}\n\n"
-            f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}"
+            f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}{latency}"
             f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
     Path(a.out).write_text(text)
     print(text)

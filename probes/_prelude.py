@@ -8,6 +8,11 @@ import threading
 import time
 
 ENVELOPE_VERSION = 1
+# What a probe run by fleetprobe's own runner writes first (fp_main(..., announce=True)): "started
+# here, now".  The controller counts the probe's timeout from it, the watchdog below from the same
+# moment, so a slow link or a busy controller never eats into the probe's time.  The runner strips
+# it (orchestrator/engine/payload.py: START_MARK); other engines never ask for it.
+_FP_START_MARK = b"FPSTART 1\n"
 _FP_T0 = time.time()
 _FP_LOCK = threading.Lock()
 _FP_DONE = []
@@ -80,13 +85,17 @@ def _fp_emit(out_fd, name, version, status, data, ctx, extra_errors=()):
             payload = payload[n:]
 
 
-def fp_main(name, version, collect, args, deadline_s):
+def fp_main(name, version, collect, args, deadline_s, announce=False):
     # Keep library noise (NVML, CUDA, warnings) off the envelope: fd 1 becomes stderr for the
     # probe's lifetime and the envelope goes to a private duplicate of the real stdout.
     sys.stdout.flush()
     out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if announce:
+        payload = _FP_START_MARK
+        while payload:
+            payload = payload[os.write(out_fd, payload):]
     ctx = ProbeContext(args, deadline_s)
 
     def on_deadline():

@@ -84,12 +84,14 @@ def _source(path: Path) -> str:
     return path.read_text()
 
 
-def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: float = 60.0) -> bytes:
-    """The exact bytes piped to the host's interpreter for one probe run."""
+def build_script(name: str, args: dict[str, Any] | None = None, deadline_s: float = 60.0,
+                 announce: bool = False) -> bytes:
+    """The exact bytes piped to the host's interpreter for one probe run.  announce: the probe writes
+    START_MARK on stdout as it starts, before its envelope (the runner's own transports)."""
     spec = get(name)
     base = probes_dir()
     libs = [_source(base / f"{lib}.py") for lib in spec.requires]
-    return compose(_source(spec.path), args, deadline_s, libs)
+    return compose(_source(spec.path), args, deadline_s, libs, announce)
 
 
 @cache  # the same text for every host: a 500-host run decodes it once
@@ -107,21 +109,28 @@ def bundle_runner_source() -> str:
     return _source(probes_dir() / "_bundle.py")
 
 
-def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None) -> bytes:
+def compose(probe_source: str, args: dict[str, Any] | None, deadline_s: float, libs: list[str] | None = None,
+            announce: bool = False) -> bytes:
     """Prelude + libraries + probe + the call line.  Tests use it to run probes of their own."""
     head = _head(_source(probes_dir() / "_prelude.py"), tuple(libs or ()), probe_source)
-    return head + call_line(args, deadline_s).encode("utf-8")
+    return head + call_line(args, deadline_s, announce).encode("utf-8")
 
 
 # The line that runs a probe after its code.  The Ansible modules of `probe ansible-collection` carry
 # this template and fill it on the host, where their arguments are known (api/ansible_collection.py).
 CALL_TEMPLATE = "\n\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({args}), {deadline})\n"
+# The runner's own call: the probe announces its start (START_MARK) so that its timeout counts from
+# there, on the host (transport/base.py: CommandClock; docs/performance.md, "Timeouts under latency").
+ANNOUNCED_CALL_TEMPLATE = "\n\nfp_main(PROBE_NAME, PROBE_VERSION, collect, json.loads({args}), {deadline}, True)\n"
+# The prelude's _FP_START_MARK (tests/engine/test_prelude.py holds the two together).
+START_MARK = b"FPSTART 1\n"
 
 
-def call_line(args: dict[str, Any] | None, deadline_s: float) -> str:
+def call_line(args: dict[str, Any] | None, deadline_s: float, announce: bool = False) -> str:
     # Arguments travel as a JSON string literal: no inventory value is ever spliced into code.
     arg_json = json.dumps(args or {}, sort_keys=True)
-    return CALL_TEMPLATE.format(args=repr(arg_json), deadline=repr(float(deadline_s)))
+    template = ANNOUNCED_CALL_TEMPLATE if announce else CALL_TEMPLATE
+    return template.format(args=repr(arg_json), deadline=repr(float(deadline_s)))
 
 
 @lru_cache(maxsize=128)

@@ -52,7 +52,7 @@ class ProbeCall:
 class RunOptions:
     forks: int = DEFAULT_FORKS
     transport: TransportOptions = field(default_factory=TransportOptions)
-    host_deadline: float | None = None  # default: connect timeout + sum of probe timeouts
+    host_deadline: float | None = None  # default: default_host_deadline (connecting + the probes' phases)
     become: bool = False
     # Several probes on a host share one interpreter start (orchestrator/engine/bundle.py); measured in
     # docs/performance.md.  False: one `python3` per probe, as before.
@@ -295,21 +295,47 @@ def _run_bundle(transport: Transport, host: Host, calls: list[ProbeCall], option
     # The bundle writes its magic line before the first probe starts, so a host whose interpreter
     # never gets there (hung at start-up, a shell waiting on something) is given up after one probe
     # timeout instead of the whole host deadline; and the command as a whole needs no more than
-    # its probes' timeouts (the connection's share of the host deadline is spent by then).
-    limit = min(left, sum(c.timeout for c in calls) + 2 * BUNDLE_SLACK_S)
-    early = {"first_output": calls[0].timeout} if _takes_first_output(type(transport)) else {}
+    # its probes' timeouts, counted from that line: the host's clock (the bundle's budget, each
+    # probe's kill) started just before it, wherever the link or this controller was slow before.
+    limit = sum(c.timeout for c in calls) + 2 * BUNDLE_SLACK_S
+    early: dict[str, Any] = {}
+    if _takes(type(transport), "clock_on_host"):
+        early = {"first_output": calls[0].timeout, "clock_on_host": True}
+    else:
+        limit = min(left, limit)
+        if _takes(type(transport), "first_output"):
+            early = {"first_output": calls[0].timeout}
     res = transport.run(probe_command(host, options.become), script, limit, deadline=deadline, **early)
     return res, bundle.split(res, [c.name for c in calls], options.transport.max_output, options.transport.max_stderr)
 
 
 @functools.cache
-def _takes_first_output(kind: type[Transport]) -> bool:
-    """Whether a transport's run() takes `first_output` (ssh and local do; a transport that does not,
-    or a test's subclass overriding run(), is simply given the whole limit)."""
+def _takes(kind: type[Transport], keyword: str) -> bool:
+    """Whether a transport's run() takes `keyword` (`first_output`, `clock_on_host`: ssh and local do;
+    a transport that does not, or a test's subclass overriding run(), is simply given the whole limit,
+    counted from when the command was sent)."""
     try:
-        return "first_output" in inspect.signature(kind.run).parameters
+        return keyword in inspect.signature(kind.run).parameters
     except (TypeError, ValueError, AttributeError):
         return False
+
+
+def _without_start_mark(res: CommandResult) -> CommandResult:
+    """A lone probe's answer without the start mark it wrote first (payload.START_MARK)."""
+    if res.stdout.startswith(probes.START_MARK):
+        return dataclasses.replace(res, stdout=res.stdout[len(probes.START_MARK):])
+    return res
+
+
+def default_host_deadline(calls: list[ProbeCall], options: RunOptions, bundled: bool) -> float:
+    """A host's whole budget when RunOptions.host_deadline is not set: connecting with its retries, then per
+    command the link's share (reaching the host), the wait for the script to start (one probe timeout)
+    and the probes' own time on the host, as the transport's CommandClock counts them."""
+    t = options.transport
+    connecting = t.connect_timeout * (t.retries + 1)
+    if bundled:
+        return connecting + t.connect_timeout + calls[0].timeout + sum(c.timeout for c in calls) + 2 * BUNDLE_SLACK_S
+    return connecting + sum(t.connect_timeout + 2 * c.timeout for c in calls)
 
 
 NOT_STARTED_REASON = "host deadline exhausted before this probe"
@@ -367,11 +393,10 @@ def _bundled_answer(i: int, call: ProbeCall, whole: CommandResult, answer: bundl
 def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
              stop: threading.Event, active: dict[str, Transport], lock: threading.Lock) -> HostResult:
     t0 = time.monotonic()
-    deadline = options.host_deadline or (options.transport.connect_timeout * (options.transport.retries + 1)
-                                         + sum(c.timeout for c in calls))
     results: dict[str, ProbeResult] = {}
     transport: Transport | None = None
     bundled = bundles(host, calls, options)
+    deadline = options.host_deadline or default_host_deadline(calls, options, bundled)
     topts = options.transport
     if bundled:  # each probe keeps its own caps on the host; the whole answer may hold them all
         topts = dataclasses.replace(topts, max_output=bundle.transport_cap(len(calls), topts.max_output,
@@ -417,9 +442,15 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                     continue
                 timeout = min(call.timeout, left)
                 args = {**call.args, **host_probe_args(host, call.name)}
-                script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S))
+                # the probe announces its start, and its timeout counts from there (CommandClock):
+                # the link's and this controller's delays before it are not the probe's
+                on_host = _takes(type(transport), "clock_on_host")
+                script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S),
+                                             announce=on_host)
+                clock = {"first_output": timeout, "clock_on_host": True} if on_host else {}
                 try:
-                    res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline)
+                    res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline,
+                                        **clock)
                 except TransportError as e:
                     if stop.is_set():
                         raise _Cancelled() from None
@@ -427,6 +458,7 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
                     break
                 if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
                     raise _Cancelled()
+                res = _without_start_mark(res)
             results[call.name] = classify(host, call, res, cap=options.transport.max_output)
             if not from_frame and _no_interpreter(res):
                 # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.

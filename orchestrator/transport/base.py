@@ -27,6 +27,64 @@ class CommandResult:
     retried: int = 0  # connection attempts that failed and were retried before this one got through
 
 
+@dataclass
+class CommandClock:
+    """When a command is given up: one deadline, moved as the command shows it has reached the host.
+
+    Plain (`on_host` False): `timeout` counts from the start (the session request), and, with
+    `first_output`, the first stdout byte must come within that many seconds of the start.
+
+    `on_host` (the runner's probe scripts, whose first stdout bytes announce that they started: a
+    bundle's magic line, a lone probe's start mark): the probe's timeout is the host's time, not the
+    link's or this controller's.  Reaching the host (opening the session, the exec request) gets `reach`
+    seconds, the connection's share; from the exec reply, the first stdout byte must come within
+    `first_output` (default `timeout`); from that byte, `timeout`: the host's own clock started just
+    before it, and the probe's watchdog holds it to the same timeout there.  A slow link or a busy
+    controller moves every phase's start later, so it never eats into the probe's time; a probe that
+    hangs on the host is still given up at its timeout (docs/performance.md, "Timeouts under latency").
+
+    `hard`, a time.monotonic() value (the host's deadline), caps every phase.
+    """
+
+    started: float
+    timeout: float
+    first_output: float | None = None
+    on_host: bool = False
+    reach: float = 10.0
+    hard: float | None = None
+    end: float = field(init=False)
+    spoke: bool = field(init=False, default=False)  # the first stdout byte arrived
+
+    def __post_init__(self) -> None:
+        if self.on_host:
+            self.end = self._cap(self.started + self.reach)
+        elif self.first_output is not None:
+            self.end = self._cap(self.started + min(self.first_output, self.timeout))
+        else:
+            self.end = self._cap(self.started + self.timeout)
+
+    def _cap(self, t: float) -> float:
+        return t if self.hard is None else min(t, self.hard)
+
+    def reached(self, now: float) -> None:
+        """The host accepted the command (sshd's exec reply; a local process spawned)."""
+        if self.on_host and not self.spoke:
+            self.end = self._cap(now + (self.timeout if self.first_output is None else self.first_output))
+
+    def output(self, now: float) -> None:
+        """Stdout bytes arrived."""
+        if self.spoke:
+            return
+        self.spoke = True
+        if self.on_host:
+            self.end = self._cap(now + self.timeout)
+        elif self.first_output is not None:
+            self.end = self._cap(self.started + self.timeout)
+
+    def left(self, now: float) -> float:
+        return self.end - now
+
+
 class FailureKind(str, Enum):
     """Why a transport gave up, and the probe outcome that makes for the host.
 

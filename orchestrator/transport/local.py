@@ -15,7 +15,7 @@ import subprocess
 import time
 
 from orchestrator.inventory.model import Host
-from orchestrator.transport.base import CommandResult, TransportCapabilities, TransportOptions
+from orchestrator.transport.base import CommandClock, CommandResult, TransportCapabilities, TransportOptions
 
 READ_CHUNK = 65536
 
@@ -28,19 +28,17 @@ class LocalTransport:
         self.options = options or TransportOptions()
 
     # run(first_output=S): the first stdout byte must arrive within S seconds, else the command is
-    # timed out then (the runner asks it of a bundle, which announces itself at once).
+    # timed out then (the runner asks it of a bundle, which announces itself at once); with
+    # clock_on_host, `timeout` counts from that first byte (base.CommandClock).
     def run(
         self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
-        first_output: float | None = None,
+        first_output: float | None = None, clock_on_host: bool = False,
     ) -> CommandResult:
         """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`
         (or at `first_output` s when stdout is still empty then)."""
         limit = self.options.command_timeout if timeout is None else timeout
-        if deadline is not None:
-            limit = min(limit, deadline - time.monotonic())
         started = time.monotonic()
-        deadline = started + max(limit, 0.0)
-        first_by = started + first_output if first_output is not None else None
+        clock = CommandClock(started, max(limit, 0.0), first_output, on_host=clock_on_host, reach=0.0, hard=deadline)
         proc = subprocess.Popen(
             ["/bin/sh", "-c", command],
             stdin=subprocess.PIPE,
@@ -50,6 +48,7 @@ class LocalTransport:
             close_fds=True,
         )
         self._proc: subprocess.Popen[bytes] | None = proc
+        clock.reached(time.monotonic())
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         out = bytearray()
         err = bytearray()
@@ -66,8 +65,7 @@ class LocalTransport:
             sel.register(proc.stderr, selectors.EVENT_READ)
             open_outputs = 2
             while open_outputs and not out_trunc:
-                until = deadline if first_by is None or out else min(deadline, first_by)
-                remaining = until - time.monotonic()
+                remaining = clock.left(time.monotonic())
                 if remaining <= 0:
                     break
                 for key, _ in sel.select(timeout=remaining):
@@ -89,6 +87,7 @@ class LocalTransport:
                         sel.unregister(f)
                         open_outputs -= 1
                     elif f is proc.stdout:
+                        clock.output(time.monotonic())
                         room = self.options.max_output - len(out)
                         if len(data) > room:
                             out += data[:room]
@@ -108,7 +107,7 @@ class LocalTransport:
                 _kill_group(proc)
             else:
                 try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    proc.wait(timeout=max(0.0, clock.left(time.monotonic())))
                 except subprocess.TimeoutExpired:
                     timed_out = True
                     _kill_group(proc)

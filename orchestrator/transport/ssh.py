@@ -5,8 +5,9 @@ Every wait is bounded:
   shares one budget of `connect_timeout` seconds per attempt; a watchdog shuts the sockets when
   it runs out, because Paramiko's own banner timeout restarts on every byte and a server that
   drips one byte per second would otherwise hold us forever;
-* a command gets `timeout` seconds from the moment its channel is requested; at the deadline the
-  channel is closed and the result says timed_out.
+* a command gets `timeout` seconds from the moment its channel is requested, or, for the runner's
+  probe scripts (`clock_on_host`), from their first stdout bytes, which they write as they start on
+  the host (base.CommandClock); at the deadline the channel is closed and the result says timed_out.
 Only connection errors that look transient (refused, reset or closed before the banner, which is
 what sshd does past MaxStartups) are retried, with jittered backoff. Authentication and host-key
 failures are never retried: they will not fix themselves and retrying can lock accounts.
@@ -33,6 +34,7 @@ from paramiko.ssh_exception import SSHException
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import (
+    CommandClock,
     CommandResult,
     FailureKind,
     TransportCapabilities,
@@ -286,24 +288,25 @@ class SshTransport:
 
     def run(
         self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
-        first_output: float | None = None,
+        first_output: float | None = None, clock_on_host: bool = False,
     ) -> CommandResult:
         """Run `command` (no pty), feed it `stdin`; the command gets `timeout` s (default command_timeout).
 
         Connects first if needed (connect_timeout per attempt, see connect()). `deadline`, a
-        time.monotonic() value, bounds connecting and the command together. Raises TransportError
+        time.monotonic() value, bounds connecting and the command together. `first_output` and
+        `clock_on_host`: when the timeout starts counting (base.CommandClock). Raises TransportError
         when the host cannot be reached or the connection dies mid-command.
         """
         limit = self.options.command_timeout if timeout is None else timeout
         self.connect(deadline)
-        if deadline is not None:
-            limit = min(limit, deadline - time.monotonic())
         assert self._conn is not None
         transport = self._conn.client.get_transport()
         started = time.monotonic()
-        deadline = started + max(limit, 0.0)
+        clock = CommandClock(started, max(limit, 0.0), first_output, on_host=clock_on_host,
+                             reach=self.options.connect_timeout, hard=deadline)
         try:
-            chan = transport.open_session(timeout=max(0.001, min(self.options.connect_timeout, limit)))
+            chan = transport.open_session(
+                timeout=max(0.001, min(self.options.connect_timeout, clock.left(time.monotonic()))))
         except (SSHException, EOFError, OSError) as e:
             if not transport.is_active():
                 self._drop()
@@ -321,26 +324,20 @@ class SshTransport:
         expired = threading.Event()
 
         def expire() -> None:
+            if clock.left(time.monotonic()) > 0.001:
+                return  # the clock moved on (the command reached the host): the read loop keeps it now
             expired.set()
             _kill_remote(chan)
             _close_channel(chan)
 
         # exec_command() and sendall() have no timeouts of their own: closing the channel wakes them
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
+        timer = threading.Timer(max(0.0, clock.left(time.monotonic())), expire)
         timer.daemon = True
         timer.start()
-        spoke = threading.Event()  # set at the first stdout byte
-        silent: threading.Timer | None = None
-        if first_output is not None and started + first_output < deadline:
-            silent = threading.Timer(max(0.0, first_output), lambda: None if spoke.is_set() else expire())
-            silent.daemon = True
-            silent.start()
         try:
-            return self._exchange(chan, transport, command, stdin, deadline, started, expired, spoke)
+            return self._exchange(chan, transport, command, stdin, clock, expired)
         finally:
             timer.cancel()
-            if silent is not None:
-                silent.cancel()
             _close_channel(chan)
 
     def _exchange(
@@ -349,16 +346,15 @@ class SshTransport:
         transport: paramiko.Transport,
         command: str,
         stdin: bytes,
-        deadline: float,
-        started: float,
+        clock: CommandClock,
         expired: threading.Event,
-        spoke: threading.Event | None = None,
     ) -> CommandResult:
         out = bytearray()
         err = bytearray()
         out_cap = self.options.max_output
         err_cap = self.options.max_stderr
         out_trunc = err_trunc = False
+        started = clock.started
         try:
             chan.exec_command(command)
         except (SSHException, EOFError, OSError) as e:
@@ -372,6 +368,7 @@ class SshTransport:
                 f"{self.label()}: sshd refused to run the command ({one_line(e)})",
                 retried=self.retried,
             ) from e
+        clock.reached(time.monotonic())
         writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
         writer.start()
         fd = chan.fileno()  # readable whenever stdout or stderr has data, or on EOF/close
@@ -383,8 +380,8 @@ class SshTransport:
             if chan.recv_ready():
                 data = chan.recv(READ_CHUNK)
                 progressed = True
-                if spoke is not None and data:
-                    spoke.set()
+                if data:
+                    clock.output(time.monotonic())
                 room = out_cap - len(out)
                 if len(data) > room:
                     out.extend(data[:room])
@@ -411,7 +408,7 @@ class SshTransport:
                 while not out_trunc and pump():
                     pass
                 break
-            remaining = deadline - time.monotonic()
+            remaining = clock.left(time.monotonic())
             if remaining <= 0:
                 break
             try:
@@ -421,8 +418,7 @@ class SshTransport:
         # the exit status can arrive after EOF
         timed_out = expired.is_set()
         if not out_trunc and not timed_out:
-            remaining = deadline - time.monotonic()
-            if not chan.status_event.wait(max(0.0, remaining)):
+            if not chan.status_event.wait(max(0.0, clock.left(time.monotonic()))):
                 timed_out = True
             timed_out = timed_out or expired.is_set()
         status = chan.exit_status if chan.status_event.is_set() else -1

@@ -10,24 +10,18 @@ upstream closes the client's side, and each connection goes to the address the c
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_delayproxy", REPO / "bench" / "delayproxy.py")
-assert _spec and _spec.loader
-delayproxy = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = delayproxy  # dataclasses look their module up there
-_spec.loader.exec_module(delayproxy)
+from tests.support.delay import delayproxy as _load
+
+delayproxy = _load()
 
 pytestmark = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")), reason="needs gcc")
 
@@ -190,15 +184,15 @@ def test_a_close_from_the_server_reaches_the_client(proxied) -> None:
 def test_a_refused_upstream_closes_the_client_side() -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         dead_port = s.getsockname()[1]  # closed again: nothing listens there
-    with delayproxy.DelayProxy.start(dead_port, 50, bind="127.0.0.1") as proxy:
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as c:
-            t0 = time.monotonic()
-            try:
-                got = c.recv(10)
-            except ConnectionResetError:
-                got = b""
-            assert got == b""
-            assert time.monotonic() - t0 < 1.0
+    with delayproxy.DelayProxy.start(dead_port, 50, bind="127.0.0.1") as proxy, \
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as c:
+        t0 = time.monotonic()
+        try:
+            got = c.recv(10)
+        except ConnectionResetError:
+            got = b""
+        assert got == b""
+        assert time.monotonic() - t0 < 1.0
 
 
 def test_each_connection_goes_to_the_address_the_client_dialed(proxied) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -81,3 +82,18 @@ def test_envelope_parser_rejects_garbage_with_one_line_reasons() -> None:
             assert "\n" not in str(e) and str(e)
         else:
             raise AssertionError(f"accepted {raw!r}")
+
+
+def test_an_announced_probe_writes_the_start_mark_first_then_its_one_envelope() -> None:
+    prelude = ast.parse((probes.probes_dir() / "_prelude.py").read_text())
+    marks = [ast.literal_eval(n.value) for n in prelude.body if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "_FP_START_MARK" for t in n.targets)]
+    assert marks == [probes.START_MARK]  # the runner strips what the prelude writes
+    body = "import os\ndef collect(ctx):\n    os.write(1, b'noise')\n    return {'n': 1}\n"
+    script = probes.compose(HEADER + body, {}, 10.0, announce=True)
+    r = subprocess.run([sys.executable, "-I", "-S", "-"], input=script, capture_output=True, timeout=30)
+    assert r.stdout.startswith(probes.START_MARK)
+    env = parse_envelope(r.stdout[len(probes.START_MARK):], "t")
+    assert env.status == "ok" and env.data == {"n": 1}
+    # other engines (the Ansible modules, `probe bundle`, the benchmark's peers) never get the mark
+    assert not run_probe(body).stdout.startswith(probes.START_MARK)
