@@ -14,6 +14,9 @@ processes is ever reaped by this one.  Results go to bench/RESULTS.md, regenerat
     BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible python bench/fleet_bench.py \\
         --sizes 10,100,500,1000 --audit-sizes 10,100
     python bench/fleet_bench.py --selfcheck    # only the controller / host-side CPU attribution check
+    # the fan-out under latency, through bench/delayproxy.c (docs/performance.md, "Fan-out under latency"):
+    python bench/fleet_bench.py --sizes '' --rtt-ms 20,100 --rtt-sizes 500,1000 --rtt-forks 32,128,256,512 \
+        --ansible-max 500 --controller-sizes ''
 
 Run as root it creates the login user `fpbench`.  Not part of the test suite.
 """
@@ -868,12 +871,14 @@ def plan_latency(rtts: list[float], sizes: list[int], forks_list: list[int], too
     """(rtt_ms, n, forks, repeat, tool) in run order: per (rtt, n, forks) and repeat every tool once, the
     starting tool rotated, as `plan` does."""
     out: list[tuple[float, int, int, int, str]] = []
+    cell = 0
     for rep in range(repeats):
         for rtt in rtts:
             for n in sizes:
                 for fk in forks_list:
                     todo = [t for t in tools if n <= limits.get(t, n)]
-                    k = (rep + len(out)) % len(todo) if todo else 0
+                    k = (rep + cell) % len(todo) if todo else 0
+                    cell += 1
                     out.extend((rtt, n, fk, rep, t) for t in todo[k:] + todo[:k])
     return out
 
