@@ -154,7 +154,7 @@ def summarize_run(path: Path) -> RunSummary:
         # the previous run for drift)
         _tally(summary, s)
     else:
-        fleet, fwhy = _read_json(path / "fleet.json")
+        fleet, fwhy = _read_json(path / "fleet.json", read_fleet)
         if fleet is None:
             problems.append(fwhy)
     meta = run or (fleet.get("run") if fleet and isinstance(fleet.get("run"), dict) else None) or {}
