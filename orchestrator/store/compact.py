@@ -10,8 +10,9 @@ probe, a hand-edited file) round-trips exactly:
   (`{"@some": [row, ...], "v": [...]}`);
 * a list whose items are all equal is `{"@all": value, "n": count}` (a column of defaults:
   `acs: null` on every device is written once);
-* a list of few distinct values names them once and indexes them (`{"@enum": [values], "i": [0, 1, 0]}`):
-  devices referenced by bus id, link states, a matrix's rows, a GPU's PCIe link;
+* a list of few distinct values names them once and indexes them (`{"@enum": [values], "i": "010"}`,
+  one character per item while there are at most 62 values, else a list of numbers): devices
+  referenced by bus id, link states, a matrix's cells, a GPU's PCIe link;
 * an object whose first key starts with "@" (what the markers look like) is kept verbatim under
   `{"@v": ...}`, so no data is ever read as a marker.
 
@@ -71,6 +72,9 @@ def decode(value: Any) -> Any:
 
 
 _CONTAINERS = (dict, list)
+# an enum's indices, one character each while it has at most 62 values ("0a1" is [0, 10, 1])
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_CODE = {ch: i for i, ch in enumerate(_DIGITS)}
 _LISTLIKE = (dict, list, tuple)
 
 
@@ -135,9 +139,10 @@ def _encode_list(items: list[Any]) -> Any:
     if len(values) == 1:
         return {"@all": encode(items[0]), "n": n}
     plain = sum(sizes[c] for c in codes) + n
-    indexed = sum(sizes) + len(sizes) + n * (2 if len(values) <= 10 else 3) + 16
+    short = len(values) <= len(_DIGITS)
+    indexed = sum(sizes) + len(sizes) + n * (1 if short else 4) + 16
     if indexed < plain:
-        return {"@enum": [encode(x) for x in values], "i": codes}
+        return {"@enum": [encode(x) for x in values], "i": "".join(_DIGITS[c] for c in codes) if short else codes}
     return [x if type(x) not in _CONTAINERS else encode(x) for x in items]
 
 
@@ -199,9 +204,12 @@ def _decode_list(obj: Any) -> list[Any]:
         return [decode(item) for _ in range(obj["n"])]  # equal but separate values, as json.loads gives
     if first == "@enum":
         values = obj["@enum"]
+        codes = obj["i"]
+        if type(codes) is str:
+            codes = [_CODE[ch] for ch in codes]
         if not any(type(v) in _CONTAINERS for v in values):
-            return [values[i] for i in obj["i"]]
-        return [decode(values[i]) for i in obj["i"]]
+            return [values[i] for i in codes]
+        return [decode(values[i]) for i in codes]
     if first == "@nest":
         lens = obj["@nest"]
         flat = _decode_list(obj["v"])
@@ -238,9 +246,22 @@ def encode_host(record: dict[str, Any]) -> dict[str, Any]:
     """One fleet.json host record as schema 2 writes it: its own keys stay (name, outcome, facts,
     ...), so the spool can still append the fleet-wide ones to its text (spool.set_classes)."""
     if not isinstance(record, dict) or not _plain_keys(record):
-        out: dict[str, Any] = encode(record)
+        out: dict[str, Any] = _safe(record)
         return out
-    return {k: (v if type(v) not in _LISTLIKE else encode(v)) for k, v in record.items()}
+    facts = record.get("facts")
+    return {k: (v if type(v) not in _LISTLIKE
+                else {s: _safe(x) for s, x in v.items()} if k == "facts" and type(facts) is dict and _plain_keys(facts)
+                else _safe(v))
+            for k, v in record.items()}
+
+
+def _safe(value: Any) -> Any:
+    """encode(value), or the value verbatim when it nests deeper than the codec recurses (json
+    itself writes it; the budget, facts/normalize/budget.py, keeps real records far shallower)."""
+    try:
+        return encode(value)
+    except RecursionError:
+        return {"@v": value}
 
 
 def decode_host(stored: dict[str, Any]) -> dict[str, Any]:
