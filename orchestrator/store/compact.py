@@ -13,7 +13,7 @@ probe, a hand-edited file) round-trips exactly:
 * a list of few distinct values names them once and indexes them (`{"@enum": [values], "i": "010"}`,
   one character per item while there are at most 62 values, else a list of numbers): devices
   referenced by bus id, link states, a matrix's cells, a GPU's PCIe link;
-* an object whose first key starts with "@" (what the markers look like) is kept verbatim under
+* an object with a key that starts with "@" (what the markers look like) is kept verbatim under
   `{"@v": ...}`, so no data is ever read as a marker.
 
 Each column and each distinct value is encoded the same way again, so the NVLink links of a GPU,
@@ -79,12 +79,10 @@ _LISTLIKE = (dict, list, tuple)
 
 
 def _plain_keys(d: dict[Any, Any]) -> bool:
-    """Keys json writes as they are and the decoder never mistakes for a marker."""
-    first = True
+    """Keys json writes as they are and no marker's ("@..."): such an object is written as it is."""
     for k in d:
-        if not isinstance(k, str) or (first and k.startswith(_MARK)):
+        if not isinstance(k, str) or k[:1] == _MARK:
             return False
-        first = False
     return True
 
 

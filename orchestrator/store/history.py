@@ -331,7 +331,10 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
     if data is None:
         raise RunNotFound(f"{run_dir}: {why}; {PARTIAL_RUN}")
-    problem = fleet_problem(data)
+    try:
+        problem = fleet_problem(data)
+    except ValueError as e:  # a host record read through the index that does not parse or decode
+        problem = str(e)
     if problem:
         raise RunNotFound(f"{run_dir}: fleet.json is unreadable: {problem}; {PARTIAL_RUN}")
     return data
