@@ -80,10 +80,7 @@ _LISTLIKE = (dict, list, tuple)
 
 def _plain_keys(d: dict[Any, Any]) -> bool:
     """Keys json writes as they are and no marker's ("@..."): such an object is written as it is."""
-    for k in d:
-        if not isinstance(k, str) or k[:1] == _MARK:
-            return False
-    return True
+    return all(isinstance(k, str) and k[:1] != _MARK for k in d)
 
 
 def _key(x: Any) -> Any:
@@ -265,7 +262,7 @@ def _safe(value: Any) -> Any:
 def decode_host(stored: dict[str, Any]) -> dict[str, Any]:
     """A schema-2 host record as every reader reads it (the schema-1 shape).  ValueError when it is
     not what encode_host writes (a damaged or hand-edited file)."""
-    return _checked(decode, stored)  # type: ignore[no-any-return]
+    return _checked(decode, stored)
 
 
 def _checked(fn: Callable[[Any], Any], stored: Any) -> Any:
