@@ -25,6 +25,7 @@ corpus, text imports and hostile shapes.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,14 +97,18 @@ def _key(x: Any) -> Any:
 
 def _size(key: Any, value: Any) -> int:
     """About how many characters `value` takes in JSON (the choice of a form only needs about)."""
-    if isinstance(key, str):
-        return len(key)
-    t = key[0]
+    t = type(value)
     if t is str:
         return len(value) + 2
+    if t in _LISTLIKE:
+        return len(key)  # its JSON text
     if t is float:
-        return len(key[1])
+        return len(repr(value))
     return 4 if value is None or value is True else (5 if value is False else len(str(value)))
+
+
+# items of these types are equal exactly when their JSON texts are, unless bool and int meet (True == 1)
+_HASHED_AS_IS = frozenset((str, int, bool, type(None)))
 
 
 def _encode_list(items: list[Any]) -> Any:
@@ -116,29 +121,25 @@ def _encode_list(items: list[Any]) -> Any:
         return _nest(items)
     if n < _MIN_RUN:
         return [encode(x) for x in items]
+    types = set(map(type, items))
     try:
-        keys = [_key(x) for x in items]
+        keys = items if types <= _HASHED_AS_IS and not (bool in types and int in types) else list(map(_key, items))
     except (TypeError, ValueError):  # not JSON data: its items as they are (json's default=str writes them)
         return [encode(x) for x in items]
-    index: dict[Any, int] = {}
-    values: list[Any] = []
-    sizes: list[int] = []
-    codes = []
-    for k, x in zip(keys, items):
-        code = index.get(k)
-        if code is None:
-            code = index[k] = len(values)
-            values.append(x)
-            sizes.append(_size(k, x))
-        codes.append(code)
-    if len(values) == 1:
+    count = Counter(keys)
+    if len(count) == 1:
         return {"@all": encode(items[0]), "n": n}
-    plain = sum(sizes[c] for c in codes) + n
-    short = len(values) <= len(_DIGITS)
-    indexed = sum(sizes) + len(sizes) + n * (1 if short else 4) + 16
-    if indexed < plain:
-        return {"@enum": [encode(x) for x in values], "i": "".join(_DIGITS[c] for c in codes) if short else codes}
-    return [x if type(x) not in _CONTAINERS else encode(x) for x in items]
+    first = dict(zip(keys, items))  # key -> its value (equal keys: equal values)
+    sizes = {k: _size(k, x) for k, x in first.items()}
+    plain = sum(sizes[k] * c for k, c in count.items()) + n
+    short = len(count) <= len(_DIGITS)
+    indexed = sum(sizes.values()) + len(sizes) + n * (1 if short else 4) + 16
+    if indexed >= plain:
+        return [x if type(x) not in _CONTAINERS else encode(x) for x in items]
+    code = {k: i for i, k in enumerate(count)}  # Counter keeps first-seen order
+    codes = list(map(code.__getitem__, keys))
+    return {"@enum": [encode(x) for x in first.values()],
+            "i": "".join(map(_DIGITS.__getitem__, codes)) if short else codes}
 
 
 def _nest(lists: list[list[Any]]) -> dict[str, Any]:
