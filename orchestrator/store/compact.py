@@ -233,7 +233,7 @@ def _decode_list(obj: Any) -> list[Any]:
                 for row, v in zip(rows, _decode_list(enc)):
                     row[col] = v
         return rows
-    raise ValueError(f"fleet.json: unknown marker {first!r}")
+    raise ValueError(f"a schema-2 value that does not decode (unknown form {first!r})")
 
 
 # ------------------------------------------------------------------------- host records and files

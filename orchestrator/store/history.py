@@ -110,8 +110,10 @@ def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[d
         return None, f"no {path.name}"
     except (OSError, UnicodeDecodeError) as e:
         return None, f"{path.name} unreadable: {e}"
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return None, f"{path.name} is not valid JSON ({e})"
+    except ValueError as e:  # valid JSON, but a schema-2 value that does not decode (store/compact.py)
+        return None, f"{path.name} is unreadable: {e}"
     if not isinstance(data, dict):
         return None, f"{path.name} is not a JSON object"
     return data, ""

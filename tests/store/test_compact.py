@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,22 @@ def test_what_the_codec_cannot_nest_that_deep_is_kept_verbatim() -> None:
 def test_a_damaged_record_is_one_value_error(bad: Any) -> None:
     with pytest.raises(ValueError):
         decode_host({"name": "h", "facts": {"x": bad}})
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_damaged_schema_2_file_is_run_not_found(tmp_path: Path, indexed: bool) -> None:
+    from orchestrator.store.fleet_file import INDEX_NAME, write_fleet
+    from orchestrator.store.history import RunNotFound, load_fleet
+
+    rec = {"name": "h", "outcome": "ok", "probes": {}, "facts": {"x": {"devices": [{"a": i, "b": 0} for i in range(5)]}}}
+    path = write_fleet(tmp_path / "fleet.json", {"schema_version": 1, "run": {"id": "r"}, "summary": {},
+                                                 "hosts": [rec], "classes": [], "findings": [], "silenced": []})
+    st = path.stat()
+    text = path.read_text()
+    assert '"@table":5' in text
+    path.write_text(text.replace('"@table":5', '"@tablx":5', 1))  # same length: the index still matches
+    os.utime(path, ns=(st.st_mtime_ns, st.st_mtime_ns))
+    if not indexed:
+        (tmp_path / INDEX_NAME).unlink()
+    with pytest.raises(RunNotFound, match=r"fleet\.json is unreadable: .*schema-2 value that does not decode"):
+        load_fleet(tmp_path)
