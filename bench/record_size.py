@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.store.atomic import encode_json  # noqa: E402
-from orchestrator.store.compact import decode_host, encode, host_text  # noqa: E402
+from orchestrator.store.compact import decode_host, encode, encode_fleet, host_text  # noqa: E402
 
 PLAYBOOKS = ("audit", "premigration", "quick")
 TARGETS = {"audit": 30_000, "premigration": 40_000}  # issue 22, bytes per DGX H100 host
@@ -77,8 +77,11 @@ def measure(repeats: int = 5) -> dict[str, Any]:
         dumps_ms = [_best_ms(encode_json, h, repeats) for h in recs]
         loads_ms = [_best_ms(json.loads, encode_json(h), repeats) for h in recs]
         assert all(decode_host(json.loads(t)) == json.loads(encode_json(h)) for t, h in zip(texts, recs))
+        whole_v1 = len(encode_json(fleet))
+        whole_v2 = len(encode_json(encode_fleet(fleet)))
         results["playbooks"][book] = {
             "hosts": len(recs),
+            "fleet_json_bytes": {"v1": whole_v1, "v2": whole_v2, "hosts": len(fleet["hosts"])},
             "v1_bytes": {"mean": round(statistics.mean(v1)), "max": max(v1)},
             "v2_bytes": {"mean": round(statistics.mean(v2)), "max": max(v2)},
             "target_bytes": TARGETS.get(book),
@@ -105,6 +108,10 @@ def markdown(r: dict[str, Any]) -> str:
                      f"{p['v2_bytes']['mean']:,} ({p['v2_bytes']['max']:,}) | {target} | "
                      f"{p['findings_per_host_bytes']['v1']:,} → {p['findings_per_host_bytes']['v2']:,} | "
                      f"{ms['encode_v2']} / {ms['decode_v2']} | {ms['dumps_v1']} / {ms['loads_v1']} |")
+    lines += ["", "Whole fleet.json of the demo (every host, findings and all): "
+              + ", ".join(f"{b} {p['fleet_json_bytes']['v1'] / 1e6:.2f} MB → {p['fleet_json_bytes']['v2'] / 1e6:.2f} MB"
+                          for b, p in r["playbooks"].items())
+              + f" ({next(iter(r['playbooks'].values()))['fleet_json_bytes']['hosts']} hosts)."]
     book = "premigration"
     key = next(k for k in r["playbooks"][book] if k.startswith("parts_"))
     lines += ["", f"Where the bytes go ({book}, {key[6:]}): schema 1 → schema 2", "",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,13 @@ _LISTLIKE = (dict, list, tuple)
 
 def _plain_keys(d: dict[Any, Any]) -> bool:
     """Keys json writes as they are and no marker's ("@..."): such an object is written as it is."""
-    return all(isinstance(k, str) and k[:1] != _MARK for k in d)
+    try:
+        return not any(map(_AT_MARK, d))
+    except (AttributeError, TypeError):  # a key that is not a string
+        return False
+
+
+_AT_MARK = methodcaller("startswith", _MARK)
 
 
 def _key(x: Any) -> Any:
@@ -113,15 +120,16 @@ _HASHED_AS_IS = frozenset((str, int, bool, type(None)))
 
 def _encode_list(items: list[Any]) -> Any:
     n = len(items)
-    if n >= _MIN_TABLE and all(type(x) is dict for x in items):
-        table = _table(items)
-        if table is not None:
-            return table
-    if n >= _MIN_TABLE and all(type(x) is list for x in items):
-        return _nest(items)
+    types = set(map(type, items))
+    if n >= _MIN_TABLE and len(types) == 1:
+        if dict in types:
+            table = _table(items)
+            if table is not None:
+                return table
+        elif list in types:
+            return _nest(items)
     if n < _MIN_RUN:
         return [encode(x) for x in items]
-    types = set(map(type, items))
     try:
         keys = items if types <= _HASHED_AS_IS and not (bool in types and int in types) else list(map(_key, items))
     except (TypeError, ValueError):  # not JSON data: its items as they are (json's default=str writes them)
@@ -152,20 +160,23 @@ def _nest(lists: list[list[Any]]) -> dict[str, Any]:
 
 def _table(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Rows as columns, or None when the rows' keys cannot be put in one order (or look like markers)."""
-    for row in rows:
-        if not _plain_keys(row):
-            return None
     first = list(rows[0])
     if all(len(row) == len(first) and list(row) == first for row in rows):  # the usual case: one shape
+        if not _plain_keys(rows[0]):
+            return None
         out: dict[str, Any] = {"@table": len(rows)}
         for c in first:
             out[c] = _encode_list([row[c] for row in rows])
         return out
+    if not all(map(_plain_keys, rows)):
+        return None
+    row_shapes = [tuple(row) for row in rows]
+    shapes = list(dict.fromkeys(row_shapes))  # the few distinct key sequences, in first-seen order
     cols: list[str] = []
     seen: set[str] = set()
-    for row in rows:
+    for shape in shapes:
         at = 0
-        for k in row:
+        for k in shape:
             if k in seen:
                 at = cols.index(k) + 1
             else:
@@ -173,18 +184,18 @@ def _table(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
                 seen.add(k)
                 at += 1
     order = {k: i for i, k in enumerate(cols)}
-    for row in rows:
-        pos = [order[k] for k in row]
+    for shape in shapes:
+        pos = [order[k] for k in shape]
         if pos != sorted(pos):
             return None  # two rows order their keys differently: a table would change one of them
+    keysets = {shape: set(shape) for shape in shapes}
     out = {"@table": len(rows)}
     for c in cols:
-        present = [i for i, row in enumerate(rows) if c in row]
-        column = [rows[i][c] for i in present]
-        if len(present) == len(rows):
-            out[c] = _encode_list(column)
+        if all(c in ks for ks in keysets.values()):
+            out[c] = _encode_list([row[c] for row in rows])
         else:
-            out[c] = {"@some": present, "v": _encode_list(column)}
+            present = [i for i, shape in enumerate(row_shapes) if c in keysets[shape]]
+            out[c] = {"@some": present, "v": _encode_list([rows[i][c] for i in present])}
     return out
 
 
