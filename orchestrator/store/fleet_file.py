@@ -7,6 +7,9 @@ fleet.index.json beside it, the byte range of every host record, and the reader 
 small rest of the document; the hosts come back as records read one at a time on demand
 (spool.SpooledRecords).  Without a matching index (older runs, a file edited by hand)
 fleet.json is parsed whole, as before.
+
+Files are written in schema 2 (store/compact.py) and read in either schema: a reader always gets
+the schema-1 shape facts/model.py describes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.store import atomic
+from orchestrator.store import atomic, compact
 from orchestrator.store.spool import SpooledRecords
 
 INDEX_NAME = "fleet.index.json"
@@ -24,7 +27,9 @@ INDEX_VERSION = 1
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
-    """fleet.json exactly as atomic.write_json writes it, then its index (both atomically)."""
+    """fleet.json in schema 2 (store/compact.py: each value as compact.encode writes it), then its
+    index (both atomically)."""
+    fleet = {**fleet, "schema_version": compact.SCHEMA_VERSION}
     entries: list[list[Any]] = []
 
     def chunks() -> Iterator[bytes]:
@@ -40,14 +45,15 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
         for i, (key, value) in enumerate(fleet.items()):
             yield put(("," if i else "") + atomic.encode_json(key) + ":")
             if key != "hosts":
-                yield from map(put, atomic.iter_json(value))
+                yield from map(put, atomic.iter_json(compact.encode(value)))
                 continue
             yield put("[")
             records: Iterable[tuple[Any, str]]
             if isinstance(value, SpooledRecords):
-                records = zip(value.names(), (value.text(j) for j in range(len(value))))
+                records = zip(value.names(), (compact.recode_text(value.text(j), value.version)
+                                              for j in range(len(value))))
             else:
-                records = ((rec.get("name"), atomic.encode_json(rec)) for rec in value)
+                records = ((rec.get("name"), compact.host_text(rec)) for rec in value)
             for j, (name, text) in enumerate(records):
                 if j:
                     yield put(",")
@@ -89,7 +95,7 @@ def read_fleet(path: Path) -> Any:
     Raises OSError/UnicodeDecodeError/ValueError like json.loads(path.read_text())."""
     hosts = _index(path)
     if not hosts:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
     start, end = hosts[0][1], hosts[-1][1] + hosts[-1][2]
     with open(path, "rb") as f:
         head = f.read(start)
@@ -97,8 +103,11 @@ def read_fleet(path: Path) -> Any:
         tail = f.read()
     doc = json.loads((head + tail).decode("utf-8"))  # '"hosts":[' + ']': the rest, with no hosts
     if not isinstance(doc, dict) or doc.get("hosts") != []:
-        return json.loads(path.read_text(encoding="utf-8"))  # not the layout the index describes
-    records = SpooledRecords(remove=False)
+        # not the layout the index describes
+        return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
+    version = compact.stored_version(doc)
+    doc = compact.decode_fleet(doc)
+    records = SpooledRecords(remove=False, version=version)
     for name, offset, length in hosts:
         records.add(path, offset, length, str(name))
     doc["hosts"] = records

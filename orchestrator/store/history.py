@@ -110,8 +110,10 @@ def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[d
         return None, f"no {path.name}"
     except (OSError, UnicodeDecodeError) as e:
         return None, f"{path.name} unreadable: {e}"
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return None, f"{path.name} is not valid JSON ({e})"
+    except ValueError as e:  # valid JSON, but a schema-2 value that does not decode (store/compact.py)
+        return None, f"{path.name} is unreadable: {e}"
     if not isinstance(data, dict):
         return None, f"{path.name} is not a JSON object"
     return data, ""
@@ -154,7 +156,7 @@ def summarize_run(path: Path) -> RunSummary:
         # the previous run for drift)
         _tally(summary, s)
     else:
-        fleet, fwhy = _read_json(path / "fleet.json")
+        fleet, fwhy = _read_json(path / "fleet.json", read_fleet)
         if fleet is None:
             problems.append(fwhy)
     meta = run or (fleet.get("run") if fleet and isinstance(fleet.get("run"), dict) else None) or {}
@@ -331,7 +333,10 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
     data, why = _read_json(Path(run_dir) / "fleet.json", read_fleet)
     if data is None:
         raise RunNotFound(f"{run_dir}: {why}; {PARTIAL_RUN}")
-    problem = fleet_problem(data)
+    try:
+        problem = fleet_problem(data)
+    except ValueError as e:  # a host record read through the index that does not parse or decode
+        problem = str(e)
     if problem:
         raise RunNotFound(f"{run_dir}: fleet.json is unreadable: {problem}; {PARTIAL_RUN}")
     return data

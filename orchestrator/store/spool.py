@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from orchestrator.store.atomic import encode_json
+from orchestrator.store.compact import decode_host
 
 
 class SpooledRecords(Sequence[dict[str, Any]]):
@@ -23,7 +24,8 @@ class SpooledRecords(Sequence[dict[str, Any]]):
     fingerprint/class, appended when read) or a stored fleet.json (whole records, by its index).
     Read-only: each read returns a fresh dict.  fleet.json is written from it by copying text."""
 
-    def __init__(self, directory: Path | None = None, remove: bool = True) -> None:
+    def __init__(self, directory: Path | None = None, remove: bool = True, version: int = 1) -> None:
+        self.version = version  # the fleet.json schema the texts are in (2: store/compact.py's form)
         self._dir = directory
         self._fds: dict[Path, int] = {}
         self._entries: list[tuple[Path, int, int, str]] = []  # file, offset, length, host
@@ -80,7 +82,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         rec: dict[str, Any] = json.loads(self.text(i))
-        return rec
+        return rec if self.version == 1 else decode_host(rec)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self._entries)))
@@ -89,7 +91,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
         yield "["
         for i in range(len(self._entries)):
-            yield ("," if i else "") + self.text(i)
+            yield ("," if i else "") + (self.text(i) if self.version == 1 else encode_json(self[i]))
         yield "]"
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.store.compact import read_plain
 from tests.support.collected import finding_keys, latest_run
 from tests.support.fleet import Cli, SimulatedHost, build_simulated_fleet, hosts_by_name, ssh_hosts
 from tests.support.sshd import SshdServer
@@ -136,7 +137,7 @@ def test_a_module_returns_the_envelope_unchanged_in_check_mode(setup: dict[str, 
 def test_the_callback_run_has_the_findings_of_probe_run(live: dict[str, Any], job: dict[str, Any],
                                                         setup: dict[str, Any]) -> None:
     run_dir: Path = job["callback_run"]
-    fleet = json.loads((run_dir / "fleet.json").read_text())
+    fleet = read_plain(run_dir / "fleet.json")
     assert live["findings"]
     assert finding_keys(fleet["findings"]) == finding_keys(live["findings"])
     assert list(hosts_by_name(fleet)) == [h["name"] for h in live["hosts"]]  # the inventory's order

@@ -15,6 +15,7 @@ import yaml
 
 from orchestrator.simulate.hostfiles import build_kernel_log
 from orchestrator.simulate.sysfs import build_machine, build_nic_state
+from orchestrator.store.compact import read_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +27,7 @@ def probe(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _latest_fleet(results: Path) -> dict[str, Any]:
     run = sorted(p for p in results.iterdir() if p.is_dir())[-1]
-    return dict(json.loads((run / "fleet.json").read_text()))
+    return dict(read_plain(run / "fleet.json"))
 
 
 def _findings(fleet: dict[str, Any], fid: str) -> list[dict[str, Any]]:

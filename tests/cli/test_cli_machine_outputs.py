@@ -5,7 +5,6 @@ the real `ansible-inventory` from the test extra."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.store.compact import read_plain
 from tests.support.ansible import ANSIBLE_INVENTORY, SKIP_REASON, ansible_list
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
                         "--findings-csv", str(d / "findings.csv"), "--ansible-inventory", str(d / "inventory.yml")],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
     assert "Traceback" not in r.stderr and r.returncode not in (2, 70), r.stderr
-    return d, json.loads((d / "run" / "fleet.json").read_text())
+    return d, read_plain(d / "run" / "fleet.json")
 
 
 def _samples(path: Path) -> dict[str, list]:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orchestrator.store.compact import read_plain
 from tests.support.interrupt import interrupt_when
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ def test_other_limit_is_one_line_and_an_outlier_without_peers_is_not_resolved(tm
     first = probe("run", "-l", "demo", "-q", "--results", str(results))
     assert first.returncode in (0, 1), first.stderr
     [full] = runs(results)
-    fleet = json.loads((results / full / "fleet.json").read_text())
+    fleet = read_plain(results / full / "fleet.json")
     assert any(f["id"] == "topology.class.outlier" and f["host"] == "dgx-h100-04" for f in fleet["findings"])
     second = probe("run", "-l", "dgx-h100-04", "--results", str(results), "--baseline", full)
     assert second.returncode in (0, 1), second.stderr
@@ -67,7 +68,7 @@ def test_audit_after_premigration_resolves_no_p2p_finding(tmp_path: Path) -> Non
     audit = probe("run", "-l", "dgx-h100-06,dgx-h100-07,dgx-h100-01", "-q", "--results", str(results))
     assert audit.returncode in (0, 1), audit.stderr
     a, b = runs(results)
-    p2p_before = [f for f in json.loads((results / a / "fleet.json").read_text())["findings"]
+    p2p_before = [f for f in read_plain(results / a / "fleet.json")["findings"]
                   if f["id"].startswith("p2p.")]
     assert p2p_before  # the slow pair and the Gen1 x8 GPU were measured
     d = diff_json(results, a, b)

@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from orchestrator.inventory.model import Host
+from orchestrator.store.compact import read_plain
 from tests.support import fakes
 from tests.support.fleet import HANG, Cli, hosts_by_name, stop, wait_for, write_script
 from tests.support.sshd import ROOT_DIR, SshdServer, known_hosts_line
@@ -58,7 +59,7 @@ def test_twenty_hosts_over_real_ssh_give_twenty_correct_rows(sshd: SshdServer, c
 
     assert proc.returncode == 0, proc.stderr
     jsonschema.validate(fleet, SCHEMA)
-    assert json.loads((run_dir / "fleet.json").read_text()) == fleet
+    assert read_plain(run_dir / "fleet.json") == fleet
     assert [h["name"] for h in fleet["hosts"]] == [h.name for h in hosts]
     assert nonzero(fleet["summary"]["outcomes"]) == {"ok": 20}
     seen_servers = set()
@@ -251,7 +252,7 @@ def test_interrupt_keeps_finished_hosts(sshd: SshdServer, cli: Cli, tmp_path: Pa
     assert stopped < 15, stopped  # in-flight hosts are ended, not waited for
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["state"] == "interrupted"
-    fleet = json.loads((run_dir / "fleet.json").read_text())
+    fleet = read_plain(run_dir / "fleet.json")
     assert json.loads(out) == fleet
     jsonschema.validate(fleet, SCHEMA)
     recs = hosts_by_name(fleet)

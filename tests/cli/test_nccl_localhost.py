@@ -3,13 +3,14 @@ probe runs for real through the local transport and reports `unsupported` with w
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from orchestrator.store.compact import read_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +31,7 @@ def test_premigration_on_this_machine_reports_nccl_unsupported_with_the_reason(t
                            "-p", "premigration", "-o", str(tmp_path / "run"), "--format", "json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 70, proc.stderr[-2000:]
-    fleet = json.loads((tmp_path / "run" / "fleet.json").read_text())
+    fleet = read_plain(tmp_path / "run" / "fleet.json")
     [host] = fleet["hosts"]
     nccl = host["probes"]["nccl"]
     if "libnccl.so.2" not in nccl["reason"]:

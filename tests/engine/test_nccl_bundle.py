@@ -14,6 +14,7 @@ import yaml
 
 from orchestrator.simulate.fake_cuda import build_fake_cuda
 from orchestrator.simulate.fake_nccl import build_fake_nccl
+from orchestrator.store.compact import read_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = """\
@@ -44,7 +45,7 @@ def test_p2p_and_nccl_share_one_bundle_and_judge_cleanly(tmp_path: Path) -> None
                            str(tmp_path / "pb.yml"), "-o", str(tmp_path / "run"), "--format", "json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    fleet = json.loads((tmp_path / "run" / "fleet.json").read_text())
+    fleet = read_plain(tmp_path / "run" / "fleet.json")
     [host] = fleet["hosts"]
     assert {p: host["probes"][p]["outcome"] for p in ("p2p", "nccl")} == {"p2p": "ok", "nccl": "ok"}
     nccl_facts = host["facts"]["nccl"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from junitparser import Failure, JUnitXml, Skipped, TestCase
 
+from orchestrator.store.compact import read_plain
 from orchestrator.verdict.checks import FINDING_IDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def test_audit_without_p2p_passes_no_p2p_case(tmp_path: Path) -> None:
     assert proc.returncode in (0, 1), proc.stderr
     cases = _cases(junit)
     p2p_cases = {k: c for k, c in cases.items() if k[1].startswith("p2p.") and k[1] != "p2p.status.disabled"}
-    fleet = json.loads(next((tmp_path / "runs").glob("*/fleet.json")).read_text())
+    fleet = read_plain(next((tmp_path / "runs").glob("*/fleet.json")))
     assert {h for h, _ in p2p_cases} == {h["name"] for h in fleet["hosts"]}  # every host has its p2p cases
     passing = [k for k, c in p2p_cases.items() if _state(c) == "pass"]
     assert passing == [], passing[:5]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.store.compact import read_plain
 from tests.support.sshd import ROOT_DIR
 
 ESC = "\x1b"
@@ -129,7 +130,7 @@ def only_run_dir(results: Path) -> Path:
 
 
 def load_fleet(run_dir: Path) -> dict[str, Any]:
-    return dict(json.loads((run_dir / "fleet.json").read_text()))
+    return dict(read_plain(run_dir / "fleet.json"))
 
 
 def host_record(fleet: dict[str, Any], name: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.store.compact import read_plain
 from tests.reliability.support import host_record, inventory, load_fleet, run_cli
 
 
@@ -71,7 +72,7 @@ CORRUPT_FLEET: dict[str, Any] = {
 @pytest.mark.parametrize("case", sorted(CORRUPT_FLEET))
 def test_a_fleet_json_of_wrong_types_never_crashes_show_report_or_diff(tmp_path: Path, case: str) -> None:
     inv, results, (first, second) = _two_runs(tmp_path)
-    fleet = json.loads((first / "fleet.json").read_text())
+    fleet = read_plain(first / "fleet.json")
     fleet.update(CORRUPT_FLEET[case])
     (first / "fleet.json").write_text(json.dumps(fleet))
     (first / "fleet.index.json").unlink()

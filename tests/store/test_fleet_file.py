@@ -1,5 +1,6 @@
-"""fleet.json with its index: the same bytes as before, host records read back one at a time,
-and a plain full parse whenever the index does not belong to the file."""
+"""fleet.json with its index: the bytes write_json writes for the schema-2 document
+(store/compact.py), host records read back one at a time, and a plain full parse whenever the
+index does not belong to the file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
+from orchestrator.store.compact import decode_fleet, encode_fleet, read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
 from orchestrator.store.history import load_fleet
 from orchestrator.store.spool import SpooledRecords
@@ -29,7 +31,7 @@ def _fleet(inputs: list[HostInput], workers: int, spool: Path, gpus: int = 8) ->
 def test_written_like_write_json_and_read_back_by_index(demo_inputs: list[HostInput], tmp_path: Path,
                                                        workers: int) -> None:
     fleet = _fleet(_copies(demo_inputs, 40), workers, tmp_path)
-    plain = atomic.write_json(tmp_path / "plain.json", fleet)
+    plain = atomic.write_json(tmp_path / "plain.json", encode_fleet(fleet))
     run = tmp_path / "run"
     run.mkdir()
     path = write_fleet(run / "fleet.json", fleet)
@@ -39,7 +41,8 @@ def test_written_like_write_json_and_read_back_by_index(demo_inputs: list[HostIn
 
     back = read_fleet(path)
     assert isinstance(back["hosts"], SpooledRecords)
-    whole = json.loads(path.read_text())
+    whole = decode_fleet(json.loads(path.read_text()))
+    assert whole["hosts"] == [dict(h) for h in fleet["hosts"]]
     assert {k: v for k, v in back.items() if k != "hosts"} == {k: v for k, v in whole.items() if k != "hosts"}
     assert list(back["hosts"]) == whole["hosts"]
     assert back["hosts"].by_name(whole["hosts"][7]["name"]) == whole["hosts"][7]
@@ -53,7 +56,7 @@ def test_written_like_write_json_and_read_back_by_index(demo_inputs: list[HostIn
 
 def test_an_index_that_does_not_match_the_file_is_ignored(demo_inputs: list[HostInput], tmp_path: Path) -> None:
     path = write_fleet(tmp_path / "fleet.json", _fleet(_copies(demo_inputs, 12), 1, tmp_path))
-    whole = json.loads(path.read_text())
+    whole = decode_fleet(json.loads(path.read_text()))
     # edited by hand (same size, other time): parsed whole
     os.utime(path, ns=(1, 1))
     assert isinstance(read_fleet(path)["hosts"], list) and read_fleet(path) == whole
@@ -74,7 +77,7 @@ def test_drift_between_stored_fleets_reads_hosts_on_demand(demo_inputs: list[Hos
     # ten hosts gone, ten new, and a stricter expectation: findings appear on the rest
     write_fleet(new / "fleet.json", _fleet(hosts[10:], 2, tmp_path, gpus=16))
     lazy = diff_fleets(load_fleet(old), load_fleet(new))
-    whole = diff_fleets(json.loads((old / "fleet.json").read_text()), json.loads((new / "fleet.json").read_text()))
+    whole = diff_fleets(read_plain(old / "fleet.json"), read_plain(new / "fleet.json"))
     assert lazy.to_dict() == whole.to_dict()
     kinds = lazy.kinds()
     # hosts in one run only are listed, not changes (issue 16: one summary line, not one per host)

@@ -124,3 +124,40 @@ def test_the_schema_rejects_what_the_contract_forbids() -> None:
     cases.append(doc)
     for i, bad in enumerate(cases):
         assert _errors(bad), f"case {i} should not validate"
+
+
+SCHEMA2_PATH = SCHEMA_PATH.with_name("fleet-2.schema.json")
+V1_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v1" / "20261201T134403Z-916ca5822"
+
+
+def _validator2() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA2_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_the_files_validate_against_the_schema_of_their_version(tmp_path: Path) -> None:
+    from orchestrator.store.compact import SCHEMA_VERSION as FILE_VERSION
+    from orchestrator.store.compact import read_plain
+
+    rc, _fleet, err = run_cli(["-p", "premigration", "-l", "dgx-h100-01,dgx-h100-05,dgx-a100-03,rtx4090-01,vm-a100-01"],
+                              tmp_path / "run")
+    assert rc in (1, 5), err
+    raw = json.loads((tmp_path / "run" / "fleet.json").read_text())
+    assert raw["schema_version"] == FILE_VERSION == 2 and len(raw["hosts"]) == 5
+    v2 = _validator2()
+    assert [e.message for e in v2.iter_errors(raw)] == []
+    assert _errors(read_plain(tmp_path / "run" / "fleet.json")) == []  # decoded: the schema-1 shape
+    # a schema-1 file (written before schema 2) validates against schema 1, and not against 2
+    old = json.loads((V1_RUN / "fleet.json").read_text())
+    assert old["schema_version"] == 1 and _errors(old) == []
+    assert list(v2.iter_errors(old))
+    bad = []
+    for mutate in (lambda d: d["hosts"][0]["facts"]["pcie"]["devices"].__setitem__("@table", "75"),
+                   lambda d: d["hosts"][0]["facts"]["gpus"].__setitem__("@x", 1),
+                   lambda d: d["hosts"][0]["facts"]["pcie"]["devices"]["kind"].__setitem__("i", "0-1"),
+                   lambda d: d["hosts"][0].__setitem__("outcome", "fine")):
+        doc = copy.deepcopy(raw)
+        mutate(doc)
+        bad.append(list(v2.iter_errors(doc)))
+    assert all(bad), [len(b) for b in bad]

@@ -22,6 +22,7 @@ import pytest
 from orchestrator.api.session import judge
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
+from orchestrator.store.compact import read_plain
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import run_fleet_checks
@@ -145,7 +146,7 @@ def test_probe_run_with_workers_prints_and_stores_what_one_process_does(tmp_path
         js = subprocess.run([*args[:7], str(tmp_path / f"j{workers}"), "--format", "json"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
         outs[workers] = (proc.stdout, json.loads(js.stdout), (tmp_path / f"w{workers}.prom").read_text(),
-                         (tmp_path / f"w{workers}.html").read_text(), json.loads((run_dir / "fleet.json").read_text()))
+                         (tmp_path / f"w{workers}.html").read_text(), read_plain(run_dir / "fleet.json"))
         assert not list(run_dir.glob(".verdict-*")), "the spool is gone when the command ends"
 
     def same(text: str) -> str:

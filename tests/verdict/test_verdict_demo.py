@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts.normalize import normalize_host
+from orchestrator.store.compact import read_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
@@ -31,7 +32,7 @@ def run_cli(args: list[str], out_dir: Path, timeout: float = 120) -> tuple[int, 
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", "-q", "-o", str(out_dir), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     fleet_path = out_dir / "fleet.json"
-    fleet = json.loads(fleet_path.read_text()) if fleet_path.is_file() else None
+    fleet = read_plain(fleet_path) if fleet_path.is_file() else None
     return proc.returncode, fleet, proc.stderr
 
 

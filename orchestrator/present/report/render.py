@@ -27,6 +27,7 @@ from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.report import svg
 from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, hint_groups, level_class
 from orchestrator.store import atomic
+from orchestrator.store.compact import decode_fleet
 from orchestrator.verdict.findings import SEVERITY_ORDER, Severity, severity_rank
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -128,13 +129,15 @@ def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:
     if p.is_dir():
         p = p / "fleet.json"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = decode_fleet(json.loads(p.read_text(encoding="utf-8")))  # either schema (store/compact.py)
     except FileNotFoundError:
         raise ReportError(f"{p}: no such file; give a run directory or its fleet.json") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportError(f"{p}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ReportError(f"{p}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
+    except ValueError as exc:  # a schema-2 record that does not decode
+        raise ReportError(f"{p}: not a fleet.json ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
         raise ReportError(f"{p}: not a fleet.json (expected an object with a 'hosts' list)")
     return data
