@@ -53,27 +53,29 @@ def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, 
 _TEXT, _NUMBER = (str,), (int, float)
 # Each key with the JSON types it may have: a value of another type (a name that is a number or a
 # list, memory as a string) is unknown ("malformed: ..."), never handed to a check or a view.
-_GPU_KEYS: tuple[tuple[str, tuple[type, ...]], ...] = (
+# The "<key>_unknown" names are made once here, not per GPU: every host's records then share one
+# string per name instead of holding copies (fleet.json of 10,000 hosts keeps them in memory).
+_GPU_KEYS = tuple((k, f"{k}_unknown", types) for k, types in (
     ("uuid", _TEXT), ("name", _TEXT), ("serial", _TEXT), ("board_part_number", _TEXT), ("vbios", _TEXT),
     ("pci_device_id", _TEXT), ("memory_total_bytes", _NUMBER), ("memory_used_bytes", _NUMBER),
     ("architecture", _TEXT), ("compute_capability", _TEXT), ("persistence_mode", (str, bool)),
     ("compute_mode", _TEXT), ("virtualization_mode", _TEXT), ("numa_node", _NUMBER), ("cpu_affinity", _TEXT),
     ("temperature_c", _NUMBER), ("power_w", _NUMBER), ("minor_number", _NUMBER),
-    ("clock_event_reasons", (int,)), ("pcie_replays", (int,)), ("retired_pages_pending", (bool,)))
+    ("clock_event_reasons", (int,)), ("pcie_replays", (int,)), ("retired_pages_pending", (bool,))))
 
 
 def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = dict(raw.get("unknown") or {})
     g: dict[str, Any] = {"index": raw.get("index")}
     _with_unknown(g, "bus_id", bus_id(raw.get("bus_id")), unknown)
-    for key, types in _GPU_KEYS:
+    for key, key_unknown, types in _GPU_KEYS:
         value = g[key] = raw.get(key)
         if value is None:
             if key in unknown:
-                g[f"{key}_unknown"] = unknown[key]
+                g[key_unknown] = unknown[key]
         elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             g[key] = None  # a bool is not a number here: True is not 1 GiB of memory
-            g[f"{key}_unknown"] = f"malformed: the host sent {type(value).__name__} {str(value)[:40]!r}"
+            g[key_unknown] = f"malformed: the host sent {type(value).__name__} {str(value)[:40]!r}"
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
     g["model"] = model_key(g.get("name"))
