@@ -29,6 +29,8 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
+# ansible-test (ansible-core, in the test extra) installs its own sanity requirements from the index
+# when tests/api/test_ansible_sanity.py runs it, into .pytest_cache/d/ansible-test-home (made once).
 
 .venv/bin/ruff check orchestrator probes tests bench tools
 .venv/bin/mypy

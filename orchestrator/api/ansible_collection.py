@@ -85,11 +85,13 @@ options:
     default: 60.0
 attributes:
   check_mode:
+    description: The probe only reads, so check mode runs it as a normal run does.
     support: full
   diff_mode:
+    description: Nothing on the host changes, so there is no diff to show.
     support: none
 author:
-  - fleetprobe
+  - fleetprobe maintainers (@fleetprobe)
 """
 
 EXAMPLES = r"""
@@ -114,8 +116,8 @@ fleetprobe_answer:
 
 import base64
 import json
-import subprocess
 import sys
+import threading
 import time
 import zlib
 
@@ -133,21 +135,33 @@ def _text(data):
     return data.decode("utf-8", "replace")
 
 
-def run_probe(args, timeout):
+def run_probe(module, args, timeout):
     source = zlib.decompress(base64.b64decode("".join(SOURCE))).decode("utf-8")
     arg_json = json.dumps(args or {{}}, sort_keys=True)
     script = source + CALL_TEMPLATE.format(args=repr(arg_json), deadline=repr(float(max(1.0, timeout - MARGIN_S))))
     t0 = time.time()
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    timed_out = False
+    killed = []
+    timers = []
+
+    def arm(proc):
+        # The probe's own watchdog ends it MARGIN_S seconds early; this kill is the backstop, as
+        # probe run's deadline is on the controller.
+        def kill():
+            killed.append(True)
+            proc.kill()
+        timers.append(threading.Timer(timeout, kill))
+        timers[0].daemon = True
+        timers[0].start()
+
     try:
-        out, err = proc.communicate(script.encode("utf-8"), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        timed_out = True
-    answer = {{"probe": PROBE_NAME, "exit": None if timed_out else proc.returncode, "timed_out": timed_out,
+        rc, out, err = module.run_command([sys.executable, "-I", "-S", "-"], data=script, binary_data=True,
+                                          encoding=None, expand_user_and_vars=False,
+                                          before_communicate_callback=arm)
+    finally:
+        for timer in timers:
+            timer.cancel()
+    timed_out = bool(killed)
+    answer = {{"probe": PROBE_NAME, "exit": None if timed_out else rc, "timed_out": timed_out,
               "out_trunc": len(out) > MAX_OUTPUT, "err_trunc": len(err) > MAX_STDERR,
               "duration_s": round(time.time() - t0, 4), "stderr": _text(err[-MAX_STDERR:])}}
     envelope = None
@@ -166,7 +180,7 @@ def main():
     module = AnsibleModule(argument_spec=dict(args=dict(type="dict", default={{}}),
                                               timeout=dict(type="float", default=60.0)),
                            supports_check_mode=True)
-    envelope, answer = run_probe(module.params["args"], module.params["timeout"])
+    envelope, answer = run_probe(module, module.params["args"], module.params["timeout"])
     result = dict(changed=False, fleetprobe_answer=answer)
     if envelope is not None:
         result["envelope"] = envelope
@@ -183,7 +197,10 @@ def module_source(name: str) -> str:
     return _MODULE.format(
         generated=GENERATED.format(version=__version__, what=f"'s probes/{spec.path.name}"), name=name,
         short=f"fleetprobe {name} probe", version=_collection_version(),
-        description=json.dumps(spec.description.rstrip(".") + "."),  # a JSON string is YAML, colons and all
+        # a JSON string is a YAML double-quoted scalar, colons and all; folded onto lines of at most
+        # 100 characters (a line break in it reads as one space), for pep8's line length
+        description="\n    ".join(textwrap.wrap(json.dumps(spec.description.rstrip(".") + "."), 100,
+                                                break_long_words=False, break_on_hyphens=False)),
         margin=PROBE_DEADLINE_MARGIN_S, fqcn=FQCN, max_output=DEFAULT_MAX_OUTPUT, max_stderr=DEFAULT_MAX_STDERR,
         call=payload.CALL_TEMPLATE, source=_chunks(payload.probe_source(name)))
 

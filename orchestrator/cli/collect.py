@@ -14,7 +14,7 @@ from orchestrator.api.plan import PlanInputs
 from orchestrator.api.session import RunResult
 from orchestrator.cli import exitcodes
 from orchestrator.cli.run import emit, known_check_ids, results_root
-from orchestrator.present.outputs.emit import OutputError, write_outputs
+from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
 from orchestrator.store import atomic
 
 
@@ -45,8 +45,7 @@ def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) ->
         print(f"warning: {w}", file=sys.stderr)
     emit(result.fleet, args, result.run.dir)
     try:
-        write_outputs(result.fleet, slurm_drain=getattr(args, "slurm_drain", None),
-                      check_ids=known_check_ids(result.fleet))
+        write_outputs(result.fleet, check_ids=known_check_ids(result.fleet), **requested(args))
     except OutputError as e:
         print(f"probe: {e}", file=sys.stderr)
     return exitcodes.for_fleet(result.fleet)

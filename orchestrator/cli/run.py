@@ -12,7 +12,8 @@ from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, RunPlan, build_pla
 from orchestrator.api.session import RunResult, execute
 from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
-from orchestrator.present.outputs.emit import OutputError, write_outputs
+from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
+from orchestrator.present.outputs.emit import add_arguments as add_output_arguments
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.present.terminal.findings import classes_table, findings_table
@@ -86,9 +87,7 @@ def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: Run
         except (ReportError, OSError, ValueError) as e:
             print(f"probe: --html {args.html}: {e}", file=sys.stderr)
     try:
-        write_outputs(fleet, prometheus=args.prometheus, junit=args.junit, ansible_inventory=args.ansible_inventory,
-                      hosts_csv=args.hosts_csv, findings_csv=args.findings_csv, check_ids=known_check_ids(fleet),
-                      slurm_drain=getattr(args, "slurm_drain", None))
+        write_outputs(fleet, check_ids=known_check_ids(fleet), **requested(args))
     except OutputError as e:
         print(f"probe: {e}", file=sys.stderr)
     if keep:
@@ -207,13 +206,7 @@ def add_parser(sub: Any) -> None:
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     views.add_show(p, suffix=" (comma list)")
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
-    p.add_argument("--prometheus", metavar="FILE", help="write a Prometheus textfile-collector file")
-    p.add_argument("--junit", metavar="FILE", help="write JUnit XML (one test case per host x check)")
-    p.add_argument("--ansible-inventory", metavar="FILE",
-                   help="write a YAML Ansible inventory grouping hosts by class, finding, severity and outcome")
-    p.add_argument("--hosts-csv", metavar="FILE", help="write the hosts as CSV (identity: board, BIOS, serials, driver, GPUs)")
-    p.add_argument("--findings-csv", metavar="FILE", help="write the findings as CSV")
-    add_slurm_drain(p)
+    add_output_arguments(p)  # --prometheus, --junit, ... : present/outputs/emit.py's OUTPUT_FILES
     p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
@@ -224,6 +217,4 @@ def add_parser(sub: Any) -> None:
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--slurm-drain", metavar="FILE",
-                   help="write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts with fail "
-                        "findings, for you to apply (fleetprobe never drains by itself)")
+    add_output_arguments(p, only=("slurm_drain",))

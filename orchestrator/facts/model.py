@@ -25,6 +25,12 @@ class TextOrigin(TypedDict, total=False):
     notes: list[str]
 
 
+# What a text import's section names as its producer: "text", or the benchmark tool for p2p and
+# nccl.  Not on TextOrigin itself: the topology section's `source` is its per-cell matrix.
+class TextSource(TextOrigin, total=False):
+    source: str
+
+
 # ---------------------------------------------------------------------------------------------
 # facts["host"] (docs/facts-host.md)
 
@@ -178,7 +184,7 @@ class GpuRecord(TypedDict):
     memory_temperature_c: NotRequired[float | None]
 
 
-class GpusFacts(TextOrigin):
+class GpusFacts(TextSource):
     driver_version: str | None
     nvml_version: str | None
     cuda_driver_version: str | None
@@ -250,7 +256,7 @@ class NvSwitch(TypedDict):
     gpus: list[str | None]
 
 
-class NvlinkFacts(TextOrigin):
+class NvlinkFacts(TextSource):
     supported: bool | None
     order: list[str | None]
     gpus: list[NvlinkGpu]
@@ -263,7 +269,6 @@ class NvlinkFacts(TextOrigin):
     pairs_unknown: NotRequired[str]
     nvswitches_unknown: NotRequired[str]
     gpus_unknown: NotRequired[str]
-    nv_labels: NotRequired[list[str] | None]  # text imports: topo -m labels of the `nv` rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,7 +343,7 @@ class PcieDevice(TypedDict, total=False):
     unknown: dict[str, Any]
 
 
-class PcieFacts(TextOrigin):
+class PcieFacts(TextSource):
     config_access: str | None
     needs_root: list[str] | None
     virtual_platform: dict[str, Any]
@@ -380,7 +385,7 @@ class P2pGpu(TypedDict):
     verified: bool | None
 
 
-class P2pFacts(TypedDict):
+class P2pFacts(TextSource):
     order: list[str]
     summary: dict[str, Any]
     driver: str | None
@@ -398,6 +403,9 @@ class P2pFacts(TypedDict):
     complete: bool
     params: dict[str, Any]
     elapsed_s: float | None
+    rank_unknown: NotRequired[str]  # text imports: what a benchmark's output cannot say
+    nvml_nvlink_unknown: NotRequired[str]
+    all_to_host_unknown: NotRequired[str]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +547,7 @@ class NicGdr(TypedDict):
     memory_peers: list[str] | None  # /sys/kernel/mm/memory_peers (MLNX_OFED), None when absent
 
 
-class NicFacts(TextOrigin):
+class NicFacts(TextSource):
     devices: list[NicDevice]  # /sys/class/infiniband
     netdevs: list[NetDev]  # /sys/class/net entries backed by a PCI function
     infiniband_present: bool

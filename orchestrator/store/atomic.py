@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from orchestrator.files.atomic import replace
 
 # compact separators: no spaces after "," and ":" (about a tenth of fleet.json was blanks).  No
 # circular-reference bookkeeping (a tenth of the encoding time): documents here are trees, and a
@@ -26,34 +26,6 @@ _encode: Callable[[Any], str] = _ENCODER.encode
 encode_json = _encode  # one value as compact JSON, exactly as iter_json/write_json encode it
 # Containers with more items than this are streamed item by item; smaller ones go in one dumps.
 _STREAM_MIN = 64
-_BUFFER = 1 << 20
-
-
-def _atomic(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, durable: bool = True) -> Path:
-    """The temp file sits in the target's directory so the rename stays on one filesystem; its mode
-    is set explicitly because mkstemp creates 0600 files a collector could not read.
-
-    durable=False skips the fsync (the rename still makes the write atomic for readers): for the
-    per-host raw files written on the run's hot path, where one fsync each cost 10-13 % of a
-    500-host run; run.json and fleet.json stay durable."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
-            fill(f)
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool = True) -> Path:
@@ -62,7 +34,7 @@ def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool 
 
 def write_chunks(path: str | Path, chunks: Iterable[bytes], mode: int = 0o644, durable: bool = True) -> Path:
     """`chunks` written one after another: a large file produced piece by piece (fleet.json)."""
-    return _atomic(path, lambda f: f.writelines(chunks), mode, durable)
+    return replace(path, lambda f: f.writelines(chunks), mode, durable)
 
 
 def write_text(path: str | Path, text: str, mode: int = 0o644) -> Path:
@@ -122,4 +94,4 @@ def write_json(path: str | Path, doc: Any, indent: int | None = None, mode: int 
                durable: bool = True) -> Path:
     """Compact JSON, streamed (fleet.json, findings.json, raw envelopes).  Pass `indent` only for
     small files people read by eye (run.json): indenting runs the slow pure-Python encoder."""
-    return _atomic(path, _fill_json(doc, indent), mode, durable)
+    return replace(path, _fill_json(doc, indent), mode, durable)

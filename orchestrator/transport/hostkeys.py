@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 
 from paramiko import HostKeys, MissingHostKeyPolicy, PKey, SSHClient
 from paramiko.hostkeys import HostKeyEntry
 
+from orchestrator.files import atomic
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import FailureKind, TransportError, TransportOptions
 
@@ -144,20 +144,7 @@ def _append_line(path: str, line: bytes) -> None:
         before, mode = b"", 0o600
     if before and not before.endswith(b"\n"):
         before += b"\n"
-    fd, tmp = tempfile.mkstemp(dir=parent or ".", prefix=".known_hosts.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(before + line)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic.replace(target, lambda f: f.write(before + line), mode)
 
 
 def confined_known_hosts(path: str) -> bool:

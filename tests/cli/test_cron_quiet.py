@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.reliability.support import interpreter, inventory
+from tests.support.hostile import interpreter, inventory
 from tests.support.sshd import SshdServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from junitparser import JUnitXml, Skipped
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     cli_env,
     host_record,
     interpreter,

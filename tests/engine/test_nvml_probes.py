@@ -11,25 +11,11 @@ from orchestrator.engine.envelope import parse_envelope
 from orchestrator.engine.payload import build_script
 from orchestrator.simulate.fake_nvml import expand_machine, load_machine, machine_names
 from tests.engine.test_nvml_helpers import PY, fake_lib, needs_gcc, run_probe
+from tests.support.machines import nvml_gpu_bus_ids
 
 pytestmark = needs_gcc
 
 ALL = [m for m in machine_names() if m != "dgx-h100--driver-not-loaded"]
-EXPECTED_BUS = {
-    "dgx-h100": ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-                 "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
-    "dgx-a100": ["0000:07:00.0", "0000:0f:00.0", "0000:47:00.0", "0000:4e:00.0",
-                 "0000:87:00.0", "0000:90:00.0", "0000:b7:00.0", "0000:bd:00.0"],
-    "dgx1-v100": ["0000:06:00.0", "0000:07:00.0", "0000:0a:00.0", "0000:0b:00.0",
-                  "0000:85:00.0", "0000:86:00.0", "0000:89:00.0", "0000:8a:00.0"],
-    "consumer-8x4090": ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0",
-                        "0000:81:00.0", "0000:a1:00.0", "0000:c1:00.0", "0000:e1:00.0"],
-    "ws-4xa6000": ["0000:17:00.0", "0000:65:00.0", "0000:b3:00.0", "0000:ca:00.0"],
-    "vm-2xa100": ["0000:00:05.0", "0000:00:06.0"],
-    "vm-1xh200": ["0000:00:06.0"],
-    "lenovo-8xh100-cx7": ["0000:1b:00.0", "0000:2c:00.0", "0000:3c:00.0", "0000:4d:00.0",
-                          "0000:9b:00.0", "0000:ac:00.0", "0000:bc:00.0", "0000:cd:00.0"],
-}
 NAMES = {"dgx-h100": "NVIDIA H100 80GB HBM3", "dgx-a100": "NVIDIA A100-SXM4-80GB",
          "dgx1-v100": "Tesla V100-SXM2-32GB", "consumer-8x4090": "NVIDIA GeForce RTX 4090",
          "ws-4xa6000": "NVIDIA RTX A6000", "vm-2xa100": "NVIDIA A100 80GB PCIe",
@@ -39,7 +25,7 @@ LINKS = {"dgx-h100": 18, "lenovo-8xh100-cx7": 18, "dgx-a100": 12, "dgx1-v100": 6
 
 
 def test_all_required_fixtures_exist():
-    required = set(EXPECTED_BUS) | {
+    required = set(NAMES) | {
         "dgx-h100--links-down", "dgx-a100--gpu-lost", "dgx-h100--gpu-missing-driver", "dgx1-v100--old-driver",
         "consumer-8x4090--fan-zero", "dgx-a100--row-remap-pending", "dgx-h100--fabric-incomplete"}
     assert required <= set(ALL)
@@ -51,13 +37,13 @@ def test_probe_runs_ok_on_every_fixture(probe, machine):
     env, _ = run_probe(probe, machine)
     assert env["status"] == "ok", env["errors"]
     assert env["errors"] == []
-    base = machine.split("--")[0]
-    want = [b for b in EXPECTED_BUS[base] if not (machine == "dgx-h100--gpu-missing-driver" and b == "0000:ba:00.0")]
+    want = nvml_gpu_bus_ids(machine)
+    assert want and (machine != "dgx-h100--gpu-missing-driver" or "0000:ba:00.0" not in want)
     assert [g["bus_id"] for g in env["data"]["gpus"]] == want
     assert env["data"]["count"] == len(want)
 
 
-@pytest.mark.parametrize("machine", list(EXPECTED_BUS))
+@pytest.mark.parametrize("machine", list(NAMES))
 def test_nvml_identity_and_fields(machine):
     data = run_probe("nvml", machine)[0]["data"]
     gpus = data["gpus"]

@@ -26,6 +26,7 @@ from orchestrator.verdict.checks.pcie import CHECKS
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from tests.support.evidence import EVIDENCE
+from tests.support.machines import nvml_gpu_bus_ids
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = [m for m in list_machines() if "--" not in m]
@@ -96,20 +97,9 @@ def test_every_required_machine_exists() -> None:
     assert required <= set(list_machines())
 
 
-GPU_IDS = {
-    "dgx-h100": ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-                 "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"],
-    "dgx-a100": ["0000:07:00.0", "0000:0f:00.0", "0000:47:00.0", "0000:4e:00.0",
-                 "0000:87:00.0", "0000:90:00.0", "0000:b7:00.0", "0000:bd:00.0"],
-    "dgx1-v100": ["0000:06:00.0", "0000:07:00.0", "0000:0a:00.0", "0000:0b:00.0",
-                  "0000:85:00.0", "0000:86:00.0", "0000:89:00.0", "0000:8a:00.0"],
-    "consumer-8x4090": ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0",
-                        "0000:81:00.0", "0000:a1:00.0", "0000:c1:00.0", "0000:e1:00.0"],
-    "ws-4xa6000": ["0000:17:00.0", "0000:65:00.0", "0000:b3:00.0", "0000:ca:00.0"],
-    "vm-2xa100": ["0000:00:05.0", "0000:00:06.0"],
-    "lenovo-8xh100-cx7": ["0000:1b:00.0", "0000:2c:00.0", "0000:3c:00.0", "0000:4d:00.0",
-                          "0000:9b:00.0", "0000:ac:00.0", "0000:bc:00.0", "0000:cd:00.0"],
-}
+# the machines whose PCIe tree and NVML description are the same box: their GPU bus ids must agree
+SHARED_MACHINES = ("dgx-h100", "dgx-a100", "dgx1-v100", "consumer-8x4090", "ws-4xa6000", "vm-2xa100",
+                   "lenovo-8xh100-cx7")
 NVSWITCH_IDS = {
     "dgx-h100": ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"],
     "lenovo-8xh100-cx7": ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"],
@@ -119,10 +109,10 @@ GPU_DEVICE_IDS = {"dgx-h100": "0x2330", "dgx-a100": "0x20b2", "dgx1-v100": "0x1d
                   "ws-4xa6000": "0x2230", "vm-2xa100": "0x20b5", "lenovo-8xh100-cx7": "0x2330"}
 
 
-@pytest.mark.parametrize("name", sorted(GPU_IDS))
+@pytest.mark.parametrize("name", SHARED_MACHINES)
 def test_gpu_and_nvswitch_bus_ids_are_the_shared_ones(machines: Machines, name: str) -> None:
     facts = machines.facts(name)
-    assert facts["gpus"] == GPU_IDS[name]
+    assert facts["gpus"] == sorted(nvml_gpu_bus_ids(name))
     assert facts["nvswitches"] == NVSWITCH_IDS.get(name, [])
     devices = {d["bdf"]: d for d in facts["devices"]}
     assert {devices[g]["device"] for g in facts["gpus"]} == {GPU_DEVICE_IDS[name]}

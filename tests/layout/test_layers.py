@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
-RANK = {"inventory": 0, "facts": 0, "transport": 1, "engine": 2, "store": 3, "verdict": 4, "present": 5,
+RANK = {"inventory": 0, "facts": 0, "files": 0, "transport": 1, "engine": 2, "store": 3, "verdict": 4, "present": 5,
         "api": 6, "simulate": 6, "cli": 7}
 # Not layers: the version (`orchestrator/__init__.py`), `python -m orchestrator`, and data folders.
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py"}

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.reliability.support import cli_env, host_record, inventory, load_fleet, only_run_dir, run_cli
+from tests.support.hostile import cli_env, host_record, inventory, load_fleet, only_run_dir, run_cli
 
 # Stands in for sudo: records how it was called, then runs the command after `--` as sudo would.
 FAKE_SUDO = """#!/bin/sh

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from orchestrator.store.compact import read_plain
-from tests.reliability.support import host_record, inventory, load_fleet, run_cli
+from tests.support.hostile import host_record, inventory, load_fleet, run_cli
 
 
 def _two_runs(tmp_path: Path) -> tuple[Path, Path, list[Path]]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from orchestrator.engine.envelope import MAX_DEPTH, MAX_VALUES
 from orchestrator.facts.normalize.budget import MAX_GPUS, MAX_LINKS, MAX_NICS, MAX_PORTS
-from tests.reliability.support import (
+from tests.support.hostile import (
     answer_file,
     assert_judged,
     bundle_printer,

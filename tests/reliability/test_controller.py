@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     assert_good_host,
     cli_env,
     host_record,

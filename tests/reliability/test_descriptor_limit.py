@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.reliability.support import ROOT_DIR, cli_env, interpreter, inventory, load_fleet, only_run_dir
+from tests.support.hostile import ROOT_DIR, cli_env, interpreter, inventory, load_fleet, only_run_dir
 
 HOSTS = 40
 

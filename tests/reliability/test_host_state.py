@@ -20,7 +20,7 @@ import pytest
 
 from orchestrator.simulate.fake_nvml import FixtureError, build_fake_nvml
 from orchestrator.simulate.sysfs import build_machine
-from tests.reliability.support import (
+from tests.support.hostile import (
     assert_good_host,
     cli_env,
     host_record,

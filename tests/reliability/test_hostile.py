@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     ESC,
     assert_good_host,
     envelope,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     answer_file,
     assert_judged,
     bundle_printer,

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     ESC,
     answer_file,
     bundle_printer,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     assert_judged,
     envelope,
     host_record,

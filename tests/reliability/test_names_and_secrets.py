@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store.rundir import safe_component
-from tests.reliability.support import host_record, inventory, load_fleet, only_run_dir, run_cli
+from tests.support.hostile import host_record, inventory, load_fleet, only_run_dir, run_cli
 
 # pairs that used to share one raw/ directory: above U+00FF every character was "_", and names
 # were cut at 200 characters

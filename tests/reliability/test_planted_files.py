@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.transport import SshTransport, TransportError
-from tests.reliability.support import host_record, inventory, load_fleet, only_run_dir, run_cli
+from tests.support.hostile import host_record, inventory, load_fleet, only_run_dir, run_cli
 from tests.support.sshd import SshdServer, known_hosts_line
 
 

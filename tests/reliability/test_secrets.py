@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.reliability.support import (
+from tests.support.hostile import (
     assert_good_host,
     host_record,
     inventory,

@@ -12,7 +12,6 @@ from orchestrator.facts.model import GpusFacts
 
 _BUS = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 P2P_CAPS = ("read", "write", "nvlink", "atomics")
-_SPEED = PCIE_SPEED_TEXT
 
 
 def bus_id(text: Any) -> str | None:
@@ -54,6 +53,8 @@ def _with_unknown(out: dict[str, Any], key: str, value: Any, unknown: dict[str, 
 _TEXT, _NUMBER = (str,), (int, float)
 # Each key with the JSON types it may have: a value of another type (a name that is a number or a
 # list, memory as a string) is unknown ("malformed: ..."), never handed to a check or a view.
+# The "<key>_unknown" names are made once here, not per GPU: every host's records then share one
+# string per name instead of holding copies (fleet.json of 10,000 hosts keeps them in memory).
 _GPU_KEYS = tuple((k, f"{k}_unknown", types) for k, types in (
     ("uuid", _TEXT), ("name", _TEXT), ("serial", _TEXT), ("board_part_number", _TEXT), ("vbios", _TEXT),
     ("pci_device_id", _TEXT), ("memory_total_bytes", _NUMBER), ("memory_used_bytes", _NUMBER),
@@ -67,14 +68,13 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     unknown = dict(raw.get("unknown") or {})
     g: dict[str, Any] = {"index": raw.get("index")}
     _with_unknown(g, "bus_id", bus_id(raw.get("bus_id")), unknown)
-    get = raw.get
-    for key, key_unknown, types in _GPU_KEYS:  # _with_unknown, inlined: 18 keys per GPU
-        value = g[key] = get(key)
+    for key, key_unknown, types in _GPU_KEYS:
+        value = g[key] = raw.get(key)
         if value is None:
             if key in unknown:
                 g[key_unknown] = unknown[key]
         elif not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            g[key] = None
+            g[key] = None  # a bool is not a number here: True is not 1 GiB of memory
             g[key_unknown] = f"malformed: the host sent {type(value).__name__} {str(value)[:40]!r}"
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
@@ -89,8 +89,8 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     p: dict[str, Any] = {}
     for key in ("gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max"):
         _with_unknown(p, key, pcie.get(key), pu)
-    p["speed_current"] = _SPEED.get(p["gen_current"]) if p["gen_current"] else None
-    p["speed_max"] = _SPEED.get(p["gen_max"]) if p["gen_max"] else None
+    p["speed_current"] = PCIE_SPEED_TEXT.get(p["gen_current"]) if p["gen_current"] else None
+    p["speed_max"] = PCIE_SPEED_TEXT.get(p["gen_max"]) if p["gen_max"] else None
     g["pcie"] = p
     fans = raw.get("fans")
     g["fans"] = list(fans) if isinstance(fans, list) else None

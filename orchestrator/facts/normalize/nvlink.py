@@ -14,22 +14,19 @@ from orchestrator.facts.normalize.gpus import bus_id
 
 
 def _link(raw: dict[str, Any], gpu_bus: set[str]) -> NvlinkLink:
-    get = raw.get
-    u = get("unknown")
-    unknown = dict(u) if u else {}
-    remote = bus_id(get("remote_bus_id"))
-    rtype = get("remote_type")
-    state = get("state")
+    remote = bus_id(raw.get("remote_bus_id"))
+    rtype = raw.get("remote_type")
+    state = raw.get("state")
     if remote in gpu_bus:
         rtype = "gpu"  # the remote's bus id is one of ours: a GPU whatever an old driver can say
     elif rtype is None and state == "up" and remote is None:
         rtype = "nvswitch"  # NCCL's rule: an active link with an invisible remote goes to a switch
-    errors = get("errors")
-    return {"link": get("link"), "state": state, "version": get("version"),
+    errors = raw.get("errors")
+    return {"link": raw.get("link"), "state": state, "version": raw.get("version"),
             "remote_bus_id": remote, "remote_type": rtype,
-            "p2p_supported": get("p2p_supported"), "sysmem_access": get("sysmem_access"),
-            "p2p_atomics": get("p2p_atomics"), "errors": errors if isinstance(errors, dict) else None,
-            "unknown": unknown}
+            "p2p_supported": raw.get("p2p_supported"), "sysmem_access": raw.get("sysmem_access"),
+            "p2p_atomics": raw.get("p2p_atomics"), "errors": errors if isinstance(errors, dict) else None,
+            "unknown": dict(raw.get("unknown") or {})}
 
 
 def normalize(data: dict[str, Any]) -> NvlinkFacts:
@@ -37,7 +34,7 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
     order = [bus_id(g.get("bus_id")) for g in raw_gpus]
     gpu_bus = {b for b in order if b}
     n = len(raw_gpus)
-    position: dict[str | None, int] = {}
+    position: dict[str | None, int] = {}  # bus id -> ordinal without a scan of `order` per link
     for i, b in enumerate(order):
         position.setdefault(b, i)  # the first GPU with that bus id, as order.index would find
     direct = [[0] * n for _ in range(n)]
@@ -46,23 +43,19 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
     gpus: list[NvlinkGpu] = []
     any_links = False
     for i, g in enumerate(raw_gpus):
-        u = g.get("unknown")
-        unknown = dict(u) if u else {}
+        unknown = dict(g.get("unknown") or {})
         links = [_link(lk, gpu_bus) for lk in g.get("links") or [] if isinstance(lk, dict)]
-        # one pass over the links for every per-GPU figure (they were separate passes)
         up = 0
-        version = None
+        version = None  # the first active link's
         inactive = []
-        link_lost = False
-        row = direct[i]
-        for lk in links:
+        direct_row = direct[i]
+        for lk in links:  # one pass for every per-GPU figure: an NVSwitch GPU has 18 links
             state, rtype, remote = lk["state"], lk["remote_type"], lk["remote_bus_id"]
             if state == "up":
                 up += 1
-                if version is None and lk["version"]:
-                    version = lk["version"]
+                version = version or lk["version"] or None
                 if rtype == "gpu" and remote in position:
-                    row[position[remote]] += 1
+                    direct_row[position[remote]] += 1
                 elif rtype == "nvswitch":
                     switch_up[i] += 1
             elif state == "down":
@@ -73,9 +66,8 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
                 sw["links_up"] += 1 if state == "up" else 0
                 if order[i] not in sw["gpus"]:
                     sw["gpus"].append(order[i])
-            if not link_lost and lk["unknown"] and "GPU_IS_LOST" in lk["unknown"].values():
-                link_lost = True
-        lost = "GPU_IS_LOST" in unknown.values() or link_lost
+        lost = "GPU_IS_LOST" in unknown.values() or any(
+            "GPU_IS_LOST" in lk["unknown"].values() for lk in links if lk["unknown"])
         total: int | None = len(links) if not (lost or "handle" in unknown) else None
         if unknown.get("links") == "NOT_SUPPORTED":
             total = 0
@@ -101,14 +93,11 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
     pair_links = {(p["a"], p["b"]): p["links"] for p in pairs}
     nv: list[list[int | None]] = [[None] * n for _ in range(n)]
     for i in range(n):
-        oi, si, nv_row = order[i], switch_up[i], nv[i]
         for j in range(n):
-            if i == j:
-                continue
-            # an NVSwitch box has no direct pairs: skip the two lookups per cell there
-            d = (pair_links.get((oi, order[j])) or pair_links.get((order[j], oi)) or 0) if pair_links else 0
-            sj = switch_up[j]
-            nv_row[j] = d + (si if si < sj else sj) or None  # fabric: the smaller switch-link count
+            if i != j:
+                direct_links = pair_links.get((order[i], order[j])) or pair_links.get((order[j], order[i])) or 0
+                # fabric: the smaller switch-link count of the two
+                nv[i][j] = direct_links + min(switch_up[i], switch_up[j]) or None
     return {
         "supported": any_links,
         "order": order,

@@ -18,19 +18,15 @@ MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bi
 
 
 def _f(v: Any) -> float | None:
-    t = type(v)
-    if t is float:  # JSON's figures: no conversion, no isinstance chain
-        return v
-    if t is int:
-        return float(v)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """A JSON number as a float; anything else (a bool, a string, null) is None."""
+    return float(v) if type(v) in (int, float) else None  # JSON numbers are exactly these: bool is not
 
 
 def _all_true(verified: Any) -> bool | None:
     """True when every verified copy kind matched, False when one did not, None when none ran."""
     if not isinstance(verified, dict) or not verified:
         return None
-    return all(map(bool, verified.values()))  # no generator frame: this runs per GPU pair
+    return all(verified.values())
 
 
 def normalize(data: dict[str, Any]) -> P2pFacts:
@@ -59,40 +55,36 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
 
     mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}
     cap = data.get("can_access_peer") or []
-    m_cap = mats["can_access_peer"]
     for a in range(min(n, len(cap))):
-        row_in, row_out = cap[a], m_cap[a]
-        for b in range(min(n, len(row_in))):
-            v = row_in[b]
-            if a != b and v is not None:
-                row_out[b] = bool(v)
+        row = cap[a]
+        for b in range(min(n, len(row))):
+            if a != b and row[b] is not None:
+                mats["can_access_peer"][a][b] = bool(row[b])
     for i, g in enumerate(gpus):  # the diagonal holds the device-local copy, as p2pBandwidthLatencyTest
         mats["ce_gbps"][i][i] = g["local_ce_gbps"]
         mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
     pairs: list[dict[str, Any]] = []
-    m_peer, m_ce, m_sm = mats["peer_enabled"], mats["ce_gbps"], mats["sm_read_gbps"]
-    m_lat, m_ver = mats["latency_us"], mats["verified"]
     for p in data.get("pairs") or []:
-        get = p.get
-        a, b = get("src"), get("dst")
+        a, b = p.get("src"), p.get("dst")
         if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
             continue
-        pv = get("verified")
+        pv = p.get("verified")
         pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
         for kind, ok in pverified.items():
             if not ok:
                 mismatches.append({"copy": kind, "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b]})
-        enabled = get("peer_enabled")
+        enabled = p.get("peer_enabled")
         rec = {
             "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b],
-            "can_access_peer": get("can_access_peer"), "peer_enabled": bool(enabled),
-            "peer_error": get("peer_error"), "staged": not enabled,
-            "ce_gbps": _f(get("ce_gbps")), "sm_read_gbps": _f(get("sm_read_gbps")),
-            "latency_us": _f(get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
+            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(enabled),
+            "peer_error": p.get("peer_error"), "staged": not enabled,
+            "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
+            "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
         }
         pairs.append(rec)
-        m_peer[a][b], m_ce[a][b], m_sm[a][b] = rec["peer_enabled"], rec["ce_gbps"], rec["sm_read_gbps"]
-        m_lat[a][b], m_ver[a][b] = rec["latency_us"], rec["verified"]
+        mats["peer_enabled"][a][b], mats["verified"][a][b] = rec["peer_enabled"], rec["verified"]
+        mats["ce_gbps"][a][b], mats["sm_read_gbps"][a][b] = rec["ce_gbps"], rec["sm_read_gbps"]
+        mats["latency_us"][a][b] = rec["latency_us"]
     by_pair = {(p["src"], p["dst"]): p for p in pairs}
     for bd in data.get("bidirectional") or []:
         a, b = bd.get("a"), bd.get("b")

@@ -454,7 +454,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
             rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
                 f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
         out_gpus.append(rec)
-    nv, labels = None, None
+    nv = None
     if p.topo:
         # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
         # topo -m gets a record, its links unknown where nvlink -s did not list it.
@@ -468,7 +468,8 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
                                              "links_up": "not in the imported nvlink -s text",
                                              "version": "nvidia-smi nvlink -s does not print it"}})
         topo_labels = {d.label for d in p.topo.gpus}
-        # a GPU whose `GPU n:` header was cropped from nvlink -s has no index: "GPU?", no NV# row
+        # row i of `nv` is gpus[i] (named by its `index`, as a live run's); a GPU whose `GPU n:`
+        # header was cropped from nvlink -s has no index and so no NV# row
         labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
         nv = [[_nv(p.topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
                for b in labels] for a in labels]
@@ -484,7 +485,6 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
         "nvswitches": None,
         "nvswitches_unknown": "NVSwitches are not listed in nvidia-smi text",
         "nv": nv,
-        "nv_labels": labels,
         "links_up_total": sum(u for u in ups if u is not None) if ups and None not in ups else None,
         "links_total": sum(t for t in totals if t is not None) if totals and None not in totals else None,
     }

@@ -1,8 +1,12 @@
-"""The one call `probe run` / `probe show` make for the machine outputs a user asked for."""
+"""The output files `probe run` and `probe import` write, registered in one place: each entry's
+flag and help make the command line's `--<format> FILE` option (`add_arguments`), and its writer
+is what `write_outputs` calls.  A new output file is its module and one `OutputFile` line here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import argparse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,29 +22,78 @@ class OutputError(OSError):
     """An output file could not be written; the message names the file and the reason."""
 
 
-def write_outputs(fleet: dict[str, Any], *, prometheus: str | Path | None = None, junit: str | Path | None = None,
-                  ansible_inventory: str | Path | None = None, hosts_csv: str | Path | None = None,
-                  findings_csv: str | Path | None = None, check_ids: Iterable[str] = (),
-                  junit_fail_on: Iterable[str] = ("fail",), slurm_drain: str | Path | None = None) -> list[Path]:
-    """Write each requested file atomically; every one is attempted even if an earlier one fails,
-    then OutputError lists what could not be written."""
-    jobs = [
-        ("--prometheus", prometheus, lambda p: write_prometheus(fleet, p)),
-        ("--junit", junit, lambda p: write_junit(fleet, p, check_ids=check_ids, fail_on=junit_fail_on)),
-        ("--ansible-inventory", ansible_inventory, lambda p: write_inventory(fleet, p)),
-        ("--slurm-drain", slurm_drain, lambda p: write_drain(fleet, p)),
-        ("--hosts-csv", hosts_csv, lambda p: write_atomic(p, render_hosts(fleet, "csv"))),
-        ("--findings-csv", findings_csv, lambda p: write_atomic(p, render_findings(fleet, "csv"))),
-    ]
+@dataclass(frozen=True)
+class WriteContext:
+    """What some writers need beyond the fleet."""
+
+    check_ids: tuple[str, ...] = ()  # every finding id the run could raise (JUnit's test cases)
+    junit_fail_on: tuple[str, ...] = ("fail",)
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    name: str  # the keyword of write_outputs and the argparse dest; the flag is --<name with dashes>
+    help: str
+    write: Callable[[dict[str, Any], Path, WriteContext], Path]
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+OUTPUT_FILES: tuple[OutputFile, ...] = (
+    OutputFile("prometheus", "write a Prometheus textfile-collector file",
+               lambda fleet, p, ctx: write_prometheus(fleet, p)),
+    OutputFile("junit", "write JUnit XML (one test case per host x check)",
+               lambda fleet, p, ctx: write_junit(fleet, p, check_ids=ctx.check_ids, fail_on=ctx.junit_fail_on)),
+    OutputFile("ansible_inventory", "write a YAML Ansible inventory grouping hosts by class, finding, severity "
+               "and outcome", lambda fleet, p, ctx: write_inventory(fleet, p)),
+    OutputFile("hosts_csv", "write the hosts as CSV (identity: board, BIOS, serials, driver, GPUs)",
+               lambda fleet, p, ctx: write_atomic(p, render_hosts(fleet, "csv"))),
+    OutputFile("findings_csv", "write the findings as CSV",
+               lambda fleet, p, ctx: write_atomic(p, render_findings(fleet, "csv"))),
+    OutputFile("slurm_drain", "write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts "
+               "with fail findings, for you to apply (fleetprobe never drains by itself)",
+               lambda fleet, p, ctx: write_drain(fleet, p)),
+)
+
+
+def _by_name() -> dict[str, OutputFile]:
+    return {o.name: o for o in OUTPUT_FILES}
+
+
+def add_arguments(parser: argparse.ArgumentParser, only: Iterable[str] | None = None) -> None:
+    """One `--<format> FILE` option per registered output (or per name in `only`)."""
+    outputs = _by_name()
+    for name in only if only is not None else outputs:
+        out = outputs[name]
+        parser.add_argument(out.flag, dest=out.name, metavar="FILE", help=out.help)
+
+
+def requested(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
+    """The output paths a parsed command line asked for (the options its parser has)."""
+    values = vars(args) if isinstance(args, argparse.Namespace) else args
+    return {name: values[name] for name in _by_name() if values.get(name) is not None}
+
+
+def write_outputs(fleet: dict[str, Any], *, check_ids: Iterable[str] = (), junit_fail_on: Iterable[str] = ("fail",),
+                  **paths: str | Path | None) -> list[Path]:
+    """Write each requested file (`name=path`, names as in OUTPUT_FILES) atomically; every one is
+    attempted even if an earlier one fails, then OutputError lists what could not be written."""
+    unknown = sorted(set(paths) - set(_by_name()))
+    if unknown:
+        raise TypeError(f"write_outputs: no output named {', '.join(unknown)}")
+    ctx = WriteContext(tuple(check_ids), tuple(junit_fail_on))
     written: list[Path] = []
     errors: list[str] = []
-    for flag, path, write in jobs:
+    for out in OUTPUT_FILES:
+        path = paths.get(out.name)
         if path is None:
             continue
         try:
-            written.append(write(Path(path)))
+            written.append(out.write(fleet, Path(path), ctx))
         except OSError as e:
-            errors.append(f"{flag} {path}: {e.strerror or e}")
+            errors.append(f"{out.flag} {path}: {e.strerror or e}")
     if errors:
         raise OutputError("could not write " + "; ".join(errors))
     return written

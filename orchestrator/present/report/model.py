@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from orchestrator.facts.model import GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
+from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
 from orchestrator.verdict.checks import p2p as p2p_check
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.findings import SEVERITY_ORDER, severity_rank
@@ -288,7 +288,7 @@ def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
     return now, False
 
 
-def read_identity(facts: dict[str, Any]) -> list[tuple[str, str]]:
+def read_identity(facts: Facts) -> list[tuple[str, str]]:
     # Typed reads (facts/model.py), each guarded: a stored fleet.json may hold any shape.
     host = cast(HostFacts, _dict(facts.get("host")))
     board = cast(HostBoard, _dict(host.get("board")))
@@ -314,14 +314,14 @@ def read_identity(facts: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in rows if v]
 
 
-def _gpu_list(facts: dict[str, Any]) -> list[dict[str, Any]]:
+def _gpu_list(facts: Facts) -> list[dict[str, Any]]:
     """facts["gpus"]["list"], in NVML index order."""
     gpus = _list(_dict(facts.get("gpus")).get("list"))
     return sorted((g for g in gpus if isinstance(g, dict)),
                   key=lambda g: (g.get("index") if isinstance(g.get("index"), int) else 1 << 30, _str(g.get("bus_id"))))
 
 
-def device_labels(facts: dict[str, Any]) -> dict[str, str]:
+def device_labels(facts: Facts) -> dict[str, str]:
     """bus id -> the name `nvidia-smi topo -m` uses ("GPU3", "NIC1").  The merged topology names
     win; GPUs fall back to their NVML index, NICs to the PCIe section's level labels."""
     out: dict[str, str] = {}
@@ -340,12 +340,12 @@ def device_labels(facts: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _pcie_devices(facts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _pcie_devices(facts: Facts) -> dict[str, dict[str, Any]]:
     return {_str(d.get("bdf")).lower(): d for d in _list(_dict(facts.get("pcie")).get("devices"))
             if isinstance(d, dict) and d.get("bdf")}
 
 
-def read_gpus(facts: dict[str, Any]) -> list[GpuRow]:
+def read_gpus(facts: Facts) -> list[GpuRow]:
     pci = _pcie_devices(facts)
     rows = []
     for g in _gpu_list(facts):
@@ -372,7 +372,7 @@ def read_gpus(facts: dict[str, Any]) -> list[GpuRow]:
     return rows
 
 
-def read_levels(facts: dict[str, Any]) -> LevelMatrix | None:
+def read_levels(facts: Facts) -> LevelMatrix | None:
     """The merged `topo -m` matrix (facts["topology"]); the PCIe-only levels when it is absent."""
     topo = _dict(facts.get("topology"))
     labels = [_str(_dict(d).get("name")) for d in _list(topo.get("devices"))]
@@ -400,7 +400,7 @@ def level_class(level: str) -> str:
     return "lv-other"  # "?" (no source could answer) and anything unexpected
 
 
-def read_nvlink(facts: dict[str, Any]) -> NvlinkGraph | None:
+def read_nvlink(facts: Facts) -> NvlinkGraph | None:
     section = _dict(facts.get("nvlink"))
     gpus = [g for g in _list(section.get("gpus")) if isinstance(g, dict)]
     if not gpus:
@@ -466,7 +466,7 @@ _KEEP = ("gpu", "nic", "nvswitch", "nvme")
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
-def read_pcie(facts: dict[str, Any], flagged: set[str] | frozenset[str] = frozenset()) -> list[PcieNode]:
+def read_pcie(facts: Facts, flagged: set[str] | frozenset[str] = frozenset()) -> list[PcieNode]:
     """The PCIe tree for drawing.  A physical switch (its upstream port and all its internal and
     downstream ports) becomes one node; branches without a GPU, NIC, NVSwitch or NVMe are left
     out.  Uplinks shared by GPUs and NICs are marked; `flagged` holds the bus ids that a
@@ -550,7 +550,7 @@ def _descendants(node: PcieNode) -> list[PcieNode]:
     return out
 
 
-def read_nccl(facts: dict[str, Any]) -> NcclTable | None:
+def read_nccl(facts: Facts) -> NcclTable | None:
     """facts["nccl"] (docs/facts-nccl.md): every host that has it shows it, detailed or not."""
     section = _dict(facts.get("nccl"))
     if not section:
@@ -579,7 +579,7 @@ def read_nccl(facts: dict[str, Any]) -> NcclTable | None:
     return NcclTable(header=header, notes=notes, rows=rows)
 
 
-def read_p2p(facts: dict[str, Any], findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
+def read_p2p(facts: Facts, findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
     """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
     CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
     section = _dict(facts.get("p2p"))

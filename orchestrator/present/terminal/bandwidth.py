@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import Facts, P2pFacts
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean as _clean
 
@@ -33,7 +34,7 @@ def _matrix(title: str, m: list[list[Any]] | None, n: int, digits: int = 2, labe
     return lines
 
 
-def render(p2p: dict[str, Any] | None, host: str = "", facts: dict[str, Any] | None = None,
+def render(p2p: P2pFacts | None, host: str = "", facts: Facts | None = None,
            width: int | None = None) -> str:
     if not isinstance(p2p, dict):
         return "p2p: not measured\n"

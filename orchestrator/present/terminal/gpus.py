@@ -6,6 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from orchestrator.facts.model import Facts, GpuPcie, GpuRecord, GpusFacts, NvlinkFacts, NvlinkGpu
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table
@@ -15,7 +16,7 @@ def _na(v: Any, fmt: str = "{}") -> str:
     return "N/A" if v is None else fmt.format(v)
 
 
-def _pcie(p: dict[str, Any]) -> str:
+def _pcie(p: GpuPcie | dict[str, Any]) -> str:
     if p.get("gen_current") is None and p.get("width_current") is None:
         return "N/A"
     cur = f"{_na(p.get('gen_current'))}x{_na(p.get('width_current'))}"
@@ -23,7 +24,7 @@ def _pcie(p: dict[str, Any]) -> str:
     return cur if cur == mx else f"{cur} (max {mx})"
 
 
-def _fans(g: dict[str, Any]) -> str:
+def _fans(g: GpuRecord) -> str:
     fans = g.get("fans")
     if fans == []:
         return "none"  # NVML answered: this board has no fans (SXM, passive cooling)
@@ -33,7 +34,7 @@ def _fans(g: dict[str, Any]) -> str:
     return "N/A" if why == "NOT_SUPPORTED" else (f"? ({why})" if why else "?")
 
 
-def _mig(g: dict[str, Any]) -> str:
+def _mig(g: GpuRecord) -> str:
     mig = g.get("mig")
     if mig is None:
         return "-"
@@ -42,7 +43,7 @@ def _mig(g: dict[str, Any]) -> str:
     return "pending" if mig.get("pending") else "off"
 
 
-def _health(g: dict[str, Any]) -> str:
+def _health(g: GpuRecord) -> str:
     notes = []
     if g.get("lost"):
         notes.append("LOST")
@@ -57,19 +58,19 @@ def _health(g: dict[str, Any]) -> str:
     return ", ".join(notes) or "ok"
 
 
-def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, Any] | None = None,
+def render_gpu_table(host: str, gpus: GpusFacts | None, nvlink: NvlinkFacts | None = None,
                      width: int | None = None) -> str:
     if not gpus:
         return f"{clean(host)}: no NVML data"
-    links: dict[tuple[str, Any], dict[str, Any]] = {}
-    for lg in (nvlink or {}).get("gpus") or []:
+    links: dict[tuple[str, Any], NvlinkGpu] = {}
+    for lg in (nvlink.get("gpus") if nvlink else None) or []:
         for key in ("bus_id", "uuid", "index"):  # text imports may lack bus ids: then the UUID, the index
             if lg.get(key) is not None:
                 links.setdefault((key, lg[key]), lg)
     rows = []
     for g in gpus.get("list") or []:
-        lk = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
-                   if g.get(k) is not None and (k, g[k]) in links), {})
+        lk: NvlinkGpu | None = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
+                                     if g.get(k) is not None and (k, g[k]) in links), None)
         if not lk or lk.get("links_total") is None:
             nvl = "?"
         else:
@@ -96,7 +97,7 @@ def render_gpu_table(host: str, gpus: dict[str, Any] | None, nvlink: dict[str, A
     return head + "\n" + table
 
 
-def view_gpus(gpus: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+def view_gpus(gpus: GpusFacts, host: str = "", facts: Facts | None = None,
               width: int | None = None) -> str:
     """The `--show gpus` renderer: the host's name in the head, the NVLink column from its nvlink
     section when the host's facts are given."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from orchestrator.facts.model import Facts, KmsgFacts, NicFacts
 from orchestrator.present.terminal.text import clean
 
 
@@ -13,7 +14,7 @@ def _q(v: Any) -> str:
     return "?" if v is None else clean(v)
 
 
-def render_kmsg(kmsg: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+def render_kmsg(kmsg: KmsgFacts, host: str = "", facts: Facts | None = None,
                 width: int | None = None) -> str:
     if not kmsg.get("readable"):
         return f"kernel log not readable: {clean(kmsg.get('unreadable_reason'), 300)}"
@@ -34,7 +35,7 @@ def render_kmsg(kmsg: dict[str, Any], host: str = "", facts: dict[str, Any] | No
                                    disable_numparse=True)  # "93297.0" stays as the log has it
 
 
-def render_nic(nic: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+def render_nic(nic: NicFacts, host: str = "", facts: Facts | None = None,
                width: int | None = None) -> str:
     rows = []
     for d in nic.get("devices") or []:

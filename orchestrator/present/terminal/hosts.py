@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
+from orchestrator.facts.model import HostFacts, HostRecord
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table, wrap
@@ -14,13 +15,13 @@ from orchestrator.present.terminal.width import fit_table, wrap
 _CELL = 200
 
 
-def _board(host: dict[str, Any]) -> str:
+def _board(host: HostFacts) -> str:
     b = host.get("board") or {}
     parts = [b.get("vendor") or b.get("system_vendor"), b.get("model") or b.get("product")]
     return " ".join(clean(p, _CELL) for p in parts if isinstance(p, str)) or "-"
 
 
-def _gpus(rec: dict[str, Any]) -> str:
+def _gpus(rec: HostRecord) -> str:
     g = rec["facts"].get("gpus")
     if not g:
         return "-"
@@ -43,7 +44,7 @@ def hosts_table(fleet: dict[str, Any], width: int | None = None) -> str:
     advice ("is sshd running there?")."""
     rows, reasons = [], []
     for rec in fleet["hosts"]:
-        h = rec["facts"].get("host") or {}
+        h = cast(HostFacts, rec["facts"].get("host") or {})  # every read below is a .get
         dur = sum(p.get("duration_s") or 0 for p in rec["probes"].values())
         rows.append([
             clean(rec["name"], _CELL),

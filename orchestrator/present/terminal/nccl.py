@@ -9,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from orchestrator.facts.model import NcclFacts
+from orchestrator.facts.model import Facts, NcclFacts
 from orchestrator.present.terminal.text import clean
 
 
@@ -25,7 +25,7 @@ def _known(facts: NcclFacts, key: str) -> str:
     return clean(str(v))
 
 
-def render_nccl(nccl: NcclFacts | None, host: str = "", facts: dict[str, Any] | None = None,
+def render_nccl(nccl: NcclFacts | None, host: str = "", facts: Facts | None = None,
                 width: int | None = None) -> str:
     if not nccl:
         return "no NCCL data"

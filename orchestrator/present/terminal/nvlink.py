@@ -8,11 +8,9 @@ reads the state, not the speed, so an active link shows its speed only when the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from tabulate import tabulate
 
-from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink
+from orchestrator.facts.model import Facts, NvlinkFacts, NvlinkGpu, NvlinkLink
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 
@@ -54,7 +52,7 @@ def _label(g: NvlinkGpu, pos: int) -> str:
     return f"GPU{idx if isinstance(idx, int) else pos}"
 
 
-def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: dict[str, Any] | None = None,
+def render_nvlink(nvlink: NvlinkFacts | None, host: str = "", facts: Facts | None = None,
                   width: int | None = None) -> str:
     if not nvlink:
         return "no NVLink data"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import Facts, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 
@@ -18,7 +19,7 @@ def _gw(gen: Any, width: Any) -> str:
     return f"Gen{gen if gen is not None else '?'} x{width if width is not None else '?'}"
 
 
-def _marks(pcie: dict[str, Any]) -> dict[str, str]:
+def _marks(pcie: PcieFacts) -> dict[str, str]:
     marks: dict[str, str] = {}
     for i, b in enumerate(pcie.get("gpus") or []):
         marks[b] = f"[GPU{i}]"
@@ -66,7 +67,7 @@ def _describe(d: dict[str, Any], mark: str | None, downgraded: dict[str, dict[st
     return "  ".join(p for p in parts if p)
 
 
-def render_tree(pcie: dict[str, Any]) -> str:
+def render_tree(pcie: PcieFacts) -> str:
     """The PCIe tree per host bridge, GPUs/NICs/NVSwitches marked, downgraded links and ACS shown."""
     devs = {d["bdf"]: d for d in pcie.get("devices") or [] if isinstance(d, dict) and "bdf" in d}
     marks = _marks(pcie)
@@ -92,7 +93,7 @@ def render_tree(pcie: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_levels(pcie: dict[str, Any]) -> str:
+def render_levels(pcie: PcieFacts) -> str:
     """GPU x (GPU + NIC) PCIe levels in `nvidia-smi topo -m` style, with a NIC legend."""
     levels = pcie.get("levels") or {}
     order, labels, matrix = levels.get("order") or [], levels.get("labels") or [], levels.get("matrix") or []
@@ -118,7 +119,7 @@ def render_levels(pcie: dict[str, Any]) -> str:
     return out
 
 
-def render_pcie(pcie: dict[str, Any], host: str = "", facts: dict[str, Any] | None = None,
+def render_pcie(pcie: PcieFacts, host: str = "", facts: Facts | None = None,
                 width: int | None = None) -> str:
     """`--show pcie`: the tree, then the level matrix, then what is wrong on the bus in one line each."""
     out = render_tree(pcie) + "\n" + render_levels(pcie)
@@ -133,6 +134,7 @@ def render_pcie(pcie: dict[str, Any], host: str = "", facts: dict[str, Any] | No
     if counts.get("pci"):
         notes.append(f"GPUs: PCI {counts.get('pci')}, /proc {shown(counts.get('proc'), 'n/a')}, "
                      f"/dev {shown(counts.get('dev'), 'n/a')}")
-    if pcie.get("needs_root"):
-        notes.append("config space needs root: " + ", ".join(pcie["needs_root"]) + " inferred or unknown")
+    needs_root = pcie.get("needs_root")
+    if needs_root:
+        notes.append("config space needs root: " + ", ".join(needs_root) + " inferred or unknown")
     return out + ("\n" + "\n".join(notes) + "\n" if notes else "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.model import TopologyFacts
 from orchestrator.present.terminal.gpus import clean
 
 LEGEND = """Legend:
@@ -18,7 +19,7 @@ LEGEND = """Legend:
   ?    = unknown (no probe could answer)"""
 
 
-def render_topo(topology: dict[str, Any] | None, legend: bool = True, host: str = "",
+def render_topo(topology: TopologyFacts | None, legend: bool = True, host: str = "",
                 facts: dict[str, Any] | None = None, width: int | None = None) -> str:
     if not topology or not topology.get("devices"):
         return "no topology data"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -80,7 +80,7 @@ class _HostLinks:
     """What connects two GPUs of one host, from the best source present: each section's bus id ->
     index map is built once (the first time a pair needs that section), not once per pair."""
 
-    def __init__(self, facts: dict[str, Any], p2p: dict[str, Any]) -> None:
+    def __init__(self, facts: Mapping[str, Any], p2p: Mapping[str, Any]) -> None:
         self.facts, self.p2p = facts, p2p
         topo = facts.get("topology") or {}
         devices = topo.get("devices") or []
@@ -144,7 +144,7 @@ def _cell(m: Any, a: int, b: int) -> Any:
         return None
 
 
-def _nvml_pcie(facts: dict[str, Any], bus: str) -> tuple[int, int] | None:
+def _nvml_pcie(facts: Mapping[str, Any], bus: str) -> tuple[int, int] | None:
     """NVML's (generation, width) maximum of a GPU's host link, None when NVML does not say."""
     for g in (facts.get("gpus") or {}).get("list") or []:
         if bus and isinstance(g, dict) and g.get("bus_id") == bus:
@@ -160,7 +160,7 @@ class _HostPcie:
     """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's;
     NVML's answer per bus id looked up once per host (every pair asks twice)."""
 
-    def __init__(self, facts: dict[str, Any]) -> None:
+    def __init__(self, facts: Mapping[str, Any]) -> None:
         self.facts = facts
         self.nvml: dict[Any, tuple[int, int] | None] = {}
 
@@ -227,7 +227,7 @@ def _nvlink_judgement(model: gpu_models.GpuModel,
     return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
 
 
-def _judge_pairs(facts: dict[str, Any], p2p: dict[str, Any], host_pcie: _HostPcie,
+def _judge_pairs(facts: Mapping[str, Any], p2p: Mapping[str, Any], host_pcie: _HostPcie,
                  p2p_min_gbps: float | None) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
     out = []
@@ -262,7 +262,7 @@ def _judge_pairs(facts: dict[str, Any], p2p: dict[str, Any], host_pcie: _HostPci
     return out
 
 
-def pair_floors(facts: dict[str, Any], p2p_min_gbps: float | None = None) -> dict[tuple[str, str], float]:
+def pair_floors(facts: Mapping[str, Any], p2p_min_gbps: float | None = None) -> dict[tuple[str, str], float]:
     """The floor `p2p.bandwidth.low` judges each measured GPU pair against, by (source bus id,
     destination bus id) in lower case; pairs with no floor (link or model unknown) are left out.
     The HTML report's heat map reads this, so its percentages are the check's."""
@@ -439,7 +439,7 @@ def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie
                                  "NUMA placement and IOMMU mode")
 
 
-def shared_uplinks(facts: dict[str, Any], buses: list[str]) -> list[list[str]]:
+def shared_uplinks(facts: Mapping[str, Any], buses: list[str]) -> list[list[str]]:
     """Groups of the measured GPUs that share one uplink by design (facts["pcie"]["uplinks"])."""
     groups = []
     for up in (facts.get("pcie") or {}).get("uplinks") or []:

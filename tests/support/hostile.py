@@ -1,4 +1,5 @@
-"""Helpers for the reliability suite: fake interpreters on "the host", inventories, the real CLI.
+"""Helpers for the reliability suite (tests/reliability, some of tests/cli): fake interpreters on
+"the host", inventories, the real CLI.
 
 "The host" is this machine: inventories use `ansible_connection: local` (a real `/bin/sh -c`
 subprocess, same caps and deadlines as SSH) unless a test needs the real sshd.  A hostile host is
