@@ -176,6 +176,15 @@ class GpuRecord(TypedDict):
     power_limit_w: NotRequired[float | None]
     module_power_w: NotRequired[float | None]
     memory_temperature_c: NotRequired[float | None]
+    # live probe (nvml 1.2, issue 18): cumulative violation time per performance policy (ns since
+    # the driver loaded, `reference_us` the CPU timestamp of the reading), the temperature
+    # thresholds and margin, and NVML's GPU recovery action (R570+; None with a reason before)
+    violation_ns: NotRequired[dict[str, Any] | None]
+    violation_ns_unknown: NotRequired[str]
+    thermal: NotRequired[dict[str, Any] | None]
+    thermal_unknown: NotRequired[str]
+    recovery_action: NotRequired[str | None]
+    recovery_action_unknown: NotRequired[str]
 
 
 class GpusFacts(TextOrigin):
