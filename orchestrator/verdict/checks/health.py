@@ -214,7 +214,45 @@ def nic_kernel_events(view: HostView) -> Iterator[Finding]:
                     evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
 
 
-CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events]
+def peermem_errors(view: HostView) -> Iterator[Finding]:
+    """nvidia-peermem errors in the kernel log: GPUDirect RDMA through the peer-memory module failed."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    events = [e for e in km.get("events") or [] if e.get("kind") == "peermem"]
+    if not events:
+        return
+    new, old = split_new(events, previous_keys(km, view.previous))
+    yield fault("gpu.gdr.peermem_error", view.name, "nvidia-peermem",
+                f"the GPU peer-memory module reported errors ({_when(new, old)}): "
+                f"{str(events[-1].get('text', ''))[:160]}",
+                severity=Severity.WARN, actual={"count": len(events), "new": len(new)},
+                evidence=["kmsg.events[peermem]"],
+                hint="GPUDirect RDMA registrations failed: check that nvidia_peermem matches the loaded driver and "
+                     "the MLNX_OFED/inbox RDMA stack (reload it after a driver upgrade), or use DMA-BUF")
+
+
+def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
+    """Processes that crashed inside libnccl / libcuda: a driver/library mismatch, a bad NCCL build or
+    a GPU fault that surfaced in user space."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (lib,), events in sorted(_by(km.get("events") or [], "segfault", "library").items(),
+                                 key=lambda kv: str(kv[0][0])):
+        new, old = split_new(events, seen)
+        procs = sorted({f"{e.get('process')}[{e.get('pid')}]" for e in events})
+        yield fault("host.segfault.gpu_library", view.name, str(lib),
+                    f"{len(events)} segfault(s) inside {lib} ({_when(new, old)}): {', '.join(procs[:5])}",
+                    severity=Severity.WARN, actual={"count": len(events), "new": len(new), "processes": procs[:10]},
+                    evidence=[f"kmsg.events[segfault]: {str(events[-1].get('text', ''))[:160]}"],
+                    hint="check that the CUDA driver library and the user-space CUDA/NCCL versions match the "
+                         "loaded kernel module, and look for Xids at the same time")
+
+
+CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events,
+          peermem_errors, gpu_library_segfaults]
 
 FINDING_IDS: tuple[str, ...] = (
     "host.kernel_log.unreadable",
@@ -223,6 +261,8 @@ FINDING_IDS: tuple[str, ...] = (
     "gpu.fallen_off_bus",
     "pcie.aer",
     "nic.kernel_event",
+    "gpu.gdr.peermem_error",
+    "host.segfault.gpu_library",
 )
 
 _KMSG = Needs(sections=("kmsg",))
@@ -235,4 +275,6 @@ NEEDS: dict[str, Needs] = {
     "gpu.fallen_off_bus": _KMSG,
     "pcie.aer": _KMSG,
     "nic.kernel_event": _KMSG,
+    "gpu.gdr.peermem_error": _KMSG,
+    "host.segfault.gpu_library": _KMSG,
 }
