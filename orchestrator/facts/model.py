@@ -368,6 +368,24 @@ class PcieFacts(TextOrigin):
     config_access_unknown: NotRequired[str]
     uplinks_unknown: NotRequired[str]
     gpus_unknown: NotRequired[str]
+    # pcie 1.1 (issue 18): the AER counters of each link on a GPU's or NIC's upstream chain
+    aer_links: NotRequired[list[AerLink]]
+
+
+class AerLink(TypedDict):
+    """One PCIe link of a GPU's or NIC's upstream chain and the AER counts (since boot) of its two
+    ends: errors are often counted at the link partner (the switch or root port above)."""
+    device: str  # the upstream-facing end: the endpoint, or a switch's upstream port
+    kind: str | None
+    partner: str | None  # the port above (root or switch downstream port); None when there is none
+    serves: list[str]  # the GPUs / NICs whose chain the link is on
+    gen_current: int | None
+    width_current: int | None
+    speed_current: str | None
+    correctable: int | None  # both ends summed; None when neither end reports AER
+    nonfatal: int | None
+    fatal: int | None
+    ends: dict[str, Any]  # bdf -> {correctable: {RxErr: n, ...}, nonfatal: {...}, fatal: {...}}
 
 
 # ---------------------------------------------------------------------------------------------
