@@ -425,6 +425,8 @@ class P2pFacts(TypedDict):
     complete: bool
     params: dict[str, Any]
     elapsed_s: float | None
+    # CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU bus id (issue 18); None when not read
+    dmabuf: NotRequired[dict[str, bool | None] | None]
 
 
 # ---------------------------------------------------------------------------------------------
