@@ -77,5 +77,5 @@ def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
     assert any(c["outliers"] for c in fleet["classes"])
     assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
     big = fleet["classes"][0]
-    # 8 DGX H100s of the original demo, the 4 NCCL hosts and the 8 of issue 18: their faults are not topology
-    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 20
+    # 8 DGX H100s of the original demo, the 4 NCCL hosts and the 9 of issue 18: their faults are not topology
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 21

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts import xid as xids
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -243,8 +244,8 @@ def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
     for (lib,), events in sorted(_by(km.get("events") or [], "segfault", "library").items(),
                                  key=lambda kv: str(kv[0][0])):
         new, old = split_new(events, seen)
-        procs = sorted({f"{e.get('process')}[{e.get('pid')}]" for e in events})
-        yield fault("host.segfault.gpu_library", view.name, str(lib),
+        procs = sorted({f"{shown(e.get('process'), 'process unknown')}[{shown(e.get('pid'))}]" for e in events})
+        yield fault("host.segfault.gpu_library", view.name, shown(lib, "library unknown"),
                     f"{len(events)} segfault(s) inside {lib} ({_when(new, old)}): {', '.join(procs[:5])}",
                     severity=Severity.WARN, actual={"count": len(events), "new": len(new), "processes": procs[:10]},
                     evidence=[f"kmsg.events[segfault]: {str(events[-1].get('text', ''))[:160]}"],
@@ -260,7 +261,8 @@ AER_COUNTER_CORRECTED_MIN = 10
 def _link_label(link: dict[str, Any]) -> str:
     gen, width = link.get("gen_current"), link.get("width_current")
     trained = f"Gen{gen} x{width}" if gen and width else "link state unknown"
-    return f"{link.get('device')}" + (f" <-> {link['partner']}" if link.get("partner") else "") + f" ({trained})"
+    return (shown(link.get("device"), "device unknown") + (f" <-> {link['partner']}" if link.get("partner") else "")
+            + f" ({trained})")
 
 
 def aer_counters(view: HostView) -> Iterator[Finding]:
