@@ -202,7 +202,10 @@ def _discover(cu):
         cu("cuDeviceGetPCIBusId", bus, 32, i)
         attrs = {}
         for key, attr in (("sm_count", 16), ("cc_major", 75), ("cc_minor", 76), ("clock_khz", 13),
-                          ("async_engines", 40), ("unified_addressing", 41)):
+                          ("async_engines", 40), ("unified_addressing", 41),
+                          # CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (cuda.h 11.7+); older drivers answer
+                          # CUDA_ERROR_INVALID_VALUE, kept as None (unknown)
+                          ("dmabuf_supported", 124)):
             x = c_int()
             try:
                 cu("cuDeviceGetAttribute", ctypes.byref(x), attr, i)
@@ -221,7 +224,7 @@ def _discover(cu):
         gpus.append({
             "index": i, "bus_id": bus_id, "name": name.value.decode("utf-8", "replace"),
             "sm_count": attrs["sm_count"], "async_engines": attrs["async_engines"],
-            "unified_addressing": attrs["unified_addressing"],
+            "unified_addressing": attrs["unified_addressing"], "dmabuf_supported": attrs["dmabuf_supported"],
             "compute_capability": ("%s.%s" % (attrs["cc_major"], attrs["cc_minor"])
                                    if attrs["cc_major"] is not None else None),
             "memory_total_bytes": total, "status": "ok",

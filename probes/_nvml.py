@@ -35,6 +35,12 @@ VIRT_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_v
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 FABRIC_HEALTH = {0: None, 1: "healthy", 2: "unhealthy", 3: "limited_capacity"}
 FI_DEV_NVLINK_LINK_COUNT = 91
+FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # R570+ nvml.h; older drivers answer INVALID_ARGUMENT per field
+RECOVERY_ACTIONS = {0: "NONE", 1: "GPU_RESET", 2: "NODE_REBOOT", 3: "DRAIN_P2P", 4: "DRAIN_AND_RESET",
+                    5: "GPU_RESET_BUS"}
+# nvmlPerfPolicyType_t values whose violation time the probe reads
+PERF_POLICIES = (("power", 0), ("thermal", 1), ("sync_boost", 2), ("board_limit", 3), ("low_utilization", 4),
+                 ("reliability", 5))
 
 
 class PciInfo(ctypes.Structure):
@@ -72,6 +78,16 @@ class FieldValue(ctypes.Structure):
                 ("value", ctypes.c_ulonglong)]
 
 
+class ViolationTime(ctypes.Structure):
+    # nvmlViolationTime_t: referenceTime (CPU timestamp, us), violationTime (cumulative, ns)
+    _fields_ = [("referenceTime", ctypes.c_ulonglong), ("violationTime", ctypes.c_ulonglong)]
+
+
+class MarginTemperatureV1(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("marginTemperature", ctypes.c_int)]
+
+
+MARGIN_TEMPERATURE_V1_VERSION = ctypes.sizeof(MarginTemperatureV1) | (1 << 24)  # 0x1000008
 MEMORY_V2_VERSION = ctypes.sizeof(MemoryV2) | (2 << 24)
 FABRIC_V3_VERSION = ctypes.sizeof(FabricInfoV3) | (3 << 24)
 FABRIC_V2_VERSION = 0x24 | (2 << 24)

@@ -5,7 +5,7 @@
 import ctypes
 
 PROBE_NAME = "nvml"
-PROBE_VERSION = "1.1"
+PROBE_VERSION = "1.2"
 PROBE_DESCRIPTION = "NVML: GPUs, identity, memory, MIG, virtualization, PCIe link, sensors, ECC, fabric, P2P matrix"
 PASSIVE = True
 
@@ -241,6 +241,56 @@ def _fabric(nv, g):
     g.put("fabric", None, nv.err(rc))
 
 
+def _violations(nv, g):
+    # Cumulative time (ns since the driver loaded) each performance policy held the clocks down.
+    out, unknown = {"reference_us": None}, {}
+    for key, policy in PERF_POLICIES:
+        t = ViolationTime()
+        rc = nv.call("nvmlDeviceGetViolationStatus", g.h, ctypes.c_int(policy), ctypes.byref(t))
+        out[key] = t.violationTime if rc == NVML_SUCCESS else None
+        if rc != NVML_SUCCESS:
+            unknown[key] = nv.err(rc)
+        elif t.referenceTime:
+            out["reference_us"] = t.referenceTime  # the CPU timestamp (us) of the reading
+    if len(unknown) == len(PERF_POLICIES):
+        g.put("violation_ns", None, next(iter(unknown.values())))
+        return
+    if unknown:
+        out["unknown"] = unknown
+    g.put("violation_ns", out, None)
+
+
+def _thermal(nv, g):
+    # Slowdown/shutdown thresholds (nvmlTemperatureThresholds_t 1 and 0) and, on newer drivers, the
+    # margin to the nearest slowdown threshold (a versioned struct).
+    out, unknown = {}, {}
+    for key, kind in (("slowdown_c", 1), ("shutdown_c", 0)):
+        out[key], why = nv.uint("nvmlDeviceGetTemperatureThreshold", g.h, ctypes.c_int(kind))
+        if why:
+            unknown[key] = why
+    m = MarginTemperatureV1()
+    m.version = MARGIN_TEMPERATURE_V1_VERSION
+    rc = nv.call("nvmlDeviceGetMarginTemperature", g.h, ctypes.byref(m))
+    out["margin_c"] = m.marginTemperature if rc == NVML_SUCCESS else None
+    if rc != NVML_SUCCESS:
+        unknown["margin_c"] = nv.err(rc)
+    if unknown:
+        out["unknown"] = unknown
+    g.put("thermal", out, None)
+
+
+def _recovery_action(nv, g):
+    fv = FieldValue()
+    fv.fieldId = FI_DEV_GET_GPU_RECOVERY_ACTION
+    rc = nv.call("nvmlDeviceGetFieldValues", g.h, ctypes.c_int(1), ctypes.byref(fv))
+    if rc == NVML_SUCCESS and fv.nvmlReturn == NVML_SUCCESS:
+        v = int(fv.value & 0xFFFFFFFF)
+        g.put("recovery_action", RECOVERY_ACTIONS.get(v, "unknown(%d)" % v), None)
+        return
+    # INVALID_ARGUMENT per field: a driver older than the field (R570)
+    g.put("recovery_action", None, nv.err(rc if rc != NVML_SUCCESS else fv.nvmlReturn))
+
+
 def _gpu(nv, index):
     h, why = nv.handle(index)
     if h is None:
@@ -281,6 +331,9 @@ def _gpu(nv, index):
     pending = g.uint("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus")
     if pending is not None:
         g.d["retired_pages_pending"] = pending == 1
+    _violations(nv, g)
+    _thermal(nv, g)
+    _recovery_action(nv, g)
     return h, g.d
 
 

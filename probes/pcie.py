@@ -9,8 +9,8 @@ import re
 import struct
 
 PROBE_NAME = "pcie"
-PROBE_VERSION = "1.0"
-PROBE_DESCRIPTION = "PCIe tree from sysfs: devices, upstream chains, link speed/width, port types, ACS, NVIDIA /proc and /dev"
+PROBE_VERSION = "1.1"
+PROBE_DESCRIPTION = "PCIe tree from sysfs: devices, upstream chains, link speed/width, port types, ACS, AER counters, NVIDIA /proc and /dev"
 PASSIVE = True
 
 _BDF = re.compile(r"^[0-9a-f]{4,}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -200,6 +200,31 @@ def _iommu(ctx):
     return {"present": True, "groups": len(groups), "types": types}
 
 
+_AER_FILES = (("correctable", "aer_dev_correctable"), ("fatal", "aer_dev_fatal"), ("nonfatal", "aer_dev_nonfatal"))
+
+
+def _aer(ctx, link):
+    """The AER counters the kernel keeps per device (Linux 5.8+: aer_dev_correctable, aer_dev_fatal,
+    aer_dev_nonfatal, world-readable; lines "RxErr 0" ... "TOTAL_ERR_COR 0"), cumulative since boot.
+    None when the device has no AER capability or the kernel no such files."""
+    out = {}
+    for key, name in _AER_FILES:
+        try:
+            text = ctx.read_text(os.path.join(link, name))
+        except PermissionError:
+            out[key] = needs_root("%s not readable" % name)
+            continue
+        if text is None:
+            continue
+        counts = {}
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                counts[parts[0]] = int(parts[1])
+        out[key] = counts
+    return out or None
+
+
 def _device(ctx, bdf, devices_dir, sys_devices):
     link = os.path.join(devices_dir, bdf)
     d = {"bdf": bdf.lower()}
@@ -217,6 +242,7 @@ def _device(ctx, bdf, devices_dir, sys_devices):
     d["vf"] = os.path.exists(os.path.join(link, "physfn"))
     buf, why = _read_config(os.path.join(link, "config"))
     d["config"] = _parse_config(buf) if buf is not None else {"unreadable": why}
+    d["aer"] = _aer(ctx, link)
     return d
 
 

@@ -70,6 +70,8 @@ def run_header(meta: dict[str, Any]) -> dict[str, Any]:
 
 # The facts sections a check compares with the previous run (events and counters of one boot).
 HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
+# Parts of other sections kept for the same reason (the whole PCIe tree is not needed): section -> keys.
+HISTORY_PARTS = {"pcie": ("aer_links",)}
 
 
 def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
@@ -85,7 +87,11 @@ def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for rec in fleet.get("hosts") or []:
         facts = rec.get("facts") or {}
-        out[str(rec.get("name"))] = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
+        kept = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
+        for section, keys in HISTORY_PARTS.items():
+            if isinstance(facts.get(section), dict):
+                kept[section] = {k: facts[section][k] for k in keys if k in facts[section]}
+        out[str(rec.get("name"))] = kept
     return out
 
 

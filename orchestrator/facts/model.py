@@ -182,6 +182,15 @@ class GpuRecord(TypedDict):
     power_limit_w: NotRequired[float | None]
     module_power_w: NotRequired[float | None]
     memory_temperature_c: NotRequired[float | None]
+    # live probe (nvml 1.2, issue 18): cumulative violation time per performance policy (ns since
+    # the driver loaded, `reference_us` the CPU timestamp of the reading), the temperature
+    # thresholds and margin, and NVML's GPU recovery action (R570+; None with a reason before)
+    violation_ns: NotRequired[dict[str, Any] | None]
+    violation_ns_unknown: NotRequired[str]
+    thermal: NotRequired[dict[str, Any] | None]
+    thermal_unknown: NotRequired[str]
+    recovery_action: NotRequired[str | None]
+    recovery_action_unknown: NotRequired[str]
 
 
 class GpusFacts(TextSource):
@@ -364,6 +373,24 @@ class PcieFacts(TextSource):
     config_access_unknown: NotRequired[str]
     uplinks_unknown: NotRequired[str]
     gpus_unknown: NotRequired[str]
+    # pcie 1.1 (issue 18): the AER counters of each link on a GPU's or NIC's upstream chain
+    aer_links: NotRequired[list[AerLink]]
+
+
+class AerLink(TypedDict):
+    """One PCIe link of a GPU's or NIC's upstream chain and the AER counts (since boot) of its two
+    ends: errors are often counted at the link partner (the switch or root port above)."""
+    device: str  # the upstream-facing end: the endpoint, or a switch's upstream port
+    kind: str | None
+    partner: str | None  # the port above (root or switch downstream port); None when there is none
+    serves: list[str]  # the GPUs / NICs whose chain the link is on
+    gen_current: int | None
+    width_current: int | None
+    speed_current: str | None
+    correctable: int | None  # both ends summed; None when neither end reports AER
+    nonfatal: int | None
+    fatal: int | None
+    ends: dict[str, Any]  # bdf -> {correctable: {RxErr: n, ...}, nonfatal: {...}, fatal: {...}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +433,8 @@ class P2pFacts(TextSource):
     rank_unknown: NotRequired[str]  # text imports: what a benchmark's output cannot say
     nvml_nvlink_unknown: NotRequired[str]
     all_to_host_unknown: NotRequired[str]
+    # CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU bus id (issue 18); None when not read
+    dmabuf: NotRequired[dict[str, bool | None] | None]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -384,6 +384,9 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int d)
     case 41: *v = 1; break;                       /* unified addressing */
     case 75: *v = FX_CC_MAJOR; break;
     case 76: *v = FX_CC_MINOR; break;
+    case 124:                                     /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, cuda.h 11.7+ */
+        if (FX_DRIVER_VERSION < 11070) return INVALID_VALUE;
+        *v = FX_DMABUF[d]; break;
     default: return INVALID_VALUE;
     }
     return OK;

@@ -134,6 +134,7 @@ def fixture_header(fx: dict[str, Any]) -> str:
         f"static const char *FX_NAME[{nmax}] = {{{names}}};\n",
         f"static const char *FX_BUS[{nmax}] = {{{buses}}};\n",
         _vector("FX_SM_COUNT", [int(g(i, "sm_count", 108)) for i in range(n)], "int", nmax),
+        _vector("FX_DMABUF", [1 if g(i, "dmabuf", True) else 0 for i in range(n)], "int", nmax),
         _vector("FX_H2D", [float(g(i, "h2d_gbps", 25.0)) for i in range(n)], "double", nmax),
         _vector("FX_D2H", [float(g(i, "d2h_gbps", 25.0)) for i in range(n)], "double", nmax),
         _vector("FX_LOCAL_CE", [float(g(i, "local_ce_gbps", 1000.0)) for i in range(n)], "double", nmax),

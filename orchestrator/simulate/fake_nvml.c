@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 typedef int nvmlReturn_t;
 typedef struct fake_handle *nvmlDevice_t;
@@ -19,6 +20,12 @@ enum {
     NVML_ERROR_NOT_SUPPORTED = 3, NVML_ERROR_NOT_FOUND = 6, NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_GPU_IS_LOST = 15, NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25, NVML_ERROR_UNKNOWN = 999
 };
+
+/* nvmlViolationTime_t (nvml.h): referenceTime is a CPU timestamp in microseconds, violationTime the
+ * cumulative time in nanoseconds the policy held the clocks down. */
+typedef struct { unsigned long long referenceTime, violationTime; } nvmlViolationTime_t;
+/* nvmlMarginTemperature_v1_t (nvml.h): 8 bytes; nvmlMarginTemperature_v1 = 8 | (1 << 24) = 0x1000008. */
+typedef struct { unsigned int version; int marginTemperature; } nvmlMarginTemperature_v1_t;
 
 typedef struct {
     char busIdLegacy[16];
@@ -68,6 +75,11 @@ typedef struct {
     unsigned long long clock_reasons; /* nvmlClocksEventReason* bits */
     unsigned long long mem_err[2][2][2]; /* [DRAM, SRAM][corrected, uncorrected][volatile, aggregate] */
     unsigned int pcie_replays; int retired_pending; /* -1: NOT_SUPPORTED (Ampere and newer remap rows) */
+    /* issue 18 health readings */
+    int viol_supported; unsigned long long viol_ns[12]; /* per nvmlPerfPolicyType_t: cumulative violation time */
+    int margin_supported; int margin_c;                 /* nvmlDeviceGetMarginTemperature */
+    unsigned int slowdown_c, shutdown_c;                /* temperature thresholds; 0: NOT_SUPPORTED */
+    int recovery_action;                                /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; -1: NOT_SUPPORTED */
     const char *fails; /* ",nvmlDeviceGetSerial=3," per-function return-code overrides */
 } fake_gpu_t;
 
@@ -377,6 +389,37 @@ nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int *isPendi
     *isPending = g->retired_pending; return NVML_SUCCESS;
 }
 
+/* Violation time per performance policy (nvmlPerfPolicyType_t: 0 POWER, 1 THERMAL, 2 SYNC_BOOST,
+ * 3 BOARD_LIMIT, 4 LOW_UTILIZATION, 5 RELIABILITY, 10 TOTAL_APP_CLOCKS, 11 TOTAL_BASE_CLOCKS). */
+nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t h, int perfPolicyType, nvmlViolationTime_t *t) {
+    ENTER("nvmlDeviceGetViolationStatus"); OUT(t);
+    if (perfPolicyType < 0 || perfPolicyType > 11 || (perfPolicyType > 5 && perfPolicyType < 10))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g->viol_supported) return NVML_ERROR_NOT_SUPPORTED;
+    { struct timeval tv; gettimeofday(&tv, NULL);
+      t->referenceTime = (unsigned long long)tv.tv_sec * 1000000ull + (unsigned long long)tv.tv_usec; }
+    t->violationTime = g->viol_ns[perfPolicyType];
+    return NVML_SUCCESS;
+}
+/* nvmlTemperatureThresholds_t: 0 SHUTDOWN, 1 SLOWDOWN, 2 MEM_MAX, 3 GPU_MAX (others not kept here). */
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t h, int thresholdType, unsigned int *temp) {
+    ENTER("nvmlDeviceGetTemperatureThreshold"); OUT(temp);
+    if (thresholdType < 0 || thresholdType > 7) return NVML_ERROR_INVALID_ARGUMENT;
+    if (thresholdType == 0 && g->shutdown_c) { *temp = g->shutdown_c; return NVML_SUCCESS; }
+    if (thresholdType == 1 && g->slowdown_c) { *temp = g->slowdown_c; return NVML_SUCCESS; }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+#if FAKE_DRV >= 555
+/* The distance to the nearest slowdown threshold, in a versioned struct (first in the R555-era
+ * headers as far as we know; older drivers lack the symbol and the probe reports FUNCTION_NOT_FOUND). */
+nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t h, nvmlMarginTemperature_v1_t *m) {
+    ENTER("nvmlDeviceGetMarginTemperature"); OUT(m);
+    if (m->version != (sizeof(nvmlMarginTemperature_v1_t) | (1u << 24))) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!g->margin_supported) return NVML_ERROR_NOT_SUPPORTED;
+    m->marginTemperature = g->margin_c; return NVML_SUCCESS;
+}
+#endif
+
 #if FAKE_DRV >= 450
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned int *c, unsigned int *u, unsigned int *p, unsigned int *f) {
     ENTER("nvmlDeviceGetRemappedRows"); OUT(c); OUT(u); OUT(p); OUT(f);
@@ -469,6 +512,13 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int count, nvmlFieldValue_
         if (fv->fieldId == 91 && FAKE_DRV >= 415) { /* NVML_FI_DEV_NVLINK_LINK_COUNT */
             if (g->nlinks < 0) { fv->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; continue; }
             fv->valueType = 1; fv->value.ullVal = 0; fv->value.uiVal = (unsigned int)g->nlinks;
+            fv->nvmlReturn = NVML_SUCCESS;
+        } else if (fv->fieldId == 230 && FAKE_DRV >= 570) {
+            /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (field 230 of the R570+ nvml.h); the value is an
+             * nvmlDeviceGpuRecoveryAction_t: 0 NONE, 1 GPU_RESET, 2 NODE_REBOOT, 3 DRAIN_P2P,
+             * 4 DRAIN_AND_RESET.  Older drivers do not know the field id (INVALID_ARGUMENT below). */
+            if (g->recovery_action < 0) { fv->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; continue; }
+            fv->valueType = 1; fv->value.ullVal = 0; fv->value.uiVal = (unsigned int)g->recovery_action;
             fv->nvmlReturn = NVML_SUCCESS;
         } else {
             fv->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;

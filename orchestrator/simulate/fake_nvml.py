@@ -23,7 +23,8 @@ MACHINES = HERE / "machines"
 C_SOURCE = HERE / "fake_nvml.c"
 
 NVML_ERRORS = {"SUCCESS": 0, "INVALID_ARGUMENT": 2, "NOT_SUPPORTED": 3, "NO_PERMISSION": 4,
-               "NOT_FOUND": 6, "DRIVER_NOT_LOADED": 9, "GPU_IS_LOST": 15, "LIB_RM_VERSION_MISMATCH": 18,
+               "NOT_FOUND": 6, "DRIVER_NOT_LOADED": 9, "GPU_IS_LOST": 15, "RESET_REQUIRED": 16,
+               "LIB_RM_VERSION_MISMATCH": 18,
                "NO_DATA": 21, "UNKNOWN": 999}
 LEVELS = {"INTERNAL": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 P2P = {"OK": 0, "CNS": 1, "GNS": 2, "TNS": 3, "DR": 4, "NS": 5, "U": 6}
@@ -145,6 +146,44 @@ def _clock_bits(names: Any) -> int:
     return sum(CLOCK_REASONS[n] for n in names or [])
 
 
+# nvmlPerfPolicyType_t (nvml.h): the index of each violation-time counter.
+PERF_POLICIES = {"power": 0, "thermal": 1, "sync_boost": 2, "board_limit": 3, "low_utilization": 4,
+                 "reliability": 5, "total_app_clocks": 10, "total_base_clocks": 11}
+# nvmlDeviceGpuRecoveryAction_t (nvml.h, R570+).
+RECOVERY_ACTIONS = {"NONE": 0, "GPU_RESET": 1, "NODE_REBOOT": 2, "DRAIN_P2P": 3, "DRAIN_AND_RESET": 4}
+# NVML_GPU_FABRIC_HEALTH_MASK_* (nvml.h): (shift, {state: value}) of each field of the health mask.
+FABRIC_HEALTH_FIELDS = {
+    "degraded_bw": (0, {"not_supported": 0, "true": 1, "false": 2}),
+    "route_recovery": (2, {"not_supported": 0, "true": 1, "false": 2}),
+    "route_unhealthy": (4, {"not_supported": 0, "true": 1, "false": 2}),
+    "access_timeout_recovery": (6, {"not_supported": 0, "true": 1, "false": 2}),
+    "incorrect_configuration": (8, {"not_supported": 0, "none": 1, "incorrect_sysguid": 2,
+                                    "incorrect_chassis_sn": 3, "no_partition": 4, "insufficient_nvlinks": 5}),
+}
+
+
+def _violations(spec: Any) -> list[int]:
+    out = [0] * 12
+    for name, ns in (spec or {}).items():
+        if name not in PERF_POLICIES:
+            raise FixtureError(f"unknown violation policy {name!r}; known: {', '.join(PERF_POLICIES)}")
+        out[PERF_POLICIES[name]] = int(ns)
+    return out
+
+
+def _health_mask(spec: Any) -> int:
+    """{degraded_bw: "true", incorrect_configuration: "none", ...} (or the raw int) -> the mask."""
+    if isinstance(spec, int):
+        return spec
+    mask = 0
+    for name, state in (spec or {}).items():
+        if name not in FABRIC_HEALTH_FIELDS or str(state).lower() not in FABRIC_HEALTH_FIELDS[name][1]:
+            raise FixtureError(f"unknown fabric health field {name}={state!r}")
+        shift, values = FABRIC_HEALTH_FIELDS[name]
+        mask |= values[str(state).lower()] << shift
+    return mask
+
+
 def _mem_errors(spec: dict[str, Any]) -> list[list[list[int]]]:
     """{dram|sram: {volatile_corrected, aggregate_corrected, volatile_uncorrected, aggregate_uncorrected}}
     -> [location][corrected, uncorrected][volatile, aggregate]."""
@@ -211,7 +250,9 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "fabric_state": FABRIC_STATES[(fabric or {}).get("state", "not_supported")],
             "clique": int((fabric or {}).get("clique_id", 0)),
             "cluster_uuid": _hex_id(seed, name, "cluster"),
-            "health_summary": 1 if (fabric or {}).get("state") == "completed" else 0,
+            "health_summary": ({"healthy": 1, "unhealthy": 2, "limited_capacity": 3}[fabric["health_summary"]]
+                               if (fabric or {}).get("health_summary") else
+                               1 if (fabric or {}).get("state") == "completed" else 0),
             "lost": int(bool(g.get("lost"))),
             "nlinks": len(links[i]) if links[i] else -1,
             "nvlink_version": int(g.get("nvlink_version", 0)),
@@ -223,6 +264,18 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "mem_err": _mem_errors(g.get("memory_errors") or {}),
             "pcie_replays": int(g.get("pcie_replays", 0)),
             "retired_pending": int(g["retired_pages_pending"]) if "retired_pages_pending" in g else -1,
+            "viol_supported": int(g.get("violation_ns", {}) is not None),
+            "viol_ns": _violations(g.get("violation_ns")),
+            "slowdown_c": int((g.get("temperature_thresholds") or {}).get("slowdown", 0)),
+            "shutdown_c": int((g.get("temperature_thresholds") or {}).get("shutdown", 0)),
+            "margin_supported": int(bool((g.get("temperature_thresholds") or {}).get("slowdown"))
+                                    or "margin_temperature" in g),
+            "margin_c": int(g.get("margin_temperature",
+                                  int((g.get("temperature_thresholds") or {}).get("slowdown", 0))
+                                  - int(g.get("temperature", 35)))),
+            "recovery_action": (RECOVERY_ACTIONS[g.get("recovery_action", "NONE")]
+                                if g.get("recovery_action", "NONE") is not None else -1),
+            "health_mask": _health_mask((fabric or {}).get("health")),
         })
     n = len(gpus)
     topo = [[0 if i == j else _level(spec, gpus, i, j) for j in range(n)] for i in range(n)]
@@ -288,12 +341,16 @@ def render_header(t: dict[str, Any]) -> str:
             "remap_failure": int(r.get("failure", 0)), "fabric_supported": g["fabric_supported"],
             "fabric_state": g["fabric_state"], "fabric_status": 0, "clique": g["clique"],
             "cluster_uuid": "{" + ", ".join(f"0x{g['cluster_uuid'][k:k + 2]}" for k in range(0, 32, 2)) + "}",
-            "health_mask": 0, "health_summary": g["health_summary"], "lost": g["lost"],
+            "health_mask": g["health_mask"], "health_summary": g["health_summary"], "lost": g["lost"],
             "nlinks": g["nlinks"], "nvlink_version": g["nvlink_version"], "fails": _c_str(fails),
             "power_limit_mw": g["power_limit_mw"], "power_default_mw": g["power_default_mw"],
             "power_enforced_mw": g["power_enforced_mw"], "clock_reasons": f"0x{g['clock_reasons']:x}ull",
             "mem_err": json.dumps(g["mem_err"]).replace("[", "{").replace("]", "}"),
             "pcie_replays": g["pcie_replays"], "retired_pending": g["retired_pending"],
+            "viol_supported": g["viol_supported"],
+            "viol_ns": "{" + ", ".join(f"{v}ull" for v in g["viol_ns"]) + "}",
+            "margin_supported": g["margin_supported"], "margin_c": g["margin_c"],
+            "slowdown_c": g["slowdown_c"], "shutdown_c": g["shutdown_c"], "recovery_action": g["recovery_action"],
         }
         lines.append("  {" + ", ".join(f".{k} = {v}" for k, v in fields.items()) + "},")
     lines.append("};")

@@ -20,6 +20,8 @@ Description format (`machines/<name>.pcie.yaml`), see dgx-h100.pcie.yaml for a f
 * `base: <name>` inherits another description; `patch: [{bdf, set: {...}}]` changes nodes,
   `move: [{bdf, under, new_bdf}]` re-plugs a card; other top-level keys replace the base's.
 * `config_bytes`: 4096 (root), 256 (VM without ECAM) or 64 (non-root reader).
+* `aer` on a node: `{correctable: {RxErr: 12}, fatal: {..}, nonfatal: {..}}` AER counts since boot,
+  written to aer_dev_* in the kernel's format; `aer_files: false` (a kernel before 5.8) writes none.
 * `nvidia: {driver: <version>}` writes /proc/driver/nvidia (null: driver not loaded, with
   `drivers_unloaded: [nvidia]` so no GPU is bound); `cpus` is the CPU list of NUMA-less devices.
 * A name `<base>--<fault>` without a file of its own (a fault of the NVML or P2P layer) builds
@@ -49,6 +51,26 @@ _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 
            5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 _PORT_TYPE = {"endpoint": 0, "root": 4, "usp": 5, "dsp": 6, "pci_bridge": 7}
 _ACS_BITS = {"SV": 0x01, "TB": 0x02, "RR": 0x04, "CR": 0x08, "UF": 0x10, "EC": 0x20, "DT": 0x40}
+
+
+# The AER counter names the kernel prints in aer_dev_correctable / aer_dev_fatal / aer_dev_nonfatal
+# (drivers/pci/pcie/aer.c: one "<name> <count>" line per named bit, then the file's total line).
+AER_CORRECTABLE = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+AER_UNCORRECTABLE = ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+                     "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+                     "PoisonTLPBlocked")
+_AER_FILES = (("correctable", "aer_dev_correctable", AER_CORRECTABLE, "TOTAL_ERR_COR"),
+              ("fatal", "aer_dev_fatal", AER_UNCORRECTABLE, "TOTAL_ERR_FATAL"),
+              ("nonfatal", "aer_dev_nonfatal", AER_UNCORRECTABLE, "TOTAL_ERR_NONFATAL"))
+
+
+def aer_text(names: tuple[str, ...], total: str, counts: dict[str, int]) -> str:
+    """One AER sysfs file as the kernel writes it."""
+    unknown = set(counts) - set(names)
+    if unknown:
+        raise FixtureError(f"unknown AER counters {sorted(unknown)}; known: {', '.join(names)}")
+    lines = [f"{n} {int(counts.get(n, 0))}" for n in names]
+    return "\n".join([*lines, f"{total} {sum(int(v) for v in counts.values())}"]) + "\n"
 
 
 class FixtureError(ValueError):
@@ -256,6 +278,12 @@ class _Builder:
         for k, v in attrs.items():
             (ad / k).write_text(v + "\n")
         (ad / "config").write_bytes(self.config(node, cls, vendor, device, int(sv), int(sd))[: self.full])
+        if node.get("_max") and self.desc.get("aer_files", True):
+            # Every PCIe function has the AER capability here (config space at 0x100); node `aer:
+            # {correctable: {RxErr: 12}, fatal: {...}}` sets counts since boot.
+            aer = node.get("aer") or {}
+            for key, fname, aer_names, total in _AER_FILES:
+                (ad / fname).write_text(aer_text(aer_names, total, aer.get(key) or {}))
         driver = node.get("driver", t.get("driver"))
         if driver and driver not in self.unloaded:
             drv = self.dest / "sys/bus/pci/drivers" / driver

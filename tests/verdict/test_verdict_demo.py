@@ -61,8 +61,9 @@ def test_demo_run_exit_code_says_fail_findings() -> None:
     rc, fleet = demo_fleet()
     assert fleet["summary"]["findings"]["fail"] > 0
     assert rc == 1  # exitcodes: 1 = a finding of severity fail, every host answered
-    # 25 hosts, 4 NCCL hosts (issue 19) and 8 of issue 18 whose faults are in the kernel log, the NICs, NVML health, software
-    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 37
+    # 25 hosts, 4 NCCL hosts (issue 19), 8 of issue 18 whose faults are in the kernel log, the NICs, NVML health,
+    # software, and one more of issue 18 with a fatal AER count in sysfs
+    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 38
 
 
 def test_healthy_demo_hosts_have_no_fail_or_warn_finding() -> None:
@@ -77,5 +78,5 @@ def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
     assert any(c["outliers"] for c in fleet["classes"])
     assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
     big = fleet["classes"][0]
-    # 8 DGX H100s of the original demo, the 4 NCCL hosts and the 8 of issue 18: their faults are not topology
-    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 20
+    # 8 DGX H100s of the original demo, the 4 NCCL hosts and the 9 of issue 18: their faults are not topology
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 21

@@ -104,7 +104,43 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
             g[f"{key}_unknown"] = unknown.get(key, "not reported")
     g["lost"] = bool(raw.get("lost")) or "GPU_IS_LOST" in unknown.values()
     g["unknown"] = unknown
+    _health_readings(raw, g, unknown)
     return g
+
+
+def _health_readings(raw: dict[str, Any], g: dict[str, Any], unknown: dict[str, Any]) -> None:
+    """The nvml 1.2 readings (issue 18): violation times, thermal thresholds/margin, the recovery
+    action, and the fabric health mask's fields by name.  A recording of an older probe has none of
+    them: each is None with "not reported", so its checks are not judged."""
+    for key, types in (("violation_ns", (dict,)), ("thermal", (dict,)), ("recovery_action", (str,))):
+        value = raw.get(key)
+        g[key] = (dict(value) if isinstance(value, dict) else value) if isinstance(value, types) else None
+        if g[key] is None:
+            g[f"{key}_unknown"] = unknown.get(key, "not reported by this probe version")
+    fab = g.get("fabric")
+    if isinstance(fab, dict) and isinstance(fab.get("health_mask"), int) and not isinstance(fab["health_mask"], bool):
+        fab["health"] = fabric_health(fab["health_mask"])
+
+
+# NVML_GPU_FABRIC_HEALTH_MASK_* (nvml.h, fabric info v2/v3): (name, shift, width mask, value names).
+# The flags answer not_supported / true / false; incorrect_configuration names what is wrong.
+FABRIC_HEALTH_FIELDS: tuple[tuple[str, int, int, dict[int, str]], ...] = (
+    ("degraded_bw", 0, 0x3, {0: "not_supported", 1: "true", 2: "false"}),
+    ("route_recovery", 2, 0x3, {0: "not_supported", 1: "true", 2: "false"}),
+    ("route_unhealthy", 4, 0x3, {0: "not_supported", 1: "true", 2: "false"}),
+    ("access_timeout_recovery", 6, 0x3, {0: "not_supported", 1: "true", 2: "false"}),
+    ("incorrect_configuration", 8, 0xF, {0: "not_supported", 1: "none", 2: "incorrect_sysguid",
+                                         3: "incorrect_chassis_sn", 4: "no_partition", 5: "insufficient_nvlinks"}),
+)
+
+
+def fabric_health(mask: int) -> dict[str, str]:
+    """The fabric health mask's fields by name; a value the table does not know stays visible."""
+    out = {}
+    for name, shift, width, values in FABRIC_HEALTH_FIELDS:
+        v = (mask >> shift) & width
+        out[name] = values.get(v, f"unknown({v})")
+    return out
 
 
 # nvmlClocksEventReason* bits (nvml.h), named as nvidia-smi -q names them in "Clocks Event Reasons".

@@ -153,7 +153,17 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "complete": bool(data.get("complete")),
         "params": {k: params.get(k) for k in ("size_bytes", "repeats", "loops", "pairs", "budget_s")},
         "elapsed_s": _f(data.get("elapsed_s")),
+        "dmabuf": _dmabuf(raw_gpus, order),
     }
+
+
+def _dmabuf(raw_gpus: list[Any], order: list[str]) -> dict[str, bool | None] | None:
+    """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU by bus id (None: the driver did not answer it);
+    None for the whole map when the probe did not read it (p2p before issue 18)."""
+    if not any("dmabuf_supported" in g for g in raw_gpus):
+        return None
+    return {order[i]: (bool(g["dmabuf_supported"]) if isinstance(g.get("dmabuf_supported"), int) else None)
+            for i, g in enumerate(raw_gpus)}
 
 
 def _sum(values: list[Any]) -> float | None:

@@ -555,10 +555,59 @@ def _finish_devices(devs: dict[str, dict[str, Any]], by_bdf: list[str], nvidia: 
     return out
 
 
+_AER_TOTALS = (("correctable", "TOTAL_ERR_COR"), ("nonfatal", "TOTAL_ERR_NONFATAL"), ("fatal", "TOTAL_ERR_FATAL"))
+
+
+def _aer_total(counts: Any, total_key: str) -> int | None:
+    if not isinstance(counts, dict):
+        return None
+    nums = {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if total_key in nums:
+        return nums[total_key]
+    return sum(v for k, v in nums.items() if not k.startswith("TOTAL")) if nums else None
+
+
+def _aer_links(devs: dict[str, dict[str, Any]], data: Any, endpoints: list[str]) -> list[Any]:
+    """Each link on the GPUs' and NICs' upstream chains, with the AER counts of both its ends.
+
+    A link joins an upstream-facing end (the endpoint, or a switch's upstream port) to the root or
+    switch downstream port above it; a switch's internal usp/dsp hop is not a link."""
+    raw_aer = {str(r.get("bdf", "")).lower(): r.get("aer") for r in (data.get("devices") or [] if isinstance(data, dict)
+                                                                      else []) if isinstance(r, dict)}
+    if not any(isinstance(v, dict) for v in raw_aer.values()):
+        return []  # a probe before pcie 1.1, or a kernel without the aer_dev_* files
+    serves: dict[str, set[str]] = {}
+    for ep in endpoints:
+        for x in [*devs[ep]["chain"], ep]:
+            if x == ep or devs.get(x, {}).get("_role") == "usp":
+                serves.setdefault(x, set()).add(ep)
+    out = []
+    for x in sorted(serves):
+        d = devs[x]
+        parent = devs.get(d["parent"] or "")
+        partner = d["parent"] if parent and parent.get("_role") in ("root", "dsp") else None
+        ends: dict[str, dict[str, Any]] = {}
+        for b in (x, partner):
+            counts = raw_aer.get(b) if b else None
+            if b and isinstance(counts, dict):
+                ends[b] = counts
+        link = d["link"] or {}
+        rec: dict[str, Any] = {"device": x, "kind": d["kind"], "partner": partner, "serves": sorted(serves[x]),
+                               "gen_current": link.get("gen_current"), "width_current": link.get("width_current"),
+                               "speed_current": link.get("speed_current")}
+        for key, total in _AER_TOTALS:
+            vals = [n for n in (_aer_total(e.get(key), total) for e in ends.values()) if n is not None]
+            rec[key] = sum(vals) if vals else None
+        rec["ends"] = ends
+        out.append(rec)
+    return out
+
+
 def normalize(data: dict[str, Any]) -> PcieFacts:
     devs = _devices(data)
     by_bdf = sorted(devs)
     gpus, nics = _of_kind(devs, by_bdf, "gpu"), _of_kind(devs, by_bdf, "nic")
+    aer_links = _aer_links(devs, data, gpus + nics)  # before _finish_devices drops the working roles
     levels = _levels(devs, gpus, nics)
     switches, uplinks = _switches(devs), _uplinks(devs)
     downgraded, acs = _downgraded(devs, by_bdf), _acs_redirects(devs, by_bdf)
@@ -584,4 +633,5 @@ def normalize(data: dict[str, Any]) -> PcieFacts:
         "gpu_counts": _gpu_counts(gpus, devs, nvidia),
         "nvswitch_nodes": len(nvidia.get("nvswitch_nodes") or []),
         "iommu": data.get("iommu") if isinstance(data, dict) else None,
+        "aer_links": aer_links,
     }

@@ -8,7 +8,7 @@ absolute values are judged only where any count is a fault (uncorrectable ECC).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from orchestrator.verdict.checks.base import HostView, Needs
@@ -80,8 +80,35 @@ def ecc_sram_threshold(view: HostView) -> Iterator[Finding]:
                         hint="SRAM errors precede uncorrectable ones: watch the rate, run diagnostics (dcgmi diag -r 3)")
 
 
+# NVML's GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+): what the driver asks for.
+_RECOVERY: dict[str, tuple[Severity, str, str]] = {
+    "GPU_RESET": (Severity.FAIL, "the driver asks for a GPU reset", "drain the GPU and reset it (nvidia-smi -r)"),
+    "GPU_RESET_BUS": (Severity.FAIL, "the driver asks for a GPU bus reset", "drain the GPU and reset it (nvidia-smi -r)"),
+    "NODE_REBOOT": (Severity.FAIL, "the driver asks for a node reboot (a reset is not enough)", "drain and reboot the node"),
+    "DRAIN_AND_RESET": (Severity.WARN, "the GPU runs at reduced capacity: the driver asks to drain and reset it",
+                        "stop scheduling new work on the GPU, let running jobs finish, then reset it"),
+    "DRAIN_P2P": (Severity.WARN, "the driver asks to drain peer-to-peer traffic before it can say more",
+                  "stop P2P/NVLink traffic and read the recovery action again (nvidia-smi -q)"),
+}
+
+
 def reset_required(view: HostView) -> Iterator[Finding]:
     for g in _gpus(view):
+        action = g.get("recovery_action")
+        if isinstance(action, str) and action in _RECOVERY:
+            sev, what, hint = _RECOVERY[action]
+            yield fault("gpu.reset_required", view.name, _subject(g), f"NVML recovery action {action}: {what}",
+                        severity=sev, expected="NONE", actual=action, evidence=["gpus.list.recovery_action"],
+                        hint=hint)
+            continue
+        answered = sorted(k for k, v in (g.get("unknown") or {}).items() if v == "RESET_REQUIRED")
+        if answered:
+            yield fault("gpu.reset_required", view.name, _subject(g),
+                        f"NVML answers RESET_REQUIRED for {', '.join(answered[:6])}: the GPU must be reset "
+                        "before it can be used", expected="answers", actual={k: "RESET_REQUIRED" for k in answered},
+                        evidence=[f"gpus.list.unknown.{k}" for k in answered[:6]],
+                        hint="drain the GPU and reset it (nvidia-smi -r), or reboot; dmesg for the Xid that preceded it")
+            continue
         if g.get("retired_pages_pending") is True:
             yield fault("gpu.reset_required", view.name, _subject(g),
                         "retired memory pages wait for a GPU reset (dynamic page retirement pending)",
@@ -119,6 +146,99 @@ def power_limit_low(view: HostView) -> Iterator[Finding]:
                         evidence=["gpus.list.power_limits.limit_w", "gpus.list.power_limits.default_limit_w"],
                         hint="someone capped the GPU (nvidia-smi -pl) or the platform enforces a lower limit; "
                              "restore the default limit if you paid for it")
+
+
+# Violation-time policies judged (nvmlPerfPolicyType_t): thermal limits and the board's reliability
+# and board-limit policies.  The power policy (SW power cap) is normal operation under load.
+VIOLATION_POLICIES = ("thermal", "reliability", "board_limit")
+# The share of wall time a policy may hold the clocks down before it is a warning (fleetprobe's
+# threshold: a GPU throttled 1 % of the time loses ~1 % of its work, well beyond run-to-run noise).
+VIOLATION_SHARE_WARN = 0.01
+
+
+def _boot_us(view: HostView) -> float | None:
+    bt = (view.facts.get("kmsg") or {}).get("boot_time")
+    return bt * 1e6 if isinstance(bt, (int, float)) and not isinstance(bt, bool) and bt > 0 else None
+
+
+def clocks_violation(view: HostView) -> Iterator[Finding]:
+    """Cumulative violation time as a share of wall time: between runs of the same boot (a rate),
+    else since the boot (the driver loads at boot; kmsg's boot time)."""
+    prev = _previous_gpus(view)
+    boot = _boot_us(view)
+    for g in _gpus(view):
+        v = g.get("violation_ns")
+        now_us = _count(v, "reference_us")
+        if not isinstance(v, dict) or now_us is None:
+            continue
+        old = (prev.get(str(g.get("bus_id"))) or {}).get("violation_ns")
+        then_us = _count(old, "reference_us")
+        if then_us is not None and now_us > then_us:
+            window_ns, base, since = (now_us - then_us) * 1000.0, old, "since the previous run of this boot"
+        elif boot is not None and now_us > boot:
+            window_ns, base, since = (now_us - boot) * 1000.0, {}, "since the boot"
+        else:
+            continue
+        shares = {}
+        for policy in VIOLATION_POLICIES:
+            cur, was = _count(v, policy), _count(base, policy) if base else 0
+            if cur is not None and was is not None and cur >= was:
+                shares[policy] = (cur - was) / window_ns
+        over = {p: round(x, 4) for p, x in shares.items() if x >= VIOLATION_SHARE_WARN}
+        if over:
+            yield fault("gpu.clocks.violation", view.name, _subject(g),
+                        "clocks held down " + ", ".join(f"{p} {x:.1%} of the time" for p, x in over.items())
+                        + f" {since}", severity=Severity.WARN, expected=f"< {VIOLATION_SHARE_WARN:.0%}", actual=over,
+                        evidence=["gpus.list.violation_ns", "kmsg.boot_time" if not base else
+                                  "previous run's gpus.list.violation_ns"],
+                        hint="a GPU that keeps hitting its thermal/board limits is slower than its peers: check "
+                             "cooling and power delivery; `nvidia-smi -q -d PERFORMANCE`")
+
+
+# A GPU this close to its slowdown threshold throttles at the next load step (fleetprobe's threshold).
+THERMAL_MARGIN_WARN_C = 5
+
+
+def thermal_margin(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        margin, src = thermal_margin_of(g)
+        if margin is not None and margin <= THERMAL_MARGIN_WARN_C:
+            th = g.get("thermal") or {}
+            yield fault("gpu.thermal.margin_low", view.name, _subject(g),
+                        f"{margin} °C from the slowdown threshold"
+                        + (f" ({shown_temp(g.get('temperature_c'))} now, slowdown at {th.get('slowdown_c')} °C)"
+                           if th.get("slowdown_c") is not None else ""),
+                        severity=Severity.WARN, expected=f"> {THERMAL_MARGIN_WARN_C} °C", actual=margin,
+                        evidence=[src], hint="the GPU is about to throttle: check inlet temperature, airflow, fans "
+                                             "and the heatsink")
+
+
+def shown_temp(t: Any) -> str:
+    return f"{t} °C" if isinstance(t, (int, float)) else "?"
+
+
+def thermal_margin_of(g: dict[str, Any]) -> tuple[int | None, str]:
+    """(margin in °C, evidence): NVML's margin, else the slowdown threshold minus the temperature."""
+    th = g.get("thermal")
+    if not isinstance(th, dict):
+        return None, ""
+    m = _count(th, "margin_c")
+    if m is not None:
+        return m, "gpus.list.thermal.margin_c"
+    slow, temp = _count(th, "slowdown_c"), g.get("temperature_c")
+    if slow is not None and isinstance(temp, (int, float)) and not isinstance(temp, bool):
+        return int(slow - temp), "gpus.list.thermal.slowdown_c, gpus.list.temperature_c"
+    return None, ""
+
+
+def persistence_disabled(view: HostView) -> Iterator[Finding]:
+    off = [g for g in _gpus(view) if g.get("persistence_mode") is False]
+    if off:
+        yield fault("gpu.persistence.disabled", view.name, ", ".join(_subject(g) for g in off),
+                    f"persistence mode is off on {len(off)} GPU(s): the driver tears the GPU state down whenever "
+                    "no process holds it, so every job pays the initialisation and errors between jobs go unseen",
+                    severity=Severity.WARN, expected=True, actual=False, evidence=["gpus.list.persistence_mode"],
+                    hint="run nvidia-persistenced (or nvidia-smi -pm 1) at boot")
 
 
 def pcie_replays(view: HostView) -> Iterator[Finding]:
@@ -178,7 +298,7 @@ def nvml_version_mismatch(view: HostView) -> Iterator[Finding]:
 
 
 CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
-          pcie_replays, nvlink_errors]
+          pcie_replays, nvlink_errors, clocks_violation, thermal_margin, persistence_disabled]
 
 FINDING_IDS: tuple[str, ...] = (
     "gpu.nvml.version_mismatch",
@@ -189,7 +309,33 @@ FINDING_IDS: tuple[str, ...] = (
     "gpu.power.limit_low",
     "pcie.replays",
     "gpu.nvlink.errors",
+    "gpu.clocks.violation",
+    "gpu.thermal.margin_low",
+    "gpu.persistence.disabled",
 )
+
+
+def _any_gpu(facts: Mapping[str, Any], has: Callable[[dict[str, Any]], bool]) -> bool:
+    return any(has(g) for g in ((facts.get("gpus") or {}).get("list") or []) if isinstance(g, dict))
+
+
+def _unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+    """The ids whose readings no GPU of the host gave (an older probe or driver, a consumer card)."""
+    out = {}
+    if not _any_gpu(facts, lambda g: isinstance(g.get("recovery_action"), str)
+                    or isinstance(g.get("retired_pages_pending"), bool)
+                    or "RESET_REQUIRED" in (g.get("unknown") or {}).values()):
+        out["gpu.reset_required"] = ("neither the GPU recovery action (driver R570+) nor the page retirement "
+                                     "status (before Ampere) was readable")
+    if not _any_gpu(facts, lambda g: _count(g.get("violation_ns"), "reference_us") is not None):
+        out["gpu.clocks.violation"] = "no violation-time counters read (nvml probe 1.2+)"
+    elif not isinstance((facts.get("kmsg") or {}).get("boot_time"), (int, float)):
+        out["gpu.clocks.violation"] = "the boot time is unknown (kmsg probe), so the counters have no time base"
+    if not _any_gpu(facts, lambda g: thermal_margin_of(g)[0] is not None):
+        out["gpu.thermal.margin_low"] = "neither the thermal margin nor the slowdown threshold was readable"
+    if not _any_gpu(facts, lambda g: isinstance(g.get("persistence_mode"), bool)):
+        out["gpu.persistence.disabled"] = "persistence mode not readable"
+    return out
 
 _GPUS = Needs(sections=("gpus",), gpus=True)
 # What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
@@ -197,9 +343,12 @@ NEEDS: dict[str, Needs] = {
     "gpu.nvml.version_mismatch": Needs(sections=("gpus",)),
     "gpu.ecc.uncorrectable": _GPUS,
     "gpu.ecc.sram_threshold": _GPUS,
-    "gpu.reset_required": _GPUS,
+    "gpu.reset_required": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
     "gpu.clocks.slowdown": _GPUS,
     "gpu.power.limit_low": _GPUS,
     "pcie.replays": _GPUS,
     "gpu.nvlink.errors": Needs(sections=("nvlink",), gpus=True),
+    "gpu.clocks.violation": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
+    "gpu.thermal.margin_low": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
+    "gpu.persistence.disabled": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
 }

@@ -8,11 +8,13 @@ already in the previous run's facts of the same boot is reported as "still prese
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts import xid as xids
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 # Corrected AER events in one boot below this are the background noise of many platforms.
@@ -214,7 +216,101 @@ def nic_kernel_events(view: HostView) -> Iterator[Finding]:
                     evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
 
 
-CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events]
+def peermem_errors(view: HostView) -> Iterator[Finding]:
+    """nvidia-peermem errors in the kernel log: GPUDirect RDMA through the peer-memory module failed."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    events = [e for e in km.get("events") or [] if e.get("kind") == "peermem"]
+    if not events:
+        return
+    new, old = split_new(events, previous_keys(km, view.previous))
+    yield fault("gpu.gdr.peermem_error", view.name, "nvidia-peermem",
+                f"the GPU peer-memory module reported errors ({_when(new, old)}): "
+                f"{str(events[-1].get('text', ''))[:160]}",
+                severity=Severity.WARN, actual={"count": len(events), "new": len(new)},
+                evidence=["kmsg.events[peermem]"],
+                hint="GPUDirect RDMA registrations failed: check that nvidia_peermem matches the loaded driver and "
+                     "the MLNX_OFED/inbox RDMA stack (reload it after a driver upgrade), or use DMA-BUF")
+
+
+def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
+    """Processes that crashed inside libnccl / libcuda: a driver/library mismatch, a bad NCCL build or
+    a GPU fault that surfaced in user space."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    for (lib,), events in sorted(_by(km.get("events") or [], "segfault", "library").items(),
+                                 key=lambda kv: str(kv[0][0])):
+        new, old = split_new(events, seen)
+        procs = sorted({f"{shown(e.get('process'), 'process unknown')}[{shown(e.get('pid'))}]" for e in events})
+        yield fault("host.segfault.gpu_library", view.name, shown(lib, "library unknown"),
+                    f"{len(events)} segfault(s) inside {lib} ({_when(new, old)}): {', '.join(procs[:5])}",
+                    severity=Severity.WARN, actual={"count": len(events), "new": len(new), "processes": procs[:10]},
+                    evidence=[f"kmsg.events[segfault]: {str(events[-1].get('text', ''))[:160]}"],
+                    hint="check that the CUDA driver library and the user-space CUDA/NCCL versions match the "
+                         "loaded kernel module, and look for Xids at the same time")
+
+
+# Growth between two runs of one boot at which a link's correctable AER count is worth a warning
+# (as for kernel-log AER events, fewer are the background noise of many platforms).
+AER_COUNTER_CORRECTED_MIN = 10
+
+
+def _link_label(link: dict[str, Any]) -> str:
+    gen, width = link.get("gen_current"), link.get("width_current")
+    trained = f"Gen{gen} x{width}" if gen and width else "link state unknown"
+    return (shown(link.get("device"), "device unknown") + (f" <-> {link['partner']}" if link.get("partner") else "")
+            + f" ({trained})")
+
+
+def aer_counters(view: HostView) -> Iterator[Finding]:
+    """AER counters in sysfs along the GPUs' and NICs' upstream chains (both ends of each link):
+    fatal errors are judged as absolutes (any count is a fault), correctable and non-fatal ones as
+    growth between runs of one boot."""
+    if view.outcomes and not view.ran("pcie"):
+        return
+    links = (view.facts.get("pcie") or {}).get("aer_links") or []
+    prev_links = {}
+    if same_boot(view.facts, view.previous):
+        prev_links = {lk.get("device"): lk for lk in ((view.previous or {}).get("pcie") or {}).get("aer_links") or []
+                      if isinstance(lk, dict)}
+    for lk in links:
+        serves = ", ".join(_gpu_label(view, b) for b in lk.get("serves") or [])
+        kw: dict[str, Any] = {"evidence": ["pcie.aer_links (aer_dev_* of both link ends)"]}
+        if isinstance(lk.get("fatal"), int) and lk["fatal"] > 0:
+            yield fault("pcie.aer.counters", view.name, _link_label(lk),
+                        f"{lk['fatal']} fatal PCIe error(s) counted on the link since boot (serves {serves})",
+                        expected=0, actual={"fatal": lk["fatal"], "ends": lk.get("ends")},
+                        hint="a fatal error resets the link and loses the device's transactions: reseat the card or "
+                             "riser, check the slot and the switch; the GPU/NIC below needs a reset or a reboot", **kw)
+            continue
+        old = prev_links.get(lk.get("device"))
+        if not old:
+            continue
+        grown = {k: lk[k] - old[k] for k in ("correctable", "nonfatal")
+                 if isinstance(lk.get(k), int) and isinstance(old.get(k), int) and lk[k] > old[k]}
+        if grown.get("nonfatal") or grown.get("correctable", 0) >= AER_COUNTER_CORRECTED_MIN:
+            yield fault("pcie.aer.counters", view.name, _link_label(lk),
+                        "PCIe AER counters grew since the previous run of this boot: "
+                        + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())) + f" (serves {serves})",
+                        severity=Severity.WARN, expected=f"no non-fatal errors, fewer than {AER_COUNTER_CORRECTED_MIN} "
+                        "correctable per run", actual=grown,
+                        hint="a link that keeps counting errors is marginal: check the riser, cable or slot and "
+                             "whether it trained at its full speed and width", **kw)
+
+
+def _aer_unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+    links = (facts.get("pcie") or {}).get("aer_links") or []
+    if any(isinstance(lk, dict) and lk.get("ends") for lk in links):
+        return {}
+    return {"pcie.aer.counters": "no AER counters in sysfs on the GPUs' and NICs' chains (pcie probe before 1.1, "
+                                 "a kernel before 5.8, or no GPU/NIC)"}
+
+
+CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pcie_aer, nic_kernel_events,
+          peermem_errors, gpu_library_segfaults, aer_counters]
 
 FINDING_IDS: tuple[str, ...] = (
     "host.kernel_log.unreadable",
@@ -223,6 +319,9 @@ FINDING_IDS: tuple[str, ...] = (
     "gpu.fallen_off_bus",
     "pcie.aer",
     "nic.kernel_event",
+    "gpu.gdr.peermem_error",
+    "host.segfault.gpu_library",
+    "pcie.aer.counters",
 )
 
 _KMSG = Needs(sections=("kmsg",))
@@ -235,4 +334,7 @@ NEEDS: dict[str, Needs] = {
     "gpu.fallen_off_bus": _KMSG,
     "pcie.aer": _KMSG,
     "nic.kernel_event": _KMSG,
+    "gpu.gdr.peermem_error": _KMSG,
+    "host.segfault.gpu_library": _KMSG,
+    "pcie.aer.counters": Needs(sections=("pcie",), unjudged=_aer_unjudged),
 }

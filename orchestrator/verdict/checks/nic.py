@@ -214,22 +214,43 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
         return
     if gdr.get("peermem_loaded"):
         return
-    dmabuf = _kernel_at_least((view.facts.get("host") or {}).get("kernel"), DMABUF_KERNEL)
-    kw: dict[str, Any] = {"expected": "nvidia_peermem loaded or DMA-BUF", "actual": {"peermem": None,
-                          "kernel": (view.facts.get("host") or {}).get("kernel")},
-                          "evidence": ["nic.gdr", "host.kernel"]}
+    kernel = (view.facts.get("host") or {}).get("kernel")
+    dmabuf = _kernel_at_least(kernel, DMABUF_KERNEL)
+    gpu_dmabuf = _gpu_dmabuf(view)
+    kw: dict[str, Any] = {"expected": "nvidia_peermem loaded or DMA-BUF",
+                          "actual": {"peermem": None, "kernel": kernel, "gpu_dmabuf": gpu_dmabuf},
+                          "evidence": ["nic.gdr", "host.kernel", "p2p.dmabuf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)"]}
     if dmabuf is False:
         yield fault("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
                     "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded and the kernel is older "
                     "than 5.12 (no DMA-BUF): NICs cannot read or write GPU memory directly",
                     hint="modprobe nvidia_peermem (and load it at boot); NCCL otherwise stages through host memory",
                     **kw)
-    else:
-        yield unknown("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
-                      "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded; GPUDirect RDMA works "
-                      "only through DMA-BUF here, which this run does not test", severity=Severity.WARN,
-                      hint="modprobe nvidia_peermem, or check that NCCL reports DMA-BUF support "
-                           "(NCCL_DEBUG=INFO: 'DMA-BUF is available')", **kw)
+        return
+    without = sorted(b for b, ok in (gpu_dmabuf or {}).items() if ok is False)
+    if without:
+        yield fault("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+                    "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded and CUDA says "
+                    f"{len(without)} GPU(s) do not support DMA-BUF ({', '.join(without[:4])}): NICs cannot reach "
+                    "their memory directly", hint="modprobe nvidia_peermem, or a driver with DMA-BUF support "
+                    "(the open kernel modules, R515+)", **kw)
+        return
+    if gpu_dmabuf and all(ok is True for ok in gpu_dmabuf.values()) and dmabuf is True:
+        return  # every GPU supports DMA-BUF and the kernel can do it: NCCL's DMA-BUF path is open
+    yield unknown("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+                  "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded; GPUDirect RDMA works "
+                  "only through DMA-BUF here, and the GPUs' DMA-BUF support was not read (the p2p probe reads it)",
+                  severity=Severity.WARN,
+                  hint="modprobe nvidia_peermem, or run the p2p probe (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); "
+                       "NCCL_DEBUG=INFO says 'DMA-BUF is available'", **kw)
+
+
+def _gpu_dmabuf(view: HostView) -> dict[str, bool | None] | None:
+    """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU, as the p2p probe read it (None: not read)."""
+    if view.outcomes and not view.ran("p2p"):
+        return None
+    m = (view.facts.get("p2p") or {}).get("dmabuf")
+    return dict(m) if isinstance(m, dict) and m else None
 
 
 CHECKS = [port_down, rate_low, port_errors, gdr_unavailable]

@@ -77,10 +77,62 @@ def fleet_domains(views: list[HostView]) -> Iterator[Finding]:
                             hint="the host joined another partition of the NVLink domain than its rack peers")
 
 
-CHECKS = [host_domain]
+# Fabric health mask fields (facts gpus.list.fabric.health, fabric info v2/v3) that say something
+# is wrong, with the severity and what it means.  "false" / "none" / "not_supported" are not judged.
+_HEALTH_FAULTS: dict[str, tuple[Severity, str]] = {
+    "degraded_bw": (Severity.WARN, "the GPU's NVLink bandwidth is degraded"),
+    "route_recovery": (Severity.WARN, "the fabric is recovering a route"),
+    "route_unhealthy": (Severity.FAIL, "a route of the fabric is unhealthy"),
+    "access_timeout_recovery": (Severity.WARN, "the fabric is recovering from an access timeout"),
+}
+
+
+def fabric_health_faults(fab: dict[str, Any]) -> dict[str, str]:
+    """The fields of the decoded health mask that report a problem (field -> value)."""
+    raw = fab.get("health")
+    health: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    out = {k: str(v) for k, v in health.items() if k in _HEALTH_FAULTS and v == "true"}
+    conf = health.get("incorrect_configuration")
+    if isinstance(conf, str) and conf not in ("none", "not_supported"):
+        out["incorrect_configuration"] = conf
+    return out
+
+
+def fabric_degraded(view: HostView) -> Iterator[Finding]:
+    """Partial health of a GPU's NVLink fabric registration, from the health mask of fabric info
+    v2/v3 (single- and multi-node NVSwitch systems alike)."""
+    for g, fab in _fabric_gpus(view):
+        bad = fabric_health_faults(fab)
+        if not bad:
+            continue
+        sev = Severity.FAIL if "route_unhealthy" in bad or "incorrect_configuration" in bad else Severity.WARN
+        what = [_HEALTH_FAULTS[k][1] for k in bad if k in _HEALTH_FAULTS]
+        if "incorrect_configuration" in bad:
+            what.append("the fabric configuration is wrong (" + bad["incorrect_configuration"].replace("_", " ") + ")")
+        yield fault("nvlink.fabric.degraded", view.name,
+                    f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
+                    "; ".join(what) + f" (fabric health mask 0x{int(fab.get('health_mask') or 0):x}, "
+                    f"summary {shown(fab.get('health_summary'))})", severity=sev,
+                    expected="no health flag set", actual=bad, evidence=["gpus.list.fabric.health_mask"],
+                    hint="check the GPU's NVLinks and NVSwitch ports (nvidia-smi nvlink -s) and the fabric manager / "
+                         "NMX log; an incorrect configuration needs the partition or chassis settings fixed")
+
+
+def _fabric_unjudged(facts: Any) -> dict[str, str]:
+    for g in (facts.get("gpus") or {}).get("list") or []:
+        fab = g.get("fabric") if isinstance(g, dict) else None
+        if isinstance(fab, dict) and isinstance(fab.get("health"), dict) and any(
+                v != "not_supported" for v in fab["health"].values()):
+            return {}
+    return {"nvlink.fabric.degraded": "no GPU reports a fabric health mask (no NVSwitch fabric, or fabric info v1 / "
+                                      "a driver whose mask has no fields)"}
+
+
+CHECKS = [host_domain, fabric_degraded]
 FLEET_CHECKS = [fleet_domains]
 
-FINDING_IDS: tuple[str, ...] = ("nvlink.domain.inconsistent",)
+FINDING_IDS: tuple[str, ...] = ("nvlink.domain.inconsistent", "nvlink.fabric.degraded")
 
 # What its check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {"nvlink.domain.inconsistent": Needs(sections=("gpus",), gpus=True)}
+NEEDS: dict[str, Needs] = {"nvlink.domain.inconsistent": Needs(sections=("gpus",), gpus=True),
+                           "nvlink.fabric.degraded": Needs(sections=("gpus",), gpus=True, unjudged=_fabric_unjudged)}
