@@ -377,6 +377,14 @@ class PcieFacts(TextSource):
     aer_links: NotRequired[list[AerLink]]
 
 
+class AerEnd(TypedDict):
+    """One end's AER counters by kind, only those above zero (None: the kind's file is missing)."""
+    device: str
+    correctable: dict[str, int] | None  # {"RxErr": 3, "TOTAL_ERR_COR": 3}
+    nonfatal: dict[str, int] | None
+    fatal: dict[str, int] | None
+
+
 class AerLink(TypedDict):
     """One PCIe link of a GPU's or NIC's upstream chain and the AER counts (since boot) of its two
     ends: errors are often counted at the link partner (the switch or root port above)."""
@@ -390,7 +398,7 @@ class AerLink(TypedDict):
     correctable: int | None  # both ends summed; None when neither end reports AER
     nonfatal: int | None
     fatal: int | None
-    ends: dict[str, Any]  # bdf -> {correctable: {RxErr: n, ...}, nonfatal: {...}, fatal: {...}}
+    ends: list[AerEnd]  # the ends that report AER: the device, then its partner
 
 
 # ---------------------------------------------------------------------------------------------

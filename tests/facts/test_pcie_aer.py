@@ -44,7 +44,11 @@ def test_kernel_file_format_is_read_and_both_link_ends_counted(tmp_path: Path) -
     facts = _facts(tmp_path, "aer", _with_aer({DSP0: {"correctable": {"RxErr": 7, "BadTLP": 2}}, GPU0: {"correctable": {"BadDLLP": 1}}}))
     link = next(lk for lk in facts["aer_links"] if lk["device"] == GPU0)
     assert (link["partner"], link["correctable"], link["fatal"]) == (DSP0, 10, 0)
-    assert link["ends"][DSP0]["correctable"]["RxErr"] == 7 and (link["gen_current"], link["width_current"]) == (5, 16)
+    assert (link["gen_current"], link["width_current"]) == (5, 16)
+    # each end lists the counters that counted (the kernel's TOTAL line among them), the device first
+    assert link["ends"] == [{"device": GPU0, "correctable": {"BadDLLP": 1, "TOTAL_ERR_COR": 1}, "nonfatal": {}, "fatal": {}},
+                            {"device": DSP0, "correctable": {"BadTLP": 2, "RxErr": 7, "TOTAL_ERR_COR": 9},
+                             "nonfatal": {}, "fatal": {}}]
     # the switch's own uplink is on GPU0's chain too, serving both GPUs (and the NIC) behind the switch
     up = next(lk for lk in facts["aer_links"] if lk["device"] == USP0)
     assert GPU0 in up["serves"] and up["partner"] is not None

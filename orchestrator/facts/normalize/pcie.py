@@ -567,6 +567,17 @@ def _aer_total(counts: Any, total_key: str) -> int | None:
     return sum(v for k, v in nums.items() if not k.startswith("TOTAL")) if nums else None
 
 
+def _aer_end(bdf: str, counts: dict[str, Any]) -> dict[str, Any]:
+    """One end's counters by kind, only those that counted: a healthy link's ~50 zero counters
+    per end would be most of the PCIe facts, and the link's totals already say they were read."""
+    end: dict[str, Any] = {"device": bdf}
+    for key, _total in _AER_TOTALS:
+        kind = counts.get(key)
+        end[key] = ({str(k): v for k, v in kind.items() if type(v) is int and v} if isinstance(kind, dict)
+                     else None)
+    return end
+
+
 def _aer_links(devs: dict[str, dict[str, Any]], data: Any, endpoints: list[str]) -> list[Any]:
     """Each link on the GPUs' and NICs' upstream chains, with the AER counts of both its ends.
 
@@ -586,19 +597,15 @@ def _aer_links(devs: dict[str, dict[str, Any]], data: Any, endpoints: list[str])
         d = devs[x]
         parent = devs.get(d["parent"] or "")
         partner = d["parent"] if parent and parent.get("_role") in ("root", "dsp") else None
-        ends: dict[str, dict[str, Any]] = {}
-        for b in (x, partner):
-            counts = raw_aer.get(b) if b else None
-            if b and isinstance(counts, dict):
-                ends[b] = counts
+        read = {b: raw_aer[b] for b in (x, partner) if b and isinstance(raw_aer.get(b), dict)}
         link = d["link"] or {}
         rec: dict[str, Any] = {"device": x, "kind": d["kind"], "partner": partner, "serves": sorted(serves[x]),
                                "gen_current": link.get("gen_current"), "width_current": link.get("width_current"),
                                "speed_current": link.get("speed_current")}
         for key, total in _AER_TOTALS:
-            vals = [n for n in (_aer_total(e.get(key), total) for e in ends.values()) if n is not None]
+            vals = [n for n in (_aer_total(e.get(key), total) for e in read.values()) if n is not None]
             rec[key] = sum(vals) if vals else None
-        rec["ends"] = ends
+        rec["ends"] = [_aer_end(b, counts) for b, counts in read.items()]
         out.append(rec)
     return out
 
