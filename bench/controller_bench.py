@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import cProfile
+import functools
 import io
 import json
 import pstats
@@ -99,14 +100,22 @@ def _with_identity(data: dict[str, dict[str, Any]], i: int, cloud_image: bool = 
     return out
 
 
-def make_inputs(n: int, cloud_image: bool = False) -> tuple[list[HostInput], dict[str, Expectations]]:
+def make_inputs(n: int, cloud_image: bool = False, held: bool = True) -> tuple[list[HostInput], dict[str, Expectations]]:
+    """`held`: every host's envelope data in memory (as `probe rejudge` and the round-2 figures had
+    it); otherwise each host's data is made when it is judged (`load_data`), as `probe run` reads
+    it back from the raw files in the worker that judges the host: the controller holds none."""
     templates = _templates()
     inputs, expect = [], {}
     for i in range(n):
         name, probes, data, exp = templates[i % len(templates)]
         host = f"{name}-{i:05d}"
-        inputs.append(HostInput(name=host, address=f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", groups=["demo"],
-                                probes=copy.deepcopy(probes), data=_with_identity(data, i, cloud_image)))
+        address = f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"
+        if held:
+            inputs.append(HostInput(name=host, address=address, groups=["demo"], probes=copy.deepcopy(probes),
+                                    data=_with_identity(data, i, cloud_image)))
+        else:
+            inputs.append(HostInput(name=host, address=address, groups=["demo"], probes=copy.deepcopy(probes),
+                                    data={}, load_data=functools.partial(_with_identity, data, i, cloud_image)))
         expect[host] = exp
     return inputs, expect
 
@@ -161,9 +170,10 @@ def _sample_tree_pss(pid: int, stop: threading.Event, peak: list[int]) -> None:
         stop.wait(0.05)
 
 
-def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: int | None = None) -> dict[str, Any]:
+def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: int | None = None,
+            held: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    inputs, expect = make_inputs(n, cloud_image)
+    inputs, expect = make_inputs(n, cloud_image, held)
     t1, c1 = time.perf_counter(), time.process_time()
     run = {"id": f"bench-{n}", "started": None, "finished": None, "inventory": [str(DEMO_INVENTORY)],
            "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None, "user": None}
@@ -209,10 +219,13 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print every run's figures as JSON too")
     ap.add_argument("--workers", type=int, help="worker processes judging the fleet (default: one per CPU for big "
                     "fleets; 1 = in this process)")
+    ap.add_argument("--held", action="store_true", help="hold every host's envelope data in the controller (as "
+                    "probe rejudge does; the round-2 figures); default: made when judged, as probe run reads it back")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # child mode: one size, JSON on stdout
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image, workers=args.workers)))
+        print(json.dumps(measure(args.one, profile=args.profile, cloud_image=args.cloud_image, workers=args.workers,
+                                held=args.held)))
         return 0
     runs: dict[int, list[dict[str, Any]]] = {n: [] for n in args.hosts}
     for _ in range(max(1, args.repeat)):
@@ -224,6 +237,8 @@ def main() -> int:
                 cmd.append("--cloud-image")
             if args.workers is not None:
                 cmd += ["--workers", str(args.workers)]
+            if args.held:
+                cmd.append("--held")
             child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             stop, peak = threading.Event(), [0]
             sampler = threading.Thread(target=_sample_tree_pss, args=(child.pid, stop, peak), daemon=True)

@@ -21,6 +21,16 @@ from orchestrator.store.spool import SpooledRecords
 
 INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1
+# Each host record's drift digest (verdict/drift.py: what `probe diff` compares), in index order:
+# two runs' records with one digest need not be parsed to be diffed.  Written for fleets judged in
+# workers; without it (small fleets, older runs) diff parses every record, as before.
+DIGESTS_NAME = "fleet.digests.json"
+
+
+def record_text(rec: dict[str, Any]) -> str:
+    """One host record as fleet.json stores it: the one place a record becomes stored text (the
+    workers' spool holds the same text, verdict/parallel.py; the writer copies it unchanged)."""
+    return atomic.encode_json(rec)
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
@@ -30,9 +40,9 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     def chunks() -> Iterator[bytes]:
         pos = 0
 
-        def put(text: str) -> bytes:
+        def put(text: str | bytes) -> bytes:
             nonlocal pos
-            data = text.encode("utf-8")
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
             pos += len(data)
             return data
 
@@ -43,11 +53,11 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
                 yield from map(put, atomic.iter_json(value))
                 continue
             yield put("[")
-            records: Iterable[tuple[Any, str]]
-            if isinstance(value, SpooledRecords):
-                records = zip(value.names(), (value.text(j) for j in range(len(value))))
+            records: Iterable[tuple[Any, str | bytes]]
+            if isinstance(value, SpooledRecords):  # judged in workers: their text is copied as it is
+                records = zip(value.names(), (value.stored(j) for j in range(len(value))))
             else:
-                records = ((rec.get("name"), atomic.encode_json(rec)) for rec in value)
+                records = ((rec.get("name"), record_text(rec)) for rec in value)
             for j, (name, text) in enumerate(records):
                 if j:
                     yield put(",")
@@ -61,7 +71,26 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     st = path.stat()
     atomic.write_json(path.with_name(INDEX_NAME), {"version": INDEX_VERSION, "size": st.st_size,
                                                    "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
+    hosts = fleet.get("hosts")
+    digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
+    if any(digests):
+        atomic.write_json(path.with_name(DIGESTS_NAME), {"version": INDEX_VERSION, "size": st.st_size,
+                                                         "mtime_ns": st.st_mtime_ns, "hosts": digests}, mode=mode)
     return path
+
+
+def _digests(path: Path, count: int) -> list[str | None]:
+    """The records' drift digests when the digests file belongs to this very fleet.json, else none."""
+    try:
+        doc = json.loads(path.with_name(DIGESTS_NAME).read_text(encoding="utf-8"))
+        st = path.stat()
+    except (OSError, ValueError):
+        return [None] * count
+    if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION or doc.get("size") != st.st_size \
+            or doc.get("mtime_ns") != st.st_mtime_ns or not isinstance(doc.get("hosts"), list) \
+            or len(doc["hosts"]) != count:
+        return [None] * count
+    return [d if isinstance(d, str) else None for d in doc["hosts"]]
 
 
 def _index(path: Path) -> list[list[Any]] | None:
@@ -99,7 +128,7 @@ def read_fleet(path: Path) -> Any:
     if not isinstance(doc, dict) or doc.get("hosts") != []:
         return json.loads(path.read_text(encoding="utf-8"))  # not the layout the index describes
     records = SpooledRecords(remove=False)
-    for name, offset, length in hosts:
-        records.add(path, offset, length, str(name))
+    for (name, offset, length), digest in zip(hosts, _digests(path, len(hosts))):
+        records.add(path, offset, length, str(name), digest)
     doc["hosts"] = records
     return doc

@@ -14,8 +14,9 @@ limit and the expectations are reported as such.  Findings are keyed by id, host
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -114,6 +115,14 @@ def _hosts(fleet: dict[str, Any]) -> Mapping[str, dict[str, Any]]:
     if hasattr(hosts, "by_name"):
         return _HostsByName(hosts)
     return {h["name"]: h for h in hosts or [] if isinstance(h, dict) and isinstance(h.get("name"), str)}
+
+
+def _digests(fleet: dict[str, Any]) -> Callable[[str], str | None]:
+    """host -> its record's drift digest with its class, where the fleet's records carry them
+    (judged in workers, or a stored fleet.json with its digests file); else None for every host."""
+    hosts = fleet.get("hosts") if isinstance(fleet, dict) else None
+    by_name = getattr(hosts, "digest_by_name", None)
+    return by_name if callable(by_name) else (lambda name: None)
 
 
 def _run_id(fleet: dict[str, Any]) -> str | None:
@@ -279,6 +288,38 @@ def _diff_bandwidth(name: str, of: dict[str, Any], nf: dict[str, Any], tol: floa
     return out
 
 
+# What diff_fleets reads of a host record besides its findings (which come from the fleet's list)
+# and its fingerprint/class (decided fleet-wide: the spool adds it, spool.SpooledRecords.digest).
+_DIGEST_KEYS = ("outcome", "reason", "probes", "expect", "not_judged")
+_DIGEST_SECTIONS = ("gpus", "nvlink", "topology", "p2p")
+
+
+def drift_digest(rec: dict[str, Any]) -> str | None:
+    """A digest of everything diff_fleets reads of this host record (outcome, probes, expectations,
+    not-judged ids, the GPU, NVLink, topology and p2p facts), or None when a diff must read the
+    record itself: the host was unreachable, its not-judged ids are not stored, or compared with
+    itself it would show changes (GPUs without any identity).  Two runs whose records of a host
+    have one digest, the same class and the same findings have no change on it, so `probe diff`
+    of two 10,000-host runs decodes only the hosts that differ."""
+    if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
+        return None
+    facts = rec.get("facts")
+    if not isinstance(facts, dict) or _diff_sections(str(rec.get("name")), rec, rec, 0.0):
+        return None
+    pcie = facts.get("pcie")
+    parts = [rec.get(k, _ABSENT) for k in _DIGEST_KEYS]
+    parts += [facts.get(k, _ABSENT) for k in _DIGEST_SECTIONS]
+    parts.append(_ABSENT if "pcie" not in facts else pcie.get("gpus") if isinstance(pcie, dict) else pcie)
+    try:
+        text = json.dumps(parts, separators=(",", ":"), allow_nan=True)
+    except (TypeError, ValueError):  # not JSON (a record made in memory): compared the slow way
+        return None
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+_ABSENT = "\u0000absent"
+
+
 def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 0.10) -> FleetDiff:
     """Per-host changes from run `old` to run `new` (both fleet.json dicts)."""
     if bw_tolerance < 0:
@@ -292,7 +333,13 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
     d.not_in_old = [name for name in nh if name not in oh]
     expect_changes: dict[tuple[str, str, str], list[str]] = {}
     compared = 0
+    old_digest, new_digest = _digests(old), _digests(new)
     for name in [n for n in oh if n in nh]:
+        od = old_digest(name)
+        if od is not None and od == new_digest(name) and \
+                {finding_key(f) for f in old_by_host.get(name, [])} == {finding_key(f) for f in new_by_host.get(name, [])}:
+            compared += 1  # the same in both runs (drift_digest): nothing to decode, nothing changed
+            continue
         o, n = oh[name], nh[name]
         o_down, n_down = o.get("outcome") == "unreachable", n.get("outcome") == "unreachable"
         if n_down and not o_down:
