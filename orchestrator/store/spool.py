@@ -78,7 +78,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         if base is None or self._tail is None:
             return base  # none, or a stored fleet's (the class already in)
         cls = (self._classes or {}).get(self._entries[i][3], (None, None))[1]
-        return hashlib.blake2b(f"{base}|{encode_json(cls)}".encode("utf-8"), digest_size=16).hexdigest()
+        return hashlib.blake2b(f"{base}|{encode_json(cls)}".encode(), digest_size=16).hexdigest()
 
     def digests(self) -> list[str | None]:
         return [self.digest(i) for i in range(len(self._entries))]
