@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from orchestrator.engine.results import HostInput
 from orchestrator.store.fleet_file import DIGESTS_NAME, read_fleet, write_fleet
