@@ -27,10 +27,29 @@ INDEX_VERSION = 1
 DIGESTS_NAME = "fleet.digests.json"
 
 
-def record_text(rec: dict[str, Any]) -> str:
+def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> str:
     """One host record as fleet.json stores it: the one place a record becomes stored text (the
-    workers' spool holds the same text, verdict/parallel.py; the writer copies it unchanged)."""
-    return atomic.encode_json(rec)
+    workers' spool holds the same text, verdict/parallel.py; the writer copies it unchanged).
+
+    `parts`, when given, is filled with the compact JSON of each top-level value and of each facts
+    section ("facts.<section>"), cut from the same encoding (verdict/drift.py hashes some of them:
+    encoding them apart again cost a fifth of judging a host).  Compact JSON of an object is its
+    members' texts joined, so the text is byte for byte atomic.encode_json(rec)."""
+    if parts is None or not all(isinstance(k, str) for k in rec):
+        return atomic.encode_json(rec)
+    enc = atomic.encode_json
+    members = []
+    for key, value in rec.items():
+        if key == "facts" and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            sections = []
+            for section, facts in value.items():
+                text = parts[f"facts.{section}"] = enc(facts)
+                sections.append(f"{enc(section)}:{text}")
+            parts[key] = "{" + ",".join(sections) + "}"
+        else:
+            parts[key] = enc(value)
+        members.append(f"{enc(key)}:{parts[key]}")
+    return "{" + ",".join(members) + "}"
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.shown import shown
+from orchestrator.store.atomic import encode_json
 from orchestrator.verdict import coverage
 
 
@@ -294,27 +295,46 @@ _DIGEST_KEYS = ("outcome", "reason", "probes", "expect", "not_judged")
 _DIGEST_SECTIONS = ("gpus", "nvlink", "topology", "p2p")
 
 
-def drift_digest(rec: dict[str, Any]) -> str | None:
+def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) -> str | None:
     """A digest of everything diff_fleets reads of this host record (outcome, probes, expectations,
     not-judged ids, the GPU, NVLink, topology and p2p facts), or None when a diff must read the
     record itself: the host was unreachable, its not-judged ids are not stored, or compared with
-    itself it would show changes (GPUs without any identity).  Two runs whose records of a host
-    have one digest, the same class and the same findings have no change on it, so `probe diff`
-    of two 10,000-host runs decodes only the hosts that differ."""
-    if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
-        return None
-    facts = rec.get("facts")
-    if not isinstance(facts, dict) or _diff_sections(str(rec.get("name")), rec, rec, 0.0):
-        return None
-    pcie = facts.get("pcie")
-    parts = [rec.get(k, _ABSENT) for k in _DIGEST_KEYS]
-    parts += [facts.get(k, _ABSENT) for k in _DIGEST_SECTIONS]
-    parts.append(_ABSENT if "pcie" not in facts else pcie.get("gpus") if isinstance(pcie, dict) else pcie)
+    itself it would show changes (GPUs without a distinct identity).  Two runs whose records of a
+    host have one digest, the same class and the same findings have no change on it, so `probe
+    diff` of two 10,000-host runs decodes only the hosts that differ.
+
+    `encoded`: the compact JSON of the record's values and facts sections as the writer cut it
+    (fleet_file.record_text's `parts`); what it lacks is encoded here, to the same text."""
     try:
-        text = json.dumps(parts, separators=(",", ":"), allow_nan=True)
-    except (TypeError, ValueError):  # not JSON (a record made in memory): compared the slow way
+        if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
+            return None
+        facts = rec.get("facts")
+        if not isinstance(facts, dict) or _self_diff(str(rec.get("name")), facts):
+            return None
+        have = encoded or {}
+        parts = [have.get(k) or (encode_json(rec[k]) if k in rec else _ABSENT) for k in _DIGEST_KEYS]
+        parts += [have.get(f"facts.{k}") or (encode_json(facts[k]) if k in facts else _ABSENT)
+                  for k in _DIGEST_SECTIONS]
+        pcie = facts.get("pcie")
+        parts.append(_ABSENT if "pcie" not in facts else encode_json(pcie.get("gpus") if isinstance(pcie, dict) else pcie))
+        return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+    except Exception:  # a value of an odd type: this host is compared the slow way
         return None
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _self_diff(name: str, facts: dict[str, Any]) -> bool:
+    """Would _diff_sections of this record against itself report anything?  GPU lists and level
+    matrices can (a GPU with no identity, a NaN level); links and bandwidths compare each value
+    with itself, which never reports a change, so they are not walked here (the walk over the p2p
+    matrices was a quarter of judging a host)."""
+    if _diff_gpus(name, facts, facts, "gpus") or _diff_gpus(name, facts, facts, "pcie"):
+        return True
+    topo = facts.get("topology")
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if isinstance(matrix, list) and all(isinstance(row, list) and all(c is None or type(c) is str for c in row)
+                                        for row in matrix):
+        return False  # every level equals itself: no level change (the usual matrix, not walked twice)
+    return bool(_diff_levels(name, facts, facts))
 
 
 _ABSENT = "\u0000absent"

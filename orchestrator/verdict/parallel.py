@@ -81,10 +81,11 @@ def _work(hosts: Sequence[HostInput], judge: Judge, part: Path) -> None:
             open(part.with_suffix(".pickle"), "wb", buffering=1 << 20) as index:
         for h in hosts:
             rec, verdict = judge(h)
-            digest = drift_digest(rec)
             # they are the record's last two keys (fleet.host_record): SpooledRecords appends them
             del rec["fingerprint"], rec["class"]
-            data = record_text(rec).encode("utf-8")
+            parts: dict[str, str] = {}
+            data = record_text(rec, parts).encode("utf-8")
+            digest = drift_digest(rec, parts)
             out.write(data)
             pickle.dump((offset, len(data), verdict, digest), index, protocol=pickle.HIGHEST_PROTOCOL)
             offset += len(data)

@@ -79,3 +79,17 @@ def test_drift_between_stored_fleets_reads_hosts_on_demand(demo_inputs: list[Hos
     kinds = lazy.kinds()
     # hosts in one run only are listed, not changes (issue 16: one summary line, not one per host)
     assert len(lazy.not_in_new) == 10 and len(lazy.not_in_old) == 10 and kinds["finding.new"] >= 30
+
+
+def test_record_text_cut_into_parts_is_the_compact_encoding() -> None:
+    """The workers encode a record once and hash some of its parts for drift (record_text's
+    `parts`): the text is still exactly atomic.encode_json's, and each part is its value's text."""
+    from orchestrator.store import atomic
+    from orchestrator.store.fleet_file import record_text
+
+    rec = {"name": "h1", "facts": {"gpus": {"list": [{"uuid": "GPU-ü", "x": float("nan")}]}, "pcie": {}},
+           "probes": {"nvml": {"outcome": "ok", "duration_s": 0.5}}, "odd": {1: "int key"}, "class": None}
+    parts: dict[str, str] = {}
+    assert record_text(rec, parts) == atomic.encode_json(rec) == record_text(rec)
+    assert parts["facts.gpus"] == atomic.encode_json(rec["facts"]["gpus"])
+    assert parts["odd"] == atomic.encode_json(rec["odd"]) and parts["class"] == "null"
