@@ -5,7 +5,7 @@ milliseconds of CPU; a 10,000-host fleet spends most of its controller time ther
 process judges a contiguous slice of the hosts and writes two files into a spool directory: the
 hosts' fleet.json records as compact JSON (already encoded: the fleet.json writer only copies
 them) and their verdicts (findings, fingerprint descriptors, the few facts fleet-wide checks need)
-as a pickle.  The parent never holds the fleet's facts: `SpooledRecords` reads a record back
+with each record's drift digest (verdict/drift.py), one pickle per host, as each is judged.  The parent never holds the fleet's facts: `SpooledRecords` reads a record back
 from the spool when someone iterates the hosts (the table, drift, outputs, the report).
 
 Fork, not spawn: the workers inherit the collected envelopes without copying them through a pipe.
