@@ -57,9 +57,10 @@ def _union(lists: list[list[Any]]) -> list[Any]:
     return list(seen)
 
 
-def _inventory_order(sources: list[str], warnings: list[str]) -> list[str]:
-    """The host names of the runs' inventories in inventory order, when they can still be read."""
-    if not sources:
+def _inventory_order(sources: list[str], demo: bool, warnings: list[str]) -> list[str]:
+    """The host names of the runs' inventories in inventory order, when they can still be read
+    (`demo`: every run was of the bundled demo fleet, whose runs name no inventory)."""
+    if not sources and not demo:
         return []
     try:
         _inv, hosts, _ = load_inventory(tuple(sources), None)
@@ -106,7 +107,7 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     inv_sources = _union([m.get("inventory") or [] for m in metas])
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
     # shards says word for word what one run over the whole inventory says.
-    order = _inventory_order(inv_sources, warnings)
+    order = _inventory_order(inv_sources, all(m.get("inventory") == [] for m in metas), warnings)
     pos = {name: i for i, name in enumerate(order)}
     ranked = sorted(range(len(records)), key=lambda i: (pos.get(records[i]["name"], len(pos)), i))
     records = [records[i] for i in ranked]

@@ -95,7 +95,8 @@ class RunPlan:
     def meta(self) -> dict[str, Any]:
         """run.json's description of the plan (next to id, state, times written by the run directory)."""
         return {
-            "inventory": list(self.inventory.sources),
+            # [] is the bundled demo fleet, wherever this install keeps it (its path changes with the venv)
+            "inventory": list(self.inventory.sources) if self.inputs.inventory else [],
             "limit": self.inputs.limit,
             "playbook": str(self.playbook.path),
             "probes": self.probe_names(),

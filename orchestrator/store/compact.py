@@ -289,6 +289,23 @@ def host_text(record: dict[str, Any]) -> str:
     return _text_default(encode_host(record))
 
 
+def stored_text(stored: Any) -> str:
+    """Text of a value already in the compact form (encode_host's output or one of its members)."""
+    return _text_default(stored)
+
+
+def value_text(value: Any) -> str:
+    """The stored text of one member of a host record (a top-level value, a facts section)."""
+    return _text_default(_safe(value))
+
+
+def is_member_wise(value: Any, stored: Any) -> bool:
+    """Did encode_host encode this object member by member (so its stored text is its members'
+    texts joined), rather than as one value?"""
+    return (isinstance(value, dict) and isinstance(stored, dict) and _plain_keys(value)
+            and list(stored) == list(value))
+
+
 def recode_text(text: str, version: int) -> str:
     """A stored record's text (from a file of schema `version`) as a schema-2 file holds it."""
     return text if version == SCHEMA_VERSION else host_text(json.loads(text))

@@ -24,6 +24,37 @@ from orchestrator.store.spool import SpooledRecords
 
 INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1
+# Each host record's drift digest (verdict/drift.py: what `probe diff` compares), in index order:
+# two runs' records with one digest need not be parsed to be diffed.  Written for fleets judged in
+# workers; without it (small fleets, older runs) diff parses every record, as before.
+DIGESTS_NAME = "fleet.digests.json"
+
+
+def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> str:
+    """One host record as fleet.json stores it (schema 2, compact.host_text): the one place a record
+    becomes stored text (the workers' spool holds the same text, verdict/parallel.py; the writer
+    copies it unchanged).
+
+    `parts`, when given, is filled with the stored text of each top-level value and of each facts
+    section ("facts.<section>"), cut from the same encoding (verdict/drift.py hashes some of them:
+    encoding them apart again cost a fifth of judging a host).  The stored text of an object is its
+    members' texts joined, so the text is byte for byte compact.host_text(rec)."""
+    stored = compact.encode_host(rec)
+    if parts is None or not compact.is_member_wise(rec, stored):
+        return compact.stored_text(stored)
+    enc = compact.stored_text
+    members = []
+    for key, value in stored.items():
+        if key == "facts" and isinstance(value, dict) and compact.is_member_wise(rec[key], value):
+            sections = []
+            for section, facts in value.items():
+                text = parts[f"facts.{section}"] = enc(facts)
+                sections.append(f"{enc(section)}:{text}")
+            parts[key] = "{" + ",".join(sections) + "}"
+        else:
+            parts[key] = enc(value)
+        members.append(f"{enc(key)}:{parts[key]}")
+    return "{" + ",".join(members) + "}"
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
@@ -35,9 +66,9 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     def chunks() -> Iterator[bytes]:
         pos = 0
 
-        def put(text: str) -> bytes:
+        def put(text: str | bytes) -> bytes:
             nonlocal pos
-            data = text.encode("utf-8")
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
             pos += len(data)
             return data
 
@@ -48,12 +79,13 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
                 yield from map(put, atomic.iter_json(compact.encode(value)))
                 continue
             yield put("[")
-            records: Iterable[tuple[Any, str]]
-            if isinstance(value, SpooledRecords):
-                records = zip(value.names(), (compact.recode_text(value.text(j), value.version)
+            records: Iterable[tuple[Any, str | bytes]]
+            if isinstance(value, SpooledRecords):  # judged in workers, or a stored file: its text is copied
+                records = zip(value.names(), (value.stored(j) if value.version == compact.SCHEMA_VERSION
+                                              else compact.recode_text(value.text(j), value.version)
                                               for j in range(len(value))))
             else:
-                records = ((rec.get("name"), compact.host_text(rec)) for rec in value)
+                records = ((rec.get("name"), record_text(rec)) for rec in value)
             for j, (name, text) in enumerate(records):
                 if j:
                     yield put(",")
@@ -67,7 +99,26 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     st = path.stat()
     atomic.write_json(path.with_name(INDEX_NAME), {"version": INDEX_VERSION, "size": st.st_size,
                                                    "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
+    hosts = fleet.get("hosts")
+    digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
+    if any(digests):
+        atomic.write_json(path.with_name(DIGESTS_NAME), {"version": INDEX_VERSION, "size": st.st_size,
+                                                         "mtime_ns": st.st_mtime_ns, "hosts": digests}, mode=mode)
     return path
+
+
+def _digests(path: Path, count: int) -> list[str | None]:
+    """The records' drift digests when the digests file belongs to this very fleet.json, else none."""
+    try:
+        doc = json.loads(path.with_name(DIGESTS_NAME).read_text(encoding="utf-8"))
+        st = path.stat()
+    except (OSError, ValueError):
+        return [None] * count
+    if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION or doc.get("size") != st.st_size \
+            or doc.get("mtime_ns") != st.st_mtime_ns or not isinstance(doc.get("hosts"), list) \
+            or len(doc["hosts"]) != count:
+        return [None] * count
+    return [d if isinstance(d, str) else None for d in doc["hosts"]]
 
 
 def _index(path: Path) -> list[list[Any]] | None:
@@ -108,7 +159,7 @@ def read_fleet(path: Path) -> Any:
     version = compact.stored_version(doc)
     doc = compact.decode_fleet(doc)
     records = SpooledRecords(remove=False, version=version)
-    for name, offset, length in hosts:
-        records.add(path, offset, length, str(name))
+    for (name, offset, length), digest in zip(hosts, _digests(path, len(hosts))):
+        records.add(path, offset, length, str(name), digest)
     doc["hosts"] = records
     return doc

@@ -57,8 +57,31 @@ def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[s
     return None
 
 
+class _HostFacts:
+    """What several ids' needs ask of the same host, worked out once per host: its GPU count and
+    each distinct `Needs.unjudged` function's answer (about 80 ids share a dozen of them; asking
+    each anew read the host's GPU list ~40 times and was a fifth of judging a DGX host)."""
+
+    def __init__(self, facts: Mapping[str, Any]) -> None:
+        self.facts = facts
+        self._gpu_count: int | None = -1
+        self._unjudged: dict[Any, Mapping[str, str]] = {}
+
+    def gpu_count(self) -> int | None:
+        if self._gpu_count == -1:
+            self._gpu_count = F.gpu_count(dict(self.facts))  # NVML's list, else the PCI bus's
+        return self._gpu_count
+
+    def unjudged(self, fn: Any) -> Mapping[str, str]:
+        out = self._unjudged.get(fn)
+        if out is None:
+            out = self._unjudged[fn] = fn(self.facts)
+        return out
+
+
 def _why_not(fid: str, need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str],
-             probes: Mapping[str, Any], expect: Expectations | None) -> str | None:
+             probes: Mapping[str, Any], expect: Expectations | None, host: _HostFacts | None = None) -> str | None:
+    host = host or _HostFacts(facts)
     for section in need.sections:
         why = _section_missing(section, facts, outcomes, probes, need.unreadable_ok)
         if why:
@@ -69,10 +92,10 @@ def _why_not(fid: str, need: Needs, facts: Mapping[str, Any], outcomes: Mapping[
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
         return "no expectation " + " or ".join(need.expect) + " set"
-    if need.gpus and F.gpu_count(dict(facts)) == 0:  # NVML's list, else the PCI bus's
+    if need.gpus and host.gpu_count() == 0:  # NVML's list, else the PCI bus's
         return "no GPUs on this host"
     if need.unjudged is not None:
-        return need.unjudged(facts).get(fid)
+        return host.unjudged(need.unjudged).get(fid)
     return None
 
 
@@ -94,8 +117,9 @@ def not_judged(facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Ma
         why = f"no probe ran: {first} {outcomes[first]}" + (f": {reason}" if reason else "")
         return dict.fromkeys(needs, why)
     out = {}
+    host = _HostFacts(facts)
     for fid, need in needs.items():
-        missing = _why_not(fid, need, facts, outcomes, probes, expect)
+        missing = _why_not(fid, need, facts, outcomes, probes, expect, host)
         if missing:
             out[fid] = missing
     return out

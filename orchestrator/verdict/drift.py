@@ -14,14 +14,17 @@ limit and the expectations are reported as such.  Findings are keyed by id, host
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.shown import shown
+from orchestrator.store import compact
+from orchestrator.store.atomic import encode_json
 from orchestrator.verdict import coverage
 
 
@@ -114,6 +117,14 @@ def _hosts(fleet: dict[str, Any]) -> Mapping[str, dict[str, Any]]:
     if hasattr(hosts, "by_name"):
         return _HostsByName(hosts)
     return {h["name"]: h for h in hosts or [] if isinstance(h, dict) and isinstance(h.get("name"), str)}
+
+
+def _digests(fleet: dict[str, Any]) -> Callable[[str], str | None]:
+    """host -> its record's drift digest with its class, where the fleet's records carry them
+    (judged in workers, or a stored fleet.json with its digests file); else None for every host."""
+    hosts = fleet.get("hosts") if isinstance(fleet, dict) else None
+    by_name = getattr(hosts, "digest_by_name", None)
+    return by_name if callable(by_name) else (lambda name: None)
 
 
 def _run_id(fleet: dict[str, Any]) -> str | None:
@@ -279,6 +290,58 @@ def _diff_bandwidth(name: str, of: dict[str, Any], nf: dict[str, Any], tol: floa
     return out
 
 
+# What diff_fleets reads of a host record besides its findings (which come from the fleet's list)
+# and its fingerprint/class (decided fleet-wide: the spool adds it, spool.SpooledRecords.digest).
+_DIGEST_KEYS = ("outcome", "reason", "probes", "expect", "not_judged")
+_DIGEST_SECTIONS = ("gpus", "nvlink", "topology", "p2p")
+
+
+def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) -> str | None:
+    """A digest of everything diff_fleets reads of this host record (outcome, probes, expectations,
+    not-judged ids, the GPU, NVLink, topology and p2p facts), or None when a diff must read the
+    record itself: the host was unreachable, its not-judged ids are not stored, or compared with
+    itself it would show changes (GPUs without a distinct identity).  Two runs whose records of a
+    host have one digest, the same class and the same findings have no change on it, so `probe
+    diff` of two 10,000-host runs decodes only the hosts that differ.
+
+    `encoded`: the compact JSON of the record's values and facts sections as the writer cut it
+    (fleet_file.record_text's `parts`, in schema 2's stored form); what it lacks is encoded here, to
+    the same text."""
+    try:
+        if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
+            return None
+        facts = rec.get("facts")
+        if not isinstance(facts, dict) or _self_diff(str(rec.get("name")), facts):
+            return None
+        have = encoded or {}
+        parts = [have.get(k) or (compact.value_text(rec[k]) if k in rec else _ABSENT) for k in _DIGEST_KEYS]
+        parts += [have.get(f"facts.{k}") or (compact.value_text(facts[k]) if k in facts else _ABSENT)
+                  for k in _DIGEST_SECTIONS]
+        pcie = facts.get("pcie")
+        parts.append(_ABSENT if "pcie" not in facts else encode_json(pcie.get("gpus") if isinstance(pcie, dict) else pcie))
+        return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+    except Exception:  # a value of an odd type: this host is compared the slow way
+        return None
+
+
+def _self_diff(name: str, facts: dict[str, Any]) -> bool:
+    """Would _diff_sections of this record against itself report anything?  GPU lists and level
+    matrices can (a GPU with no identity, a NaN level); links and bandwidths compare each value
+    with itself, which never reports a change, so they are not walked here (the walk over the p2p
+    matrices was a quarter of judging a host)."""
+    if _diff_gpus(name, facts, facts, "gpus") or _diff_gpus(name, facts, facts, "pcie"):
+        return True
+    topo = facts.get("topology")
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if isinstance(matrix, list) and all(isinstance(row, list) and all(c is None or type(c) is str for c in row)
+                                        for row in matrix):
+        return False  # every level equals itself: no level change (the usual matrix, not walked twice)
+    return bool(_diff_levels(name, facts, facts))
+
+
+_ABSENT = "\u0000absent"
+
+
 def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 0.10) -> FleetDiff:
     """Per-host changes from run `old` to run `new` (both fleet.json dicts)."""
     if bw_tolerance < 0:
@@ -292,7 +355,13 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
     d.not_in_old = [name for name in nh if name not in oh]
     expect_changes: dict[tuple[str, str, str], list[str]] = {}
     compared = 0
+    old_digest, new_digest = _digests(old), _digests(new)
     for name in [n for n in oh if n in nh]:
+        od = old_digest(name)
+        if od is not None and od == new_digest(name) and \
+                {finding_key(f) for f in old_by_host.get(name, [])} == {finding_key(f) for f in new_by_host.get(name, [])}:
+            compared += 1  # the same in both runs (drift_digest): nothing to decode, nothing changed
+            continue
         o, n = oh[name], nh[name]
         o_down, n_down = o.get("outcome") == "unreachable", n.get("outcome") == "unreachable"
         if n_down and not o_down:

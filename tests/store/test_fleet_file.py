@@ -82,3 +82,20 @@ def test_drift_between_stored_fleets_reads_hosts_on_demand(demo_inputs: list[Hos
     kinds = lazy.kinds()
     # hosts in one run only are listed, not changes (issue 16: one summary line, not one per host)
     assert len(lazy.not_in_new) == 10 and len(lazy.not_in_old) == 10 and kinds["finding.new"] >= 30
+
+
+def test_record_text_cut_into_parts_is_the_compact_encoding() -> None:
+    """The workers encode a record once and hash some of its parts for drift (record_text's
+    `parts`): the text is still exactly what schema 2 stores (compact.host_text), and each part is
+    its value's stored text."""
+    from orchestrator.store import atomic, compact
+    from orchestrator.store.fleet_file import record_text
+
+    rec = {"name": "h1", "facts": {"gpus": {"list": [{"uuid": "GPU-ü", "x": float("nan")}]}, "pcie": {}},
+           "probes": {"nvml": {"outcome": "ok", "duration_s": 0.5}}, "odd": {1: "int key"}, "class": None}
+    parts: dict[str, str] = {}
+    assert record_text(rec, parts) == compact.host_text(rec) == record_text(rec)
+    assert parts["facts.gpus"] == compact.value_text(rec["facts"]["gpus"])
+    assert parts["odd"] == compact.value_text(rec["odd"]) == '{"@v":{"1":"int key"}}' and parts["class"] == "null"
+    # and it reads back as the record (json's text of it: the int key is "1" in any JSON)
+    assert atomic.encode_json(compact.decode_host(json.loads(record_text(rec)))) == atomic.encode_json(rec)

@@ -597,7 +597,11 @@ def _aer_links(devs: dict[str, dict[str, Any]], data: Any, endpoints: list[str])
         d = devs[x]
         parent = devs.get(d["parent"] or "")
         partner = d["parent"] if parent and parent.get("_role") in ("root", "dsp") else None
-        read = {b: raw_aer[b] for b in (x, partner) if b and isinstance(raw_aer.get(b), dict)}
+        read: dict[str, dict[str, Any]] = {}
+        for b in (x, partner):
+            counts = raw_aer.get(b) if b else None
+            if b and isinstance(counts, dict):
+                read[b] = counts
         link = d["link"] or {}
         rec: dict[str, Any] = {"device": x, "kind": d["kind"], "partner": partner, "serves": sorted(serves[x]),
                                "gen_current": link.get("gen_current"), "width_current": link.get("width_current"),

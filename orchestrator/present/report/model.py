@@ -680,13 +680,18 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
     if not isinstance(fleet, dict):
         raise ValueError(f"fleet.json must be a JSON object, got {type(fleet).__name__}")
     run = _dict(fleet.get("run"))
-    hosts_raw = [h for h in _records(fleet.get("hosts")) if isinstance(h, dict)]
+    records = _records(fleet.get("hosts"))
+    # Two passes over the records, holding one at a time (a stored 10,000-host fleet.json is read
+    # host by host through its index: holding every record was gigabytes): this pass keeps each
+    # host's name, class and outcome, the second builds its page once `detailed` is known.
+    hosts_raw = [(_str(h.get("name")), _str(h.get("class")), _str(h.get("outcome")))
+                 for h in records if isinstance(h, dict)]
     classes_raw = [c for c in _list(fleet.get("classes")) if isinstance(c, dict)]
     findings_raw = [f for f in _list(fleet.get("findings")) if isinstance(f, dict)]
 
     seen: dict[str, int] = {}
-    anchors = {_str(h.get("name")): anchor_for("host", _str(h.get("name")), seen) for h in hosts_raw}
-    host_class = {_str(h.get("name")): _str(h.get("class")) for h in hosts_raw}
+    anchors = {name: anchor_for("host", name, seen) for name, _, _ in hosts_raw}
+    host_class = {name: cls for name, cls, _ in hosts_raw}
     outlier_diffs: dict[str, list[str]] = {}
     outliers: list[tuple[str, str, list[str]]] = []
     for c in classes_raw:
@@ -703,7 +708,7 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
         by_host.setdefault(r.host, []).append(r)
 
     # Representative: the first member without fail/warn findings and with an ok outcome.
-    status = {_str(h.get("name")): _str(h.get("outcome")) for h in hosts_raw}
+    status = {name: outcome for name, _, outcome in hosts_raw}
 
     def troubled(name: str) -> bool:
         return status.get(name, "ok") != "ok" or any(r.severity in ("fail", "warn") for r in by_host.get(name, []))
@@ -716,13 +721,11 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
             representatives[_str(c.get("name"))] = (clean or members)[0]
 
     # Pictures budget, worst hosts first.
-    wants = sorted((h for h in hosts_raw if troubled(_str(h.get("name")))),
-                   key=lambda h: (-max([_severity_rank(r.severity) for r in by_host.get(_str(h.get("name")), [])] or [-1]),
-                                  _str(h.get("name"))))
+    wants = sorted((name for name, _, _ in hosts_raw if troubled(name)),
+                   key=lambda name: (-max([_severity_rank(r.severity) for r in by_host.get(name, [])] or [-1]), name))
     detailed = set(representatives.values())
     capped = 0
-    for h in wants:
-        name = _str(h.get("name"))
+    for name in wants:
         if name in detailed:
             continue
         if len(detailed) < max_pictures:
@@ -731,7 +734,9 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
             capped += 1
 
     pages: dict[str, HostPage] = {}
-    for h in hosts_raw:
+    for h in records:
+        if not isinstance(h, dict):
+            continue
         name = _str(h.get("name"))
         pages[name] = _host_page(h, anchors[name], by_host.get(name, []), outlier_diffs.get(name),
                                  name in detailed, name in representatives.values())
@@ -754,8 +759,8 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
 
     summary = _dict(fleet.get("summary"))
     outcome_counts: dict[str, int] = {}
-    for h in hosts_raw:
-        o = _str(h.get("outcome")) or "unknown"
+    for _, _, outcome in hosts_raw:
+        o = outcome or "unknown"
         outcome_counts[o] = outcome_counts.get(o, 0) + 1
     sev_counts = {s: 0 for s in SEVERITIES}
     for r in findings:

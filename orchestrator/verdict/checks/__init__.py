@@ -26,10 +26,11 @@ HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHE
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
-# The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; GPU UUIDs/serials:
-# gpus; NCCL bus bandwidth against peers: nccl; NIC peers and firmware: nic).  A fleet judged in worker processes hands the parent only these sections of each host, so
+# The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; NCCL bus bandwidth
+# against peers: nccl; NIC peers and firmware: nic; GPU UUIDs/serials: gpus, cut to what they read
+# by gpu.FLEET_FACTS).  A fleet judged in worker processes hands the parent only these sections of each host, so
 # a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
-FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "gpus", "nccl", "nic")
+FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "nccl", "nic")
 
 
 def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
