@@ -1054,6 +1054,11 @@ def main() -> int:
     ap.add_argument("--defaultkex-max", type=int, default=100, help="largest N for openssh-defaultkex (slow)")
     ap.add_argument("--controller-sizes", default="1000,10000")
     ap.add_argument("--controller-timeout", type=float, default=300)
+    ap.add_argument("--history-hosts", type=int, default=10000,
+                    help="fleet size of the diff/show/report table (bench/history_bench.py); 0 leaves it out")
+    ap.add_argument("--history-timeout", type=float, default=900)
+    ap.add_argument("--no-record-sizes", dest="record_sizes", action="store_false",
+                    help="leave out the bytes-per-host table (bench/record_size.py)")
     ap.add_argument("--controller-one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--controller-refresh", action="store_true",
                     help="only re-measure the controller-alone section of --out")
@@ -1170,6 +1175,17 @@ def main() -> int:
     (Path(a.out).with_suffix(".json")).write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
     ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)
+    print(f"[{time.monotonic() - t_start:6.0f}s] controller table done", flush=True)
+    sys.path.insert(0, str(REPO / "bench"))
+    history = sizes_md = ""
+    if a.history_hosts:
+        from history_bench import section as history_section
+        history = ("## History at scale: `probe diff`, `show` and `report` of stored runs\n\n"
+                   + history_section(a.history_hosts, changed=5, keep=None, timeout=a.history_timeout) + "\n\n")
+        print(f"[{time.monotonic() - t_start:6.0f}s] history table done", flush=True)
+    if a.record_sizes:
+        from record_size import main as record_sizes
+        sizes_md = "## fleet.json bytes per host, by playbook (schema 1 and 2)\n\n" + record_sizes([]) + "\n\n"
     cmd = "sh bench/setup.sh && " + " ".join(
         ["BENCH_ANSIBLE=" + shlex.quote(os.environ["BENCH_ANSIBLE"])] if os.environ.get("BENCH_ANSIBLE") else []
     ) + f" python bench/fleet_bench.py {shlex.join(sys.argv[1:])}"
@@ -1192,7 +1208,8 @@ def main() -> int:
             f"## Method\n\n{method}\n\n"
             f"## CPU attribution check (`--selfcheck`, run before the fan-out)\n\n{attribution}\n\n"
             f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}{latency}"
-            f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
+            f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n\n"
+            f"{history}{sizes_md}")
     Path(a.out).write_text(text)
     print(text)
     return 0
