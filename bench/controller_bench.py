@@ -192,7 +192,7 @@ def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: i
         t3, c3 = time.perf_counter(), time.process_time()
         classes, findings = len(fleet["classes"]), len(fleet["findings"])
         del fleet
-    result = {"hosts": n, "inputs_s": round(t1 - t0, 2), "build_fleet_s": round(t2 - t1, 2),
+    result: dict[str, Any] = {"hosts": n, "inputs_s": round(t1 - t0, 2), "build_fleet_s": round(t2 - t1, 2),
               "write_s": round(t3 - t2, 2), "total_s": round(t3 - t1, 2),
               "cpu_build_s": round(c2 - c1, 2), "cpu_write_s": round(c3 - c2, 2), "cpu_total_s": round(c3 - c1, 2),
               "cpu_per_1k_hosts_s": round((c3 - c1) / n * 1000, 2),

@@ -706,6 +706,21 @@ def controller_only(sizes: list[int], timeout: float) -> str:
     return "\n".join(lines)
 
 
+def after_controller(a: argparse.Namespace) -> str:
+    """The sections that follow the controller table: history at scale and bytes per host."""
+    sys.path.insert(0, str(REPO / "bench"))
+    out = ""
+    if a.history_hosts:
+        from history_bench import section as history_section
+        out += ("## History at scale: `probe diff`, `show` and `report` of stored runs\n\n"
+                + history_section(a.history_hosts, changed=5, keep=None, timeout=a.history_timeout) + "\n\n")
+        print("history table done", flush=True)
+    if a.record_sizes:
+        from record_size import main as record_sizes
+        out += "## fleet.json bytes per host, by playbook (schema 1 and 2)\n\n" + record_sizes([]) + "\n"
+    return out
+
+
 def machine_description() -> str:
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     meminfo = Path("/proc/meminfo").read_text().splitlines()
@@ -1054,6 +1069,11 @@ def main() -> int:
     ap.add_argument("--defaultkex-max", type=int, default=100, help="largest N for openssh-defaultkex (slow)")
     ap.add_argument("--controller-sizes", default="1000,10000")
     ap.add_argument("--controller-timeout", type=float, default=300)
+    ap.add_argument("--history-hosts", type=int, default=10000,
+                    help="fleet size of the diff/show/report table (bench/history_bench.py); 0 leaves it out")
+    ap.add_argument("--history-timeout", type=float, default=900)
+    ap.add_argument("--no-record-sizes", dest="record_sizes", action="store_false",
+                    help="leave out the bytes-per-host table (bench/record_size.py)")
     ap.add_argument("--controller-one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--controller-refresh", action="store_true",
                     help="only re-measure the controller-alone section of --out")
@@ -1067,14 +1087,15 @@ def main() -> int:
         print(json.dumps(controller_one(a.controller_one)))
         return 0
     if a.controller_refresh:
-        # Re-measure only the controller section of an existing RESULTS.md, leaving the fan-out as it was.
+        # Re-measure only the sections after the fan-out (controller, history, bytes per host) of an
+        # existing RESULTS.md, leaving the fan-out tables as they were.
         ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)
         text = Path(a.out).read_text()
         head, sep, _ = text.partition("## Controller alone")
         cmd = "python bench/fleet_bench.py " + " ".join(sys.argv[1:])
         Path(a.out).write_text(head + sep + f" (normalize + check + write fleet.json, hosts cloned from the demo "
-                               f"recordings)\n\nRe-measured by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n\n"
-                               + ctl + "\n")
+                               f"recordings)\n\nRe-measured by `{cmd}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+                               f" (the sections from here on).\n\n" + ctl + "\n\n" + after_controller(a))
         print(ctl)
         return 0
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -1170,6 +1191,8 @@ def main() -> int:
     (Path(a.out).with_suffix(".json")).write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
     ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)
+    print(f"[{time.monotonic() - t_start:6.0f}s] controller table done", flush=True)
+    after = after_controller(a)
     cmd = "sh bench/setup.sh && " + " ".join(
         ["BENCH_ANSIBLE=" + shlex.quote(os.environ["BENCH_ANSIBLE"])] if os.environ.get("BENCH_ANSIBLE") else []
     ) + f" python bench/fleet_bench.py {shlex.join(sys.argv[1:])}"
@@ -1192,7 +1215,8 @@ def main() -> int:
             f"## Method\n\n{method}\n\n"
             f"## CPU attribution check (`--selfcheck`, run before the fan-out)\n\n{attribution}\n\n"
             f"## Fan-out: the `host` probe on N hosts\n\n{summarize(rows)}\n\n{audit}{latency}"
-            f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n")
+            f"## Controller alone (normalize + check + write fleet.json, hosts cloned from the demo recordings)\n\n{ctl}\n\n"
+            f"{after}")
     Path(a.out).write_text(text)
     print(text)
     return 0

@@ -77,3 +77,22 @@ def test_without_aer_files_the_check_is_not_judged(tmp_path: Path) -> None:
     assert "no AER counters" in why["pcie.aer.counters"]
     clean = _facts(tmp_path, "clean2", _with_aer({}))
     assert "pcie.aer.counters" not in not_judged({"pcie": clean}, {"pcie": "ok"}, {})
+
+
+def test_correctable_growth_is_judged_against_the_links_width_and_speed(tmp_path: Path) -> None:
+    """The same growth is noise on a Gen5 x16 link and news on a narrow, slow one."""
+    assert [health.aer_corrected_threshold(lk) for lk in (
+        {"gen_current": 4, "width_current": 16}, {"gen_current": 5, "width_current": 16},
+        {"gen_current": 1, "width_current": 4}, {"gen_current": None, "width_current": 16},
+        {"gen_current": 9, "width_current": 16}, {"gen_current": True, "width_current": 16})] == [10, 20, 1, 10, 10, 10]
+    clean = _facts(tmp_path, "clean", _with_aer({}))
+    grown = _facts(tmp_path, "grown", _with_aer({DSP0: {"correctable": {"RxErr": 15}}}))
+    previous = {"pcie": clean, "kmsg": {"boot_id": "b1"}}
+    # +15 on the machine's Gen5 x16 link: below its threshold of 20
+    assert list(health.aer_counters(_view(grown, previous=previous))) == []
+    # the same +15 where that link trained at Gen2 x8 (threshold 2) or Gen1 x4 (1): warnings that say so
+    for (gen, width), expected in (((2, 8), "fewer than 2 correctable per run"), ((1, 4), "no correctable errors per run")):
+        for lk in grown["aer_links"]:
+            lk["gen_current"], lk["width_current"] = gen, width
+        [f] = health.aer_counters(_view(grown, previous=previous))
+        assert f.severity.value == "warn" and "correctable +15" in f.message and expected in str(f.expected)

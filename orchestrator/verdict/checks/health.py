@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts import xid as xids
+from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
@@ -254,8 +255,20 @@ def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
 
 
 # Growth between two runs of one boot at which a link's correctable AER count is worth a warning
-# (as for kernel-log AER events, fewer are the background noise of many platforms).
+# (as for kernel-log AER events, fewer are the background noise of many platforms), for a Gen4 x16
+# link.  A link that moves more symbols sees more correctable errors at one bit error rate, so the
+# threshold scales with lanes x GT/s: 20 for Gen5 x16, 1 for a Gen1 x4 link (any error there is news).
 AER_COUNTER_CORRECTED_MIN = 10
+_AER_REFERENCE_LANE_GTS = 16 * PCIE_GEN_GT_S[4]
+
+
+def aer_corrected_threshold(link: Mapping[str, Any]) -> int:
+    """The correctable-error growth per run worth a warning on this link, by its trained width and
+    generation (the reference threshold when either is unknown)."""
+    gen, width = link.get("gen_current"), link.get("width_current")
+    if type(gen) is not int or type(width) is not int or gen not in PCIE_GEN_GT_S or width <= 0:
+        return AER_COUNTER_CORRECTED_MIN
+    return max(1, round(AER_COUNTER_CORRECTED_MIN * width * PCIE_GEN_GT_S[gen] / _AER_REFERENCE_LANE_GTS))
 
 
 def _link_label(link: dict[str, Any]) -> str:
@@ -291,12 +304,14 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
             continue
         grown = {k: lk[k] - old[k] for k in ("correctable", "nonfatal")
                  if isinstance(lk.get(k), int) and isinstance(old.get(k), int) and lk[k] > old[k]}
-        if grown.get("nonfatal") or grown.get("correctable", 0) >= AER_COUNTER_CORRECTED_MIN:
+        threshold = aer_corrected_threshold(lk)
+        if grown.get("nonfatal") or grown.get("correctable", 0) >= threshold:
             yield fault("pcie.aer.counters", view.name, _link_label(lk),
                         "PCIe AER counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())) + f" (serves {serves})",
-                        severity=Severity.WARN, expected=f"no non-fatal errors, fewer than {AER_COUNTER_CORRECTED_MIN} "
-                        "correctable per run", actual=grown,
+                        severity=Severity.WARN, expected="no non-fatal errors, " + (f"fewer than {threshold} correctable" if threshold > 1 else
+                                                            "no correctable errors")
+                        + " per run (scaled to the link's width and speed)", actual=grown,
                         hint="a link that keeps counting errors is marginal: check the riser, cable or slot and "
                              "whether it trained at its full speed and width", **kw)
 
