@@ -71,7 +71,9 @@ def run_header(meta: dict[str, Any]) -> dict[str, Any]:
 # The facts sections a check compares with the previous run (events and counters of one boot).
 HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
 # Parts of other sections kept for the same reason (the whole PCIe tree is not needed): section -> keys.
-HISTORY_PARTS = {"pcie": ("aer_links",)}
+# nvlink: each GPU's links and their error counters (gpu_health.nvlink_errors judges their growth).
+# facts/model.py:PreviousFacts is the shape this gives the checks.
+HISTORY_PARTS = {"pcie": ("aer_links",), "nvlink": ("gpus",)}
 
 
 def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
