@@ -59,7 +59,7 @@ def virtualization(view: HostView) -> Iterator[Finding]:
         # The host probe saw no hypervisor (DMI and CPU flags can be masked) but the PCI bus is an
         # emulated one: a VM that hides itself, so its "topology" is the hypervisor's invention.
         pcie = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-        vp = (pcie or {}).get("virtual_platform") or {}
+        vp = (pcie.get("virtual_platform") if pcie else None) or {}
         if vp.get("detected"):
             strict = bool(want and want.lower() == "none")
             yield Finding("host.virtualized", Severity.FAIL if strict else Severity.WARN,
@@ -110,8 +110,10 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                             ("identity.system_serial.duplicate", "system_serial", "system serial")):
         seen: dict[str, list[str]] = defaultdict(list)
         for v in views:
-            host = v.facts.get("host") or {}
-            value = host.get(key) if key == "hostname" else (host.get("board") or {}).get(key)
+            host = v.facts.get("host")
+            board = host.get("board") if host and key != "hostname" else None
+            value = ((host.get("hostname") if host else None) if key == "hostname"
+                     else board.get("system_serial") if board else None)
             if not isinstance(value, str) or not value.strip():
                 continue
             if key == "system_serial" and _PLACEHOLDER_SERIALS.match(value.strip()):
@@ -133,6 +135,7 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                             hint="two inventory entries reach the same machine, or the machine lies about its identity")
 
 
+# Generic over the section key (it serves pcie, nvlink and gpus), so the section is an untyped dict.
 def _ran(view: HostView, probe: str, section: str) -> dict[str, Any] | None:
     if view.outcomes and not view.ran(probe):
         return None  # the probe outcome already says why
@@ -141,11 +144,11 @@ def _ran(view: HostView, probe: str, section: str) -> dict[str, Any] | None:
 
 
 def _virtual(view: HostView) -> bool:
-    host = view.facts.get("host") or {}
-    pcie = view.facts.get("pcie") or {}
-    return bool((host.get("virtualization") or {}).get("virtualized")
-                or (pcie.get("virtual_platform") or {}).get("detected")
-                or (view.facts.get("gpus") or {}).get("virtualized"))
+    host, pcie, gpus = view.facts.get("host"), view.facts.get("pcie"), view.facts.get("gpus")
+    virt = host.get("virtualization") if host else None
+    return bool((virt.get("virtualized") if virt else None)
+                or ((pcie.get("virtual_platform") if pcie else None) or {}).get("detected")
+                or (gpus.get("virtualized") if gpus else None))
 
 
 def nvswitches(view: HostView) -> Iterator[Finding]:
