@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome, is_problem
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
+from orchestrator.facts.model import PreviousFacts
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.history import RunNotFound, load_fleet, previous_run
 from orchestrator.store.lock import RunLock, UnsafeLock
@@ -71,10 +72,12 @@ def run_header(meta: dict[str, Any]) -> dict[str, Any]:
 # The facts sections a check compares with the previous run (events and counters of one boot).
 HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
 # Parts of other sections kept for the same reason (the whole PCIe tree is not needed): section -> keys.
-HISTORY_PARTS = {"pcie": ("aer_links",)}
+# nvlink: each GPU's links and their error counters (gpu_health.nvlink_errors judges their growth).
+# facts/model.py:PreviousFacts is the shape this gives the checks.
+HISTORY_PARTS = {"pcie": ("aer_links",), "nvlink": ("gpus",)}
 
 
-def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
+def previous_facts(root: Path, before: Path) -> dict[str, PreviousFacts]:
     """host -> its HISTORY_SECTIONS facts in the newest complete run of the same inventory before
     `before`; empty when there is none or it cannot be read (the checks then judge absolutes only)."""
     try:
@@ -84,20 +87,22 @@ def previous_facts(root: Path, before: Path) -> dict[str, dict[str, Any]]:
         fleet = load_fleet(prev.path)
     except (RunNotFound, OSError, ValueError):
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, PreviousFacts] = {}
     for rec in fleet.get("hosts") or []:
         facts = rec.get("facts") or {}
         kept = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
         for section, keys in HISTORY_PARTS.items():
             if isinstance(facts.get(section), dict):
                 kept[section] = {k: facts[section][k] for k in keys if k in facts[section]}
-        out[str(rec.get("name"))] = kept
+        # Picked by section name from a fleet.json this program judged: the sections and parts
+        # PreviousFacts declares, in the shapes the normalizers wrote.
+        out[str(rec.get("name"))] = cast(PreviousFacts, kept)
     return out
 
 
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+          previous: Mapping[str, PreviousFacts] | None = None) -> dict[str, Any]:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run."""

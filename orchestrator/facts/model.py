@@ -322,7 +322,7 @@ class PcieLink(TypedDict):
 
 class PcieDevice(TypedDict, total=False):
     # total=False: the normalizer builds devices key by key; readers use .get()
-    bdf: str | None
+    bdf: str  # always set: normalize/pcie.py drops a device without a valid bus id, text imports key by it
     vendor: str | None
     device: str | None
     subsystem_vendor: str | None
@@ -632,3 +632,25 @@ HostRecord = TypedDict("HostRecord", {
     "fingerprint": "str | None",
     "class": "str | None",
 })
+
+
+# ---------------------------------------------------------------------------------------------
+# A host's facts from the previous run, as the checks get them (verdict/checks/base.py:HostView.previous):
+# only what api/session.py:previous_facts keeps of fleet.json (HISTORY_SECTIONS whole, HISTORY_PARTS
+# cut to the keys named there), so a check cannot read a section the previous run never hands on.
+
+
+class PreviousPcie(TypedDict, total=False):
+    aer_links: list[AerLink]
+
+
+class PreviousNvlink(TypedDict, total=False):
+    gpus: list[NvlinkGpu]
+
+
+class PreviousFacts(TypedDict, total=False):
+    kmsg: KmsgFacts
+    nic: NicFacts
+    gpus: GpusFacts
+    pcie: PreviousPcie
+    nvlink: PreviousNvlink

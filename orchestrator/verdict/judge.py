@@ -18,6 +18,7 @@ from typing import Any
 from orchestrator.engine.outcomes import Outcome, worst
 from orchestrator.engine.results import HostInput
 from orchestrator.facts import registry
+from orchestrator.facts.model import PreviousFacts
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import classes as fingerprint
@@ -97,7 +98,7 @@ class HostVerdict:
 
 
 def judge_host(h: HostInput, expect: Expectations,
-               previous: dict[str, Any] | None = None) -> tuple[dict[str, Any], HostVerdict]:
+               previous: PreviousFacts | None = None) -> tuple[dict[str, Any], HostVerdict]:
     """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
     `previous`: the host's facts in the previous run (events and counters are judged against it).
 
@@ -126,7 +127,7 @@ _OUTCOMES = frozenset(o.value for o in Outcome)
 
 
 def _judge_host(h: HostInput, expect: Expectations,
-                previous: dict[str, Any] | None) -> tuple[dict[str, Any], HostVerdict]:
+                previous: PreviousFacts | None) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = judged_outcomes(h.probes, facts)
@@ -175,7 +176,7 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
-                previous_for: Callable[[str], dict[str, Any] | None] | None = None) -> dict[str, Any]:
+                previous_for: Callable[[str], PreviousFacts | None] | None = None) -> dict[str, Any]:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
+from orchestrator.facts.model import Facts
 from orchestrator.verdict.checks import (
     gpu,
     gpu_health,
@@ -33,15 +34,19 @@ FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "F
 FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "nccl", "nic")
 
 
-def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
+def fleet_facts(facts: Mapping[str, Any]) -> Facts:
     """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, plus what an area derives
-    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys)."""
+    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys).
+
+    Walks sections by name, so it reads facts as a plain mapping.  The result is typed Facts for the
+    fleet views, though it is a cut of them: gpus holds only gpu.FLEET_GPU_KEYS of each GPU and
+    areas add keys of their own (nccl.OWN_FLOOR); the fleet checks read those with .get only."""
     slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
     for area in _AREAS:
         derive = getattr(area, "FLEET_FACTS", None)
         if derive is not None:
             slim.update(derive(facts))
-    return slim
+    return cast(Facts, slim)
 
 
 def unjudgeable(host: str, what: str, error: BaseException) -> Finding:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
 
@@ -13,13 +14,14 @@ from orchestrator.verdict.findings import Finding
 @dataclass
 class HostView:
     name: str
-    facts: dict[str, Any]  # normalized facts keyed by section: host, pcie, gpus, nvlink, p2p, topology
+    facts: Facts  # normalized facts keyed by section (facts/registry.py), typed by facts/model.py
     outcomes: dict[str, str] = field(default_factory=dict)  # probe name -> outcome value
     expect: Expectations = field(default_factory=Expectations)
     vars: dict[str, Any] = field(default_factory=dict)
     # This host's facts in the previous run of the same results directory (None: no previous run
-    # or the host was not in it), so cumulative counters and events can be judged between runs.
-    previous: dict[str, Any] | None = None
+    # or the host was not in it), so cumulative counters and events can be judged between runs;
+    # only the sections api/session.py:previous_facts keeps.
+    previous: PreviousFacts | None = None
     # probe -> the reason its outcome gives (an unsupported/failed probe says why), for checks
     # that turn a refusal into a finding of its own
     reasons: dict[str, str] = field(default_factory=dict)
@@ -46,7 +48,7 @@ class Needs:
     # What the measured facts themselves hold back (one GPU, no result, a platform limitation, a
     # stronger finding that stands for this one): facts -> {finding id: why}, a pure function that
     # shares its steps with the check, so the check and its coverage cannot disagree.
-    unjudged: Callable[[Mapping[str, Any]], Mapping[str, str]] | None = None
+    unjudged: Callable[[Facts], Mapping[str, str]] | None = None
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]

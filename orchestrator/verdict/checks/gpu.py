@@ -12,6 +12,7 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import GpuRecord, GpusFacts, NvlinkFacts, NvlinkGpu, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -20,24 +21,32 @@ _NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest
 HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
 
 
-def _section(view: HostView, key: str, probe: str) -> dict[str, Any] | None:
-    """Facts of a section, or None when its probe did not run successfully (outcome says why)."""
-    if view.outcomes and not view.ran(probe):
-        return None
-    facts = view.facts.get(key)
+# Facts of a section, or None when its probe did not run successfully (outcome says why).
+def _gpus_section(view: HostView) -> GpusFacts | None:
+    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
     return facts if isinstance(facts, dict) else None
 
 
-def _subject(g: dict[str, Any]) -> str:
+def _pcie_section(view: HostView) -> PcieFacts | None:
+    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def _nvlink_section(view: HostView) -> NvlinkFacts | None:
+    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def _subject(g: GpuRecord | NvlinkGpu) -> str:
     return f"GPU{shown(g.get('index'))} ({g.get('bus_id') or 'bus id unknown'})"
 
 
-def _gpus(view: HostView) -> list[dict[str, Any]]:
-    facts = _section(view, "gpus", "nvml")
+def _gpus(view: HostView) -> list[GpuRecord]:
+    facts = _gpus_section(view)
     return list(facts.get("list") or []) if facts else []
 
 
-def _key(g: dict[str, Any]) -> str:
+def _key(g: GpuRecord | NvlinkGpu) -> str:
     """What identifies one GPU on a host: its bus id, else its NVML index (text imports without
     `nvidia-smi -q` have no bus ids; keying those by None would fold every GPU into one)."""
     bus = g.get("bus_id")
@@ -48,12 +57,13 @@ def _bus_label(key: str) -> str:
     return "bus id unknown" if key.startswith("#") else key
 
 
-def _mig_on(g: dict[str, Any] | None) -> bool:
-    return bool(((g or {}).get("mig") or {}).get("current"))
+def _mig_on(g: GpuRecord | None) -> bool:
+    mig = g.get("mig") if g else None
+    return bool(mig.get("current") if mig else None)
 
 
-def _vgpu(g: dict[str, Any] | None) -> bool:
-    return (g or {}).get("virtualization_mode") in ("vgpu", "host_vgpu")
+def _vgpu(g: GpuRecord | None) -> bool:
+    return (g.get("virtualization_mode") if g else None) in ("vgpu", "host_vgpu")
 
 
 def check_lost(view: HostView) -> Iterator[Finding]:
@@ -67,10 +77,10 @@ def check_lost(view: HostView) -> Iterator[Finding]:
 
 
 def check_count(view: HostView) -> Iterator[Finding]:
-    gfacts = _section(view, "gpus", "nvml")
-    pcie = _section(view, "pcie", "pcie")
-    nvml_bus = [b for b in (gfacts or {}).get("order") or [] if b]
-    nvml_count = (gfacts or {}).get("count")
+    gfacts = _gpus_section(view)
+    pcie = _pcie_section(view)
+    nvml_bus = [b for b in (gfacts.get("order") if gfacts else None) or [] if b]
+    nvml_count = gfacts.get("count") if gfacts else None
     if view.expect.gpu_count is not None:
         # An lspci-only text import has pcie.gpus = null (unknown), which is not "0 GPUs".
         bus_gpus = pcie.get("gpus") if pcie else None
@@ -121,7 +131,7 @@ def check_model(view: HostView) -> Iterator[Finding]:
 
 
 def check_nvlink_links(view: HostView) -> Iterator[Finding]:
-    nvl = _section(view, "nvlink", "nvlink")
+    nvl = _nvlink_section(view)
     if nvl is None:
         return
     by_key = {_key(g): g for g in _gpus(view)}
@@ -129,8 +139,8 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
     for lg in nvl.get("gpus") or []:
         if lg.get("lost") or lg.get("links_total") is None:
             continue  # unreadable, not down: gpu.lost / the probe outcome already says so
-        g = by_key.get(_key(lg)) or {}
-        model = gpu_models.lookup(lg.get("name") or g.get("name"))
+        g = by_key.get(_key(lg))
+        model = gpu_models.lookup(lg.get("name") or (g.get("name") if g else None))
         total, up = lg.get("links_total") or 0, lg.get("links_up") or 0
         inactive = list(lg.get("inactive") or [])
         want = view.expect.nvlink_links_per_gpu
@@ -157,7 +167,7 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
         if _mig_on(g) or _vgpu(g):
             yield limitation("nvlink.link.down", view.name, _subject(lg), msg + " (MIG/vGPU: expected)", **kw,
                              hint="MIG instances and vGPU guests do not use NVLink; not a hardware fault")
-        elif total == 0 and g.get("virtualization_mode") == "passthrough":
+        elif total == 0 and g and g.get("virtualization_mode") == "passthrough":
             yield limitation("nvlink.link.down", view.name, _subject(lg),
                              msg + " (pass-through VM does not expose NVLink)", **kw,
                              hint="ask the provider for NVLink/NVSwitch pass-through if you need it")
@@ -168,7 +178,7 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
 
 
 def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
-    nvl, gfacts = _section(view, "nvlink", "nvlink"), _section(view, "gpus", "nvml")
+    nvl, gfacts = _nvlink_section(view), _gpus_section(view)
     if nvl is None or gfacts is None:
         return
     order, nv = nvl.get("order") or [], nvl.get("nv") or []
@@ -207,8 +217,8 @@ def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
 
 def check_mig(view: HostView) -> Iterator[Finding]:
     for g in _gpus(view):
-        mig = g.get("mig") or {}
-        if not mig.get("current") and not mig.get("pending"):
+        mig = g.get("mig")
+        if not mig or (not mig.get("current") and not mig.get("pending")):
             continue
         n = len(mig.get("instances") or [])
         sev = Severity.WARN if view.expect.mig is False else Severity.INFO

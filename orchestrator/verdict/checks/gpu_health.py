@@ -8,9 +8,10 @@ absolute values are judged only where any count is a fault (uncorrectable ECC).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from orchestrator.facts.model import Facts, GpuRecord, GpusFacts
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -25,21 +26,25 @@ POWER_LIMIT_MIN_SHARE = 0.95
 SRAM_CORRECTED_WARN = 100
 
 
-def _gpus(view: HostView) -> list[dict[str, Any]]:
+def _gpu_list(section: GpusFacts | None) -> list[GpuRecord]:
+    return list((section.get("list") if section else None) or [])
+
+
+def _gpus(view: HostView) -> list[GpuRecord]:
     if view.outcomes and not view.ran("nvml"):
         return []
-    return list((view.facts.get("gpus") or {}).get("list") or [])
+    return _gpu_list(view.facts.get("gpus"))
 
 
-def _subject(g: dict[str, Any]) -> str:
+def _subject(g: GpuRecord) -> str:
     return f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
 
 
-def _previous_gpus(view: HostView) -> dict[str, dict[str, Any]]:
+def _previous_gpus(view: HostView) -> dict[str, GpuRecord]:
     """The previous run's GPUs by bus id, when it read the same boot."""
-    if not same_boot(view.facts, view.previous):
+    if not same_boot(view.facts, view.previous) or not view.previous:
         return {}
-    prev = ((view.previous or {}).get("gpus") or {}).get("list") or []
+    prev = _gpu_list(view.previous.get("gpus"))
     return {str(g.get("bus_id")): g for g in prev if g.get("bus_id")}
 
 
@@ -157,7 +162,8 @@ VIOLATION_SHARE_WARN = 0.01
 
 
 def _boot_us(view: HostView) -> float | None:
-    bt = (view.facts.get("kmsg") or {}).get("boot_time")
+    kmsg = view.facts.get("kmsg")
+    bt = kmsg.get("boot_time") if kmsg else None
     return bt * 1e6 if isinstance(bt, (int, float)) and not isinstance(bt, bool) and bt > 0 else None
 
 
@@ -171,7 +177,8 @@ def clocks_violation(view: HostView) -> Iterator[Finding]:
         now_us = _count(v, "reference_us")
         if not isinstance(v, dict) or now_us is None:
             continue
-        old = (prev.get(str(g.get("bus_id"))) or {}).get("violation_ns")
+        prev_g = prev.get(str(g.get("bus_id")))
+        old = prev_g.get("violation_ns") if prev_g else None
         then_us = _count(old, "reference_us")
         if then_us is not None and now_us > then_us:
             window_ns, base, since = (now_us - then_us) * 1000.0, old, "since the previous run of this boot"
@@ -217,7 +224,7 @@ def shown_temp(t: Any) -> str:
     return f"{t} °C" if isinstance(t, (int, float)) else "?"
 
 
-def thermal_margin_of(g: dict[str, Any]) -> tuple[int | None, str]:
+def thermal_margin_of(g: GpuRecord) -> tuple[int | None, str]:
     """(margin in °C, evidence): NVML's margin, else the slowdown threshold minus the temperature."""
     th = g.get("thermal")
     if not isinstance(th, dict):
@@ -261,15 +268,18 @@ _NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
 def nvlink_errors(view: HostView) -> Iterator[Finding]:
     if (view.outcomes and not view.ran("nvlink")) or not same_boot(view.facts, view.previous):
         return
-    before = {str(g.get("bus_id")): g for g in ((view.previous or {}).get("nvlink") or {}).get("gpus") or []}
-    for g in (view.facts.get("nvlink") or {}).get("gpus") or []:
+    prev_nvlink = view.previous.get("nvlink") if view.previous else None
+    before = {str(g.get("bus_id")): g for g in (prev_nvlink.get("gpus") if prev_nvlink else None) or []}
+    nvlink = view.facts.get("nvlink")
+    for g in (nvlink.get("gpus") if nvlink else None) or []:
         old = before.get(str(g.get("bus_id")))
         if old is None:
             continue
         old_links = {lk.get("link"): lk for lk in old.get("links") or []}
         grown: dict[str, int] = {}
         for lk in g.get("links") or []:
-            prev = (old_links.get(lk.get("link")) or {}).get("errors") or {}
+            old_link = old_links.get(lk.get("link"))
+            prev = (old_link.get("errors") if old_link else None) or {}
             for key, v in (lk.get("errors") or {}).items():
                 p = prev.get(key)
                 if isinstance(v, int) and isinstance(p, int) and v > p and any(c in key for c in _NVLINK_COUNTERS):
@@ -289,7 +299,9 @@ def nvml_version_mismatch(view: HostView) -> Iterator[Finding]:
     why = view.reasons.get("nvml", "")
     if view.outcomes.get("nvml") in (None, "ok") or "LIB_RM_VERSION_MISMATCH" not in why:
         return
-    kernel = ((view.facts.get("host") or {}).get("driver") or {}).get("version")
+    host = view.facts.get("host")
+    driver = host.get("driver") if host else None
+    kernel = driver.get("version") if driver else None
     yield fault("gpu.nvml.version_mismatch", view.name, "NVIDIA driver",
                 "the NVIDIA kernel module" + (f" ({kernel})" if kernel else "") + " and libnvidia-ml are of different "
                 "versions: NVML (and CUDA) refuse to start, no GPU can be used or judged",
@@ -315,13 +327,14 @@ FINDING_IDS: tuple[str, ...] = (
 )
 
 
-def _any_gpu(facts: Mapping[str, Any], has: Callable[[dict[str, Any]], bool]) -> bool:
-    return any(has(g) for g in ((facts.get("gpus") or {}).get("list") or []) if isinstance(g, dict))
+def _any_gpu(facts: Facts, has: Callable[[GpuRecord], bool]) -> bool:
+    return any(has(g) for g in _gpu_list(facts.get("gpus")) if isinstance(g, dict))
 
 
-def _unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+def _unjudged(facts: Facts) -> dict[str, str]:
     """The ids whose readings no GPU of the host gave (an older probe or driver, a consumer card)."""
     out = {}
+    kmsg = facts.get("kmsg")
     if not _any_gpu(facts, lambda g: isinstance(g.get("recovery_action"), str)
                     or isinstance(g.get("retired_pages_pending"), bool)
                     or "RESET_REQUIRED" in (g.get("unknown") or {}).values()):
@@ -329,7 +342,7 @@ def _unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
                                      "status (before Ampere) was readable")
     if not _any_gpu(facts, lambda g: _count(g.get("violation_ns"), "reference_us") is not None):
         out["gpu.clocks.violation"] = "no violation-time counters read (nvml probe 1.2+)"
-    elif not isinstance((facts.get("kmsg") or {}).get("boot_time"), (int, float)):
+    elif not isinstance(kmsg.get("boot_time") if kmsg else None, (int, float)):
         out["gpu.clocks.violation"] = "the boot time is unknown (kmsg probe), so the counters have no time base"
     if not _any_gpu(facts, lambda g: thermal_margin_of(g)[0] is not None):
         out["gpu.thermal.margin_low"] = "neither the thermal margin nor the slowdown threshold was readable"

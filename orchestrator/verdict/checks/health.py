@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.facts import xid as xids
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
+from orchestrator.facts.model import AerLink, Facts, KmsgEvent, KmsgFacts, PreviousFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
@@ -29,16 +30,16 @@ _ACTION_TEXT = {
 }
 
 
-def _kmsg(view: HostView) -> dict[str, Any] | None:
+def _kmsg(view: HostView) -> KmsgFacts | None:
     if view.outcomes and not view.ran("kmsg"):
         return None
     facts = view.facts.get("kmsg")
     return facts if isinstance(facts, dict) else None
 
 
-def previous_keys(current: dict[str, Any], previous: dict[str, Any] | None) -> set[str]:
+def previous_keys(current: KmsgFacts, previous: PreviousFacts | None) -> set[str]:
     """Event keys of the previous run when it read the same boot (same boot id), else none."""
-    prev = (previous or {}).get("kmsg")
+    prev = previous.get("kmsg") if previous else None
     if not isinstance(prev, dict) or not prev.get("readable"):
         return set()
     if not current.get("boot_id") or prev.get("boot_id") != current.get("boot_id"):
@@ -46,7 +47,7 @@ def previous_keys(current: dict[str, Any], previous: dict[str, Any] | None) -> s
     return {str(e.get("key")) for e in prev.get("events") or [] if isinstance(e, dict)}
 
 
-def split_new(events: list[dict[str, Any]], seen: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_new(events: list[KmsgEvent], seen: set[str]) -> tuple[list[KmsgEvent], list[KmsgEvent]]:
     """(new, still present) under the previous run's keys of the same boot."""
     new = [e for e in events if e.get("key") not in seen]
     old = [e for e in events if e.get("key") in seen]
@@ -54,13 +55,14 @@ def split_new(events: list[dict[str, Any]], seen: set[str]) -> tuple[list[dict[s
 
 
 def _gpu_label(view: HostView, bus: str | None) -> str:
-    for g in ((view.facts.get("gpus") or {}).get("list") or []):
+    gpus = view.facts.get("gpus")
+    for g in (gpus.get("list") if gpus else None) or []:
         if bus and g.get("bus_id") == bus:
             return f"GPU{g.get('index')} ({bus})"
     return bus or "bus id unknown"
 
 
-def _when(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> str:
+def _when(new: list[KmsgEvent], old: list[KmsgEvent]) -> str:
     if new and old:
         return f"{len(new)} new since the previous run, {len(old)} still present"
     if old:
@@ -68,8 +70,8 @@ def _when(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> str:
     return f"{len(new)} in this boot"
 
 
-def _by(events: list[dict[str, Any]], kind: str, *keys: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+def _by(events: list[KmsgEvent], kind: str, *keys: str) -> dict[tuple[Any, ...], list[KmsgEvent]]:
+    groups: dict[tuple[Any, ...], list[KmsgEvent]] = defaultdict(list)
     for e in events:
         if e.get("kind") == kind:
             groups[tuple(e.get(k) for k in keys)].append(e)
@@ -81,7 +83,9 @@ def kernel_log_unreadable(view: HostView) -> Iterator[Finding]:
     if km is None or km.get("readable"):
         return
     why = km.get("unreadable_reason") or "no source could be read"
-    container = ((view.facts.get("host") or {}).get("virtualization") or {}).get("container")
+    host = view.facts.get("host")
+    virt = host.get("virtualization") if host else None
+    container = virt.get("container") if virt else None
     msg = f"the kernel log could not be read, so XIDs, AER and NIC events are not judged ({why})"
     hint = ("add the probe user to the systemd-journal or adm group (journalctl -k), or run with become: true "
             "(/dev/kmsg, dmesg need root where kernel.dmesg_restrict=1)")
@@ -262,7 +266,7 @@ AER_COUNTER_CORRECTED_MIN = 10
 _AER_REFERENCE_LANE_GTS = 16 * PCIE_GEN_GT_S[4]
 
 
-def aer_corrected_threshold(link: Mapping[str, Any]) -> int:
+def aer_corrected_threshold(link: AerLink | Mapping[str, Any]) -> int:
     """The correctable-error growth per run worth a warning on this link, by its trained width and
     generation (the reference threshold when either is unknown)."""
     gen, width = link.get("gen_current"), link.get("width_current")
@@ -271,7 +275,7 @@ def aer_corrected_threshold(link: Mapping[str, Any]) -> int:
     return max(1, round(AER_COUNTER_CORRECTED_MIN * width * PCIE_GEN_GT_S[gen] / _AER_REFERENCE_LANE_GTS))
 
 
-def _link_label(link: dict[str, Any]) -> str:
+def _link_label(link: AerLink) -> str:
     gen, width = link.get("gen_current"), link.get("width_current")
     trained = f"Gen{gen} x{width}" if gen and width else "link state unknown"
     return (shown(link.get("device"), "device unknown") + (f" <-> {link['partner']}" if link.get("partner") else "")
@@ -284,26 +288,31 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
     growth between runs of one boot."""
     if view.outcomes and not view.ran("pcie"):
         return
-    links = (view.facts.get("pcie") or {}).get("aer_links") or []
-    prev_links = {}
-    if same_boot(view.facts, view.previous):
-        prev_links = {lk.get("device"): lk for lk in ((view.previous or {}).get("pcie") or {}).get("aer_links") or []
+    links = _aer_links(view.facts)
+    prev_links: dict[str | None, AerLink] = {}
+    if same_boot(view.facts, view.previous) and view.previous:
+        prev_pcie = view.previous.get("pcie")
+        prev_links = {lk.get("device"): lk for lk in (prev_pcie.get("aer_links") if prev_pcie else None) or []
                       if isinstance(lk, dict)}
     for lk in links:
         serves = ", ".join(_gpu_label(view, b) for b in lk.get("serves") or [])
         kw: dict[str, Any] = {"evidence": ["pcie.aer_links (aer_dev_* of both link ends)"]}
-        if isinstance(lk.get("fatal"), int) and lk["fatal"] > 0:
+        fatal = lk.get("fatal")
+        if isinstance(fatal, int) and fatal > 0:
             yield fault("pcie.aer.counters", view.name, _link_label(lk),
-                        f"{lk['fatal']} fatal PCIe error(s) counted on the link since boot (serves {serves})",
-                        expected=0, actual={"fatal": lk["fatal"], "ends": lk.get("ends")},
+                        f"{fatal} fatal PCIe error(s) counted on the link since boot (serves {serves})",
+                        expected=0, actual={"fatal": fatal, "ends": lk.get("ends")},
                         hint="a fatal error resets the link and loses the device's transactions: reseat the card or "
                              "riser, check the slot and the switch; the GPU/NIC below needs a reset or a reboot", **kw)
             continue
         old = prev_links.get(lk.get("device"))
         if not old:
             continue
-        grown = {k: lk[k] - old[k] for k in ("correctable", "nonfatal")
-                 if isinstance(lk.get(k), int) and isinstance(old.get(k), int) and lk[k] > old[k]}
+        grown: dict[str, int] = {}
+        for k in ("correctable", "nonfatal"):
+            now, then = lk.get(k), old.get(k)
+            if isinstance(now, int) and isinstance(then, int) and now > then:
+                grown[k] = now - then
         threshold = aer_corrected_threshold(lk)
         if grown.get("nonfatal") or grown.get("correctable", 0) >= threshold:
             yield fault("pcie.aer.counters", view.name, _link_label(lk),
@@ -316,8 +325,13 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
                              "whether it trained at its full speed and width", **kw)
 
 
-def _aer_unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
-    links = (facts.get("pcie") or {}).get("aer_links") or []
+def _aer_links(facts: Facts) -> list[AerLink]:
+    pcie = facts.get("pcie")
+    return (pcie.get("aer_links") if pcie else None) or []
+
+
+def _aer_unjudged(facts: Facts) -> dict[str, str]:
+    links = _aer_links(facts)
     if any(isinstance(lk, dict) and lk.get("ends") for lk in links):
         return {}
     return {"pcie.aer.counters": "no AER counters in sysfs on the GPUs' and NICs' chains (pcie probe before 1.1, "

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import GpusFacts, NvlinkFacts, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
@@ -59,7 +59,7 @@ def virtualization(view: HostView) -> Iterator[Finding]:
         # The host probe saw no hypervisor (DMI and CPU flags can be masked) but the PCI bus is an
         # emulated one: a VM that hides itself, so its "topology" is the hypervisor's invention.
         pcie = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-        vp = (pcie or {}).get("virtual_platform") or {}
+        vp = (pcie.get("virtual_platform") if pcie else None) or {}
         if vp.get("detected"):
             strict = bool(want and want.lower() == "none")
             yield Finding("host.virtualized", Severity.FAIL if strict else Severity.WARN,
@@ -110,8 +110,10 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                             ("identity.system_serial.duplicate", "system_serial", "system serial")):
         seen: dict[str, list[str]] = defaultdict(list)
         for v in views:
-            host = v.facts.get("host") or {}
-            value = host.get(key) if key == "hostname" else (host.get("board") or {}).get(key)
+            host = v.facts.get("host")
+            board = host.get("board") if host and key != "hostname" else None
+            value = ((host.get("hostname") if host else None) if key == "hostname"
+                     else board.get("system_serial") if board else None)
             if not isinstance(value, str) or not value.strip():
                 continue
             if key == "system_serial" and _PLACEHOLDER_SERIALS.match(value.strip()):
@@ -133,24 +135,33 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                             hint="two inventory entries reach the same machine, or the machine lies about its identity")
 
 
-def _ran(view: HostView, probe: str, section: str) -> dict[str, Any] | None:
-    if view.outcomes and not view.ran(probe):
-        return None  # the probe outcome already says why
-    facts = view.facts.get(section)
+# A section, or None when its probe did not run successfully (the probe outcome already says why).
+def _pcie_ran(view: HostView) -> PcieFacts | None:
+    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def _nvlink_ran(view: HostView) -> NvlinkFacts | None:
+    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def _gpus_ran(view: HostView) -> GpusFacts | None:
+    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
     return facts if isinstance(facts, dict) else None
 
 
 def _virtual(view: HostView) -> bool:
-    host = view.facts.get("host") or {}
-    pcie = view.facts.get("pcie") or {}
-    return bool((host.get("virtualization") or {}).get("virtualized")
-                or (pcie.get("virtual_platform") or {}).get("detected")
-                or (view.facts.get("gpus") or {}).get("virtualized"))
+    host, pcie, gpus = view.facts.get("host"), view.facts.get("pcie"), view.facts.get("gpus")
+    virt = host.get("virtualization") if host else None
+    return bool((virt.get("virtualized") if virt else None)
+                or ((pcie.get("virtual_platform") if pcie else None) or {}).get("detected")
+                or (gpus.get("virtualized") if gpus else None))
 
 
 def nvswitches(view: HostView) -> Iterator[Finding]:
     """NVSwitches on the PCI bus vs those the GPUs' NVLinks reach vs the expectation."""
-    pcie, nvl = _ran(view, "pcie", "pcie"), _ran(view, "nvlink", "nvlink")
+    pcie, nvl = _pcie_ran(view), _nvlink_ran(view)
     on_bus = len(pcie.get("nvswitches") or []) if pcie is not None else None
     via_links = len(nvl.get("nvswitches") or []) if nvl is not None else None
     want = view.expect.nvswitch_count
@@ -179,7 +190,7 @@ def nvswitches(view: HostView) -> Iterator[Finding]:
 
 
 def nic_count(view: HostView) -> Iterator[Finding]:
-    pcie = _ran(view, "pcie", "pcie")
+    pcie = _pcie_ran(view)
     want = view.expect.nic_count
     if pcie is None or want is None:
         return
@@ -197,7 +208,7 @@ _BY_TOPOLOGY = ("TNS",)  # "topology not supported": P2P across the CPU intercon
 def p2p_status(view: HostView) -> Iterator[Finding]:
     """GPU pairs whose NVML P2P read status is not OK: by design (GeForce, topology), by the platform
     (VM, vGPU, MIG), or a P2P-capable bare-metal machine with P2P switched off."""
-    gfacts = _ran(view, "nvml", "gpus")
+    gfacts = _gpus_ran(view)
     if gfacts is None:
         return
     read = (gfacts.get("p2p") or {}).get("read") or []
@@ -218,7 +229,7 @@ def p2p_status(view: HostView) -> Iterator[Finding]:
     summary = "; ".join(f"{s}: {', '.join(v[:6])}{' …' if len(v) > 6 else ''}" for s, v in sorted(bad.items()))
     models = {gpu_models.lookup(g.get("name")) for g in gpus}
     no_p2p_model = next((m for m in models if m and not m.p2p_supported), None)
-    mig = any(((g.get("mig") or {}).get("current")) for g in gpus)
+    mig = any(m.get("current") for g in gpus if (m := g.get("mig")))
     kw = {"expected": "OK", "actual": {s: len(v) for s, v in bad.items()},
           "evidence": ["nvml.p2p.read"]}
     msg = f"P2P access refused on {pairs} of {total} GPU pair(s) ({summary})"

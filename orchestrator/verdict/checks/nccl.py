@@ -11,11 +11,12 @@ message, as the health checks that publish the floors judge it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import Facts, NcclFacts
 from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
@@ -37,7 +38,7 @@ SUBJECT = "NCCL all_reduce"
 PEERS_SUBJECT = "NCCL all_reduce vs peers"
 
 
-def _nccl(view: HostView) -> dict[str, Any] | None:
+def _nccl(view: HostView) -> NcclFacts | None:
     nccl = view.facts.get("nccl")
     if not isinstance(nccl, dict):
         return None
@@ -46,34 +47,37 @@ def _nccl(view: HostView) -> dict[str, Any] | None:
     return nccl
 
 
-def _largest(nccl: dict[str, Any]) -> dict[str, Any] | None:
-    rows = [r for r in nccl.get("results") or [] if isinstance(r, dict) and r.get("op") == "all_reduce"
-            and not r.get("in_place") and isinstance(r.get("busbw_gbps"), (int, float))]
-    return max(rows, key=lambda r: r["size_bytes"]) if rows else None
+def _largest(nccl: NcclFacts) -> tuple[float, int] | None:
+    """(bus bandwidth, size in bytes) of the largest out-of-place all_reduce with a bus bandwidth."""
+    rows = [(r["size_bytes"], bw) for r in nccl.get("results") or [] if isinstance(r, dict) and r.get("op") == "all_reduce"
+            and not r.get("in_place") and isinstance(bw := r.get("busbw_gbps"), (int, float))]
+    best = max(rows, key=lambda row: row[0]) if rows else None
+    return (float(best[1]), int(best[0])) if best else None
 
 
-def _nvlink_box(facts: dict[str, Any], model: gpu_models.GpuModel | None) -> bool | None:
+def _nvlink_box(facts: Facts, model: gpu_models.GpuModel | None) -> bool | None:
     """True when the GPUs have NVLink between them (links up per NVML, NV# in topo, or an SXM
     model), False for a PCIe box, None when nothing says."""
-    nvl = facts.get("nvlink") or {}
-    if isinstance(nvl, dict) and isinstance(nvl.get("links_up_total"), int) and nvl["links_up_total"] > 0:
+    nvl = facts.get("nvlink")
+    up = nvl.get("links_up_total") if isinstance(nvl, dict) else None
+    if isinstance(up, int) and up > 0:
         return True
-    topo = facts.get("topology") or {}
-    cells = [c for row in topo.get("matrix") or [] for c in row or [] if isinstance(c, str)]
+    topo = facts.get("topology")
+    cells = [c for row in (topo.get("matrix") if topo else None) or [] for c in row or [] if isinstance(c, str)]
     if any(c.startswith("NV") for c in cells):
         return True
-    p2p = facts.get("p2p") or {}
+    p2p = facts.get("p2p")
     nv = p2p.get("nvml_nvlink") if isinstance(p2p, dict) else None
     if isinstance(nv, list) and any(v is True for row in nv if isinstance(row, list) for v in row):
         return True
     if model is not None:
         return bool(model.nvlink_links) and not model.nvlink_bridge
-    if cells or isinstance(nvl.get("links_up_total"), int):
+    if cells or isinstance(nvl.get("links_up_total") if nvl else None, int):
         return False
     return None
 
 
-def staging_rate(facts: dict[str, Any]) -> tuple[float | None, str]:
+def staging_rate(facts: Facts) -> tuple[float | None, str]:
     """What one copy staged through host memory moves on this host (GB/s) and where it comes from:
     the p2p probe's staged pairs when P2P was off, else half the slower host link (p2p STAGED_FACTOR)."""
     p2p = facts.get("p2p")
@@ -83,15 +87,15 @@ def staging_rate(facts: dict[str, Any]) -> tuple[float | None, str]:
               and isinstance(p.get("ce_gbps"), (int, float))]
     if staged:
         return round(statistics.median(staged), 1), f"median of {len(staged)} GPU pairs staged through host memory (p2p)"
-    h2d = [g["h2d_gbps"] for g in p2p.get("gpus") or [] if isinstance(g.get("h2d_gbps"), (int, float))]
-    d2h = [g["d2h_gbps"] for g in p2p.get("gpus") or [] if isinstance(g.get("d2h_gbps"), (int, float))]
+    h2d = [x for g in p2p.get("gpus") or [] if isinstance(x := g.get("h2d_gbps"), (int, float))]
+    d2h = [x for g in p2p.get("gpus") or [] if isinstance(x := g.get("d2h_gbps"), (int, float))]
     if h2d and d2h:
         rate = round(min(statistics.median(h2d), statistics.median(d2h)) * STAGED_FACTOR, 1)
         return rate, f"{STAGED_FACTOR:g} x the slower host link (p2p h2d/d2h medians)"
     return None, "p2p measured no host copy"
 
 
-def _p2p_says(facts: dict[str, Any]) -> str:
+def _p2p_says(facts: Facts) -> str:
     """The cross-check: what the p2p pairs say about the links NCCL runs on."""
     p2p = facts.get("p2p")
     if not isinstance(p2p, dict) or not p2p.get("pairs"):
@@ -111,18 +115,19 @@ def _p2p_says(facts: dict[str, Any]) -> str:
             "NCCL's configuration (settings, plugins) or the fabric manager, not the links")
 
 
-def _platform(facts: dict[str, Any], nccl: dict[str, Any]) -> str | None:
+def _platform(facts: Facts, nccl: NcclFacts) -> str | None:
     if nccl.get("limitation") and "MIG" in str(nccl["limitation"]):
         return str(nccl["limitation"])
     if nccl.get("virtualization_mode") in (1, 2):  # what the nccl probe's own NVML query saw
         return "GPUs are virtualized (vGPU or pass-through): whether P2P reaches the guest is the hypervisor's choice"
-    gpus = facts.get("gpus") or {}
-    if gpus.get("mig_enabled_any"):
+    gpus = facts.get("gpus")
+    if gpus and gpus.get("mig_enabled_any"):
         return "MIG is enabled: NCCL cannot use P2P between MIG instances"
-    if gpus.get("virtualized"):
+    if gpus and gpus.get("virtualized"):
         return "GPUs are virtualized (vGPU or pass-through): whether P2P reaches the guest is the hypervisor's choice"
-    host = (facts.get("host") or {}).get("virtualization") or {}
-    if host.get("virtualized"):
+    host = facts.get("host")
+    virt = host.get("virtualization") if host else None
+    if virt and virt.get("virtualized"):
         return "the host is a virtual machine: whether P2P reaches the guest is the hypervisor's choice"
     return None
 
@@ -149,7 +154,7 @@ class _Plan:
 _MEASURED = (TRANSPORT_UNEXPECTED, SLOWER_THAN_PCIE, BUSBW_LOW)
 
 
-def _plan(facts: dict[str, Any], nccl: dict[str, Any]) -> _Plan:
+def _plan(facts: Facts, nccl: NcclFacts) -> _Plan:
     why: dict[str, str] = {}
     if not any(isinstance(r, dict) and isinstance(r.get("wrong"), int) for r in nccl.get("results") or []):
         why[DATA_WRONG] = "no result was verified"
@@ -167,9 +172,10 @@ def _plan(facts: dict[str, Any], nccl: dict[str, Any]) -> _Plan:
     if model is None:
         model = _model_from_gpus(facts)
     nvlink = _nvlink_box(facts, model)
-    transports = set(nccl.get("transports") or ([nccl["transport"]] if nccl.get("transport") else []))
+    transport = nccl.get("transport")
+    transports = set(nccl.get("transports") or ([transport] if transport else []))
     off = tuple(sorted(transports & set(OFF_NVLINK)))
-    plan = _Plan(why, n=n, busbw=float(best["busbw_gbps"]), size=int(best["size_bytes"]), model=model,
+    plan = _Plan(why, n=n, busbw=best[0], size=best[1], model=model,
                  nvlink=nvlink, off=off)
     if nvlink is None:
         why.update(dict.fromkeys(_MEASURED, "nothing says whether the GPUs have NVLink between them"))
@@ -195,10 +201,10 @@ def _plan(facts: dict[str, Any], nccl: dict[str, Any]) -> _Plan:
     return replace(plan, floor=floor, floor_src=floor_src)
 
 
-def unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
+def unjudged(facts: Facts) -> dict[str, str]:
     """The nccl ids this host's facts cannot judge, and why (coverage: never "passed")."""
     nccl = facts.get("nccl")
-    return _plan(dict(facts), nccl).why_not if isinstance(nccl, dict) else {}
+    return _plan(facts, nccl).why_not if isinstance(nccl, dict) else {}
 
 
 def check_nccl(view: HostView) -> Iterable[Finding]:
@@ -269,8 +275,9 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
                     hint="compare with the p2p probe's pairs; then NCCL settings, plugins, fabric manager")
 
 
-def _model_from_gpus(facts: dict[str, Any]) -> gpu_models.GpuModel | None:
-    for g in (facts.get("gpus") or {}).get("list") or []:
+def _model_from_gpus(facts: Facts) -> gpu_models.GpuModel | None:
+    gpus = facts.get("gpus")
+    for g in (gpus.get("list") if gpus else None) or []:
         if isinstance(g, dict) and g.get("name"):
             return gpu_models.lookup(g["name"])
     return None
@@ -287,7 +294,7 @@ def _floor(model: gpu_models.GpuModel | None, n: int, nvlink: bool | None, stage
     return None, ""
 
 
-def _errors(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
+def _errors(host: str, nccl: NcclFacts) -> Iterable[Finding]:
     for e in nccl.get("errors") or []:
         yield fault(ERROR, host, SUBJECT, f"{e.get('where')}: {e.get('message')}", actual=e.get("error"),
                     evidence=[f"library {nccl.get('library') or '?'}, NCCL {nccl.get('version') or '?'}"],
@@ -302,18 +309,18 @@ def _errors(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
                          "check `nvidia-smi nvlink -e` and nvidia-fabricmanager")
 
 
-def _wrong(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
-    bad = [r for r in nccl.get("results") or [] if isinstance(r.get("wrong"), int) and r["wrong"] > 0]
+def _wrong(host: str, nccl: NcclFacts) -> Iterable[Finding]:
+    bad = [(r["size_bytes"], w) for r in nccl.get("results") or [] if isinstance(w := r.get("wrong"), int) and w > 0]
     if bad:
-        sizes = ", ".join(f"{r['size_bytes']} B: {r['wrong']}" for r in bad[:6])
+        sizes = ", ".join(f"{size} B: {w}" for size, w in bad[:6])
         yield fault(DATA_WRONG, host, SUBJECT,
                     f"all_reduce results differ from the expected sum ({len(bad)} of "
                     f"{len(nccl.get('results') or [])} sizes; wrong elements per size: {sizes})",
-                    expected=0, actual=sum(r["wrong"] for r in bad),
+                    expected=0, actual=sum(w for _, w in bad),
                     hint="silent data corruption: take the host out of service; check NVLink/PCIe error counters")
 
 
-def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
+def _settings(host: str, nccl: NcclFacts) -> Iterable[Finding]:
     env = {k: v for k, v in (nccl.get("env_overrides") or {}).items()
            if not str(k).startswith(NETWORK_ONLY_PREFIXES)}  # a multi-node job's settings: not stale
     if not env:
@@ -328,7 +335,7 @@ def _settings(host: str, nccl: dict[str, Any]) -> Iterable[Finding]:
                      "(NCCL_P2P_DISABLE=1 alone halves or worse an NVLink box's all_reduce)")
 
 
-def _peer_candidate(nccl: dict[str, Any], n: int, size: int) -> bool:
+def _peer_candidate(nccl: NcclFacts, n: int, size: int) -> bool:
     """Judged against its peers, not a published floor: a known model key without a published
     floor for this GPU count, and a message large enough to compare."""
     key = nccl.get("gpu_model")
@@ -345,9 +352,10 @@ def _peer_groups(views: list[HostView]) -> dict[tuple[str, int], list[tuple[str,
         n, key, best = nccl.get("gpu_count"), nccl.get("gpu_model"), _largest(nccl)
         if not isinstance(n, int) or n < 2 or not isinstance(key, str) or best is None:
             continue
-        if not _peer_candidate(nccl, n, int(best["size_bytes"])):
+        busbw, size = best
+        if not _peer_candidate(nccl, n, size):
             continue  # judged against the published floor by check_nccl, or too small a message
-        groups.setdefault((key, n), []).append((view.name, float(best["busbw_gbps"]), int(best["size_bytes"])))
+        groups.setdefault((key, n), []).append((view.name, busbw, size))
     return groups
 
 
@@ -369,7 +377,7 @@ def peers_not_judged(views: list[HostView]) -> dict[str, str]:
 OWN_FLOOR = "nccl_judged_alone"  # the key fleet_facts adds: the fleet views lack p2p/nvlink/topology
 
 
-def fleet_facts(facts: dict[str, Any]) -> dict[str, Any]:
+def fleet_facts(facts: Facts) -> dict[str, Any]:
     """For the fleet-wide steps (checks/__init__.fleet_facts): whether check_nccl judged
     nccl.busbw.low on its own (a published or host-staging floor) or held it back, which needs
     the sections the fleet views do not carry."""

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
@@ -25,24 +26,24 @@ ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rc
 ABSOLUTE_COUNTERS = ("local_link_integrity_errors", "excessive_buffer_overrun_errors")
 
 
-def _nic(view: HostView) -> dict[str, Any] | None:
+def _nic(view: HostView) -> NicFacts | None:
     if view.outcomes and not view.ran("nic"):
         return None
     facts = view.facts.get("nic")
     return facts if isinstance(facts, dict) else None
 
 
-def _ports(nic: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _ports(nic: NicFacts) -> Iterator[tuple[NicDevice, NicPort]]:
     for d in nic.get("devices") or []:
         for p in d.get("ports") or []:
             yield d, p
 
 
-def _subject(d: dict[str, Any], p: dict[str, Any]) -> str:
+def _subject(d: NicDevice, p: NicPort) -> str:
     return f"{d.get('name')} port {p.get('port')} ({d.get('bus_id') or 'PCI function unknown'})"
 
 
-def _up(p: dict[str, Any]) -> bool:
+def _up(p: NicPort) -> bool:
     return p.get("state") == "ACTIVE" and p.get("phys_state") == "LinkUp"
 
 
@@ -85,9 +86,10 @@ def _growth(cur: dict[str, int], prev: dict[str, int]) -> dict[str, int] | None:
     return out
 
 
-def same_boot(facts: dict[str, Any], previous: dict[str, Any] | None) -> bool:
-    a = (facts.get("kmsg") or {}).get("boot_id")
-    b = ((previous or {}).get("kmsg") or {}).get("boot_id")
+def same_boot(facts: Facts, previous: PreviousFacts | None) -> bool:
+    now, then = facts.get("kmsg"), previous.get("kmsg") if previous else None
+    a = now.get("boot_id") if now else None
+    b = then.get("boot_id") if then else None
     return bool(a) and a == b
 
 
@@ -95,7 +97,7 @@ def port_errors(view: HostView) -> Iterator[Finding]:
     nic = _nic(view)
     if nic is None:
         return
-    prev_nic = (view.previous or {}).get("nic") if same_boot(view.facts, view.previous) else None
+    prev_nic = view.previous.get("nic") if same_boot(view.facts, view.previous) and view.previous else None
     prev_ports = {(d.get("name"), p.get("port")): p for d, p in _ports(prev_nic)} if isinstance(prev_nic, dict) else {}
     for d, p in _ports(nic):
         counters = p.get("counters") or {}
@@ -143,9 +145,10 @@ def peer_ports(views: list[HostView]) -> Iterator[Finding]:
     for members in groups.values():
         if len(members) < 3:
             continue  # two hosts that differ do not say which one is right
-        table: dict[tuple[Any, Any], list[tuple[HostView, dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+        table: dict[tuple[Any, Any], list[tuple[HostView, NicDevice, NicPort]]] = defaultdict(list)
         for v in members:
-            for d, p in _ports(_nic(v) or {}):
+            nic = _nic(v)
+            for d, p in _ports(nic) if nic else ():
                 table[(d.get("name"), p.get("port"))].append((v, d, p))
         for entries in table.values():
             up_norm = _majority([_up(p) for _, _, p in entries], len(members))
@@ -173,9 +176,10 @@ def peer_ports(views: list[HostView]) -> Iterator[Finding]:
 
 def firmware_outlier(views: list[HostView]) -> Iterator[Finding]:
     """An HCA whose firmware differs from what most HCAs of the same board (board_id) in the fleet run."""
-    by_board: dict[str, list[tuple[HostView, dict[str, Any]]]] = defaultdict(list)
+    by_board: dict[str, list[tuple[HostView, NicDevice]]] = defaultdict(list)
     for v in views:
-        for d in (_nic(v) or {}).get("devices") or []:
+        nic = _nic(v)
+        for d in (nic.get("devices") if nic else None) or []:
             if d.get("board_id") and d.get("fw_ver"):
                 by_board[str(d["board_id"])].append((v, d))
     for board, entries in sorted(by_board.items()):
@@ -209,12 +213,14 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
     if nic is None or view.expect.gdr is not True:
         return
     gdr = nic.get("gdr")
-    gpus = (view.facts.get("gpus") or {}).get("list") or []
+    gpus_facts = view.facts.get("gpus")
+    gpus = (gpus_facts.get("list") if gpus_facts else None) or []
     if not isinstance(gdr, dict) or not nic.get("devices") or not gpus:
         return
     if gdr.get("peermem_loaded"):
         return
-    kernel = (view.facts.get("host") or {}).get("kernel")
+    host = view.facts.get("host")
+    kernel = host.get("kernel") if host else None
     dmabuf = _kernel_at_least(kernel, DMABUF_KERNEL)
     gpu_dmabuf = _gpu_dmabuf(view)
     kw: dict[str, Any] = {"expected": "nvidia_peermem loaded or DMA-BUF",
@@ -249,7 +255,8 @@ def _gpu_dmabuf(view: HostView) -> dict[str, bool | None] | None:
     """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU, as the p2p probe read it (None: not read)."""
     if view.outcomes and not view.ran("p2p"):
         return None
-    m = (view.facts.get("p2p") or {}).get("dmabuf")
+    p2p = view.facts.get("p2p")
+    m = p2p.get("dmabuf") if p2p else None
     return dict(m) if isinstance(m, dict) and m else None
 
 

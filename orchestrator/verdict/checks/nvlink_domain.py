@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator.facts.model import Facts, GpuRecord
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -20,11 +21,16 @@ from orchestrator.verdict.findings import Finding, Severity, fault
 _ZERO = "0" * 32
 
 
-def _fabric_gpus(view: HostView) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _gpu_list(facts: Facts) -> list[GpuRecord]:
+    gpus = facts.get("gpus")
+    return (gpus.get("list") if gpus else None) or []
+
+
+def _fabric_gpus(view: HostView) -> list[tuple[GpuRecord, dict[str, Any]]]:
     if view.outcomes and not view.ran("nvml"):
         return []
     out = []
-    for g in (view.facts.get("gpus") or {}).get("list") or []:
+    for g in _gpu_list(view.facts):
         fab = g.get("fabric")
         if isinstance(fab, dict) and fab.get("state") == "completed" and isinstance(fab.get("cluster_uuid"), str):
             out.append((g, fab))
@@ -118,8 +124,8 @@ def fabric_degraded(view: HostView) -> Iterator[Finding]:
                          "NMX log; an incorrect configuration needs the partition or chassis settings fixed")
 
 
-def _fabric_unjudged(facts: Any) -> dict[str, str]:
-    for g in (facts.get("gpus") or {}).get("list") or []:
+def _fabric_unjudged(facts: Facts) -> dict[str, str]:
+    for g in _gpu_list(facts):
         fab = g.get("fabric") if isinstance(g, dict) else None
         if isinstance(fab, dict) and isinstance(fab.get("health"), dict) and any(
                 v != "not_supported" for v in fab["health"].values()):

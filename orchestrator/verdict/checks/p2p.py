@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -80,14 +81,15 @@ class _HostLinks:
     """What connects two GPUs of one host, from the best source present: each section's bus id ->
     index map is built once (the first time a pair needs that section), not once per pair."""
 
-    def __init__(self, facts: Mapping[str, Any], p2p: Mapping[str, Any]) -> None:
+    def __init__(self, facts: Facts, p2p: P2pFacts) -> None:
         self.facts, self.p2p = facts, p2p
-        topo = facts.get("topology") or {}
-        devices = topo.get("devices") or []
+        topo = facts.get("topology")
+        devices = (topo.get("devices") if topo else None) or []
         # positions in the dict-filtered device list index the matrix, as before
         self.topo_pos = _positions([d.get("bus_id") for d in devices if isinstance(d, dict)])
-        self.matrix = topo.get("matrix") or []
-        self.nvl: dict[str, Any] | None = None
+        self.matrix = (topo.get("matrix") if topo else None) or []
+        self.nvl: NvlinkFacts | None = None
+        self.nvl_done = False
         self.nvl_pos: dict[Any, int] | None = None
         self.p2p_pos: dict[Any, int] | None = None
         self.p2p_done = False
@@ -112,17 +114,17 @@ class _HostLinks:
                 found = _topology_link(cell)
                 if found is not None:
                     return found
-        if self.nvl is None:
-            self.nvl = self.facts.get("nvlink") or {}
-            self.nvl_pos = _positions(self.nvl.get("order"))
+        if not self.nvl_done:
+            self.nvl, self.nvl_done = self.facts.get("nvlink"), True
+            self.nvl_pos = _positions(self.nvl.get("order") if self.nvl else None)
         nvl = self.nvl
         ia, ib = self._index(self.nvl_pos, bus_a), self._index(self.nvl_pos, bus_b)
-        nv = nvl.get("nv") or []
+        nv = (nvl.get("nv") if nvl else None) or []
         if ia is not None and ib is not None and ia < len(nv) and ib < len(nv[ia] or []):
-            cell = nv[ia][ib]
-            if isinstance(cell, int) and cell > 0:
-                return Link("nvlink", cell, f"NV{cell}", "nvlink")
-            if nvl.get("supported") is not None:
+            links = nv[ia][ib]
+            if isinstance(links, int) and links > 0:
+                return Link("nvlink", links, f"NV{links}", "nvlink")
+            if nvl and nvl.get("supported") is not None:
                 return Link("pcie", None, None, "nvlink")
         if not self.p2p_done:
             self.p2p_pos, self.p2p_done = _positions(self.p2p.get("order")), True
@@ -144,13 +146,14 @@ def _cell(m: Any, a: int, b: int) -> Any:
         return None
 
 
-def _nvml_pcie(facts: Mapping[str, Any], bus: str) -> tuple[int, int] | None:
+def _nvml_pcie(facts: Facts, bus: str) -> tuple[int, int] | None:
     """NVML's (generation, width) maximum of a GPU's host link, None when NVML does not say."""
-    for g in (facts.get("gpus") or {}).get("list") or []:
+    gpus = facts.get("gpus")
+    for g in (gpus.get("list") if gpus else None) or []:
         if bus and isinstance(g, dict) and g.get("bus_id") == bus:
-            pcie = g.get("pcie") or {}
-            gen = pcie.get("gen_max") or pcie.get("gen_current")
-            width = pcie.get("width_max") or pcie.get("width_current")
+            pcie = g.get("pcie")
+            gen = (pcie.get("gen_max") or pcie.get("gen_current")) if pcie else None
+            width = (pcie.get("width_max") or pcie.get("width_current")) if pcie else None
             if gen and width:
                 return int(gen), int(width)
     return None
@@ -160,7 +163,7 @@ class _HostPcie:
     """The (generation, width) a GPU's host link should run at: NVML's maximum, else the model's;
     NVML's answer per bus id looked up once per host (every pair asks twice)."""
 
-    def __init__(self, facts: Mapping[str, Any]) -> None:
+    def __init__(self, facts: Facts) -> None:
         self.facts = facts
         self.nvml: dict[Any, tuple[int, int] | None] = {}
 
@@ -178,12 +181,12 @@ class _HostPcie:
         return None, None
 
 
-def _platform_blocks_p2p(facts: dict[str, Any]) -> str | None:
+def _platform_blocks_p2p(facts: Facts) -> str | None:
     """MIG or a virtual machine: no P2P there is a platform limitation, not a fault."""
-    gpus = facts.get("gpus") or {}
-    if gpus.get("mig_enabled_any"):
+    gpus = facts.get("gpus")
+    if gpus and gpus.get("mig_enabled_any"):
         return "MIG is enabled: CUDA peer access is unavailable between MIG instances"
-    if gpus.get("virtualized"):
+    if gpus and gpus.get("virtualized"):
         return "GPUs are virtualized (vGPU or pass-through): peer access depends on the hypervisor"
     return None
 
@@ -227,7 +230,7 @@ def _nvlink_judgement(model: gpu_models.GpuModel,
     return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
 
 
-def _judge_pairs(facts: Mapping[str, Any], p2p: Mapping[str, Any], host_pcie: _HostPcie,
+def _judge_pairs(facts: Facts, p2p: P2pFacts, host_pcie: _HostPcie,
                  p2p_min_gbps: float | None) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
     out = []
@@ -262,7 +265,7 @@ def _judge_pairs(facts: Mapping[str, Any], p2p: Mapping[str, Any], host_pcie: _H
     return out
 
 
-def pair_floors(facts: Mapping[str, Any], p2p_min_gbps: float | None = None) -> dict[tuple[str, str], float]:
+def pair_floors(facts: Facts, p2p_min_gbps: float | None = None) -> dict[tuple[str, str], float]:
     """The floor `p2p.bandwidth.low` judges each measured GPU pair against, by (source bus id,
     destination bus id) in lower case; pairs with no floor (link or model unknown) are left out.
     The HTML report's heat map reads this, so its percentages are the check's."""
@@ -318,7 +321,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
     yield from _run_state(host, p2p, gpus)
 
 
-def _staged_estimate(gpus: list[dict[str, Any]], a: int, b: int) -> float | None:
+def _staged_estimate(gpus: list[P2pGpu], a: int, b: int) -> float | None:
     try:
         d2h, h2d = gpus[a].get("d2h_gbps"), gpus[b].get("h2d_gbps")
     except IndexError:
@@ -328,7 +331,7 @@ def _staged_estimate(gpus: list[dict[str, Any]], a: int, b: int) -> float | None
     return round(min(d2h, h2d) * STAGED_FACTOR, 1)
 
 
-def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[dict[str, Any]]) -> Iterable[Finding]:
+def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGpu]) -> Iterable[Finding]:
     host = view.name
     dead: list[_PairJudgement] = []
     product: list[_PairJudgement] = []
@@ -414,7 +417,7 @@ def _outliers(host: str, judged: list[_PairJudgement], low: set[tuple[int, int]]
                             hint="compare link error counters and states of this pair with the others")
 
 
-def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie) -> Iterable[Finding]:
+def _host_links(view: HostView, gpus: list[P2pGpu], host_pcie: _HostPcie) -> Iterable[Finding]:
     for g in gpus:
         model = gpu_models.lookup(g.get("name"))
         gen, width = host_pcie.get(g["bus_id"], model)
@@ -427,8 +430,7 @@ def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie
             floor, source = round(rate * HOST_MIN_RATIO, 1), f"{HOST_MIN_RATIO:.0%} of PCIe Gen{gen} x{width}"
         else:
             continue
-        for key, label in (("h2d_gbps", "host->GPU"), ("d2h_gbps", "GPU->host")):
-            bw = g.get(key)
+        for key, bw, label in (("h2d_gbps", g.get("h2d_gbps"), "host->GPU"), ("d2h_gbps", g.get("d2h_gbps"), "GPU->host")):
             if bw is not None and bw < floor:
                 # the direction is part of the subject: the two directions are two findings
                 # (drift, overrides and the report key findings by id, host and subject)
@@ -439,10 +441,11 @@ def _host_links(view: HostView, gpus: list[dict[str, Any]], host_pcie: _HostPcie
                                  "NUMA placement and IOMMU mode")
 
 
-def shared_uplinks(facts: Mapping[str, Any], buses: list[str]) -> list[list[str]]:
+def shared_uplinks(facts: Facts, buses: list[str]) -> list[list[str]]:
     """Groups of the measured GPUs that share one uplink by design (facts["pcie"]["uplinks"])."""
     groups = []
-    for up in (facts.get("pcie") or {}).get("uplinks") or []:
+    pcie = facts.get("pcie")
+    for up in (pcie.get("uplinks") if pcie else None) or []:
         if isinstance(up, dict):
             members = [b for b in up.get("gpus") or [] if b in buses]
             if len(members) > 1:
@@ -450,7 +453,7 @@ def shared_uplinks(facts: Mapping[str, Any], buses: list[str]) -> list[list[str]
     return groups
 
 
-def _contention(view: HostView, p2p: dict[str, Any]) -> Iterable[Finding]:
+def _contention(view: HostView, p2p: P2pFacts) -> Iterable[Finding]:
     a2h = p2p.get("all_to_host")
     if not isinstance(a2h, dict) or len(a2h.get("gpus") or []) < 2:
         return
@@ -476,7 +479,7 @@ def _contention(view: HostView, p2p: dict[str, Any]) -> Iterable[Finding]:
                              "memory/IOMMU path; compare with the pcie section's uplink groups")
 
 
-def _mismatch(host: str, p2p: dict[str, Any]) -> Iterable[Finding]:
+def _mismatch(host: str, p2p: P2pFacts) -> Iterable[Finding]:
     seen = set()
     for m in p2p.get("mismatches") or []:
         if m.get("src") is None:
@@ -496,7 +499,7 @@ def _mismatch(host: str, p2p: dict[str, Any]) -> Iterable[Finding]:
                          "link's error counters; do not run jobs on this path")
 
 
-def _run_state(host: str, p2p: dict[str, Any], gpus: list[dict[str, Any]]) -> Iterable[Finding]:
+def _run_state(host: str, p2p: P2pFacts, gpus: list[P2pGpu]) -> Iterable[Finding]:
     guard = p2p.get("guard") or {}
     for bus, nproc in sorted((guard.get("busy") or {}).items()):
         idx = (p2p.get("order") or []).index(bus) if bus in (p2p.get("order") or []) else -1

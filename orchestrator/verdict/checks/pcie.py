@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.model import GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -17,25 +18,26 @@ from orchestrator.verdict.findings import Finding, Severity, fault, limitation, 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
-def _facts(view: HostView) -> dict[str, Any] | None:
+def _facts(view: HostView) -> PcieFacts | None:
     if not view.ran("pcie"):
         return None  # the probe outcome already says why
     facts = view.facts.get("pcie")
     return facts if isinstance(facts, dict) else None
 
 
-def _virtualized(view: HostView, pcie: dict[str, Any]) -> bool:
-    host = view.facts.get("host") or {}
-    virt = host.get("virtualization") or {} if isinstance(host, dict) else {}
-    return bool(virt.get("virtualized")) or bool((pcie.get("virtual_platform") or {}).get("detected"))
+def _virtualized(view: HostView, pcie: PcieFacts) -> bool:
+    host = view.facts.get("host")
+    virt = host.get("virtualization") if isinstance(host, dict) else None
+    return bool(virt and virt.get("virtualized")) or bool((pcie.get("virtual_platform") or {}).get("detected"))
 
 
 def _in_container(view: HostView) -> bool:
-    host = view.facts.get("host") or {}
-    return bool(((host.get("virtualization") or {}) if isinstance(host, dict) else {}).get("container"))
+    host = view.facts.get("host")
+    virt = host.get("virtualization") if isinstance(host, dict) else None
+    return bool(virt and virt.get("container"))
 
 
-def _nvml_gpus(view: HostView) -> list[dict[str, Any]]:
+def _nvml_gpus(view: HostView) -> list[GpuRecord]:
     """NVML's GPU list when the nvml probe ran (or facts came without outcomes, as from an import)."""
     if view.outcomes and not view.ran("nvml"):
         return []
@@ -57,7 +59,7 @@ def _nvml_index(view: HostView) -> dict[str, int] | None:
     return out or None
 
 
-def _names(pcie: dict[str, Any], view: HostView | None = None) -> dict[str, str]:
+def _names(pcie: PcieFacts, view: HostView | None = None) -> dict[str, str]:
     """bdf -> "GPU3 (0000:5d:00.0)" / "NIC mlx5_0 (0000:19:00.0)" for subjects and messages.
 
     GPU numbers are NVML's (what nvidia-smi shows) when NVML ran: a GPU missing from NVML shifts
@@ -86,7 +88,7 @@ class _Names:
     """`_names(pcie, view)`, built the first time a finding needs a name: on a healthy host most
     checks name nothing, and building it walks every GPU and device."""
 
-    def __init__(self, pcie: dict[str, Any], view: HostView) -> None:
+    def __init__(self, pcie: PcieFacts, view: HostView) -> None:
         self._pcie, self._view = pcie, view
         self._names: dict[str, str] | None = None
 
@@ -146,9 +148,9 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         return
     # Expectations also catch a GPU that trained at its best but in a slot below the requirement.
     for d in pcie.get("devices") or []:
-        if d.get("kind") != "gpu" or d["bdf"] in reported or not d.get("link"):
+        link = d.get("link")
+        if d.get("kind") != "gpu" or d["bdf"] in reported or not link:
             continue
-        link = d["link"]
         if (exp_gen and (link["gen_current"] or 0) < exp_gen) or (exp_width and (link["width_current"] or 0) < exp_width):
             subject = names.get(d["bdf"], d["bdf"])
             actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
@@ -160,17 +162,18 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                         hint="the GPU or its slot cannot reach the expected generation/width; check the slot and riser")
 
 
-def _slot_max_gen(d: dict[str, Any], devs: dict[str, dict[str, Any]]) -> int | None:
+def _slot_max_gen(d: PcieDevice, devs: dict[str, PcieDevice]) -> int | None:
     """The generation the port above a device supports (its slot), None when unknown."""
     parent = devs.get(d.get("parent") or "")
-    role = (parent or {}).get("role") or (parent or {}).get("port_type")  # text imports: port_type only
-    if not parent or role not in ("root_port", "downstream_port") or not parent.get("link"):
+    role = (parent.get("role") or parent.get("port_type")) if parent else None  # text imports: port_type only
+    link = parent.get("link") if parent else None
+    if not parent or role not in ("root_port", "downstream_port") or not link:
         return None
-    gen = parent["link"].get("gen_max")
+    gen = link.get("gen_max")
     return gen if isinstance(gen, int) else None
 
 
-def _below_model_generation(view: HostView, pcie: dict[str, Any], names: _Names,
+def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
                             reported: set[str]) -> Iterator[Finding]:
     """Where no pcie_gen is written, the GPU model's own generation (gpu_models) is the derived one.
 
@@ -337,7 +340,7 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[A
     where only NVML ran) the merged `topology` matrix, whose devices say their kind.  Keys are
     "gpu:<bus id or name>" / "nic:<...>" so GPUs without a bus id (text) stay apart."""
     pcie = _facts(view)
-    levels = (pcie or {}).get("levels") or {}
+    levels = (pcie.get("levels") if pcie else None) or {}
     order = levels.get("order") or []
     if pcie is not None and order and levels.get("matrix"):
         gpus = set(pcie.get("gpus") or [])

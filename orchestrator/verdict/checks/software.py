@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -18,15 +19,16 @@ from orchestrator.verdict.findings import Finding, Severity, fault
 MIN_PEERS = 3
 
 
-def _gpus(view: HostView) -> list[dict[str, Any]]:
+def _gpus(view: HostView) -> list[GpuRecord]:
     if view.outcomes and not view.ran("nvml"):
         return []
-    return list((view.facts.get("gpus") or {}).get("list") or [])
+    gpus = view.facts.get("gpus")
+    return list((gpus.get("list") if gpus else None) or [])
 
 
 def vbios_mixed(view: HostView) -> Iterator[Finding]:
     """GPUs of one model on one host running different VBIOS versions."""
-    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_model: dict[str, list[GpuRecord]] = defaultdict(list)
     for g in _gpus(view):
         if isinstance(g.get("vbios"), str) and g["vbios"]:
             by_model[str(g.get("model") or g.get("name"))].append(g)
@@ -48,21 +50,49 @@ def _host_vbios(v: HostView) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+def _host(v: HostView) -> HostFacts | None:
+    return v.facts.get("host")
+
+
+def _driver_version(v: HostView) -> Any:
+    host = _host(v)
+    driver = host.get("driver") if host else None
+    return driver.get("version") if driver else None
+
+
+def _cuda_driver_version(v: HostView) -> Any:
+    if not _gpus(v):
+        return None
+    gpus = v.facts.get("gpus")
+    return gpus.get("cuda_driver_version") if gpus else None
+
+
+def _kernel(v: HostView) -> Any:
+    host = _host(v)
+    return host.get("kernel") if host else None
+
+
+def _bios_version(v: HostView) -> Any:
+    host = _host(v)
+    board = host.get("board") if host else None
+    return board.get("bios_version") if board else None
+
+
 # (what, reader, evidence): the versions compared across peers.
 _FIELDS: tuple[tuple[str, Callable[[HostView], Any], str], ...] = (
-    ("NVIDIA driver", lambda v: ((v.facts.get("host") or {}).get("driver") or {}).get("version"), "host.driver.version"),
-    ("CUDA driver version", lambda v: (v.facts.get("gpus") or {}).get("cuda_driver_version") if _gpus(v) else None,
-     "gpus.cuda_driver_version"),
-    ("kernel", lambda v: (v.facts.get("host") or {}).get("kernel"), "host.kernel"),
-    ("BIOS", lambda v: ((v.facts.get("host") or {}).get("board") or {}).get("bios_version"), "host.board.bios_version"),
+    ("NVIDIA driver", _driver_version, "host.driver.version"),
+    ("CUDA driver version", _cuda_driver_version, "gpus.cuda_driver_version"),
+    ("kernel", _kernel, "host.kernel"),
+    ("BIOS", _bios_version, "host.board.bios_version"),
     ("VBIOS", _host_vbios, "gpus.list.vbios"),
 )  # the fabric manager is judged against the driver it must match (fabric_manager_version)
 
 
 def _peer_key(v: HostView) -> tuple[Any, ...] | None:
-    board = (v.facts.get("host") or {}).get("board") or {}
+    host = _host(v)
+    board = host.get("board") if host else None
     models = tuple(sorted(str(g.get("model") or g.get("name")) for g in _gpus(v)))
-    product = board.get("model") or board.get("product")
+    product = (board.get("model") or board.get("product")) if board else None
     if not models or not isinstance(product, str):
         return None
     return (product, models)
@@ -98,12 +128,13 @@ def version_outlier(views: list[HostView]) -> Iterator[Finding]:
 
 def fabric_manager_version(view: HostView) -> Iterator[Finding]:
     """On an NVSwitch system the fabric manager must be the driver's exact version."""
-    host = view.facts.get("host") or {}
-    fm = host.get("fabric_manager") or {}
-    driver = (host.get("driver") or {}).get("version")
-    switches = len((view.facts.get("pcie") or {}).get("nvswitches") or []) or \
-        len((view.facts.get("nvlink") or {}).get("nvswitches") or [])
-    if not fm.get("installed") or not fm.get("version") or not isinstance(driver, str) or not switches:
+    host = _host(view)
+    fm = host.get("fabric_manager") if host else None
+    driver = _driver_version(view)
+    pcie, nvlink = view.facts.get("pcie"), view.facts.get("nvlink")
+    switches = len((pcie.get("nvswitches") if pcie else None) or []) or \
+        len((nvlink.get("nvswitches") if nvlink else None) or [])
+    if not fm or not fm.get("installed") or not fm.get("version") or not isinstance(driver, str) or not switches:
         return
     if fm["version"] != driver:
         yield fault("nvlink.fabric_manager.version", view.name, "fabric manager",
