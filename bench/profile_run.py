@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,14 +28,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet_bench as fb
 
 
+def _samples(path: Path) -> Iterator[tuple[str, int]]:
+    """(stack, sample count) per line of py-spy's collapsed output."""
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        yield stack, int(count)
+
+
 def top_from_collapsed(path: Path, limit: int, what: str = "the thread holding the GIL") -> str:
     """Own and inclusive sample counts per function from py-spy's collapsed stacks."""
     own: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        n = int(count)
+    for stack, n in _samples(path):
         total += n
         frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
                   if " (" in f else f for f in stack.split(";")[1:]]  # first frame: the thread
@@ -67,9 +73,7 @@ def phases(path: Path) -> str:
     """Samples by phase of the run (PHASES), so one profile says where the controller's CPU went."""
     by: collections.Counter[str] = collections.Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        n = int(count)
+    for stack, n in _samples(path):
         total += n
         name = next((label for label, keys in PHASES if any(k in stack for k in keys)), "other")
         by[name] += n
