@@ -3,8 +3,8 @@
     PYTHONPATH=. python bench/scale_paths.py [--hosts 20] [--slurm-nodes 4] [--repeat 1]
 
 Builds N simulated machines (tests/support: sysfs trees + compiled fake libnvidia-ml, the demo's
-machines in turn), reached over a private loopback sshd, and runs the audit playbook (host, pcie,
-nvml, nvlink) on them by:
+machines in turn, then copies of them seeded by their own names), reached over a private loopback
+sshd, and runs the audit playbook (playbooks/audit.yml) on them by:
 
 * `probe run`                                      (fleetprobe's own engine, Paramiko)
 * `ansible-playbook fleetprobe.gpu.audit -f N`     (the generated collection + its callback, OpenSSH)
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.simulate.record import demo_hosts  # noqa: E402
 from tests.support.collected import finding_keys  # noqa: E402
-from tests.support.fleet import build_simulated_fleet, ssh_hosts  # noqa: E402
+from tests.support.fleet import build_simulated_host, ssh_hosts  # noqa: E402
 from tests.support.sshd import SshKeys, start_sshd  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -116,16 +116,17 @@ def main() -> int:
         print("\n".join(merge_figures(args.merge_hosts, args.merge_shards)))
         return 0
     names = list(demo_hosts())
-    hosts_names = [names[i % len(names)] if i < len(names) else f"{names[i % len(names)]}" for i in range(args.hosts)]
-    if len(set(hosts_names)) < len(hosts_names):
-        print(f"at most {len(names)} distinct demo machines", file=sys.stderr)
-        return 2
+    # past the demo's machines, copies of them: "<demo host>-c<k>" is built from the same simulated
+    # machine, seeded by its own name (its own serials and GPU UUIDs), with its group's expectations
+    hosts_names = [names[i] if i < len(names) else f"{names[i % len(names)]}-c{i // len(names)}"
+                   for i in range(args.hosts)]
+    machines = {n: demo_hosts()[n if n in names else n.rsplit("-c", 1)[0]] for n in hosts_names}
     work = Path(tempfile.mkdtemp(prefix="fp-scale-"))
     keys = SshKeys.generate(work / "keys")
     sshd = start_sshd(work / "sshd", keys)
     out: list[str] = []
     try:
-        sims = build_simulated_fleet(hosts_names, work / "sim")
+        sims = [build_simulated_host(n, machines[n], work / "sim") for n in hosts_names]
         hosts = ssh_hosts(sshd, sims)
         common = f"-F {sshd.ssh_config} -o UserKnownHostsFile={sshd.known_hosts} -o StrictHostKeyChecking=yes"
         for h in hosts:
@@ -139,7 +140,7 @@ def main() -> int:
                "ANSIBLE_LOCAL_TEMP": str(home / ".ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
         probe = [sys.executable, "-m", "orchestrator"]
         res = work / "runs"
-        out.append(f"{args.hosts} simulated hosts over loopback sshd; audit playbook (host, pcie, nvml, nvlink); "
+        out.append(f"{args.hosts} simulated hosts over loopback sshd; audit playbook; "
                    f"load {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
 
         live = timed([*probe, "run", "-i", str(inv), "--results", str(res), "--ssh-config", str(sshd.ssh_config),
