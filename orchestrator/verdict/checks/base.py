@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.model import Facts, PreviousFacts
+from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
 
@@ -53,3 +53,19 @@ class Needs:
 
 HostCheck = Callable[[HostView], Iterable[Finding]]
 FleetCheck = Callable[[list[HostView]], Iterable[Finding]]
+
+
+# A section, or None when its probe did not run successfully (the probe outcome already says why).
+def gpus_ran(view: HostView) -> GpusFacts | None:
+    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def pcie_ran(view: HostView) -> PcieFacts | None:
+    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+    return facts if isinstance(facts, dict) else None
+
+
+def nvlink_ran(view: HostView) -> NvlinkFacts | None:
+    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
+    return facts if isinstance(facts, dict) else None

@@ -12,29 +12,21 @@ from itertools import islice
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.facts.model import GpuRecord, GpusFacts, NvlinkFacts, NvlinkGpu, PcieFacts
+from orchestrator.facts.model import GpuRecord, NvlinkGpu
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
+from orchestrator.verdict.checks.base import (
+    FleetCheck,
+    HostCheck,
+    HostView,
+    Needs,
+    gpus_ran,
+    nvlink_ran,
+    pcie_ran,
+)
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 _NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
 HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
-
-
-# Facts of a section, or None when its probe did not run successfully (outcome says why).
-def _gpus_section(view: HostView) -> GpusFacts | None:
-    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
-    return facts if isinstance(facts, dict) else None
-
-
-def _pcie_section(view: HostView) -> PcieFacts | None:
-    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-    return facts if isinstance(facts, dict) else None
-
-
-def _nvlink_section(view: HostView) -> NvlinkFacts | None:
-    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
-    return facts if isinstance(facts, dict) else None
 
 
 def _subject(g: GpuRecord | NvlinkGpu) -> str:
@@ -42,7 +34,7 @@ def _subject(g: GpuRecord | NvlinkGpu) -> str:
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
-    facts = _gpus_section(view)
+    facts = gpus_ran(view)
     return list(facts.get("list") or []) if facts else []
 
 
@@ -77,8 +69,8 @@ def check_lost(view: HostView) -> Iterator[Finding]:
 
 
 def check_count(view: HostView) -> Iterator[Finding]:
-    gfacts = _gpus_section(view)
-    pcie = _pcie_section(view)
+    gfacts = gpus_ran(view)
+    pcie = pcie_ran(view)
     nvml_bus = [b for b in (gfacts.get("order") if gfacts else None) or [] if b]
     nvml_count = gfacts.get("count") if gfacts else None
     if view.expect.gpu_count is not None:
@@ -131,7 +123,7 @@ def check_model(view: HostView) -> Iterator[Finding]:
 
 
 def check_nvlink_links(view: HostView) -> Iterator[Finding]:
-    nvl = _nvlink_section(view)
+    nvl = nvlink_ran(view)
     if nvl is None:
         return
     by_key = {_key(g): g for g in _gpus(view)}
@@ -178,7 +170,7 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
 
 
 def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
-    nvl, gfacts = _nvlink_section(view), _gpus_section(view)
+    nvl, gfacts = nvlink_ran(view), gpus_ran(view)
     if nvl is None or gfacts is None:
         return
     order, nv = nvl.get("order") or [], nvl.get("nv") or []

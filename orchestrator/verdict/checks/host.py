@@ -9,9 +9,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from orchestrator.facts import gpu_models
-from orchestrator.facts.model import GpusFacts, NvlinkFacts, PcieFacts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.base import HostView, Needs, gpus_ran, nvlink_ran, pcie_ran
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
 
@@ -135,22 +134,6 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                             hint="two inventory entries reach the same machine, or the machine lies about its identity")
 
 
-# A section, or None when its probe did not run successfully (the probe outcome already says why).
-def _pcie_ran(view: HostView) -> PcieFacts | None:
-    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-    return facts if isinstance(facts, dict) else None
-
-
-def _nvlink_ran(view: HostView) -> NvlinkFacts | None:
-    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
-    return facts if isinstance(facts, dict) else None
-
-
-def _gpus_ran(view: HostView) -> GpusFacts | None:
-    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
-    return facts if isinstance(facts, dict) else None
-
-
 def _virtual(view: HostView) -> bool:
     host, pcie, gpus = view.facts.get("host"), view.facts.get("pcie"), view.facts.get("gpus")
     virt = host.get("virtualization") if host else None
@@ -161,7 +144,7 @@ def _virtual(view: HostView) -> bool:
 
 def nvswitches(view: HostView) -> Iterator[Finding]:
     """NVSwitches on the PCI bus vs those the GPUs' NVLinks reach vs the expectation."""
-    pcie, nvl = _pcie_ran(view), _nvlink_ran(view)
+    pcie, nvl = pcie_ran(view), nvlink_ran(view)
     on_bus = len(pcie.get("nvswitches") or []) if pcie is not None else None
     via_links = len(nvl.get("nvswitches") or []) if nvl is not None else None
     want = view.expect.nvswitch_count
@@ -190,7 +173,7 @@ def nvswitches(view: HostView) -> Iterator[Finding]:
 
 
 def nic_count(view: HostView) -> Iterator[Finding]:
-    pcie = _pcie_ran(view)
+    pcie = pcie_ran(view)
     want = view.expect.nic_count
     if pcie is None or want is None:
         return
@@ -208,7 +191,7 @@ _BY_TOPOLOGY = ("TNS",)  # "topology not supported": P2P across the CPU intercon
 def p2p_status(view: HostView) -> Iterator[Finding]:
     """GPU pairs whose NVML P2P read status is not OK: by design (GeForce, topology), by the platform
     (VM, vGPU, MIG), or a P2P-capable bare-metal machine with P2P switched off."""
-    gfacts = _gpus_ran(view)
+    gfacts = gpus_ran(view)
     if gfacts is None:
         return
     read = (gfacts.get("p2p") or {}).get("read") or []
