@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from orchestrator.simulate.hostfiles import build_kernel_log
 from orchestrator.simulate.sysfs import AER_CORRECTABLE, AER_UNCORRECTABLE, aer_text, build_machine
-from tests.cli.test_cli_health_history import _findings, _latest_fleet, _reboot, probe
+from tests.cli.test_cli_health_history import _findings, _latest_fleet, _reboot, local_run, probe
 
 DSP0 = "0000:17:00.0"  # the switch downstream port above GPU0 (0000:18:00.0) in dgx-h100
 
@@ -24,13 +22,7 @@ def test_aer_counters_between_runs_of_one_boot(tmp_path: Path) -> None:
     root = tmp_path / "machine"
     build_machine("dgx-h100", root)
     build_kernel_log("dgx-h100", root, "node1")
-    inv = tmp_path / "inv.yml"
-    inv.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {"ansible_connection": "local"}}}}))
-    book = tmp_path / "aer.yml"
-    book.write_text(yaml.safe_dump([{"name": "aer", "hosts": "all", "probes": [
-        {"name": "kmsg", "args": {"root": str(root)}}, {"name": "pcie", "args": {"root": str(root)}}]}]))
-    results = tmp_path / "runs"
-    run = ("run", "-i", str(inv), "-p", str(book), "--results", str(results))
+    run, results = local_run(tmp_path, root, ["kmsg", "pcie"])
 
     _set(root, DSP0, "aer_dev_correctable", AER_CORRECTABLE, "TOTAL_ERR_COR", {"RxErr": 500})
     first = probe(*run)

@@ -38,6 +38,18 @@ def _set_counter(root: Path, hca: str, name: str, value: int) -> None:
     (root / "sys/class/infiniband" / hca / "ports/1/counters" / name).write_text(f"{value}\n")
 
 
+def local_run(tmp_path: Path, root: Path, probes: list[str]) -> tuple[tuple[str, ...], Path]:
+    """`probe run` arguments for one local host `node1` whose probes read the fixture tree `root`,
+    and the results directory they write."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {"ansible_connection": "local"}}}}))
+    book = tmp_path / "book.yml"
+    book.write_text(yaml.safe_dump([{"name": "local", "hosts": "all", "probes": [
+        {"name": name, "args": {"root": str(root)}} for name in probes]}]))
+    results = tmp_path / "runs"
+    return ("run", "-i", str(inv), "-p", str(book), "--results", str(results)), results
+
+
 def _reboot(root: Path) -> None:
     (root / "proc/sys/kernel/random/boot_id").write_text("5eb0a1de-0000-4000-8000-000000000002\n")
 
@@ -47,13 +59,7 @@ def test_two_stored_runs_same_boot_then_a_reboot(tmp_path: Path) -> None:
     build_machine("dgx-h100", root)
     build_kernel_log("dgx-h100--xid79", root, "node1")
     build_nic_state("dgx-h100", root, "node1")
-    inv = tmp_path / "inv.yml"
-    inv.write_text(yaml.safe_dump({"all": {"hosts": {"node1": {"ansible_connection": "local"}}}}))
-    book = tmp_path / "health.yml"
-    book.write_text(yaml.safe_dump([{"name": "health", "hosts": "all", "probes": [
-        {"name": "kmsg", "args": {"root": str(root)}}, {"name": "nic", "args": {"root": str(root)}}]}]))
-    results = tmp_path / "runs"
-    run = ("run", "-i", str(inv), "-p", str(book), "--results", str(results))
+    run, results = local_run(tmp_path, root, ["kmsg", "nic"])
 
     first = probe(*run)
     assert first.returncode in (0, 1), first.stderr
