@@ -8,7 +8,7 @@ already in the previous run's facts of the same boot is reported as "still prese
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts import xid as xids
@@ -78,6 +78,25 @@ def _by(events: list[KmsgEvent], kind: str, *keys: str) -> dict[tuple[Any, ...],
     return groups
 
 
+def _event_groups(view: HostView, kind: str, *keys: str,
+                  order: Callable[[tuple[Any, ...]], Any] = lambda k: tuple(map(str, k)),
+                  ) -> Iterator[tuple[tuple[Any, ...], list[KmsgEvent], list[KmsgEvent], list[KmsgEvent]]]:
+    """A readable kernel log's events of one kind grouped by `keys`, in `order`: each group with its
+    events new since the previous run of this boot and those already seen there."""
+    km = _kmsg(view)
+    if km is None or not km.get("readable"):
+        return
+    seen = previous_keys(km, view.previous)
+    groups = _by(km.get("events") or [], kind, *keys)
+    for key in sorted(groups, key=order):
+        new, old = split_new(groups[key], seen)
+        yield key, groups[key], new, old
+
+
+def _by_bus_and_code(key: tuple[Any, ...]) -> tuple[str, Any]:
+    return str(key[0]), key[1] or 0
+
+
 def kernel_log_unreadable(view: HostView) -> Iterator[Finding]:
     km = _kmsg(view)
     if km is None or km.get("readable"):
@@ -99,15 +118,9 @@ def kernel_log_unreadable(view: HostView) -> Iterator[Finding]:
 
 
 def gpu_xid(view: HostView) -> Iterator[Finding]:
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (bus, code), events in sorted(_by(km.get("events") or [], "xid", "bus_id", "code").items(),
-                                      key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+    for (bus, code), events, new, old in _event_groups(view, "xid", "bus_id", "code", order=_by_bus_and_code):
         actions = {e.get("action") for e in events}
         info = xids.lookup(code) if isinstance(code, int) else None
-        new, old = split_new(events, seen)
         subject = _gpu_label(view, bus)
         kw: dict[str, Any] = {"actual": {"count": len(events), "new": len(new)},
                               "evidence": [f"kmsg.events[xid {code}]: {events[-1].get('text', '')[:160]}"]}
@@ -135,13 +148,7 @@ def gpu_xid(view: HostView) -> Iterator[Finding]:
 
 
 def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (bus, code), events in sorted(_by(km.get("events") or [], "sxid", "bus_id", "code").items(),
-                                      key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
-        new, old = split_new(events, seen)
+    for (bus, code), events, new, old in _event_groups(view, "sxid", "bus_id", "code", order=_by_bus_and_code):
         fatal = any(e.get("severity") == "fatal" for e in events)
         yield fault("nvswitch.sxid", view.name, f"NVSwitch {bus}",
                     f"SXid {code}, {'fatal' if fatal else 'non-fatal'} ({_when(new, old)}): "
@@ -154,13 +161,7 @@ def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
 
 
 def gpu_fallen_off_bus(view: HostView) -> Iterator[Finding]:
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (bus,), events in sorted(_by(km.get("events") or [], "fallen_off_bus", "bus_id").items(),
-                                 key=lambda kv: str(kv[0][0])):
-        new, old = split_new(events, seen)
+    for (bus,), events, new, old in _event_groups(view, "fallen_off_bus", "bus_id"):
         yield fault("gpu.fallen_off_bus", view.name, _gpu_label(view, bus),
                     f"the GPU fell off the PCIe bus ({_when(new, old)})",
                     actual={"count": len(events), "new": len(new)}, evidence=["kmsg.events[fallen_off_bus]"],
@@ -169,12 +170,7 @@ def gpu_fallen_off_bus(view: HostView) -> Iterator[Finding]:
 
 
 def pcie_aer(view: HostView) -> Iterator[Finding]:
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (bus,), events in sorted(_by(km.get("events") or [], "aer", "bus_id").items(), key=lambda kv: str(kv[0][0])):
-        new, old = split_new(events, seen)
+    for (bus,), events, new, old in _event_groups(view, "aer", "bus_id"):
         uncorrected = [e for e in events if str(e.get("severity", "")).lower().startswith("uncorrected")]
         types = sorted({str(e.get("error_type")) for e in events})
         kw: dict[str, Any] = {"actual": {"events": len(events), "uncorrected": len(uncorrected), "new": len(new)},
@@ -206,15 +202,9 @@ _MLX5_TEXT = {
 
 def nic_kernel_events(view: HostView) -> Iterator[Finding]:
     """mlx5 events in the kernel log: slot power, module temperature, transmit timeouts, health."""
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (dev, subtype), events in sorted(_by(km.get("events") or [], "mlx5", "bus_id", "subtype").items(),
-                                         key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+    for (dev, subtype), events, new, old in _event_groups(view, "mlx5", "bus_id", "subtype"):
         device = dev or events[-1].get("device") or "mlx5 device"
         what, hint = _MLX5_TEXT.get(str(subtype), (str(subtype), "read the driver's message"))
-        new, old = split_new(events, seen)
         yield fault("nic.kernel_event", view.name, str(device), f"{what} ({_when(new, old)})",
                     severity=Severity.FAIL if subtype == "health_compromised" else Severity.WARN,
                     actual={"count": len(events), "new": len(new)},
@@ -242,13 +232,7 @@ def peermem_errors(view: HostView) -> Iterator[Finding]:
 def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
     """Processes that crashed inside libnccl / libcuda: a driver/library mismatch, a bad NCCL build or
     a GPU fault that surfaced in user space."""
-    km = _kmsg(view)
-    if km is None or not km.get("readable"):
-        return
-    seen = previous_keys(km, view.previous)
-    for (lib,), events in sorted(_by(km.get("events") or [], "segfault", "library").items(),
-                                 key=lambda kv: str(kv[0][0])):
-        new, old = split_new(events, seen)
+    for (lib,), events, new, old in _event_groups(view, "segfault", "library"):
         procs = sorted({f"{shown(e.get('process'), 'process unknown')}[{shown(e.get('pid'))}]" for e in events})
         yield fault("host.segfault.gpu_library", view.name, shown(lib, "library unknown"),
                     f"{len(events)} segfault(s) inside {lib} ({_when(new, old)}): {', '.join(procs[:5])}",
