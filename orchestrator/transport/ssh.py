@@ -231,27 +231,36 @@ class SshTransport:
             return
         self._drop()
         attempt_no = 0
+        last: Failure | None = None
         while True:
             budget = self.options.connect_timeout
             if deadline is not None:
                 budget = min(budget, deadline - time.monotonic())
                 if budget <= 0:
+                    # A retry's pause can overrun the deadline on a loaded controller; what the
+                    # host last did (refused, reset...) is then still the truth to report.
+                    if last is not None:
+                        raise TransportError(
+                            last.kind, f"{last.message} (the host's deadline passed before retry {attempt_no})",
+                            retried=self.retried)
                     raise TransportError(
                         FailureKind.CONNECT_TIMEOUT,
                         f"{self.label()}: the host's deadline passed before a connection could be made",
                         retried=self.retried,
                     )
+            if attempt_no:
+                self.retried += 1
             try:
                 self._conn = self._connect_once(budget)
                 return
             except Failure as f:
+                last = f
                 pause = min(self.options.retry_backoff * (2**attempt_no), 5.0) * random.uniform(0.5, 1.5)
                 late = deadline is not None and time.monotonic() + pause >= deadline
                 if not f.retryable or attempt_no >= self.options.retries or late:
                     note = f" (after {attempt_no} retries)" if attempt_no else ""
                     raise TransportError(f.kind, f.message + note, retried=self.retried) from None
             attempt_no += 1
-            self.retried += 1
             time.sleep(pause)
 
     def _connect_once(self, budget: float) -> Connection:

@@ -7,6 +7,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import pytest
@@ -184,6 +185,26 @@ def test_host_deadline_bounds_connecting_and_retrying(sshd: SshdServer) -> None:
         assert err.value.kind == "unreachable"
         assert time.monotonic() - start < 3  # ten retries with 1 s backoff would take minutes
         assert err.value.retried < 10
+
+
+def test_retry_pause_overrunning_the_deadline_reports_what_the_host_did(
+    sshd: SshdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loaded controller can wake from a retry's pause after the host's deadline: the host
+    # still refused, it did not time out.
+    from orchestrator.transport import ssh as ssh_module
+
+    def late_wake(seconds: float) -> None:
+        time.sleep(seconds + 1.0)
+
+    monkeypatch.setattr(ssh_module, "time", SimpleNamespace(monotonic=time.monotonic, sleep=late_wake))
+    with fakes.closed_port() as port:
+        t = SshTransport(sshd.host("down03", ansible_port=port), sshd.options(retries=5, retry_backoff=0.05))
+        with pytest.raises(TransportError) as err:
+            t.connect(deadline=time.monotonic() + 0.5)
+    assert err.value.kind == "unreachable"
+    assert "refused" in err.value.message and "deadline passed before retry 1" in err.value.message
+    assert err.value.retried == 0
 
 
 def test_host_deadline_shortens_the_command(sshd: SshdServer) -> None:
