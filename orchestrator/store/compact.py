@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain
 from operator import methodcaller
 from pathlib import Path
 from typing import Any
@@ -129,44 +130,57 @@ def _encode_list(items: list[Any]) -> Any:
         elif list in types:
             return _nest(items)
     if n < _MIN_RUN:
-        return [encode(x) for x in items]
+        return [x if type(x) not in _LISTLIKE else encode(x) for x in items]
     try:
-        keys = items if types <= _HASHED_AS_IS and not (bool in types and int in types) else list(map(_key, items))
+        if types <= _HASHED_AS_IS and not (bool in types and int in types):
+            keys = items
+        elif types == _FLOATS:
+            keys = list(map(float.__repr__, items))
+        else:
+            keys = list(map(_key, items))
+        distinct = len(set(keys))
     except (TypeError, ValueError):  # not JSON data: its items as they are (json's default=str writes them)
-        return [encode(x) for x in items]
+        return [x if type(x) not in _LISTLIKE else encode(x) for x in items]
+    if distinct == 1:
+        item = items[0]
+        return {"@all": item if type(item) not in _LISTLIKE else encode(item), "n": n}
+    if distinct == n:  # nothing repeats: an index could only add to the list
+        return [x if type(x) not in _CONTAINERS else encode(x) for x in items]
     count = Counter(keys)
-    if len(count) == 1:
-        return {"@all": encode(items[0]), "n": n}
     first = dict(zip(keys, items))  # key -> its value (equal keys: equal values)
-    sizes = {k: _size(k, x) for k, x in first.items()}
-    plain = sum(sizes[k] * c for k, c in count.items()) + n
-    short = len(count) <= len(_DIGITS)
-    indexed = sum(sizes.values()) + len(sizes) + n * (1 if short else 4) + 16
-    if indexed >= plain:
+    # Naming each distinct value once saves (count - 1) copies of each repeated one and costs a
+    # character or four per item plus the list of values; only repeated values decide.
+    short = distinct <= len(_DIGITS)
+    saved = sum(_size(k, first[k]) * (c - 1) for k, c in count.items() if c > 1)
+    if saved <= distinct + n * (0 if short else 3) + 16:
         return [x if type(x) not in _CONTAINERS else encode(x) for x in items]
     code = {k: i for i, k in enumerate(count)}  # Counter keeps first-seen order
     codes = list(map(code.__getitem__, keys))
-    return {"@enum": [encode(x) for x in first.values()],
+    return {"@enum": [x if type(x) not in _LISTLIKE else encode(x) for x in first.values()],
             "i": "".join(map(_DIGITS.__getitem__, codes)) if short else codes}
+
+
+_FLOATS = {float}
 
 
 def _nest(lists: list[list[Any]]) -> dict[str, Any]:
     """A list of lists as one list of all their items and the lengths: a matrix's cells, every
     GPU's NVLink links, every NIC's ports can then share one table or one set of values."""
-    lens = [len(x) for x in lists]
-    flat = [y for x in lists for y in x]
-    return {"@nest": lens[0] if lens[0] and all(k == lens[0] for k in lens) else lens, "v": _encode_list(flat)}
+    lens = list(map(len, lists))
+    flat = list(chain.from_iterable(lists))
+    same = lens[0] and lens.count(lens[0]) == len(lens)
+    return {"@nest": lens[0] if same else lens, "v": _encode_list(flat)}
 
 
 def _table(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Rows as columns, or None when the rows' keys cannot be put in one order (or look like markers)."""
-    first = list(rows[0])
-    if all(len(row) == len(first) and list(row) == first for row in rows):  # the usual case: one shape
+    first = tuple(rows[0])
+    if all(map(first.__eq__, map(tuple, rows))):  # the usual case: one shape
         if not _plain_keys(rows[0]):
             return None
         out: dict[str, Any] = {"@table": len(rows)}
-        for c in first:
-            out[c] = _encode_list([row[c] for row in rows])
+        for c, column in zip(first, zip(*map(dict.values, rows))):
+            out[c] = _encode_list(list(column))
         return out
     if not all(map(_plain_keys, rows)):
         return None
