@@ -32,8 +32,10 @@ from orchestrator.store.rundir import RunDirectory, host_input_from_result, rele
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
 from orchestrator.verdict.expectations import Expectations
-from orchestrator.verdict.judge import build_fleet
+from orchestrator.verdict.judge import build_fleet, host_judge
 from orchestrator.verdict.overrides import Override
+from orchestrator.verdict.parallel import worker_count
+from orchestrator.verdict.streaming import JudgingPool, can_fork_now
 
 
 @dataclass
@@ -102,19 +104,54 @@ def previous_facts(root: Path, before: Path) -> dict[str, PreviousFacts]:
 
 def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, PreviousFacts] | None = None) -> dict[str, Any]:
+          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None) -> dict[str, Any]:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
-    directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run."""
-    run = run_header(meta)
-    prev = previous or {}
+    directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
+    `pool`: the judges started for this plan by start_judging."""
+    expect_for, overrides_for = _rules(expectations, overrides)
+    return build_fleet(run_header(meta), inputs, expect_for, overrides_for, spool=spool,
+                       previous_for=(previous or {}).get, pool=pool)
+
+
+def _rules(expectations: Mapping[str, Expectations] | RunPlan,
+           overrides: Mapping[str, Mapping[str, Override]] | None = None
+           ) -> tuple[Callable[[HostInput], Expectations], Callable[[str], Mapping[str, Override]]]:
+    """(host -> what it is expected to be, host -> the playbook's overrides) of a plan or tables."""
     if isinstance(expectations, RunPlan):
         plan = expectations
-        return build_fleet(run, inputs, lambda h: plan.expectations_for(h.name, h.vars),
-                           lambda host: plan.overrides.get(host, {}), spool=spool, previous_for=prev.get)
+        return (lambda h: plan.expectations_for(h.name, h.vars)), (lambda host: plan.overrides.get(host, {}))
     table, rules = expectations, overrides or {}
-    return build_fleet(run, inputs, lambda h: table.get(h.name, Expectations()),
-                       lambda host: rules.get(host, {}), spool=spool, previous_for=prev.get)
+    return (lambda h: table.get(h.name, Expectations())), (lambda host: rules.get(host, {}))
+
+
+def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: Path) -> JudgingPool | None:
+    """Judges forked now, before any SSH thread, for a run big enough for worker processes: each
+    host is then judged as it finishes, and the verdict is ready moments after the last answer.
+    None (judge after the fan-out) for runs of several plays, whose hosts finish once per play."""
+    if sum(1 for pp in plan.plays if pp.hosts) != 1 or not can_fork_now():
+        return None
+    workers = worker_count(len(plan.hosts))
+    if workers < 2:
+        return None
+    expect_for, _ = _rules(plan)
+    try:
+        return JudgingPool(host_judge(expect_for, previous.get), workers, spool)
+    except OSError:
+        return None
+
+
+class _JudgeAsStored:
+    """The pool as an event sink: a host is handed over once its results are on disk."""
+
+    def __init__(self, pool: JudgingPool | None, run: RunDirectory, store: _StoreOrStop) -> None:
+        self.pool = pool
+        self.run = run
+        self.store = store
+
+    def host_finished(self, res: HostResult) -> None:
+        if self.pool is not None and self.store.error is None:
+            self.pool.submit(host_input_from_result(res, self.run.dir))
 
 
 def _install_sigterm() -> None:
@@ -218,17 +255,30 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
                          "choose another with --results or -o") from None
     progress = Progress(len(plan.hosts), enabled=show_progress)
     _install_sigterm()
-    merged: dict[str, HostResult] = {}
-    interrupted = False
     stop = threading.Event()
     store = _StoreOrStop(run, stop)
+    previous = previous_facts(root, run.dir)
+    pool = start_judging(plan, previous, run.dir)
+    try:
+        return _run_and_judge(plan, run, transport, progress, store, stop, previous, pool)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
+                   store: _StoreOrStop, stop: threading.Event, previous: Mapping[str, PreviousFacts],
+                   pool: JudgingPool | None) -> RunResult:
+    merged: dict[str, HostResult] = {}
+    interrupted = False
+    sink = Fanout(store, _JudgeAsStored(pool, run, store), progress)
     try:
         for pp in plan.plays:
             if not pp.hosts:
                 continue
             run_options = RunOptions(forks=pp.forks, transport=transport, become=pp.become)
             try:
-                results = run_fleet(pp.hosts, pp.calls, run_options, open_transport, Fanout(store, progress), stop)
+                results = run_fleet(pp.hosts, pp.calls, run_options, open_transport, sink, stop)
             except RunInterrupted as e:
                 results = e.results
                 interrupted = True
@@ -246,7 +296,7 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
-    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous_facts(root, run.dir))
+    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool)
     try:
         run.finish(fleet, state="interrupted" if interrupted else "complete")
     except OSError as e:

@@ -30,6 +30,7 @@ from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, apply_overrides
+from orchestrator.verdict.streaming import JudgingPool
 
 SCHEMA_VERSION = 1
 
@@ -172,24 +173,36 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+def host_judge(expect_for: Callable[[HostInput], Expectations],
+               previous_for: Callable[[str], PreviousFacts | None] | None = None
+               ) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
+    """How one host is judged in this fleet: its expectations and its previous facts."""
+    prev = previous_for or (lambda name: None)
+    return lambda h: judge_host(h, expect_for(h), prev(h.name))
+
+
 def build_fleet(run: dict[str, Any], inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
-                previous_for: Callable[[str], PreviousFacts | None] | None = None) -> dict[str, Any]:
+                previous_for: Callable[[str], PreviousFacts | None] | None = None,
+                pool: JudgingPool | None = None) -> dict[str, Any]:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
     records then stay on disk under `spool` (default: the temp directory) and `hosts` is a
     read-only sequence that parses a record when it is read.  `workers` overrides the choice.
-    `previous_for(host)`: the host's facts in the previous run, None when it has none."""
-    prev = previous_for or (lambda name: None)
+    `previous_for(host)`: the host's facts in the previous run, None when it has none.
+    `pool`: workers that judged the hosts while the run went on (verdict/streaming.py), started
+    with host_judge(expect_for, previous_for); what they could not vouch for is judged here."""
+    judge = host_judge(expect_for, previous_for)
     with _no_cyclic_gc():
-        n = fleet_workers.worker_count(len(inputs), workers)
-        judged = (fleet_workers.judge_hosts(inputs, lambda h: judge_host(h, expect_for(h), prev(h.name)), n, spool)
-                  if n > 1 else None)
+        judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
-            pairs = [judge_host(h, expect_for(h), prev(h.name)) for h in inputs]
+            n = fleet_workers.worker_count(len(inputs), workers)
+            judged = fleet_workers.judge_hosts(inputs, judge, n, spool) if n > 1 else None
+        if judged is None:
+            pairs = [judge(h) for h in inputs]
             records: list[dict[str, Any]] | SpooledRecords = [rec for rec, _ in pairs]
             verdicts = [v for _, v in pairs]
         else:

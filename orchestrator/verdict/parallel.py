@@ -22,7 +22,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,19 +77,47 @@ def _work(hosts: Sequence[HostInput], judge: Judge, part: Path) -> None:
 
     Both are written as each host is judged: the worker holds one host at a time (holding its
     slice's verdicts for one pickle at the end made a worker of a 10,000-host fleet ~330 MB)."""
-    offset = 0
-    with open(part.with_suffix(".json"), "wb", buffering=1 << 20) as out, \
-            open(part.with_suffix(".pickle"), "wb", buffering=1 << 20) as index:
+    with PartWriter(part) as out:
         for h in hosts:
-            rec, verdict = judge(h)
-            # they are the record's last two keys (fleet.host_record): SpooledRecords appends them
-            del rec["fingerprint"], rec["class"]
-            parts: dict[str, str] = {}
-            data = record_text(rec, parts).encode("utf-8")
-            digest = drift_digest(rec, parts)
-            out.write(data)
-            pickle.dump((offset, len(data), verdict, digest), index, protocol=pickle.HIGHEST_PROTOCOL)
-            offset += len(data)
+            out.judge(h, judge)
+
+
+class PartWriter:
+    """A worker's two spool files, written one judged host at a time."""
+
+    def __init__(self, part: Path) -> None:
+        # closed by __exit__: the writer is the context manager
+        self._out = open(part.with_suffix(".json"), "wb", buffering=1 << 20)  # noqa: SIM115
+        self._index = open(part.with_suffix(".pickle"), "wb", buffering=1 << 20)  # noqa: SIM115
+        self._offset = 0
+
+    def judge(self, h: HostInput, judge: Judge) -> None:
+        rec, verdict = judge(h)
+        # they are the record's last two keys (fleet.host_record): SpooledRecords appends them
+        del rec["fingerprint"], rec["class"]
+        parts: dict[str, str] = {}
+        data = record_text(rec, parts).encode("utf-8")
+        digest = drift_digest(rec, parts)
+        self._out.write(data)
+        pickle.dump((self._offset, len(data), verdict, digest), self._index, protocol=pickle.HIGHEST_PROTOCOL)
+        self._offset += len(data)
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._out.close()
+        self._index.close()
+
+
+def read_part(part: Path) -> Iterator[tuple[int, int, HostVerdict, str | None]]:
+    """(offset, length, verdict, digest) of each host a worker wrote to `part`, in its order."""
+    with open(part.with_suffix(".pickle"), "rb") as f:
+        while True:
+            try:
+                yield pickle.load(f)
+            except EOFError:
+                return
 
 
 def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: Path | None = None
@@ -140,12 +168,7 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
         return None
     verdicts: list[HostVerdict] = []
     for i, part in enumerate(parts):
-        with open(part.with_suffix(".pickle"), "rb") as f:
-            while True:
-                try:
-                    offset, length, verdict, digest = pickle.load(f)
-                except EOFError:
-                    break
-                records.add(i, offset, length, verdict.name, digest)
-                verdicts.append(verdict)
+        for offset, length, verdict, digest in read_part(part):
+            records.add(i, offset, length, verdict.name, digest)
+            verdicts.append(verdict)
     return records, verdicts

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from junitparser import JUnitXml, Skipped
 
 from tests.support.hostile import (
@@ -24,7 +25,20 @@ from tests.support.interrupt import interrupt_when
 from tests.support.sshd import ROOT_DIR
 
 
-def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path) -> None:
+def _processes_naming(text: str) -> list[int]:
+    """Live processes whose command line contains `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:  # it ended while we looked
+            pass
+    return found
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])  # 2: hosts are handed to judges as they finish
+def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path, workers: str) -> None:
     slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
     inv = inventory(tmp_path / "inventory.yml", {
         "fast01": {}, **{f"slow{i:02d}": {"ansible_python_interpreter": str(slow)} for i in range(1, 4)}})
@@ -33,12 +47,14 @@ def test_ctrl_c_records_finished_cut_off_and_never_started_hosts(tmp_path: Path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "--probe", "host", "--results", str(results),
          "-f", "1", "-t", "5", "--junit", str(tmp_path / "junit.xml")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
-        text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(FLEETPROBE_WORKERS=workers), cwd=str(ROOT_DIR),
+        stdin=subprocess.DEVNULL, text=True)
     # slow01 is in its probe once fast01 has answered
     rc, err = interrupt_when(proc, lambda: bool(list(results.glob("*/raw/fast01/_host.json"))))
     assert rc == 130, err
+    assert not _processes_naming(str(results)), "no judge outlives the run"
     run_dir = only_run_dir(results)
+    assert not list(run_dir.glob(".verdict-*"))
     assert ("interrupted: 1 of 4 host(s) finished, 1 cut off part-way, 2 never started; "
             f"results kept in {run_dir}") in err
     fleet = load_fleet(run_dir)

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""How long `probe run` takes to end after the last host answered (issue 22: within 1 s at 1,000 hosts).
+
+    python bench/end_latency.py --hosts 1000 --forks 32 --probe-ms 50
+
+Hosts replay the demo recordings (DGX-sized data, so judging costs what a real fleet's does), and
+each probe's answer is held back `--probe-ms` milliseconds, what the host and the network take:
+the controller waits on them as on a socket (a sleep releases the GIL like a read does), so the
+fan-out takes seconds and the hosts finish one after another as in a real run.  Both ways of
+judging run, each in a fresh interpreter:
+
+* `as they finish`: what `probe run` does (verdict/streaming.py: judges forked before the fan-out);
+* `after the fan-out`: the pool disabled, every host judged once the last one answered (before).
+
+"after last answer" is the process's exit (seen by this script) minus the moment the last probe
+answer returned to the controller (CLOCK_MONOTONIC is one clock for both processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrator.simulate.record import demo_hosts  # noqa: E402
+
+_CHILD = r"""
+import json, sys, time, threading
+from orchestrator.transport import replay
+from orchestrator.api import session
+delay = float(sys.argv[1]) / 1000
+mode = sys.argv[2]
+last = [0.0]
+lock = threading.Lock()
+answer = replay.ReplayTransport.run
+def held_back(self, *a, **k):
+    time.sleep(delay)
+    out = answer(self, *a, **k)
+    now = time.monotonic()
+    with lock:
+        last[0] = max(last[0], now)
+    return out
+replay.ReplayTransport.run = held_back
+if mode == "after":
+    session.start_judging = lambda *a, **k: None
+from orchestrator.cli.main import main
+sys.argv = ["probe", "run", "-i", sys.argv[3], "-o", sys.argv[4], "-f", sys.argv[5], "-q"]
+code = main()
+print(json.dumps({"last_answer": last[0], "returned": time.monotonic()}), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def inventory(path: Path, n: int) -> None:
+    names = list(demo_hosts())
+    lines = ["all:", "  hosts:"]
+    for i in range(n):
+        src = names[i % len(names)]
+        lines += [f"    r{i:05d}-{src}:", "      ansible_connection: replay", f"      probe_replay: {json.dumps(src)}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def measure(mode: str, inv: Path, out: Path, probe_ms: float, forks: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(out.parent)}
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(probe_ms), mode, str(inv), str(out), str(forks)],
+                          env=env, capture_output=True, text=True, cwd=ROOT)
+    ended = time.monotonic()
+    marks = json.loads(proc.stderr.strip().splitlines()[-1])
+    return {"wall_s": ended - start, "fanout_s": marks["last_answer"] - start,
+            "after_last_answer_s": ended - marks["last_answer"], "rc": proc.returncode}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--forks", type=int, default=32)
+    ap.add_argument("--probe-ms", type=float, default=50.0)
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="fp-endlat-"))
+    try:
+        inv = work / "replay.yml"
+        inventory(inv, args.hosts)
+        print(f"{args.hosts} replayed hosts, forks {args.forks}, each probe answer held back {args.probe_ms:g} ms")
+        print(f"{'judged':<20} {'wall s':>8} {'fan-out s':>10} {'after last answer s':>20}")
+        for r in range(args.repeats):
+            for mode, label in (("stream", "as they finish"), ("after", "after the fan-out")):
+                out = work / f"{mode}{r}"
+                m = measure(mode, inv, out, args.probe_ms, args.forks)
+                print(f"{label:<20} {m['wall_s']:8.2f} {m['fanout_s']:10.2f} {m['after_last_answer_s']:20.2f}"
+                      f"   (exit {m['rc']})", flush=True)
+                shutil.rmtree(out, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
