@@ -7,6 +7,7 @@ they only see the facts sections the workers hand back (checks.FLEET_CHECK_SECTI
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import os
@@ -25,11 +26,12 @@ from orchestrator.store import atomic
 from orchestrator.store.compact import read_plain
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import parallel as fleet_workers
-from orchestrator.verdict.checks import run_fleet_checks
+from orchestrator.verdict.checks import FLEET_CHECKS, fleet_facts
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, judge_host
 from tests.support.demo_inputs import copies
+from tests.verdict.test_verdict_demo import recorded_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,19 +75,53 @@ def test_workers_write_the_same_fleet_json_as_one_process(demo_inputs: list[Host
     assert json.loads(b.read_text())["hosts"][5] == serial["hosts"][5]
 
 
-def test_fleet_checks_need_only_the_sections_workers_hand_back(demo_inputs: list[HostInput]) -> None:
-    """If a fleet check starts reading another facts section, FLEET_CHECK_SECTIONS must name it:
-    the checks on full facts and on the handed-back sections must agree."""
-    inputs = _copies(demo_inputs, 60)
+def _every_fleet_check_has_work(facts_of: list[dict[str, Any]]) -> None:
+    """Change a few hosts (in place) so each fleet check finds something: a version that differs
+    from its peers' in every field compared, an HCA firmware outlier, an NVLink domain whose
+    cliques disagree, NCCL boxes judged against their peers (one slow)."""
+    h100 = [f for f in facts_of if (f.get("host") or {}).get("board", {}).get("product") == "DGXH100"
+            and (f.get("gpus") or {}).get("list") and (f.get("nic") or {}).get("devices")]
+    odd = h100[0]
+    odd["host"]["kernel"] = "6.99.0-odd"
+    odd["host"]["driver"]["version"] = "999.1.1"
+    odd["host"]["board"]["bios_version"] = "0.0.1-odd"
+    odd["gpus"]["cuda_driver_version"] = "99.9"
+    for g in odd["gpus"]["list"]:
+        g["vbios"] = "00.00.00.00.00"
+    odd["nic"]["devices"][0]["fw_ver"] = "1.2.3-odd"
+    for i, f in enumerate(h100[1:6]):
+        for g in f["gpus"]["list"]:
+            g["fabric"] = {**g["fabric"], "state": "completed", "cluster_uuid": "ab" * 16, "clique_id": 2 if i == 0 else 1}
+    measured = recorded_facts("dgx-h100-12")["nccl"]  # the default play has no NCCL probe: a recording's
+    for i, f in enumerate(h100[6:10]):
+        f["nccl"] = {**copy.deepcopy(measured), "gpu_model": "L40S"}  # no published floor: judged by peers
+        for r in f["nccl"]["results"]:
+            r["busbw_gbps"] = 5.0 if i == 0 else 20.0
+
+
+def test_fleet_checks_need_only_the_facts_workers_hand_back(demo_inputs: list[HostInput]) -> None:
+    """What a host hands the fleet-wide steps (checks.fleet_facts, the verdict a worker sends back)
+    must be all that every fleet check reads: on a fleet where each of them finds something, the
+    findings on full facts and on the handed-back facts are the same."""
+    inputs = _copies(demo_inputs, 80)
+    judged = [(h, *judge_host(h, _expect(h))) for h in inputs]
+    # the verdict a worker hands back carries exactly that cut
+    assert all(verdict.fleet_view.facts == fleet_facts(rec["facts"]) for _, rec, verdict in judged)
+    facts_of = [rec["facts"] for _, rec, _ in judged]
+    _every_fleet_check_has_work(facts_of)
     full, slim = [], []
-    for h in inputs:
-        rec, verdict = judge_host(h, _expect(h))
-        full.append(HostView(name=h.name, facts=rec["facts"], outcomes=verdict.fleet_view.outcomes,
-                             expect=_expect(h), vars=h.vars))
-        slim.append(verdict.fleet_view)
-    on_full = [f.to_dict() for f in run_fleet_checks(full)]
-    assert on_full, "the copies repeat identities: fleet checks must find them"
-    assert [f.to_dict() for f in run_fleet_checks(slim)] == on_full
+    for (h, _, verdict), facts in zip(judged, facts_of, strict=True):
+        outcomes = {**verdict.fleet_view.outcomes, **({"nccl": "ok"} if "nccl" in facts else {})}
+        full.append(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=_expect(h), vars=h.vars))
+        slim.append(HostView(name=h.name, facts=fleet_facts(facts), outcomes=outcomes, expect=_expect(h),
+                             vars=h.vars))
+    for check in FLEET_CHECKS:
+        on_full = [f.to_dict() for f in check(full)]
+        assert on_full, f"{check.__module__}.{check.__name__} finds nothing on this fleet: give it work"
+        assert [f.to_dict() for f in check(slim)] == on_full, f"{check.__module__}.{check.__name__}"
+    fields = {f.to_dict()["subject"] for f in FLEET_CHECKS[-1](full)} | {
+        f.to_dict()["subject"] for c in FLEET_CHECKS for f in c(full) if f.id == "software.version.outlier"}
+    assert {"NVIDIA driver", "CUDA driver version", "kernel", "BIOS", "VBIOS"} <= fields
 
 
 def test_a_failing_worker_falls_back_and_raises_like_a_serial_run(demo_inputs: list[HostInput],

@@ -27,26 +27,43 @@ HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHE
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
-# The facts sections FLEET_CHECKS read (duplicate hostnames/serials: host; NCCL bus bandwidth
-# against peers: nccl; NIC peers and firmware: nic; GPU UUIDs/serials: gpus, cut to what they read
-# by gpu.FLEET_FACTS).  A fleet judged in worker processes hands the parent only these sections of each host, so
-# a fleet check reading another section must add it here (tests/verdict/test_fleet_parallel.py compares).
+# The facts sections FLEET_CHECKS read whole (duplicate hostnames/serials and versions: host; NCCL
+# bus bandwidth against peers: nccl; NIC peers and firmware: nic).  Of the gpus section they get
+# only the keys the areas name (FLEET_GPU_KEYS of each GPU, FLEET_GPUS_KEYS of the section).  A
+# fleet judged in worker processes hands the parent only this, so a fleet check reading more must
+# name it (tests/verdict/test_fleet_parallel.py gives every fleet check work and compares).
 FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "nccl", "nic")
+_GPU_KEYS = tuple(dict.fromkeys(k for area in _AREAS for k in getattr(area, "FLEET_GPU_KEYS", ())))
+_GPUS_KEYS = tuple(dict.fromkeys(k for area in _AREAS for k in getattr(area, "FLEET_GPUS_KEYS", ())))
 
 
 def fleet_facts(facts: Mapping[str, Any]) -> Facts:
-    """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, plus what an area derives
-    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys).
+    """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, the gpus keys the fleet
+    checks read, plus what an area derives from the sections it does not hand on (its FLEET_FACTS:
+    facts -> extra keys).
 
     Walks sections by name, so it reads facts as a plain mapping.  The result is typed Facts for the
-    fleet views, though it is a cut of them: gpus holds only gpu.FLEET_GPU_KEYS of each GPU and
-    areas add keys of their own (nccl.OWN_FLOOR); the fleet checks read those with .get only."""
+    fleet views, though it is a cut of them, and areas add keys of their own (nccl.OWN_FLOOR); the
+    fleet checks read those with .get only."""
     slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
+    if "gpus" in facts:
+        slim["gpus"] = _fleet_gpus(facts["gpus"])
     for area in _AREAS:
         derive = getattr(area, "FLEET_FACTS", None)
         if derive is not None:
             slim.update(derive(facts))
     return cast(Facts, slim)
+
+
+def _fleet_gpus(section: Any) -> Any:
+    """The gpus section cut to what the fleet checks read; a section of another shape is handed
+    on whole, so the fleet checks meet (and fail on) exactly what they would have met."""
+    items = section.get("list") if isinstance(section, dict) else None
+    if not isinstance(items, list) or not all(isinstance(g, dict) for g in items):
+        return section
+    out = {k: section[k] for k in _GPUS_KEYS if k in section}
+    out["list"] = [{k: g[k] for k in _GPU_KEYS if k in g} for g in items]
+    return out
 
 
 def unjudgeable(host: str, what: str, error: BaseException) -> Finding:

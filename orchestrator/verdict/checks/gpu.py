@@ -405,22 +405,9 @@ FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates
 # What of each GPU the fleet checks above read (_identity_duplicates, _subject).  A fleet judged in
 # worker processes hands the parent only this of the gpus section (checks.fleet_facts): the whole
 # section is ~30 KB of objects per 8-GPU host, most of a 10,000-host fleet's controller memory.
+# What the fleet checks of this area read of each GPU (checks/__init__.fleet_facts hands on only
+# the keys areas name here).
 FLEET_GPU_KEYS: tuple[str, ...] = ("uuid", "serial", "index", "bus_id")
-
-
-def fleet_gpus(facts: dict[str, Any]) -> dict[str, Any]:
-    """facts["gpus"] cut to FLEET_GPU_KEYS of each listed GPU; a section of another shape is handed
-    on whole, so the fleet checks meet (and fail on) exactly what they would have met."""
-    section = facts.get("gpus")
-    if section is None and "gpus" not in facts:
-        return {}
-    items = section.get("list") if isinstance(section, dict) else None
-    if not isinstance(items, list) or not all(isinstance(g, dict) for g in items):
-        return {"gpus": section}
-    return {"gpus": {"list": [{k: g[k] for k in FLEET_GPU_KEYS if k in g} for g in items]}}
-
-
-FLEET_FACTS = fleet_gpus
 # The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
 FLEET_FINDING_IDS: tuple[str, ...] = ("identity.uuid.duplicate", "identity.gpu_serial.duplicate")
 

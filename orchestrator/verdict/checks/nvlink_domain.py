@@ -61,6 +61,10 @@ def host_domain(view: HostView) -> Iterator[Finding]:
                          "NMX partition configuration and the GPU's NVLinks")
 
 
+# What fleet_domains reads of each GPU (checks/__init__.fleet_facts).
+FLEET_GPU_KEYS: tuple[str, ...] = ("index", "fabric")
+
+
 def fleet_domains(views: list[HostView]) -> Iterator[Finding]:
     by_cluster: dict[str, list[tuple[HostView, Any]]] = defaultdict(list)
     for v in views:

@@ -98,6 +98,11 @@ def _peer_key(v: HostView) -> tuple[Any, ...] | None:
     return (product, models)
 
 
+# What version_outlier reads of the gpus section besides the host section (checks/__init__.fleet_facts).
+FLEET_GPU_KEYS: tuple[str, ...] = ("model", "name", "vbios")
+FLEET_GPUS_KEYS: tuple[str, ...] = ("cuda_driver_version",)
+
+
 def version_outlier(views: list[HostView]) -> Iterator[Finding]:
     groups: dict[tuple[Any, ...], list[HostView]] = defaultdict(list)
     for v in views:
