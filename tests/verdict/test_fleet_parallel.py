@@ -2,7 +2,7 @@
 
 Inputs are the demo fleet's stored raw files (a real `probe run` of the bundled demo), copied under
 new names so identities repeat across hosts: the fleet-wide duplicate checks then have work, and
-they only see the facts sections the workers hand back (checks.FLEET_CHECK_SECTIONS).
+they only see the facts the workers hand back (checks.FLEET_READS).
 """
 
 from __future__ import annotations

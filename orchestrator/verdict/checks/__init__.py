@@ -18,7 +18,7 @@ from orchestrator.verdict.checks import (
     pcie,
     software,
 )
-from orchestrator.verdict.checks.base import FleetCheck, HostCheck, HostView, Needs
+from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity
 
 _AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain]
@@ -27,27 +27,36 @@ HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHE
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
 
 
-# The facts sections FLEET_CHECKS read whole (duplicate hostnames/serials and versions: host; NCCL
-# bus bandwidth against peers: nccl; NIC peers and firmware: nic).  Of the gpus section they get
-# only the keys the areas name (FLEET_GPU_KEYS of each GPU, FLEET_GPUS_KEYS of the section).  A
-# fleet judged in worker processes hands the parent only this, so a fleet check reading more must
-# name it (tests/verdict/test_fleet_parallel.py gives every fleet check work and compares).
-FLEET_CHECK_SECTIONS: tuple[str, ...] = ("host", "nccl", "nic")
-_GPU_KEYS = tuple(dict.fromkeys(k for area in _AREAS for k in getattr(area, "FLEET_GPU_KEYS", ())))
-_GPUS_KEYS = tuple(dict.fromkeys(k for area in _AREAS for k in getattr(area, "FLEET_GPUS_KEYS", ())))
+def _merged(a: FleetReads | None, b: FleetReads | None) -> FleetReads | None:
+    """Two areas' reads of one value together (None: the whole value)."""
+    if a is None or b is None:
+        return None
+    return {k: _merged(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in {**a, **b}}
+
+
+def _all_reads() -> dict[str, FleetReads | None]:
+    reads: dict[str, FleetReads | None] = {}
+    for area in _AREAS:
+        for section, spec in getattr(area, "FLEET_READS", {}).items():
+            reads[section] = _merged(reads[section], spec) if section in reads else spec
+    return reads
+
+
+# What the fleet checks read of each host's facts, gathered from each area's FLEET_READS.  A fleet
+# judged in worker processes hands the parent only this (a host's verdict stays small at 100,000
+# hosts), so a fleet check reading more must say so in its area's FLEET_READS;
+# tests/verdict/test_fleet_parallel.py gives every fleet check work and compares.
+FLEET_READS: dict[str, FleetReads | None] = _all_reads()
 
 
 def fleet_facts(facts: Mapping[str, Any]) -> Facts:
-    """What a host hands the fleet-wide steps: its FLEET_CHECK_SECTIONS, the gpus keys the fleet
-    checks read, plus what an area derives from the sections it does not hand on (its FLEET_FACTS:
-    facts -> extra keys).
+    """What a host hands the fleet-wide steps: FLEET_READS of its facts, plus what an area derives
+    from the sections it does not hand on (its FLEET_FACTS: facts -> extra keys).
 
     Walks sections by name, so it reads facts as a plain mapping.  The result is typed Facts for the
     fleet views, though it is a cut of them, and areas add keys of their own (nccl.OWN_FLOOR); the
     fleet checks read those with .get only."""
-    slim = {k: facts[k] for k in FLEET_CHECK_SECTIONS if k in facts}
-    if "gpus" in facts:
-        slim["gpus"] = _fleet_gpus(facts["gpus"])
+    slim = {k: _cut(facts[k], spec) for k, spec in FLEET_READS.items() if k in facts}
     for area in _AREAS:
         derive = getattr(area, "FLEET_FACTS", None)
         if derive is not None:
@@ -55,15 +64,16 @@ def fleet_facts(facts: Mapping[str, Any]) -> Facts:
     return cast(Facts, slim)
 
 
-def _fleet_gpus(section: Any) -> Any:
-    """The gpus section cut to what the fleet checks read; a section of another shape is handed
-    on whole, so the fleet checks meet (and fail on) exactly what they would have met."""
-    items = section.get("list") if isinstance(section, dict) else None
-    if not isinstance(items, list) or not all(isinstance(g, dict) for g in items):
-        return section
-    out = {k: section[k] for k in _GPUS_KEYS if k in section}
-    out["list"] = [{k: g[k] for k in _GPU_KEYS if k in g} for g in items]
-    return out
+def _cut(value: Any, spec: FleetReads | None) -> Any:
+    """`value` cut to `spec` (each object of a list cut alike).  A value of another shape than the
+    spec expects is handed on whole, so the fleet checks meet (and fail on) what they would have met."""
+    if spec is None:
+        return value
+    if isinstance(value, dict):
+        return {k: _cut(v, spec[k]) for k, v in value.items() if k in spec}
+    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+        return [_cut(item, spec) for item in value]
+    return value
 
 
 def unjudgeable(host: str, what: str, error: BaseException) -> Finding:

@@ -53,6 +53,9 @@ class Needs:
 
 HostCheck = Callable[[HostView], Iterable[Finding]]
 FleetCheck = Callable[[list[HostView]], Iterable[Finding]]
+# What an area's fleet checks read of a facts value: key -> what they read of that key's value
+# (None: all of it); applied to each object of a list.  checks/__init__.fleet_facts cuts by it.
+FleetReads = Mapping[str, "FleetReads | None"]
 
 
 # A section, or None when its probe did not run successfully (the probe outcome already says why).

@@ -16,6 +16,7 @@ from orchestrator.facts.model import GpuRecord, NvlinkGpu
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import (
     FleetCheck,
+    FleetReads,
     HostCheck,
     HostView,
     Needs,
@@ -405,9 +406,8 @@ FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates
 # What of each GPU the fleet checks above read (_identity_duplicates, _subject).  A fleet judged in
 # worker processes hands the parent only this of the gpus section (checks.fleet_facts): the whole
 # section is ~30 KB of objects per 8-GPU host, most of a 10,000-host fleet's controller memory.
-# What the fleet checks of this area read of each GPU (checks/__init__.fleet_facts hands on only
-# the keys areas name here).
-FLEET_GPU_KEYS: tuple[str, ...] = ("uuid", "serial", "index", "bus_id")
+# What this area's fleet checks read (checks/__init__.fleet_facts hands on only what areas name).
+FLEET_READS: FleetReads = {"gpus": {"list": {"uuid": None, "serial": None, "index": None, "bus_id": None}}}
 # The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
 FLEET_FINDING_IDS: tuple[str, ...] = ("identity.uuid.duplicate", "identity.gpu_serial.duplicate")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostView, Needs, gpus_ran, nvlink_ran, pcie_ran
+from orchestrator.verdict.checks.base import FleetReads, HostView, Needs, gpus_ran, nvlink_ran, pcie_ran
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
 
@@ -242,6 +242,7 @@ def raw_mode(view: HostView) -> Iterator[Finding]:
 
 CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode]
 FLEET_CHECKS = [duplicate_identities]
+FLEET_READS: FleetReads = {"host": {"hostname": None, "board": {"system_serial": None}}}
 # The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
 FLEET_FINDING_IDS: tuple[str, ...] = ("identity.hostname.duplicate", "identity.system_serial.duplicate")
 

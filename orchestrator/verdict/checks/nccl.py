@@ -19,7 +19,7 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NcclFacts
 from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -390,7 +390,7 @@ def fleet_facts(facts: Facts) -> dict[str, Any]:
 
 def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
     """Boxes without a published floor (PCIe boxes, unlisted GPU counts) against their peers: the
-    hosts with the same GPU model and count.  Reads facts["nccl"] only (FLEET_CHECK_SECTIONS)."""
+    hosts with the same GPU model and count.  Reads facts["nccl"] only (FLEET_READS)."""
     for (key, n), members in sorted(_peer_groups(views).items()):
         if len(members) < PEERS_MIN:
             continue
@@ -413,6 +413,7 @@ FLEET_CHECKS = [check_nccl_peers]
 # lists ids only the fleet-wide steps raise).
 FLEET_FINDING_SUBJECTS: tuple[tuple[str, str], ...] = ((BUSBW_LOW, PEERS_SUBJECT),)
 FLEET_FACTS = fleet_facts
+FLEET_READS: FleetReads = {"nccl": None}
 
 # The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
 # Port counters (ports/N/counters) that count link or physical errors.
@@ -132,6 +132,13 @@ def _majority(values: list[Any], n_hosts: int) -> Any:
         return None
     value, count = Counter(values).most_common(1)[0]
     return value if count * 2 > n_hosts else None
+
+
+# What peer_ports and firmware_outlier read (checks/__init__.fleet_facts): not the ports' counters,
+# most of the section.
+FLEET_READS: FleetReads = {"nic": {"devices": {
+    "name": None, "bus_id": None, "hca_type": None, "board_id": None, "fw_ver": None,
+    "ports": {"port": None, "state": None, "phys_state": None, "rate": None, "rate_gbps": None}}}}
 
 
 def peer_ports(views: list[HostView]) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator.facts.model import Facts, GpuRecord
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
 
 _ZERO = "0" * 32
@@ -61,8 +61,9 @@ def host_domain(view: HostView) -> Iterator[Finding]:
                          "NMX partition configuration and the GPU's NVLinks")
 
 
-# What fleet_domains reads of each GPU (checks/__init__.fleet_facts).
-FLEET_GPU_KEYS: tuple[str, ...] = ("index", "fabric")
+# What fleet_domains reads (checks/__init__.fleet_facts).
+FLEET_READS: FleetReads = {"gpus": {"list": {"index": None,
+                                              "fabric": {"state": None, "cluster_uuid": None, "clique_id": None}}}}
 
 
 def fleet_domains(views: list[HostView]) -> Iterator[Finding]:

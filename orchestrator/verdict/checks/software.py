@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
 
 MIN_PEERS = 3
@@ -98,9 +98,9 @@ def _peer_key(v: HostView) -> tuple[Any, ...] | None:
     return (product, models)
 
 
-# What version_outlier reads of the gpus section besides the host section (checks/__init__.fleet_facts).
-FLEET_GPU_KEYS: tuple[str, ...] = ("model", "name", "vbios")
-FLEET_GPUS_KEYS: tuple[str, ...] = ("cuda_driver_version",)
+# What version_outlier reads (checks/__init__.fleet_facts).
+FLEET_READS: FleetReads = {"host": None,
+                           "gpus": {"cuda_driver_version": None, "list": {"model": None, "name": None, "vbios": None}}}
 
 
 def version_outlier(views: list[HostView]) -> Iterator[Finding]:
