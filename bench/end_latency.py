@@ -29,9 +29,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from controller_bench import _with_identity  # noqa: E402
 
 from orchestrator.simulate.record import demo_hosts  # noqa: E402
+from orchestrator.transport.replay import DEMO_RECORDINGS  # noqa: E402
 
 _CHILD = r"""
 import json, sys, time, threading
@@ -61,11 +64,21 @@ sys.exit(code)
 
 
 def inventory(path: Path, n: int) -> None:
+    """`n` hosts replaying copies of the demo recordings, each copy with identities of its own
+    (hostname, serials, GPU UUIDs: controller_bench's), so the fleet-wide checks find what a real
+    fleet's would, not one duplicate per clone."""
     names = list(demo_hosts())
     lines = ["all:", "  hosts:"]
     for i in range(n):
         src = names[i % len(names)]
-        lines += [f"    r{i:05d}-{src}:", "      ansible_connection: replay", f"      probe_replay: {json.dumps(src)}"]
+        recorded = {env["probe"]: env for env in
+                    (json.loads(p.read_text()) for p in sorted((DEMO_RECORDINGS / src).glob("*.json")))}
+        data = _with_identity({probe: env["data"] for probe, env in recorded.items()}, i)
+        own = path.parent / "recordings" / f"{i:05d}"
+        own.mkdir(parents=True)
+        for probe, env in recorded.items():
+            (own / f"{probe}.json").write_text(json.dumps({**env, "data": data[probe]}))
+        lines += [f"    r{i:05d}-{src}:", "      ansible_connection: replay", f"      probe_replay: {json.dumps(str(own))}"]
     path.write_text("\n".join(lines) + "\n")
 
 

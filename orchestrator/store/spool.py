@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -118,6 +118,17 @@ class SpooledRecords(Sequence[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self._entries)))
 
+    def with_facts(self, sections: Collection[str]) -> Iterator[dict[str, Any]]:
+        """Every record with only the named facts sections: a reader of names, outcomes and a
+        section or two (the terminal's tables) skips decoding the rest, most of a record."""
+        for i in range(len(self._entries)):
+            rec: dict[str, Any] = json.loads(self.text(i))
+            facts = rec.get("facts")
+            # facts kept verbatim ({"@v": ...}, odd section names) are decoded whole
+            if isinstance(facts, dict) and not any(str(k).startswith("@") for k in facts):
+                rec["facts"] = {k: v for k, v in facts.items() if k in sections}
+            yield rec if self.version == 1 else decode_host(rec)
+
     def json_pieces(self) -> Iterator[str]:
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
         yield "["
@@ -127,6 +138,12 @@ class SpooledRecords(Sequence[dict[str, Any]]):
 
     def close(self) -> None:
         self._finalizer()
+
+
+def records_with(hosts: Iterable[Any], sections: Collection[str]) -> Iterable[Any]:
+    """A fleet's host records for a reader of only these facts sections (`SpooledRecords.with_facts`);
+    records in memory are handed over as they are."""
+    return hosts.with_facts(sections) if isinstance(hosts, SpooledRecords) else hosts
 
 
 def _cleanup(directory: Path | None, fds: dict[Path, int]) -> None:

@@ -15,7 +15,7 @@ from orchestrator.store import atomic
 from orchestrator.store.compact import decode_fleet, encode_fleet, read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
 from orchestrator.store.history import load_fleet
-from orchestrator.store.spool import SpooledRecords
+from orchestrator.store.spool import SpooledRecords, records_with
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
@@ -99,3 +99,30 @@ def test_record_text_cut_into_parts_is_the_compact_encoding() -> None:
     assert parts["odd"] == compact.value_text(rec["odd"]) == '{"@v":{"1":"int key"}}' and parts["class"] == "null"
     # and it reads back as the record (json's text of it: the int key is "1" in any JSON)
     assert atomic.encode_json(compact.decode_host(json.loads(record_text(rec)))) == atomic.encode_json(rec)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_readers_of_a_few_sections_get_those_and_everything_else_of_each_record(
+        demo_inputs: list[HostInput], tmp_path: Path, workers: int) -> None:
+    fleet = _fleet(_copies(demo_inputs, 30), workers, tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_fleet(run / "fleet.json", fleet)
+    for hosts in (fleet["hosts"], read_fleet(run / "fleet.json")["hosts"]):
+        whole = list(hosts)
+        light = list(records_with(hosts, ("host", "gpus")))
+        assert len(light) == len(whole) == 30
+        for a, b in zip(light, whole, strict=True):
+            if isinstance(hosts, SpooledRecords):
+                assert set(a["facts"]) == {"host", "gpus"} & set(b["facts"])
+            assert {k: v for k, v in a["facts"].items()} == {k: b["facts"][k] for k in a["facts"]}
+            assert {k: v for k, v in a.items() if k != "facts"} == {k: v for k, v in b.items() if k != "facts"}
+
+
+def test_facts_kept_verbatim_are_read_whole_by_a_reader_of_a_few_sections(tmp_path: Path) -> None:
+    odd = {"name": "h1", "outcome": "ok", "facts": {"@odd": {"x": 1}, "host": {"hostname": "h1"}},
+           "fingerprint": None, "class": None}
+    fleet = {"run": {"id": "t"}, "summary": {}, "hosts": [odd], "classes": {}, "findings": []}
+    write_fleet(tmp_path / "fleet.json", fleet)
+    [back] = list(records_with(read_fleet(tmp_path / "fleet.json")["hosts"], ("host",)))
+    assert back["facts"] == odd["facts"]

@@ -9,6 +9,7 @@ from orchestrator.facts.model import HostFacts, HostRecord
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table, wrap
+from orchestrator.store.spool import records_with
 
 # Host-controlled text is cleaned and bounded (a hostile host must not flood the terminal); the
 # table then fits it to the terminal by wrapping, never by cutting.
@@ -43,7 +44,7 @@ def hosts_table(fleet: dict[str, Any], width: int | None = None) -> str:
     with a width it goes beneath the table, whole and wrapped, so a column never cuts off its
     advice ("is sshd running there?")."""
     rows, reasons = [], []
-    for rec in fleet["hosts"]:
+    for rec in records_with(fleet["hosts"], ("host", "gpus")):
         h = cast(HostFacts, rec["facts"].get("host") or {})  # every read below is a .get
         dur = sum(p.get("duration_s") or 0 for p in rec["probes"].values())
         rows.append([

@@ -12,6 +12,7 @@ from orchestrator.present.terminal.findings import findings_table
 from orchestrator.present.terminal.hosts import recap
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import wrap
+from orchestrator.store.spool import records_with
 from orchestrator.verdict.findings import severity_rank
 
 
@@ -19,7 +20,7 @@ def problem_host_lines(fleet: Mapping[str, Any]) -> list[str]:
     """`UNREACHABLE offline-01: connection refused ...`, one line per unreachable, failed, timed
     out or invalid host; the probes behind it named when the host answered at all."""
     lines = []
-    for rec in fleet.get("hosts") or []:
+    for rec in records_with(fleet.get("hosts") or [], ()):
         outcome = str(rec.get("outcome") or "")
         if not is_problem(outcome):
             continue
