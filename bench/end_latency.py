@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,40 @@ def measure(mode: str, inv: Path, out: Path, probe_ms: float, forks: int) -> dic
             "after_last_answer_s": ended - marks["last_answer"], "rc": proc.returncode}
 
 
+def section(hosts: int, forks: int, probe_ms: float, repeats: int) -> str:
+    """The Markdown table of both ways of judging, `repeats` interleaved runs each (median, min-max)."""
+    work = Path(tempfile.mkdtemp(prefix="fp-endlat-"))
+    try:
+        inv = work / "replay.yml"
+        inventory(inv, hosts)
+        got: dict[str, list[dict[str, float]]] = {"stream": [], "after": []}
+        for r in range(repeats):
+            for mode in got:
+                out = work / f"{mode}{r}"
+                got[mode].append(measure(mode, inv, out, probe_ms, forks))
+                shutil.rmtree(out, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def cell(runs: list[dict[str, float]], key: str) -> str:
+        xs = sorted(r[key] for r in runs)
+        med = statistics.median(xs)
+        return f"{med:.2f}" if len(xs) == 1 else f"{med:.2f} ({xs[0]:.2f}-{xs[-1]:.2f})"
+
+    rows = [f"`python bench/end_latency.py --hosts {hosts} --forks {forks} --probe-ms {probe_ms:g} "
+            f"--repeats {repeats}`: {hosts} hosts replaying the demo recordings with identities of their own, "
+            f"each probe answer held back {probe_ms:g} ms (host and network time), forks {forks}; median of "
+            f"{repeats} interleaved runs (min-max).",
+            "",
+            "| judged | wall, s | fan-out (to the last answer), s | from the last answer to the end, s | exit codes |",
+            "|---|---:|---:|---:|---|"]
+    for mode, label in (("stream", "as each host finishes (probe run)"), ("after", "after the fan-out (before)")):
+        runs = got[mode]
+        rows.append(f"| {label} | {cell(runs, 'wall_s')} | {cell(runs, 'fanout_s')} | "
+                    f"{cell(runs, 'after_last_answer_s')} | {', '.join(str(int(r['rc'])) for r in runs)} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=1000)
@@ -100,21 +135,7 @@ def main() -> int:
     ap.add_argument("--probe-ms", type=float, default=50.0)
     ap.add_argument("--repeats", type=int, default=1)
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="fp-endlat-"))
-    try:
-        inv = work / "replay.yml"
-        inventory(inv, args.hosts)
-        print(f"{args.hosts} replayed hosts, forks {args.forks}, each probe answer held back {args.probe_ms:g} ms")
-        print(f"{'judged':<20} {'wall s':>8} {'fan-out s':>10} {'after last answer s':>20}")
-        for r in range(args.repeats):
-            for mode, label in (("stream", "as they finish"), ("after", "after the fan-out")):
-                out = work / f"{mode}{r}"
-                m = measure(mode, inv, out, args.probe_ms, args.forks)
-                print(f"{label:<20} {m['wall_s']:8.2f} {m['fanout_s']:10.2f} {m['after_last_answer_s']:20.2f}"
-                      f"   (exit {m['rc']})", flush=True)
-                shutil.rmtree(out, ignore_errors=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    print(section(args.hosts, args.forks, args.probe_ms, args.repeats))
     return 0
 
 

@@ -715,6 +715,12 @@ def after_controller(a: argparse.Namespace) -> str:
         out += ("## History at scale: `probe diff`, `show` and `report` of stored runs\n\n"
                 + history_section(a.history_hosts, changed=5, keep=None, timeout=a.history_timeout) + "\n\n")
         print("history table done", flush=True)
+    if a.end_latency_hosts:
+        from end_latency import section as end_latency_section
+        out += ("## `probe run`: from the last host's answer to its end\n\n"
+                + end_latency_section(a.end_latency_hosts, forks=32, probe_ms=50.0, repeats=a.end_latency_repeats)
+                + "\n\n")
+        print("end latency done", flush=True)
     if a.record_sizes:
         from record_size import main as record_sizes
         out += "## fleet.json bytes per host, by playbook (schema 1 and 2)\n\n" + record_sizes([]) + "\n"
@@ -1072,6 +1078,9 @@ def main() -> int:
     ap.add_argument("--history-hosts", type=int, default=10000,
                     help="fleet size of the diff/show/report table (bench/history_bench.py); 0 leaves it out")
     ap.add_argument("--history-timeout", type=float, default=900)
+    ap.add_argument("--end-latency-hosts", type=int, default=1000,
+                    help="replayed hosts of the end-latency table (bench/end_latency.py; 0: not run)")
+    ap.add_argument("--end-latency-repeats", type=int, default=3)
     ap.add_argument("--no-record-sizes", dest="record_sizes", action="store_false",
                     help="leave out the bytes-per-host table (bench/record_size.py)")
     ap.add_argument("--controller-one", type=int, help=argparse.SUPPRESS)
