@@ -89,7 +89,8 @@ def merge_figures(n_hosts: int, n_shards: int) -> list[str]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(work)}
         probe = [sys.executable, "-m", "orchestrator"]
         res = work / "runs"
-        full = timed([*probe, "run", "-i", str(inv), "--results", str(res), "--format", "json"], env)
+        # in a results directory of its own: the parts' previous run must not be the whole one
+        full = timed([*probe, "run", "-i", str(inv), "--results", str(work / "whole"), "--format", "json"], env)
         want = finding_keys(json.loads(full.stdout)["findings"])
         parts = []
         for k in range(1, n_shards + 1):

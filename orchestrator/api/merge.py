@@ -12,7 +12,10 @@ the merged run, so it can be shown, diffed, reported and re-judged like any othe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from orchestrator.store.history import RunNotFound
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
-from orchestrator.verdict.judge import HostVerdict, assemble_judged, stored_verdict
+from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings, stored_verdict
 from orchestrator.verdict.overrides import Override
 
 
@@ -70,6 +73,33 @@ def _inventory_order(sources: list[str], demo: bool, warnings: list[str]) -> lis
     return [h.name for h in hosts]
 
 
+def _hosts_own(fleet: dict[str, Any], verdicts: list[HostVerdict], overrides: Mapping[str, Mapping[str, Override]]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A stored run's findings and silenced findings without those of its fleet-wide steps, which
+    were judged over that part only: the ones those steps raise again over its hosts, and any
+    other of a fleet-only id (a run judged by an older fleetprobe)."""
+    made, made_silenced = fleet_step_findings(verdicts, lambda host: overrides.get(host, {}))
+    return (_without(fleet["findings"], made, lambda f: f),
+            _without(fleet.get("silenced") or [], made_silenced, lambda s: s["finding"]))
+
+
+def _without(stored: list[dict[str, Any]], made: list[dict[str, Any]],
+             finding_of: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+    left = Counter(_key(x) for x in made)
+    out = []
+    for x in stored:
+        key = _key(x)
+        if left[key] > 0:
+            left[key] -= 1
+        elif not is_fleet_finding(finding_of(x)):
+            out.append(x)
+    return out
+
+
+def _key(x: dict[str, Any]) -> str:
+    return json.dumps(x, sort_keys=True, default=str)
+
+
 def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     if len({s.resolve() for s in sources}) != len(sources):
         raise UsageError("a run is named twice")
@@ -89,20 +119,24 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     silenced: list[dict[str, Any]] = []
     rules: dict[str, Mapping[str, Override]] = {}
     for r, fleet in zip(runs, fleets):
-        own: dict[str, list[Finding]] = {}
-        for f in fleet["findings"]:
-            if not is_fleet_finding(f):
-                own.setdefault(f["host"], []).append(Finding.from_dict(f))
-        silenced.extend(s for s in fleet.get("silenced") or [] if not is_fleet_finding(s["finding"]))
-        rules.update(_overrides(r))
+        run_rules = _overrides(r)
+        rules.update(run_rules)
+        part_records, part_verdicts = [], []
         for rec in fleet["hosts"]:
             name = rec["name"]
             if name in owner:
                 raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
                                  "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
             owner[name] = r.dir.name
-            records.append(rec)
-            verdicts.append(stored_verdict(rec, own.get(name, [])))
+            part_records.append(rec)
+            part_verdicts.append(stored_verdict(rec, []))
+        own_findings, own_silenced = _hosts_own(fleet, part_verdicts, run_rules)
+        own: dict[str, list[Finding]] = {}
+        for f in own_findings:
+            own.setdefault(f["host"], []).append(Finding.from_dict(f))
+        silenced.extend(own_silenced)
+        records.extend(part_records)
+        verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
     metas = [r.meta for r in runs]
     inv_sources = _union([m.get("inventory") or [] for m in metas])
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its

@@ -27,7 +27,7 @@ from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
-from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, apply_overrides
 from orchestrator.verdict.streaming import JudgingPool
@@ -217,7 +217,28 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     outcomes = judged_outcomes(rec.get("probes") or {}, facts)
     slim = fleet_facts(facts)
     return HostVerdict(rec["name"], rec["outcome"], findings, fingerprint.descriptor(facts),
-                       HostView(name=rec["name"], facts=slim, outcomes=outcomes))
+                       HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)))
+
+
+def _stored_expect(rec: dict[str, Any]) -> Expectations:
+    """What the host was judged against (its record's `expect`): the fleet checks leave alone
+    what an expectation judged on the host (a port expected up is the host check's finding)."""
+    try:
+        return Expectations.from_mapping(rec.get("expect") or {}, where=f"{rec.get('name')}: stored expect")
+    except ExpectationError:  # a hand-edited record: judged as a host without expectations
+        return Expectations()
+
+
+def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]]
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the fleet-wide steps raise over these hosts alone, as fleet.json stores it (the
+    overrides applied): (findings, silenced).  A stored run's findings are its hosts' own and
+    these; `probe merge` tells them apart by judging the run's fleet-wide steps again, since one
+    id can be raised by both (nic.port.down: a port expected up, or down where its peers' are up)."""
+    made = run_fleet_checks([v.fleet_view for v in verdicts])
+    made.extend(fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])[1])
+    kept, silenced = _overridden(made, overrides_for)
+    return [f.to_dict() for f in kept], silenced
 
 
 def assemble_judged(run: dict[str, Any], records: list[dict[str, Any]], verdicts: list[HostVerdict],

@@ -172,3 +172,41 @@ def test_a_merge_of_many_shards_says_word_for_word_what_one_run_says(tmp_path: P
     assert [h["name"] for h in fleet["hosts"]] == [h["name"] for h in full["hosts"]]
     assert finding_keys(fleet["findings"]) == finding_keys(full["findings"])
     assert any(f["id"] == "identity.uuid.duplicate" for f in fleet["findings"])
+
+
+def test_a_merge_judges_the_peer_checks_over_all_parts_and_keeps_each_host_check(tmp_path: Path) -> None:
+    """nic.port.down is a host check's (a port expected up) and a fleet check's (a port down where
+    most peers have it up): the merge drops each part's peer findings, judged over that part
+    alone ("most of the 12 hosts"), and judges them again over all; the whole inventory is run
+    in a results directory of its own, so the parts' previous run is not the whole one."""
+    from orchestrator.simulate.record import demo_hosts
+
+    names = list(demo_hosts())
+    lines = ["all:", "  hosts:"]
+    for i in range(3 * len(names)):
+        lines += [f"    r{i:03d}:", "      ansible_connection: replay", f"      probe_replay: {json.dumps(names[i % len(names)])}"]
+    inv = tmp_path / "replay.yml"
+    inv.write_text("\n".join(lines) + "\n")
+    (tmp_path / "whole").mkdir()
+    _, full = Cli.create(tmp_path / "whole").run_json("run", "-i", str(inv))
+    cli = Cli.create(tmp_path)
+    peers = [f for f in full["findings"] if f["id"].startswith("nic.port.") and "hosts with the same HCAs" in f["message"]]
+    assert peers, "the copies' NIC peers judge a port"
+    parts = []
+    for k in range(1, 4):
+        proc = cli.run("run", "-i", str(inv), "--shard", f"{k}/3", "-o", str(cli.results / f"p{k}"), "-q")
+        assert proc.returncode == 1, proc.stderr
+        parts.append(str(cli.results / f"p{k}"))
+    merged = cli.run("merge", *parts, "--results", str(cli.results), "--format", "json")
+    assert merged.returncode == 1, merged.stderr
+    assert finding_keys(json.loads(merged.stdout)["findings"]) == finding_keys(full["findings"])
+
+
+def test_a_stored_host_is_judged_by_the_fleet_checks_against_its_own_expectations() -> None:
+    from orchestrator.verdict.judge import stored_verdict
+
+    rec = {"name": "h1", "outcome": "ok", "probes": {}, "facts": {}, "expect": {"nic_ports_up": True, "gpu_count": 8}}
+    view = stored_verdict(rec, []).fleet_view
+    assert view.expect.nic_ports_up is True and view.expect.gpu_count == 8  # peers do not judge its ports again
+    rec["expect"] = {"no_such_key": 1}  # a hand-edited record
+    assert stored_verdict(rec, []).fleet_view.expect.nic_ports_up is None
