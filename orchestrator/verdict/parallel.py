@@ -120,6 +120,16 @@ def read_part(part: Path) -> Iterator[tuple[int, int, HostVerdict, str | None]]:
                 return
 
 
+def kill_all(pids: Sequence[int]) -> None:
+    """Stop these workers now and reap them (those already gone are skipped)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
 def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: Path | None = None
                 ) -> tuple[SpooledRecords, list[HostVerdict]] | None:
     """Judge `inputs` in `workers` forked processes; None when that could not be done (no spool
@@ -157,12 +167,7 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
             ok = os.waitstatus_to_exitcode(status) == 0
     finally:
         # a fork failed, a worker failed, or Ctrl-C/SIGTERM while waiting: no worker outlives this
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        kill_all(pids)
     if not ok:
         records.close()
         return None

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from orchestrator.store import compact
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict.parallel import Judge, PartWriter, read_part
+from orchestrator.verdict.parallel import Judge, PartWriter, kill_all, read_part
 
 if TYPE_CHECKING:
     from orchestrator.engine.results import HostInput
@@ -146,14 +146,17 @@ class JudgingPool:
                 return False
         return True
 
-    def _drain(self) -> bool:
-        """End every worker's input and wait for it; True when all exited cleanly."""
+    def _end_input(self) -> None:
         for pipe in self._pipes:
             try:
                 pipe.close()
-            except OSError:
+            except OSError:  # a worker that died took its end of the pipe with it
                 pass
         self._pipes = []
+
+    def _drain(self) -> bool:
+        """End every worker's input and wait for it; True when all exited cleanly."""
+        self._end_input()
         ok = True
         while self._pids:
             _, status = os.waitpid(self._pids[0], 0)
@@ -163,18 +166,8 @@ class JudgingPool:
 
     def close(self) -> None:
         """Stop every worker now (Ctrl-C, an error, or done) and remove what it wrote."""
-        for pipe in self._pipes:
-            try:
-                pipe.close()
-            except OSError:
-                pass
-        self._pipes = []
-        for pid in self._pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
+        self._end_input()
+        kill_all(self._pids)
         self._pids = []
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
