@@ -69,6 +69,7 @@ class Measure:
     rtt_ms: float | None = None  # through bench/delayproxy.c at this round-trip time; None: direct
     proxy_cpu_s: float = 0.0  # the delay proxy's own CPU during the run (neither tool nor hosts)
     bad: dict[str, int] = field(default_factory=dict)  # `probe run`: hosts per outcome other than ok
+    why: dict[str, int] = field(default_factory=dict)  # `probe run`: hosts per reason of those outcomes
 
 
 @dataclass
@@ -472,6 +473,9 @@ def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measur
         for summary in json.loads(meta.read_text()).get("probes", {}).values():
             if summary.get("outcome") != "ok":
                 m.bad[summary["outcome"]] = m.bad.get(summary["outcome"], 0) + 1
+                # the reason without its host ("b00012 (127.0.0.13:2222): connection refused ...")
+                why = str(summary.get("reason") or "?").split("): ", 1)[-1][:160]
+                m.why[why] = m.why.get(why, 0) + 1
     return m
 
 
@@ -1187,7 +1191,7 @@ def main() -> int:
             rows.append(m)
             flag = "" if m.reached == n and m.ok == n else f"  <-- reached {m.reached}, ok {m.ok} of {n}"
             flag += f"  (exit status {m.rc})" if m.rc else ""
-            flag += f"  not ok: {m.bad}" if m.bad else ""
+            flag += f"  not ok: {m.bad} {dict(sorted(m.why.items(), key=lambda kv: -kv[1])[:3])}" if m.bad else ""
             print(f"[{time.monotonic() - t_start:6.0f}s] rtt={rtt:g}ms n={n} forks={forks} rep={rep} {m.tool}: "
                   f"{m.wall_s:.2f}s cpu={m.cpu_s:.2f}s host_cpu={m.host_cpu_s:.2f}s proxy_cpu={m.proxy_cpu_s:.2f}s "
                   f"peak={m.peak_mb:.0f}MB reached={m.reached} ok={m.ok}{flag}", flush=True)

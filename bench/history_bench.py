@@ -116,8 +116,14 @@ def section(n: int = 10000, changed: int = 5, keep: Path | None = None, timeout:
         if not (a / "fleet.json").is_file() or not (b / "fleet.json").is_file() or not meta.is_file():
             step = max(1, n // changed)
             picks = [min(n - 1, 3 + i * step) for i in range(changed)]
-            _build(a, n, [])
-            meta.write_text(json.dumps(_build(b, n, picks)["changed"]))
+            # each run built in a fresh interpreter, as `probe run` judges: a caller running a
+            # thread (fleet_bench's servers) would judge in one process and write no digests
+            for run, changes in ((a, []), (b, picks)):
+                built = subprocess.run([sys.executable, __file__, "--build", str(run), str(n), json.dumps(changes)],
+                                       capture_output=True, text=True, timeout=timeout)
+                if built.returncode != 0:
+                    raise RuntimeError(f"building {run.name} failed: {built.stderr.strip()[-300:]}")
+            meta.write_text(built.stdout.strip().splitlines()[-1])
         expected = json.loads(meta.read_text())
         size_mb = (b / "fleet.json").stat().st_size / 1e6
         lines = [f"Two stored runs of {n:,} hosts ({size_mb:,.0f} MB fleet.json each), the second with another "
@@ -149,7 +155,13 @@ def main() -> int:
     ap.add_argument("--changed", type=int, default=5, help="hosts that differ between the two runs")
     ap.add_argument("--keep", type=Path, help="build the runs here once and reuse them")
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # child mode: what, run a, run b
+    ap.add_argument("--build", nargs=3, help=argparse.SUPPRESS)  # child mode: run, hosts, changed (JSON)
     args = ap.parse_args()
+    if args.build:
+        run, hosts, changes = args.build
+        Path(run).mkdir(parents=True, exist_ok=True)
+        print(json.dumps(_build(Path(run), int(hosts), json.loads(changes))["changed"]))
+        return 0
     if args.one:
         what, a, b = args.one
         print(json.dumps(_one(what, Path(a), Path(b))))

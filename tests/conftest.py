@@ -12,6 +12,7 @@ Fixtures (see tests/support/sshd.py for the objects):
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.support.sshd import SshdServer, SshKeys, missing_reason, start_sshd  # noqa: E402
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # A shell starts a background job (`nohup ... &`) with Ctrl-C ignored, and every `probe run`
+    # the tests start would inherit that and never see the SIGINT the interrupt tests send.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -36,16 +36,25 @@ def _text(fleet: dict[str, Any]) -> str:
     return "".join(atomic.iter_json(fleet))
 
 
+_STARTED: list[int] = []  # the judges the tests' pools forked
+
+
 def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+    """Every judge a pool of these tests forked has ended and been reaped (the test session has
+    children of its own, an sshd for one, so "no child at all" is not the question)."""
+    for pid in _STARTED:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True
 
 
 def _pool(tmp_path: Path, workers: int = 2) -> JudgingPool:
-    return JudgingPool(host_judge(_expect), workers, tmp_path)
+    pool = JudgingPool(host_judge(_expect), workers, tmp_path)
+    _STARTED.extend(pool._pids)
+    return pool
 
 
 def test_hosts_handed_over_as_they_finish_give_the_fleet_judged_after_the_run(
