@@ -9,31 +9,17 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from orchestrator.engine.results import HostInput
-from orchestrator.store import atomic
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
 from orchestrator.verdict.streaming import JudgingPool
 from tests.support.demo_inputs import copies
+from tests.verdict.test_fleet_parallel import _expect, _overrides, _text
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _expect(h: HostInput) -> Expectations:
-    return Expectations(gpu_count=8) if h.name.startswith("dgx") else Expectations()
-
-
-def _overrides(host: str) -> dict[str, Any]:
-    return {}
-
-
-def _text(fleet: dict[str, Any]) -> str:
-    return "".join(atomic.iter_json(fleet))
 
 
 _STARTED: list[int] = []  # the judges the tests' pools forked
