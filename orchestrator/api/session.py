@@ -35,7 +35,7 @@ from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.parallel import worker_count
-from orchestrator.verdict.streaming import JudgingPool, can_fork_now
+from orchestrator.verdict.streaming import JudgingPool
 
 
 @dataclass
@@ -129,9 +129,9 @@ def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: P
     """Judges forked now, before any SSH thread, for a run big enough for worker processes: each
     host is then judged as it finishes, and the verdict is ready moments after the last answer.
     None (judge after the fan-out) for runs of several plays, whose hosts finish once per play."""
-    if sum(1 for pp in plan.plays if pp.hosts) != 1 or not can_fork_now():
+    if sum(1 for pp in plan.plays if pp.hosts) != 1:
         return None
-    workers = worker_count(len(plan.hosts))
+    workers = worker_count(len(plan.hosts))  # 1 where this process may not fork (another thread runs)
     if workers < 2:
         return None
     expect_for, _ = _rules(plan)

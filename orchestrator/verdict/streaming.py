@@ -25,7 +25,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -53,7 +52,7 @@ class JudgingPool:
         self._dir: Path | None = tmp
         self._pipes: list[BinaryIO] = []
         self._pids: list[int] = []
-        self._sent: dict[str, tuple[int, bytes]] = {}  # host -> (worker, hash of what it was given)
+        self._sent: dict[str, bytes] = {}  # host -> hash of what its worker was given
         self._broken = False
         sys.stdout.flush()
         sys.stderr.flush()
@@ -103,7 +102,7 @@ class JudgingPool:
             self._broken = True
             return
         worker = len(self._sent) % len(self._pipes)
-        self._sent[h.name] = (worker, _fingerprint(message))
+        self._sent[h.name] = _fingerprint(message)
         try:
             self._pipes[worker].write(message)
         except OSError:
@@ -142,7 +141,7 @@ class JudgingPool:
             return False
         for h in inputs:
             sent = self._sent.get(h.name)
-            if sent is None or sent[1] != _fingerprint(pickle.dumps(h, protocol=pickle.HIGHEST_PROTOCOL)):
+            if sent is None or sent != _fingerprint(pickle.dumps(h, protocol=pickle.HIGHEST_PROTOCOL)):
                 return False
         return True
 
@@ -187,7 +186,3 @@ def _serve(inbox: BinaryIO, judge: Judge, part: Path) -> None:
                 return
             out.judge(h, judge)
 
-
-def can_fork_now() -> bool:
-    """Only a process running no other thread may fork its judges."""
-    return hasattr(os, "fork") and threading.active_count() == 1
