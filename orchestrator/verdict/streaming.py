@@ -185,4 +185,3 @@ def _serve(inbox: BinaryIO, judge: Judge, part: Path) -> None:
             except EOFError:
                 return
             out.judge(h, judge)
-
