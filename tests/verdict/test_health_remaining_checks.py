@@ -38,6 +38,12 @@ def test_recovery_action_asks_for_a_reset_or_a_reboot() -> None:
         ("gpu.reset_required", "warn", "GPU3 (0000:1b:00.0)")]
 
 
+def test_a_recovery_action_this_version_does_not_know_is_never_a_pass() -> None:
+    # the probe names a value outside its table "unknown(N)"; later nvml.h releases add actions
+    [f] = gpu_health.reset_required(view([gpu(0, recovery_action="unknown(9)"), gpu(1, recovery_action="NONE")]))
+    assert (f.severity.value, f.actual) == ("warn", "unknown(9)") and "does not know" in f.message
+
+
 def test_reset_required_answers_are_a_finding_of_their_own() -> None:
     lost = gpu(0, power_w=None, unknown={"power_w": "RESET_REQUIRED", "fans": "NOT_SUPPORTED"})
     [f] = gpu_health.reset_required(view([lost, gpu(1)]))

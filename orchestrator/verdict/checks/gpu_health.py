@@ -106,6 +106,15 @@ def reset_required(view: HostView) -> Iterator[Finding]:
                         severity=sev, expected="NONE", actual=action, evidence=["gpus.list.recovery_action"],
                         hint=hint)
             continue
+        if isinstance(action, str) and action != "NONE":
+            # a value newer than this table (later nvml.h releases add actions): the driver asks for
+            # something, so it is never a pass
+            yield fault("gpu.reset_required", view.name, _subject(g),
+                        f"NVML recovery action {action}, which this fleetprobe does not know: the driver asks "
+                        "for some recovery", severity=Severity.WARN, expected="NONE", actual=action,
+                        evidence=["gpus.list.recovery_action"],
+                        hint="read the GPU's recovery action in nvidia-smi -q and NVIDIA's NVML reference")
+            continue
         answered = sorted(k for k, v in (g.get("unknown") or {}).items() if v == "RESET_REQUIRED")
         if answered:
             yield fault("gpu.reset_required", view.name, _subject(g),
