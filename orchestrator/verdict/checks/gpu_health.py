@@ -107,11 +107,11 @@ def reset_required(view: HostView) -> Iterator[Finding]:
                         hint=hint)
             continue
         if isinstance(action, str) and action != "NONE":
-            # a value newer than this table (later nvml.h releases add actions): the driver asks for
-            # something, so it is never a pass
+            # a value newer than this table (later nvml.h releases add actions), or one no driver
+            # writes: neither is a pass
             yield fault("gpu.reset_required", view.name, _subject(g),
-                        f"NVML recovery action {action}, which this fleetprobe does not know: the driver asks "
-                        "for some recovery", severity=Severity.WARN, expected="NONE", actual=action,
+                        f"the GPU's recovery action reads {action!r}, which this fleetprobe does not know, "
+                        "so the GPU may need a reset or a reboot", severity=Severity.WARN, expected="NONE", actual=action,
                         evidence=["gpus.list.recovery_action"],
                         hint="read the GPU's recovery action in nvidia-smi -q and NVIDIA's NVML reference")
             continue
