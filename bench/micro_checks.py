@@ -28,7 +28,7 @@ import controller_bench as cb  # noqa: E402
 from orchestrator.facts import normalize  # noqa: E402
 from orchestrator.verdict import checks  # noqa: E402
 from orchestrator.verdict.checks.base import HostView  # noqa: E402
-from orchestrator.verdict.judge import judged_outcomes  # noqa: E402
+from orchestrator.verdict.coverage import judged_outcomes  # noqa: E402
 
 # Every host its own facts, as in a build: a check walks cold data, not 25 hot templates.
 inputs, expect = cb.make_inputs(args.hosts)

@@ -1,41 +1,48 @@
 """Read the few facts that drift reports and machine outputs need, in ONE place.
 
-The normalized fact shapes belong to the normalize modules (docs/facts-*.md).  Diff, Prometheus,
-JUnit and the Ansible inventory only need a handful of numbers and identities from them, and they
-all go through the functions here, so when a shape changes this is the one file to adapt.
+The normalized fact shapes are declared in facts/model.py (docs/facts-*.md); every reader here
+takes a host's `Facts`, so mypy holds each key it reads to the model.  Diff, Prometheus, JUnit,
+the CSV tables and the Ansible inventory need only a handful of numbers and identities, and they
+all go through the functions here.
 
-Shapes read (docs/facts-gpus.md, docs/facts-pcie.md; tolerant: a missing or odd section yields
-None / empty, never an exception):
-
-* `facts["gpus"]["list"]`: `[{"index", "uuid", "bus_id", "name", "lost"}]` (nvml).
-* `facts["pcie"]["gpus"]`: sorted GPU bus ids (pcie), used when nvml did not run.
-* `facts["nvlink"]["gpus"]`: `[{"bus_id", "uuid", "index", "links": [{"link", "state": up|down|null}]}]`
-  and `links_up_total`.
-* `facts["topology"]`: `{"devices": [{"name", "kind", "bus_id"}], "matrix": [[level|null]]}`.
-* `facts["p2p"]` (normalized shape not yet published; read like the probe's raw data): any numeric
-  leaf whose key path mentions `gbps` is a bandwidth figure; matrices (lists of rows) beside an
-  `order`/`gpus`/`labels` list are labelled with those entries, list records by their
-  `src_bus_id`/`dst_bus_id`, `a_bus_id`/`b_bus_id` or `bus_id`; a `min_gbps` at the top or under
-  `summary` is the slowest pair, else the smallest one-way copy-engine GPU->GPU figure.
+Tolerant at run time: facts come from stored runs, which may be old or damaged, so a missing or
+odd section yields None / empty, never an exception.  The p2p section is read as every numeric
+leaf whose key path mentions `gbps` (`bandwidths`), so drift compares each figure of every table
+the section holds, a table added later included, without a list of known keys here: matrices
+(lists of rows) beside an `order`/`gpus`/`labels` list are labelled with those entries, list
+records by their `src_bus_id`/`dst_bus_id`, `a_bus_id`/`b_bus_id` or `bus_id`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
+
+from orchestrator.facts.model import Facts, GpuPcie, GpusFacts, HostBoard, HostDriver, HostFacts, NvlinkGpu
 
 UP_STATES = ("up", "active", "enabled")
 
-
-def _section(facts: dict[str, Any] | None, name: str) -> Any:
-    if not isinstance(facts, dict):
-        return None
-    return facts.get(name)
+T = TypeVar("T")
 
 
-def _list_of_dicts(value: Any, key: str) -> list[dict[str, Any]] | None:
-    if isinstance(value, dict):
-        value = value.get(key)
+def _facts(facts: Facts | None) -> Facts:
+    return facts if isinstance(facts, dict) else {}
+
+
+def host_facts(record: Mapping[str, Any]) -> Facts:
+    """A fleet.json host record's facts (empty when it has none, or they are not an object)."""
+    facts = record.get("facts")
+    return cast(Facts, facts) if isinstance(facts, dict) else {}  # each section is read tolerantly
+
+
+def _dict(value: T | None) -> T | None:
+    """`value` when it is a JSON object (a section or record of the model), else None."""
+    return value if isinstance(value, dict) else None
+
+
+def _dicts(value: list[T] | None) -> list[T] | None:
+    """The records of a list (entries that are not objects dropped); None when it is no list."""
     if not isinstance(value, list):
         return None
     return [x for x in value if isinstance(x, dict)]
@@ -59,102 +66,95 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def gpus(facts: dict[str, Any] | None, source: str | None = None) -> list[GpuRef] | None:
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _lower(v: Any) -> str | None:
+    s = _str(v)
+    return s.lower() if s else None
+
+
+def _nvml_gpus(facts: Facts | None) -> list[Any] | None:
+    section: GpusFacts | None = _dict(_facts(facts).get("gpus"))
+    return _dicts(section.get("list")) if section else None
+
+
+def gpus(facts: Facts | None, source: str | None = None) -> list[GpuRef] | None:
     """The GPUs of a host from `source` ("gpus": NVML, "pcie": the bus); by default NVML's list,
     else the bus's.  None when that section is absent."""
     if source in (None, "gpus"):
-        items = _list_of_dicts(_section(facts, "gpus"), "list")
+        items = _nvml_gpus(facts)
         if items is not None:
-            out = []
-            for i, g in enumerate(items):
-                idx = g.get("index")
-                bus = _str(g.get("bus_id"))
-                out.append(GpuRef(uuid=_str(g.get("uuid")), bus_id=bus.lower() if bus else None,
-                                  name=_str(g.get("name")),
-                                  index=idx if isinstance(idx, int) and not isinstance(idx, bool) else i,
-                                  lost=g.get("lost") is True))
-            return out
+            return [GpuRef(uuid=_str(g.get("uuid")), bus_id=_lower(g.get("bus_id")), name=_str(g.get("name")),
+                           index=_int(g.get("index")) if _int(g.get("index")) is not None else i,
+                           lost=g.get("lost") is True)
+                    for i, g in enumerate(items)]
     if source in (None, "pcie"):
-        pcie = _section(facts, "pcie")
-        bdfs = pcie.get("gpus") if isinstance(pcie, dict) else None
+        pcie = _dict(_facts(facts).get("pcie"))
+        bdfs = pcie.get("gpus") if pcie else None
         if isinstance(bdfs, list):
             return [GpuRef(uuid=None, bus_id=b.lower(), name=None, index=i)
                     for i, b in enumerate(x for x in bdfs if isinstance(x, str))]
     return None
 
 
-def gpu_count(facts: dict[str, Any] | None) -> int | None:
+def gpu_count(facts: Facts | None) -> int | None:
     g = gpus(facts)
     return None if g is None else len(g)
 
 
-def _link_up(link: dict[str, Any]) -> bool | None:
-    state = link.get("state")
+def _nvlink_gpus(facts: Facts | None) -> list[NvlinkGpu] | None:
+    section = _dict(_facts(facts).get("nvlink"))
+    return _dicts(section.get("gpus")) if section else None
+
+
+def _link_up(state: Any) -> bool | None:
     if state is None:
         return None  # NVML could not say: unknown, not down
     return str(state).lower() in UP_STATES
 
 
-def nvlinks(facts: dict[str, Any] | None) -> dict[tuple[str, int], bool | None] | None:
+def nvlinks(facts: Facts | None) -> dict[tuple[str, int], bool | None] | None:
     """(GPU key, link number) -> up (None: state unknown); the GPU key is its bus id, else uuid,
     else `GPU<index>`."""
-    items = _list_of_dicts(_section(facts, "nvlink"), "gpus")
+    items = _nvlink_gpus(facts)
     if items is None:
         return None
     out: dict[tuple[str, int], bool | None] = {}
     for gi, g in enumerate(items):
-        bus = _str(g.get("bus_id"))
-        key = bus.lower() if bus else (_str(g.get("uuid")) or f"GPU{g.get('index', gi)}")
-        links = g.get("links")
-        if not isinstance(links, list):
-            continue
-        for li, link in enumerate(links):
-            if isinstance(link, dict):
-                n = link.get("link", li)
-                out[(key, n if isinstance(n, int) else li)] = _link_up(link)
+        key = _lower(g.get("bus_id")) or _str(g.get("uuid")) or f"GPU{g.get('index', gi)}"
+        for li, link in enumerate(_dicts(g.get("links")) or []):
+            n = _int(link.get("link"))
+            out[(key, li if n is None else n)] = _link_up(link.get("state"))
     return out
 
 
-def nvlink_links_up(facts: dict[str, Any] | None) -> int | None:
-    section = _section(facts, "nvlink")
-    if isinstance(section, dict) and isinstance(section.get("links_up_total"), int):
-        return int(section["links_up_total"])
+def nvlink_links_up(facts: Facts | None) -> int | None:
+    section = _dict(_facts(facts).get("nvlink"))
+    total = _int(section.get("links_up_total")) if section else None
+    if total is not None:
+        return total
     links = nvlinks(facts)
     return None if links is None else sum(1 for up in links.values() if up)
 
 
-def level_matrix(facts: dict[str, Any] | None) -> dict[tuple[str, str], str] | None:
-    """(row, column) -> level (NV#/PIX/PXB/PHB/NODE/SYS); devices named by bus id where known, so
-    a GPU that disappears does not shift every later index."""
-    topo = _section(facts, "topology")
-    if not isinstance(topo, dict):
+def level_matrix(facts: Facts | None) -> dict[tuple[str, str], str] | None:
+    """(row, column) -> level (NV#/PIX/PXB/PHB/NODE/SYS) of the topology section; devices named by
+    bus id where known, so a GPU that disappears does not shift every later index."""
+    topo = _dict(_facts(facts).get("topology"))
+    matrix = topo.get("matrix") if topo else None
+    if topo is None or not isinstance(matrix, list):
         return None
-    matrix = topo.get("matrix")
-    labels: list[str] = []
-    if isinstance(topo.get("devices"), list):
-        for i, d in enumerate(topo["devices"]):
-            if isinstance(d, dict):
-                labels.append(str(d.get("bus_id") or d.get("label") or i))
-            else:
-                labels.append(str(d))
-    elif isinstance(topo.get("labels"), list):
-        labels = [str(x) for x in topo["labels"]]
+    labels = [str(d.get("bus_id") or d.get("label") or i) if isinstance(d, dict) else str(d)
+              for i, d in enumerate(topo.get("devices") or [])]
     out: dict[tuple[str, str], str] = {}
-    if isinstance(matrix, dict):
-        for r, row in matrix.items():
-            if isinstance(row, dict):
-                for c, level in row.items():
-                    if r != c and level is not None:
-                        out[(str(r), str(c))] = str(level)
-    elif isinstance(matrix, list):
-        for i, row in enumerate(matrix):
-            if not isinstance(row, list):
-                continue
-            for j, level in enumerate(row):
-                if i != j and level is not None and i < len(labels) and j < len(labels):
-                    out[(labels[i], labels[j])] = str(level)
-    else:
-        return None
+    for i, row in enumerate(matrix):
+        if not isinstance(row, list):
+            continue
+        for j, level in enumerate(row):
+            if i != j and level is not None and i < len(labels) and j < len(labels):
+                out[(labels[i], labels[j])] = str(level)
     return out
 
 
@@ -193,25 +193,27 @@ def _walk_gbps(node: Any, path: str, labels: list[str] | None, out: dict[str, fl
         out[path] = float(node)
 
 
-def bandwidths(facts: dict[str, Any] | None) -> dict[str, float] | None:
+def bandwidths(facts: Facts | None) -> dict[str, float] | None:
     """Every measured bandwidth figure of the p2p section, by a readable path -> GB/s."""
-    p2p = _section(facts, "p2p")
-    if not isinstance(p2p, dict):
+    p2p = _dict(_facts(facts).get("p2p"))
+    if p2p is None:
         return None
     out: dict[str, float] = {}
     _walk_gbps(p2p, "", None, out)
     return out
 
 
-def p2p_min_gbps(facts: dict[str, Any] | None) -> float | None:
-    """The slowest GPU->GPU copy: the section's own minimum if it has one, else the smallest
+def p2p_min_gbps(facts: Facts | None) -> float | None:
+    """The slowest GPU->GPU copy: the summary's minimum if it has one, else the smallest
     off-diagonal GPU-pair figure."""
-    p2p = _section(facts, "p2p")
-    if not isinstance(p2p, dict):
+    p2p = _dict(_facts(facts).get("p2p"))
+    if p2p is None:
         return None
-    for holder in (p2p, p2p.get("summary")):
-        if isinstance(holder, dict) and isinstance(holder.get("min_gbps"), (int, float)):
-            return float(holder["min_gbps"])
+    summary: Mapping[str, Any] = _dict(p2p.get("summary")) or {}
+    for holder in (p2p, summary):
+        low = holder.get("min_gbps")
+        if isinstance(low, (int, float)) and not isinstance(low, bool):
+            return float(low)
     # one direction only (a->b, never the a<->b totals), GPU to GPU (no host copies); the copy
     # engine figures when there are any, as p2pBandwidthLatencyTest reports them
     pairs = {k: v for k, v in (bandwidths(facts) or {}).items()
@@ -246,11 +248,11 @@ def severity_counts(fleet: dict[str, Any]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def gpu_p2p_min_gbps(facts: dict[str, Any] | None) -> dict[str, float] | None:
+def gpu_p2p_min_gbps(facts: Facts | None) -> dict[str, float] | None:
     """GPU bus id -> its slowest measured one-way copy-engine GPU<->GPU figure (as source or
     destination), from the p2p section's `pairs`; None when p2p did not run."""
-    p2p = _section(facts, "p2p")
-    pairs = _list_of_dicts(p2p, "pairs")
+    p2p = _dict(_facts(facts).get("p2p"))
+    pairs = _dicts(p2p.get("pairs")) if p2p else None
     if pairs is None:
         return None
     out: dict[str, float] = {}
@@ -259,9 +261,9 @@ def gpu_p2p_min_gbps(facts: dict[str, Any] | None) -> dict[str, float] | None:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
         for key in ("src_bus_id", "dst_bus_id"):
-            bus = _str(p.get(key))
+            bus = _lower(p.get(key))
             if bus:
-                out[bus.lower()] = min(out.get(bus.lower(), float(v)), float(v))
+                out[bus] = min(out.get(bus, float(v)), float(v))
     return out
 
 
@@ -282,52 +284,49 @@ class GpuGauges:
     pcie_width_max: int | None
 
 
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+_GPU_KEYS = ("bus_id", "uuid", "index")  # how a GPU of one section is found in another, best first
 
 
-def gpu_gauges(facts: dict[str, Any] | None) -> list[GpuGauges]:
+def _gpu_keys(g: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [(k, g[k]) for k in _GPU_KEYS if g.get(k) is not None]
+
+
+def gpu_gauges(facts: Facts | None) -> list[GpuGauges]:
     """One record per NVML GPU: its NVLink links (nvlink section, matched by bus id, else UUID,
     else index), its slowest P2P pair (p2p) and its PCIe link (nvml)."""
-    items = _list_of_dicts(_section(facts, "gpus"), "list") or []
-    nvl = _list_of_dicts(_section(facts, "nvlink"), "gpus") or []
-    links: dict[tuple[str, Any], dict[str, Any]] = {}
-    for lg in nvl:
-        for key in ("bus_id", "uuid", "index"):
-            if lg.get(key) is not None:
-                links.setdefault((key, lg[key]), lg)
+    links: dict[tuple[str, Any], NvlinkGpu] = {}
+    for lg in _nvlink_gpus(facts) or []:
+        for key in _gpu_keys(lg):
+            links.setdefault(key, lg)
     p2p = gpu_p2p_min_gbps(facts) or {}
     out = []
-    for i, g in enumerate(items):
-        bus = _str(g.get("bus_id"))
-        lk = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
-                   if g.get(k) is not None and (k, g[k]) in links), {})
-        pcie: dict[str, Any] = g["pcie"] if isinstance(g.get("pcie"), dict) else {}
+    for i, g in enumerate(_nvml_gpus(facts) or []):
+        bus = _lower(g.get("bus_id"))
+        lk: Mapping[str, Any] = next((links[k] for k in _gpu_keys(g) if k in links), {})
+        pcie: GpuPcie | Mapping[str, Any] = _dict(g.get("pcie")) or {}
         out.append(GpuGauges(
-            index=_int(g.get("index")) if _int(g.get("index")) is not None else i, bus_id=bus.lower() if bus else None,
+            index=_int(g.get("index")) if _int(g.get("index")) is not None else i, bus_id=bus,
             uuid=_str(g.get("uuid")), name=_str(g.get("name")),
             nvlink_links_up=_int(lk.get("links_up")), nvlink_links=_int(lk.get("links_total")),
-            p2p_min_gbps=p2p.get(bus.lower()) if bus else None,
+            p2p_min_gbps=p2p.get(bus) if bus else None,
             pcie_gen=_int(pcie.get("gen_current")), pcie_width=_int(pcie.get("width_current")),
             pcie_gen_max=_int(pcie.get("gen_max")), pcie_width_max=_int(pcie.get("width_max"))))
     return out
 
 
-def host_identity(facts: dict[str, Any] | None) -> dict[str, str | None]:
+def host_identity(facts: Facts | None) -> dict[str, str | None]:
     """The procurement-list identity of a host (DMI board, BIOS, serials, driver, GPU model and
     count): what the CSV host rows carry.  A DMI value that needs root reads None."""
-    section = _section(facts, "host")
-    host: dict[str, Any] = section if isinstance(section, dict) else {}
-    board: dict[str, Any] = host["board"] if isinstance(host.get("board"), dict) else {}
-    driver: dict[str, Any] = host["driver"] if isinstance(host.get("driver"), dict) else {}
+    host: HostFacts | Mapping[str, Any] = _dict(_facts(facts).get("host")) or {}
+    board: HostBoard | Mapping[str, Any] = _dict(host.get("board")) or {}
+    driver: HostDriver | Mapping[str, Any] = _dict(host.get("driver")) or {}
 
     def dmi(key: str) -> str | None:
         return _str(board.get(key))
 
-    gl = gpus(facts)
-    names = sorted({g.name for g in gl or [] if g.name})
-    gsec = _section(facts, "gpus")
-    drv = _str(driver.get("version")) or (_str(gsec.get("driver_version")) if isinstance(gsec, dict) else None)
+    names = sorted({g.name for g in gpus(facts) or [] if g.name})
+    gsec = _dict(_facts(facts).get("gpus"))
+    drv = _str(driver.get("version")) or (_str(gsec.get("driver_version")) if gsec else None)
     return {
         "system_vendor": dmi("system_vendor"), "system_product": dmi("product"),
         "board_vendor": dmi("vendor"), "board_model": dmi("model"),

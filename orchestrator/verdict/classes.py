@@ -11,8 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
+from orchestrator.facts.model import (
+    Facts,
+    GpuMig,
+    GpuPcie,
+    GpuRecord,
+    GpusFacts,
+    HostBoard,
+    HostFacts,
+    HostVirtualization,
+    NvlinkFacts,
+    NvlinkGpu,
+    PcieFacts,
+    TopologyFacts,
+)
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -23,12 +38,12 @@ def _most_common(values: list[Any]) -> Any:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-def _pcie_shape(p: dict[str, Any]) -> str:
+def _pcie_shape(p: GpuPcie | Mapping[str, Any]) -> str:
     gen, width = p.get("gen_current"), p.get("width_current")
     return f"Gen{gen if gen is not None else '?'}x{width if width is not None else '?'}"
 
 
-def _gpu_count(section: dict[str, Any], listed: int) -> int | str:
+def _gpu_count(section: GpusFacts | Mapping[str, Any], listed: int) -> int | str:
     """The host's GPU count: the section's count when it says more than the list describes (a
     `-q` excerpt), "N+" when only a lower bound is known (`nvlink -s -i N`), else the list."""
     count, at_least = section.get("count"), section.get("count_at_least")
@@ -39,24 +54,31 @@ def _gpu_count(section: dict[str, Any], listed: int) -> int | str:
     return listed
 
 
-def descriptor(facts: dict[str, Any]) -> dict[str, Any] | None:
-    gpus = (facts.get("gpus") or {}).get("list") or []
-    nvlink = facts.get("nvlink") or {}
-    topo = facts.get("topology") or {}
-    host = facts.get("host") or {}
-    pcie = facts.get("pcie") or {}
+def _mig_on(mig: GpuMig | None) -> bool:
+    return bool(mig.get("current")) if mig else False
+
+
+def descriptor(facts: Facts) -> dict[str, Any] | None:
+    gsec: GpusFacts | Mapping[str, Any] = facts.get("gpus") or {}
+    gpus: list[GpuRecord] = gsec.get("list") or []
+    nvlink: NvlinkFacts | Mapping[str, Any] = facts.get("nvlink") or {}
+    topo: TopologyFacts | Mapping[str, Any] = facts.get("topology") or {}
+    host: HostFacts | Mapping[str, Any] = facts.get("host") or {}
+    pcie: PcieFacts | Mapping[str, Any] = facts.get("pcie") or {}
     if not gpus and not host:
         return None
-    board = host.get("board") or {}
+    board: HostBoard | Mapping[str, Any] = host.get("board") or {}
+    virtualization: HostVirtualization | Mapping[str, Any] = host.get("virtualization") or {}
+    links: list[NvlinkGpu] = nvlink.get("gpus") or []
     d: dict[str, Any] = {
         "gpu_model": _most_common([g.get("model") or g.get("name") for g in gpus]),
-        "gpu_count": _gpu_count(facts.get("gpus") or {}, len(gpus)),
+        "gpu_count": _gpu_count(gsec, len(gpus)),
         "board": board.get("model") or board.get("product"),
-        "virtualized": bool((host.get("virtualization") or {}).get("virtualized")),
-        "mig": any((g.get("mig") or {}).get("current") for g in gpus),
+        "virtualized": bool(virtualization.get("virtualized")),
+        "mig": any(_mig_on(g.get("mig")) for g in gpus),
         "gpu_pcie": sorted(_pcie_shape(g.get("pcie") or {}) for g in gpus),  # per GPU: two slow links differ from one
         # a text import lists GPUs whose links it did not see (links_up null): unknown, not 0 links
-        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in nvlink.get("gpus") or []
+        "nvlink_links_up": sorted(g.get("links_up") or 0 for g in links
                                   if not (nvlink.get("origin") == "text" and g.get("links_up") is None)),
         "nvswitch_count": len(nvlink.get("nvswitches") or []),
     }

@@ -19,6 +19,7 @@ from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
+from orchestrator.facts.model import Facts
 from orchestrator.verdict.checks import FINDING_IDS, NEEDS
 from orchestrator.verdict.checks.base import Needs
 from orchestrator.verdict.expectations import Expectations
@@ -62,14 +63,14 @@ class _HostFacts:
     each distinct `Needs.unjudged` function's answer (about 80 ids share a dozen of them; asking
     each anew read the host's GPU list ~40 times and was a fifth of judging a DGX host)."""
 
-    def __init__(self, facts: Mapping[str, Any]) -> None:
+    def __init__(self, facts: Facts) -> None:
         self.facts = facts
         self._gpu_count: int | None = -1
         self._unjudged: dict[Any, Mapping[str, str]] = {}
 
     def gpu_count(self) -> int | None:
         if self._gpu_count == -1:
-            self._gpu_count = F.gpu_count(dict(self.facts))  # NVML's list, else the PCI bus's
+            self._gpu_count = F.gpu_count(self.facts)  # NVML's list, else the PCI bus's
         return self._gpu_count
 
     def unjudged(self, fn: Any) -> Mapping[str, str]:
@@ -79,7 +80,7 @@ class _HostFacts:
         return out
 
 
-def _why_not(fid: str, need: Needs, facts: Mapping[str, Any], outcomes: Mapping[str, str],
+def _why_not(fid: str, need: Needs, facts: Facts, outcomes: Mapping[str, str],
              probes: Mapping[str, Any], expect: Expectations | None, host: _HostFacts | None = None) -> str | None:
     host = host or _HostFacts(facts)
     for section in need.sections:
@@ -99,12 +100,12 @@ def _why_not(fid: str, need: Needs, facts: Mapping[str, Any], outcomes: Mapping[
     return None
 
 
-def not_judged(facts: Mapping[str, Any], outcomes: Mapping[str, str], probes: Mapping[str, Any],
+def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any],
                expect: Expectations | None = None, host_outcome: str = "", host_reason: str = "",
                needs: Mapping[str, Needs] = NEEDS) -> dict[str, str]:
     """finding id -> why its check could not judge this host (ids judged are absent).
 
-    `outcomes`: probe -> outcome as the checks saw them (judge.judged_outcomes: raw mode counts);
+    `outcomes`: probe -> outcome as the checks saw them (judged_outcomes: raw mode counts);
     `probes`: the host's probe records (their reasons); `expect` None: expectations unknown (a
     record from before they were stored), so no id is held back for a missing one."""
     if host_outcome == "unreachable":
@@ -134,6 +135,18 @@ def expectations_of(record: Mapping[str, Any]) -> Expectations | None:
     return Expectations(**{k: v for k, v in raw.items() if k in known})
 
 
+def judged_outcomes(probes: Mapping[str, Mapping[str, Any]], facts: Facts) -> dict[str, str]:
+    """Probe outcomes as the checks see them: a section read from text (raw mode) counts as its
+    probe having run, so that probe's checks judge it."""
+    out = {p: str(s.get("outcome")) for p, s in probes.items()}
+    if out.get("raw") == "ok":
+        for section in facts:
+            probe = registry.probe_of(section)
+            if probe:
+                out[probe] = "ok"
+    return out
+
+
 def record_not_judged(record: Mapping[str, Any]) -> dict[str, str]:
     """A fleet.json host record's not-judged ids: as stored, or worked out from its probes and facts
     (records written before `not_judged` was stored)."""
@@ -142,13 +155,9 @@ def record_not_judged(record: Mapping[str, Any]) -> dict[str, str]:
         return {str(k): str(v) for k, v in stored.items()}
     stored_probes = record.get("probes")
     probes: dict[str, Any] = stored_probes if isinstance(stored_probes, dict) else {}
-    outcomes = {p: str(r.get("outcome")) for p, r in probes.items() if isinstance(r, dict)}
-    if outcomes.get("raw") == "ok":  # as judge.judged_outcomes: text facts stand for their probes
-        for section in record.get("facts") or {}:
-            probe = registry.probe_of(section)
-            if probe:
-                outcomes[probe] = "ok"
-    return not_judged(record.get("facts") or {}, outcomes, probes, expectations_of(record),
+    facts = F.host_facts(record)
+    outcomes = judged_outcomes({p: r for p, r in probes.items() if isinstance(r, dict)}, facts)
+    return not_judged(facts, outcomes, probes, expectations_of(record),
                       str(record.get("outcome") or ""), str(record.get("reason") or ""))
 
 

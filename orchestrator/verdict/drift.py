@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
+from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import shown
 from orchestrator.store import compact
 from orchestrator.store.atomic import encode_json
@@ -140,11 +141,11 @@ def _probe_ok(host: dict[str, Any], probe: str) -> bool:
     return isinstance(rec, dict) and rec.get("outcome") == "ok"
 
 
-def _comparable(old: dict[str, Any], new: dict[str, Any], section: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def _comparable(old: dict[str, Any], new: dict[str, Any], section: str) -> tuple[Facts, Facts] | None:
     probe = registry.probe_of(section) or section
     if not (_probe_ok(old, probe) and _probe_ok(new, probe)):
         return None
-    of, nf = old.get("facts") or {}, new.get("facts") or {}
+    of, nf = F.host_facts(old), F.host_facts(new)
     if section not in of or section not in nf:
         return None
     return of, nf
@@ -210,7 +211,7 @@ def _class_comparable(o: dict[str, Any], n: dict[str, Any]) -> bool:
     return all(_probe_ok(o, p) == _probe_ok(n, p) for p in ("host", "pcie", "nvml", "nvlink"))
 
 
-def _diff_gpus(name: str, of: dict[str, Any], nf: dict[str, Any], source: str) -> list[Change]:
+def _diff_gpus(name: str, of: Facts, nf: Facts, source: str) -> list[Change]:
     old, new = F.gpus(of, source) or [], F.gpus(nf, source) or []
     out: list[Change] = []
     new_by_uuid = {g.uuid: g for g in new if g.uuid}
@@ -245,7 +246,7 @@ def _diff_gpus(name: str, of: dict[str, Any], nf: dict[str, Any], source: str) -
     return out
 
 
-def _diff_links(name: str, of: dict[str, Any], nf: dict[str, Any]) -> list[Change]:
+def _diff_links(name: str, of: Facts, nf: Facts) -> list[Change]:
     old, new = F.nvlinks(of) or {}, F.nvlinks(nf) or {}
     out: list[Change] = []
     # True up, False down, None: NVML could not tell (no change claimed either way)
@@ -262,7 +263,7 @@ def _diff_links(name: str, of: dict[str, Any], nf: dict[str, Any]) -> list[Chang
     return out
 
 
-def _diff_levels(name: str, of: dict[str, Any], nf: dict[str, Any]) -> list[Change]:
+def _diff_levels(name: str, of: Facts, nf: Facts) -> list[Change]:
     old, new = F.level_matrix(of) or {}, F.level_matrix(nf) or {}
     out: list[Change] = []
     for a, b in sorted(set(old) & set(new)):
@@ -274,7 +275,7 @@ def _diff_levels(name: str, of: dict[str, Any], nf: dict[str, Any]) -> list[Chan
     return out
 
 
-def _diff_bandwidth(name: str, of: dict[str, Any], nf: dict[str, Any], tol: float) -> list[Change]:
+def _diff_bandwidth(name: str, of: Facts, nf: Facts, tol: float) -> list[Change]:
     old, new = F.bandwidths(of) or {}, F.bandwidths(nf) or {}
     out: list[Change] = []
     for path in sorted(set(old) & set(new)):
@@ -310,12 +311,15 @@ def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) 
     try:
         if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
             return None
-        facts = rec.get("facts")
-        if not isinstance(facts, dict) or _self_diff(str(rec.get("name")), facts):
+        if not isinstance(rec.get("facts"), dict):
             return None
+        facts = F.host_facts(rec)
+        if _self_diff(str(rec.get("name")), facts):
+            return None
+        by_name: Mapping[str, Any] = facts  # sections by a name held in a variable
         have = encoded or {}
         parts = [have.get(k) or (compact.value_text(rec[k]) if k in rec else _ABSENT) for k in _DIGEST_KEYS]
-        parts += [have.get(f"facts.{k}") or (compact.value_text(facts[k]) if k in facts else _ABSENT)
+        parts += [have.get(f"facts.{k}") or (compact.value_text(by_name[k]) if k in by_name else _ABSENT)
                   for k in _DIGEST_SECTIONS]
         pcie = facts.get("pcie")
         parts.append(_ABSENT if "pcie" not in facts else encode_json(pcie.get("gpus") if isinstance(pcie, dict) else pcie))
@@ -324,7 +328,7 @@ def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) 
         return None
 
 
-def _self_diff(name: str, facts: dict[str, Any]) -> bool:
+def _self_diff(name: str, facts: Facts) -> bool:
     """Would _diff_sections of this record against itself report anything?  GPU lists and level
     matrices can (a GPU with no identity, a NaN level); links and bandwidths compare each value
     with itself, which never reports a change, so they are not walked here (the walk over the p2p

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.engine.outcomes import Outcome, worst
 from orchestrator.engine.results import HostInput
-from orchestrator.facts import registry
+from orchestrator.facts import read as F
 from orchestrator.facts.model import PreviousFacts
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.store.spool import SpooledRecords
@@ -62,18 +62,6 @@ def host_record(h: HostInput) -> dict[str, Any]:
         "fingerprint": None,
         "class": None,
     }
-
-
-def judged_outcomes(probes: dict[str, dict[str, Any]], facts: dict[str, Any]) -> dict[str, str]:
-    """Probe outcomes as the checks see them: a section read from text (raw mode) counts as its
-    probe having run, so that probe's checks judge it."""
-    out = {p: s["outcome"] for p, s in probes.items()}
-    if out.get("raw") == "ok":
-        for section in facts:
-            probe = registry.probe_of(section)
-            if probe:
-                out[probe] = "ok"
-    return out
 
 
 def _summary(outcomes: list[str], findings: list[Finding]) -> dict[str, Any]:
@@ -131,7 +119,7 @@ def _judge_host(h: HostInput, expect: Expectations,
                 previous: PreviousFacts | None) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
-    outcomes = judged_outcomes(h.probes, facts)
+    outcomes = coverage.judged_outcomes(h.probes, facts)
     reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
                                         previous=previous, reasons=reasons))
@@ -213,8 +201,8 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
 def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     """A host judged before (a stored run's fleet.json record and its host findings, overrides
     already applied), as the fleet-wide steps take it: nothing of the host is judged again."""
-    facts = rec.get("facts") or {}
-    outcomes = judged_outcomes(rec.get("probes") or {}, facts)
+    facts = F.host_facts(rec)
+    outcomes = coverage.judged_outcomes(rec.get("probes") or {}, facts)
     slim = fleet_facts(facts)
     return HostVerdict(rec["name"], rec["outcome"], findings, fingerprint.descriptor(facts),
                        HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)))

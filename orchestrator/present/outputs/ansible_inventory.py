@@ -62,7 +62,7 @@ def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[
         for f in mine:
             add("finding", f.get("id"), name)
             add("severity", f.get("severity"), name)
-        facts = h.get("facts") or {}
+        facts = F.host_facts(h)
         hv: dict[str, Any] = {
             "fleetprobe_outcome": h.get("outcome"),
             "fleetprobe_class": h.get("class"),

@@ -108,7 +108,7 @@ def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], floa
         mine = str(h.get("outcome") or "unknown")
         for o in (outcomes if mine in outcomes else [*outcomes, mine]):
             out["fleetprobe_host_outcome"].append(({"host": name, "outcome": o}, 1.0 if o == mine else 0.0))
-        facts = h.get("facts") or {}
+        facts = F.host_facts(h)
         p2p_min = F.p2p_min_gbps(facts)
         for metric, value in (("fleetprobe_gpu_count", F.gpu_count(facts)),
                               ("fleetprobe_nvlink_links_up", F.nvlink_links_up(facts)),

@@ -40,7 +40,7 @@ def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
     for h in fleet.get("hosts") or []:
         if not isinstance(h, dict):
             continue
-        facts = h.get("facts") or {}
+        facts = F.host_facts(h)
         c = counts.get(str(h.get("name")), dict.fromkeys(F.SEVERITIES, 0))
         probes = h.get("probes") or {}
         rows.append({

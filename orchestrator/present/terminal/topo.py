@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from orchestrator.facts.model import TopologyFacts
+from orchestrator.facts.model import Facts, TopologyFacts
 from orchestrator.present.terminal.gpus import clean
 
 LEGEND = """Legend:
@@ -20,7 +18,7 @@ LEGEND = """Legend:
 
 
 def render_topo(topology: TopologyFacts | None, legend: bool = True, host: str = "",
-                facts: dict[str, Any] | None = None, width: int | None = None) -> str:
+                facts: Facts | None = None, width: int | None = None) -> str:
     if not topology or not topology.get("devices"):
         return "no topology data"
     devices = topology["devices"]
