@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -49,10 +49,12 @@ class Finding:
     hint: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["severity"] = self.severity.value
-        d["kind"] = self.kind.value
-        return d
+        # Built by hand, not with dataclasses.asdict: asdict deep-copies expected/actual/evidence
+        # value by value, which was a fifth of `probe merge` (69,000 findings at 2,000 hosts).
+        # The values are JSON data the finding owns and nobody mutates, so they are shared.
+        return {"id": self.id, "severity": self.severity.value, "kind": self.kind.value, "host": self.host,
+                "subject": self.subject, "message": self.message, "expected": self.expected,
+                "actual": self.actual, "evidence": list(self.evidence), "hint": self.hint}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:

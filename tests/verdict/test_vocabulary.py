@@ -38,3 +38,15 @@ def test_one_list_of_output_formats() -> None:
     from orchestrator.present.outputs.tabular import FORMATS, OUTPUT_FORMATS
 
     assert OUTPUT_FORMATS == ("table", *FORMATS) == ("table", "json", "yaml", "csv")
+
+
+def test_a_finding_as_fleet_json_stores_it_has_every_field_in_order_and_round_trips() -> None:
+    from dataclasses import fields
+
+    from orchestrator.verdict.findings import Finding, Kind
+
+    f = Finding("gpu.xid", Severity.WARN, Kind.UNKNOWN, "h1", "GPU0", "m", {"a": [1]}, [2], ["gpus.list"], "hint")
+    d = f.to_dict()
+    assert list(d) == [x.name for x in fields(Finding)]  # a field added to Finding reaches fleet.json
+    assert (d["severity"], d["kind"]) == ("warn", "unknown")
+    assert Finding.from_dict(d) == f
