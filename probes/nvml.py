@@ -5,8 +5,8 @@
 import ctypes
 
 PROBE_NAME = "nvml"
-PROBE_VERSION = "1.2"
-PROBE_DESCRIPTION = "NVML: GPUs, identity, memory, MIG, virtualization, PCIe link, sensors, ECC, fabric, P2P matrix"
+PROBE_VERSION = "1.3"
+PROBE_DESCRIPTION = "NVML: GPUs, identity (VBIOS, InfoROM), memory, MIG, virtualization, PCIe link, sensors, ECC, fabric, P2P matrix"
 PASSIVE = True
 
 
@@ -305,6 +305,8 @@ def _gpu(nv, index):
     g.string("serial", "nvmlDeviceGetSerial", 32)
     g.string("board_part_number", "nvmlDeviceGetBoardPartNumber", 80)
     g.string("vbios", "nvmlDeviceGetVbiosVersion", 32)
+    # NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE (16); boards without an InfoROM answer NOT_SUPPORTED
+    g.string("inforom_image", "nvmlDeviceGetInforomImageVersion", 16)
     g.uint("minor_number", "nvmlDeviceGetMinorNumber")
     _memory(nv, g)
     g.uint("architecture", "nvmlDeviceGetArchitecture", ARCHITECTURES)

@@ -191,6 +191,9 @@ class GpuRecord(TypedDict):
     thermal_unknown: NotRequired[str]
     recovery_action: NotRequired[str | None]
     recovery_action_unknown: NotRequired[str]
+    # live probe (nvml 1.3) and nvidia-smi -q text: the InfoROM image version ("G520.0200.00.05")
+    inforom_image: NotRequired[str | None]
+    inforom_image_unknown: NotRequired[str]
 
 
 class GpusFacts(TextSource):

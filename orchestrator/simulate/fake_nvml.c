@@ -57,6 +57,7 @@ typedef struct {
 
 typedef struct {
     const char *bus_id, *name, *uuid, *serial, *part, *vbios;
+    const char *inforom;                                /* InfoROM image version; NULL: NOT_SUPPORTED (consumer boards) */
     unsigned int pci_device_id, minor;
     unsigned long long mem_total, mem_used;
     unsigned int arch; int cc_major, cc_minor;
@@ -231,6 +232,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char *uuid, unsigned int length) 
 nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t h, char *s, unsigned int n) { ENTER("nvmlDeviceGetSerial"); return put_string(g->serial, s, n); }
 nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t h, char *s, unsigned int n) { ENTER("nvmlDeviceGetBoardPartNumber"); return put_string(g->part, s, n); }
 nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t h, char *s, unsigned int n) { ENTER("nvmlDeviceGetVbiosVersion"); return put_string(g->vbios, s, n); }
+nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t h, char *s, unsigned int n) { ENTER("nvmlDeviceGetInforomImageVersion"); return put_string(g->inforom, s, n); }
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int *m) { ENTER("nvmlDeviceGetMinorNumber"); OUT(m); *m = g->minor; return NVML_SUCCESS; }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {

@@ -223,7 +223,7 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "bus_id": g["bus_id"], "name": g["name"],
             "uuid": _uuid("GPU", *salt),
             "serial": str(int(_hex_id("serial", *salt, n=8), 16) % 10**13).zfill(13) if g.get("serial", True) else None,
-            "part": g.get("board_part_number"), "vbios": g.get("vbios"),
+            "part": g.get("board_part_number"), "vbios": g.get("vbios"), "inforom": g.get("inforom_image"),
             "pci_device_id": (int(g.get("pci_device_id", 0)) << 16) | 0x10DE, "minor": i,
             "mem_total": int(g.get("memory_total", 0)), "mem_used": int(g.get("memory_used", 0)),
             "arch": int(g.get("architecture", 0)),
@@ -325,7 +325,7 @@ def render_header(t: dict[str, Any]) -> str:
         fields = {
             "bus_id": _c_str(g["bus_id"]), "name": _c_str(g["name"]), "uuid": _c_str(g["uuid"]),
             "serial": _c_str(g["serial"]), "part": _c_str(g["part"]), "vbios": _c_str(g["vbios"]),
-            "pci_device_id": f"0x{g['pci_device_id']:08x}u", "minor": g["minor"],
+            "inforom": _c_str(g["inforom"]), "pci_device_id": f"0x{g['pci_device_id']:08x}u", "minor": g["minor"],
             "mem_total": f"{g['mem_total']}ull", "mem_used": f"{g['mem_used']}ull",
             "arch": g["arch"], "cc_major": g["cc"][0], "cc_minor": g["cc"][1],
             "persistence": g["persistence"], "compute_mode": g["compute_mode"], "virt_mode": g["virt_mode"],

@@ -28,6 +28,12 @@ def test_r580_readings_of_a_healthy_gpu() -> None:
     assert g["fabric"]["health_mask"] == 0x1AA and set(g["fabric"]["health"].values()) == {"false", "none"}
 
 
+def test_the_inforom_image_is_read_and_a_board_without_one_says_so() -> None:
+    assert {g["inforom_image"] for g in _gpus("dgx-h100")} == {"G520.0200.00.05"}
+    [consumer] = {g["inforom_image_unknown"] for g in _gpus("consumer-8x4090")}
+    assert consumer == "NOT_SUPPORTED"
+
+
 def test_old_drivers_answer_unknown_not_healthy() -> None:
     r550 = _gpus("dgx-h100")[0]
     # the recovery action field is R570+: the R550 library rejects the field id

@@ -16,6 +16,7 @@ from orchestrator.facts.textparse import (
 from tests.facts.test_textparse_common import FIXTURES
 
 NVML = {"name": "NVIDIA H200", "uuid": "GPU-ef8d2cd4-1391-9b4f-cd87-3551626b6341", "vbios": "96.00.A5.00.1A",
+        "inforom_image": "G520.0282.02.02",
         "serial": "1653824018361", "bus_id": "0000:00:06.0", "virtualization_mode": "passthrough",
         "temperature_c": 37}
 

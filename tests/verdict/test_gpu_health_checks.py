@@ -121,6 +121,20 @@ def test_version_outlier_against_peers() -> None:
     assert list(software.version_outlier(fleet[2:])) == []  # two hosts: no norm
 
 
+def test_an_inforom_image_outlier_against_peers_and_not_judged_without_the_reading() -> None:
+    fleet = [view([gpu(i, inforom_image="G520.0200.00.05") for i in range(2)], name=f"h{i}",
+                  host=_host("550.54.15")) for i in range(3)]
+    fleet.append(view([gpu(i, inforom_image="G520.0200.00.03") for i in range(2)], name="odd",
+                      host=_host("550.54.15")))
+    [f] = software.version_outlier(fleet)
+    assert (f.host, f.subject, f.expected, f.actual) == ("odd", "InfoROM image", "G520.0200.00.05",
+                                                          "G520.0200.00.03")
+    assert f.evidence[0] == "gpus.list.inforom_image"
+    # a recording of an older probe (no InfoROM reading) is not an outlier of anything
+    older = [view([gpu(0)], name=f"h{i}", host=_host("550.54.15")) for i in range(4)]
+    assert list(software.version_outlier(older)) == []
+
+
 def test_fabric_manager_must_match_the_driver_on_nvswitch_systems() -> None:
     nvs = {"nvswitches": [{"bus_id": "0000:05:00.0"}]}
     bad = view([gpu(0)], host=_host("550.54.15", fm="550.90.07"), pcie=nvs)

@@ -110,9 +110,11 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
 
 def _health_readings(raw: dict[str, Any], g: dict[str, Any], unknown: dict[str, Any]) -> None:
     """The nvml 1.2 readings (issue 18): violation times, thermal thresholds/margin, the recovery
-    action, and the fabric health mask's fields by name.  A recording of an older probe has none of
-    them: each is None with "not reported", so its checks are not judged."""
-    for key, types in (("violation_ns", (dict,)), ("thermal", (dict,)), ("recovery_action", (str,))):
+    action, and the fabric health mask's fields by name; nvml 1.3's InfoROM image version.  A
+    recording of an older probe has none of them: each is None with "not reported", so its checks
+    are not judged."""
+    for key, types in (("violation_ns", (dict,)), ("thermal", (dict,)), ("recovery_action", (str,)),
+                       ("inforom_image", (str,))):
         value = raw.get(key)
         g[key] = (dict(value) if isinstance(value, dict) else value) if isinstance(value, types) else None
         if g[key] is None:

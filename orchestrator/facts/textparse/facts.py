@@ -145,7 +145,7 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     g["pcie_replays"] = q.pcie_replays
     # -q fields the nvml probe does not read (yet): kept, null with a reason when not printed
     for key in ("minor_number", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w", "module_power_w",
-                "memory_temperature_c"):
+                "memory_temperature_c", "inforom_image"):
         g[key] = getattr(q, key)
         if g[key] is None:
             g["unknown"][key] = q.unknown.get(key, NOT_IN_TEXT)

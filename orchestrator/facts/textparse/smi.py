@@ -144,6 +144,7 @@ class SmiGpu:
     index: int | None = None  # --query-gpu's index column (-q prints GPUs in index order, no index)
     board_part_number: str | None = None
     vbios: str | None = None
+    inforom_image: str | None = None
     architecture: str | None = None
     minor_number: int | None = None
     module_id: int | None = None
@@ -280,6 +281,7 @@ _FIELDS: list[tuple[str, Any, list[tuple[str, ...]], list[str]]] = [
     ("serial", str, [("Serial Number",)], ["serial"]),
     ("board_part_number", str, [("Board Part Number",)], ["board_part_number"]),
     ("vbios", str, [("VBIOS Version",)], ["vbios_version"]),
+    ("inforom_image", str, [("Inforom Version", "Image Version")], ["inforom_version/img_version"]),
     ("architecture", str, [("Product Architecture",)], ["product_architecture"]),
     ("minor_number", _int, [("Minor Number",)], ["minor_number"]),
     ("module_id", _int, [("Platform Info", "Module Id"), ("Module ID",), ("Module Id",)],

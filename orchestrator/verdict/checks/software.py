@@ -8,7 +8,7 @@ them share; two hosts that differ do not say which one is right.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts.model import GpuRecord, HostFacts
@@ -38,16 +38,26 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
             continue
         norm, _ = counts.most_common(1)[0]
         odd = [g for g in gpus if g["vbios"] != norm]
-        names = ", ".join(f"GPU{g.get('index')} {g['vbios']}" for g in odd)
+        names = ", ".join(f"GPU{shown(g.get('index'))} {g['vbios']}" for g in odd)
         yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})" for g in odd),
                     f"{len(counts)} VBIOS versions on the {len(gpus)} {model} GPUs: {names} where the others run {norm}",
                     severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
                     hint="a re-flashed or swapped board: flash the fleet's VBIOS (nvflash) or ask the vendor why")
 
 
-def _host_vbios(v: HostView) -> str | None:
-    counts = Counter(g.get("vbios") for g in _gpus(v) if g.get("vbios"))
+def _most_gpus(v: HostView, key: str) -> str | None:
+    """The value most of the host's GPUs give for a firmware version (VBIOS, InfoROM image)."""
+    by_name: list[Mapping[str, Any]] = list(_gpus(v))  # read by a key held in a variable
+    counts = Counter(g.get(key) for g in by_name if isinstance(g.get(key), str) and g.get(key))
     return counts.most_common(1)[0][0] if counts else None
+
+
+def _host_vbios(v: HostView) -> str | None:
+    return _most_gpus(v, "vbios")
+
+
+def _host_inforom(v: HostView) -> str | None:
+    return _most_gpus(v, "inforom_image")
 
 
 def _host(v: HostView) -> HostFacts | None:
@@ -85,6 +95,7 @@ _FIELDS: tuple[tuple[str, Callable[[HostView], Any], str], ...] = (
     ("kernel", _kernel, "host.kernel"),
     ("BIOS", _bios_version, "host.board.bios_version"),
     ("VBIOS", _host_vbios, "gpus.list.vbios"),
+    ("InfoROM image", _host_inforom, "gpus.list.inforom_image"),
 )  # the fabric manager is judged against the driver it must match (fabric_manager_version)
 
 
@@ -100,7 +111,8 @@ def _peer_key(v: HostView) -> tuple[Any, ...] | None:
 
 # What version_outlier reads (checks/__init__.fleet_facts).
 FLEET_READS: FleetReads = {"host": None,
-                           "gpus": {"cuda_driver_version": None, "list": {"model": None, "name": None, "vbios": None}}}
+                           "gpus": {"cuda_driver_version": None, "list": {"model": None, "name": None, "vbios": None,
+                                                                       "inforom_image": None}}}
 
 
 def version_outlier(views: list[HostView]) -> Iterator[Finding]:
