@@ -20,6 +20,7 @@ from typing import Any
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.model import Facts
+from orchestrator.store.spool import SpooledRecords, records_with
 from orchestrator.verdict.checks import FINDING_IDS, NEEDS
 from orchestrator.verdict.checks.base import Needs
 from orchestrator.verdict.expectations import Expectations
@@ -194,11 +195,17 @@ def check_states(record: Mapping[str, Any], findings: Iterable[Mapping[str, Any]
 
 def fleet_check_states(fleet: Mapping[str, Any], ids: Iterable[str] = FINDING_IDS
                        ) -> Iterator[tuple[Mapping[str, Any], dict[str, CheckState]]]:
-    """(host record, its states) for every host of a fleet.json document, in its order."""
+    """(host record, its states) for every host of a fleet.json document, in its order; a stored
+    record comes without its facts sections (the readers of states read names, outcomes, probes)."""
     ids = list(ids)
     by_host = F.findings_by_host(dict(fleet))
     silenced = [s for s in fleet.get("silenced") or [] if isinstance(s, dict)]
     fleet_level = fleet.get("not_judged") if isinstance(fleet.get("not_judged"), dict) else {}
-    for rec in fleet.get("hosts") or []:
+    hosts = fleet.get("hosts") or []
+    # A stored record carries its not-judged ids, so its facts are not decoded for this; one
+    # written before they were stored is read whole, its facts telling what was measured.
+    for rec in records_with(hosts, ()):
         if isinstance(rec, dict) and rec.get("name"):
+            if not isinstance(rec.get("not_judged"), dict) and isinstance(hosts, SpooledRecords):
+                rec = hosts.by_name(str(rec["name"])) or rec
             yield rec, check_states(rec, by_host.get(str(rec["name"]), []), ids, fleet_level, silenced)

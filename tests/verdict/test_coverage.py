@@ -53,3 +53,25 @@ def test_records_without_stored_states_are_worked_out_from_probes() -> None:
     states = check_states(rec, [], ["gpu.lost", "p2p.outlier"])
     assert states["gpu.lost"].state == PASS
     assert states["p2p.outlier"].reason == "p2p probe not in this run"
+
+
+def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_path) -> None:
+    """fleet_check_states reads stored records without their facts; a record stored before its
+    not-judged ids were is read whole, so what its facts measured still counts."""
+    from orchestrator.store.fleet_file import read_fleet, write_fleet
+    from orchestrator.store.spool import SpooledRecords
+    from orchestrator.verdict.coverage import fleet_check_states
+
+    facts = {"host": {}, "gpus": {"list": [{"index": 0}]}}
+    stored = {"name": "new", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"), "facts": facts,
+              "not_judged": {"gpu.lost": "partial"}}
+    older = {"name": "old", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"), "facts": facts}
+    write_fleet(tmp_path / "fleet.json", {"run": {}, "summary": {}, "hosts": [stored, older], "findings": []})
+    fleet = read_fleet(tmp_path / "fleet.json")
+    assert isinstance(fleet["hosts"], SpooledRecords)
+    states = {rec["name"]: st for rec, st in fleet_check_states(fleet, ["gpu.lost", "gpu.mig.enabled"])}
+    assert states["new"]["gpu.lost"] == check_states(stored, [], ["gpu.lost"])["gpu.lost"]
+    assert states["new"]["gpu.lost"].state == NOT_JUDGED
+    # judged from its facts: the GPU list was measured, so gpu.lost passed (stripped facts would say
+    # "no gpus facts from the nvml probe")
+    assert states["old"]["gpu.lost"].state == PASS and states["old"]["gpu.mig.enabled"].state == PASS
