@@ -146,8 +146,9 @@ def level_matrix(facts: Facts | None) -> dict[tuple[str, str], str] | None:
     matrix = topo.get("matrix") if topo else None
     if topo is None or not isinstance(matrix, list):
         return None
+    devices = topo.get("devices")
     labels = [str(d.get("bus_id") or d.get("label") or i) if isinstance(d, dict) else str(d)
-              for i, d in enumerate(topo.get("devices") or [])]
+              for i, d in enumerate(devices if isinstance(devices, list) else [])]
     out: dict[tuple[str, str], str] = {}
     for i, row in enumerate(matrix):
         if not isinstance(row, list):
@@ -288,7 +289,8 @@ _GPU_KEYS = ("bus_id", "uuid", "index")  # how a GPU of one section is found in 
 
 
 def _gpu_keys(g: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    return [(k, g[k]) for k in _GPU_KEYS if g.get(k) is not None]
+    # a bus id, UUID or index is a string or a number; any other value (a damaged record) names no GPU
+    return [(k, g[k]) for k in _GPU_KEYS if isinstance(g.get(k), (str, int))]
 
 
 def gpu_gauges(facts: Facts | None) -> list[GpuGauges]:

@@ -12,7 +12,7 @@ normalizer package's `__init__` reads this registry, so importing it from here w
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -98,6 +98,12 @@ def probe_of(section: str) -> str | None:
     """The probe a section stands for (a section imported from text counts as that probe having run)."""
     row = by_section(section)
     return row.probe if row else None
+
+
+def probes_standing_for(sections: Iterable[str]) -> list[str]:
+    """The probes whose sections these are: facts imported from text count as those probes having
+    run (raw mode, `probe import`), so their checks judge them."""
+    return [p for p in (probe_of(s) for s in sections) if p]
 
 
 def views() -> dict[str, Section]:

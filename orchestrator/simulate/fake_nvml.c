@@ -57,7 +57,7 @@ typedef struct {
 
 typedef struct {
     const char *bus_id, *name, *uuid, *serial, *part, *vbios;
-    const char *inforom;                                /* InfoROM image version; NULL: NOT_SUPPORTED (consumer boards) */
+    const char *inforom;                                /* InfoROM image version (the machine's inforom_image); NULL: NOT_SUPPORTED */
     unsigned int pci_device_id, minor;
     unsigned long long mem_total, mem_used;
     unsigned int arch; int cc_major, cc_minor;

@@ -141,10 +141,7 @@ def judged_outcomes(probes: Mapping[str, Mapping[str, Any]], facts: Facts) -> di
     probe having run, so that probe's checks judge it."""
     out = {p: str(s.get("outcome")) for p, s in probes.items()}
     if out.get("raw") == "ok":
-        for section in facts:
-            probe = registry.probe_of(section)
-            if probe:
-                out[probe] = "ok"
+        out.update(dict.fromkeys(registry.probes_standing_for(facts), "ok"))
     return out
 
 
@@ -204,8 +201,8 @@ def fleet_check_states(fleet: Mapping[str, Any], ids: Iterable[str] = FINDING_ID
     hosts = fleet.get("hosts") or []
     # A stored record carries its not-judged ids, so its facts are not decoded for this; one
     # written before they were stored is read whole, its facts telling what was measured.
-    for rec in records_with(hosts, ()):
+    for i, rec in enumerate(records_with(hosts, ())):
         if isinstance(rec, dict) and rec.get("name"):
             if not isinstance(rec.get("not_judged"), dict) and isinstance(hosts, SpooledRecords):
-                rec = hosts.by_name(str(rec["name"])) or rec
+                rec = hosts[i]
             yield rec, check_states(rec, by_host.get(str(rec["name"]), []), ids, fleet_level, silenced)

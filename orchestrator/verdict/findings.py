@@ -51,7 +51,9 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         # Built by hand, not with dataclasses.asdict: asdict deep-copies expected/actual/evidence
         # value by value, which was a fifth of `probe merge` (69,000 findings at 2,000 hosts).
-        # The values are JSON data the finding owns and nobody mutates, so they are shared.
+        # The values are shared, not copied: some `actual` values are a host's facts themselves
+        # (nccl, p2p), so neither a finding's dict nor fleet.json's facts may be changed in place
+        # once judged (nothing does: overrides build new findings, writers encode as they read).
         return {"id": self.id, "severity": self.severity.value, "kind": self.kind.value, "host": self.host,
                 "subject": self.subject, "message": self.message, "expected": self.expected,
                 "actual": self.actual, "evidence": list(self.evidence), "hint": self.hint}

@@ -64,3 +64,11 @@ def test_odd_lines_and_redactions():
     a = host.facts["gpus"]["list"][0]
     assert a["bus_id"] is None and a["unknown"]["bus_id"] == "redacted in the source"
     assert any("not a CSV row" in n for n in host.notes)
+
+
+def test_firmware_columns_reach_the_record_the_nvml_probe_writes():
+    # the H100 values of the published `-q` excerpt in tests/fixtures/evidence, as --query-gpu prints them
+    text = ("name, pci.bus_id, vbios_version, inforom.img\n"
+            "NVIDIA H100 80GB HBM3, 00000000:18:00.0, 96.00.74.00.01, G520.0200.00.05\n")
+    [g] = import_texts([("q.csv", text)]).facts["gpus"]["list"]
+    assert (g["vbios"], g["inforom_image"]) == ("96.00.74.00.01", "G520.0200.00.05")

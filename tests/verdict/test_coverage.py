@@ -75,3 +75,17 @@ def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_pa
     # judged from its facts: the GPU list was measured, so gpu.lost passed (stripped facts would say
     # "no gpus facts from the nvml probe")
     assert states["old"]["gpu.lost"].state == PASS and states["old"]["gpu.mig.enabled"].state == PASS
+
+
+def test_two_stored_records_of_one_name_keep_their_own_states(tmp_path) -> None:
+    """A damaged or hand-joined fleet.json may name a host twice: each record is judged as itself."""
+    from orchestrator.store.fleet_file import read_fleet, write_fleet
+    from orchestrator.verdict.coverage import fleet_check_states
+
+    with_gpus = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"),
+                 "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}}}
+    without = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="unsupported"),
+               "facts": {"host": {}}}
+    write_fleet(tmp_path / "fleet.json", {"run": {}, "summary": {}, "hosts": [with_gpus, without], "findings": []})
+    first, second = (st["gpu.lost"] for _, st in fleet_check_states(read_fleet(tmp_path / "fleet.json"), ["gpu.lost"]))
+    assert first.state == PASS and second.state == NOT_JUDGED

@@ -44,6 +44,12 @@ def test_a_recovery_action_this_version_does_not_know_is_never_a_pass() -> None:
     assert (f.severity.value, f.actual) == ("warn", "unknown(9)") and "does not know" in f.message
 
 
+def test_reset_required_answers_outrank_an_unknown_recovery_action() -> None:
+    lost = gpu(0, recovery_action="unknown(9)", power_w=None, unknown={"power_w": "RESET_REQUIRED"})
+    [f] = gpu_health.reset_required(view([lost]))
+    assert f.severity.value == "fail" and "RESET_REQUIRED" in f.message
+
+
 def test_reset_required_answers_are_a_finding_of_their_own() -> None:
     lost = gpu(0, power_w=None, unknown={"power_w": "RESET_REQUIRED", "fans": "NOT_SUPPORTED"})
     [f] = gpu_health.reset_required(view([lost, gpu(1)]))

@@ -48,6 +48,7 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "pci.bus_id": ("bus_id", norm_bus_id), "gpu_bus_id": ("bus_id", norm_bus_id),
     "pci.device_id": ("pci_device_id", _dev_id),
     "vbios_version": ("vbios", str.strip),
+    "inforom.img": ("inforom_image", str.strip), "inforom.image": ("inforom_image", str.strip),
     "persistence_mode": ("persistence_mode", _bool),
     "compute_mode": ("compute_mode", lambda v: v.strip().lower().replace(" ", "_")),
     "pcie.link.gen.current": ("pcie_gen_current", lambda v: _int(_num(v))),

@@ -143,7 +143,8 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
         _known(g, key, getattr(q, attr), q.unknown.get(attr))
     g["module_id"] = q.module_id
     g["pcie_replays"] = q.pcie_replays
-    # -q fields the nvml probe does not read (yet): kept, null with a reason when not printed
+    # -q fields beyond the ones above (most of them the nvml probe does not read; the InfoROM image
+    # it does): kept, null with a reason when not printed
     for key in ("minor_number", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w", "module_power_w",
                 "memory_temperature_c", "inforom_image"):
         g[key] = getattr(q, key)

@@ -106,6 +106,14 @@ def reset_required(view: HostView) -> Iterator[Finding]:
                         severity=sev, expected="NONE", actual=action, evidence=["gpus.list.recovery_action"],
                         hint=hint)
             continue
+        answered = sorted(k for k, v in (g.get("unknown") or {}).items() if v == "RESET_REQUIRED")
+        if answered:
+            yield fault("gpu.reset_required", view.name, _subject(g),
+                        f"NVML answers RESET_REQUIRED for {', '.join(answered[:6])}: the GPU must be reset "
+                        "before it can be used", expected="answers", actual={k: "RESET_REQUIRED" for k in answered},
+                        evidence=[f"gpus.list.unknown.{k}" for k in answered[:6]],
+                        hint="drain the GPU and reset it (nvidia-smi -r), or reboot; dmesg for the Xid that preceded it")
+            continue
         if isinstance(action, str) and action != "NONE":
             # a value newer than this table (later nvml.h releases add actions), or one no driver
             # writes: neither is a pass
@@ -114,14 +122,6 @@ def reset_required(view: HostView) -> Iterator[Finding]:
                         "so the GPU may need a reset or a reboot", severity=Severity.WARN, expected="NONE", actual=action,
                         evidence=["gpus.list.recovery_action"],
                         hint="read the GPU's recovery action in nvidia-smi -q and NVIDIA's NVML reference")
-            continue
-        answered = sorted(k for k, v in (g.get("unknown") or {}).items() if v == "RESET_REQUIRED")
-        if answered:
-            yield fault("gpu.reset_required", view.name, _subject(g),
-                        f"NVML answers RESET_REQUIRED for {', '.join(answered[:6])}: the GPU must be reset "
-                        "before it can be used", expected="answers", actual={k: "RESET_REQUIRED" for k in answered},
-                        evidence=[f"gpus.list.unknown.{k}" for k in answered[:6]],
-                        hint="drain the GPU and reset it (nvidia-smi -r), or reboot; dmesg for the Xid that preceded it")
             continue
         if g.get("retired_pages_pending") is True:
             yield fault("gpu.reset_required", view.name, _subject(g),
