@@ -70,6 +70,12 @@ def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _index(v: Any, position: int) -> int:
+    """A GPU's index as its section gives it, else its position in the section's list."""
+    n = _int(v)
+    return position if n is None else n
+
+
 def _lower(v: Any) -> str | None:
     s = _str(v)
     return s.lower() if s else None
@@ -87,8 +93,7 @@ def gpus(facts: Facts | None, source: str | None = None) -> list[GpuRef] | None:
         items = _nvml_gpus(facts)
         if items is not None:
             return [GpuRef(uuid=_str(g.get("uuid")), bus_id=_lower(g.get("bus_id")), name=_str(g.get("name")),
-                           index=_int(g.get("index")) if _int(g.get("index")) is not None else i,
-                           lost=g.get("lost") is True)
+                           index=_index(g.get("index"), i), lost=g.get("lost") is True)
                     for i, g in enumerate(items)]
     if source in (None, "pcie"):
         pcie = _dict(_facts(facts).get("pcie"))
@@ -307,7 +312,7 @@ def gpu_gauges(facts: Facts | None) -> list[GpuGauges]:
         lk: Mapping[str, Any] = next((links[k] for k in _gpu_keys(g) if k in links), {})
         pcie: GpuPcie | Mapping[str, Any] = _dict(g.get("pcie")) or {}
         out.append(GpuGauges(
-            index=_int(g.get("index")) if _int(g.get("index")) is not None else i, bus_id=bus,
+            index=_index(g.get("index"), i), bus_id=bus,
             uuid=_str(g.get("uuid")), name=_str(g.get("name")),
             nvlink_links_up=_int(lk.get("links_up")), nvlink_links=_int(lk.get("links_total")),
             p2p_min_gbps=p2p.get(bus) if bus else None,

@@ -8,7 +8,7 @@ them share; two hosts that differ do not say which one is right.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from orchestrator.facts.model import GpuRecord, HostFacts
@@ -47,8 +47,8 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
 
 def _most_gpus(v: HostView, key: str) -> str | None:
     """The value most of the host's GPUs give for a firmware version (VBIOS, InfoROM image)."""
-    by_name: list[Mapping[str, Any]] = list(_gpus(v))  # read by a key held in a variable
-    counts = Counter(g.get(key) for g in by_name if isinstance(g.get(key), str) and g.get(key))
+    gpus: Sequence[Mapping[str, Any]] = _gpus(v)  # read by a key held in a variable
+    counts = Counter(x for x in (g.get(key) for g in gpus) if isinstance(x, str) and x)
     return counts.most_common(1)[0][0] if counts else None
 
 
