@@ -13,7 +13,13 @@ display GPU) are `NotRequired` too: a live probe leaves them out, it never write
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+import sys
+from typing import Any, Union
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, TypedDict
+else:  # NotRequired is 3.11+; typing_extensions' TypedDict is the one that understands it
+    from typing_extensions import NotRequired, TypedDict
 
 
 # Provenance every section imported from text carries (facts/textparse/facts.py:_mark).
@@ -34,7 +40,7 @@ class TextSource(TextOrigin, total=False):
 # ---------------------------------------------------------------------------------------------
 # facts["host"] (docs/facts-host.md)
 
-DmiValue = str | dict[str, Any] | None  # {"unknown": reason} where only root may read it
+DmiValue = Union[str, dict[str, Any], None]  # {"unknown": reason} where only root may read it
 
 
 class HostCpu(TypedDict):

@@ -125,7 +125,7 @@ def _cut_strings(value: Any, cut: list[int]) -> Any:
         return value
     if isinstance(value, list):
         out = [_cut_strings(v, cut) for v in value]
-        return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+        return out if any(a is not b for a, b in zip(out, value)) else value
     if isinstance(value, dict):
         new = {k: _cut_strings(v, cut) for k, v in value.items()}
         return new if any(new[k] is not value[k] for k in value) else value
@@ -147,7 +147,7 @@ def _cut(value: Any, path: tuple[str, ...], cap: int, note: Callable[[int], None
         if isinstance(value, list):
             once = _once(note)
             out = [_cut(v, rest, cap, once) for v in value]
-            return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+            return out if any(a is not b for a, b in zip(out, value)) else value
         if isinstance(value, dict):
             once = _once(note)
             new = {k: _cut(v, rest, cap, once) for k, v in value.items()}
