@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from orchestrator.facts.model import Facts
+from orchestrator.verdict import classes
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks import (
     gpu,
     gpu_health,
@@ -128,6 +130,10 @@ FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
     "topology.class.outlier", "probe.data.malformed",
 )
+
+# Which ids follow from which (verdict/causes.py): each area declares the causes of its own ids
+# beside its checks, the topology comparison those of its outliers.
+CAUSES: tuple[Cause, ...] = (*(c for area in _AREAS for c in getattr(area, "CAUSES", ())), *classes.CAUSES)
 
 # What each finding id's check must have measured (each area declares its own beside its ids);
 # verdict/coverage.py turns it into pass / raised / not judged per host.  The topology comparison

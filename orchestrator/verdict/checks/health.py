@@ -15,6 +15,7 @@ from orchestrator.facts import xid as xids
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
 from orchestrator.facts.model import AerLink, Facts, KmsgEvent, KmsgFacts, PreviousFacts
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -351,3 +352,10 @@ NEEDS: dict[str, Needs] = {
     "host.segfault.gpu_library": _KMSG,
     "pcie.aer.counters": Needs(sections=("pcie",), unjudged=_aer_unjudged),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE),  # Xid 79 is how the driver says it
+    Cause("pcie.aer.counters", "pcie.aer", Scope.DEVICE),  # the log's events are the counters' errors
+    Cause("nic.port.down", "nic.kernel_event", Scope.DEVICE),
+)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs, gpus_ran, nvlink_ran, pcie_ran
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
@@ -278,3 +279,10 @@ NEEDS: dict[str, Needs] = {
     "pcie.nic.count": Needs(sections=("pcie",), expect=("nic_count",)),
     "p2p.status.disabled": Needs(sections=("gpus",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    # the platform withholds P2P and hides the switches: the virtualization finding is the fault
+    *(Cause(root, "p2p.status.disabled") for root in ("gpu.mig.enabled", "gpu.virtualization", "host.virtualized")),
+    *(Cause(root, "nvlink.nvswitch.hidden") for root in ("gpu.virtualization", "host.virtualized")),
+)

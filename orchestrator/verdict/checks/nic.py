@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
@@ -287,3 +288,8 @@ NEEDS: dict[str, Needs] = {
     "nic.firmware.outlier": _NIC,
     "gpu.gdr.unavailable": Needs(sections=("nic",), expect=("gdr",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    Cause("gpu.gdr.peermem_error", "gpu.gdr.unavailable"),
+)

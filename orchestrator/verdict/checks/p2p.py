@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -554,3 +555,19 @@ FINDING_IDS: tuple[str, ...] = (
 # Every p2p id is judged from the p2p probe's measurements alone (verdict/coverage.py): an audit
 # without that probe judges none of them.
 NEEDS: dict[str, Needs] = {fid: Needs(sections=("p2p",), gpus=True) for fid in FINDING_IDS}
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+_SLOW_PAIR_HOST = ("pcie.acs.enabled", "p2p.status.disabled", "nvlink.fabric.incomplete", "nvlink.fabric_manager.version")
+_SLOW_PAIR_DEVICE = ("nvlink.link.down", "pcie.link.downgraded", "gpu.clocks.slowdown")
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, fid) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")
+      for root in _SLOW_PAIR_HOST),
+    *(Cause(root, fid, Scope.DEVICE) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier",
+                                                 "p2p.asymmetric") for root in _SLOW_PAIR_DEVICE),
+    *(Cause(BANDWIDTH_LOW, fid, Scope.DEVICE) for fid in ("p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")),
+    *(Cause(root, "p2p.not_possible") for root in ("p2p.status.disabled", "gpu.mig.enabled", "gpu.virtualization",
+                                                   "pcie.acs.enabled")),
+    Cause("pcie.link.downgraded", "p2p.host_bandwidth.low", Scope.DEVICE),
+    *(Cause(root, "p2p.gpu.error", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus", "gpu.xid")),
+    Cause("host.driver.missing", "p2p.cuda.error"),
+)
