@@ -155,8 +155,7 @@ def import_answers(answers: list[TaskAnswer], root: Path, inventory: tuple[str, 
     inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
     plan = build_plan(inputs, stored=stored)
     collected = [(HostResult(hosts_of[name], by_host[name]), {"via": via}) for name in names]
-    meta = {"collected": {"via": via, "tasks": len(answers)}}
-    return store_collected(plan, collected, root, meta), warnings
+    return store_collected(plan, collected, root, {"via": via, "tasks": len(answers)}), warnings
 
 
 def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,
@@ -168,10 +167,13 @@ def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, .
 
 def write_callback_run(records: list[dict[str, Any]], results: str | None, inventory: list[str],
                        playbook: str | None) -> str | None:
-    """The callback's end of playbook: the run directory written, or None without fleetprobe tasks."""
+    """The callback's end of playbook: the run directory written and its hosts by health, or None
+    without fleetprobe tasks."""
+    from orchestrator.present.terminal.hosts import health_summary
+
     answers = answers_from(records)
     if not answers:
         return None
     root = Path(results) if results else default_results_dir()
     result, _warnings = import_answers(answers, root, tuple(inventory), playbook, None, "ansible callback")
-    return str(result.run.dir)
+    return f"{result.run.dir} ({health_summary(result.fleet)})"

@@ -213,5 +213,5 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
             origin["identity"] = item.document.identity
             res = document_result(host, item.document, DEFAULT_MAX_OUTPUT)
         collected.append((res, origin))
-    meta = {"collected": {"via": "bundle", "files": len(items)}, "options": {"timeout": inputs.timeout}}
-    return store_collected(plan, collected, root, meta), warnings
+    return store_collected(plan, collected, root, {"via": "bundle", "files": len(items)},
+                           {"timeout": inputs.timeout}), warnings

@@ -21,6 +21,7 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
 
@@ -92,17 +93,19 @@ class RunPlan:
         found = self.expectations.get(name)
         return found if found is not None else host_expectations(name, vars, self.cli_expect)
 
-    def meta(self) -> dict[str, Any]:
-        """run.json's description of the plan (next to id, state, times written by the run directory)."""
-        return {
+    def meta(self, **more: Any) -> RunMeta:
+        """run.json's description of the plan (the run directory adds id, state and times); `more`:
+        the other fields of the run (options, how it was collected)."""
+        return RunMeta(
             # [] is the bundled demo fleet, wherever this install keeps it (its path changes with the venv)
-            "inventory": list(self.inventory.sources) if self.inputs.inventory else [],
-            "limit": self.inputs.limit,
-            "playbook": str(self.playbook.path),
-            "probes": self.probe_names(),
-            "hosts_order": [h.name for h in self.hosts],
-            "plan": self.inputs.to_dict(),
-        }
+            inventory=list(self.inventory.sources) if self.inputs.inventory else [],
+            limit=self.inputs.limit,
+            playbook=str(self.playbook.path),
+            probes=self.probe_names(),
+            hosts_order=[h.name for h in self.hosts],
+            plan=self.inputs.to_dict(),
+            **more,
+        )
 
 
 def check_limits(forks: Any, timeout: Any, where: str = "") -> None:

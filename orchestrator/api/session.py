@@ -10,32 +10,45 @@ exit codes) is the caller's.
 from __future__ import annotations
 
 import errno
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
-from orchestrator.engine.outcomes import NOT_STARTED, Outcome, is_problem
+from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.facts.model import PreviousFacts
 from orchestrator.present.progress import Fanout, Progress
-from orchestrator.store.history import RunNotFound, load_fleet, previous_run
+from orchestrator.store.history import RunNotFound, RunSummary, previous_run
 from orchestrator.store.lock import RunLock, UnsafeLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
+from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.parallel import worker_count
+from orchestrator.verdict.result import FleetResult
 from orchestrator.verdict.streaming import JudgingPool
+
+
+@dataclass
+class Baseline:
+    """A run a new run is compared with, read once: its judged fleet for drift and for the checks
+    that judge counters and events between runs."""
+
+    path: Path | None = None
+    fleet: FleetResult | None = None
+    warnings: list[str] = field(default_factory=list)  # runs passed over, or why none could be read
 
 
 @dataclass
@@ -43,32 +56,34 @@ class RunResult:
     """A whole run: every play's host results merged per host, the judged fleet, where it is stored."""
 
     run: RunDirectory
-    fleet: dict[str, Any]
+    fleet: FleetResult
     hosts: dict[str, HostResult] = field(default_factory=dict)  # host -> its probes over all plays
     interrupted: bool = False
+    drift: FleetDiff | None = None  # against the baseline, where there is one
+    baseline: Baseline = field(default_factory=Baseline)
 
     def stopped_counts(self) -> tuple[int, int, int]:
-        """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept.
-        Part-way: a probe cut off mid-run, or a later play's probes never started."""
-        finished = cut = never = 0
-        for res in self.hosts.values():
-            unstarted = [p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()]
-            if unstarted and all(unstarted):
-                never += 1
-            elif any(unstarted) or any(p.outcome == Outcome.INTERRUPTED for p in res.probes.values()):
-                cut += 1
-            else:
-                finished += 1
-        return finished, cut, never
+        """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept."""
+        return stopped_counts(self.hosts.values())
 
     @property
     def failed_hosts(self) -> list[str]:
-        return [r["name"] for r in self.fleet["hosts"] if is_problem(r["outcome"])]
+        return self.fleet.failed_hosts
 
 
-def run_header(meta: dict[str, Any]) -> dict[str, Any]:
-    """fleet.json's `run`: what of run.json a reader of the fleet document needs."""
-    return {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+def stopped_counts(hosts: Iterable[HostResult]) -> tuple[int, int, int]:
+    """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept.
+    Part-way: a probe cut off mid-run, or a later play's probes never started."""
+    finished = cut = never = 0
+    for res in hosts:
+        unstarted = [p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()]
+        if unstarted and all(unstarted):
+            never += 1
+        elif any(unstarted) or any(p.outcome == Outcome.INTERRUPTED for p in res.probes.values()):
+            cut += 1
+        else:
+            finished += 1
+    return finished, cut, never
 
 
 # The facts sections a check compares with the previous run (events and counters of one boot).
@@ -79,38 +94,54 @@ HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
 HISTORY_PARTS = {"pcie": ("aer_links",), "nvlink": ("gpus",)}
 
 
-def previous_facts(root: Path, before: Path) -> dict[str, PreviousFacts]:
-    """host -> its HISTORY_SECTIONS facts in the newest complete run of the same inventory before
-    `before`; empty when there is none or it cannot be read (the checks then judge absolutes only)."""
+def previous_baseline(root: Path, before: Path) -> Baseline:
+    """The newest complete run of the same inventory, playbook and limit before `before`; empty
+    (with why) when there is none or it cannot be read (the checks then judge absolutes only)."""
+    skipped: list[RunSummary] = []
     try:
-        prev = previous_run(root, before)
-        if prev is None:
-            return {}
-        fleet = load_fleet(prev.path)
-    except (RunNotFound, OSError, ValueError):
-        return {}
+        prev = previous_run(root, before, skipped=skipped)
+    except (RunNotFound, OSError):
+        return Baseline()
+    warnings = [f"run {bad.id} is not used as the drift baseline: {bad.problem}" for bad in skipped if bad.problem]
+    return load_baseline(prev.path, warnings) if prev is not None else Baseline(warnings=warnings)
+
+
+def load_baseline(path: Path, warnings: list[str] | None = None) -> Baseline:
+    """A stored run as a baseline; without its fleet (and why) when fleet.json cannot be read."""
+    warnings = warnings or []
+    try:
+        return Baseline(path, FleetResult.load(path), warnings)
+    except (RunNotFound, OSError, ValueError) as e:
+        return Baseline(path, None, [*warnings, f"no drift shown: {e}"])
+
+
+def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
+    """host -> its HISTORY_SECTIONS facts in the previous run (the checks judge counters and events
+    against them); empty without one."""
     out: dict[str, PreviousFacts] = {}
-    for rec in fleet.get("hosts") or []:
-        facts = rec.get("facts") or {}
+    if prev is None:
+        return out
+    for host in prev.hosts:
+        facts: Mapping[str, Any] = host.facts  # picked by section name
         kept = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
         for section, keys in HISTORY_PARTS.items():
             if isinstance(facts.get(section), dict):
                 kept[section] = {k: facts[section][k] for k in keys if k in facts[section]}
         # Picked by section name from a fleet.json this program judged: the sections and parts
         # PreviousFacts declares, in the shapes the normalizers wrote.
-        out[str(rec.get("name"))] = cast(PreviousFacts, kept)
+        out[host.name] = cast(PreviousFacts, kept)
     return out
 
 
-def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
+def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None) -> dict[str, Any]:
+          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None) -> FleetResult:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
     `pool`: the judges started for this plan by start_judging."""
     expect_for, overrides_for = _rules(expectations, overrides)
-    return build_fleet(run_header(meta), inputs, expect_for, overrides_for, spool=spool,
+    return build_fleet(meta, inputs, expect_for, overrides_for, spool=spool,
                        previous_for=(previous or {}).get, pool=pool)
 
 
@@ -152,13 +183,6 @@ class _JudgeAsStored:
     def host_finished(self, res: HostResult) -> None:
         if self.pool is not None and self.store.error is None:
             self.pool.submit(host_input_from_result(res, self.run.dir))
-
-
-def _install_sigterm() -> None:
-    if threading.current_thread() is threading.main_thread():
-        def raise_interrupt(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt()
-        signal.signal(signal.SIGTERM, raise_interrupt)
 
 
 class _StoreOrStop:
@@ -235,35 +259,41 @@ def open_lock(root: Path) -> RunLock:
 
 
 def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
-            output_dir: Path | None = None, show_progress: bool | None = None) -> RunResult:
-    """Run every play of `plan`, store and judge it.  Raises LockHeld, ResultsUnwritable,
-    UsageError; a Ctrl-C keeps what finished (RunResult.interrupted)."""
+            output_dir: Path | None = None, show_progress: bool | None = None,
+            baseline: Path | None = None) -> RunResult:
+    """Run every play of `plan`, store and judge it, and compare it with `baseline` (default: the
+    previous complete run of the same inventory).  Raises LockHeld, ResultsUnwritable, UsageError;
+    a Ctrl-C keeps what finished (RunResult.interrupted)."""
     lock = open_lock(root)
     try:
-        return _execute_locked(plan, root, transport, options, output_dir, show_progress)
+        return _execute_locked(plan, root, transport, options, output_dir, show_progress, baseline)
     finally:
         lock.release()
 
 
 def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
-                    output_dir: Path | None, show_progress: bool | None) -> RunResult:
+                    output_dir: Path | None, show_progress: bool | None, baseline: Path | None) -> RunResult:
     try:
-        run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
+        run = RunDirectory.create(root, plan.meta(options=options), output_dir)
     except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
         why = e.strerror or str(e)
         raise UsageError(f"cannot create the run directory under {root}: {why}; "
                          "choose another with --results or -o") from None
     progress = Progress(len(plan.hosts), enabled=show_progress)
-    _install_sigterm()
     stop = threading.Event()
     store = _StoreOrStop(run, stop)
-    previous = previous_facts(root, run.dir)
+    prev = previous_baseline(root, run.dir)
+    previous = previous_facts(prev.fleet)
     pool = start_judging(plan, previous, run.dir)
     try:
-        return _run_and_judge(plan, run, transport, progress, store, stop, previous, pool)
+        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool)
     finally:
         if pool is not None:
             pool.close()
+    result.baseline = load_baseline(baseline) if baseline is not None else prev
+    if result.baseline.fleet is not None:
+        result.drift = diff_fleets(result.baseline.fleet, result.fleet)
+    return result
 
 
 def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
@@ -296,9 +326,14 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
+    if interrupted:
+        done, cut, never = stopped_counts(merged.values())
+        run.stop("interrupted", {"finished": done, "cut": cut, "never": never})
+    else:
+        run.stop("complete")
     fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool)
     try:
-        run.finish(fleet, state="interrupted" if interrupted else "complete")
+        run.finish(fleet.to_document())
     except OSError as e:
         raise _unwritable(run, e) from None
     return RunResult(run, fleet, merged, interrupted)
@@ -322,11 +357,13 @@ def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOr
 
 
 def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
-                    extra_meta: dict[str, Any]) -> RunResult:
+                    via: dict[str, Any], options: dict[str, Any] | None = None) -> RunResult:
     """Results that came by another road (bundle documents from srun or cron, Ansible job events)
     stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
-    the same plan.  `collected`: each host's results and where they came from (its `origin`)."""
-    meta = {**plan.meta(), **extra_meta, "hosts_order": [r.host.name for r, _ in collected]}
+    the same plan.  `collected`: each host's results and where they came from (its `origin`);
+    `via`: the road (run.json's `collected`)."""
+    meta = plan.meta(collected=via, options=options)
+    meta.hosts_order = [r.host.name for r, _ in collected]
     try:
         run = RunDirectory.create(root, meta)
     except OSError as e:
@@ -337,8 +374,9 @@ def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, A
             run.host_finished(res, origin=origin)
             release_envelope_data(res)
         inputs = [host_input_from_result(res, run.dir) for res, _ in collected]
+        run.stop("complete")
         fleet = judge(run.meta, inputs, plan, spool=run.dir)
-        run.finish(fleet)
+        run.finish(fleet.to_document())
     except OSError as e:
         raise _unwritable(run, e) from None
     return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
@@ -356,24 +394,24 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
     if not inputs:
         raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
-    inputs_of_run = PlanInputs.from_dict(meta.get("plan") or {"playbook": meta.get("playbook"),
-                                                               "inventory": meta.get("inventory")})
-    new_inputs = PlanInputs(inventory=tuple(meta.get("inventory") or ()), limit=meta.get("limit"),
+    inputs_of_run = PlanInputs.from_dict(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory})
+    new_inputs = PlanInputs(inventory=tuple(meta.inventory), limit=meta.limit,
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
                             expect=tuple(expect) if expect is not None else inputs_of_run.expect,
                             forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become)
-    if meta.get("imported"):
+    if meta.imported:
         plan = None
         from orchestrator.api.plan import parse_expect_items
 
         cli_expect = parse_expect_items(new_inputs.expect)
-        new_meta = {k: meta.get(k) for k in ("inventory", "limit", "probes", "options", "hosts_order", "imported")}
-        new_meta.update(playbook=None, plan=new_inputs.to_dict(), rejudged_from=source.name)
+        new_meta = RunMeta(inventory=meta.inventory, limit=meta.limit, probes=meta.probes, options=meta.options,
+                           hosts_order=meta.hosts_order, imported=True, playbook=None, plan=new_inputs.to_dict(),
+                           rejudged_from=source.name)
     else:
         plan = build_plan(new_inputs, stored=inputs)
-        new_meta = {**plan.meta(), "options": meta.get("options"), "hosts_order": meta.get("hosts_order"),
-                    "probes": meta.get("probes"), "rejudged_from": source.name}
+        new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
+        new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
     # Locked like a run (a concurrent `--keep` must not prune the source half-way), built in a
     # staging directory and renamed into the history only once complete.
     lock = open_lock(root)
@@ -383,13 +421,15 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
             # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
             run.copy_raw_from(stored)
             # Compared with the run before the source (not with the source itself, nor a later run).
-            before = previous_facts(root, source) if source.parent.resolve() == root.resolve() else {}
+            before = previous_facts(previous_baseline(root, source).fleet) \
+                if source.parent.resolve() == root.resolve() else {}
+            # a re-judged stopped run is still the stopped run: never a complete baseline for drift
+            run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
             if plan is not None:
                 fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
             else:
                 fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
-            # a re-judged stopped run is still the stopped run: never a complete baseline for drift
-            run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
+            run.finish(fleet.to_document())
             run.publish()
         except OSError as e:
             run.discard()

@@ -5,6 +5,7 @@ The one home of temp file + fsync + rename, below every layer that writes files:
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -12,6 +13,16 @@ from pathlib import Path
 from typing import IO
 
 _BUFFER = 1 << 20
+
+
+def _make_parent(path: Path) -> None:
+    """The directory `path` goes in, made where missing; where a file stands in its way, the error
+    names that file (mkdir alone says "File exists" about the directory it could not make)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        blocker = next((p for p in (path.parent, *path.parent.parents) if p.exists() and not p.is_dir()), path.parent)
+        raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is not a directory") from None
 
 
 def replace(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, durable: bool = True) -> Path:
@@ -24,7 +35,7 @@ def replace(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, du
     per-host raw files written on the run's hot path, where one fsync each cost 10-13 % of a
     500-host run; run.json and fleet.json stay durable."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb", buffering=_BUFFER) as f:

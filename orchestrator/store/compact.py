@@ -265,7 +265,7 @@ def _decode_list(obj: Any) -> list[Any]:
 
 def encode_host(record: dict[str, Any]) -> dict[str, Any]:
     """One fleet.json host record as schema 2 writes it: its own keys stay (name, outcome, facts,
-    ...), so the spool can still append the fleet-wide ones to its text (spool.set_classes)."""
+    ...), so the spool can still append the fleet-wide ones to its text (spool.set_late)."""
     if not isinstance(record, dict) or not _plain_keys(record):
         out: dict[str, Any] = _safe(record)
         return out
