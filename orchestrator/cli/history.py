@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +14,18 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
 from orchestrator.cli import exitcodes, views
-from orchestrator.cli.run import emit, results_root
+from orchestrator.cli.run import deliver, emit, results_root
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
     RunNotFound,
     diff_pair,
     list_runs,
-    load_fleet,
     previous_run,
     resolve_run,
 )
 from orchestrator.verdict.drift import diff_fleets
+from orchestrator.verdict.result import FleetResult
 
 
 def _resolve(args: argparse.Namespace, ref: str | None) -> Path:
@@ -34,11 +35,14 @@ def _resolve(args: argparse.Namespace, ref: str | None) -> Path:
         raise UsageError(str(e)) from None
 
 
-def _fleet(path: Path) -> dict[str, Any]:
+def _fleet(path: Path) -> FleetResult:
     try:
-        return load_fleet(path)
+        fleet = FleetResult.load(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"{path}: no readable fleet.json ({e}); try `probe rejudge {path.name}` to rebuild it") from None
+    for why in fleet.problems[:5]:
+        print(f"probe: warning: {path.name}: fleet.json: {why}; left out", file=sys.stderr)
+    return fleet
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -47,7 +51,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if not rows:
             print(f"no runs under {results_root(args)}")
             return 0
-        print(tabulate([list(r.values()) for r in rows], headers=list(rows[0].keys())))
+        from orchestrator.present.terminal.text import clean
+        from orchestrator.present.terminal.width import fit_table, terminal_width
+
+        cells = [["" if v is None else clean(v, 400) for v in r.values()] for r in rows]
+        print(fit_table(cells, list(rows[0].keys()), terminal_width(), drop_before_wrap=True,
+                        droppable=("limit", "inventory", "skipped", "interrupted", "unsupported", "started", "problem",
+                                   "info", "ok", "unreachable", "failed"),
+                        fixed=("id", "state")))
     else:
         print(render_rows(rows, args.format))
     return 0
@@ -56,7 +67,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     run_dir = _resolve(args, args.run)
     emit(_fleet(run_dir), args, run_dir)
-    return 0
+    return exitcodes.OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -76,8 +87,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     """Stored raw envelopes -> today's normalization and checks, under the run's own plan (or -p /
     --expect) -> a new run, with the exit status the run itself would have had."""
     result = rejudge(_resolve(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect)
-    emit(result.fleet, args, result.run.dir)
-    return exitcodes.for_fleet(result.fleet)
+    return deliver(args, result.fleet, result.run.dir)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -89,15 +99,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if prev_dir is None:
         prev = previous_run(results_root(args), run_dir)
         prev_dir = prev.path if prev else None
+    drift = diff_fleets(_fleet(prev_dir), fleet) if prev_dir else None
     try:
-        out = write_report(fleet, args.output, previous=_fleet(prev_dir) if prev_dir else None,
-                           max_pictures=args.max_pictures)
+        out = write_report(fleet, args.output, drift, max_pictures=args.max_pictures)
     except ReportError as e:
         raise UsageError(str(e)) from None
     except OSError as e:
-        raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
+        print(f"probe: could not write -o {args.output}: {e.strerror or e}", file=sys.stderr)
+        return exitcodes.RESULTS_UNWRITABLE
     print(f"report: {out}")
-    return 0
+    return exitcodes.OK
 
 
 def cmd_playbooks(args: argparse.Namespace) -> int:
@@ -120,7 +131,8 @@ def add_parsers(sub: Any) -> None:
     _results_opt(p)
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="only warn/fail findings")
+    views.add_findings_view(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="only unhealthy hosts with their warn/fail faults")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("diff", help="what changed between two runs (default: the last two of one inventory)")

@@ -10,10 +10,11 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import parse_expect_items
 from orchestrator.api.session import judge
 from orchestrator.cli import exitcodes, views
-from orchestrator.cli.run import add_slurm_drain, emit, results_root
+from orchestrator.cli.run import add_slurm_drain, deliver, results_root
 from orchestrator.engine.results import HostInput
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS
 from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.runmeta import RunMeta
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -74,21 +75,21 @@ def cmd_import(args: argparse.Namespace) -> int:
                                  "probe_version": "text", "retried": 0}}
         inputs.append(HostInput(name=name, address="(imported)", groups=["imported"], probes=probes, data={},
                                 facts=host.facts, vars={}))
-    meta = {"inventory": [str(Path(f).resolve()) for f in (args.files or [args.fleet])], "playbook": None,
-            "probes": sorted({p for h in inputs for p in h.probes}), "imported": True,
-            "hosts_order": [h.name for h in inputs], "plan": {"expect": list(args.expect or [])}}
+    meta = RunMeta(inventory=[str(Path(f).resolve()) for f in (args.files or [args.fleet])], playbook=None,
+                   probes=sorted({p for h in inputs for p in h.probes}), imported=True,
+                   hosts_order=[h.name for h in inputs], plan={"expect": list(args.expect or [])})
     run = RunDirectory.create(results_root(args), meta)
     for h in inputs:
         run.imported_host(h, imported[h.name].to_dict())
+    run.stop("complete")
     fleet = judge(run.meta, inputs, {h.name: expect for h in inputs}, spool=run.dir)
-    run.finish(fleet)
+    run.finish(fleet.to_document())
     if args.format == "table":
         for name, host in imported.items():
             print(f"== {name}: imported")
             print("\n".join(f"  {line}" for line in summary_lines(host)))
         print()
-    emit(fleet, args, run.dir)
-    return exitcodes.for_fleet(fleet)
+    return deliver(args, fleet, run.dir)
 
 
 def add_parser(sub: Any) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import signal
 import sys
 import tempfile
+import threading
 import traceback
+from typing import Any
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
@@ -30,8 +34,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _suggest_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown option is a usage error (exit 2) that names the option it resembles: argparse
+    itself says only "unrecognized arguments" (Python 3.14 learns to suggest)."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return
+    command = getattr(args, "command", None)
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    target = sub.choices.get(command, parser) if sub is not None and command else parser
+    known = [o for a in target._actions for o in a.option_strings]
+    hints = []
+    for x in extras:
+        name = x.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) if name.startswith("-") else []
+        if close:
+            hints.append(f"{name} (did you mean {close[0]}?)")
+    if hints:
+        target.error("unrecognized arguments: " + ", ".join(hints))
+
+
+def _sigterm_is_an_interrupt() -> None:
+    """SIGTERM (a scheduler's or an operator's kill) stops any command as Ctrl-C does: what it
+    finished is kept, and it exits 130 as the exit table says, at whatever point it arrives."""
+    if threading.current_thread() is threading.main_thread():
+        def raise_interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt()
+        signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _sigterm_is_an_interrupt()
     parser = build_parser()
+    _suggest_options(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

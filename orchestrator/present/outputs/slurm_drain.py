@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.result import FleetResult
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # what a Slurm NodeName is (no ranges, no commas)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -36,20 +36,20 @@ def _reason(run_id: str, ids: list[str]) -> str:
     return text + ",".join(shown)
 
 
-def render_drain(fleet: dict[str, Any]) -> str:
-    run_id = str((fleet.get("run") or {}).get("id") or "run")
+def render_drain(fleet: FleetResult) -> str:
+    """One drain line per failed host, its reason naming its fail faults by their root ids."""
+    run_id = fleet.run.id or "run"
     failing: dict[str, set[str]] = {}
-    for f in fleet["findings"]:
-        if f["severity"] == "fail":
-            failing.setdefault(f["host"], set()).add(f["id"])
+    for fault in fleet.faults("fail"):
+        failing.setdefault(fault.host, set()).add(fault.root.id)
     lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh"]
     for host in sorted(failing):
-        if not _NODE.match(host):
+        if not _NODE.fullmatch(host):
             lines.append(f"# not a Slurm node name, left out: {host!r}")
             continue
         lines.append(f'scontrol update NodeName={host} State=DRAIN Reason="{_reason(run_id, sorted(failing[host]))}"')
     return "\n".join(lines) + "\n"
 
 
-def write_drain(fleet: dict[str, Any], path: Path) -> Path:
+def write_drain(fleet: FleetResult, path: Path) -> Path:
     return write_atomic(path, render_drain(fleet))
