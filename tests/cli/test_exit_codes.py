@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from orchestrator.cli.exitcodes import MEANING, TABLE, ExitStatus, for_fleet
+from orchestrator.verdict.result import FleetResult
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -24,8 +25,10 @@ def test_help_table_is_generated_from_the_enum() -> None:
 
 
 def test_fleet_status_combines_fail_findings_and_host_problems() -> None:
-    def fleet(fail: int, **outcomes: int) -> dict:
-        return {"summary": {"findings": {"fail": fail}, "outcomes": outcomes}}
+    def fleet(fail: int, **outcomes: int) -> FleetResult:
+        findings = [{"id": "a.b", "severity": "fail", "kind": "fault", "host": "h", "subject": f"s{i}",
+                     "message": "m", "evidence": [], "hint": ""} for i in range(fail)]
+        return FleetResult.from_document({"summary": {"outcomes": outcomes}, "findings": findings})
 
     assert for_fleet(fleet(0, ok=3, skipped=1, unsupported=2)) is ExitStatus.OK
     assert for_fleet(fleet(2, ok=3)) is ExitStatus.FINDINGS_FAIL

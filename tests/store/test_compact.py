@@ -32,6 +32,7 @@ from orchestrator.store.fleet_file import read_fleet
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 from tests.support.evidence import EVIDENCE
+from tests.support.judged import meta
 from tests.support.normalize_corpus import session_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def test_text_imports_round_trip() -> None:
         h = import_files([f])
         ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}
         inputs.append(HostInput(f"x{i}", "(imported)", [], {p: ok for p in h.outcomes}, {}, facts=h.facts))
-    fleet = build_fleet({"id": "t"}, inputs, lambda _: Expectations())
+    fleet = build_fleet(meta("t"), inputs, lambda _: Expectations()).to_document()
     for rec in fleet["hosts"]:
         assert rec["facts"], rec["name"]
         assert_round_trip(rec, host=True)
@@ -160,7 +161,7 @@ def test_odd_and_hostile_shapes_round_trip(case: int) -> None:
 
 def test_a_record_of_only_scalars_keeps_its_keys_for_the_spool() -> None:
     rec = {"name": "h", "outcome": "ok", **{f"k{i}": None for i in range(20)}}
-    assert list(encode_host(rec)) == list(rec)  # spool.set_classes reopens the record's text
+    assert list(encode_host(rec)) == list(rec)  # spool.set_late reopens the record's text
 
 
 def test_what_the_codec_cannot_nest_that_deep_is_kept_verbatim() -> None:
