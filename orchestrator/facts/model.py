@@ -514,8 +514,10 @@ class KmsgAttempt(TypedDict):
 class KmsgEvent(TypedDict):
     kind: str  # xid | sxid | fallen_off_bus | aer | mlx5 | peermem | segfault
     t: float | None  # seconds since boot
-    wall: float | None  # epoch seconds, where the source has them (journald)
+    wall: float | None  # epoch seconds, where the source has them (journald; text that printed its zone)
+    when: NotRequired[str]  # the wall clock as printed, ISO 8601 (`--MM-DDThh:mm:ss` without a year); absent: none printed
     bus_id: str | None
+    bus_id_unknown: NotRequired[str]  # the line named its device in another form (a poster's `PCI:...`)
     code: int | None  # Xid / SXid code
     text: str
     key: str  # names the event within its boot: kind|t|bus|code
@@ -526,8 +528,10 @@ class KmsgEvent(TypedDict):
     device: NotRequired[str]  # nvidia-nvswitchN, netdev name
     driver: NotRequired[str]  # AER: the reporting driver (pcieport, nvidia, mlx5_core)
     error_type: NotRequired[str]  # AER: Physical Layer, Data Link Layer, Transaction Layer
-    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | tx_timeout | health_compromised
+    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | asic_temperature | tx_timeout | health_compromised
     library: NotRequired[str]  # segfault: libnccl.so.2 / libcuda.so.1
+    link: NotRequired[int]  # SXid and NVLink Xid lines: the link number they print
+    port: NotRequired[str]  # AER: the port that reported it (its "error received" line)
 
 
 class KmsgFacts(TextOrigin):
