@@ -257,6 +257,12 @@ def events_from_lines(lines: list[Any]) -> list[KmsgEvent]:
     return out
 
 
+def span(events: list[Any]) -> tuple[str, str] | None:
+    """(first, last) wall-clock time of events as their lines printed it; None where none printed one."""
+    whens = sorted(e["when"] for e in events if isinstance(e, dict) and isinstance(e.get("when"), str))
+    return (whens[0], whens[-1]) if whens else None
+
+
 def unreadable_reason(attempts: list[Any]) -> str:
     tried = "; ".join(f"{a.get('source')}: {a.get('error')}" for a in attempts if isinstance(a, dict))
     return tried or "no kernel log source was tried"
