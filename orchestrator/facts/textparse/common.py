@@ -129,6 +129,22 @@ _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(
                        r"\bredacted\b", re.I)
 
 
+# A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`
+# (job, rank, stream).  The rank is kept: several ranks' lines interleave in one output.
+_LAUNCHER_TAG = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+
+
+def untag(line: str) -> tuple[int | None, str]:
+    """(rank or None, the line without mpirun's `[job,rank]<stdout>:` prefix)."""
+    m = _LAUNCHER_TAG.match(line)
+    return (int(m.group(1)), line[m.end():]) if m else (None, line)
+
+
+def untagged(text: str) -> str:
+    """The text without launcher prefixes, for recognising what printed it."""
+    return "\n".join(untag(x)[1] for x in text.split("\n"))
+
+
 def is_redacted(value: str | None) -> bool:
     """A value the poster blanked out: unknown, never an identity."""
     return bool(value) and bool(_REDACTED.search(value or ""))

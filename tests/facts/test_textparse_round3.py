@@ -1,0 +1,64 @@
+"""Real outputs of issue 30 other than kernel logs (tests/fixtures/evidence/SOURCES.md "Added for issue
+30"): nccl-tests as mpirun prints it, `--query-gpu` CSV without index or bus-id columns, `topo -m`
+cells, InfiniBand details, NVLink listings where every link is inactive, and the hardware of
+2025-26.  Each test states what a careful reader of the output states."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.facts.textparse import detect_kind, import_files, read_path
+from tests.support.evidence import evidence
+
+
+def _facts(name: str) -> tuple[dict[str, Any], list[str]]:
+    host = import_files([evidence(name)])
+    assert not host.errors, host.errors
+    return host.facts, host.notes
+
+
+# -- nccl-tests as mpirun prints it ----------------------------------------------------------------
+
+
+def test_tag_output_of_a_two_node_run() -> None:
+    name = "nccl_all_reduce_tag_output_2x8_a100_efa_awsefaeks_01.txt"
+    assert detect_kind(read_path(evidence(name))) == "nccl_tests"
+    facts, notes = _facts(name)
+    n = facts["nccl"]
+    assert (n["version"], n["ranks"], n["avg_busbw_gbps"], n["out_of_bounds"]) == ("2.9.9", 16, 11.2432, 0)
+    assert n["hosts"] == ["nccl-tests-efa-16-worker-0", "nccl-tests-efa-16-worker-1"] and n["gpu_count"] is None
+    assert {r["op"] for r in n["results"]} == {"all_reduce"}  # sum, root -1, count = size / 4 bytes
+    last = n["results"][-1]
+    assert (last["size_bytes"], last["busbw_gbps"], last["in_place"]) == (4294967296, 43.72, True)
+    assert last["wrong"] is None  # the old `error` column printed 5e-07, a deviation, not a count
+    assert "gpus" not in facts  # 16 ranks on two hosts are not this host's GPUs
+    assert any("tag-output prefixes removed" in x for x in notes)
+
+
+def test_tag_output_with_another_rank_interleaved() -> None:
+    facts, _ = _facts("nccl_tag_output_p5_48xlarge_8x_h100_nvls_awsdoeks_01.txt")
+    n = facts["nccl"]
+    assert [(r["size_bytes"], r["busbw_gbps"], r["in_place"]) for r in n["results"]] == [
+        (2147483648, 468.60, False), (2147483648, 468.62, True)]
+    assert n["avg_busbw_gbps"] == 114.556 and n["results"][0]["op"] == "all_reduce"
+    facts, _ = _facts("nccl_tag_output_socket_elided_karpenter_awsdoeks_01.txt")
+    n = facts["nccl"]
+    assert len(n["results"]) == 62 and n["avg_busbw_gbps"] == 0.733914 and n["out_of_bounds"] == 0
+
+
+def test_in_place_not_checked_is_unknown_and_the_op_stays_unknown_where_columns_cannot_tell() -> None:
+    facts, _ = _facts("nccl_alltoall_8x_h20_3e_inplace_na_nccltests314_01.txt")
+    n = facts["nccl"]
+    assert n["gpu_count"] == 8 and len(n["results"]) == 6
+    assert {r["op"] for r in n["results"]} == {None}  # all_gather and alltoall print alike; no binary named
+    ip = [r for r in n["results"] if r["in_place"]]
+    assert [(r["busbw_gbps"], r["wrong"]) for r in ip] == [(15.85, None), (31.58, None), (61.96, None)]
+
+
+def test_rows_of_two_interleaved_runs_without_a_header() -> None:
+    facts, notes = _facts("nccl_all_reduce_two_runs_interleaved_no_header_nccltests182_01.txt")
+    n = facts["nccl"]
+    assert [r["size_bytes"] for r in n["results"] if not r["in_place"]] == [8, 16, 32, 64, 128, 256, 8, 512, 16,
+                                                                              1024]
+    assert {r["op"] for r in n["results"]} == {"all_reduce"}
+    assert any("several runs' rows interleave" in x for x in notes)
