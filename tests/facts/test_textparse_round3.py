@@ -62,3 +62,34 @@ def test_rows_of_two_interleaved_runs_without_a_header() -> None:
                                                                               1024]
     assert {r["op"] for r in n["results"]} == {"all_reduce"}
     assert any("several runs' rows interleave" in x for x in notes)
+
+
+# -- --query-gpu CSV whose columns do not start with index or name ----------------------------------
+
+
+def test_csv_without_index_or_bus_id_rows_are_gpus_in_order() -> None:
+    name = "smi_csv_7x_b300_driver_name_compute_cap_xe9780_01.txt"
+    assert detect_kind(read_path(evidence(name))) == "smi_query_csv"
+    facts, _ = _facts(name)
+    g = facts["gpus"]
+    assert g["count"] == 7 and [x["index"] for x in g["list"]] == list(range(7))
+    assert {(x["model"], x["compute_capability"]) for x in g["list"]} == {("B300-SXM", "10.3")}
+    assert g["driver_version"] == "610.57.04"
+
+
+def test_csv_with_the_index_column_last() -> None:
+    name = "smi_csv_titan_v_rtx5880_index_last_triton8070_01.txt"
+    assert detect_kind(read_path(evidence(name))) == "smi_query_csv"
+    facts, _ = _facts(name)
+    g = facts["gpus"]
+    assert [(x["index"], x["name"], x["compute_capability"]) for x in g["list"]] == [
+        (0, "NVIDIA TITAN V", "7.0"), (1, "NVIDIA RTX 5880 Ada Generation", "8.9")]
+    assert g["count"] == 2 and g["driver_version"] == "570.86.15"
+
+
+def test_a_one_column_query_is_read() -> None:
+    from orchestrator.facts.textparse import import_texts
+
+    text = "$ nvidia-smi --query-gpu=compute_cap --format=csv\ncompute_cap\n8.9\n"  # huggingface/candle#733
+    [gpu] = import_texts([("cc.csv", text)]).facts["gpus"]["list"]
+    assert (gpu["index"], gpu["compute_capability"], gpu["name"]) == (0, "8.9", None)

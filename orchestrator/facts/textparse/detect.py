@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts.textparse import ibstat, kernel_log
+from orchestrator.facts.textparse import csvquery, ibstat, kernel_log
 from orchestrator.facts.textparse.common import text_lines, untagged
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
@@ -94,9 +94,7 @@ def detect_kind(text: str) -> str:
         return "nccl_tests"
     if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):
         return "nccl_tests"
-    if re.search(r"--query-gpu[= ]", head) or (re.search(
-            r"^\s*(?:index|name|pci\.bus_id|uuid)\s*,(?:\s*[a-z_.]+(?:\s\[[^\]]+\])?\s*,)*", head, re.M | re.I) and \
-            re.search(r"^[^,\n]+(?:,[^,\n]*)+$", head, re.M)):
+    if re.search(r"--query-gpu[= ]", head) or csvquery.looks_like(head):
         return "smi_query_csv"
     if re.search(r"^\s*\d+\s*,\s*(?:NVIDIA|Tesla|GeForce|Quadro)[^,]*,", head, re.M):
         return "smi_query_csv"

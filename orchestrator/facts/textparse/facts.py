@@ -137,7 +137,7 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
                       ("board_part_number", "board_part_number"), ("vbios", "vbios"),
                       ("pci_device_id", "pci_device_id"), ("memory_total_bytes", "memory_total_bytes"),
                       ("memory_used_bytes", "memory_used_bytes"), ("architecture", "architecture"),
-                      ("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
+                      ("compute_capability", "compute_capability"), ("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
                       ("virtualization_mode", "virtualization_mode"), ("temperature_c", "temperature_c"),
                       ("power_w", "power_w")):
         _known(g, key, getattr(q, attr), q.unknown.get(attr))
