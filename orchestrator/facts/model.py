@@ -293,6 +293,7 @@ class TopologyDevice(TypedDict):
     bus_id: str | None
     cpu_affinity: NotRequired[str | None]
     numa: NotRequired[int | None]
+    numa_nodes: NotRequired[str]  # text imports: NUMA Affinity printed as several nodes ("0,3-9,11-17")
     label: NotRequired[str | None]
     gpu_numa_id: NotRequired[Any]
     unknown: NotRequired[dict[str, Any]]

@@ -93,3 +93,43 @@ def test_a_one_column_query_is_read() -> None:
     text = "$ nvidia-smi --query-gpu=compute_cap --format=csv\ncompute_cap\n8.9\n"  # huggingface/candle#733
     [gpu] = import_texts([("cc.csv", text)]).facts["gpus"]["list"]
     assert (gpu["index"], gpu["compute_capability"], gpu["name"]) == (0, "8.9", None)
+
+
+# -- topo -m cells ----------------------------------------------------------------------------------
+
+
+def test_numa_affinity_printed_as_a_list_of_ranges_is_kept() -> None:
+    facts, _ = _facts("topo_gb200_4gpu_8nic_all_sys_numa_list_01.txt")
+    gpus = [d for d in facts["topology"]["devices"] if d["kind"] == "gpu"]
+    assert [(d["cpu_affinity"], d["numa"], d["numa_nodes"], d["gpu_numa_id"]) for d in gpus] == [
+        ("0-71", None, "0,3-9,11-17", 2), ("0-71", None, "0,3-9,11-17", 10),
+        ("72-143", None, "1,19-25,27-33", 18), ("72-143", None, "1,19-25,27-33", 26)]
+
+
+def test_cpu_affinity_printed_as_a_list() -> None:
+    facts, _ = _facts("topo_7x_b300_sxm6_no_nic_cpu_list_xe9780_01.txt")
+    gpus = [d for d in facts["topology"]["devices"] if d["kind"] == "gpu"]
+    assert [(d["cpu_affinity"], d["numa"]) for d in gpus] == [("0,2,4,6,8,10", 0)] * 3 + [
+        ("1,3,5,7,9,11", 1)] * 4
+    assert facts["gpus"]["count"] == 7
+
+
+def test_tab_separated_rows_padded_with_double_tabs() -> None:
+    facts, _ = _facts("topo_1x_tesla_p4_tabs_numa_na_hami99_01.txt")
+    [gpu] = [d for d in facts["topology"]["devices"] if d["kind"] == "gpu"]
+    assert (gpu["cpu_affinity"], gpu["numa"], gpu["gpu_numa_id"]) == ("0-7", None, None)
+    assert gpu["unknown"]["numa_affinity"] == gpu["unknown"]["gpu_numa_id"] == "N/A in the source"
+
+
+def test_an_empty_cpu_affinity_cell_does_not_pull_the_numa_node_into_it() -> None:
+    from orchestrator.facts.textparse import parse_topo_matrix
+
+    # the tab layout of the HAMi-99 output with GPU0's CPU Affinity cell empty (a cpuset that excludes
+    # its socket): the terminal columns put "0" under NUMA Affinity
+    m = parse_topo_matrix("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                          "GPU0\t X \tNV4\t\t\t0\t\tN/A\nGPU1\tNV4\t X \t8-15\t1\t\tN/A\n")
+    assert [(g.cpu_affinity, g.numa_affinity) for g in m.gpus] == [(None, 0), ("8-15", 1)]
+    spaced = parse_topo_matrix("        GPU0    GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID\n"
+                               "GPU0     X      NV4                     0               N/A\n"
+                               "GPU1    NV4      X      8-15            1               N/A\n")
+    assert [(g.cpu_affinity, g.numa_affinity) for g in spaced.gpus] == [(None, 0), ("8-15", 1)]

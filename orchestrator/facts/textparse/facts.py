@@ -535,6 +535,8 @@ def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, A
         if d.kind == "gpu":
             devices.append({"name": d.label, "kind": "gpu", "bus_id": bus.get(d.label), "cpu_affinity": d.cpu_affinity,
                             "numa": d.numa_affinity, "gpu_numa_id": d.gpu_numa_id, "unknown": dict(d.unknown)})
+            if d.numa_nodes:
+                devices[-1]["numa_nodes"] = d.numa_nodes  # several nodes (Grace: the CPU's and the HBM's)
         else:
             devices.append({"name": d.label, "kind": "nic", "bus_id": None, "label": d.name,
                             "unknown": dict(d.unknown, bus_id="topo -m does not print NIC bus ids")})
