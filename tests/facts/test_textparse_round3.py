@@ -133,3 +133,42 @@ def test_an_empty_cpu_affinity_cell_does_not_pull_the_numa_node_into_it() -> Non
                                "GPU0     X      NV4                     0               N/A\n"
                                "GPU1    NV4      X      8-15            1               N/A\n")
     assert [(g.cpu_affinity, g.numa_affinity) for g in spaced.gpus] == [(None, 0), ("8-15", 1)]
+
+
+# -- NVLink listings: all inactive, redacted UUIDs ----------------------------------------------------
+
+
+def test_a_redacted_uuid_is_unknown_and_inactive_links_are_listed() -> None:
+    facts, notes = _facts("nvlink_s_v100_two_links_inactive_redacted_uuid_azhpcdiag73_01.txt")
+    [gpu] = facts["gpus"]["list"]
+    assert (gpu["index"], gpu["uuid"], gpu["unknown"]["uuid"]) == (3, None, "redacted in the source")
+    [nv] = facts["nvlink"]["gpus"]
+    assert (nv["links_total"], nv["links_up"], nv["inactive"]) == (6, 4, [3, 5])
+    assert any("elision" in x for x in notes)
+
+
+def test_a_verdict_on_the_gpu_line_and_a_listing_of_inactive_links() -> None:
+    from orchestrator.facts.textparse import import_texts
+
+    # the two forms as drivers print them (github.com/NVIDIA/NVSentinel issue 1481 names the A100 PCIe
+    # case: every link down without a bridge); the second GPU's verdict stands on its header line
+    text = ("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-xxxx)\n" + "".join(f"\t Link {k}: <inactive>\n" for k in range(12))
+            + "GPU 1: Quadro RTX 5000 (UUID: GPU-...) NVML: Unable to retrieve Nvlink information as all links "
+              "are inActive\n")
+    facts = import_texts([("nvlink.txt", text)]).facts
+    g0, g1 = facts["nvlink"]["gpus"]
+    assert (g0["links_total"], g0["links_up"], g0["inactive"]) == (12, 0, list(range(12)))
+    assert (g1["index"], g1["links_up"], g1["links_total"]) == (1, 0, None)
+    assert "all links are inActive" in g1["unknown"]["links_total"]
+    assert [(x["uuid"], x["unknown"].get("uuid")) for x in facts["gpus"]["list"]] == [
+        (None, "redacted in the source"), (None, "redacted in the source")]
+
+
+def test_gb200_and_b300_nvlink5_links() -> None:
+    facts, _ = _facts("nvlink_s_gb200_53gbps_elided_k8stestinfra371_01.txt")
+    g0, g1 = facts["nvlink"]["gpus"]
+    assert (g0["links_total"], g0["links_up"], {lk["speed_gbps"] for lk in g0["links"]}) == (18, 18, {53.125})
+    assert g1["links_total"] is None and "partial listing" in g1["unknown"]["links_total"]
+    facts, _ = _facts("nvlink_s_7x_b300_sxm6_53gbps_xe9780_01.txt")
+    assert [(g["links_up"], g["links_total"]) for g in facts["nvlink"]["gpus"]] == [(18, 18)] * 7
+    assert {g["model"] for g in facts["gpus"]["list"]} == {"B300-SXM"} and facts["gpus"]["count_at_least"] == 7

@@ -126,7 +126,7 @@ _COMMENT_LINE = re.compile(r"^\s*#(?:\s|$)")
 _ELISION = re.compile(r"^\s*(?:\.{3,}|\u2026|\[\s*\.{3,}\s*\]|\(\s*\.{3,}\s*\)|\[?<?snip(?:ped)?>?\]?.*)\s*$", re.I)
 # Values a poster blanked out: `GPU-xxxxxxxx-...`, `<redacted>`, `****`, `[REMOVED]`.
 _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(?:redacted|removed|hidden)\s*\]|"
-                       r"\bredacted\b", re.I)
+                       r"\bredacted\b|\.{3}|\u2026", re.I)  # `...` / `…`: the value cut away, as in `GPU-5269...`
 
 
 # A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`

@@ -252,7 +252,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                 continue
             g = gpu(ng.index)
             _known(g, "name", g["name"] or ng.name)
-            _known(g, "uuid", g["uuid"] or ng.uuid)
+            _known(g, "uuid", g["uuid"] or ng.uuid, "redacted in the source" if ng.uuid_redacted else None)
     at_least: int | None = None
     if p.smi_list and p.smi_list.partial:
         at_least = max(lg.index for lg in p.smi_list.gpus) + 1  # indices run from 0

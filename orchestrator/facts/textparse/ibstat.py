@@ -1,6 +1,8 @@
 """`ibstat`, `ibstatus` and `ibv_devinfo` text -> the raw shape of the `nic` probe's InfiniBand
 devices, so `facts/normalize/nic.py` builds the same records.  Text never names the PCI function
-of an HCA: `bus_id` stays None (facts: unknown)."""
+of an HCA: `bus_id` stays None (facts: unknown).  ibstat's `ibpanic: ... stat of IB device 'X'
+failed` is an error of that HCA (its ports were never read), not a line to skip; a paste that lost
+its indentation (markdown) reads the same."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from orchestrator.facts.textparse.common import Note, text_lines
 _IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
 _IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 _DEVINFO = re.compile(r"^hca_id:\s*(\S+)\s*$")
-_KV = re.compile(r"^\s+([A-Za-z_ ]+?):\s*(.*?)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z_ ]+?):\s*(.*?)\s*$")
+_IBPANIC = re.compile(r"^ibpanic:\s*(?:\[\d+\]\s*)?\S+:\s*stat of IB device '([^']+)' failed:\s*(.*?)\s*$")
+_MTU = re.compile(r"^\s*(\d+)")
 # ibstat/ibv_devinfo spell states as words; sysfs (and the nic probe) as "4: ACTIVE".
 _STATE = {"active": "4: ACTIVE", "port_active": "4: ACTIVE", "down": "1: DOWN", "port_down": "1: DOWN",
           "initializing": "2: INIT", "port_init": "2: INIT", "armed": "3: ARMED", "port_armed": "3: ARMED"}
@@ -37,17 +41,21 @@ def looks_like(text: str) -> str | None:
         return "ibstatus"
     if re.search(r"^hca_id:\s*\S+", head, re.M) and re.search(r"^\s+transport:", head, re.M):
         return "ibv_devinfo"
+    if _IBPANIC.search(head.strip().split("\n")[0] if head.strip() else ""):
+        return "ibstat"  # ibstat that failed on its first HCA printed nothing else
+    if re.search(r"^CA '[^']+'\s*$", head, re.M) and re.search(r"^\s*CA type:", head, re.M):
+        return "ibstat"  # the indentation lost in a paste
     return None
 
 
 def _device(name: str) -> dict[str, Any]:
     return {"name": name, "bus_id": None, "driver": None, "hca_type": None, "board_id": None, "fw_ver": None,
-            "node_guid": None, "ports": []}
+            "node_guid": None, "sys_image_guid": None, "ports": []}
 
 
 def _port(n: int) -> dict[str, Any]:
     return {"port": n, "state": None, "phys_state": None, "rate": None, "link_layer": None, "netdev": None,
-            "counters": {}, "hw_counters": {}}
+            "port_guid": None, "counters": {}, "hw_counters": {}}
 
 
 def _word(table: dict[str, str], value: str) -> str | None:
@@ -82,6 +90,12 @@ def parse_ib(text: str, source: str) -> IbReport:
     for n, line in enumerate(text_lines(text, source), 1):
         if not line.strip():
             continue
+        m = _IBPANIC.match(line.strip())
+        if m:
+            dev = devs.setdefault(m.group(1), _device(m.group(1)))
+            dev["error"] = f"ibstat could not read it: stat failed: {m.group(2) or 'no reason printed'}"
+            port = None
+            continue
         m = _IBSTAT_CA.match(line) or _DEVINFO.match(line)
         if m:
             dev = devs.setdefault(m.group(1), _device(m.group(1)))
@@ -93,7 +107,7 @@ def parse_ib(text: str, source: str) -> IbReport:
             port = _port(int(m.group(2)))
             dev["ports"].append(port)
             continue
-        m = re.match(r"^\s+Port (\d+):\s*$", line) or re.match(r"^\s+port:\s*(\d+)\s*$", line)
+        m = re.match(r"^\s*Port (\d+):\s*$", line) or re.match(r"^\s*port:\s*(\d+)\s*$", line)
         if m and dev is not None:
             port = _port(int(m.group(1)))
             dev["ports"].append(port)
@@ -111,6 +125,11 @@ def parse_ib(text: str, source: str) -> IbReport:
             port["rate"] = _rate(value)
         elif port is not None and key in ("link layer", "link_layer"):
             port["link_layer"] = value.strip() or None
+        elif port is not None and key == "port guid":
+            port["port_guid"] = _guid(value)
+        elif port is not None and key in ("active_mtu", "max_mtu"):
+            mtu = _MTU.match(value)
+            port[key] = int(mtu.group(1)) if mtu else None
         elif key in ("ca type",):
             dev["hca_type"] = value.strip() or None
         elif key == "vendor_part_id" and value.strip().isdigit():
@@ -119,6 +138,8 @@ def parse_ib(text: str, source: str) -> IbReport:
             dev["fw_ver"] = value.strip() or None
         elif key in ("node guid", "node_guid"):
             dev["node_guid"] = _guid(value)
+        elif key in ("system image guid", "sys_image_guid"):
+            dev["sys_image_guid"] = _guid(value)
         elif key == "board_id":
             dev["board_id"] = value.strip() or None
     out.devices = list(devs.values())
