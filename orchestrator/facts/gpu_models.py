@@ -89,6 +89,25 @@ MODELS: tuple[GpuModel, ...] = (
     GpuModel("DGX-Display", ("NVIDIA DGX Display",), "Turing", None, 0, 0.0, 3, display=True, has_fans=True),
 )
 
+# Mellanox/NVIDIA HCAs by the `CA type` ibstat prints (sysfs hca_type): "MT" and the PCI device id
+# in decimal (MT4131 = 0x1023).  Products from the PCI ID repository (pci.ids, vendor 15b3); the
+# newest seen in published ibstat: MT4131 (ibstat_11ca_cx8_mt4131_cx7_port_guid_xe9780_01),
+# MT41692 (ibstat_bf3_b3220_mt41692_logical_down_fusee_01).
+NIC_MODELS: dict[str, str] = {
+    "MT4115": "ConnectX-4", "MT4116": "ConnectX-4 VF", "MT4117": "ConnectX-4 Lx", "MT4118": "ConnectX-4 Lx VF",
+    "MT4119": "ConnectX-5", "MT4120": "ConnectX-5 VF", "MT4121": "ConnectX-5 Ex", "MT4122": "ConnectX-5 Ex VF",
+    "MT4123": "ConnectX-6", "MT4124": "ConnectX-6 VF", "MT4125": "ConnectX-6 Dx", "MT4126": "ConnectX VF",
+    "MT4127": "ConnectX-6 Lx", "MT4129": "ConnectX-7", "MT4131": "ConnectX-8",
+    "MT41682": "BlueField", "MT41686": "BlueField-2", "MT41689": "BlueField-3 Lx", "MT41692": "BlueField-3",
+    "MT41695": "BlueField-4",
+}
+
+
+def nic_model(hca_type: Any) -> str | None:
+    """'MT4131' -> 'ConnectX-8'; None for an HCA type not in the table (unknown, never guessed)."""
+    return NIC_MODELS.get(hca_type.strip().upper()) if isinstance(hca_type, str) else None
+
+
 # "NVIDIA A100 80GB PCIe MIG 3g.40gb" (a MIG device's name) is the parent GPU's model.
 _MIG_SUFFIX = re.compile(r"\s+MIG\s+\d+g\.\d+gb(?:\+\w+)*$", re.I)
 

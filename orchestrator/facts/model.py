@@ -562,6 +562,9 @@ class NicPort(TypedDict):
     netdev: str | None  # the net interface of this port (RoCE / IPoIB)
     counters: dict[str, int]  # ports/N/counters
     hw_counters: dict[str, int]  # ports/N/hw_counters
+    port_guid: NotRequired[str | None]  # ibstat's Port GUID; sysfs: the interface id of GID 0 (probe nic 1.2+)
+    active_mtu: NotRequired[int | None]  # ibv_devinfo text only (sysfs has no file for it)
+    max_mtu: NotRequired[int | None]
 
 
 class NicDevice(TypedDict):
@@ -573,6 +576,9 @@ class NicDevice(TypedDict):
     node_guid: str | None
     driver: str | None
     ports: list[NicPort]
+    sys_image_guid: NotRequired[str | None]  # one value for the HCAs of one adapter (probe nic 1.2+)
+    model: NotRequired[str | None]  # the product of hca_type (gpu_models.NIC_MODELS): "ConnectX-8"
+    error: NotRequired[str]  # the HCA could not be read (ibstat: "stat of IB device ... failed")
 
 
 class NetDev(TypedDict):

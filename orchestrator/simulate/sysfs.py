@@ -444,6 +444,11 @@ IB_HW_COUNTERS = ("out_of_buffer", "out_of_sequence", "packet_seq_err", "local_a
                   "rnr_nak_retry_err", "duplicate_request", "implied_nak_seq_err")
 
 
+def _guid_text(hex16: str) -> str:
+    """16 hex digits as sysfs writes a GUID: 7425:5403:0035:3ded."""
+    return ":".join(hex16[i:i + 4] for i in range(0, 16, 4))
+
+
 def _nic_description(machine: str) -> dict[str, Any]:
     from orchestrator.simulate.hostfiles import load_description as load_layer
 
@@ -476,14 +481,20 @@ def build_nic_state(machine: str, dest: Path, hostname: str | None = None) -> Pa
             devid = 0
         prof = {**_HCA_PROFILES.get(devid, _HCA_PROFILES[0x1021]), **(dev_over.get(dev.name) or {})}
         guid = hashlib.sha1(f"{salt}:{dev.name}".encode()).hexdigest()[:16]
+        # The functions of one adapter (a BlueField's two ports) share its system image GUID.
+        card = hashlib.sha1(f"{salt}:{pci.name.rsplit('.', 1)[0]}".encode()).hexdigest()[:16]
         for key in ("hca_type", "board_id", "fw_ver"):
             _put(dev / key, prof[key])
-        _put(dev / "node_guid", ":".join(guid[i:i + 4] for i in range(0, 16, 4)))
+        _put(dev / "node_guid", _guid_text(guid))
+        _put(dev / "sys_image_guid", _guid_text(card))
         port = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": prof["rate"],
                 "link_layer": prof["link_layer"], **(port_over.get(dev.name) or {})}
         pd = dev / "ports" / "1"
         for key in ("state", "phys_state", "rate", "link_layer"):
             _put(pd / key, port[key])
+        # GID 0: the link-local prefix and the port GUID (the node GUID on a ConnectX port 1), as
+        # ibstat's "Port GUID" shows it.
+        _put(pd / "gids" / "0", "fe80:0000:0000:0000:" + _guid_text(guid))
         counters = {c: 0 for c in IB_COUNTERS}
         busy = int(guid[:6], 16)
         counters.update(port_xmit_data=busy * 4096, port_rcv_data=busy * 4000, port_xmit_packets=busy * 16,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.facts.textparse import detect_kind, import_files, read_path
+from orchestrator.facts.textparse import detect_kind, import_files, import_texts, read_path
 from tests.support.evidence import evidence
 
 
@@ -88,8 +88,6 @@ def test_csv_with_the_index_column_last() -> None:
 
 
 def test_a_one_column_query_is_read() -> None:
-    from orchestrator.facts.textparse import import_texts
-
     text = "$ nvidia-smi --query-gpu=compute_cap --format=csv\ncompute_cap\n8.9\n"  # huggingface/candle#733
     [gpu] = import_texts([("cc.csv", text)]).facts["gpus"]["list"]
     assert (gpu["index"], gpu["compute_capability"], gpu["name"]) == (0, "8.9", None)
@@ -148,8 +146,6 @@ def test_a_redacted_uuid_is_unknown_and_inactive_links_are_listed() -> None:
 
 
 def test_a_verdict_on_the_gpu_line_and_a_listing_of_inactive_links() -> None:
-    from orchestrator.facts.textparse import import_texts
-
     # the two forms as drivers print them (github.com/NVIDIA/NVSentinel issue 1481 names the A100 PCIe
     # case: every link down without a bridge); the second GPU's verdict stands on its header line
     text = ("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-xxxx)\n" + "".join(f"\t Link {k}: <inactive>\n" for k in range(12))
@@ -172,3 +168,96 @@ def test_gb200_and_b300_nvlink5_links() -> None:
     facts, _ = _facts("nvlink_s_7x_b300_sxm6_53gbps_xe9780_01.txt")
     assert [(g["links_up"], g["links_total"]) for g in facts["nvlink"]["gpus"]] == [(18, 18)] * 7
     assert {g["model"] for g in facts["gpus"]["list"]} == {"B300-SXM"} and facts["gpus"]["count_at_least"] == 7
+
+
+# -- InfiniBand details ------------------------------------------------------------------------------
+
+
+def test_port_and_system_image_guids_and_the_hca_products() -> None:
+    facts, notes = _facts("ibstat_11ca_cx8_mt4131_cx7_port_guid_xe9780_01.txt")
+    devs = {d["name"]: d for d in facts["nic"]["devices"]}
+    assert len(devs) == 11
+    assert sorted(n for n, d in devs.items() if d["model"] == "ConnectX-8") == [
+        "mlx5_0", "mlx5_1", "mlx5_10", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]
+    cx8, cx7 = devs["mlx5_0"], devs["mlx5_2"]
+    assert (cx8["hca_type"], cx8["fw_ver"], cx8["node_guid"], cx8["sys_image_guid"]) == (
+        "MT4131", "40.46.5500", "7425:5403:0035:3ded", "7425:5403:0035:3ded")
+    assert [(p["state"], p["phys_state"], p["rate_gbps"], p["port_guid"]) for p in cx8["ports"]] == [
+        ("DOWN", "Disabled", 10.0, "7425:5403:0035:3ded")]
+    assert (cx7["model"], cx7["ports"][0]["state"], cx7["ports"][0]["rate_gbps"]) == ("ConnectX-7", "ACTIVE", 100.0)
+    assert any("command line: dell@dell:~$ ibstat" in x for x in notes)
+    # a BlueField-3's two functions: one system image GUID, a port GUID each
+    facts, notes = _facts("ibstat_bf3_b3220_mt41692_logical_down_fusee_01.txt")
+    a, b = facts["nic"]["devices"]
+    assert (a["model"], b["model"], a["sys_image_guid"], b["sys_image_guid"]) == (
+        "BlueField-3", "BlueField-3", "c470:bd03:00b8:638a", "c470:bd03:00b8:638a")
+    assert (a["ports"][0]["port_guid"], b["ports"][0]["port_guid"]) == ("c470:bd03:00b8:638a", "c470:bd03:00b8:638b")
+    assert (a["ports"][0]["state"], a["ports"][0]["phys_state"]) == ("DOWN", "LinkUp")  # logical down, light on
+    assert any("line 18" in x and "---- mlx5_1 ----" in x for x in notes)  # the poster's separator, named
+
+
+def test_ibv_devinfo_mtus_and_a_trimmed_listing() -> None:
+    from tests.facts.test_textparse_common import FIXTURES
+
+    host = import_files([FIXTURES / "health_ibv_devinfo_deepep.txt"])
+    ports = {d["name"]: d["ports"][0] for d in host.facts["nic"]["devices"]}
+    assert {n: (p["active_mtu"], p["max_mtu"]) for n, p in ports.items()} == {
+        "mlx5_12": (1024, 4096), "mlx5_2": (4096, 4096)}
+    # vendor_part_id 41692 without a transport line (a grep of ibv_devinfo -v): still ibv_devinfo,
+    # and the port state printed without its `port:` line is named, not given to a port
+    facts, notes = _facts("ibv_devinfo_v_bf3_mt41692_grep_fusee_01.txt")
+    assert [(d["name"], d["model"], d["board_id"], d["ports"]) for d in facts["nic"]["devices"]] == [
+        ("mlx5_0", "BlueField-3", "MT_0000000965", []), ("mlx5_1", "BlueField-3", "MT_0000000965", [])]
+    assert sum("printed without its port line" in x for x in notes) == 4
+
+
+def test_an_hca_ibstat_could_not_stat_is_an_error_of_that_hca() -> None:
+    facts, _ = _facts("ibstat_a100_ibpanic_mlx5_stat_failed_gpud_01.txt")
+    devs = {d["name"]: d for d in facts["nic"]["devices"]}
+    assert len(devs) == 9 and devs["mlx5_8"]["ports"] == []
+    assert devs["mlx5_8"]["error"] == "ibstat could not read it (stat failed: No such file or directory)"
+    assert all("error" not in d for n, d in devs.items() if n != "mlx5_8")
+    # the poster's `...` values are unknown, never a GUID; the elision line is named
+    facts, notes = _facts("ibstat_partial_elided_ibpanic_mlx5_8_gpud752_01.txt")
+    m7, m8 = facts["nic"]["devices"]
+    assert (m7["hca_type"], m7["fw_ver"], m7["node_guid"], m7["ports"][0]["port_guid"]) == (None, None, None, None)
+    assert (m7["ports"][0]["state"], m7["ports"][0]["rate_gbps"]) == ("ACTIVE", 200.0)
+    assert "error" in m8 and any("elision" in x for x in notes)
+    # an ibstat run that stopped at the Accelerated Networking function, then one HCA by name, unindented
+    facts, notes = _facts("ibstat_unindented_ibpanic_an0_ndv4_azhpcdiag59_01.txt")
+    an0, ib0 = facts["nic"]["devices"]
+    assert (an0["name"], an0["ports"], ib0["name"], ib0["model"]) == ("mlx5_an0", [], "mlx5_ib0", "ConnectX-6 VF")
+    assert [(p["state"], p["phys_state"], p["rate_gbps"], p["port_guid"]) for p in ib0["ports"]] == [
+        ("INIT", "LinkUp", 200.0, "0015:5dff:fd34:072b")]
+    assert [x.split(": ", 2)[-1] for x in notes] == ["command line: ~$ ibstat", "command line: ~$ ibstat mlx5_ib0"]
+
+
+def test_the_unreadable_hca_is_a_finding_of_that_host() -> None:
+    from orchestrator.verdict.checks.base import HostView
+    from orchestrator.verdict.checks.nic import device_unreadable
+    from orchestrator.verdict.expectations import Expectations
+
+    facts, _ = _facts("ibstat_unindented_ibpanic_an0_ndv4_azhpcdiag59_01.txt")
+    view = HostView(name="ndv4", facts=facts, outcomes={}, expect=Expectations.from_mapping({}))
+    [f] = list(device_unreadable(view))
+    assert (f.id, f.subject, f.severity.value) == ("nic.device.unreadable", "mlx5_an0 (PCI function unknown)", "warn")
+
+
+def test_ibstatus_of_the_same_host_fills_what_ibstat_could_not_read() -> None:
+    """gpud's captures of one A100 host: ibstat stopped at mlx5_8, ibstatus read it (an Ethernet
+    port); ibstatus's default GIDs carry the port GUIDs ibstat printed."""
+    from orchestrator.verdict.checks.base import HostView
+    from orchestrator.verdict.checks.nic import device_unreadable
+    from orchestrator.verdict.expectations import Expectations
+
+    stat = _facts("ibstat_a100_ibpanic_mlx5_stat_failed_gpud_01.txt")[0]["nic"]["devices"]
+    status = _facts("ibstatus_a100_9ports_gpud_01.txt")[0]["nic"]["devices"]
+    assert [d["ports"][0]["port_guid"] for d in stat[:8]] == [d["ports"][0]["port_guid"] for d in status[:8]]
+    assert status[8]["ports"][0]["port_guid"] is None  # `default gid: unknown`
+    host = import_files([evidence("ibstat_a100_ibpanic_mlx5_stat_failed_gpud_01.txt"),
+                         evidence("ibstatus_a100_9ports_gpud_01.txt")])
+    m8 = host.facts["nic"]["devices"][8]
+    assert (m8["name"], m8["ports"][0]["state"], m8["ports"][0]["link_layer"]) == ("mlx5_8", "ACTIVE", "Ethernet")
+    view = HostView(name="a100", facts=host.facts, outcomes={}, expect=Expectations.from_mapping({}))
+    assert list(device_unreadable(view)) == []  # read after all, by ibstatus
+
