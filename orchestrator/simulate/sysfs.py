@@ -434,6 +434,13 @@ _HCA_PROFILES: dict[int, dict[str, str]] = {
              "rate": "100 Gb/sec (4X EDR)", "link_layer": "Ethernet"},  # ConnectX-6 Dx (RoCE)
     0x1013: {"hca_type": "MT4115", "board_id": "MT_2180110032", "fw_ver": "12.28.2006",
              "rate": "100 Gb/sec (4X EDR)", "link_layer": "InfiniBand"},  # ConnectX-4
+    # ConnectX-8 and BlueField-3: type and firmware as published ibstat prints them
+    # (tests/fixtures/evidence/ibstat_11ca_cx8_mt4131_cx7_port_guid_xe9780_01.txt,
+    # ibstat_bf3_b3220_mt41692_logical_down_fusee_01.txt); the BF3 is a host's Ethernet front end.
+    0x1023: {"hca_type": "MT4131", "board_id": "MT_0000001093", "fw_ver": "40.46.5500",
+             "rate": "800 Gb/sec (4X XDR)", "link_layer": "InfiniBand"},  # ConnectX-8
+    0xA2DC: {"hca_type": "MT41692", "board_id": "MT_0000000965", "fw_ver": "32.47.1088",
+             "rate": "200 Gb/sec (2X NDR)", "link_layer": "Ethernet"},  # BlueField-3
 }
 IB_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
                "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",

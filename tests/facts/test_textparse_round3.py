@@ -261,3 +261,20 @@ def test_ibstatus_of_the_same_host_fills_what_ibstat_could_not_read() -> None:
     view = HostView(name="a100", facts=host.facts, outcomes={}, expect=Expectations.from_mapping({}))
     assert list(device_unreadable(view)) == []  # read after all, by ibstatus
 
+
+# -- the hardware of 2025-26 -------------------------------------------------------------------------
+
+
+def test_two_rtx_5090_without_p2p_and_a_p2p_matrix_without_its_mode() -> None:
+    facts, _ = _facts("topo_2x_rtx5090_phb_tabs_club3090_1229_01.txt")
+    gpus = [d for d in facts["topology"]["devices"] if d["kind"] == "gpu"]
+    assert [(d["cpu_affinity"], d["numa"]) for d in gpus] == [("0-63", 0), ("0-63", 0)]
+    assert facts["topology"]["matrix"][0][1] == "PHB"
+    for name in ("topo_p2p_rw_2x_rtx5090_gns_club3090_1229_01.txt",
+                 "topo_p2p_rw_2x_rtx5090_gns_spaces_club3090_1130_01.txt"):
+        host = import_files([evidence(name)])
+        assert not host.errors and host.facts["gpus"]["p2p"] == {}  # r, w, n, a or p: the text does not say
+        assert any("without its mode" in x for x in host.notes), name
+        # with its command line above it the same cells are the read matrix
+        text = "$ nvidia-smi topo -p2p r\n" + read_path(evidence(name))
+        assert import_texts([(name, text)]).facts["gpus"]["p2p"] == {"read": [["X", "GNS"], ["GNS", "X"]]}

@@ -521,6 +521,10 @@ def parse_topo_p2p(text: str | bytes, source: str = "<text>", mode: str | None =
             notes.append(Note(r.line_no, f"row {r.label}: extra text ignored: {' '.join(r.tail)!r}"))
     _check_shape(header.labels, rows, notes)
     legend, _ = _legend((i + 1, lines[i]) for i in range(end - 1, len(lines)))
+    if mode is None:
+        # the same cells mean read, write, NVLink, atomics or PCIe P2P: no guess, a note instead
+        notes.append(Note(header.line_no, "P2P status matrix without its mode (no `topo -p2p r|w|n|a|p` line): "
+                                          "kept out of the facts (keep the command line above the matrix to place it)"))
     return P2PMatrix(mode, header.labels, [list(r.cells) for r in rows], legend, notes, source)
 
 
