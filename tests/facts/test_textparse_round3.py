@@ -278,3 +278,17 @@ def test_two_rtx_5090_without_p2p_and_a_p2p_matrix_without_its_mode() -> None:
         # with its command line above it the same cells are the read matrix
         text = "$ nvidia-smi topo -p2p r\n" + read_path(evidence(name))
         assert import_texts([(name, text)]).facts["gpus"]["p2p"] == {"read": [["X", "GNS"], ["GNS", "X"]]}
+
+
+def test_a_plain_lspci_of_a_gb200_tray_says_nothing_of_drivers() -> None:
+    from orchestrator.verdict.checks.base import HostView
+    from orchestrator.verdict.checks.pcie import check_gpu_count
+    from orchestrator.verdict.expectations import Expectations
+
+    facts, _ = _facts("lspci_gb200_grace_cx7_bf3_gpud_01.txt")
+    pcie = facts["pcie"]
+    assert pcie["gpus"] == ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"]
+    assert len(pcie["nics"]) == 9  # 4 ConnectX-7, 2x2 BlueField-3 functions, the I210
+    assert pcie["gpu_counts"]["driver_loaded"] is None and "plain lspci" in pcie["gpu_counts"]["unknown"]
+    view = HostView(name="gb200", facts=facts, outcomes={}, expect=Expectations.from_mapping({}))
+    assert list(check_gpu_count(view)) == []  # unknown, not "the NVIDIA driver is not loaded"

@@ -784,6 +784,12 @@ def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[s
     drivers = {b: by[b].get("driver") for b in gpus}
     out["pci"] = len(gpus)
     out["passthrough"] = sorted(b for b, drv in drivers.items() if drv in ("vfio-pci", "pci-stub"))
+    # A plain `lspci` (one line per device, as gpud's lspci.gb200) prints no detail of any device:
+    # a driver it does not print is unknown, not unbound.
+    detailed = any(d.get(k) is not None for d in devices for k in ("driver", "link", "numa", "iommu_group", "port_type"))
+    if not detailed:
+        out["unknown"] += "; a listing without detail lines (plain lspci) does not say which driver is bound"
+        return out
     out["driver_loaded"] = any(drv == "nvidia" for drv in drivers.values()) if gpus else None
     return out
 
