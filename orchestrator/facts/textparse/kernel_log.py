@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from orchestrator.facts.normalize.budget import figure
 from orchestrator.facts.textparse.common import Note, text_lines
 
 _GREP = r"(?:[\w./-]+:(?:\d+[:-])?|\d+[:-])?"
@@ -33,10 +34,10 @@ def line_of(raw: str) -> tuple[float | None, str] | None:
     """(seconds since boot or None, message) of one kernel-log line in any supported form."""
     m = _MONO.match(raw)
     if m:
-        return float(m.group(1)), m.group(2)
+        return figure(float(m.group(1))), m.group(2)
     m = _SYSLOG.match(raw)
     if m:
-        return (float(m.group(1)) if m.group(1) else None), m.group(2)
+        return (figure(float(m.group(1))) if m.group(1) else None), m.group(2)
     m = _CTIME.match(raw)
     if m:
         return None, m.group(1)
