@@ -299,6 +299,7 @@ class TopologyDevice(TypedDict):
     bus_id: str | None
     cpu_affinity: NotRequired[str | None]
     numa: NotRequired[int | None]
+    numa_nodes: NotRequired[str]  # text imports: NUMA Affinity printed as several nodes ("0,3-9,11-17")
     label: NotRequired[str | None]
     gpu_numa_id: NotRequired[Any]
     unknown: NotRequired[dict[str, Any]]
@@ -520,8 +521,10 @@ class KmsgAttempt(TypedDict):
 class KmsgEvent(TypedDict):
     kind: str  # xid | sxid | fallen_off_bus | aer | mlx5 | peermem | segfault
     t: float | None  # seconds since boot
-    wall: float | None  # epoch seconds, where the source has them (journald)
+    wall: float | None  # epoch seconds, where the source has them (journald; text that printed its zone)
+    when: NotRequired[str]  # the wall clock as printed, ISO 8601 (`--MM-DDThh:mm:ss` without a year); absent: none printed
     bus_id: str | None
+    bus_id_unknown: NotRequired[str]  # the line named its device in another form (a poster's `PCI:...`)
     code: int | None  # Xid / SXid code
     text: str
     key: str  # names the event within its boot: kind|t|bus|code
@@ -532,8 +535,10 @@ class KmsgEvent(TypedDict):
     device: NotRequired[str]  # nvidia-nvswitchN, netdev name
     driver: NotRequired[str]  # AER: the reporting driver (pcieport, nvidia, mlx5_core)
     error_type: NotRequired[str]  # AER: Physical Layer, Data Link Layer, Transaction Layer
-    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | tx_timeout | health_compromised
+    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | asic_temperature | tx_timeout | health_compromised
     library: NotRequired[str]  # segfault: libnccl.so.2 / libcuda.so.1
+    link: NotRequired[int]  # SXid and NVLink Xid lines: the link number they print
+    port: NotRequired[str]  # AER: the port that reported it (its "error received" line)
 
 
 class KmsgFacts(TextOrigin):
@@ -563,6 +568,9 @@ class NicPort(TypedDict):
     netdev: str | None  # the net interface of this port (RoCE / IPoIB)
     counters: dict[str, int]  # ports/N/counters
     hw_counters: dict[str, int]  # ports/N/hw_counters
+    port_guid: NotRequired[str | None]  # ibstat's Port GUID; sysfs: the interface id of GID 0 (probe nic 1.2+)
+    active_mtu: NotRequired[int | None]  # ibv_devinfo text only (sysfs has no file for it)
+    max_mtu: NotRequired[int | None]
 
 
 class NicDevice(TypedDict):
@@ -574,6 +582,9 @@ class NicDevice(TypedDict):
     node_guid: str | None
     driver: str | None
     ports: list[NicPort]
+    sys_image_guid: NotRequired[str | None]  # one value for the HCAs of one adapter (probe nic 1.2+)
+    model: NotRequired[str | None]  # the product of hca_type (gpu_models.NIC_MODELS): "ConnectX-8"
+    error: NotRequired[str]  # the HCA could not be read (ibstat: "stat of IB device ... failed")
 
 
 class NetDev(TypedDict):

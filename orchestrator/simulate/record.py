@@ -45,6 +45,11 @@ GROUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("rtx4090", "rtx4090-", {"gpu_count": 8, "gpu_model": "4090"}),
     ("workstations", "ws-a6000-", {"gpu_count": 4, "gpu_model": "A6000", "nic_count": 1}),
     ("cloud_vms", "vm-", {"gpu_count": 2}),
+    # Grace: the GPUs sit on NVLink-C2C, no NIC shares a PCIe bridge with them; the placement rule
+    # of the fleet still applies and is judged by the NIC on the GPU's own CPU.
+    ("grace_gb200", "gb200-", {"gpu_count": 4, "gpu_model": "GB200", "nvlink_all_up": True, "gpu_nic_level": "PXB"}),
+    # A B300 board with 7 visible GPUs: judged against 7, not the 8 of the usual HGX.
+    ("b300", "b300-", {"gpu_count": 7, "gpu_model": "B300", "nvlink_all_up": True, "gpu_nic_level": "PIX"}),
 ]
 
 

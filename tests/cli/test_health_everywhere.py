@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.api.plan import DEMO_INVENTORY
+from orchestrator.inventory.loader import load_inventory
 from orchestrator.present.terminal.hosts import class_cell
 from tests.support.hostile import cli_env, run_cli
+
+DEMO_HOSTS = len(load_inventory([str(DEMO_INVENTORY)]).hosts)
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +60,14 @@ def test_every_surface_says_the_same_health(demo: dict) -> None:
     assert {h for h, s in health.items() if s == "failed"} == failing
     assert health["offline-01"] == "unreachable"
     # the summary: hosts by health add up to the hosts; the RECAP line says the same
-    assert sum(doc["summary"]["health"].values()) == doc["summary"]["hosts"] == 40
+    assert sum(doc["summary"]["health"].values()) == doc["summary"]["hosts"] == DEMO_HOSTS
     for key in ("tty200", "tty80", "piped"):
         text = demo[key]
         assert _table_health(text) == health, key
         recap = re.search(r"RECAP hosts=(\d+) (.*?) \|", text.replace("\n  ", " "))
         assert recap, text[-400:]
         counts = {k: int(v) for k, v in (p.split("=") for p in recap.group(2).split())}
-        assert sum(counts.values()) == int(recap.group(1)) == 40, counts
+        assert sum(counts.values()) == int(recap.group(1)) == DEMO_HOSTS, counts
         assert counts["failed"] == 12 and counts["unreachable"] == 1
     # Prometheus: a health state set per host
     for fam in text_string_to_metric_families((demo["tmp"] / "tty200.prom").read_text()):
@@ -119,14 +123,14 @@ def _broken_badges(page: str) -> dict[str, str]:
 def test_the_terminal_fits_and_never_pads_a_pipe(demo: dict) -> None:
     wide = demo["tty200"].split("\n\n", 1)[0].splitlines()
     assert max(len(line) for line in wide) <= 200
-    assert len(wide) == 2 + 40 + 2  # header, rule, one line per host, the two transport reasons beneath
+    assert len(wide) == 2 + DEMO_HOSTS + 2  # header, rule, one line per host, the two transport reasons beneath
     piped = demo["piped"].split("\n\n", 1)[0].splitlines()
-    assert len(piped) == 2 + 40  # one line per host, its reason on it
+    assert len(piped) == 2 + DEMO_HOSTS  # one line per host, its reason on it
     assert all(line == line.rstrip() for line in piped)
     offline = next(line for line in piped if line.startswith("offline-01 "))
     assert offline.endswith("(after 2 retries)") and "unreachable" in offline
     healthy = next(line for line in piped if line.startswith("dgx-h100-01 "))
-    assert len(healthy) < len(offline) - 40  # not padded to the longest reason
+    assert len(healthy) < len(offline) - DEMO_HOSTS  # not padded to the longest reason
     narrow = demo["tty80"].split("\n\n", 1)[0].splitlines()
     assert max(len(line) for line in narrow) <= 80
 

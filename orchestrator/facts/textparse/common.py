@@ -146,7 +146,23 @@ _COMMENT_LINE = re.compile(r"^\s*#(?:\s|$)")
 _ELISION = re.compile(r"^\s*(?:\.{3,}|\u2026|\[\s*\.{3,}\s*\]|\(\s*\.{3,}\s*\)|\[?<?snip(?:ped)?>?\]?.*)\s*$", re.I)
 # Values a poster blanked out: `GPU-xxxxxxxx-...`, `<redacted>`, `****`, `[REMOVED]`.
 _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(?:redacted|removed|hidden)\s*\]|"
-                       r"\bredacted\b", re.I)
+                       r"\bredacted\b|\.{3}|\u2026", re.I)  # `...` / `…`: the value cut away, as in `GPU-5269...`
+
+
+# A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`
+# (job, rank, stream).  The rank is kept: several ranks' lines interleave in one output.
+_LAUNCHER_TAG = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+
+
+def untag(line: str) -> tuple[int | None, str]:
+    """(rank or None, the line without mpirun's `[job,rank]<stdout>:` prefix)."""
+    m = _LAUNCHER_TAG.match(line)
+    return (int(m.group(1)), line[m.end():]) if m else (None, line)
+
+
+def untagged(text: str) -> str:
+    """The text without launcher prefixes, for recognising what printed it."""
+    return "\n".join(untag(x)[1] for x in text.split("\n"))
 
 
 def is_redacted(value: str | None) -> bool:

@@ -147,6 +147,7 @@ class SmiGpu:
     vbios: str | None = None
     inforom_image: str | None = None
     architecture: str | None = None
+    compute_capability: str | None = None  # --query-gpu's compute_cap ("9.0"); -q does not print it
     minor_number: int | None = None
     module_id: int | None = None
     pci_device_id: str | None = None  # "0x2330"

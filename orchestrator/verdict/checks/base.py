@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
@@ -72,3 +73,39 @@ def pcie_ran(view: HostView) -> PcieFacts | None:
 def nvlink_ran(view: HostView) -> NvlinkFacts | None:
     facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
     return facts if isinstance(facts, dict) else None
+
+
+def gpu_models_of(view: HostView) -> list[gpu_models.GpuModel]:
+    """The known models of this host's GPUs, from whatever named them: NVML's names and PCI ids,
+    the PCIe tree's GPU functions (device id), an imported matrix has neither."""
+    found: list[gpu_models.GpuModel] = []
+    gpus = gpus_ran(view)
+    for g in (gpus.get("list") if gpus else None) or []:
+        if isinstance(g, dict):
+            m = gpu_models.lookup(g.get("name"), g.get("pci_device_id"))
+            if m is not None:
+                found.append(m)
+    pcie = pcie_ran(view)
+    for d in (pcie.get("devices") if pcie else None) or []:
+        if isinstance(d, dict) and d.get("kind") == "gpu":
+            m = gpu_models.lookup(d.get("model"), d.get("device"))
+            if m is not None:
+                found.append(m)
+    return found
+
+
+def c2c_host(view: HostView) -> bool:
+    """GPUs that hang off their CPU by NVLink-C2C (Grace: GH200, GB200, GB10): known by model, or
+    by GPU memory that is a NUMA node of its own (NVML's NUMA node id, topo -m's "GPU NUMA ID"),
+    which only coherent C2C platforms give."""
+    if any(m.c2c for m in gpu_models_of(view)):
+        return True
+    gpus = gpus_ran(view)
+    for g in (gpus.get("list") if gpus else None) or []:
+        node = g.get("numa_node") if isinstance(g, dict) else None
+        if isinstance(node, int) and not isinstance(node, bool) and node >= 0:
+            return True
+    topo = view.facts.get("topology")
+    devices = topo.get("devices") if isinstance(topo, dict) else None
+    return any(isinstance(d, dict) and d.get("kind") == "gpu" and isinstance(d.get("gpu_numa_id"), int)
+               for d in devices or [])

@@ -13,7 +13,7 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostCheck, HostView, Needs
+from orchestrator.verdict.checks.base import HostCheck, HostView, Needs, c2c_host
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -232,8 +232,8 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
             continue
         model = gpu_models.lookup(d.get("model") or nvml_names.get(b))
         cur, dev_max = link.get("gen_current"), link.get("gen_max")
-        if model is None or not isinstance(cur, int) or cur >= model.pcie_gen:
-            continue
+        if model is None or model.c2c or not isinstance(cur, int) or cur >= model.pcie_gen:
+            continue  # a C2C GPU's data path to its CPU is NVLink-C2C, not this link
         slot = _slot_max_gen(d, devs)
         caps = [g for g in (dev_max, slot) if isinstance(g, int)]
         if not caps or cur < min(caps):
@@ -334,6 +334,8 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
     passthrough = set(counts.get("passthrough") or [])
     if not gpus or len(passthrough) == len(gpus):
         return
+    if counts.get("driver_loaded") is None:
+        return  # a text that does not print drivers (plain lspci): unbound or not is unknown, no fault
     if not counts.get("driver_loaded"):
         yield fault("gpu.count.pci_vs_driver", view.name, "host",
                     f"{len(gpus) - len(passthrough)} NVIDIA GPU(s) on the PCI bus but the NVIDIA driver is not loaded",
@@ -415,6 +417,10 @@ def _cell(matrix: list[list[Any]], i: int, j: int) -> Any:
 
 
 def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
+    """Each GPU has a NIC at `gpu_nic_level` or closer.  A GPU on NVLink-C2C (Grace) shares no PCIe
+    bridge with any NIC by design: its best placement is a NIC on its own CPU, NODE in the PCIe
+    probe's levels; nvidia-smi's matrix prints SYS for every such cell (GB200), so from a matrix
+    alone the placement is unknown rather than wrong."""
     want = view.expect.gpu_nic_level
     if not want:
         return
@@ -424,6 +430,14 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
     keyed, matrix, evidence = found
     nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
     want_rank = LEVEL_RANK.get("PIX" if want == "NV" else want, 5)
+    if c2c_host(view):
+        if not evidence.startswith("pcie.levels"):
+            yield unknown("pcie.gpu_nic.affinity", view.name, "GPU-NIC placement",
+                          f"the GPUs sit on NVLink-C2C, where nvidia-smi's matrix prints NODE/SYS for every NIC: "
+                          f"{want} cannot be judged from it", expected=want, evidence=[evidence],
+                          hint="run the pcie probe: it reads each NIC's NUMA node, which decides a Grace GPU's NIC")
+            return
+        want_rank = max(want_rank, LEVEL_RANK["NODE"])  # a NIC on the GPU's own CPU is the closest there is
     for gi, (key, subject) in enumerate(keyed):
         if not key.startswith("gpu:"):
             continue

@@ -31,7 +31,7 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
     by_model: dict[str, list[GpuRecord]] = defaultdict(list)
     for g in _gpus(view):
         if isinstance(g.get("vbios"), str) and g["vbios"]:
-            by_model[str(g.get("model") or g.get("name"))].append(g)
+            by_model[str(g.get("model") or g.get("name") or "")].append(g)  # "": model and name unknown
     for model, gpus in sorted(by_model.items()):
         counts = Counter(g["vbios"] for g in gpus)
         if len(counts) < 2:
@@ -40,7 +40,8 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
         odd = [g for g in gpus if g["vbios"] != norm]
         names = ", ".join(f"GPU{shown(g.get('index'))} {g['vbios']}" for g in odd)
         yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})" for g in odd),
-                    f"{len(counts)} VBIOS versions on the {len(gpus)} {model} GPUs: {names} where the others run {norm}",
+                    f"{len(counts)} VBIOS versions on the {len(gpus)} {model or 'GPUs of unknown model'}"
+                    f"{' GPUs' if model else ''}: {names} where the others run {norm}",
                     severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
                     hint="a re-flashed or swapped board: flash the fleet's VBIOS (nvflash) or ask the vendor why")
 
