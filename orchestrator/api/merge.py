@@ -21,9 +21,10 @@ from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
-from orchestrator.api.session import RunResult
+from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.history import RunNotFound
+from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.checks import is_fleet_finding
@@ -109,14 +110,23 @@ def _key(f: Finding) -> str:
 def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     if len({s.resolve() for s in sources}) != len(sources):
         raise UsageError("a run is named twice")
+    # held from the first read of a part to the merged run's last write: a concurrent `--keep`
+    # must not prune a part half-way
+    with holding(root, *(s.parent for s in sources if (s.parent / LOCK_NAME).exists())):
+        return _merge_locked(sources, root)
+
+
+def _merge_locked(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
     fleets = []
     for r in runs:
         try:
-            fleets.append(FleetResult.load(r.dir))
+            fleet = FleetResult.load(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
+        fleets.append(fleet)
+        warnings.extend(f"{r.dir.name}: {p}" for p in fleet.problems)
         if r.meta.state != "complete":
             warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
                             "merged with the hosts it has")

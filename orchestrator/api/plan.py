@@ -9,6 +9,7 @@ expectations and finding overrides of the plays that ran on it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import Play, Playbook, find_playbook, load_playbook
-from orchestrator.engine import payload
+from orchestrator.engine import descriptors, payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
@@ -235,6 +236,21 @@ def _check_become(plays: list[PlannedPlay]) -> None:
                                  "set ansible_become_method: sudo or run without become")
 
 
+def _fit_descriptors(plays: list[PlannedPlay], warnings: list[str]) -> list[PlannedPlay]:
+    """Plays whose forks the controller's descriptor limit allows (engine/descriptors.py)."""
+    limit = descriptors.limit_now()
+    out = []
+    for pp in plays:
+        fits = descriptors.forks_within(pp.forks, limit)
+        if fits < min(pp.forks, len(pp.hosts)):
+            warnings.append(f"play {pp.play.name!r}: {fits} host(s) at a time, not {pp.forks}: the controller may open "
+                            f"{limit} files (ulimit -n), about {descriptors.PER_HOST} per host in flight; "
+                            "raise the limit for more")
+            pp = dataclasses.replace(pp, forks=fits)
+        out.append(pp)
+    return out
+
+
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
     """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
     rejudge, where the limit already chose them)."""
@@ -266,6 +282,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
                                  play.become or inputs.become))
     if stored is None:
         _check_become(plays)
+        plays = _fit_descriptors(plays, warnings)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
     plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)

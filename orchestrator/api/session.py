@@ -9,11 +9,13 @@ exit codes) is the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -25,8 +27,8 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.facts.model import PreviousFacts
 from orchestrator.present.progress import Fanout, Progress
-from orchestrator.store.history import RunNotFound, RunSummary, previous_run
-from orchestrator.store.lock import RunLock, UnsafeLock
+from orchestrator.store.history import RunNotFound, RunSummary, previous_run, results_dir_named
+from orchestrator.store.lock import LOCK_NAME, RunLock, UnsafeLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.transport.base import TransportOptions
@@ -242,13 +244,28 @@ def _unwritable(run: RunDirectory, error: OSError) -> ResultsUnwritable:
     return ResultsUnwritable(str(run.dir), error)
 
 
+@contextlib.contextmanager
+def holding(*results_dirs: Path) -> Iterator[None]:
+    """The locks of these results directories (each once), held for the block: a command that
+    reads runs another command may prune, or writes a run, holds them (raises LockHeld)."""
+    with contextlib.ExitStack() as stack:
+        seen: set[Path] = set()
+        for d in results_dirs:
+            key = Path(os.path.abspath(d))
+            if key not in seen:
+                seen.add(key)
+                stack.callback(open_lock(d).release)
+        yield
+
+
 def open_lock(root: Path) -> RunLock:
     """The results directory's lock, held: raises LockHeld when another run has it."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = RunLock(root)
     except OSError as e:
-        raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
+        raise UsageError(f"cannot use the results directory {results_dir_named(root)}: {e.strerror or e}; "
+                         "choose another with --results") from None
     try:
         lock.acquire()
     except UnsafeLock as e:
@@ -273,12 +290,7 @@ def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dic
 
 def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
                     output_dir: Path | None, show_progress: bool | None, baseline: Path | None) -> RunResult:
-    try:
-        run = RunDirectory.create(root, plan.meta(options=options), output_dir)
-    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
-        why = e.strerror or str(e)
-        raise UsageError(f"cannot create the run directory under {root}: {why}; "
-                         "choose another with --results or -o") from None
+    run = _new_run(root, plan.meta(options=options), output_dir)
     progress = Progress(len(plan.hosts), enabled=show_progress)
     stop = threading.Event()
     store = _StoreOrStop(run, stop)
@@ -362,13 +374,15 @@ def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, A
     stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
     the same plan.  `collected`: each host's results and where they came from (its `origin`);
     `via`: the road (run.json's `collected`)."""
+    with holding(root):
+        return _store_collected_locked(plan, collected, root, via, options)
+
+
+def _store_collected_locked(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
+                            via: dict[str, Any], options: dict[str, Any] | None) -> RunResult:
     meta = plan.meta(collected=via, options=options)
     meta.hosts_order = [r.host.name for r, _ in collected]
-    try:
-        run = RunDirectory.create(root, meta)
-    except OSError as e:
-        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
-                         "choose another with --results") from None
+    run = _new_run(root, meta)
     try:
         for res, origin in collected:
             run.host_finished(res, origin=origin)
@@ -382,10 +396,43 @@ def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, A
     return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
 
 
+def store_imported(meta: RunMeta, inputs: list[HostInput], evidence: Mapping[str, dict[str, Any]], root: Path,
+                   expectations: Mapping[str, Expectations]) -> RunResult:
+    """Hosts judged from text evidence (`probe import` of command output), stored as a run: each
+    host's facts and the parsed evidence they came from (`evidence`: host -> its record)."""
+    with holding(root):
+        run = _new_run(root, meta)
+        try:
+            for h in inputs:
+                run.imported_host(h, evidence[h.name])
+            run.stop("complete")
+            fleet = judge(run.meta, inputs, expectations, spool=run.dir)
+            run.finish(fleet.to_document())
+        except OSError as e:
+            raise _unwritable(run, e) from None
+    return RunResult(run, fleet)
+
+
+def _new_run(root: Path, meta: RunMeta, output_dir: Path | None = None) -> RunDirectory:
+    try:
+        return RunDirectory.create(root, meta, output_dir)
+    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
+        raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: {e.strerror or e}; "
+                         "choose another with --results" + (" or -o" if output_dir else "")) from None
+
+
 def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
     """A new run judged from `source`'s raw data with today's normalizers and checks, under the
     plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
     `expect` when given."""
+    # Locked like a run from before the source is read until the new run is published: a
+    # concurrent `--keep` must not prune the source half-way.
+    others = [source.parent] if (source.parent / LOCK_NAME).exists() else []  # a results directory of its own
+    with holding(root, *others):
+        return _rejudge_locked(source, root, playbook, expect)
+
+
+def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None) -> RunResult:
     stored = RunDirectory.open(source)
     problems: list[str] = []
     inputs = stored.host_inputs(problems=problems)
@@ -412,31 +459,26 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         plan = build_plan(new_inputs, stored=inputs)
         new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
         new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
-    # Locked like a run (a concurrent `--keep` must not prune the source half-way), built in a
-    # staging directory and renamed into the history only once complete.
-    lock = open_lock(root)
+    # built in a staging directory and renamed into the history only once complete
+    run = RunDirectory.create_staged(root, new_meta)
     try:
-        run = RunDirectory.create_staged(root, new_meta)
-        try:
-            # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
-            run.copy_raw_from(stored)
-            # Compared with the run before the source (not with the source itself, nor a later run).
-            before = previous_facts(previous_baseline(root, source).fleet) \
-                if source.parent.resolve() == root.resolve() else {}
-            # a re-judged stopped run is still the stopped run: never a complete baseline for drift
-            run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
-            if plan is not None:
-                fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
-            else:
-                fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
-            run.finish(fleet.to_document())
-            run.publish()
-        except OSError as e:
-            run.discard()
-            raise ResultsUnwritable(str(root), e) from None
-        except BaseException:
-            run.discard()
-            raise
-    finally:
-        lock.release()
+        # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
+        run.copy_raw_from(stored)
+        # Compared with the run before the source (not with the source itself, nor a later run).
+        before = previous_facts(previous_baseline(root, source).fleet) \
+            if source.parent.resolve() == root.resolve() else {}
+        # a re-judged stopped run is still the stopped run: never a complete baseline for drift
+        run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
+        if plan is not None:
+            fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
+        else:
+            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
+        run.finish(fleet.to_document())
+        run.publish()
+    except OSError as e:
+        run.discard()
+        raise ResultsUnwritable(str(root), e) from None
+    except BaseException:
+        run.discard()
+        raise
     return RunResult(run, fleet)

@@ -30,7 +30,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return exitcodes.OK
     try:
-        atomic.write_bytes(Path(args.output), made.script)
+        atomic.write_output(Path(args.output), made.script)
     except OSError as e:
         raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     names = ", ".join(c.name for c in made.calls)

@@ -16,6 +16,7 @@ class ExitStatus(IntEnum):
     USAGE = 2  # bad command line, inventory, playbook or expectation: nothing was run
     HOSTS_FAILED = 4  # at least one host unreachable, timed out, or a probe failed / sent invalid output
     FINDINGS_FAIL_AND_HOSTS_FAILED = 5  # 1 and 4 combine
+    OS_LIMIT = 71  # EX_OSERR: the controller ran out of what the system lends it (open files, processes)
     RESULTS_UNWRITABLE = 73  # EX_CANTCREAT: the results, or an output asked for, could not be written
     LOCKED = 75  # EX_TEMPFAIL: another run holds the results directory lock
     INTERNAL = 70  # a bug in fleetprobe
@@ -29,6 +30,7 @@ MEANING: dict[ExitStatus, str] = {
     ExitStatus.USAGE: "usage error (command line, inventory, playbook, expectations): nothing was run",
     ExitStatus.HOSTS_FAILED: "at least one host unreachable / timeout / failed / invalid output",
     ExitStatus.FINDINGS_FAIL_AND_HOSTS_FAILED: "1 and 4 together",
+    ExitStatus.OS_LIMIT: "the controller ran out of open files or processes (ulimit); the message says which",
     ExitStatus.RESULTS_UNWRITABLE: "the results or a requested output (--junit, --html, -o ...) could not be "
                                    "written (disk full, read-only, a bad path); the message names it",
     ExitStatus.LOCKED: "another run holds the results-directory lock (EX_TEMPFAIL: try again later)",
@@ -40,6 +42,7 @@ OK = ExitStatus.OK
 FINDINGS_FAIL = ExitStatus.FINDINGS_FAIL
 USAGE = ExitStatus.USAGE
 HOSTS_FAILED = ExitStatus.HOSTS_FAILED
+OS_LIMIT = ExitStatus.OS_LIMIT
 RESULTS_UNWRITABLE = ExitStatus.RESULTS_UNWRITABLE
 LOCKED = ExitStatus.LOCKED
 INTERNAL = ExitStatus.INTERNAL

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
 from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import deliver, emit, results_root
+from orchestrator.files import jsontext
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
@@ -41,7 +41,10 @@ def _fleet(path: Path) -> FleetResult:
     except (OSError, ValueError) as e:
         raise UsageError(f"{path}: no readable fleet.json ({e}); try `probe rejudge {path.name}` to rebuild it") from None
     for why in fleet.problems[:5]:
-        print(f"probe: warning: {path.name}: fleet.json: {why}; left out", file=sys.stderr)
+        print(f"probe: warning: {path.name}: fleet.json: {why}", file=sys.stderr)
+    if len(fleet.problems) > 5:
+        print(f"probe: warning: {path.name}: fleet.json: {len(fleet.problems) - 5} more thing(s) left out",
+              file=sys.stderr)
     return fleet
 
 
@@ -77,7 +80,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     d = diff_fleets(_fleet(a), _fleet(b), bw_tolerance=args.tolerance)
     if args.format == "json":
-        print(json.dumps(d.to_dict(), indent=1, default=str))
+        print(jsontext.dumps(d.to_dict(), indent=1, default=str))
     else:
         print(render_diff(d), end="")
     return 0

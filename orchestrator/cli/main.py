@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
+import io
 import signal
 import sys
 import tempfile
@@ -14,6 +16,7 @@ from typing import Any
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
 from orchestrator.cli import collect, exitcodes, history, importer, info, run
+from orchestrator.engine import descriptors
 from orchestrator.store.lock import LockHeld
 
 
@@ -63,8 +66,19 @@ def _sigterm_is_an_interrupt() -> None:
         signal.signal(signal.SIGTERM, raise_interrupt)
 
 
+def _streams_never_fail() -> None:
+    """stdout/stderr that cannot fail to encode: cron's environment may say PYTHONIOENCODING=ascii
+    or LANG=C, and a host name, GPU model or message can hold any character.  What the terminal's
+    encoding lacks is written as a backslash escape, which still says which character it was."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     _sigterm_is_an_interrupt()
+    _streams_never_fail()
+    descriptors.raise_soft_limit()
     parser = build_parser()
     _suggest_options(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
@@ -89,11 +103,22 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.INTERRUPTED
     except BrokenPipeError:
         return exitcodes.OK
+    except OSError as e:
+        if not descriptors.is_exhaustion(e) and e.errno not in (errno.EAGAIN, errno.ENOMEM):
+            return _internal_error()
+        what = descriptors.out_of_descriptors() if descriptors.is_exhaustion(e) else \
+            f"{e.strerror}: the system lends the controller no more processes or memory (ulimit -u, -v)"
+        print(f"probe: {what}; what finished is kept", file=sys.stderr)
+        return exitcodes.OS_LIMIT
     except Exception:
-        with tempfile.NamedTemporaryFile("w", prefix="fleetprobe-crash-", suffix=".txt", delete=False) as f:
-            traceback.print_exc(file=f)
-        print(f"probe: internal error (a bug in fleetprobe); traceback saved to {f.name}", file=sys.stderr)
-        return exitcodes.INTERNAL
+        return _internal_error()
+
+
+def _internal_error() -> int:
+    with tempfile.NamedTemporaryFile("w", prefix="fleetprobe-crash-", suffix=".txt", delete=False) as f:
+        traceback.print_exc(file=f)
+    print(f"probe: internal error (a bug in fleetprobe); traceback saved to {f.name}", file=sys.stderr)
+    return exitcodes.INTERNAL
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, build_plan
-from orchestrator.api.session import RunResult, execute
+from orchestrator.api.session import RunResult, execute, holding
 from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
 from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
@@ -21,8 +21,8 @@ from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.present.terminal.quiet import quiet_text
 from orchestrator.store import atomic
-from orchestrator.store.history import RunNotFound, parse_keep, prune, resolve_run
-from orchestrator.store.rundir import default_results_dir
+from orchestrator.store.history import RunNotFound, default_results_dir, parse_keep, prune, resolve_run
+from orchestrator.store.lock import LockHeld
 from orchestrator.transport.base import TransportOptions
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.result import FleetResult
@@ -74,13 +74,22 @@ def present_run(args: argparse.Namespace, root: Path, result: RunResult,
         print(f"probe: warning: {w}", file=sys.stderr)
     status = deliver(args, result.fleet, run_dir, result.drift)
     if keep:
-        prune(root, keep[0], keep[1], protect=tuple(p.name for p in (result.baseline.path, run_dir) if p))
+        _prune(root, keep, tuple(p.name for p in (result.baseline.path, run_dir) if p))
     if result.interrupted:
         finished, cut, never = result.stopped_counts()
         print(f"interrupted: {finished} of {finished + cut + never} host(s) finished, {cut} cut off part-way, "
               f"{never} never started; results kept in {run_dir}", file=sys.stderr)
         return exitcodes.RESULTS_UNWRITABLE if status is exitcodes.RESULTS_UNWRITABLE else exitcodes.INTERRUPTED
     return status
+
+
+def _prune(root: Path, keep: tuple[int | None, int | None], protect: tuple[str, ...]) -> None:
+    """--keep, under the results directory's lock: a rejudge or merge reading an old run holds it."""
+    try:
+        with holding(root):
+            prune(root, keep[0], keep[1], protect=protect)
+    except LockHeld as e:
+        print(f"probe: warning: nothing pruned this time ({e}); the next run prunes", file=sys.stderr)
 
 
 def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None

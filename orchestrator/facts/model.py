@@ -417,7 +417,7 @@ class AerLink(TypedDict):
 
 class P2pGpu(TypedDict):
     index: int
-    bus_id: str
+    bus_id: str | None  # None: a benchmark's text that names no bus id (text imports)
     name: str | None
     model: str | None
     status: str | None
@@ -431,7 +431,7 @@ class P2pGpu(TypedDict):
 
 
 class P2pFacts(TextSource):
-    order: list[str]
+    order: list[str | None]  # None: a benchmark's text that names no bus id (text imports)
     summary: dict[str, Any]
     driver: str | None
     gpus: list[P2pGpu]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,4 +52,42 @@ def replace(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int, du
         except OSError:
             pass
         raise
+    return path
+
+
+def write_output(path: str | Path, fill: Callable[[IO[bytes]], object], mode: int = 0o644) -> Path:
+    """A file a user named for an output (--prometheus, --junit, --html, -o, a bundle).
+
+    A regular file, or none yet, is replaced atomically.  A symbolic link stays a link: the file it
+    points to is what is written (replaced atomically when it is a regular file), so a link into
+    a collector's directory keeps working.  A character device or FIFO (`/dev/null`, `/dev/stdout`,
+    a pipe a collector reads) is written through and never replaced: running as root, replacing
+    /dev/null with a regular file breaks the machine.  A block device, directory or socket is
+    refused: writing a report onto a disk is never what was meant.  Returns the path written."""
+    path = Path(path)
+    try:
+        st = os.stat(path)  # through any link
+    except FileNotFoundError:
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode):
+        return replace(os.path.realpath(path) if path.is_symlink() else path, fill, mode)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return _write_through(path, fill)
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else \
+        "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file"
+    raise OSError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL,
+                  f"{path} is {kind}; fleetprobe writes outputs to files, character devices and FIFOs only")
+
+
+def _write_through(path: Path, fill: Callable[[IO[bytes]], object]) -> Path:
+    # O_NONBLOCK: a FIFO nobody reads fails at once (ENXIO) instead of hanging the run
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, f"{path} is a FIFO nobody reads; nothing was written") from None
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "wb", buffering=_BUFFER) as f:
+        fill(f)
     return path

@@ -34,6 +34,8 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files.jsontext import StrictEncoder
+
 SCHEMA_VERSION = 2  # fleet.json files written by this codec; 1: the plain records (no codec)
 
 _text: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
@@ -365,8 +367,7 @@ def decode_fleet(doc: Any) -> Any:
     return out
 
 
-_text_default: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), default=str,
-                                                       check_circular=False).encode
+_text_default: Callable[[Any], str] = StrictEncoder(separators=(",", ":"), default=str, check_circular=False).encode
 
 
 def read_plain(path: Path) -> Any:

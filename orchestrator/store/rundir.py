@@ -53,11 +53,6 @@ class UnsafeRunPath(OSError):
                          f"{path} is {kind}; fleetprobe does not write through it")
 
 
-def default_results_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "fleetprobe" / "runs"
-
-
 def safe_component(name: str) -> str:
     """A host name as one path component, injectively: two names never share a directory.
 

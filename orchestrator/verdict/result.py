@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast, overload
 
 from orchestrator.engine.outcomes import Outcome, finished, is_problem
+from orchestrator.facts.conform import conform_facts, conform_probes
 from orchestrator.facts.model import Facts
 from orchestrator.store.atomic import encode_json
 from orchestrator.store.history import load_fleet
@@ -206,18 +207,33 @@ class FleetSummary:
         return sum(n for o, n in self.outcomes.items() if is_problem(o))
 
 
+def stored_record(rec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A host record read back from a file, with what is not of its stored type left out and said
+    in its normalize_errors (facts/conform.py): every reader may then trust the types it reads."""
+    facts, problems = conform_facts(rec.get("facts", {}))
+    probes, probe_problems = conform_probes(rec.get("probes", {}))
+    problems.extend(probe_problems)
+    if not problems:
+        return rec
+    errors = [e for e in _list(rec.get("normalize_errors")) if isinstance(e, str)]
+    return {**rec, "facts": facts, "probes": probes,
+            "normalize_errors": errors + [f"stored record: {p}" for p in problems]}
+
+
 class HostTable(Sequence[JudgedHost]):
     """The judged hosts, in the run's order; each record becomes a JudgedHost when it is read, so a
-    fleet kept on disk stays there."""
+    fleet kept on disk stays there.  `stored`: the records were read back from a file, and are
+    checked as they are read (stored_record); a run's own records are the normalizers' and are not."""
 
-    def __init__(self, records: Sequence[Mapping[str, Any]], findings: FindingIndex) -> None:
+    def __init__(self, records: Sequence[Mapping[str, Any]], findings: FindingIndex, stored: bool = False) -> None:
         self._records = records
         self._findings = findings
+        self._stored = stored
 
     @property
     def records(self) -> Sequence[Mapping[str, Any]]:
         """The file form of the hosts, for the one writer of fleet.json and for drift's digests."""
-        return self._records
+        return _StoredRecords(self, self._records) if self._stored else self._records
 
     def __len__(self) -> int:
         return len(self._records)
@@ -237,6 +253,8 @@ class HostTable(Sequence[JudgedHost]):
         return (self._host(r) for r in self._records)
 
     def _host(self, rec: Mapping[str, Any]) -> JudgedHost:
+        if self._stored:
+            rec = stored_record(rec)
         return JudgedHost.from_record(rec, self._findings.of(str(rec.get("name"))))
 
     def with_facts(self, sections: Collection[str]) -> Iterator[JudgedHost]:
@@ -255,10 +273,14 @@ class HostTable(Sequence[JudgedHost]):
         return [str(r.get("name")) for r in self._records]
 
     def by_name(self, name: str) -> JudgedHost | None:
-        rec = self.record(name)
+        rec = self._raw_record(name)
         return None if rec is None else self._host(rec)
 
     def record(self, name: str) -> Mapping[str, Any] | None:
+        rec = self._raw_record(name)
+        return stored_record(rec) if rec is not None and self._stored else rec
+
+    def _raw_record(self, name: str) -> Mapping[str, Any] | None:
         if isinstance(self._records, SpooledRecords):
             return self._records.by_name(name)
         return next((r for r in self._records if r.get("name") == name), None)
@@ -270,15 +292,16 @@ class HostTable(Sequence[JudgedHost]):
         return None
 
 
-class _WithHealth(Sequence[Mapping[str, Any]]):
-    """The records of a document stored before health was, each with the health decided on
-    reading it, for the file form (`probe show --format json`, a merge or a rewrite of it)."""
+class _StoredRecords(Sequence[Mapping[str, Any]]):
+    """The file form of records read back from a file: each checked as it is read (stored_record),
+    and given its health where it was stored before health was (decided as the host is read)."""
 
-    def __init__(self, hosts: HostTable) -> None:
+    def __init__(self, hosts: HostTable, records: Sequence[Mapping[str, Any]]) -> None:
         self._hosts = hosts
+        self._records = records
 
     def __len__(self) -> int:
-        return len(self._hosts)
+        return len(self._records)
 
     @overload
     def __getitem__(self, i: int) -> Mapping[str, Any]: ...
@@ -289,7 +312,7 @@ class _WithHealth(Sequence[Mapping[str, Any]]):
     def __getitem__(self, i: int | slice) -> Mapping[str, Any] | list[Mapping[str, Any]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        rec = self._hosts.records[i]
+        rec = stored_record(self._records[i])
         if isinstance(rec.get("health"), dict):
             return rec
         return {**rec, "health": self._hosts[i].health.to_dict()}
@@ -329,7 +352,6 @@ class FleetResult:
     schema_version: int = SCHEMA_VERSION
     problems: list[str] = field(default_factory=list)  # what a stored document held that could not be read
     # a document stored before health was: its records get the health decided on reading when written
-    records_lack_health: bool = False
 
     @cached_property
     def _index(self) -> FindingIndex:
@@ -393,7 +415,7 @@ class FleetResult:
             "schema_version": self.schema_version,
             "run": self.run.header(),
             "summary": self.summary.to_dict(),
-            "hosts": _WithHealth(self.hosts) if self.records_lack_health else self.hosts.records,
+            "hosts": self.hosts.records,
             "classes": [c.to_dict() for c in self.classes],
             "findings": [f.to_dict() for f in self.findings],
             "silenced": [s.to_dict() for s in self.silenced],
@@ -424,11 +446,12 @@ class FleetResult:
                 silenced.append(Silenced(f, str(s.get("reason") or "")))
         records = doc.get("hosts")
         if not isinstance(records, Sequence) or isinstance(records, (str, bytes)):
-            problems.append("hosts: not a list")
+            problems.append("its hosts are not a list; no host is shown")
             records = []
-        records = records if isinstance(records, SpooledRecords) else [r for r in records if isinstance(r, dict)]
+        if not isinstance(records, SpooledRecords):
+            records = _named(records, problems)
         index = FindingIndex(findings)
-        hosts = HostTable(records, index)
+        hosts = HostTable(records, index, stored=True)
         stored = doc.get("not_judged")
         not_judged = {str(k): {str(h): str(w) for h, w in v.items()} for k, v in stored.items()
                       if isinstance(v, dict)} if isinstance(stored, dict) else {}
@@ -438,8 +461,18 @@ class FleetResult:
                    classes=[TopologyClass.from_dict(c) for c in _list(doc.get("classes")) if isinstance(c, dict)],
                    silenced=silenced, not_judged=not_judged,
                    schema_version=schema if isinstance(schema, int) and not isinstance(schema, bool) else SCHEMA_VERSION,
-                   problems=problems,
-                   records_lack_health=not isinstance(doc.get("summary"), dict) or "health" not in doc["summary"])
+                   problems=problems)
+
+
+def _named(records: Sequence[Any], problems: list[str]) -> list[Mapping[str, Any]]:
+    """The host records that name their host; the others cannot be shown, judged or merged."""
+    out: list[Mapping[str, Any]] = []
+    for i, rec in enumerate(records):
+        if isinstance(rec, dict) and isinstance(rec.get("name"), str) and rec["name"]:
+            out.append(rec)
+        else:
+            problems.append(f"host record {i} names no host: left out")
+    return out
 
 
 def _list(value: Any) -> list[Any]:
@@ -449,13 +482,13 @@ def _list(value: Any) -> list[Any]:
 def _finding(d: Any, problems: list[str]) -> Finding | None:
     """A stored finding, or None (and why, in `problems`) when it is not of the stored shape."""
     if not isinstance(d, dict):
-        problems.append("a finding is not an object")
+        problems.append("a finding is not an object; left out")
         return None
     if not all(isinstance(d.get(k), str) for k in ("id", "host", "subject", "message")):
-        problems.append(f"finding {str(d.get('id'))[:80]!r} lacks its id, host, subject or message")
+        problems.append(f"finding {str(d.get('id'))[:80]!r} lacks its id, host, subject or message; left out")
         return None
     if d.get("severity") not in SEVERITY_ORDER or d.get("kind") not in {k.value for k in Kind}:
-        problems.append(f"finding {d['id'][:80]!r} has an unknown severity or kind")
+        problems.append(f"finding {d['id'][:80]!r} has an unknown severity or kind; left out")
         return None
     evidence = d.get("evidence")
     return Finding(
@@ -513,7 +546,7 @@ def _faults(findings: Sequence[Finding]) -> list[Fault]:
     for f in findings:
         if f.caused_by is not None:
             followers.setdefault((f.host, f.caused_by.id, f.caused_by.subject), []).append(f)
-    out = []
+    out: list[Fault] = []
     for root, sev in fault_severities(findings):
         out.append(Fault(root, tuple(followers.get((root.host, root.id, root.subject), ())), sev))
     return sorted(out, key=lambda x: -x.severity.rank)

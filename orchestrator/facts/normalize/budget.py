@@ -21,7 +21,17 @@ MAX_NUMA_NODES = 1024
 MAX_KMSG_LINES = 20000  # kernel-log lines judged (the kmsg probe keeps 5,000 by default; journalctl -n 20000)
 MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
 MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
+# No figure fleetprobe reads comes near this (bandwidths in GB/s, times in seconds, powers in watts;
+# byte counts are integers): a float past it is forged or garbage.  Within it, every sum of a
+# budget's worth of figures, mean and product of two stays finite, so no check or average turns a
+# host's numbers into Infinity.
+MAX_FIGURE = 1e18
 STRING_NOTE = "_fleetprobe_cut_strings"  # key the parser adds to `data`: the lengths of the strings it cut
+
+def figure(value: float | None) -> float | None:
+    """A figure read from text, or None where it is none: not finite, or past MAX_FIGURE."""
+    return value if value is not None and -MAX_FIGURE <= value <= MAX_FIGURE else None
+
 
 # probe -> (path, cap, what it counts); "*" in a path: every element of a list or value of a dict
 _Rule = tuple[tuple[str, ...], int, str]

@@ -8,7 +8,7 @@ tenth of a host's facts; it was dropped.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
@@ -134,7 +134,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "pairs_measured": len(ce),
     }
     return {
-        "order": order,
+        "order": cast("list[str | None]", order),
         "summary": summary,
         "driver": data.get("cuda_driver"),
         "gpus": gpus,

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.normalize.budget import MAX_GPUS
+from orchestrator.facts.normalize.budget import MAX_GPUS, figure
 from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
@@ -29,7 +29,7 @@ _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 def _num(tok: str) -> float | None:
-    return float(tok) if _NUM.fullmatch(tok) else None
+    return figure(float(tok)) if _NUM.fullmatch(tok) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
                     row = [_num(t) for t in toks[1:]]
                     rows.append(row)
                     j += 1
-                cases.setdefault(current, []).append((s, rows))
+                cases.setdefault(current, []).append((s, _within_budget(rows, notes, current, i + 1)))
                 named.add(current)
                 i = j
                 continue
@@ -264,6 +264,8 @@ def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
     except json.JSONDecodeError as e:
         raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
     top = doc.get("nvbandwidth", doc) if isinstance(doc, dict) else {}
+    if not isinstance(top, dict):
+        raise TextParseError("nvbandwidth JSON of another shape (no object of testcases)", source, 1)
     notes: list[Note] = []
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     for tc in top.get("testcases") or []:
@@ -273,13 +275,27 @@ def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
             notes.append(Note(None, f"testcase {tc.get('name')}: status {tc.get('status')!r}, not read"))
             continue
         matrix = tc.get("bandwidth_matrix") or tc.get("latency_matrix") or []
-        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)]
+        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)] if isinstance(matrix, list) else []
+        rows = _within_budget(rows, notes, str(tc["name"]), None)
         cases.setdefault(str(tc["name"]), []).append((str(tc.get("bandwidth_description") or
                                                           tc.get("latency_description") or ""), rows))
     if not cases:
         raise TextParseError("nvbandwidth JSON without a passed testcase", source, 1)
     return NvBandwidth(top.get("version"), top.get("Driver Version") or top.get("driver_version"),
                        top.get("CUDA Runtime Version"), cases, {}, notes, source)
+
+
+def _within_budget(rows: list[list[float | None]], notes: list[Note], what: str, line: int | None
+                   ) -> list[list[float | None]]:
+    """A GPU x GPU table cut to the GPUs a host can have, as the live probe's data is
+    (facts/normalize/budget.py): a table naming 300 GPUs is a glitch or a forgery, and every
+    check of the pairs would pay for it squared."""
+    widest = max([len(rows), *map(len, rows)])
+    if widest <= MAX_GPUS:
+        return rows
+    notes.append(Note(line, f"{what}: a table of {widest} GPUs, beyond the {MAX_GPUS} a host can have: "
+                            f"only the first {MAX_GPUS} are read"))
+    return [r[:MAX_GPUS] for r in rows[:MAX_GPUS]]
 
 
 def nvbandwidth_median(runs: list[tuple[str, list[list[float | None]]]]) -> tuple[str, list[list[float | None]]]:
@@ -556,6 +572,6 @@ def _int_or_none(v: Any) -> int | None:
 
 def _float_or_none(v: Any) -> float | None:
     try:
-        return float(v) if v is not None else None
+        return figure(float(v)) if v is not None else None
     except (TypeError, ValueError):
         return None

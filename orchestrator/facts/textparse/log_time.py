@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from orchestrator.facts.normalize.budget import figure
+
 # Month abbreviations as syslog and dmesg print them: English, and the locales found in published
 # pastes (journalctl follows LC_TIME).  A month not listed leaves the time unknown, with a note.
 _MONTHS = {name: i + 1 for names in (
@@ -125,10 +127,10 @@ def from_bracket(content: str) -> Stamp | None:
     c = content.strip()
     m = re.fullmatch(r"(\d+\.\d+)(?:\s*<\s*\d+\.\d+\s*>)?", c)  # dmesg, dmesg -d
     if m:
-        return Stamp(t=float(m.group(1)))
+        return Stamp(t=figure(float(m.group(1))))
     m = re.fullmatch(r"\+\s*(\d+\.\d+)|<\s*(\d+\.\d+)\s*>", c)  # dmesg -H / --reltime, dmesg -d -t
     if m:
-        return Stamp(rel=float(m.group(1) or m.group(2)))
+        return Stamp(rel=figure(float(m.group(1) or m.group(2))))
     m = _CTIME.fullmatch(c)
     if m:
         mon = month(m.group(1))

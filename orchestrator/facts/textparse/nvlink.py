@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.normalize.budget import figure
 from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, is_redacted
 
 # Some drivers print their verdict on the GPU line itself: `GPU 1: ... (UUID: ...) NVML: Unable to
@@ -162,7 +163,7 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             lk = g.link(n)
             sm = _SPEED.match(value)
             if sm:
-                lk.active, lk.speed_gbps = True, float(sm.group(1))
+                lk.active, lk.speed_gbps = True, figure(float(sm.group(1)))
             elif _INACTIVE.match(value):
                 lk.active = False
             elif not value:

@@ -19,7 +19,6 @@ read through the yaml inventory plugin (the script shape in a plain file is refu
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import yaml
 
 from orchestrator.facts import read as F
+from orchestrator.files import jsontext
 from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.result import FleetResult
 
@@ -112,7 +112,7 @@ def write_inventory(fleet: FleetResult, path: str | Path, shape: str = "yaml") -
         text += yaml.safe_dump(render_static_inventory(fleet), sort_keys=False, allow_unicode=True, width=1000)
     elif shape in SHAPES:
         doc = render_static_inventory(fleet) if shape == "static-json" else render_inventory(fleet)
-        text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
+        text = jsontext.dumps(doc, indent=2, sort_keys=False) + "\n"
     else:
         raise ValueError(f"unknown inventory shape {shape!r}; use one of {', '.join(SHAPES)}")
     return write_atomic(path, text)

@@ -25,7 +25,7 @@ MAX_REASON = 200  # characters; slurmctld keeps longer reasons, `sinfo -R` shows
 
 
 def _reason(run_id: str, ids: list[str]) -> str:
-    text = f"fleetprobe {_ID_SAFE.sub('_', run_id)}: "
+    text = f"fleetprobe {run_id}: "
     shown: list[str] = []
     for i, fid in enumerate(ids):
         rest = len(ids) - i
@@ -38,7 +38,8 @@ def _reason(run_id: str, ids: list[str]) -> str:
 
 def render_drain(fleet: FleetResult) -> str:
     """One drain line per failed host, its reason naming its fail faults by their root ids."""
-    run_id = fleet.run.id or "run"
+    # a stored run's id is only what its run.json says: nothing of it may reach the shell unsafe
+    run_id = _ID_SAFE.sub("_", fleet.run.id or "run")
     failing: dict[str, set[str]] = {}
     for fault in fleet.faults("fail"):
         failing.setdefault(fault.host, set()).add(fault.root.id)

@@ -18,6 +18,7 @@ import yaml
 
 from orchestrator.facts import read as F
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
+from orchestrator.files import jsontext
 from orchestrator.verdict.findings import SEVERITY_ORDER
 from orchestrator.verdict.result import FleetResult
 
@@ -80,11 +81,12 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    # Control characters become "?"; line breaks stay (csv quotes the cell), but an importer that
+    # Control characters become "?"; line breaks stay, each as "\n", the one csv quotes (a bare CR
+    # or U+2028 left unquoted splits the record for one reader or another).  An importer that
     # splits lines, or a spreadsheet cell's later line, would start a formula at any of them: each
     # line is guarded, not only the first.
-    lines = _BREAK.split(display_safe(str(value)))
-    return "".join("'" + part if i % 2 == 0 and _formula(part) else part for i, part in enumerate(lines))
+    lines = _BREAK.split(display_safe(str(value)).replace("\r\n", "\n"))
+    return "".join(("'" + part if _formula(part) else part) if i % 2 == 0 else "\n" for i, part in enumerate(lines))
 
 
 _BREAK = re.compile("(" + LINE_BREAKS.pattern + ")")
@@ -119,11 +121,11 @@ def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str]
     cols = list(columns or (rows[0].keys() if rows else []))
     data = [{c: r.get(c) for c in cols} for r in rows]
     if fmt == "json":
-        return json.dumps(data, indent=2, default=str) + "\n"
+        return jsontext.dumps(data, indent=2, default=str) + "\n"
     if fmt == "yaml":
         # YAML prints bidi overrides and zero-width characters as they are (it escapes only what it
         # calls unprintable): they become "?" like on the terminal
-        return yaml.safe_dump(_safe_tree(json.loads(json.dumps(data, default=str))), sort_keys=False,
+        return yaml.safe_dump(_safe_tree(json.loads(jsontext.dumps(data, default=str))), sort_keys=False,
                               allow_unicode=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

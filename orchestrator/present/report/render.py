@@ -130,4 +130,4 @@ def write_report(fleet: FleetResult, out: str | os.PathLike[str], drift: FleetDi
                  max_pictures: int = MAX_PICTURES) -> Path:
     """Render and write atomically (temp file + rename), so a reader never sees half a page."""
     html = render_report(fleet, drift, max_pictures=max_pictures)
-    return atomic.write_text(Path(out), html)
+    return atomic.write_output(Path(out), html)

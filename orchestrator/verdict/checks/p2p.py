@@ -168,13 +168,12 @@ class _HostPcie:
         self.facts = facts
         self.nvml: dict[Any, tuple[int, int] | None] = {}
 
-    def get(self, bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
-        try:
+    def get(self, bus: str | None, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
+        nvml = None
+        if bus is not None:  # else a text import that names no bus id: no link of its own to read
             if bus not in self.nvml:
                 self.nvml[bus] = _nvml_pcie(self.facts, bus)
             nvml = self.nvml[bus]
-        except TypeError:  # unhashable: not a bus id the normalizer writes
-            nvml = _nvml_pcie(self.facts, bus)
         if nvml is not None:
             return nvml
         if model is not None:
@@ -372,13 +371,14 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
 
 
 def _asymmetric(host: str, judged: list[_PairJudgement]) -> Iterable[Finding]:
-    bw = {(j.pair["src"], j.pair["dst"]): j.pair.get("ce_gbps") for j in judged if j.pair["peer_enabled"]}
+    enabled = {(j.pair["src"], j.pair["dst"]): j for j in judged if j.pair["peer_enabled"]}
+    bw = {pair: j.pair.get("ce_gbps") for pair, j in enabled.items()}
     for (a, b), x in sorted(bw.items()):
         y = bw.get((b, a))
         if a > b or x is None or y is None or max(x, y) <= 0:
             continue
         if min(x, y) / max(x, y) < ASYMMETRY_RATIO:
-            j = next(j for j in judged if (j.pair["src"], j.pair["dst"]) == (a, b))
+            j = enabled[(a, b)]
             yield fault("p2p.asymmetric", host, f"GPU{a}<->GPU{b} ({j.pair['src_bus_id']} <-> {j.pair['dst_bus_id']})",
                         f"P2P is asymmetric: {a}->{b} {x:.1f} GB/s, {b}->{a} {y:.1f} GB/s",
                         severity=Severity.WARN, expected=f">= {ASYMMETRY_RATIO:.0%} of the faster direction",
