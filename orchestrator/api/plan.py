@@ -19,11 +19,13 @@ from orchestrator.api.playbook import Play, Playbook, find_playbook, load_playbo
 from orchestrator.engine import payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
+from orchestrator.facts import security
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
+from orchestrator.verdict.references import References
 
 DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.yml"
 DEFAULT_TIMEOUT_S = 60.0
@@ -46,6 +48,9 @@ class PlanInputs:
     timeout: float = DEFAULT_TIMEOUT_S
     become: bool = False
     shard: str | None = None  # --shard K/N: this controller's part of the inventory (inventory/shard.py)
+    # --security-floor FILE: judge every host's driver and NIC firmware against this floor file
+    # (facts/security.py) instead of the shipped one
+    security_floor: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -60,7 +65,8 @@ class PlanInputs:
         return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
                    probes=strings("probes"), expect=strings("expect"),
                    forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
-                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None)
+                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None,
+                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None)
 
 
 @dataclass
@@ -83,6 +89,7 @@ class RunPlan:
     expectations: dict[str, Expectations] = field(default_factory=dict)  # host -> what it is judged against
     overrides: dict[str, dict[str, Override]] = field(default_factory=dict)  # host -> finding overrides
     warnings: list[str] = field(default_factory=list)
+    refs: References = field(default_factory=References)  # the files the hosts are judged against
 
     def probe_names(self) -> list[str]:
         return sorted({c.name for pp in self.plays for c in pp.calls})
@@ -96,7 +103,7 @@ class RunPlan:
     def meta(self, **more: Any) -> RunMeta:
         """run.json's description of the plan (the run directory adds id, state and times); `more`:
         the other fields of the run (options, how it was collected)."""
-        return RunMeta(
+        meta = RunMeta(
             # [] is the bundled demo fleet, wherever this install keeps it (its path changes with the venv)
             inventory=list(self.inventory.sources) if self.inputs.inventory else [],
             limit=self.inputs.limit,
@@ -106,6 +113,10 @@ class RunPlan:
             plan=self.inputs.to_dict(),
             **more,
         )
+        if any(e.security_floor for e in self.expectations.values()):
+            floor = self.refs.security_floor or security.load()
+            meta.security_floor = {"file": floor.file, "date": floor.date, "made": floor.made}
+        return meta
 
 
 def check_limits(forks: Any, timeout: Any, where: str = "") -> None:
@@ -235,6 +246,15 @@ def _check_become(plays: list[PlannedPlay]) -> None:
                                  "set ansible_become_method: sudo or run without become")
 
 
+def load_references(inputs: PlanInputs) -> References:
+    """The files the inputs name (--security-floor), read and checked before anything runs."""
+    try:
+        floor = security.load(inputs.security_floor) if inputs.security_floor else None
+    except security.FloorError as e:
+        raise UsageError(f"--security-floor: {e}") from None
+    return References(security_floor=floor)
+
+
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
     """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
     rejudge, where the limit already chose them)."""
@@ -242,6 +262,9 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
 
     check_limits(inputs.forks, inputs.timeout)
     cli_expect = parse_expect_items(inputs.expect)
+    refs = load_references(inputs)
+    if inputs.security_floor:
+        cli_expect = Expectations(security_floor=True).merged(cli_expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
         if inputs.shard:
@@ -268,7 +291,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
         _check_become(plays)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
-    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)
+    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings, refs=refs)
     # Each host is judged against its inventory expectations, then those of every play that ran on
     # it (in playbook order), then --expect; and with the finding overrides of those plays.
     by_play: dict[str, Expectations] = {}

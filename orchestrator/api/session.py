@@ -141,8 +141,9 @@ def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Exp
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
     `pool`: the judges started for this plan by start_judging."""
     expect_for, overrides_for = _rules(expectations, overrides)
+    refs = expectations.refs if isinstance(expectations, RunPlan) else None
     return build_fleet(meta, inputs, expect_for, overrides_for, spool=spool,
-                       previous_for=(previous or {}).get, pool=pool)
+                       previous_for=(previous or {}).get, pool=pool, refs=refs)
 
 
 def _rules(expectations: Mapping[str, Expectations] | RunPlan,
@@ -167,7 +168,7 @@ def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: P
         return None
     expect_for, _ = _rules(plan)
     try:
-        return JudgingPool(host_judge(expect_for, previous.get), workers, spool)
+        return JudgingPool(host_judge(expect_for, previous.get, plan.refs), workers, spool)
     except OSError:
         return None
 
@@ -382,10 +383,11 @@ def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, A
     return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
 
 
-def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
+def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None,
+            security_floor: str | None = None) -> RunResult:
     """A new run judged from `source`'s raw data with today's normalizers and checks, under the
-    plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
-    `expect` when given."""
+    plan the run was made with (its playbook, --expect and reference files from run.json), or under
+    `playbook` / `expect` / `security_floor` when given."""
     stored = RunDirectory.open(source)
     problems: list[str] = []
     inputs = stored.host_inputs(problems=problems)
@@ -399,7 +401,8 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
                             expect=tuple(expect) if expect is not None else inputs_of_run.expect,
-                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become)
+                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become,
+                            security_floor=security_floor or inputs_of_run.security_floor)
     if meta.imported:
         plan = None
         from orchestrator.api.plan import parse_expect_items

@@ -14,7 +14,7 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
 from orchestrator.cli import exitcodes, views
-from orchestrator.cli.run import deliver, emit, results_root
+from orchestrator.cli.run import add_reference_arguments, deliver, emit, results_root
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_rows, run_rows
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.store.history import (
@@ -86,7 +86,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_rejudge(args: argparse.Namespace) -> int:
     """Stored raw envelopes -> today's normalization and checks, under the run's own plan (or -p /
     --expect) -> a new run, with the exit status the run itself would have had."""
-    result = rejudge(_resolve(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect)
+    result = rejudge(_resolve(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect,
+                     security_floor=args.security_floor)
     return deliver(args, result.fleet, result.run.dir)
 
 
@@ -151,6 +152,7 @@ def add_parsers(sub: Any) -> None:
                                             "(a file or a shipped name: audit, premigration, quick)")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE",
                    help="judge every host against these instead of the run's own --expect")
+    add_reference_arguments(p)
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_rejudge, show=[])

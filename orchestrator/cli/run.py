@@ -31,7 +31,8 @@ from orchestrator.verdict.result import FleetResult
 def plan_inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(inventory=tuple(args.inventory or ()), limit=args.limit, playbook=args.playbook,
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
-                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None))
+                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
+                      security_floor=getattr(args, "security_floor", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -207,10 +208,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
+    add_reference_arguments(p)
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
     p.set_defaults(func=execute_cli)
+
+
+def add_reference_arguments(p: argparse.ArgumentParser) -> None:
+    """The files a run (or a rejudge) judges its hosts against, beyond their expectations."""
+    p.add_argument("--security-floor", metavar="FILE",
+                   help="judge every host's driver and ConnectX/BlueField firmware against this security floor "
+                        "(made by tools/security_floor.py from NVIDIA's bulletins) instead of the shipped one; "
+                        "sets the expectation security_floor: true for every host")
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:

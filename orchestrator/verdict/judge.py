@@ -34,6 +34,7 @@ from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
+from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult, fleet_result
 from orchestrator.verdict.streaming import JudgingPool
 
@@ -114,15 +115,16 @@ class HostVerdict:
     unfinished: dict[str, str] = field(default_factory=dict)  # probes that did not finish -> why
 
 
-def judge_host(h: HostInput, expect: Expectations,
-               previous: PreviousFacts | None = None) -> tuple[dict[str, Any], HostVerdict]:
+def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,
+               refs: References | None = None) -> tuple[dict[str, Any], HostVerdict]:
     """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
-    `previous`: the host's facts in the previous run (events and counters are judged against it).
+    `previous`: the host's facts in the previous run (events and counters are judged against it);
+    `refs`: what the run judges against besides expectations (the security floor).
 
     Whatever the host's data does to a normalizer, a check or the fingerprint, it costs this host
     only: the host is kept with no facts and a probe.data.malformed finding that says why."""
     try:
-        return _judge_host(h, expect, previous)
+        return _judge_host(h, expect, previous, refs or References())
     except Exception as e:  # the checks and normalizers guard themselves; this is the last line
         return _unjudged(h, expect, e)
 
@@ -144,14 +146,14 @@ def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple
 _OUTCOMES = frozenset(o.value for o in Outcome)
 
 
-def _judge_host(h: HostInput, expect: Expectations,
-                previous: PreviousFacts | None) -> tuple[dict[str, Any], HostVerdict]:
+def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None,
+                refs: References) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = coverage.judged_outcomes(h.probes, facts)
     reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
-                                        previous=previous, reasons=reasons))
+                                        previous=previous, reasons=reasons, security_floor=refs.security_floor))
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
@@ -193,11 +195,11 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def host_judge(expect_for: Callable[[HostInput], Expectations],
-               previous_for: Callable[[str], PreviousFacts | None] | None = None
-               ) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
-    """How one host is judged in this fleet: its expectations and its previous facts."""
+               previous_for: Callable[[str], PreviousFacts | None] | None = None,
+               refs: References | None = None) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
+    """How one host is judged in this fleet: its expectations, its previous facts, the run's references."""
     prev = previous_for or (lambda name: None)
-    return lambda h: judge_host(h, expect_for(h), prev(h.name))
+    return lambda h: judge_host(h, expect_for(h), prev(h.name), refs)
 
 
 def build_fleet(run: RunMeta, inputs: list[HostInput],
@@ -205,7 +207,7 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
                 previous_for: Callable[[str], PreviousFacts | None] | None = None,
-                pool: JudgingPool | None = None) -> FleetResult:
+                pool: JudgingPool | None = None, refs: References | None = None) -> FleetResult:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
@@ -213,8 +215,9 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
     read-only sequence that parses a record when it is read.  `workers` overrides the choice.
     `previous_for(host)`: the host's facts in the previous run, None when it has none.
     `pool`: workers that judged the hosts while the run went on (verdict/streaming.py), started
-    with host_judge(expect_for, previous_for); what they could not vouch for is judged here."""
-    judge = host_judge(expect_for, previous_for)
+    with host_judge(expect_for, previous_for, refs); what they could not vouch for is judged here.
+    `refs`: what the run judges against besides expectations (verdict/references.py)."""
+    judge = host_judge(expect_for, previous_for, refs)
     with _no_cyclic_gc():
         judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
