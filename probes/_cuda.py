@@ -173,6 +173,24 @@ class _Nvml(object):
         rc = f(self.handle(bus_id), ctypes.byref(mode))
         return int(mode.value) if rc == 0 else None
 
+    def load_sample(self, bus_id):
+        """The GPU's SM clock (MHz), power draw (W) and temperature (C) now, read while the probe
+        loads it; each None with the NVML error in `unknown` when it cannot be read."""
+        out, unknown = {}, {}
+        h = self.handle(bus_id)
+        for key, name, args, scale in (("sm_clock_mhz", "nvmlDeviceGetClockInfo", (c_int(1),), 1.0),  # NVML_CLOCK_SM
+                                       ("power_w", "nvmlDeviceGetPowerUsage", (), 1000.0),
+                                       ("temperature_c", "nvmlDeviceGetTemperature", (c_int(0),), 1.0)):  # GPU sensor
+            f = getattr(self.lib, name, None)
+            v = c_uint(0)
+            rc = f(h, *(args + (ctypes.byref(v),))) if f is not None else 13  # FUNCTION_NOT_FOUND
+            out[key] = round(v.value / scale, 1) if rc == 0 else None
+            if rc != 0:
+                unknown[key] = "NVML error %d" % rc
+        if unknown:
+            out["unknown"] = unknown
+        return out
+
     def close(self):
         f = getattr(self.lib, "nvmlShutdown", None)
         if f is not None:

@@ -427,6 +427,10 @@ class P2pGpu(TypedDict):
     local_ce_gbps: float | None
     local_sm_gbps: float | None
     verified: bool | None
+    # p2p 1.1: NVML's SM clock (MHz), power (W) and temperature (C) read while the probe ran the SM
+    # copy kernel back to back on the GPU; None when not read (load_unknown says why, where known)
+    load: NotRequired[dict[str, Any] | None]
+    load_unknown: NotRequired[str]
 
 
 class P2pFacts(TextSource):
