@@ -19,6 +19,37 @@ def _val(v: Any) -> Any:
     return s
 
 
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _gpu_processes(raw: Any) -> dict[str, Any] | None:
+    """Processes holding /dev/nvidia* (host 1.2): pid, command, state, devices, and for one in
+    uninterruptible sleep whether it still was a moment later (`stuck`) and its wait channel."""
+    if not isinstance(raw, dict):
+        return None
+    holders = []
+    for h in raw.get("holders") or []:
+        if not isinstance(h, dict) or not isinstance(h.get("pid"), int):
+            continue
+        rec: dict[str, Any] = {"pid": h["pid"], "command": h.get("command") if isinstance(h.get("command"), str) else None,
+                               "state": h.get("state") if isinstance(h.get("state"), str) else None,
+                               "devices": [str(d) for d in h.get("devices") or [] if isinstance(d, str)]}
+        if "stuck" in h:
+            rec["stuck"] = h.get("stuck") is True
+            rec["wchan"] = h.get("wchan") if isinstance(h.get("wchan"), str) and h.get("wchan") != "0" else None
+        holders.append(rec)
+    unreadable = raw.get("unreadable")
+    out: dict[str, Any] = {"holders": holders,
+                           "unreadable": unreadable if isinstance(unreadable, int) else None,
+                           "scanned": raw.get("scanned") if isinstance(raw.get("scanned"), int) else None}
+    if isinstance(raw.get("error"), str):
+        out["error"] = raw["error"]
+    if isinstance(raw.get("more"), int):
+        out["more"] = raw["more"]
+    return out
+
+
 def normalize(data: dict[str, Any]) -> HostFacts:
     dmi = data.get("dmi") or {}
     cpu = data.get("cpu") or {}
@@ -61,6 +92,8 @@ def normalize(data: dict[str, Any]) -> HostFacts:
         "driver": {"loaded": bool(driver.get("loaded")), "version": driver.get("version")},
         "python": data.get("python"),
         "fabric_manager": _fabric_manager(data.get("fabric_manager")),
+        "uptime_s": _number(data.get("uptime_s")),
+        "gpu_processes": _gpu_processes(data.get("gpu_processes")),
     }
 
 

@@ -10,6 +10,7 @@ from orchestrator.verdict import classes
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks import (
     gpu,
+    gpu_driver,
     gpu_health,
     health,
     host,
@@ -23,7 +24,7 @@ from orchestrator.verdict.checks import (
 from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity
 
-_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain]
+_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, gpu_driver]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
