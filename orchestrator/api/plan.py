@@ -10,7 +10,8 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from orchestrator.facts import security
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict import baseline
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.references import References
@@ -51,6 +53,9 @@ class PlanInputs:
     # --security-floor FILE: judge every host's driver and NIC firmware against this floor file
     # (facts/security.py) instead of the shipped one
     security_floor: str | None = None
+    # --baseline-file FILE: judge each class's figures against this exported class baseline
+    # (`probe baseline RUN -o FILE`, verdict/baseline.py) instead of against the run's own hosts
+    baseline_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -66,7 +71,8 @@ class PlanInputs:
                    probes=strings("probes"), expect=strings("expect"),
                    forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
                    become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None,
-                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None)
+                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None,
+                   baseline_file=d["baseline_file"] if isinstance(d.get("baseline_file"), str) else None)
 
 
 @dataclass
@@ -247,12 +253,22 @@ def _check_become(plays: list[PlannedPlay]) -> None:
 
 
 def load_references(inputs: PlanInputs) -> References:
-    """The files the inputs name (--security-floor), read and checked before anything runs."""
+    """The files the inputs name (--security-floor, --baseline-file), read and checked before
+    anything runs."""
     try:
         floor = security.load(inputs.security_floor) if inputs.security_floor else None
     except security.FloorError as e:
         raise UsageError(f"--security-floor: {e}") from None
-    return References(security_floor=floor)
+    reference = None
+    if inputs.baseline_file:
+        try:
+            doc = json.loads(Path(inputs.baseline_file).read_text(encoding="utf-8"))
+            reference = baseline.parse_reference(doc, inputs.baseline_file)
+        except OSError as e:
+            raise UsageError(f"--baseline-file: cannot read {inputs.baseline_file}: {e.strerror or e}") from None
+        except ValueError as e:  # not JSON, or not a baseline file
+            raise UsageError(f"--baseline-file: {e}") from None
+    return References(security_floor=floor, baseline=reference)
 
 
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
@@ -305,4 +321,26 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     if stored is None:
         check_key_files(plan.hosts)
     plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _thresholds(plays: list[PlannedPlay]) -> Callable[[str], Mapping[str, baseline.Threshold]] | None:
+    """host -> the baselines' thresholds: the table under the `baselines:` of every play that ran
+    on it (later plays win field by field); None when no play changes the table."""
+    if not any(pp.play.baselines for pp in plays):
+        return None
+    per_host: dict[str, dict[str, dict[str, Any]]] = {}
+    for pp in plays:
+        for h in pp.hosts:
+            merged = per_host.setdefault(h.name, {})
+            for metric, fields in pp.play.baselines.items():
+                merged[metric] = {**merged.get(metric, {}), **fields}
+    tables: dict[str, dict[str, baseline.Threshold]] = {}  # one table per distinct set of overrides
+    by_host = {}
+    for name, overrides in per_host.items():
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in tables:
+            tables[key] = baseline.thresholds_with(overrides)
+        by_host[name] = tables[key]
+    return lambda host: by_host.get(host, baseline.THRESHOLDS)

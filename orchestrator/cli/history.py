@@ -87,7 +87,7 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     """Stored raw envelopes -> today's normalization and checks, under the run's own plan (or -p /
     --expect) -> a new run, with the exit status the run itself would have had."""
     result = rejudge(_resolve(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect,
-                     security_floor=args.security_floor)
+                     security_floor=args.security_floor, baseline_file=args.baseline_file)
     return deliver(args, result.fleet, result.run.dir)
 
 

@@ -32,7 +32,8 @@ def plan_inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(inventory=tuple(args.inventory or ()), limit=args.limit, playbook=args.playbook,
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
                       timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
-                      security_floor=getattr(args, "security_floor", None))
+                      security_floor=getattr(args, "security_floor", None),
+                      baseline_file=getattr(args, "baseline_file", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -221,6 +222,9 @@ def add_reference_arguments(p: argparse.ArgumentParser) -> None:
                    help="judge every host's driver and ConnectX/BlueField firmware against this security floor "
                         "(made by tools/security_floor.py from NVIDIA's bulletins) instead of the shipped one; "
                         "sets the expectation security_floor: true for every host")
+    p.add_argument("--baseline-file", metavar="FILE",
+                   help="judge each topology class's measured figures against this class baseline (made by "
+                        "`probe baseline RUN -o FILE` from a known-good fleet) instead of the run's own hosts")
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:

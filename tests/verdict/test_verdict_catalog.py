@@ -34,7 +34,8 @@ def _doc_rows() -> dict[str, str]:
 def _raised_in_source() -> set[str]:
     ids: set[str] = set()
     sources = [*sorted((ROOT / "orchestrator" / "verdict" / "checks").glob("*.py")),
-               ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py"]
+               ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py",
+               ROOT / "orchestrator" / "verdict" / "baseline.py", ROOT / "orchestrator" / "verdict" / "offenders.py"]
     for path in sources:
         text = path.read_text()
         ids |= set(_CALL.findall(text)) | set(_FID.findall(text)) | set(_ID_ARG.findall(text)) \
