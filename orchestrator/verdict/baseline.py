@@ -13,8 +13,8 @@ the peer count.
 
 Scopes:  host     a host's figure (NCCL bus bandwidth; for a per-GPU figure, the median of its
                   GPUs) against the class's hosts;
-         gpu      one GPU's figure against every GPU of the class, on hosts not already named as a
-                  whole for that figure;
+         gpu      one GPU's figure against every GPU of the class (at least `min_gpus` GPUs on at
+                  least `min_hosts` other hosts), on hosts not already named as a whole for it;
          sibling  one GPU against the other GPUs of its own host (temperature: the same room,
                   the same load).
 
@@ -481,7 +481,11 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
         else:
             found = cls.gpu.get((x.metric, x.kind))
             n = (found.n if from_file else found.n - 1) if found else 0
-            if found is None or n < t.min_gpus:
+            # peers are other machines: a GPU is compared across its class only where enough other
+            # hosts measured the figure too (the GPUs of one host share its slot, cooling and driver)
+            host_stats = cls.host.get((x.metric, x.kind))
+            other_hosts = (host_stats.n if from_file else host_stats.n - 1) if host_stats else 0
+            if found is None or n < t.min_gpus or other_hosts < t.min_hosts:
                 continue
             stats, where = found, basis
             peers = f"{n} GPUs of class {cls.name}" + (" in the baseline" if from_file else "")

@@ -26,8 +26,8 @@ _CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sens
 
 
 def _doc_rows() -> dict[str, str]:
-    """id -> its catalog row (the first table of the page)."""
-    catalog = DOC.read_text().split("## The failures", 1)[0]
+    """id -> its catalog row (the tables before the action classes, tests/verdict/test_actions.py)."""
+    catalog = DOC.read_text().split("## The failures", 1)[0].split("## Action classes", 1)[0]
     return {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z0-9_.]+)` \|.*$", catalog, re.MULTILINE)}
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from orchestrator.facts.model import Facts
+from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -54,11 +55,12 @@ def unresponsive(view: HostView) -> Iterator[Finding]:
             if not isinstance(call, dict):
                 continue
             subject = _subject(view.facts, call.get("subject"))
-            waited, limit = call.get("waited_s"), call.get("limit_s")
+            waited, limit = shown(call.get("waited_s")), shown(call.get("limit_s"))
             yield fault(UNRESPONSIVE, view.name, subject,
-                        f"{call.get('call')} on {subject} had not returned after {waited} s (the {probe} probe gives "
-                        f"one driver call {limit} s, its share of the deadline): the driver does not answer; the "
-                        "probe answered without it, so what it would have read after this call is missing",
+                        f"{shown(call.get('call'), 'a driver call')} on {subject} had not returned after {waited} s "
+                        f"(the {probe} probe gives one driver call {limit} s, its share of the deadline): the driver "
+                        "does not answer; the probe answered without it, so what it would have read after this call "
+                        "is missing",
                         expected=f"returns within {limit} s", actual=f"no answer after {waited} s",
                         evidence=[f"{section}.unresponsive", f"probe {probe}"],
                         hint="a wedged driver: look for processes stuck on /dev/nvidia* (gpu.driver.process_stuck) "
@@ -79,8 +81,10 @@ def process_stuck(view: HostView) -> Iterator[Finding]:
     stuck, _ = _stuck(view.facts)
     if not stuck:
         return
-    named = "; ".join(f"pid {h.get('pid')} {h.get('command') or '?'} (waits in {h.get('wchan') or 'an unknown kernel function'},"
-                      f" holds {', '.join(h.get('devices') or [])})" for h in stuck[:5])
+    named = "; ".join(f"pid {shown(h.get('pid'))} {shown(h.get('command'))} (waits in "
+                      f"{shown(h.get('wchan'), 'an unknown kernel function')}, holds "
+                      f"{', '.join(str(d) for d in h.get('devices') or [] if d) or 'device files not read'})"
+                      for h in stuck[:5])
     more = f" and {len(stuck) - 5} more" if len(stuck) > 5 else ""
     yield fault(PROCESS_STUCK, view.name, "processes holding /dev/nvidia*",
                 f"{len(stuck)} process(es) in uninterruptible sleep (state D) holding /dev/nvidia* in two readings: "
