@@ -97,7 +97,7 @@ class HostFacts(TypedDict):
     fabric_manager: NotRequired[HostFabricManager | None]  # None: no dpkg database to ask
     # host 1.2: seconds since boot (/proc/uptime), and the processes holding /dev/nvidia*
     # ({"holders": [{pid, command, state, devices, stuck?, wchan?}], "unreadable": n, "scanned": n});
-    # None from an older probe or a text import
+    # absent from an older probe's answer and from text imports
     uptime_s: NotRequired[float | None]
     gpu_processes: NotRequired[dict[str, Any] | None]
 
@@ -437,7 +437,7 @@ class P2pGpu(TypedDict):
     local_sm_gbps: float | None
     verified: bool | None
     # p2p 1.1: NVML's SM clock (MHz), power (W) and temperature (C) read while the probe ran the SM
-    # copy kernel back to back on the GPU; None when not read (load_unknown says why, where known)
+    # copy kernel back to back on the GPU; absent when not read (load_unknown says why, where known)
     load: NotRequired[dict[str, Any] | None]
     load_unknown: NotRequired[str]
 

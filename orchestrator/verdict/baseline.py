@@ -11,12 +11,13 @@ row of `THRESHOLDS` (a share of the median, an absolute step, and `z` spreads) a
 `min_hosts` / `min_gpus` peers measured the same thing.  Every finding names the class median and
 the peer count.
 
-Scopes:  host     a host's figure (NCCL bus bandwidth; for a per-GPU figure, the median of its
-                  GPUs) against the class's hosts;
-         gpu      one GPU's figure against every GPU of the class (at least `min_gpus` GPUs on at
-                  least `min_hosts` other hosts), on hosts not already named as a whole for it;
-         sibling  one GPU against the other GPUs of its own host (temperature: the same room,
-                  the same load).
+Who a figure is compared with (each metric's `host` and `gpu`):
+  the host    its figure (NCCL bus bandwidth; for a per-GPU figure, the median of its GPUs) against
+              the class's hosts (at least `min_hosts` other hosts);
+  class       one GPU's figure against every GPU of the class (at least `min_gpus` GPUs on at least
+              `min_hosts` other hosts), on hosts not already named as a whole for that figure;
+  siblings    one GPU against the other GPUs of its own host (at least `min_gpus` of them): the same
+              chassis, air and load - DCGM's node-level comparison of clocks, power and temperature.
 
 Pure: `measures(facts)` when a host is judged (small: a few dozen numbers), `judge(...)` fleet-wide.
 """
@@ -55,7 +56,8 @@ class Metric:
     unit: str
     finding: str
     direction: str  # low | high | both
-    scope: str  # gpu (also compared per host) | host | sibling
+    host: bool  # the host's figure against the class's hosts
+    gpu: str  # each GPU's figure against: "class" (the class's GPUs), "siblings" (its host's), "" (none)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Threshold:
     delta: float | None = None  # and beyond this absolute step (the metric's unit)
     z: float = 3.0  # and beyond this many robust spreads
     min_hosts: int = 4  # peer hosts needed for a host's figure
-    min_gpus: int = 7  # peer GPUs needed for a GPU's figure (siblings, for the sibling scope)
+    min_gpus: int = 7  # peer GPUs needed for a GPU's figure (its siblings, where it is compared with them)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in (("pct", self.pct), ("delta", self.delta), ("z", self.z),
@@ -75,16 +77,16 @@ class Threshold:
 # row, key by key: api/playbook.py).  SuperBench calls a figure 5 % below its baseline a finding;
 # Megatron a rank beyond 1 sigma and 10 %; DCGM clocks and power outside a band around the mean.
 METRICS: tuple[Metric, ...] = (
-    Metric("p2p_pair_gbps", "GPU pair copy", "GB/s", BANDWIDTH_LOW, "low", "gpu"),
-    Metric("h2d_gbps", "host->GPU copy", "GB/s", BANDWIDTH_LOW, "low", "gpu"),
-    Metric("d2h_gbps", "GPU->host copy", "GB/s", BANDWIDTH_LOW, "low", "gpu"),
-    Metric("local_copy_gbps", "device-local copy", "GB/s", BANDWIDTH_LOW, "low", "gpu"),
-    Metric("nccl_busbw_gbps", "NCCL bus bandwidth", "GB/s", BANDWIDTH_LOW, "low", "host"),
-    Metric("sm_clock_mhz", "SM clock under load", "MHz", CLOCKS_LOW, "low", "gpu"),
-    Metric("power_w", "power under load", "W", POWER_OUTLIER, "both", "gpu"),
-    Metric("temperature_c", "temperature", "C", TEMPERATURE_HIGH, "high", "sibling"),
-    Metric("ecc_corrected_per_day", "corrected ECC errors per day", "/day", ERRORS_HIGH, "high", "gpu"),
-    Metric("pcie_replays_per_day", "PCIe replays per day", "/day", ERRORS_HIGH, "high", "gpu"),
+    Metric("p2p_pair_gbps", "GPU pair copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("h2d_gbps", "host->GPU copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("d2h_gbps", "GPU->host copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("local_copy_gbps", "device-local copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("nccl_busbw_gbps", "NCCL bus bandwidth", "GB/s", BANDWIDTH_LOW, "low", True, ""),
+    Metric("sm_clock_mhz", "SM clock under load", "MHz", CLOCKS_LOW, "low", True, "siblings"),
+    Metric("power_w", "power under load", "W", POWER_OUTLIER, "both", True, "siblings"),
+    Metric("temperature_c", "temperature", "C", TEMPERATURE_HIGH, "high", False, "siblings"),
+    Metric("ecc_corrected_per_day", "corrected ECC errors per day", "/day", ERRORS_HIGH, "high", True, "class"),
+    Metric("pcie_replays_per_day", "PCIe replays per day", "/day", ERRORS_HIGH, "high", True, "class"),
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 THRESHOLDS: dict[str, Threshold] = {
@@ -93,9 +95,10 @@ THRESHOLDS: dict[str, Threshold] = {
     "d2h_gbps": Threshold(pct=5.0),
     "local_copy_gbps": Threshold(pct=5.0),
     "nccl_busbw_gbps": Threshold(pct=5.0),
-    "sm_clock_mhz": Threshold(pct=5.0),
-    "power_w": Threshold(pct=10.0),
-    "temperature_c": Threshold(delta=7.0, min_gpus=3),  # the GPU's siblings on its own host
+    # GPUs against their siblings (the same chassis and load): at least 3 of them
+    "sm_clock_mhz": Threshold(pct=5.0, min_gpus=3),
+    "power_w": Threshold(pct=10.0, min_gpus=3),
+    "temperature_c": Threshold(delta=7.0, min_gpus=3),
     "ecc_corrected_per_day": Threshold(delta=10.0),
     "pcie_replays_per_day": Threshold(delta=10.0),
 }
@@ -455,7 +458,7 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
     named_whole: set[tuple[str, str]] = set()
     for (metric_key, kind), values in sorted(own.items()):
         m, t = BY_KEY[metric_key], limits[metric_key]
-        if m.scope == "sibling":
+        if not m.host:
             continue
         stats = cls.host.get((metric_key, kind))
         n_hosts = (stats.n if from_file else stats.n - 1) if stats else 0
@@ -465,14 +468,14 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
         value = statistics.median(values)
         if beyond(value, stats, m, t):
             named_whole.add((metric_key, kind))
-            scope = f" (median of {len(values)} GPUs)" if m.scope == "gpu" else ""
-            yield _finding(h.name, m, _subject(m, kind, None, index) + scope, value, stats,
+            of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
+            yield _finding(h.name, m, _subject(m, kind, None, index) + of_gpus, value, stats,
                            f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
     for x in h.measures:
         m, t = BY_KEY[x.metric], limits[x.metric]
-        if x.gpu is None or (x.metric, x.kind) in named_whole:
+        if x.gpu is None or not m.gpu or (x.metric, x.kind) in named_whole:
             continue
-        if m.scope == "sibling":
+        if m.gpu == "siblings":
             sibs = [y.value for y in h.measures if y.metric == x.metric and y.kind == x.kind and y.gpu != x.gpu]
             if len(sibs) < t.min_gpus:
                 continue

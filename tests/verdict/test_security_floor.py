@@ -107,7 +107,7 @@ def test_a_floor_nobody_asked_for_is_not_judged_never_passed() -> None:
     facts: Any = _host("535.104.05")
     assert list(security_driver(HostView("h", facts))) == []
     why = not_judged(facts, {"host": "ok"}, {"host": {"outcome": "ok"}}, Expectations())
-    assert why[SECURITY_DRIVER] == "security_floor not asked for (set it true to judge)"
+    assert why[SECURITY_DRIVER] == "no expectation security_floor set"
     assert SECURITY_DRIVER not in not_judged(facts, {"host": "ok"}, {"host": {"outcome": "ok"}}, ON)
 
 

@@ -57,7 +57,7 @@ def normalize(data: dict[str, Any]) -> HostFacts:
     mem = (data.get("memory") or {}).get("total_bytes")
     numa_nodes = (data.get("numa") or {}).get("nodes")
     driver = data.get("nvidia_driver") or {}
-    return {
+    out: HostFacts = {
         "hostname": data.get("hostname"),
         "os": (data.get("os") or {}).get("pretty_name"),
         "kernel": data.get("kernel"),
@@ -92,9 +92,14 @@ def normalize(data: dict[str, Any]) -> HostFacts:
         "driver": {"loaded": bool(driver.get("loaded")), "version": driver.get("version")},
         "python": data.get("python"),
         "fabric_manager": _fabric_manager(data.get("fabric_manager")),
-        "uptime_s": _number(data.get("uptime_s")),
-        "gpu_processes": _gpu_processes(data.get("gpu_processes")),
     }
+    # host 1.2 (issue 32): kept where the probe read them, absent from an older probe's answer
+    uptime = _number(data.get("uptime_s"))
+    if uptime is not None:
+        out["uptime_s"] = uptime
+    if isinstance(data.get("gpu_processes"), dict):
+        out["gpu_processes"] = _gpu_processes(data["gpu_processes"])
+    return out
 
 
 def _fabric_manager(raw: Any) -> HostFabricManager | None:

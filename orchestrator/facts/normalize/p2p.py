@@ -51,9 +51,12 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
             "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
             "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
             "verified": _all_true(verified),
-            "load": _load(g.get("load")),
         })
-        if g.get("load") is None and isinstance(g.get("load_unknown"), str):
+        # p2p 1.1's readings under load: kept where the probe took them or said why it could not
+        load = _load(g.get("load"))
+        if load is not None:
+            gpus[-1]["load"] = load
+        elif isinstance(g.get("load_unknown"), str):
             gpus[-1]["load_unknown"] = g["load_unknown"]
 
     mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}

@@ -104,7 +104,7 @@ def unjudged(facts: Facts) -> dict[str, str]:
         return {}
     stuck, procs = _stuck(facts)
     if procs is None:
-        return {PROCESS_STUCK: "the host probe did not read the processes (older than host 1.2)"}
+        return {PROCESS_STUCK: "host probe older than 1.2"}
     if not stuck and procs.get("error"):
         return {PROCESS_STUCK: f"/proc could not be listed: {procs['error']}"}
     hidden = procs.get("unreadable")
