@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult
+from tests.verdict.test_verdict_demo import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDINGS = REPO / "orchestrator" / "demo" / "recordings"
@@ -151,3 +155,56 @@ def test_three_hosts_judged_against_a_known_good_fleet_of_their_class() -> None:
     assert found and {f.host for f in found} == {"rent3"}
     assert any("12 8xH100-SXM-NV18-8NIC-PIX hosts of the baseline" in f.message for f in found)
     assert all(e.startswith("baseline base.json (from run t)") for f in found for e in f.evidence[:1])
+
+
+def test_probe_baseline_exports_a_class_and_baseline_file_judges_three_hosts_against_it(tmp_path: Path) -> None:
+    """The CLI: a known-good premigration run of the demo's DGX H100 class exported with
+    `probe baseline`, then three hosts of that class alone (too few to compare among themselves)
+    judged against it with --baseline-file: the GPU planted 10 % slow (dgx-h100-25) is found."""
+    known = ",".join(f"dgx-h100-{i:02d}" for i in (1, 2, 3, 12, 13, 15, 19, 20))
+    _rc, fleet, err = run_cli(["-l", known, "-p", "premigration"], tmp_path / "good")
+    assert fleet is not None, err
+    base = tmp_path / "base.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"))
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "baseline", str(tmp_path / "good"), "-o", str(base)],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(base.read_text())
+    (cls,) = [c for c in doc["classes"].values() if c["name"] == "8xH100-SXM-NV18-8NIC-PIX"]
+    # dgx-h100-13 (NCCL over SHM: a fail) is no baseline; the warn hosts are
+    assert cls["hosts"] == 7 and cls["gpu"]["h2d_gbps"]["n"] == 56
+    assert "dgx-h100-13 left out: its health is failed" in proc.stderr
+    three = "dgx-h100-25,dgx-h100-07,rent-h100-03"
+    _rc, alone, err = run_cli(["-l", three, "-p", "premigration"], tmp_path / "alone")
+    assert alone is not None, err
+    assert not [f for f in alone["findings"] if f["id"] == baseline.BANDWIDTH_LOW]
+    _rc, judged, err = run_cli(["-l", three, "-p", "premigration", "--baseline-file", str(base)], tmp_path / "judged")
+    assert judged is not None, err
+    found = {f["subject"]: f for f in judged["findings"] if f["id"] == baseline.BANDWIDTH_LOW}
+    assert f"GPU3 ({GPU3}) host->GPU copy" in found
+    msg = found[f"GPU3 ({GPU3}) host->GPU copy"]["message"]
+    assert "GPUs of class 8xH100-SXM-NV18-8NIC-PIX in the baseline" in msg and "63 GPUs" not in msg
+    assert found[f"GPU3 ({GPU3}) host->GPU copy"]["evidence"][0].startswith(f"baseline {base} (from run ")
+    assert json.loads((tmp_path / "judged" / "run.json").read_text())["plan"]["baseline_file"] == str(base)
+
+
+def test_a_playbook_overrides_thresholds_per_figure_and_typos_are_errors(tmp_path: Path) -> None:
+    from orchestrator.api.plan import PlanInputs, build_plan
+    from orchestrator.api.playbook import PlaybookError, parse_playbook
+
+    text = ("- name: rented\n  hosts: dgx_h100\n  probes: [host, p2p]\n"
+            "  baselines:\n    h2d_gbps: {pct: 8, min_hosts: 3}\n    temperature_c: {delta: 10}\n")
+    (play,) = parse_playbook(text, probes={"host": True, "p2p": False}, finding_ids=()).plays
+    assert play.baselines == {"h2d_gbps": {"pct": 8.0, "min_hosts": 3}, "temperature_c": {"delta": 10.0}}
+    book = tmp_path / "rented.yml"
+    book.write_text(text)
+    plan = build_plan(PlanInputs(playbook=str(book), limit="dgx-h100-01,rtx4090-01"))
+    assert plan.refs.thresholds_for is not None
+    h100 = plan.refs.thresholds_for("dgx-h100-01")
+    assert (h100["h2d_gbps"].pct, h100["h2d_gbps"].min_hosts, h100["h2d_gbps"].z) == (8.0, 3, 3.0)
+    assert h100["d2h_gbps"] == baseline.THRESHOLDS["d2h_gbps"]  # the rest of the table stands
+    with pytest.raises(PlaybookError, match=r"unknown key 'h2d_gpbs'; did you mean 'h2d_gbps'\?"):
+        parse_playbook(text.replace("h2d_gbps:", "h2d_gpbs:"), probes={"host": True, "p2p": False}, finding_ids=())
+    with pytest.raises(PlaybookError, match="min_hosts must be at least 1"):
+        parse_playbook(text.replace("min_hosts: 3", "min_hosts: 0"), probes={"host": True, "p2p": False},
+                       finding_ids=())
