@@ -247,8 +247,8 @@ def add_guard_arguments(p: argparse.ArgumentParser) -> None:
     """The blast-radius guard of the drain list and the remediation playbook (verdict/remedy.py)."""
     p.add_argument("--max-drain", metavar="PCT", type=float, default=remedy.DEFAULT_MAX_SHARE * 100,
                    help=f"refuse a drain list or remediation that takes more than PCT %% of the fleet or of a "
-                        f"topology class out of service (default {remedy.DEFAULT_MAX_SHARE:.0%}; one host is always "
-                        "allowed)")
+                        f"topology class out of service (default {remedy.DEFAULT_MAX_SHARE * 100:g} %%; one host is "
+                        "always allowed)")
     p.add_argument("--force", action="store_true",
                    help="write the drain list or remediation even where it takes more than --max-drain")
 
