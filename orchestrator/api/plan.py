@@ -9,9 +9,9 @@ expectations and finding overrides of the plays that ran on it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,14 @@ from orchestrator.api.playbook import Play, Playbook, find_playbook, load_playbo
 from orchestrator.engine import descriptors, payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
+from orchestrator.facts import security
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict import baseline
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
+from orchestrator.verdict.references import References
 
 DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.yml"
 DEFAULT_TIMEOUT_S = 60.0
@@ -47,6 +50,12 @@ class PlanInputs:
     timeout: float = DEFAULT_TIMEOUT_S
     become: bool = False
     shard: str | None = None  # --shard K/N: this controller's part of the inventory (inventory/shard.py)
+    # --security-floor FILE: judge every host's driver and NIC firmware against this floor file
+    # (facts/security.py) instead of the shipped one
+    security_floor: str | None = None
+    # --baseline-file FILE: judge each class's figures against this exported class baseline
+    # (`probe baseline RUN -o FILE`, verdict/baseline.py) instead of against the run's own hosts
+    baseline_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -61,7 +70,9 @@ class PlanInputs:
         return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
                    probes=strings("probes"), expect=strings("expect"),
                    forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
-                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None)
+                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None,
+                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None,
+                   baseline_file=d["baseline_file"] if isinstance(d.get("baseline_file"), str) else None)
 
 
 @dataclass
@@ -84,6 +95,7 @@ class RunPlan:
     expectations: dict[str, Expectations] = field(default_factory=dict)  # host -> what it is judged against
     overrides: dict[str, dict[str, Override]] = field(default_factory=dict)  # host -> finding overrides
     warnings: list[str] = field(default_factory=list)
+    refs: References = field(default_factory=References)  # the files the hosts are judged against
 
     def probe_names(self) -> list[str]:
         return sorted({c.name for pp in self.plays for c in pp.calls})
@@ -97,7 +109,7 @@ class RunPlan:
     def meta(self, **more: Any) -> RunMeta:
         """run.json's description of the plan (the run directory adds id, state and times); `more`:
         the other fields of the run (options, how it was collected)."""
-        return RunMeta(
+        meta = RunMeta(
             # [] is the bundled demo fleet, wherever this install keeps it (its path changes with the venv)
             inventory=list(self.inventory.sources) if self.inputs.inventory else [],
             limit=self.inputs.limit,
@@ -107,6 +119,10 @@ class RunPlan:
             plan=self.inputs.to_dict(),
             **more,
         )
+        if any(e.security_floor for e in self.expectations.values()):
+            floor = self.refs.security_floor or security.load()
+            meta.security_floor = {"file": floor.file, "date": floor.date, "made": floor.made}
+        return meta
 
 
 def check_limits(forks: Any, timeout: Any, where: str = "") -> None:
@@ -246,9 +262,28 @@ def _fit_descriptors(plays: list[PlannedPlay], warnings: list[str]) -> list[Plan
             warnings.append(f"play {pp.play.name!r}: {fits} host(s) at a time, not {pp.forks}: the controller may open "
                             f"{limit} files (ulimit -n), about {descriptors.PER_HOST} per host in flight; "
                             "raise the limit for more")
-            pp = dataclasses.replace(pp, forks=fits)
+            pp = replace(pp, forks=fits)
         out.append(pp)
     return out
+
+
+def load_references(inputs: PlanInputs) -> References:
+    """The files the inputs name (--security-floor, --baseline-file), read and checked before
+    anything runs."""
+    try:
+        floor = security.load(inputs.security_floor) if inputs.security_floor else None
+    except security.FloorError as e:
+        raise UsageError(f"--security-floor: {e}") from None
+    reference = None
+    if inputs.baseline_file:
+        try:
+            doc = json.loads(Path(inputs.baseline_file).read_text(encoding="utf-8"))
+            reference = baseline.parse_reference(doc, inputs.baseline_file)
+        except OSError as e:
+            raise UsageError(f"--baseline-file: cannot read {inputs.baseline_file}: {e.strerror or e}") from None
+        except ValueError as e:  # not JSON, or not a baseline file
+            raise UsageError(f"--baseline-file: {e}") from None
+    return References(security_floor=floor, baseline=reference)
 
 
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
@@ -258,6 +293,9 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
 
     check_limits(inputs.forks, inputs.timeout)
     cli_expect = parse_expect_items(inputs.expect)
+    refs = load_references(inputs)
+    if inputs.security_floor:
+        cli_expect = Expectations(security_floor=True).merged(cli_expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
         if inputs.shard:
@@ -285,7 +323,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
         plays = _fit_descriptors(plays, warnings)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
-    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)
+    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings, refs=refs)
     # Each host is judged against its inventory expectations, then those of every play that ran on
     # it (in playbook order), then --expect; and with the finding overrides of those plays.
     by_play: dict[str, Expectations] = {}
@@ -299,4 +337,26 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     if stored is None:
         check_key_files(plan.hosts)
     plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _thresholds(plays: list[PlannedPlay]) -> Callable[[str], Mapping[str, baseline.Threshold]] | None:
+    """host -> the baselines' thresholds: the table under the `baselines:` of every play that ran
+    on it (later plays win field by field); None when no play changes the table."""
+    if not any(pp.play.baselines for pp in plays):
+        return None
+    per_host: dict[str, dict[str, dict[str, Any]]] = {}
+    for pp in plays:
+        for h in pp.hosts:
+            merged = per_host.setdefault(h.name, {})
+            for metric, fields in pp.play.baselines.items():
+                merged[metric] = {**merged.get(metric, {}), **fields}
+    tables: dict[str, dict[str, baseline.Threshold]] = {}  # one table per distinct set of overrides
+    by_host = {}
+    for name, overrides in per_host.items():
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in tables:
+            tables[key] = baseline.thresholds_with(overrides)
+        by_host[name] = tables[key]
+    return lambda host: by_host.get(host, baseline.THRESHOLDS)

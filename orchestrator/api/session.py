@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,18 +27,28 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.facts.model import PreviousFacts
 from orchestrator.present.progress import Fanout, Progress
-from orchestrator.store.history import RunNotFound, RunSummary, previous_run, results_dir_named
+from orchestrator.store.history import (
+    RunNotFound,
+    RunSummary,
+    list_runs,
+    previous_run,
+    results_dir_named,
+    summarize_run,
+)
 from orchestrator.store.lock import LOCK_NAME, RunLock, UnsafeLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
+from orchestrator.verdict import offenders
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
+from orchestrator.verdict.offenders import PastRun
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.parallel import worker_count
+from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult
 from orchestrator.verdict.streaming import JudgingPool
 
@@ -117,6 +127,29 @@ def load_baseline(path: Path, warnings: list[str] | None = None) -> Baseline:
         return Baseline(path, None, [*warnings, f"no drift shown: {e}"])
 
 
+def run_history(root: Path, before: Path, warnings: list[str] | None = None) -> tuple[PastRun, ...]:
+    """What the last complete runs of the same inventory, playbook and limit before `before` said
+    of their hosts (verdict/offenders.py: repeat offenders), oldest first; a run that cannot be
+    read is passed over (and said in `warnings`)."""
+    try:
+        me = summarize_run(before)
+        same = [s for s in list_runs(root) if s.id < before.name and s.complete
+                and (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)]
+    except (RunNotFound, OSError):
+        return ()
+    out = []
+    for s in same[-(offenders.WINDOW - 1):]:
+        try:
+            fleet = FleetResult.load(s.path)
+        except (RunNotFound, OSError, ValueError) as e:
+            if warnings is not None:
+                warnings.append(f"run {s.id} is left out of the repeat-offender history: {e}")
+            continue
+        judged = [h.name for h in fleet.hosts.with_facts(()) if h.health.state.value not in ("unreachable", "incomplete")]
+        out.append(offenders.run_of(s.id, judged, fleet.findings))
+    return tuple(out)
+
+
 def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
     """host -> its HISTORY_SECTIONS facts in the previous run (the checks judge counters and events
     against them); empty without one."""
@@ -137,14 +170,18 @@ def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
 
 def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None) -> FleetResult:
+          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None,
+          history: tuple[PastRun, ...] | None = None) -> FleetResult:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
-    `pool`: the judges started for this plan by start_judging."""
+    `pool`: the judges started for this plan by start_judging; `history`: the earlier runs
+    (run_history), None when none was read."""
     expect_for, overrides_for = _rules(expectations, overrides)
+    refs = expectations.refs if isinstance(expectations, RunPlan) else References()
+    refs = replace(refs, history=history)
     return build_fleet(meta, inputs, expect_for, overrides_for, spool=spool,
-                       previous_for=(previous or {}).get, pool=pool)
+                       previous_for=(previous or {}).get, pool=pool, refs=refs)
 
 
 def _rules(expectations: Mapping[str, Expectations] | RunPlan,
@@ -169,7 +206,7 @@ def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: P
         return None
     expect_for, _ = _rules(plan)
     try:
-        return JudgingPool(host_judge(expect_for, previous.get), workers, spool)
+        return JudgingPool(host_judge(expect_for, previous.get, plan.refs), workers, spool)
     except OSError:
         return None
 
@@ -296,9 +333,10 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     store = _StoreOrStop(run, stop)
     prev = previous_baseline(root, run.dir)
     previous = previous_facts(prev.fleet)
+    history = run_history(root, run.dir, prev.warnings)
     pool = start_judging(plan, previous, run.dir)
     try:
-        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool)
+        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history)
     finally:
         if pool is not None:
             pool.close()
@@ -310,7 +348,7 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
 
 def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
                    store: _StoreOrStop, stop: threading.Event, previous: Mapping[str, PreviousFacts],
-                   pool: JudgingPool | None) -> RunResult:
+                   pool: JudgingPool | None, history: tuple[PastRun, ...]) -> RunResult:
     merged: dict[str, HostResult] = {}
     interrupted = False
     sink = Fanout(store, _JudgeAsStored(pool, run, store), progress)
@@ -343,7 +381,8 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
         run.stop("interrupted", {"finished": done, "cut": cut, "never": never})
     else:
         run.stop("complete")
-    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool)
+    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool,
+                  history=history)
     try:
         run.finish(fleet.to_document())
     except OSError as e:
@@ -421,18 +460,20 @@ def _new_run(root: Path, meta: RunMeta, output_dir: Path | None = None) -> RunDi
                          "choose another with --results" + (" or -o" if output_dir else "")) from None
 
 
-def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
+def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None,
+            security_floor: str | None = None, baseline_file: str | None = None) -> RunResult:
     """A new run judged from `source`'s raw data with today's normalizers and checks, under the
-    plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
-    `expect` when given."""
+    plan the run was made with (its playbook, --expect and reference files from run.json), or under
+    `playbook` / `expect` / `security_floor` when given."""
     # Locked like a run from before the source is read until the new run is published: a
     # concurrent `--keep` must not prune the source half-way.
     others = [source.parent] if (source.parent / LOCK_NAME).exists() else []  # a results directory of its own
     with holding(root, *others):
-        return _rejudge_locked(source, root, playbook, expect)
+        return _rejudge_locked(source, root, playbook, expect, security_floor, baseline_file)
 
 
-def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None) -> RunResult:
+def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
+                    security_floor: str | None, baseline_file: str | None) -> RunResult:
     stored = RunDirectory.open(source)
     problems: list[str] = []
     inputs = stored.host_inputs(problems=problems)
@@ -446,7 +487,9 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
                             expect=tuple(expect) if expect is not None else inputs_of_run.expect,
-                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become)
+                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become,
+                            security_floor=security_floor or inputs_of_run.security_floor,
+                            baseline_file=baseline_file or inputs_of_run.baseline_file)
     if meta.imported:
         plan = None
         from orchestrator.api.plan import parse_expect_items
@@ -465,14 +508,16 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
         run.copy_raw_from(stored)
         # Compared with the run before the source (not with the source itself, nor a later run).
-        before = previous_facts(previous_baseline(root, source).fleet) \
-            if source.parent.resolve() == root.resolve() else {}
+        in_root = source.parent.resolve() == root.resolve()
+        before = previous_facts(previous_baseline(root, source).fleet) if in_root else {}
+        history = run_history(root, source) if in_root else None
         # a re-judged stopped run is still the stopped run: never a complete baseline for drift
         run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
         if plan is not None:
-            fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
+            fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before, history=history)
         else:
-            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
+            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before,
+                          history=history)
         run.finish(fleet.to_document())
         run.publish()
     except OSError as e:

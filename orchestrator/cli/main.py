@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
-from orchestrator.cli import collect, exitcodes, history, importer, info, run
+from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run
 from orchestrator.engine import descriptors
 from orchestrator.store.lock import LockHeld
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     info.add_parsers(sub)
     history.add_parsers(sub)
+    judging.add_parsers(sub)
     importer.add_parser(sub)
     collect.add_parsers(sub)
     return parser

@@ -24,6 +24,7 @@ from orchestrator.store import atomic
 from orchestrator.store.history import RunNotFound, default_results_dir, parse_keep, prune, resolve_run
 from orchestrator.store.lock import LockHeld
 from orchestrator.transport.base import TransportOptions
+from orchestrator.verdict import remedy
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.result import FleetResult
 
@@ -31,7 +32,9 @@ from orchestrator.verdict.result import FleetResult
 def plan_inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(inventory=tuple(args.inventory or ()), limit=args.limit, playbook=args.playbook,
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
-                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None))
+                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
+                      security_floor=getattr(args, "security_floor", None),
+                      baseline_file=getattr(args, "baseline_file", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -41,6 +44,7 @@ def execute_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}")
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
+    max_share(args)  # a bad --max-drain is a usage error before anything runs
     plan = build_plan(plan_inputs(args))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -114,8 +118,16 @@ def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDi
         except (ReportError, OSError) as e:
             print(f"probe: could not write --html {html}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
             failed += 1
+    wanted = requested(args)
+    drain = None
+    if wanted.get("slurm_drain"):
+        drain = remedy.drain_plan(fleet, max_share(args), bool(getattr(args, "force", False)))
+        if drain.blocked:
+            print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: no node drained, the list is refused: "
+                  f"{drain.refusal_text()}; check the rule, then rerun with --force (or a larger --max-drain)",
+                  file=sys.stderr)
     try:
-        write_outputs(fleet, **requested(args))
+        write_outputs(fleet, drain=drain, **wanted)
     except OutputError as e:
         for line in e.failures:
             print(f"probe: {line}", file=sys.stderr)
@@ -213,14 +225,45 @@ def add_parser(sub: Any) -> None:
     views.add_findings_view(p)
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     add_output_arguments(p)  # --prometheus, --junit, ... : present/outputs/emit.py's OUTPUT_FILES
+    add_guard_arguments(p)
     p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
+    add_reference_arguments(p)
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
     p.set_defaults(func=execute_cli)
 
 
+def add_reference_arguments(p: argparse.ArgumentParser) -> None:
+    """The files a run (or a rejudge) judges its hosts against, beyond their expectations."""
+    p.add_argument("--security-floor", metavar="FILE",
+                   help="judge every host's driver and ConnectX/BlueField firmware against this security floor "
+                        "(made by tools/security_floor.py from NVIDIA's bulletins) instead of the shipped one; "
+                        "sets the expectation security_floor: true for every host")
+    p.add_argument("--baseline-file", metavar="FILE",
+                   help="judge each topology class's measured figures against this class baseline (made by "
+                        "`probe baseline RUN -o FILE` from a known-good fleet) instead of the run's own hosts")
+
+
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p, only=("slurm_drain",))
+    add_guard_arguments(p)
+
+
+def add_guard_arguments(p: argparse.ArgumentParser) -> None:
+    """The blast-radius guard of the drain list and the remediation playbook (verdict/remedy.py)."""
+    p.add_argument("--max-drain", metavar="PCT", type=float, default=remedy.DEFAULT_MAX_SHARE * 100,
+                   help=f"refuse a drain list or remediation that takes more than PCT %% of the fleet or of a "
+                        f"topology class out of service (default {remedy.DEFAULT_MAX_SHARE * 100:g} %%; one host is "
+                        "always allowed)")
+    p.add_argument("--force", action="store_true",
+                   help="write the drain list or remediation even where it takes more than --max-drain")
+
+
+def max_share(args: argparse.Namespace) -> float:
+    pct = getattr(args, "max_drain", remedy.DEFAULT_MAX_SHARE * 100)
+    if not 0 < pct <= 100:
+        raise UsageError(f"--max-drain must be a percentage above 0 and at most 100, got {pct:g}")
+    return float(pct) / 100.0

@@ -95,6 +95,11 @@ class HostFacts(TypedDict):
     driver: HostDriver
     python: str | None
     fabric_manager: NotRequired[HostFabricManager | None]  # None: no dpkg database to ask
+    # host 1.2: seconds since boot (/proc/uptime), and the processes holding /dev/nvidia*
+    # ({"holders": [{pid, command, state, devices, stuck?, wchan?}], "unreadable": n, "scanned": n});
+    # absent from an older probe's answer and from text imports
+    uptime_s: NotRequired[float | None]
+    gpu_processes: NotRequired[dict[str, Any] | None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +228,9 @@ class GpusFacts(TextSource):
     count_sources: NotRequired[dict[str, int]]
     # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
     count_at_least: NotRequired[int]
+    # driver calls that did not return within their share of the probe's deadline (a wedged
+    # driver): [{call, subject, waited_s, limit_s}]; the probe answered without them
+    unresponsive: NotRequired[list[dict[str, Any]]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,6 +295,7 @@ class NvlinkFacts(TextSource):
     pairs_unknown: NotRequired[str]
     nvswitches_unknown: NotRequired[str]
     gpus_unknown: NotRequired[str]
+    unresponsive: NotRequired[list[dict[str, Any]]]  # as GpusFacts.unresponsive
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +437,10 @@ class P2pGpu(TypedDict):
     local_ce_gbps: float | None
     local_sm_gbps: float | None
     verified: bool | None
+    # p2p 1.1: NVML's SM clock (MHz), power (W) and temperature (C) read while the probe ran the SM
+    # copy kernel back to back on the GPU; absent when not read (load_unknown says why, where known)
+    load: NotRequired[dict[str, Any] | None]
+    load_unknown: NotRequired[str]
 
 
 class P2pFacts(TextSource):

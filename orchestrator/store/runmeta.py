@@ -40,6 +40,9 @@ class RunMeta:
     # an interrupted run: how far it got ({"finished": hosts, "cut": cut off part-way, "never": never started})
     stopped: dict[str, int] | None = None
     summary: dict[str, Any] | None = None  # fleet.json's summary, for `probe runs` without reading the fleet
+    # the security floor the hosts were judged against, where the run asked for it (file, date, made):
+    # the report shows its date, so an old floor is visible
+    security_floor: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as read
 
     @property
@@ -89,7 +92,7 @@ class RunMeta:
                 setattr(meta, name, [str(x) for x in d[name]])
         if isinstance(d.get("probes"), list):
             meta.probes = [str(x) for x in d["probes"]]
-        for name in ("plan", "options", "collected", "summary"):
+        for name in ("plan", "options", "collected", "summary", "security_floor"):
             if isinstance(d.get(name), dict):
                 setattr(meta, name, d[name])
         if isinstance(d.get("merged_from"), list):

@@ -211,7 +211,7 @@ _LINK_FIELDS = ("nvlink_links_up", "gpu_pair_levels")
 CAUSES: tuple[Cause, ...] = (
     *(Cause(root, OUTLIER, when=differs_only_in(*_GPU_GONE_FIELDS))
       for root in ("gpu.count.pci_vs_nvml", "gpu.count.pci_vs_driver", "gpu.lost", "gpu.fallen_off_bus",
-                   "host.driver.missing")),
+                   "host.driver.missing", "gpu.driver.unresponsive")),
     *(Cause(root, OUTLIER, when=differs_only_in(*_LINK_FIELDS))
       for root in ("nvlink.link.down", "nvswitch.sxid", "nvlink.fabric.incomplete")),
     Cause("nvlink.nvswitch.count", OUTLIER, when=differs_only_in("nvswitch_count", *_LINK_FIELDS)),

@@ -94,6 +94,9 @@ def _why_not(fid: str, need: Needs, facts: Facts, outcomes: Mapping[str, str],
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
         return "no expectation " + " or ".join(need.expect) + " set"
+    if need.switched_on and expect is not None and not any(getattr(expect, k) is True for k in need.switched_on):
+        # the wording of an expectation not written (below), for a switch left off or set false
+        return "no expectation " + " or ".join(need.switched_on) + " set"
     if need.gpus and host.gpu_count() == 0:  # NVML's list, else the PCI bus's
         return "no GPUs on this host"
     if need.unjudged is not None:

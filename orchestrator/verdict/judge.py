@@ -13,18 +13,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.engine.outcomes import Outcome, finished, worst
 from orchestrator.engine.results import HostInput
 from orchestrator.facts import read as F
-from orchestrator.facts.model import PreviousFacts
+from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.inventory.model import CONNECTION_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict import causes, coverage
+from orchestrator.verdict import baseline, causes, coverage, offenders
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import health as host_health
 from orchestrator.verdict import parallel as fleet_workers
@@ -34,6 +34,7 @@ from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
+from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult, fleet_result
 from orchestrator.verdict.streaming import JudgingPool
 
@@ -112,17 +113,19 @@ class HostVerdict:
     fleet_view: HostView  # only the facts sections the fleet checks read
     reason: str = ""  # why the outcome (an unreachable host's: what the transport said)
     unfinished: dict[str, str] = field(default_factory=dict)  # probes that did not finish -> why
+    measures: list[baseline.Measure] = field(default_factory=list)  # what the fleet baselines compare
 
 
-def judge_host(h: HostInput, expect: Expectations,
-               previous: PreviousFacts | None = None) -> tuple[dict[str, Any], HostVerdict]:
+def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,
+               refs: References | None = None) -> tuple[dict[str, Any], HostVerdict]:
     """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
-    `previous`: the host's facts in the previous run (events and counters are judged against it).
+    `previous`: the host's facts in the previous run (events and counters are judged against it);
+    `refs`: what the run judges against besides expectations (the security floor).
 
     Whatever the host's data does to a normalizer, a check or the fingerprint, it costs this host
     only: the host is kept with no facts and a probe.data.malformed finding that says why."""
     try:
-        return _judge_host(h, expect, previous)
+        return _judge_host(h, expect, previous, refs or References())
     except Exception as e:  # the checks and normalizers guard themselves; this is the last line
         return _unjudged(h, expect, e)
 
@@ -144,14 +147,14 @@ def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple
 _OUTCOMES = frozenset(o.value for o in Outcome)
 
 
-def _judge_host(h: HostInput, expect: Expectations,
-                previous: PreviousFacts | None) -> tuple[dict[str, Any], HostVerdict]:
+def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None,
+                refs: References) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = coverage.judged_outcomes(h.probes, facts)
     reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
-                                        previous=previous, reasons=reasons))
+                                        previous=previous, reasons=reasons, security_floor=refs.security_floor))
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
@@ -170,7 +173,19 @@ def _judge_host(h: HostInput, expect: Expectations,
         findings.append(unjudgeable(h.name, "the topology fingerprint", e))
     return rec, HostVerdict(h.name, rec["outcome"], findings, descriptor,
                             HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars),
-                            rec["reason"], unfinished)
+                            rec["reason"], unfinished, _measures(h.name, facts, outcomes, findings))
+
+
+def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding]) -> list[baseline.Measure]:
+    """The figures the fleet baselines compare, of the probes that ran ok; a value of an odd type
+    costs this host its comparisons only."""
+    sections: Mapping[str, Any] = facts  # picked by section name
+    ran = cast(Facts, {k: v for k, v in sections.items() if k not in ("p2p", "nccl") or outcomes.get(k) in (None, "ok")})
+    try:
+        return baseline.measures(ran)
+    except Exception as e:
+        findings.append(unjudgeable(name, "the fleet baselines", e))
+        return []
 
 
 @contextmanager
@@ -193,11 +208,11 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def host_judge(expect_for: Callable[[HostInput], Expectations],
-               previous_for: Callable[[str], PreviousFacts | None] | None = None
-               ) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
-    """How one host is judged in this fleet: its expectations and its previous facts."""
+               previous_for: Callable[[str], PreviousFacts | None] | None = None,
+               refs: References | None = None) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
+    """How one host is judged in this fleet: its expectations, its previous facts, the run's references."""
     prev = previous_for or (lambda name: None)
-    return lambda h: judge_host(h, expect_for(h), prev(h.name))
+    return lambda h: judge_host(h, expect_for(h), prev(h.name), refs)
 
 
 def build_fleet(run: RunMeta, inputs: list[HostInput],
@@ -205,7 +220,7 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
                 previous_for: Callable[[str], PreviousFacts | None] | None = None,
-                pool: JudgingPool | None = None) -> FleetResult:
+                pool: JudgingPool | None = None, refs: References | None = None) -> FleetResult:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
@@ -213,8 +228,9 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
     read-only sequence that parses a record when it is read.  `workers` overrides the choice.
     `previous_for(host)`: the host's facts in the previous run, None when it has none.
     `pool`: workers that judged the hosts while the run went on (verdict/streaming.py), started
-    with host_judge(expect_for, previous_for); what they could not vouch for is judged here."""
-    judge = host_judge(expect_for, previous_for)
+    with host_judge(expect_for, previous_for, refs); what they could not vouch for is judged here.
+    `refs`: what the run judges against besides expectations (verdict/references.py)."""
+    judge = host_judge(expect_for, previous_for, refs)
     with _no_cyclic_gc():
         judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
@@ -226,7 +242,7 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
             verdicts = [v for _, v in pairs]
         else:
             records, verdicts = judged
-        return _assemble(run, records, verdicts, overrides_for)
+        return _assemble(run, records, verdicts, overrides_for, refs=refs)
 
 
 def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
@@ -238,9 +254,13 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     slim = fleet_facts(facts)
     unfinished = unfinished_probes(probes)
     descriptor = None if any(p in unfinished for p in _SHAPE_PROBES) else fingerprint.descriptor(facts)
+    try:
+        measured = baseline.measures(facts)
+    except Exception:  # judged before: its malformed-data finding is among its findings already
+        measured = []
     return HostVerdict(rec["name"], rec["outcome"], findings, descriptor,
                        HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)),
-                       str(rec.get("reason") or ""), unfinished)
+                       str(rec.get("reason") or ""), unfinished, measured)
 
 
 def _stored_expect(rec: dict[str, Any]) -> Expectations:
@@ -252,14 +272,16 @@ def _stored_expect(rec: dict[str, Any]) -> Expectations:
         return Expectations()
 
 
-def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]]
-                        ) -> tuple[list[Finding], list[Silenced]]:
+def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]],
+                        refs: References | None = None) -> tuple[list[Finding], list[Silenced]]:
     """What the fleet-wide steps raise over these hosts alone, as fleet.json stores it (the
     overrides applied): (findings, silenced).  A stored run's findings are its hosts' own and
     these; `probe merge` tells them apart by judging the run's fleet-wide steps again, since one
     id can be raised by both (nic.port.down: a port expected up, or down where its peers' are up)."""
     made = run_fleet_checks([v.fleet_view for v in verdicts])
-    made.extend(fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])[1])
+    _classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])
+    made.extend(class_findings)
+    made.extend(_baselines(verdicts, of_host, refs or References())[0])
     return _overridden(made, overrides_for)
 
 
@@ -269,6 +291,31 @@ def assemble_judged(run: RunMeta, records: list[dict[str, Any]], verdicts: list[
     """fleet.json of hosts judged before (`stored_verdict`; `silenced`: their host findings a
     playbook silenced): only the fleet-wide steps run, and only their findings get the overrides."""
     return _assemble(run, records, verdicts, overrides_for, judged_silenced=silenced)
+
+
+def _offenders(run: RunMeta, verdicts: list[HostVerdict], findings: list[Finding], silenced: list[Silenced],
+               overrides_for: Callable[[str], Mapping[str, Override]] | None, refs: References) -> dict[str, str]:
+    """Adds the repeat offenders of the run history (verdict/offenders.py) to `findings` (their
+    overrides applied); returns host -> why it could not be judged."""
+    judged = [v.name for v in verdicts if v.outcome != Outcome.UNREACHABLE.value and not v.unfinished]
+    if refs.history is None:
+        return dict.fromkeys(judged, "no run history was read for this run (probe merge, import)")
+    current = offenders.run_of(run.id or "this run", judged, findings)
+    made, not_judged = offenders.judge(refs.history, current)
+    kept, quiet = _overridden(made, overrides_for)
+    findings.extend(kept)
+    silenced.extend(quiet)
+    return not_judged
+
+
+def _baselines(verdicts: list[HostVerdict], of_host: Mapping[str, tuple[str, str]], refs: References
+               ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
+    """Every host's figures against its class's (verdict/baseline.py), with who could not be compared."""
+    judged = []
+    for v in verdicts:
+        fp, cls = of_host.get(v.name) or (None, None)
+        judged.append(baseline.Judged(v.name, fp, cls, v.measures))
+    return baseline.judge(judged, refs.thresholds_for, refs.baseline)
 
 
 def _overridden(findings: list[Finding], overrides_for: Callable[[str], Mapping[str, Override]] | None
@@ -302,18 +349,22 @@ def _health(verdicts: list[HostVerdict], findings: list[Finding]) -> dict[str, h
 def _assemble(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords,
               verdicts: list[HostVerdict],
               overrides_for: Callable[[str], Mapping[str, Override]] | None,
-              judged_silenced: list[Silenced] | None = None) -> FleetResult:
+              judged_silenced: list[Silenced] | None = None, refs: References | None = None) -> FleetResult:
     host_findings = [f for v in verdicts for f in v.findings]
     fleet_views = [v.fleet_view for v in verdicts]
     fleet_findings = run_fleet_checks(fleet_views)
     described = [(v.name, v.descriptor) for v in verdicts]
     classes, class_findings, of_host = fingerprint.classify_descriptors(described)
     fleet_findings.extend(class_findings)
+    base_findings, base_not_judged = _baselines(verdicts, of_host, refs or References())
+    fleet_findings.extend(base_findings)
     if judged_silenced is None:
         findings, silenced = _overridden(host_findings + fleet_findings, overrides_for)
     else:  # the host findings had their overrides when they were judged
         new, silenced = _overridden(fleet_findings, overrides_for)
         findings, silenced = host_findings + new, judged_silenced + silenced
+    refs = refs or References()
+    offender_not_judged = _offenders(run, verdicts, findings, silenced, overrides_for, refs)
     findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
     findings = causes.group(findings, _CAUSES)
     health = _health(verdicts, findings)
@@ -327,6 +378,7 @@ def _assemble(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords,
         records.set_late(late)
     # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
     not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described),
-                  nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views)}
+                  nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
+                  offenders.OFFENDER: offender_not_judged}
     return fleet_result(run, records, findings, classes, silenced, not_judged,
                         _summary([v.outcome for v in verdicts], findings, health))

@@ -33,6 +33,7 @@ from orchestrator.store.rundir import read_meta
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords, records_with
 from orchestrator.verdict import causes, coverage
+from orchestrator.verdict.actions import ACTIONS, Action, action_of
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, FindingRef, Kind, Severity
@@ -154,6 +155,17 @@ class Fault:
     @property
     def host(self) -> str:
         return self.root.host
+
+    @property
+    def action(self) -> Action:
+        """What the fault asks for (verdict/actions.py: its root's action class)."""
+        return action_of(self.root)
+
+    @property
+    def because(self) -> str:
+        """The facts that justify the action, as the action table says them."""
+        rule = ACTIONS.get(self.root.id)
+        return rule.because if rule is not None else "an id this fleetprobe does not know"
 
 
 @dataclass(frozen=True)

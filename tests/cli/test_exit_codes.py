@@ -34,3 +34,18 @@ def test_fleet_status_combines_fail_findings_and_host_problems() -> None:
     assert for_fleet(fleet(2, ok=3)) is ExitStatus.FINDINGS_FAIL
     assert for_fleet(fleet(0, ok=3, timeout=1)) is ExitStatus.HOSTS_FAILED
     assert for_fleet(fleet(1, unreachable=1)) is ExitStatus.FINDINGS_FAIL_AND_HOSTS_FAILED
+
+
+def test_every_command_help_renders() -> None:
+    """`probe COMMAND --help` formats every option's help: a bare % in a help text (argparse
+    expands %-formats there) broke `probe run --help` once."""
+    import argparse
+
+    from orchestrator.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert {"run", "baseline", "remediate", "rejudge", "import", "merge"} <= set(sub.choices)
+    for name, command in sub.choices.items():
+        assert command.format_help().startswith(f"usage: probe {name}"), name
+    assert "exit codes:" in parser.format_help()

@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.present.outputs import slurm_drain as drain
 from orchestrator.present.outputs.slurm_drain import MAX_REASON
+from orchestrator.verdict.remedy import drain_plan
 from tests.support.judged import judged
 
 
@@ -16,7 +17,10 @@ def _finding(host: str, fid: str, severity: str = "fail") -> dict[str, Any]:
 
 
 def render_drain(doc: dict[str, Any]) -> str:
-    return drain.render_drain(judged(doc))
+    """The lines of these small hand-made fleets, the blast-radius guard overridden (its refusal is
+    test_a_list_that_would_drain_too_much_is_comments_only's)."""
+    fleet = judged(doc)
+    return drain.render_drain(fleet, drain_plan(fleet, force=True))
 
 
 def test_one_line_per_failing_node_with_its_ids() -> None:
@@ -32,6 +36,15 @@ def test_one_line_per_failing_node_with_its_ids() -> None:
         'scontrol update NodeName=node3 State=DRAIN Reason="fleetprobe 20261201T1030Z-ab12: pcie.acs.enabled"']
     for line in lines[1:]:  # the shell sees exactly four words after scontrol
         assert len(shlex.split(line)) == 5
+
+
+def test_a_list_that_would_drain_too_much_is_comments_only() -> None:
+    doc = {"run": {"id": "r"}, "hosts": [{"name": f"node{i}", "outcome": "ok"} for i in range(10)],
+           "findings": [_finding("node1", "gpu.lost"), _finding("node2", "gpu.lost"), _finding("node3", "nvlink.link.down")]}
+    text = drain.render_drain(judged(doc))  # the verdict's default decision: 10 % of the fleet
+    assert not [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert "# refused: 3 of 10 host(s) of the fleet would be taken out, more than 10% (1 allowed): the rules " \
+           "that would take them: gpu.lost (2 host(s)), nvlink.link.down (1 host(s))" in text
 
 
 def test_names_slurm_or_the_shell_would_misread_are_left_out() -> None:

@@ -89,8 +89,11 @@ def test_every_demo_record_reads_back_as_it_was_judged(demo_runs: dict[str, tupl
     assert {k: v for k, v in by_index.items() if k != "hosts"} == {k: v for k, v in printed.items() if k != "hosts"}
     for rec in printed["hosts"]:
         assert_round_trip(rec, host=True)
-    # and smaller: the issue's targets for a DGX H100 host (bench/record_size.py prints the table)
-    limit = {"audit": 30_000, "premigration": 40_000, "quick": 30_000}[book]
+    # and smaller: the issue's targets for a DGX H100 host (bench/record_size.py prints the table).
+    # The audit's 30,000 had ~100 bytes left on main; issue 32 adds 12 finding ids, and a host that
+    # cannot judge one (the p2p probe not in the audit, no security_floor asked for) keeps that id
+    # and why in its not_judged (~30 bytes each; "not measured is never passed"): +500 for them.
+    limit = {"audit": 30_500, "premigration": 40_000, "quick": 30_000}[book]
     dgx = [h for h in raw["hosts"] if h["name"].startswith("dgx-h100-")]
     assert len(dgx) > 20
     sizes = [len(json.dumps(h, separators=(",", ":"))) for h in dgx]

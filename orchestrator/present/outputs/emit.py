@@ -16,6 +16,7 @@ from orchestrator.present.outputs.junit import write_junit
 from orchestrator.present.outputs.prometheus import write_prometheus
 from orchestrator.present.outputs.slurm_drain import write_drain
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
+from orchestrator.verdict.remedy import Plan
 from orchestrator.verdict.result import FleetResult
 
 
@@ -33,6 +34,7 @@ class WriteContext:
 
     check_ids: tuple[str, ...] | None = None  # JUnit's test cases (None: every id the run could raise)
     junit_fail_on: tuple[str, ...] = ("fail",)
+    drain: Plan | None = None  # the verdict's drain decision (verdict/remedy.py); None: its default guard
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                lambda fleet, p, ctx: write_atomic(p, render_findings(fleet, "csv"))),
     OutputFile("slurm_drain", "write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts "
                "with fail findings, for you to apply (fleetprobe never drains by itself)",
-               lambda fleet, p, ctx: write_drain(fleet, p)),
+               lambda fleet, p, ctx: write_drain(fleet, p, ctx.drain)),
 )
 
 
@@ -83,13 +85,13 @@ def requested(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_outputs(fleet: FleetResult, *, check_ids: Iterable[str] | None = None, junit_fail_on: Iterable[str] = ("fail",),
-                  **paths: str | Path | None) -> list[Path]:
+                  drain: Plan | None = None, **paths: str | Path | None) -> list[Path]:
     """Write each requested file (`name=path`, names as in OUTPUT_FILES) atomically; every one is
     attempted even if an earlier one fails, then OutputError lists what could not be written."""
     unknown = sorted(set(paths) - set(_by_name()))
     if unknown:
         raise TypeError(f"write_outputs: no output named {', '.join(unknown)}")
-    ctx = WriteContext(None if check_ids is None else tuple(check_ids), tuple(junit_fail_on))
+    ctx = WriteContext(None if check_ids is None else tuple(check_ids), tuple(junit_fail_on), drain)
     written: list[Path] = []
     errors: list[str] = []
     for out in OUTPUT_FILES:

@@ -9,6 +9,11 @@ Host names are taken as Slurm node names (they are for `probe import` of srun ou
 name comes from inside each document).  Slurm caps a reason's length, so the ids are listed up
 to a limit and the rest counted; a name Slurm or the shell would misread is left out, with a
 comment line saying why, rather than quoted into something that drains another node.
+
+Which nodes, and whether the list may be written at all, is the verdict's decision
+(verdict/remedy.py drain_plan: a list that would drain more than the stated share of the fleet or
+of a class is refused without --force); this file renders it.  A refused list is comment lines
+only, naming the rules that would have drained the nodes, so `sh FILE` drains nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 from pathlib import Path
 
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.remedy import Plan, drain_plan
 from orchestrator.verdict.result import FleetResult
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # what a Slurm NodeName is (no ranges, no commas)
@@ -36,14 +42,22 @@ def _reason(run_id: str, ids: list[str]) -> str:
     return text + ",".join(shown)
 
 
-def render_drain(fleet: FleetResult) -> str:
-    """One drain line per failed host, its reason naming its fail faults by their root ids."""
+def render_drain(fleet: FleetResult, decision: Plan | None = None) -> str:
+    """One drain line per failed host, its reason naming its fail faults by their root ids; only
+    comments where the guard refused the list (`decision`: verdict/remedy.py drain_plan)."""
+    decision = decision if decision is not None else drain_plan(fleet)
     # a stored run's id is only what its run.json says: nothing of it may reach the shell unsafe
-    run_id = _ID_SAFE.sub("_", fleet.run.id or "run")
-    failing: dict[str, set[str]] = {}
-    for fault in fleet.faults("fail"):
-        failing.setdefault(fault.host, set()).add(fault.root.id)
-    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh"]
+    run_id = _ID_SAFE.sub("_", decision.run_id or "run")
+    failing = {hp.host: {s.finding.id for s in hp.steps} for hp in decision.hosts}
+    if decision.blocked:
+        return "\n".join([
+            f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings: NOT drained, the list is refused",
+            *(f"# refused: {r.text(decision.max_share)}" for r in decision.refused),
+            "# a rule that calls this many nodes faulty may itself be wrong: check it, then rerun with --force "
+            "(or a larger --max-drain) to write the drain lines",
+        ]) + "\n"
+    forced = (f"; written with --force over the guard ({decision.refusal_text()})" if decision.refused else "")
+    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh{forced}"]
     for host in sorted(failing):
         if not _NODE.fullmatch(host):
             lines.append(f"# not a Slurm node name, left out: {host!r}")
@@ -52,5 +66,5 @@ def render_drain(fleet: FleetResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_drain(fleet: FleetResult, path: Path) -> Path:
-    return write_atomic(path, render_drain(fleet))
+def write_drain(fleet: FleetResult, path: Path, decision: Plan | None = None) -> Path:
+    return write_atomic(path, render_drain(fleet, decision))

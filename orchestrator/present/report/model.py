@@ -15,6 +15,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any, cast
 
 from orchestrator.engine.outcomes import Outcome
@@ -207,6 +208,7 @@ class FleetView:
     stopped: str  # an interrupted run: how far it got ("12 of 40 hosts finished, ...")
     playbook: str
     probes: list[str]
+    security_floor: str  # the floor file and its date, where the run judged the security floor
     host_count: int
     health: list[tuple[str, int]]  # hosts by health, worst first
     faults: list[tuple[str, int]]  # faults (root findings) by severity
@@ -672,6 +674,22 @@ def _stopped_text(fleet: FleetResult) -> str:
             if st else "stopped before every host finished")
 
 
+def _floor_text(fleet: FleetResult) -> str:
+    """The security floor the run judged against and its date, with its age at the run, so an old
+    floor file is seen (run.json's security_floor; "" where the run did not judge it)."""
+    floor = fleet.run.security_floor
+    if not isinstance(floor, dict) or not isinstance(floor.get("date"), str):
+        return ""
+    where = "shipped" if floor.get("file") == "shipped" else visible(str(floor.get("file")))
+    text = f"security floor {where} of {visible(floor['date'])}"
+    try:
+        started = datetime.fromisoformat(str(fleet.run.started).replace("Z", "+00:00")).date()
+        age = (started - date.fromisoformat(floor["date"])).days
+    except ValueError:
+        return text
+    return text + (f" ({age} days before this run)" if age >= 0 else "")
+
+
 def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pictures: int = 100) -> FleetView:
     """The whole report's data.  Hosts that are not healthy, or that are their class's
     representative, get a detailed section with pictures (at most `max_pictures`, worst health
@@ -748,7 +766,7 @@ def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pic
         run_id=_str(fleet.run.id), started=_str(fleet.run.started), finished=_str(fleet.run.finished),
         state=fleet.run.state, stopped=_stopped_text(fleet),
         playbook=_str(fleet.run.playbook_name), probes=[_str(p) for p in fleet.run.probes or []],
-        host_count=summary.hosts,
+        security_floor=_floor_text(fleet), host_count=summary.hosts,
         health=[(h, n) for h, n in fleet.health_counts.items() if n],
         faults=[(sev, int(summary.faults.get(sev, 0))) for sev in SEVERITIES],
         outcomes=[(o, int(summary.outcomes[o])) for o in outcome_order if summary.outcomes.get(o)],

@@ -47,6 +47,8 @@ def _fault_lines(fault: Fault, width: int | None) -> list[str]:
                           width, "      -> ", "         "))
     if r.hint:
         lines.append(wrap(clean(r.hint, 2000), width, "      hint: ", "            "))
+    if fault.severity.value != "info":  # what to do, in the action table's words (verdict/actions.py)
+        lines.append(wrap(f"{fault.action.value}: {fault.because}", width, "      action: ", "              "))
     return lines
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
+from orchestrator.facts.security import SecurityFloor
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
 
@@ -26,6 +27,8 @@ class HostView:
     # probe -> the reason its outcome gives (an unsupported/failed probe says why), for checks
     # that turn a refusal into a finding of its own
     reasons: dict[str, str] = field(default_factory=dict)
+    # The security floor the run judges against (`--security-floor FILE`); None: the shipped one.
+    security_floor: SecurityFloor | None = None
 
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
@@ -42,6 +45,9 @@ class Needs:
     sections: tuple[str, ...] = ()  # every one measured: its probe ran ok and the section is there
     any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
     expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
+    # expectations that turn the check on: judged only where one of them is true (`gdr: false` or no
+    # `security_floor` means the check was not asked for, which is not a pass)
+    switched_on: tuple[str, ...] = ()
     gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
     # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
     # check that reports exactly that

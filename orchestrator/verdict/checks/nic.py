@@ -305,7 +305,7 @@ NEEDS: dict[str, Needs] = {
     "nic.port.errors": _NIC,
     "nic.firmware.outlier": _NIC,
     "nic.device.unreadable": _NIC,
-    "gpu.gdr.unavailable": Needs(sections=("nic",), expect=("gdr",), gpus=True),
+    "gpu.gdr.unavailable": Needs(sections=("nic",), switched_on=("gdr",), gpus=True),
 }
 
 # Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
