@@ -300,6 +300,25 @@ def decode_host(stored: dict[str, Any]) -> dict[str, Any]:
     return _checked(decode, stored)
 
 
+def damaged_host(raw: Any, error: ValueError, name: str | None = None) -> dict[str, Any]:
+    """What a host record that does not read back leaves readers: its name, how the host answered
+    where that survived, and why its facts are gone (a damaged record costs only its host)."""
+    kept = {k: raw[k] for k in ("name", "outcome", "reason") if isinstance(raw, dict) and isinstance(raw.get(k), str)}
+    if name is not None:
+        kept["name"] = name
+    return {**kept, "facts": {}, "probes": {},
+            "normalize_errors": [f"stored record: it does not read back ({error}); its facts are left out"]}
+
+
+def _host_or_damaged(stored: Any) -> Any:
+    if not isinstance(stored, dict):
+        return stored
+    try:
+        return decode_host(stored)
+    except ValueError as e:
+        return damaged_host(stored, e)
+
+
 def _checked(fn: Callable[[Any], Any], stored: Any) -> Any:
     try:
         return fn(stored)
@@ -363,7 +382,7 @@ def decode_fleet(doc: Any) -> Any:
     out = decode_fleet_rest(doc)
     hosts = doc.get("hosts")
     if isinstance(hosts, list):
-        out["hosts"] = [decode_host(h) if isinstance(h, dict) else h for h in hosts]
+        out["hosts"] = [_host_or_damaged(h) for h in hosts]
     return out
 
 

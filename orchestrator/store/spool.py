@@ -12,12 +12,12 @@ import json
 import os
 import shutil
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 from orchestrator.store.atomic import encode_json
-from orchestrator.store.compact import decode_host
+from orchestrator.store.compact import damaged_host, decode_host
 
 
 class SpooledRecords(Sequence[dict[str, Any]]):
@@ -113,8 +113,19 @@ class SpooledRecords(Sequence[dict[str, Any]]):
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        rec: dict[str, Any] = json.loads(self.text(i))
-        return rec if self.version == 1 else decode_host(rec)
+        return self._read(i, lambda rec: rec)
+
+    def _read(self, i: int, narrow: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+        # a record damaged on disk costs only its host: it is shown, named, not judged, and says why
+        rec: Any = None
+        try:
+            rec = json.loads(self.text(i))
+            if not isinstance(rec, dict):
+                raise ValueError(f"a JSON {type(rec).__name__}, not a host record")
+            rec = narrow(rec)
+            return rec if self.version == 1 else decode_host(rec)
+        except ValueError as e:
+            return damaged_host(rec, e, self._entries[i][3])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self._entries)))
@@ -122,13 +133,15 @@ class SpooledRecords(Sequence[dict[str, Any]]):
     def with_facts(self, sections: Collection[str]) -> Iterator[dict[str, Any]]:
         """Every record with only the named facts sections: a reader of names, outcomes and a
         section or two (the terminal's tables) skips decoding the rest, most of a record."""
-        for i in range(len(self._entries)):
-            rec: dict[str, Any] = json.loads(self.text(i))
+        def narrow(rec: dict[str, Any]) -> dict[str, Any]:
             facts = rec.get("facts")
             # facts kept verbatim ({"@v": ...}, odd section names) are decoded whole
             if isinstance(facts, dict) and not any(str(k).startswith("@") for k in facts):
                 rec["facts"] = {k: v for k, v in facts.items() if k in sections}
-            yield rec if self.version == 1 else decode_host(rec)
+            return rec
+
+        for i in range(len(self._entries)):
+            yield self._read(i, narrow)
 
     def json_pieces(self) -> Iterator[str]:
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""

@@ -167,6 +167,7 @@ ACTIONS: dict[str, Rule] = {
     "nic.port.rate_low": Rule(H, "a port runs below its expected or its peers' rate"),
     "nic.port.errors": Rule(H, "link error counters grew"),
     "nic.firmware.outlier": Rule(C, "HCA firmware differs from its peers'"),
+    "nic.device.unreadable": Rule(H, "ibstat could not read an HCA: its ports are unknown"),
     # software and the security floor
     "software.version.outlier": Rule(C, "driver/CUDA/kernel/BIOS/VBIOS differ from the host's peers"),
     "software.security.driver": Rule(C, "the driver lacks the fixes of an NVIDIA security bulletin"),

@@ -216,7 +216,7 @@ def test_import_reports_per_file_results(tmp_path: Path):
     bad.write_text("nothing useful\n")
     h = import_files([FIXTURES / "topo_legacy_soc_4gpu_mlx4.txt", bad, tmp_path / "absent.txt"])
     assert [f.ok for f in h.files] == [False, True, False]
-    assert any(e.startswith(f"{tmp_path / 'absent.txt'}: cannot read file") for e in h.errors)
+    assert any(e.startswith(f"{tmp_path / 'absent.txt'}: no such text output file") for e in h.errors)
     assert any(e.startswith(f"{bad}:1: not a recognised") for e in h.errors)
     assert h.facts["topology"]["legend_style"] == "switch"
 

@@ -79,7 +79,7 @@ def test_limit_file(inv: Inventory, tmp_path: Path) -> None:
 def test_limit_file_missing(inv: Inventory, tmp_path: Path) -> None:
     with pytest.raises(PatternError, match="no such file"):
         select_hosts(inv, f"@{tmp_path / 'none'}")
-    with pytest.raises(PatternError, match="it is a directory"):
+    with pytest.raises(PatternError, match="a directory, not a file"):
         select_hosts(inv, f"@{tmp_path}")
 
 

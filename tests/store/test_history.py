@@ -20,6 +20,7 @@ from orchestrator.store.history import (
     resolve_run,
     summarize_run,
 )
+from orchestrator.verdict.result import FleetResult
 
 T0 = datetime(2026, 11, 20, 2, 15, tzinfo=timezone.utc)
 
@@ -188,13 +189,26 @@ def test_listing_takes_counts_from_run_json_without_reading_fleet_json(tmp_path:
 
 @pytest.mark.parametrize("text", [
     '{"hosts": 5, "findings": []}', '{"findings": []}', '{"hosts": [], "findings": {}}',
-    '{"hosts": [7], "findings": []}', '{"hosts": [{"name": "a"}], "findings": [{"id": 1}]}',
 ])
 def test_a_damaged_fleet_json_is_run_not_found_with_the_reason(tmp_path: Path, text: str):
     """A hand-made or damaged fleet.json is one message (probe show / merge / diff), not exit 70."""
     (tmp_path / "fleet.json").write_text(text)
     with pytest.raises(RunNotFound, match=r"fleet\.json is unreadable"):
         load_fleet(tmp_path)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"hosts": [7, {"name": "a"}], "findings": []}', "host record 0 names no host: left out"),
+    ('{"hosts": [{"name": "a"}], "findings": [{"id": 1}]}', "finding"),
+])
+def test_a_damaged_record_of_fleet_json_costs_only_that_record(tmp_path: Path, text: str, problem: str):
+    """The document is whole, one of its records is not: the run still reads, the record is left
+    out and said so, the rest is kept."""
+    (tmp_path / "fleet.json").write_text(text)
+    fleet = FleetResult.from_document(load_fleet(tmp_path))
+    assert fleet.hosts.names() == ["a"]
+    assert fleet.findings == []
+    assert any(problem in p for p in fleet.problems), fleet.problems
 
 
 def test_unsupported_hosts_are_counted_apart_from_ok(tmp_path: Path):
