@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.present.outputs.slurm_drain import render_drain
 from orchestrator.present.outputs.tabular import render_hosts
+from orchestrator.verdict.remedy import drain_plan
 from orchestrator.verdict.result import FleetResult
 from tests.support.hostile import cli_env, inventory, run_cli
 
@@ -125,7 +126,8 @@ HOSTILE_NAMES = ["node07\n", "node08\nscontrol update NodeName=all State=DOWN", 
 
 
 def test_the_drain_script_is_one_drain_line_per_host_whatever_its_name(tmp_path: Path) -> None:
-    text = render_drain(_fleet_of(["node01", *HOSTILE_NAMES]))
+    fleet = _fleet_of(["node01", *HOSTILE_NAMES])
+    text = render_drain(fleet, drain_plan(fleet, force=True))  # every host fails: past the blast-radius guard
     commands = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     assert commands == ['scontrol update NodeName=node01 State=DRAIN Reason="fleetprobe r1: gpu.lost"']
     assert len([ln for ln in text.splitlines() if ln.startswith("# not a Slurm node name")]) == len(HOSTILE_NAMES)
@@ -136,7 +138,7 @@ def test_the_drain_script_is_one_drain_line_per_host_whatever_its_name(tmp_path:
 def test_a_stored_run_id_never_reaches_the_drain_script_unquoted() -> None:
     fleet = _fleet_of(["node01"])
     fleet.run.id = "r1\nreboot"
-    lines = render_drain(fleet).splitlines()
+    lines = render_drain(fleet, drain_plan(fleet, force=True)).splitlines()
     assert all(ln.startswith(("#", "scontrol update NodeName=node01 ")) for ln in lines), lines
 
 
