@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from orchestrator.facts.model import Facts
 from orchestrator.verdict.checks import (
+    fabric,
     gpu,
     gpu_health,
     health,
@@ -21,7 +22,7 @@ from orchestrator.verdict.checks import (
 from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity
 
-_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain]
+_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, fabric]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
