@@ -29,6 +29,7 @@ class ProbeContext(object):
         self.warnings = []
         self.errors = []
         self.partial = {}  # what a probe has so far; reported if the deadline fires
+        self.out_fd = None  # the real stdout (fp_main sets it): a coordinated step watches it
 
     def remaining(self):
         return self.deadline_s - (time.time() - _FP_T0)
@@ -38,6 +39,17 @@ class ProbeContext(object):
 
     def error(self, msg):
         self.errors.append(str(msg))
+
+    def say(self, obj):
+        """One line for the controller ahead of the envelope (`FPSAY <json>`): what a coordinated
+        multi-host step hands to the other hosts (rank 0's ncclUniqueId).  Lone probes only: a
+        bundle frames its children's stdout, and this line would break the frame."""
+        if self.out_fd is None:
+            return
+        payload = ("FPSAY " + json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
+        with _FP_LOCK:
+            while payload:
+                payload = payload[os.write(self.out_fd, payload):]
 
     def read_text(self, path, default=None):
         """File contents stripped, or `default` when absent; PermissionError propagates."""
@@ -97,6 +109,7 @@ def fp_main(name, version, collect, args, deadline_s, announce=False):
         while payload:
             payload = payload[os.write(out_fd, payload):]
     ctx = ProbeContext(args, deadline_s)
+    ctx.out_fd = out_fd
 
     def on_deadline():
         _fp_emit(out_fd, name, version, "error", ctx.partial, ctx,
