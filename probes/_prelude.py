@@ -51,6 +51,35 @@ class ProbeContext(object):
             while payload:
                 payload = payload[os.write(self.out_fd, payload):]
 
+    def exit_with_controller(self, on_gone=None):
+        """Leave as soon as the controller is gone: our stdout's reader closed (POLLERR/POLLHUP on
+        the pipe: the SSH channel closed, the local transport was killed).  A coordinated step
+        starts this so an interrupted qualification leaves nothing running; `on_gone` runs first
+        (the fabric probe kills its tools)."""
+        if self.out_fd is None:
+            return
+        import select
+        try:
+            poller = select.poll()
+            poller.register(self.out_fd, 0)
+        except (OSError, ValueError, AttributeError):
+            return
+
+        def watch():
+            while True:
+                try:
+                    events = poller.poll(200)
+                except OSError:
+                    events = []
+                if any(ev & (select.POLLERR | select.POLLHUP) for _, ev in events):
+                    if on_gone is not None:
+                        on_gone()
+                    os._exit(5)
+
+        t = threading.Thread(target=watch)
+        t.daemon = True
+        t.start()
+
     def read_text(self, path, default=None):
         """File contents stripped, or `default` when absent; PermissionError propagates."""
         try:

@@ -26,7 +26,8 @@
 # Arguments: role, root (filesystem prefix: a fixture tree stands in for /sys and the tools' homes),
 # lib / nvml_lib (libcuda / libnvidia-ml), perftest_dirs (extra places to look), help_timeout_s;
 # "pairs": steps (orchestrator/engine/fabric_plan.py:probe_steps), tests, size, iters, lat_iters,
-# duration_s, gid_index, cuda ({hca: CUDA ordinal} for --use_cuda), output_cap.
+# duration_s, gid_index, cuda ({hca: CUDA ordinal} for --use_cuda), output_cap, start_at (the
+# wave's common start, seconds since the epoch on this host's clock: rounds count from it).
 # requires: _cuda
 import ctypes
 import fcntl
@@ -284,6 +285,7 @@ def _discover_host(ctx, a):
     for key in ("pci_path",):
         for rec in data["hcas"] + gpus:
             rec.pop(key, None)
+    data["clock"] = time.time()  # the controller measures this host's clock against its own
     return data
 
 
@@ -306,32 +308,6 @@ def _kill_all():
             p.kill()
         except OSError:
             pass
-
-
-def _watch_controller(ctx):
-    """The controller went away when our stdout's reader is gone (POLLERR/POLLHUP on the pipe):
-    kill every tool and leave now, without an envelope nobody would read."""
-    if ctx.out_fd is None:
-        return
-    try:
-        poller = select.poll()
-        poller.register(ctx.out_fd, 0)
-    except (OSError, ValueError, AttributeError):
-        return
-
-    def watch():
-        while True:
-            try:
-                events = poller.poll(200)
-            except OSError:
-                events = []
-            if any(ev & (select.POLLERR | select.POLLHUP) for _, ev in events):
-                _kill_all()
-                os._exit(5)
-
-    t = threading.Thread(target=watch)
-    t.daemon = True
-    t.start()
 
 
 def _bounded(data, cap):
@@ -458,8 +434,12 @@ def _run_step(a, tools, step, t_start, results, lock, cap):
 
 
 def _pairs(ctx, a):
-    t_start = time.time()
-    _watch_controller(ctx)
+    # Every host of the wave counts its rounds from the same moment (start_at, on this host's clock),
+    # so a host that came up late on a slow fan-out does not run out of step with its peers.
+    t_start = max(time.time(), float(a.get("start_at") or 0.0))
+    ctx.exit_with_controller(_kill_all)
+    while time.time() < t_start:
+        time.sleep(min(0.2, t_start - time.time()))
     tools, _ = _find_tools(a)
     steps = a.get("steps") or []
     cap = int(a.get("output_cap", 16384))

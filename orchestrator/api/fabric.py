@@ -69,11 +69,12 @@ class FabricInterrupted(Exception):
 
 
 @dataclass
-class _HostPart:
+class HostPart:
     """What one host's raw `fabric` envelope will hold."""
 
     host: Host
     discover: dict[str, Any] | None = None
+    clock_offset: float = 0.0  # the host's clock minus this controller's (from its discovery answer)
     outcome: Outcome = Outcome.OK
     reason: str = ""
     skipped: str | None = None
@@ -108,7 +109,7 @@ def _skip_reason(d: dict[str, Any]) -> str | None:
     return None
 
 
-def _member(part: _HostPart) -> Member:
+def _member(part: HostPart) -> Member:
     d = part.discover or {}
     override = part.host.vars.get("probe_fabric_addresses")
     override = override if isinstance(override, dict) else {}
@@ -126,7 +127,7 @@ def _lid(text: Any) -> int | None:
         return None
 
 
-def _cuda_map(part: _HostPart, spec: FabricSpec) -> dict[str, int]:
+def _cuda_map(part: HostPart, spec: FabricSpec) -> dict[str, int]:
     """HCA -> the CUDA ordinal of its nearest GPU, for --use_cuda, where perftest was built with CUDA
     and GPUDirect RDMA is expected (spec.use_cuda auto) or always asked for."""
     d = part.discover or {}
@@ -148,20 +149,23 @@ class Notice:
     say: Callable[[str], None] = lambda msg: None
 
 
-def budget_seconds(spec: FabricSpec, schedule: Schedule, n_groups: int) -> float:
-    """The qualification's ceiling: discovery, the first wave, the extra rounds, the NCCL rings."""
-    nccl = n_groups * (spec.nccl.timeout_s + SAY_TIMEOUT_S) if spec.nccl.enabled else 0.0
+def budget_seconds(spec: FabricSpec, schedule: Schedule, nccl_rounds: int) -> float:
+    """The qualification's ceiling: discovery, the first wave, the extra rounds, the NCCL rounds
+    (rings that share no GPU run side by side: one round each for the rails, the whole, each
+    bisection step)."""
+    nccl = nccl_rounds * (spec.nccl.timeout_s + SAY_TIMEOUT_S) if spec.nccl.enabled else 0.0
     return DISCOVER_TIMEOUT_S + wave_seconds(schedule, spec) + WAVE_SLACK_S + \
         spec.extra_rounds * spec.round_s + (WAVE_SLACK_S if spec.extra_rounds else 0) + nccl
 
 
-def _nccl_group_count(members: list[Member], spec: FabricSpec) -> int:
+def nccl_rounds(members: list[Member], spec: FabricSpec) -> int:
+    """NCCL rounds at most: the rail rings, the ring of every GPU, the bisection's steps (each
+    bisection round may need two batches when referees are few)."""
     if not spec.nccl.enabled:
         return 0
-    rails = {r.index for m in members for r in m.rails}
-    n = len(rails) * (1 + (math.ceil(math.log2(max(2, len(members)))) + 2 if spec.nccl.bisect else 0)) \
-        if spec.nccl.rail_aligned else 0
-    return n + (1 if spec.nccl.all_gpus else 0)
+    rails = 1 if spec.nccl.rail_aligned else 0
+    bisect = 2 * (math.ceil(math.log2(max(2, len(members)))) + 1) if spec.nccl.bisect and rails else 0
+    return rails + (1 if spec.nccl.all_gpus else 0) + bisect
 
 
 def qualify(hosts: list[Host], spec: FabricSpec, options: RunOptions, factory: TransportFactory,
@@ -169,7 +173,7 @@ def qualify(hosts: list[Host], spec: FabricSpec, options: RunOptions, factory: T
     """Every host's `fabric` result (see the module's docstring)."""
     notice = notice or Notice()
     t0 = time.monotonic()
-    parts = {h.name: _HostPart(h) for h in hosts}
+    parts = {h.name: HostPart(h) for h in hosts}
     conns = Connections(options, factory)
     try:
         _run(parts, spec, options, conns, stop, notice)
@@ -186,8 +190,9 @@ def qualify(hosts: list[Host], spec: FabricSpec, options: RunOptions, factory: T
     return {n: p.result(t0) for n, p in parts.items()}
 
 
-def _run(parts: dict[str, _HostPart], spec: FabricSpec, options: RunOptions, conns: Connections,
+def _run(parts: dict[str, HostPart], spec: FabricSpec, options: RunOptions, conns: Connections,
          stop: threading.Event, notice: Notice) -> None:
+    t_fanout = time.monotonic()
     found = run_wave([(p.host, ProbeCall(PROBE, {"role": "discover", "step_id": "discover"}, DISCOVER_TIMEOUT_S))
                       for p in parts.values()], conns, stop, options.become)
     for name, r in found.items():
@@ -198,6 +203,8 @@ def _run(parts: dict[str, _HostPart], spec: FabricSpec, options: RunOptions, con
             continue
         part.discover = data
         part.skipped = _skip_reason(data)
+        if isinstance(data.get("clock"), (int, float)) and r.answered_at is not None:
+            part.clock_offset = float(data["clock"]) - r.answered_at
     live = [p for p in parts.values() if p.discover is not None and not p.skipped]
     members = [_member(p) for p in live]
     by_name = {m.name: m for m in members}
@@ -205,7 +212,9 @@ def _run(parts: dict[str, _HostPart], spec: FabricSpec, options: RunOptions, con
     first = plan_pairs(members, spec, seed)
     for name, why in first.skipped.items():
         parts[name].skipped = why
-    ceiling = budget_seconds(spec, first, _nccl_group_count(members, spec))
+    # the waves start together: as long after they are sent as the discovery's fan-out took
+    lead = max(2.0, 1.5 * (time.monotonic() - t_fanout))
+    ceiling = budget_seconds(spec, first, nccl_rounds(members, spec)) + lead * (1 + spec.extra_rounds)
     rails = sorted({s.rail for s in first.steps})
     notice.say(f"{len(members)} host(s) x {len(rails)} rail(s): {first.rounds} round(s) of {spec.round_s:g} s "
                f"(+ at most {spec.extra_rounds} extra), tests {', '.join(spec.tests)}; at most {ceiling:.0f} s "
@@ -224,8 +233,8 @@ def _run(parts: dict[str, _HostPart], spec: FabricSpec, options: RunOptions, con
             p.errors.append(why)
         notice.say(why)
         return
-    _wave(1, first, live, by_name, spec, conns, stop, options)
-    extra_used = _extra_waves(first, live, by_name, members, spec, conns, stop, options, notice)
+    _wave(1, first, live, by_name, spec, conns, stop, options, lead)
+    extra_used = _extra_waves(first, live, by_name, members, spec, conns, stop, options, notice, lead)
     for p in live:
         p.plan["extra_rounds"] = extra_used
     if spec.nccl.enabled:
@@ -234,10 +243,12 @@ def _run(parts: dict[str, _HostPart], spec: FabricSpec, options: RunOptions, con
         run_rings(live, by_name, spec, conns, stop, options, notice, _facts_of)
 
 
-def _wave(n: int, schedule: Schedule, live: list[_HostPart], by_name: Mapping[str, Member], spec: FabricSpec,
-          conns: Connections, stop: threading.Event, options: RunOptions) -> None:
-    """One process per host with steps in `schedule`, all at once."""
-    timeout = wave_seconds(schedule, spec) + WAVE_SLACK_S
+def _wave(n: int, schedule: Schedule, live: list[HostPart], by_name: Mapping[str, Member], spec: FabricSpec,
+          conns: Connections, stop: threading.Event, options: RunOptions, lead: float) -> None:
+    """One process per host with steps in `schedule`, all at once, counting their rounds from one
+    moment `lead` seconds from now (each host's clock corrected by its measured offset)."""
+    timeout = lead + wave_seconds(schedule, spec) + WAVE_SLACK_S
+    start_at = time.time() + lead
     calls = []
     for p in live:
         steps = probe_steps(p.host.name, schedule, spec, by_name)
@@ -245,7 +256,8 @@ def _wave(n: int, schedule: Schedule, live: list[_HostPart], by_name: Mapping[st
             continue
         args = {"role": "pairs", "step_id": f"wave{n}", "steps": steps, "tests": list(spec.tests), "size": spec.size,
                 "iters": spec.iters, "lat_iters": min(1000, spec.iters), "duration_s": spec.duration_s,
-                "gid_index": spec.gid_index, "cuda": _cuda_map(p, spec), "output_cap": spec.output_cap}
+                "gid_index": spec.gid_index, "cuda": _cuda_map(p, spec), "output_cap": spec.output_cap,
+                "start_at": round(start_at + p.clock_offset, 3)}
         calls.append((p.host, ProbeCall(PROBE, args, timeout)))
     if not calls:
         return
@@ -256,13 +268,13 @@ def _wave(n: int, schedule: Schedule, live: list[_HostPart], by_name: Mapping[st
                                   "data": envelope_data(r)})
 
 
-def _facts_of(live: list[_HostPart]) -> dict[str, FabricFacts]:
+def _facts_of(live: list[HostPart]) -> dict[str, FabricFacts]:
     return {p.host.name: normalize(p.data()) for p in live}
 
 
-def _extra_waves(first: Schedule, live: list[_HostPart], by_name: Mapping[str, Member], members: list[Member],
+def _extra_waves(first: Schedule, live: list[HostPart], by_name: Mapping[str, Member], members: list[Member],
                  spec: FabricSpec, conns: Connections, stop: threading.Event, options: RunOptions,
-                 notice: Notice) -> int:
+                 notice: Notice, lead: float) -> int:
     """Re-pairing rounds while suspects remain, at most spec.extra_rounds in all."""
     met = first.pairs()
     used = 0
@@ -278,7 +290,7 @@ def _extra_waves(first: Schedule, live: list[_HostPart], by_name: Mapping[str, M
         wave += 1
         notice.say(f"re-pairing {sum(len(v) for v in loc.suspects.values())} suspect port(s) with cleared hosts: "
                    f"{repair.rounds} extra round(s)")
-        _wave(wave, repair, live, by_name, spec, conns, stop, options)
+        _wave(wave, repair, live, by_name, spec, conns, stop, options, lead)
         used += repair.rounds
         next_round += repair.rounds
     return used

@@ -318,7 +318,8 @@ def _fabric_step(pp: PlannedPlay, results: list[HostResult], options: RunOptions
     answered = {r.host.name for r in results if not any(p.outcome == Outcome.UNREACHABLE for p in r.probes.values())}
     hosts = [h for h in pp.hosts if not results or h.name in answered]
     assert pp.play.fabric is not None
-    notice = Notice(lambda msg: print(f"fabric: {msg}", file=sys.stderr, flush=True))
+    t0 = time.monotonic()
+    notice = Notice(lambda msg: print(f"fabric [{time.monotonic() - t0:.0f} s]: {msg}", file=sys.stderr, flush=True))
     interrupted = False
     try:
         got = qualify(hosts, pp.play.fabric, options, open_transport, stop, notice)

@@ -104,6 +104,7 @@ class StepResult:
     result: ProbeResult
     said: list[dict[str, Any]] = field(default_factory=list)
     started: bool = True
+    answered_at: float | None = None  # this controller's time.time() when the answer arrived
 
 
 def split_said(stdout: bytes) -> tuple[list[dict[str, Any]], bytes]:
@@ -177,7 +178,7 @@ class _Proc:
                 self.said = said
             pr = classify(self.host, self.call, _replace_stdout(res, rest), cap=self.conns.options.transport.max_output)
             healthy = res.exit_code == 0
-            self.result = StepResult(self.host.name, pr, self.said)
+            self.result = StepResult(self.host.name, pr, self.said, answered_at=time.time())
         except TransportError as e:
             from orchestrator.engine.outcomes import transport_outcome
 

@@ -49,6 +49,8 @@ class NcclSpec:
     all_gpus: bool = True
     bisect: bool = True
     timeout_s: float = 60.0
+    # the bus bandwidth floor holds from this message size up (smaller ones do not fill a link)
+    floor_min_bytes: int = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,8 @@ def _num(raw: Mapping[str, Any], key: str, default: float, lo: float, hi: float,
 _SPEC_KEYS = ("tests", "rounds", "extra_rounds", "round_s", "budget_s", "size", "iters", "duration_s", "use_cuda",
               "port_base", "rails", "gid_index", "bw_ratio", "lat_typical_us", "lat_p99_us", "peer_ratio",
               "output_cap", "nccl")
-_NCCL_KEYS = ("enabled", "ops", "min_bytes", "max_bytes", "iters", "rail_aligned", "all_gpus", "bisect", "timeout_s")
+_NCCL_KEYS = ("enabled", "ops", "min_bytes", "max_bytes", "iters", "rail_aligned", "all_gpus", "bisect", "timeout_s",
+              "floor_min_bytes")
 
 
 def spec_from_mapping(raw: Any) -> FabricSpec:
@@ -172,7 +175,8 @@ def _nccl_spec(raw: Any) -> NcclSpec:
     if lo > hi:
         raise FabricSpecError(f"fabric.nccl.min_bytes ({lo}) is above max_bytes ({hi})")
     return NcclSpec(ops=tuple(ops), min_bytes=lo, max_bytes=hi, iters=_num(raw, "iters", 5, 1, 1000, int),
-                    timeout_s=_num(raw, "timeout_s", 60.0, 5.0, 3600.0), **flags)
+                    timeout_s=_num(raw, "timeout_s", 60.0, 5.0, 3600.0),
+                    floor_min_bytes=_num(raw, "floor_min_bytes", 64 << 20, 4, 16 << 30, int), **flags)
 
 
 # ------------------------------------------------------------------------------- rails

@@ -37,6 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PERFTEST_SOURCE = HERE / "fake_perftest.c"
+FABRIC_HEADER = HERE / "fake_fabric.h"  # the host.conf and scenario reader both fakes share
 PERFTEST_TOOLS = ("ib_write_bw", "ib_write_lat", "ib_send_bw")
 MACHINE = "fabric-node"
 LINE_GBPS = 400.0
@@ -73,10 +74,11 @@ class FabricScenario:
         return "\n".join(lines) + "\n"
 
     def planted(self) -> dict[str, set[tuple[str, ...]]]:
-        """What the findings must name, as (finding id -> the keys its findings carry)."""
+        """What the findings must name, as (finding id -> the keys its findings carry).  Without
+        perftest a slow host is found by bisecting the NCCL rings (fabric.nccl.slow)."""
         out: dict[str, set[tuple[str, ...]]] = {}
         for h in self.hosts:
-            out.setdefault("fabric.host.slow", set()).add((h,))
+            out.setdefault("fabric.nccl.slow" if self.no_perftest else "fabric.host.slow", set()).add((h,))
         for h, c in self.hcas:
             out.setdefault("fabric.hca.slow", set()).add((h, c))
         for a, b, c in self.pairs:
@@ -122,7 +124,7 @@ def random_scenario(names: list[str], rails: int, seed: int, kinds: Iterable[str
 
 def build_fake_perftest(dest_dir: Path) -> Path:
     """Compile fake_perftest.c once (cached by its content) into dest_dir; return the binary."""
-    src = PERFTEST_SOURCE.read_text()
+    src = PERFTEST_SOURCE.read_text() + FABRIC_HEADER.read_text()
     key = hashlib.sha256(src.encode()).hexdigest()[:16]
     out = Path(dest_dir) / f"fake-perftest-{key}" / "perftest"
     if out.is_file():
@@ -257,13 +259,20 @@ def build_fleet(dest: Path, names: list[str], rails: int, scenario: FabricScenar
         libs["nccl"] = str(build_fake_nccl(MACHINE, libs_dir))
     hosts = []
     for i, name in enumerate(names):
+        # a planted HCA fault is a card whose PCIe link trained down to x8, as it often is in the field
+        widths = {int(hca.split("_")[-1]): 8 for host, hca in scenario.hcas if host == name}
         h = build_host(dest / name, name, i, rails, scenario_path,
-                       None if name in scenario.no_perftest else perftest)
+                       None if name in scenario.no_perftest else perftest, hca_width=widths)
         cuda = libs["cuda_busy"] if name in scenario.busy else libs["cuda"]
         fabric_args: dict[str, Any] = {"lib": cuda, "nvml_lib": cuda}
         h.vars = {"probe_root": str(h.root), "probe_fabric_addresses": dict(h.addresses),
                   "probe_args": {"fabric": fabric_args}}
         if nccl:
-            h.vars["probe_args"]["nccl"] = {"lib": cuda, "nvml_lib": cuda, "nccl_lib": libs["nccl"]}
+            # the host's own copy of the library's path: the fake finds the host's conf beside it
+            lib = h.root / "usr/lib/libnccl.so.2"
+            lib.parent.mkdir(parents=True, exist_ok=True)
+            if not lib.is_symlink():
+                lib.symlink_to(libs["nccl"])
+            h.vars["probe_args"]["nccl"] = {"lib": cuda, "nvml_lib": cuda, "nccl_lib": str(lib)}
         hosts.append(h)
     return SimFleet(hosts, scenario, scenario_path, libs)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.model import FabricFacts, FabricHca
+from orchestrator.facts.model import FabricFacts, FabricHca, FabricNcclGroup
 
 RAIL_BAD_SHARE = 0.75  # of a rail's pairs slow: the rail
 HCA_BAD_SHARE = 0.75  # of a port's pairs slow (its peers cleared): the port
@@ -384,6 +384,66 @@ def failed_hosts(facts: Mapping[str, FabricFacts]) -> list[Fault]:
     return out
 
 
+def all_faults(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> tuple[Localisation, list[Fault]]:
+    """The localisation and every fault it and the GDR check name (what may explain a slow ring)."""
+    loc = locate(facts, t)
+    return loc, [*loc.faults, *gdr_faults(facts)]
+
+
 def measured_hosts(facts: Mapping[str, FabricFacts]) -> set[str]:
     return {h for h, f in facts.items() if any(m.get("value") is not None for m in f.get("measurements") or [])}
 
+
+
+# ------------------------------------------------------------------------------- NCCL rings
+
+# A ring of one rank per host moves about its slowest link's rate: its bus bandwidth (GB/s) below
+# this share of the slowest member port's line rate (Gb/s / 8) is slow.
+NCCL_RAIL_RATIO = 0.7
+
+
+def nccl_floor(g: FabricNcclGroup, facts: Mapping[str, FabricFacts]) -> float | None:
+    """The bus bandwidth floor of a communicator across hosts (GB/s), from its members' ports on
+    its rail (every rail for a communicator over all GPUs)."""
+    rates: list[float] = []
+    for m in g["members"]:
+        f = facts.get(m)
+        hcas = [h for h in (f["hcas"] if f else []) if g["rail"] is None or h["rail"] == g["rail"]]
+        rates += [r for h in hcas if (r := h["rate_gbps"]) is not None]
+    return round(min(rates) / 8 * NCCL_RAIL_RATIO, 1) if rates else None
+
+
+NCCL_FLOOR_MIN_BYTES = 64 << 20  # the floor holds from this message size up (a plan may say less)
+
+
+def largest_size(g: FabricNcclGroup) -> int | None:
+    sizes = [r["size_bytes"] for r in g["results"] if r["op"] == "all_reduce" and r["busbw_gbps"] is not None]
+    return max(sizes) if sizes else None
+
+
+def ring_slow(g: FabricNcclGroup, facts: Mapping[str, FabricFacts], min_bytes: int = NCCL_FLOOR_MIN_BYTES) -> bool:
+    """Below the floor at its largest all_reduce, when that message is large enough to be judged."""
+    floor = nccl_floor(g, facts)
+    size = largest_size(g)
+    return (g["busbw_gbps"] is not None and floor is not None and size is not None and size >= min_bytes
+            and g["busbw_gbps"] < floor)
+
+
+def floor_min_bytes(spec: Mapping[str, Any] | None) -> int:
+    v = ((spec or {}).get("nccl") or {}).get("floor_min_bytes")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else NCCL_FLOOR_MIN_BYTES
+
+
+def ring_explained(g: FabricNcclGroup, faults: list[Fault]) -> list[Fault]:
+    """The localised faults that slow this ring: on one of its hosts, on its rail, or a path of it."""
+    members = set(g["members"])
+
+    def slows(f: Fault) -> bool:
+        if f.kind in ("host", "gdr"):
+            return f.hosts[0] in members
+        on_rail = g["rail"] is None or f.rail == g["rail"]
+        if f.kind == "path":
+            return on_rail and set(f.hosts) <= members
+        return f.kind in ("hca", "rail") and on_rail and bool(set(f.hosts) & members)
+
+    return [f for f in faults if slows(f)]

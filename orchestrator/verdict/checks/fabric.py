@@ -17,11 +17,14 @@ from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.fabric_locate import (
     Fault,
     Thresholds,
+    all_faults,
     downtrained,
     failed_hosts,
-    gdr_faults,
+    floor_min_bytes,
     link_text,
-    locate,
+    nccl_floor,
+    ring_explained,
+    ring_slow,
 )
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
@@ -35,9 +38,6 @@ STEP_FAILED = "fabric.step.failed"
 NCCL_SLOW = "fabric.nccl.slow"
 NCCL_WRONG = "fabric.nccl.data_wrong"
 NCCL_TRANSPORT = "fabric.nccl.transport"
-# an NCCL ring of one rank per host moves about the link's rate: its bus bandwidth (GB/s) below this
-# share of the slowest member port's line rate (Gb/s / 8) is slow
-NCCL_RAIL_RATIO = 0.7
 PAIRWISE = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED)
 NCCL_IDS = (NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT)
 
@@ -156,26 +156,6 @@ def _groups(facts: Mapping[str, FabricFacts]) -> dict[str, FabricNcclGroup]:
     return out
 
 
-def _group_floor(g: FabricNcclGroup, facts: Mapping[str, FabricFacts]) -> float | None:
-    rates: list[float] = []
-    for m in g["members"]:
-        f = facts.get(m)
-        hcas = [h for h in (f["hcas"] if f else []) if g["rail"] is None or h["rail"] == g["rail"]]
-        rates += [r for h in hcas if (r := h["rate_gbps"]) is not None]
-    return round(min(rates) / 8 * NCCL_RAIL_RATIO, 1) if rates else None
-
-
-def _explained(g: FabricNcclGroup, faults: list[Fault]) -> list[Fault]:
-    """The localised faults that slow this ring: on one of its hosts, on its rail, or a path of it."""
-    members = set(g["members"])
-    out = []
-    for f in faults:
-        if (f.kind in ("host", "gdr") and f.hosts[0] in members) or (f.kind in ("hca", "rail", "path") and (g["rail"] is None or f.rail == g["rail"]) and \
-                set(f.hosts) & members and (f.kind != "path" or set(f.hosts) <= members)):
-            out.append(f)
-    return out
-
-
 def _bisect_culprits(root: FabricNcclGroup, groups: dict[str, FabricNcclGroup], slow: set[str]) -> list[str]:
     """Hosts the bisection pinned down: in a slow group of two whose other member is in a fast group."""
     rail = root["rail"]
@@ -194,9 +174,9 @@ def _bisect_culprits(root: FabricNcclGroup, groups: dict[str, FabricNcclGroup], 
 
 def nccl_findings(facts: Mapping[str, FabricFacts], faults: list[Fault]) -> Iterable[Finding]:
     groups = _groups(facts)
-    floors = {name: _group_floor(g, facts) for name, g in groups.items()}
-    slow = {n for n, g in groups.items()
-            if g["busbw_gbps"] is not None and floors[n] is not None and g["busbw_gbps"] < (floors[n] or 0)}
+    floors = {name: nccl_floor(g, facts) for name, g in groups.items()}
+    min_bytes = floor_min_bytes(_spec(facts))
+    slow = {n for n, g in groups.items() if ring_slow(g, facts, min_bytes)}
     for name, g in sorted(groups.items()):
         members = g["members"]
         if g["wrong"]:
@@ -214,29 +194,40 @@ def nccl_findings(facts: Mapping[str, FabricFacts], faults: list[Fault]) -> Iter
                             "are there", expected="NET/IB", actual=g["transport"],
                             hint="check NCCL_IB_DISABLE, NCCL_IB_HCA, libibverbs and the rdma-core packages in the "
                                  "environment jobs get")
-        if g["kind"] not in ("rail", "all") or name not in slow:
+    # slow rings no pairwise fault explains: bisected to hosts where the bisection could
+    culprits: dict[str, list[str]] = {}
+    unexplained = []
+    for name, g in sorted(groups.items()):
+        if g["kind"] not in ("rail", "all") or name not in slow or ring_explained(g, faults):
             continue
-        why = _explained(g, faults)
-        if why:
-            continue  # the pairwise faults already name what slows this ring
-        culprits = _bisect_culprits(g, groups, slow)
-        nums = f"{g['busbw_gbps']:.1f} GB/s bus bandwidth against a floor of {floors[name]:.1f} GB/s"
+        unexplained.append(name)
+        for h in _bisect_culprits(g, groups, slow) if g["kind"] == "rail" else []:
+            culprits.setdefault(h, []).append(name)
+    for h, rings in sorted(culprits.items()):
+        gs = [groups[n] for n in rings]
+        measured = min(g["busbw_gbps"] or 0.0 for g in gs)
+        floor = min(floors[n] or 0.0 for n in rings)
         deciding = [f"{n}: {gg['busbw_gbps']:.1f} GB/s over {', '.join(gg['members'])}" for n, gg in sorted(groups.items())
-                    if gg["kind"] == "bisect" and gg["rail"] == g["rail"] and gg["busbw_gbps"] is not None][:10]
-        if culprits:
-            for h in culprits:
-                yield fault(NCCL_SLOW, h, f"NCCL {name} (rail {g['rail']}, {g['hca'] or 'all HCAs'})",
-                            f"the rail-aligned all_reduce over {len(members)} hosts is slow ({nums}); bisecting the "
-                            f"group names this host", expected=floors[name], actual=g["busbw_gbps"],
-                            evidence=[f"{name}: {g['busbw_gbps']:.1f} GB/s, transport {g['transport'] or '?'}", *deciding],
-                            hint="run the pairwise perftest steps on this host's rail (perftest was not there to "
-                                 "localise it further): its HCA, cable or PCIe link")
-        else:
-            for h in members:
-                yield unknown(NCCL_SLOW, h, f"NCCL {name}",
-                              f"the all_reduce over {len(members)} hosts is slow ({nums}) and no single host or "
-                              "pair explains it", severity=Severity.WARN, expected=floors[name], actual=g["busbw_gbps"],
-                              evidence=deciding, hint="run the pairwise perftest steps (install perftest) to localise it")
+                    if gg["kind"] == "bisect" and h in gg["members"] and gg["busbw_gbps"] is not None][:10]
+        where = "every rail's ring" if len(rings) > 1 and len(rings) == len({g["rail"] for g in groups.values()
+                                                                              if g["kind"] == "rail"}) else ", ".join(rings)
+        yield fault(NCCL_SLOW, h, f"host (NCCL {', '.join(rings)})",
+                    f"the rail-aligned all_reduce is slow ({measured:.1f} GB/s bus bandwidth against a floor of "
+                    f"{floor:.1f} GB/s) and bisecting {where} names this host", expected=floor, actual=measured,
+                    evidence=[f"{n}: {groups[n]['busbw_gbps']:.1f} GB/s over {len(groups[n]['members'])} hosts, "
+                              f"transport {groups[n]['transport'] or '?'}" for n in rings] + deciding,
+                    hint="perftest was not there to localise it further: its HCAs, cables, PCIe links; run the "
+                         "pairwise steps (install perftest) for the exact port")
+    for name in unexplained:
+        g = groups[name]
+        if set(g["members"]) & set(culprits):
+            continue  # the bisection's host explains this ring too
+        nums = f"{g['busbw_gbps']:.1f} GB/s bus bandwidth against a floor of {floors[name]:.1f} GB/s"
+        for h in g["members"]:
+            yield unknown(NCCL_SLOW, h, f"NCCL {name}",
+                          f"the all_reduce over {len(g['members'])} hosts is slow ({nums}) and no single host or "
+                          "pair explains it", severity=Severity.WARN, expected=floors[name], actual=g["busbw_gbps"],
+                          hint="run the pairwise perftest steps (install perftest) to localise it")
 
 
 # ------------------------------------------------------------------------------- the check
@@ -246,10 +237,8 @@ def check_fabric(views: list[HostView]) -> Iterable[Finding]:
     facts = _taking_part(views)
     if len(facts) < 2:
         return
-    loc = locate(facts, Thresholds.of(_spec(facts)))
-    for f in loc.faults:
-        yield from _finding(f, facts)
-    for f in gdr_faults(facts):
+    loc, faults = all_faults(facts, Thresholds.of(_spec(facts)))
+    for f in faults:
         yield from _finding(f, facts)
     for f in failed_hosts(facts):
         yield from _finding(f, facts)
@@ -263,7 +252,7 @@ def check_fabric(views: list[HostView]) -> Iterable[Finding]:
                           f"slow pair measurements on rail {rail} that the rounds could not pin on this host, its "
                           "peer or the path", severity=Severity.WARN, evidence=[s.describe() for s in bad[:6]],
                           hint="raise fabric.extra_rounds or fabric.rounds so the host meets more peers")
-    yield from nccl_findings(facts, loc.faults)
+    yield from nccl_findings(facts, faults)
 
 
 def unjudged(facts: Facts) -> dict[str, str]:
