@@ -293,21 +293,30 @@ def _discover_host(ctx, a):
 
 
 def _child_setup():
-    """In the tool's child: die with this probe (PR_SET_PDEATHSIG, SIGKILL), whatever kills it."""
+    """In the tool's child (its own session, so its whole group is killed at its deadline): die with
+    this probe too (PR_SET_PDEATHSIG, SIGKILL), whatever kills the probe."""
     try:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
 
-def _kill_all():
-    with _LIVE_LOCK:
-        procs = list(_LIVE)
-    for p in procs:
+def _kill(p):
+    """A tool and whatever it started: its own process group (a tool that forks leaves nothing)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
         try:
             p.kill()
         except OSError:
             pass
+
+
+def _kill_all():
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for p in procs:
+        _kill(p)
 
 
 def _bounded(data, cap):
@@ -323,7 +332,7 @@ def _run_tool(argv, deadline, cap):
     timed_out).  Output past 4 x cap is read and dropped, so a chatty tool cannot fill memory."""
     try:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=_child_setup, close_fds=True)
+                             preexec_fn=_child_setup, close_fds=True, start_new_session=True)
     except OSError as e:
         return 127, b"", str(e).encode(), False
     with _LIVE_LOCK:
@@ -345,11 +354,11 @@ def _run_tool(argv, deadline, cap):
                 elif len(fds[fd]) < 4 * cap:
                     fds[fd].extend(chunk)
         if timed_out:
-            p.kill()
+            _kill(p)
         try:
             p.wait(timeout=max(0.5, deadline - time.time()) if not timed_out else 5)
         except subprocess.TimeoutExpired:
-            p.kill()
+            _kill(p)
             p.wait()
             timed_out = True
     finally:

@@ -120,3 +120,57 @@ def plan_of(doc: dict[str, Any]) -> dict[str, Any]:
         if plan:
             return dict(plan)
     raise AssertionError("no host recorded a fabric plan")
+
+
+HUNG_TOOL = "#!/usr/bin/env python3\n# a perftest that hangs (a dead HCA's driver call): it never connects nor listens\nimport time\ntime.sleep(600)\n"
+
+
+def hang_tool(root: Path, tool: str = "ib_write_bw") -> None:
+    """Replace a simulated host's perftest tool by one that hangs until it is killed."""
+    path = root / "usr/bin" / tool
+    path.unlink()
+    path.write_text(HUNG_TOOL)
+    path.chmod(0o755)
+
+
+# ------------------------------------------------------------------------------ synthetic facts
+
+
+def synthetic_facts(hosts: list[str], rails: int, factor: Any = None, rounds: int | None = None,
+                    line: float = 400.0, gdr_broken: tuple[str, ...] = ()) -> dict[str, Any]:
+    """host -> facts["fabric"] as the normalizer writes them, for a full round robin (or its first
+    `rounds` rounds): `factor(a, b, rail)` scales each pair's bandwidth and latency (1.0: healthy)."""
+    from orchestrator.engine.fabric_plan import tournament
+
+    factor = factor or (lambda a, b, rail: 1.0)
+    facts: dict[str, Any] = {}
+    for h in hosts:
+        facts[h] = {
+            "source": "probe", "skipped": None, "gpus": [], "perftest": {"tools": {}, "cuda": True, "missing": []},
+            "hcas": [{"hca": f"mlx5_{r}", "port": 1, "rail": r, "state": "ACTIVE", "link_layer": "InfiniBand",
+                      "rate": "400 Gb/sec (4X NDR)", "rate_gbps": line, "width": 4, "lid": hex(1 + r), "port_guid": None,
+                      "node_guid": None, "bus_id": f"0000:{0x13 + 0x10 * r:02x}:00.0",
+                      "pcie": {"speed": "32.0 GT/s PCIe", "width": 16, "max_speed": "32.0 GT/s PCIe", "max_width": 16},
+                      "numa_node": 0, "nearest_gpu": None, "address": None} for r in range(rails)],
+            "gdr": {"expected": True, "why": "nvidia_peermem is loaded", "nvidia_peermem": True, "nv_peer_mem": False,
+                    "dmabuf": None},
+            "measurements": [], "nccl": [], "errors": [],
+            "plan": {"hosts": len(hosts), "rails": rails, "rounds": 0, "extra_rounds": 0, "round_s": 30.0,
+                     "budget_s": 1800.0, "tests": ["ib_write_bw", "ib_write_lat"], "spec": {}},
+        }
+    for k, pairs in enumerate(tournament(hosts, rounds, "synthetic")):
+        for a, b in pairs:
+            for r in range(rails):
+                f = factor(a, b, r)
+                for test, kind, value in (("ib_write_bw", "bw", line * 0.965 * f), ("ib_write_lat", "lat", 1.9 / f ** 0.5)):
+                    for me, peer, role in ((a, b, "client"), (b, a, "server")):
+                        facts[me]["measurements"].append({
+                            "round": k, "rail": r, "hca": f"mlx5_{r}", "peer": peer, "peer_hca": f"mlx5_{r}", "role": role,
+                            "test": test, "kind": kind, "extra": False, "value": round(value, 3),
+                            "p99_us": round(value * 1.09, 3) if kind == "lat" else None, "size": 65536 if kind == "bw" else 2,
+                            "use_cuda": 0 if kind == "bw" else None,
+                            "gdr_error": "Couldn't allocate MR" if kind == "bw" and me in gdr_broken else None,
+                            "error": None, "error_kind": None})
+        for h in hosts:
+            facts[h]["plan"]["rounds"] = k + 1
+    return facts
