@@ -113,10 +113,12 @@ def _member(part: HostPart) -> Member:
     d = part.discover or {}
     override = part.host.vars.get("probe_fabric_addresses")
     override = override if isinstance(override, dict) else {}
-    ports = sorted((h for h in d.get("hcas") or [] if h.get("state") == "ACTIVE"), key=lambda h: (h["hca"], h["port"] or 0))
+    # a rail is a port's place among all of the host's ports (mlx5_3 is rail 3 even when mlx5_2 is
+    # down), so hosts of one model line their rails up; only active ports take part
+    ports = sorted(d.get("hcas") or [], key=lambda h: (h["hca"], h["port"] or 0))
     rails = tuple(Rail(i, h["hca"], h.get("port") or 1, str(override.get(h["hca"]) or h.get("address") or "") or None,
                        _lid(h.get("lid")))
-                  for i, h in enumerate(ports))
+                  for i, h in enumerate(ports) if h.get("state") == "ACTIVE")
     return Member(part.host.name, part.host.address, rails)
 
 

@@ -284,11 +284,14 @@ def rail_indices(members: Iterable[Member], limit: int | None = None) -> list[in
 def _steps_for(rounds: list[list[tuple[str, str]]], by_name: Mapping[str, Member], rails: list[int], port_base: int,
                first_round: int, extra: bool) -> list[PairStep]:
     steps = []
+    served: dict[str, int] = {}
     for k, pairs in enumerate(rounds):
         rnd = first_round + k
         for i, (a, b) in enumerate(pairs):
-            # servers alternate so that every host listens about half of the time
-            server, client = (a, b) if (rnd + i) % 2 == 0 else (b, a)
+            # the one who listened less so far listens: every host is the server about half the time
+            ka, kb = served.get(a, 0), served.get(b, 0)
+            server, client = (a, b) if ka < kb or (ka == kb and (rnd + i) % 2 == 0) else (b, a)
+            served[server] = served.get(server, 0) + 1
             for rail in rails:
                 rs, rc = by_name[server].rail(rail), by_name[client].rail(rail)
                 if rs is None or rc is None:
