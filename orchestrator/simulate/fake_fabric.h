@@ -13,8 +13,6 @@
 
 #define MAX_RAILS 16
 #define MAX_RULES 256
-#define MAX_MOVE (64u << 20)
-#define DASH "---------------------------------------------------------------------------------------"
 
 typedef struct { char hca[64], addr[64], gid[80]; int lid; double gbps; } rail_t;
 static struct { char host[128], scenario[PATH_MAX]; rail_t rails[MAX_RAILS]; int nrails, cuda; } me;

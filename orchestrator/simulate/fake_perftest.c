@@ -6,7 +6,7 @@
  * conf names (faults per host, HCA, pair and rail), then behaves as the real tool on the wire:
  * the server listens on its rail's address (the real one listens on every address; simulated hosts
  * share one machine), the client connects from its own rail's address, and the bytes really move:
- * size x iterations in the bandwidth tests (capped at 64 MiB), `iterations` ping-pongs of `size`
+ * size x iterations in the bandwidth tests (capped at 1 MiB), `iterations` ping-pongs of `size`
  * bytes in the latency tests, every byte of a known pattern checked on the other side.  What is
  * modelled is the figure printed: the line rate times the scenario's factors for this pair, with a
  * little seeded noise, and a latency that grows as the link slows.  The output is perftest's own
@@ -31,6 +31,9 @@
 #include <unistd.h>
 
 #include "fake_fabric.h"
+
+#define MAX_MOVE (1u << 20) /* bytes really moved per bandwidth test, at most: the figure is modelled */
+#define DASH "---------------------------------------------------------------------------------------"
 
 static void die(const char *fmt, ...)
 {
@@ -185,14 +188,15 @@ static void lat_table(double typical)
 
 /* ------------------------------------------------------------------------------ the test */
 
-struct peer { char host[128], hca[64]; int lid; };
+struct peer { char host[128], hca[64]; int lid; double gbps; };
 
 static double model_gbps(rail_t *r, struct peer *p, int server)
 {
     const char *a = server ? p->host : me.host, *ah = server ? p->hca : r->hca;   /* client first: both agree */
     const char *b = server ? me.host : p->host, *bh = server ? r->hca : p->hca;
     double f = pair_factor(a, ah, b, bh);
-    return r->gbps * 0.965 * f * (1.0 + noise(a, b, ah, opt.tool, 0.006));
+    double line = p->gbps > 0 && p->gbps < r->gbps ? p->gbps : r->gbps;   /* the slower port sets the link */
+    return line * 0.965 * f * (1.0 + noise(a, b, ah, opt.tool, 0.006));
 }
 
 static double model_lat(rail_t *r, struct peer *p, int server)
@@ -283,12 +287,12 @@ static int run(rail_t *r)
     /* who is on the other end: host, HCA, LID (perftest swaps LIDs and QPNs here) */
     char hello[256], got[256];
     struct peer p;
-    snprintf(hello, sizeof hello, "FAKEPERF %s %s %d %s %ld %d\n", me.host, r->hca, r->lid, opt.tool, opt.size, opt.iters);
+    snprintf(hello, sizeof hello, "FAKEPERF %s %s %d %s %ld %d %.1f\n", me.host, r->hca, r->lid, opt.tool, opt.size, opt.iters, r->gbps);
     if (send_all(fd, hello, strlen(hello)) || recv_line(fd, got, sizeof got)) { fprintf(stderr, " Failed to exchange data between server and clients\n"); return 1; }
     char ptool[64];
     long psize = 0;
     int piters = 0;
-    if (sscanf(got, "FAKEPERF %127s %63s %d %63s %ld %d", p.host, p.hca, &p.lid, ptool, &psize, &piters) != 6 ||
+    if (sscanf(got, "FAKEPERF %127s %63s %d %63s %ld %d %lf", p.host, p.hca, &p.lid, ptool, &psize, &piters, &p.gbps) != 7 ||
         strcmp(ptool, opt.tool) || psize != opt.size || piters != opt.iters) {
         fprintf(stderr, " Failed to exchange data between server and clients (the two sides differ: %s)\n", got);
         return 1;

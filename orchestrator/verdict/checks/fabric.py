@@ -73,6 +73,18 @@ def _port(facts: Mapping[str, FabricFacts], host: str, name: str) -> str:
     return f"{host}:{name} (LID {h.get('lid') or '?'}, port GUID {h.get('port_guid') or '?'})"
 
 
+def _rate_text(facts: Mapping[str, FabricFacts], host: str, found: FabricHca | None, rail: int | None) -> str:
+    """"its port is active at 100 Gb/s where the rail's others run 400 Gb/s; " when that explains it."""
+    mine = found["rate_gbps"] if found else None
+    others = [r for h, f in facts.items() if h != host for x in f["hcas"]
+              if x["rail"] == rail and (r := x["rate_gbps"]) is not None]
+    if mine is None or not others:
+        return ""
+    usual = max(set(others), key=others.count)
+    return f"its port is active at {found['rate'] if found else mine} where the rail's other ports run {usual:g} Gb/s; " \
+        if mine < usual else ""
+
+
 def _numbers(f: Fault) -> str:
     if f.measured is None:
         return ""
@@ -102,7 +114,7 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
         rate = (found["rate"] if found else None) or "rate ?"
         yield fault(HCA_SLOW, host, f"{name} (rail {f.rail}, {bus})",
                     f"{name} is {f.detail} ({nums}); the peers are fast with others: this HCA, cable or switch port; "
-                    f"{why}", expected=f.expected, actual=f.measured,
+                    f"{_rate_text(facts, host, found, f.rail)}{why}", expected=f.expected, actual=f.measured,
                     evidence=[*f.evidence, f"{name}: {rate}, {link_text(link)}"],
                     hint="reseat or replace the cable or transceiver, check the switch port's counters; a downtrained "
                          "PCIe link needs the card reseated; `mlxlink -d` shows the physical layer")
@@ -265,7 +277,10 @@ def unjudged(facts: Facts) -> dict[str, str]:
     out: dict[str, str] = {}
     perftest = f.get("perftest") or {}
     measured = [m for m in f.get("measurements") or [] if m.get("error_kind") != "missing"]
-    if not measured:
+    if f.get("source") == "text":
+        out.update(dict.fromkeys((*PAIRWISE, STEP_FAILED), "imported text: localising needs a qualification's pairs "
+                                                           "over several hosts (probe run -p fabric)"))
+    elif not measured:
         missing = perftest.get("missing") or []
         why = (f"perftest not installed ({', '.join(missing)} not found)" if missing
                else "no pairwise perftest measurement")
