@@ -249,14 +249,16 @@ def _find_tools(a):
     return found, dirs
 
 
-def _built_with_cuda(path, timeout):
-    """Whether the tool takes --use_cuda (perftest lists it in --help only when built with CUDA)."""
+def _cuda_flags(path, timeout):
+    """Whether the tool takes --use_cuda and --use_cuda_dmabuf (perftest lists them in --help only
+    when built with CUDA, the second when that CUDA has DMA-BUF): (cuda, dmabuf)."""
     try:
         p = subprocess.run([path, "--help"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=timeout, preexec_fn=_child_setup)
     except (OSError, subprocess.SubprocessError):
-        return None
-    return b"use_cuda" in p.stdout[:65536]
+        return None, None
+    out = p.stdout[:65536]
+    return b"use_cuda" in out, b"use_cuda_dmabuf" in out
 
 
 def _discover_host(ctx, a):
@@ -277,11 +279,11 @@ def _discover_host(ctx, a):
         "dmabuf": any(g.get("dmabuf") == 1 for g in gpus) if any(g.get("dmabuf") is not None for g in gpus) else None,
     }
     tools, dirs = _find_tools(a)
-    cuda = None
+    cuda = dmabuf = None
     for path in tools.values():
-        cuda = _built_with_cuda(path, float(a.get("help_timeout_s", 5.0)))
+        cuda, dmabuf = _cuda_flags(path, float(a.get("help_timeout_s", 5.0)))
         break
-    data["perftest"] = {"tools": tools, "searched": dirs, "cuda": cuda}
+    data["perftest"] = {"tools": tools, "searched": dirs, "cuda": cuda, "dmabuf": dmabuf}
     for key in ("pci_path",):
         for rec in data["hcas"] + gpus:
             rec.pop(key, None)
@@ -388,6 +390,8 @@ def _argv(a, tool_path, test, step, port, cuda):
         argv += ["-x", str(int(a["gid_index"]))]
     if cuda is not None:
         argv.append("--use_cuda=%d" % int(cuda))
+        if a.get("cuda_dmabuf"):  # GPU memory registered through DMA-BUF (no peer-memory module)
+            argv.append("--use_cuda_dmabuf")
     if step["role"] == "client":
         argv.append(step["connect"])
     return argv

@@ -144,6 +144,15 @@ def _cuda_map(part: HostPart, spec: FabricSpec) -> dict[str, int]:
     return {h["hca"]: ordinal[h.get("nearest_gpu")] for h in d.get("hcas") or [] if h.get("nearest_gpu") in ordinal}
 
 
+def _dmabuf_only(part: HostPart) -> bool:
+    """GPU memory must be registered through DMA-BUF (--use_cuda_dmabuf): no peer-memory module is
+    loaded, the GPUs support DMA-BUF and the tools take the flag."""
+    d = part.discover or {}
+    gdr = d.get("gdr") or {}
+    return (not gdr.get("nvidia_peermem") and not gdr.get("nv_peer_mem") and gdr.get("dmabuf") is True
+            and (d.get("perftest") or {}).get("dmabuf") is True)
+
+
 @dataclass
 class Notice:
     """What the operator is told before and while the qualification runs (stderr in the CLI)."""
@@ -258,7 +267,8 @@ def _wave(n: int, schedule: Schedule, live: list[HostPart], by_name: Mapping[str
             continue
         args = {"role": "pairs", "step_id": f"wave{n}", "steps": steps, "tests": list(spec.tests), "size": spec.size,
                 "iters": spec.iters, "lat_iters": min(1000, spec.iters), "duration_s": spec.duration_s,
-                "gid_index": spec.gid_index, "cuda": _cuda_map(p, spec), "output_cap": spec.output_cap,
+                "gid_index": spec.gid_index, "cuda": _cuda_map(p, spec), "cuda_dmabuf": _dmabuf_only(p),
+                "output_cap": spec.output_cap,
                 "start_at": round(start_at + p.clock_offset, 3)}
         calls.append((p.host, ProbeCall(PROBE, args, timeout)))
     if not calls:

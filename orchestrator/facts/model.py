@@ -688,7 +688,7 @@ class FabricFacts(TextOrigin):
     hcas: list[FabricHca]
     gpus: list[dict[str, Any]]
     gdr: FabricGdr | None
-    perftest: dict[str, Any]  # tools found, built with CUDA, missing
+    perftest: dict[str, Any]  # tools found, built with CUDA (cuda), with --use_cuda_dmabuf (dmabuf), missing
     measurements: list[FabricMeasure]
     nccl: list[FabricNcclGroup]
     plan: FabricPlan | None

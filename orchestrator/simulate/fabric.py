@@ -4,7 +4,8 @@ Each host is a directory tree standing in for its filesystem (the probes' `root`
 
 * sysfs: per rail r a PCIe switch under its own root port holding GPU r (0000:r2:00.0) and HCA mlx5_r
   (0000:r3:00.0), with link speeds and widths; /sys/class/infiniband/mlx5_r with port 1's state,
-  rate, LID and GID; /sys/module/nvidia_peermem where the host has GPUDirect RDMA;
+  rate, LID and GID; /sys/module/nvidia_peermem, except on hosts whose GPU memory registers only
+  through DMA-BUF (the scenario's `dmabuf_only`: healthy, perftest needs --use_cuda_dmabuf there);
 * /usr/bin/ib_write_bw, ib_write_lat, ib_send_bw: links to the fake perftest (fake_perftest.c,
   compiled once), which reads the host's fake-fabric/host.conf (its name, rails, addresses, LIDs,
   line rates) and the shared scenario file;
@@ -63,6 +64,7 @@ class FabricScenario:
     nogdr: set[str] = field(default_factory=set)  # hosts whose GPUDirect RDMA does not work
     no_perftest: set[str] = field(default_factory=set)  # hosts without perftest installed
     busy: set[str] = field(default_factory=set)  # hosts whose GPU0 runs a job
+    dmabuf_only: set[str] = field(default_factory=set)  # no peer-memory module: GDR through DMA-BUF (healthy)
 
     def text(self) -> str:
         lines = [f"seed {self.seed}"]
@@ -91,8 +93,9 @@ class FabricScenario:
 
 
 def random_scenario(names: list[str], rails: int, seed: int, kinds: Iterable[str]) -> FabricScenario:
-    """A scenario with one fault of each kind asked for (host, hca, pair, rail, nogdr), the hosts,
-    HCAs and pairs drawn by `seed` so no two faults share a host or a rail."""
+    """A scenario with one fault of each kind asked for (host, hca, pair, rail, nogdr; and dmabuf: a
+    healthy host without a peer-memory module), the hosts, HCAs and pairs drawn by `seed` so no two
+    faults share a host or a rail."""
     rng = random.Random(f"fabric-scenario:{seed}")
     sc = FabricScenario(seed=seed)
     free = list(names)
@@ -112,6 +115,8 @@ def random_scenario(names: list[str], rails: int, seed: int, kinds: Iterable[str
             sc.pairs[(min(a, b), max(a, b), rng.choice(free_rails))] = round(rng.uniform(0.25, 0.6), 2)
         elif kind == "nogdr":
             sc.nogdr.add(free.pop())
+        elif kind == "dmabuf":
+            sc.dmabuf_only.add(free.pop())
         elif kind == "no_perftest":
             sc.no_perftest = set(names)
         elif kind != "rail":
@@ -190,7 +195,7 @@ def build_host(root: Path, name: str, index: int, rails: int, scenario_path: Pat
     """One simulated host's tree under `root`; `hca_width`: rail -> a PCIe width below 16 (downtrained)."""
     root.mkdir(parents=True, exist_ok=True)
     addresses = {}
-    conf = [f"host {name}", f"scenario {scenario_path}", "cuda 1"]
+    conf = [f"host {name}", f"scenario {scenario_path}", "cuda 1", f"peermem {int(peermem)}"]
     for r in range(rails):
         rp, up, down, gpu, hca = (f"0000:00:{r + 1:02x}.0", f"0000:{0x10 * (r + 1):02x}:00.0",
                                   f"0000:{0x10 * (r + 1) + 1:02x}:00.0", f"0000:{0x10 * (r + 1) + 2:02x}:00.0",
@@ -262,7 +267,8 @@ def build_fleet(dest: Path, names: list[str], rails: int, scenario: FabricScenar
         # a planted HCA fault is a card whose PCIe link trained down to x8, as it often is in the field
         widths = {int(hca.split("_")[-1]): 8 for host, hca in scenario.hcas if host == name}
         h = build_host(dest / name, name, i, rails, scenario_path,
-                       None if name in scenario.no_perftest else perftest, hca_width=widths)
+                       None if name in scenario.no_perftest else perftest, peermem=name not in scenario.dmabuf_only,
+                       hca_width=widths)
         cuda = libs["cuda_busy"] if name in scenario.busy else libs["cuda"]
         fabric_args: dict[str, Any] = {"lib": cuda, "nvml_lib": cuda}
         h.vars = {"probe_root": str(h.root), "probe_fabric_addresses": dict(h.addresses),

@@ -15,7 +15,8 @@
 #define MAX_RULES 256
 
 typedef struct { char hca[64], addr[64], gid[80]; int lid; double gbps; } rail_t;
-static struct { char host[128], scenario[PATH_MAX]; rail_t rails[MAX_RAILS]; int nrails, cuda; } me;
+/* peermem: a peer-memory module is loaded (else GPU memory registers only through DMA-BUF) */
+static struct { char host[128], scenario[PATH_MAX]; rail_t rails[MAX_RAILS]; int nrails, cuda, peermem; } me = {.peermem = 1};
 typedef struct { char kind[16], a[128], b[128], hca[64]; double factor; } rule_t;
 static rule_t rules[MAX_RULES];
 static int nrules;
@@ -38,6 +39,7 @@ static int read_conf_in(const char *dir)
         if (!strcmp(k, "host")) snprintf(me.host, sizeof me.host, "%s", a);
         else if (!strcmp(k, "scenario")) snprintf(me.scenario, sizeof me.scenario, "%s", a);
         else if (!strcmp(k, "cuda")) me.cuda = atoi(a);
+        else if (!strcmp(k, "peermem")) me.peermem = atoi(a);
         else if (!strcmp(k, "rail") && n >= 5 && me.nrails < MAX_RAILS) {
             rail_t *r = &me.rails[me.nrails++];
             snprintf(r->hca, sizeof r->hca, "%s", a);

@@ -12,7 +12,8 @@
  * little seeded noise, and a latency that grows as the link slows.  The output is perftest's own
  * layout (banner, settings, addresses, table), so the fabric probe and the parser read it as real.
  * A client whose server is not listening yet fails as the real one does ("Couldn't connect to").
- * --use_cuda on a host without GPUDirect RDMA fails at memory registration ("Couldn't allocate MR").
+ * --use_cuda on a host without GPUDirect RDMA fails at memory registration ("Couldn't allocate MR"), and so
+ * does it without --use_cuda_dmabuf on a host whose conf says no peer-memory module is loaded.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -244,7 +245,8 @@ fail:
 
 static int gdr_check(void)
 {
-    if ((opt.use_cuda >= 0 || opt.dmabuf) && !has_gdr(me.host)) {
+    /* without a peer-memory module GPU memory registers only through DMA-BUF, as on a real host */
+    if ((opt.use_cuda >= 0 || opt.dmabuf) && (!has_gdr(me.host) || (!opt.dmabuf && !me.peermem))) {
         fprintf(stderr, "Couldn't allocate MR\n Couldn't create IB resources\n");
         return -1;
     }

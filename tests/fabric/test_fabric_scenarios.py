@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 HOSTS, RAILS = 16, 4
 # (seed, planted fault kinds, NCCL rings on): the ten of issue 31
 SCENARIOS: list[tuple[int, tuple[str, ...], bool]] = [
-    (1, (), True),  # healthy
+    (1, ("dmabuf",), True),  # healthy: one host registers GPU memory through DMA-BUF (no peer-memory module)
     (2, ("host",), False),
     (3, ("hca",), False),
     (4, ("pair",), False),
@@ -53,7 +53,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(("seed", "kinds", "nccl"), SCENARIOS,
-                         ids=[f"{s}-{'+'.join(k) or 'healthy'}" for s, k, _ in SCENARIOS])
+                         ids=[f"{s}-{'+'.join(x for x in k if x != 'dmabuf') or 'healthy'}" for s, k, _ in SCENARIOS])
 def test_findings_name_exactly_the_planted_faults(seed: int, kinds: tuple[str, ...], nccl: bool, sshd: SshdServer,
                                                   libs: Path, tmp_path: Path) -> None:
     scenario = random_scenario(names(HOSTS), RAILS, seed, kinds)
@@ -73,6 +73,10 @@ def test_findings_name_exactly_the_planted_faults(seed: int, kinds: tuple[str, .
         assert fab["errors"] == [], fab["errors"]
         assert all(m["error_kind"] in (None, "missing") for m in fab["measurements"]), \
             [m for m in fab["measurements"] if m["error_kind"] not in (None, "missing")][:3]
+    for rec in doc["hosts"]:  # GPU memory everywhere GDR works: --use_cuda_dmabuf where no peer-memory module is
+        bw = [m for m in rec["facts"]["fabric"]["measurements"] if m["kind"] == "bw"]
+        if rec["name"] in scenario.dmabuf_only:
+            assert bw and all(m["use_cuda"] is not None and m["gdr_error"] is None for m in bw), bw[:2]
     plan = plan_of(doc)
     if "no_perftest" in kinds:
         assert "bisecting" in err

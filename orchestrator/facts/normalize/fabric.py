@@ -230,6 +230,7 @@ def normalize(data: dict[str, Any]) -> FabricFacts:
         ],
         "gdr": gdr_expectation(discover),
         "perftest": {"tools": tools, "cuda": perftest.get("cuda") if isinstance(perftest.get("cuda"), bool) else None,
+                     "dmabuf": perftest.get("dmabuf") if isinstance(perftest.get("dmabuf"), bool) else None,
                      "missing": [t for t in wanted if t not in tools]},
         "measurements": measurements,
         "nccl": groups,
