@@ -427,7 +427,9 @@ def _one_test(a, tools, step, test, port, test_end, cap):
             cuda = None  # the link is still measured, from host memory
             continue
         if step["role"] == "client" and _CONNECT_FAILED.search(text.decode("utf-8", "replace")):
-            time.sleep(min(0.05 * rec["attempts"], 0.25, max(0.0, test_end - time.time())))
+            # the server is not listening yet (its host still on its previous round): back off, each
+            # attempt is a process, and many hosts waiting at once must not starve the one awaited
+            time.sleep(min(0.05 * 2 ** min(rec["attempts"], 4), 0.5, max(0.0, test_end - time.time())))
             continue
         break
     rec["elapsed_s"] = round(time.time() - t0, 3)

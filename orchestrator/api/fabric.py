@@ -55,7 +55,7 @@ from orchestrator.inventory.model import Host
 from orchestrator.verdict.fabric_locate import Thresholds, locate
 
 PROBE = "fabric"
-DISCOVER_TIMEOUT_S = 30.0
+DISCOVER_TIMEOUT_S = 60.0  # as any probe by default (-t): NVML, CUDA and `perftest --help` on a loaded host
 WAVE_SLACK_S = 10.0  # a wave's process may take its rounds' windows plus this (start-up, the last reply)
 SAY_TIMEOUT_S = 20.0  # rank 0 must say its ncclUniqueId within this
 
@@ -204,8 +204,9 @@ def qualify(hosts: list[Host], spec: FabricSpec, options: RunOptions, factory: T
 def _run(parts: dict[str, HostPart], spec: FabricSpec, options: RunOptions, conns: Connections,
          stop: threading.Event, notice: Notice) -> None:
     t_fanout = time.monotonic()
+    # discovery needs no meeting: the runner's forks bound it (and the logins it opens, kept for the waves)
     found = run_wave([(p.host, ProbeCall(PROBE, {"role": "discover", "step_id": "discover"}, DISCOVER_TIMEOUT_S))
-                      for p in parts.values()], conns, stop, options.become)
+                      for p in parts.values()], conns, stop, options.become, limit=options.forks)
     for name, r in found.items():
         part = parts[name]
         data = envelope_data(r)

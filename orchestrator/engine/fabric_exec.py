@@ -1,16 +1,17 @@
 """Coordinated multi-host steps: start a probe on several hosts at once and connect them.
 
 A fabric step runs one probe process per host, all at the same time (the runner's fork limit does
-not apply: hosts of a round wait for each other, so they must all be running).  Two shapes:
+not apply: hosts of a round wait for each other, so they must all be running; only discovery, whose
+processes do not meet, is bounded by it).  Two shapes:
 
-* a wave (`Launch.start` for every host, then `wait`): every host gets its own arguments (its
-  schedule) and the processes meet by themselves (probes/fabric.py);
-* a gated group: one process first (NCCL's rank 0), whose first `FPSAY <json>` line (the
-  ncclUniqueId) the controller reads while it runs on, then the others with what it said.
+* a wave (`run_wave`): every host gets its own arguments (its schedule) and the processes meet by
+  themselves (probes/fabric.py);
+* a gated group (`run_gated`): one process first (NCCL's rank 0), whose first `FPSAY <json>` line
+  (the ncclUniqueId) the controller reads while it runs on, then the others with what it said.
 
 Each process ends at its own deadline on the host (the probe's watchdog) and the controller's
-transport gives up at the same deadline plus slack.  Closing a launch (the driver's `finally`, or
-Ctrl-C) closes every connection: sshd closes the processes' pipes, which each fabric probe watches,
+transport gives up at the same deadline plus slack.  `Connections.close_all` (the driver's
+`finally`, or Ctrl-C) closes every connection: sshd closes the processes' pipes, which each fabric probe watches,
 and asks sshd to signal them; the local transport kills their process group.  Nothing is left.
 
 Transports are kept per host across the steps of one qualification (`Connections`), one per
@@ -215,12 +216,26 @@ def _wait(procs: list[_Proc], stop: threading.Event, until: float | None = None)
 
 
 def run_wave(calls: list[tuple[Host, ProbeCall]], conns: Connections, stop: threading.Event,
-             become: bool = False) -> dict[str, StepResult]:
+             become: bool = False, limit: int | None = None) -> dict[str, StepResult]:
     """Every host's process at once; host name -> its result.  Stopped when `stop` is set meanwhile
-    (the caller closes the connections)."""
+    (the caller closes the connections).  `limit`: at most that many at once, for a step whose
+    processes do not meet (discovery, which also opens each host's connection: the runner's forks)."""
     procs = [_Proc(h, c, conns, become) for h, c in calls]
-    for p in procs:
-        p.start()
+    if limit is None or limit >= len(procs):
+        for p in procs:
+            p.start()
+    else:
+        pending: list[_Proc] = list(procs)
+        running: list[_Proc] = []
+        while pending:
+            if stop.is_set():
+                raise Stopped()
+            running = [p for p in running if not p.done.is_set()]
+            while pending and len(running) < limit:
+                running.append(pending.pop(0))
+                running[-1].start()
+            if running:
+                running[0].done.wait(0.05)
     _wait(procs, stop)
     return {p.host.name: _result_of(p) for p in procs}
 
