@@ -79,6 +79,7 @@ class _Cuda(object):
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self._fns = {}
+        self.subject = None  # the GPU whose context is current ("GPU 2"): named if a call hangs
 
     def fn(self, name):
         f = self._fns.get(name)
@@ -98,7 +99,8 @@ class _Cuda(object):
         return f
 
     def __call__(self, name, *args):
-        rc = self.fn(name)(*args)
+        # watched: a wedged driver never returns (prelude fp_watched answers for the probe)
+        rc = fp_watched(name, self.subject, self.fn(name), *args)
         if rc != 0:
             raise CudaError(name, rc)
 
@@ -173,6 +175,24 @@ class _Nvml(object):
         rc = f(self.handle(bus_id), ctypes.byref(mode))
         return int(mode.value) if rc == 0 else None
 
+    def load_sample(self, bus_id):
+        """The GPU's SM clock (MHz), power draw (W) and temperature (C) now, read while the probe
+        loads it; each None with the NVML error in `unknown` when it cannot be read."""
+        out, unknown = {}, {}
+        h = self.handle(bus_id)
+        for key, name, args, scale in (("sm_clock_mhz", "nvmlDeviceGetClockInfo", (c_int(1),), 1.0),  # NVML_CLOCK_SM
+                                       ("power_w", "nvmlDeviceGetPowerUsage", (), 1000.0),
+                                       ("temperature_c", "nvmlDeviceGetTemperature", (c_int(0),), 1.0)):  # GPU sensor
+            f = getattr(self.lib, name, None)
+            v = c_uint(0)
+            rc = f(h, *args, ctypes.byref(v)) if f is not None else 13  # FUNCTION_NOT_FOUND
+            out[key] = round(v.value / scale, 1) if rc == 0 else None
+            if rc != 0:
+                unknown[key] = "NVML error %d" % rc
+        if unknown:
+            out["unknown"] = unknown
+        return out
+
     def close(self):
         f = getattr(self.lib, "nvmlShutdown", None)
         if f is not None:
@@ -244,6 +264,7 @@ class _CudaSession(object):
 
     def use(self, g):
         if self.current != g:
+            self.cu.subject = "GPU %d" % g
             self.cu("cuCtxSetCurrent", self.ctxs[g])
             self.current = g
 

@@ -107,6 +107,7 @@ class Nvml(object):
             raise NvmlUnavailable("cannot load %s: %s" % (path or "libnvidia-ml.so.1", e)) from None
         self._fns = {}
         self.missing = set()
+        self.subject = None  # what the probe reads now ("GPU 3"): named if a call hangs
         rc = self.call("nvmlInit_v2")
         if rc == NVML_ERROR_FUNCTION_NOT_FOUND:
             rc = self.call("nvmlInit")
@@ -131,7 +132,8 @@ class Nvml(object):
         f = self.fn(name)
         if f is None:
             return NVML_ERROR_FUNCTION_NOT_FOUND
-        return int(f(*args))
+        # watched: a wedged driver never returns from an NVML call (prelude fp_watched)
+        return int(fp_watched(name, self.subject, f, *args))
 
     def first(self, names, *args):
         """Call the newest of several symbol variants that the library exports."""
@@ -167,6 +169,7 @@ class Nvml(object):
         return v.value, None
 
     def handle(self, index):
+        self.subject = "GPU %d" % index
         h = ctypes.c_void_p()
         rc = self.first(("nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"),
                         ctypes.c_uint(index), ctypes.byref(h))

@@ -16,6 +16,13 @@ _FP_START_MARK = b"FPSTART 1\n"
 _FP_T0 = time.time()
 _FP_LOCK = threading.Lock()
 _FP_DONE = []
+# The driver call a probe is in (fp_watched): a call that does not return within its share of the
+# deadline is a wedged driver, not a slow host.  The watcher answers for the probe with what it has
+# and the call's name and subject (nvmlDeviceGetHandleByIndex on GPU 3), instead of letting the
+# deadline turn the whole probe into a timeout.
+_FP_CALL_SHARE = 0.25  # of the probe's deadline a single driver call may take
+_FP_CALL_MIN_S = 1.0
+_FP_WATCH = {"call": None, "thread": None, "answer": None}
 
 
 class Unsupported(Exception):
@@ -93,6 +100,41 @@ class ProbeContext(object):
             return default
 
 
+def fp_watched(name, subject, fn, *args):
+    """fn(*args), a call into a driver library (NVML, CUDA) that may never return when the driver
+    is wedged; `name` and `subject` ("GPU 3") say which, should it hang."""
+    if _FP_WATCH["answer"] is None:  # not under fp_main (a test importing the helpers): just call
+        return fn(*args)
+    _FP_WATCH["call"] = (name, subject, time.time())
+    if _FP_WATCH["thread"] is None:
+        t = threading.Thread(target=_fp_watch_loop, name="fp-call-watch")
+        t.daemon = True
+        _FP_WATCH["thread"] = t
+        t.start()
+    try:
+        return fn(*args)
+    finally:
+        _FP_WATCH["call"] = None
+
+
+def _fp_watch_loop():
+    while True:
+        time.sleep(0.05)
+        call = _FP_WATCH["call"]
+        answer = _FP_WATCH["answer"]
+        if call is None or answer is None:
+            continue
+        name, subject, since = call
+        limit = answer["limit"]
+        # fire before the probe's own deadline would (a call begun late gets what is left)
+        left = answer["deadline_at"] - since - 0.5
+        waited = time.time() - since
+        if waited >= min(limit, max(0.1, left)) and _FP_WATCH["call"] is call:
+            answer["fire"]({"call": name, "subject": subject, "waited_s": round(waited, 1),
+                            "limit_s": round(limit, 1)})
+            return
+
+
 def needs_root(reason="needs root"):
     """The marker a probe stores where a field exists but is unreadable without privilege."""
     return {"unknown": reason}
@@ -145,6 +187,26 @@ def fp_main(name, version, collect, args, deadline_s, announce=False):
                  ["probe deadline of %.1fs exceeded; partial data only" % deadline_s])
         os._exit(3)
 
+    def on_hung_call(hung):
+        # The probe still answers: what it gathered so far and the call that hung, status ok so the
+        # controller judges it (gpu.driver.unresponsive) rather than calling the host slow.
+        data = ctx.partial if isinstance(ctx.partial, dict) else {}
+        data.setdefault("unresponsive", []).append(hung)
+        _fp_emit(out_fd, name, version, "ok", data, ctx,
+                 ["%s%s did not return within %.1fs (its share of the %.1fs deadline): the driver does not answer; "
+                  "answered without it" % (hung["call"], " on " + hung["subject"] if hung["subject"] else "",
+                                           hung["waited_s"], deadline_s)])
+        # The hung thread may sit in the kernel (state D) and keep the process from exiting: close
+        # our ends of the pipes first, so the controller sees the answer end now.
+        for fd in (out_fd, 0, 1, 2):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        os._exit(0)
+
+    _FP_WATCH["answer"] = {"limit": max(_FP_CALL_MIN_S, deadline_s * _FP_CALL_SHARE),
+                           "deadline_at": _FP_T0 + deadline_s, "fire": on_hung_call}
     timer = threading.Timer(max(0.1, deadline_s), on_deadline)
     timer.daemon = True
     timer.start()

@@ -1,14 +1,21 @@
-# Probe `host`: OS, kernel, CPU, memory, NUMA, DMI board identity, virtualization, NVIDIA driver.
+# Probe `host`: OS, kernel, CPU, memory, NUMA, DMI board identity, virtualization, NVIDIA driver,
+# uptime, and the processes holding /dev/nvidia* (those stuck in uninterruptible sleep in the driver).
 # Reads /proc, /sys and os.uname only.  Argument `root` (default "/") prefixes every path so the
 # same code reads a fixture tree in tests and in the demo fleet.
 import os
 import platform
 import re
 import socket
+import time
 
 PROBE_NAME = "host"
-PROBE_VERSION = "1.1"
-PROBE_DESCRIPTION = "OS, kernel, CPU, memory, NUMA, DMI board/BIOS/serials, virtualization, NVIDIA driver"
+PROBE_VERSION = "1.2"
+PROBE_DESCRIPTION = ("OS, kernel, CPU, memory, NUMA, DMI board/BIOS/serials, virtualization, NVIDIA driver, "
+                     "processes holding /dev/nvidia*")
+# How long a process must stay in uninterruptible sleep (state D) to count as stuck: one reading
+# catches processes waiting briefly for I/O; a second one this much later leaves the stuck ones.
+_STUCK_RECHECK_S = 0.2
+_MAX_HOLDERS = 200  # processes listed; the count says how many more there were
 PASSIVE = True
 
 _DMI_FIELDS = [
@@ -171,6 +178,60 @@ def _fabric_manager(ctx):
     return {"installed": False, "source": "dpkg"}
 
 
+def _proc_state(ctx, pid):
+    """(state letter, command) from /proc/<pid>/stat; (None, None) when the process is gone."""
+    stat = _read(ctx, "/proc/%s/stat" % pid)
+    if not stat or ")" not in stat:
+        return None, None
+    comm = stat[stat.find("(") + 1:stat.rfind(")")]
+    rest = stat[stat.rfind(")") + 1:].split()
+    return (rest[0] if rest else None), comm
+
+
+def _gpu_processes(ctx):
+    """Every process with an open /dev/nvidia* file: pid, command, state, and for one in
+    uninterruptible sleep (D) in two readings _STUCK_RECHECK_S apart its wait channel (the kernel
+    function it sleeps in: a wedged driver shows there).  Without root only our own processes'
+    file descriptors are readable: `unreadable` counts the others."""
+    proc = _p(ctx, "/proc")
+    try:
+        pids = sorted((n for n in os.listdir(proc) if n.isdigit()), key=int)
+    except OSError as e:
+        return {"holders": [], "unreadable": None, "scanned": 0, "error": str(e)}
+    holders, unreadable = [], 0
+    for pid in pids:
+        fd_dir = os.path.join(proc, pid, "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except PermissionError:
+            unreadable += 1
+            continue
+        except OSError:
+            continue  # gone, or a kernel thread
+        devices = set()
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("/dev/nvidia"):
+                devices.add(target)
+        if devices:
+            state, comm = _proc_state(ctx, pid)
+            holders.append({"pid": int(pid), "command": comm, "state": state, "devices": sorted(devices)})
+    waiting = [h for h in holders if h["state"] == "D"]
+    if waiting:
+        time.sleep(_STUCK_RECHECK_S)
+        for h in waiting:
+            state, _ = _proc_state(ctx, h["pid"])
+            h["stuck"] = state == "D"
+            h["wchan"] = _read(ctx, "/proc/%d/wchan" % h["pid"]) or None
+    out = {"holders": holders[:_MAX_HOLDERS], "unreadable": unreadable, "scanned": len(pids)}
+    if len(holders) > _MAX_HOLDERS:
+        out["more"] = len(holders) - _MAX_HOLDERS
+    return out
+
+
 def collect(ctx):
     un = os.uname()
     cpu = _cpu(ctx)
@@ -199,4 +260,5 @@ def collect(ctx):
             data["uptime_s"] = float(up.split()[0])
         except ValueError:
             pass
+    data["gpu_processes"] = _gpu_processes(ctx)
     return data

@@ -1,6 +1,6 @@
 # Probe `nic`: InfiniBand/RoCE and Ethernet ports from sysfs, without root.  Reads
-# /sys/class/infiniband/<hca>/ (hca_type, board_id, fw_ver, node_guid; per port state, phys_state,
-# rate, link_layer, counters/, hw_counters/) and /sys/class/net/<if>/ (operstate, carrier, speed,
+# /sys/class/infiniband/<hca>/ (hca_type, board_id, fw_ver, node_guid, sys_image_guid; per port state, phys_state,
+# rate, link_layer, the GUID of GID 0, counters/, hw_counters/) and /sys/class/net/<if>/ (operstate, carrier, speed,
 # carrier_changes, mtu, driver) for interfaces backed by a PCI function; each is tied to its PCI
 # function through the `device` link, so the PCIe tree (probe `pcie`) joins it.  Raw values only:
 # the controller judges (orchestrator/facts/normalize/nic.py).  Argument `root` prefixes every
@@ -9,7 +9,7 @@ import os
 import re
 
 PROBE_NAME = "nic"
-PROBE_VERSION = "1.1"
+PROBE_VERSION = "1.2"
 PROBE_DESCRIPTION = "InfiniBand/RoCE and Ethernet ports: state, rate, link layer, firmware, error counters, PCI function"
 PASSIVE = True
 
@@ -63,10 +63,20 @@ def _counters(path):
     return out
 
 
+def _port_guid(gid):
+    """The port GUID ibstat prints: the interface id of the port's GID 0 (its last 64 bits)."""
+    parts = (gid or "").split(":")
+    if len(parts) != 8 or not all(re.match(r"^[0-9a-fA-F]{4}$", x) for x in parts):
+        return None
+    tail = [x.lower() for x in parts[4:]]
+    return None if tail == ["0000"] * 4 else ":".join(tail)
+
+
 def _ib_port(base, port):
     d = os.path.join(base, "ports", port)
     ndev = _read(os.path.join(d, "gid_attrs", "ndevs", "0"))
     return {
+        "port_guid": _port_guid(_read(os.path.join(d, "gids", "0"))),
         "port": int(port) if port.isdigit() else port,
         "state": _read(os.path.join(d, "state")),
         "phys_state": _read(os.path.join(d, "phys_state")),
@@ -93,6 +103,7 @@ def _infiniband(ctx):
             "board_id": _read(os.path.join(d, "board_id")),
             "fw_ver": _read(os.path.join(d, "fw_ver")),
             "node_guid": _read(os.path.join(d, "node_guid")),
+            "sys_image_guid": _read(os.path.join(d, "sys_image_guid")),
             "ports": [],
         }
         for port in _listdir(os.path.join(d, "ports")):

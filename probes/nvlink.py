@@ -6,7 +6,7 @@
 import ctypes
 
 PROBE_NAME = "nvlink"
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
 PROBE_DESCRIPTION = "NVLink per GPU per link: state, version, remote PCI id and type, capabilities, error counters"
 PASSIVE = True
 

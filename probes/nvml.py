@@ -5,7 +5,7 @@
 import ctypes
 
 PROBE_NAME = "nvml"
-PROBE_VERSION = "1.3"
+PROBE_VERSION = "1.4"
 PROBE_DESCRIPTION = "NVML: GPUs, identity (VBIOS, InfoROM), memory, MIG, virtualization, PCIe link, sensors, ECC, fabric, P2P matrix"
 PASSIVE = True
 
@@ -353,6 +353,7 @@ def _matrices(nv, handles, gpus):
                 continue
             if handles[i] is None or handles[j] is None:
                 continue
+            nv.subject = "GPU %d and GPU %d" % (i, j)
             if j > i:
                 v = ctypes.c_int(0)
                 rc = nv.call("nvmlDeviceGetTopologyCommonAncestor", handles[i], handles[j], ctypes.byref(v))

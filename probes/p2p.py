@@ -8,7 +8,9 @@
 # pair filter), size_mb (buffer per copy, default 64), repeats (timed samples, median reported,
 # default 5), loops (copies per sample, default 4), pairs ("all" | "nvlink" | "none" | list of
 # [src, dst] CUDA ordinals or bus ids), budget_s (total time the probe keeps, default 120),
-# force (measure GPUs that run other processes too), latency_loops (default 20).
+# force (measure GPUs that run other processes too), latency_loops (default 20), load_s (seconds
+# each GPU runs the SM copy kernel back to back while NVML reads its SM clock, power and
+# temperature under that load, default 0.3; 0 skips it).
 # The CUDA driver session (errors, signatures, discovery, busy guard) is shared with `nccl`:
 # requires: _cuda
 # Timing follows nvbandwidth: a spin kernel holds the stream while the copies are enqueued,
@@ -18,9 +20,10 @@ import statistics
 import time
 
 PROBE_NAME = "p2p"
-PROBE_VERSION = "1.0"
+PROBE_VERSION = "1.1"
 PROBE_DESCRIPTION = ("measured host<->GPU, device-local and GPU<->GPU copy bandwidth and latency "
-                     "(copy engine and SM kernel, uni/bidirectional, all-to-host), data verified")
+                     "(copy engine and SM kernel, uni/bidirectional, all-to-host), data verified; "
+                     "SM clock, power and temperature under load")
 PASSIVE = False
 
 # Generated from probes/p2p_kernel.cu (see its header for the exact command); the header is
@@ -106,6 +109,8 @@ class _Session(_CudaSession):
         self.repeats = args["repeats"]
         self.loops = args["loops"]
         self.lat_loops = args["latency_loops"]
+        self.load_s = args["load_s"]
+        self.nvml = None    # the busy guard's NVML, for the readings under load
         self.deadline = args["t_end"]
         self.modules = {}   # gpu -> CUmodule
         self.funcs = {}     # gpu -> (spin, copy)
@@ -348,11 +353,14 @@ def _args(ctx):
     budget = float(a.get("budget_s", 120))
     if budget < 0:
         raise ValueError("budget_s must not be negative")
+    load_s = float(a.get("load_s", 0.3))
+    if not (0 <= load_s <= 10):
+        raise ValueError("load_s must be between 0 and 10 seconds")
     pairs = a.get("pairs", "all")
     if not (pairs in ("all", "nvlink", "none") or isinstance(pairs, list)):
         raise ValueError("pairs must be 'all', 'nvlink', 'none' or a list of [src, dst]")
     return {"size": size, "repeats": repeats, "loops": loops, "latency_loops": lat,
-            "budget_s": budget, "pairs": pairs, "force": bool(a.get("force", False)),
+            "budget_s": budget, "pairs": pairs, "force": bool(a.get("force", False)), "load_s": load_s,
             "lib": a.get("lib") or "libcuda.so.1", "nvml_lib": a.get("nvml_lib", "libnvidia-ml.so.1")}
 
 
@@ -422,6 +430,7 @@ def collect(ctx):
         "params": {"size_bytes": args["size"], "repeats": args["repeats"], "loops": args["loops"],
                    "latency_bytes": 16, "latency_loops": args["latency_loops"],
                    "pairs": args["pairs"], "budget_s": args["budget_s"], "force": args["force"],
+                   "load_s": args["load_s"],
                    "timing": "cuda-events around spin-held streams, median of repeats after 1 warm-up",
                    "ptx": "6.0/sm_50"},
         "gpus": gpus, "pairs": [], "bidirectional": [], "all_to_host": None,
@@ -455,20 +464,25 @@ def collect(ctx):
         except (OSError, AttributeError) as e:
             data["guard"]["reason"] = "NVML guard failed: %s" % e
             ctx.warn(data["guard"]["reason"])
-        finally:
             nvml.close()
+            nvml = None
     try:
         pairs = _select_pairs(args, gpus, data["nvml_nvlink"], ctx)
     except ValueError as e:
+        if nvml is not None:
+            nvml.close()
         raise Unsupported("bad arguments: %s" % e) from None
 
     sess = _Session(cu, ctx, args)
+    sess.nvml = nvml  # kept open for the readings under load
     try:
         _measure(sess, data, gpus, pairs, driver, t_end)
     finally:
         leftovers = sess.close()
         if leftovers:
             data["cleanup_errors"] = leftovers
+        if nvml is not None:
+            nvml.close()
     if data["module_unloadable"] and not any(g["status"] == "ok" for g in gpus):
         raise Unsupported(data["module_unloadable"])
     data["elapsed_s"] = round(time.time() - t0, 3)
@@ -526,6 +540,8 @@ def _measure(sess, data, gpus, pairs, driver, t_end):
     units = []
     for g in usable:
         units += [("h2d", g), ("d2h", g), ("local_ce", g), ("local_sm", g)]
+        if sess.load_s > 0:
+            units.append(("load", g))
     if len(usable) > 1:
         units += [("all_d2h", None), ("all_h2d", None)]
     # One unordered pair at a time: enable peer access both ways, measure, disable again, so a
@@ -600,8 +616,40 @@ def _disable(sess, a, b):
             raise
 
 
+def _under_load(sess, rec, g):
+    """The SM copy kernel back to back on GPU g for load_s seconds; NVML's SM clock, power and
+    temperature read half-way, while the queue is full (what the GPU does under load, the figure
+    DCGM's diagnostics compare across GPUs)."""
+    if sess.nvml is None:
+        rec["load"] = None
+        rec["load_unknown"] = "NVML unavailable: nothing to read the clocks and power with"
+        return
+    enqueue = sess.kernel_copy(g, sess.dst[g], sess.src[g])
+    sess.use(g)
+    stream = sess.streams[g]
+    t0 = time.time()
+    sample = None
+    while time.time() - t0 < sess.load_s:
+        for _ in range(8):
+            enqueue(stream)
+        if sample is None and time.time() - t0 >= sess.load_s / 2:
+            sample = sess.nvml.load_sample(rec["bus_id"])
+    sess.cu("cuStreamSynchronize", stream)
+    if sample is None:
+        sample = sess.nvml.load_sample(rec["bus_id"])
+    sample["seconds"] = round(time.time() - t0, 3)
+    rec["load"] = sample
+
+
 def _run_unit(sess, data, state, kind, who):
     size = sess.size
+    if kind == "load":
+        try:
+            _under_load(sess, state["per_gpu"][who], who)
+        except OSError as e:  # NVML lost the GPU or refused: the bandwidth figures still stand
+            state["per_gpu"][who]["load"] = None
+            state["per_gpu"][who]["load_unknown"] = str(e)
+        return
     if kind in ("h2d", "d2h", "local_ce", "local_sm"):
         g = who
         rec = state["per_gpu"][g]

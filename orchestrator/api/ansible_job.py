@@ -21,12 +21,14 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
 from orchestrator.api.session import RunResult, store_collected
 from orchestrator.engine import payload
+from orchestrator.engine.bundle import duration_of
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, classify
+from orchestrator.files.bounded import read_regular
 from orchestrator.inventory.model import Host
+from orchestrator.store.history import default_results_dir
 from orchestrator.store.redaction import public_vars
-from orchestrator.store.rundir import default_results_dir
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, CommandResult
 
 COLLECTION = "fleetprobe.gpu."
@@ -65,6 +67,11 @@ def answers_from(records: Iterable[dict[str, Any]]) -> list[TaskAnswer]:
     return out
 
 
+# One task's event carries one probe's result, capped on the host like the live road's output;
+# twice that allows for JSON's escaping of it.
+MAX_EVENT = 2 * (DEFAULT_MAX_OUTPUT + (1 << 20))
+
+
 def read_runner_artifacts(artifacts: Path) -> list[TaskAnswer]:
     """ansible-runner's job_events/*.json (AWX keeps the same events), in the order they happened."""
     events_dir = artifacts / "job_events" if (artifacts / "job_events").is_dir() else None
@@ -76,9 +83,11 @@ def read_runner_artifacts(artifacts: Path) -> list[TaskAnswer]:
     events = []
     for f in events_dir.glob("*.json"):
         try:
-            ev = json.loads(f.read_text())
+            ev = json.loads(read_regular(f, MAX_EVENT, "job event"))
         except (OSError, ValueError, RecursionError):
-            continue  # an event written half-way (the job was killed) or garbage: the others still count
+            # an event written half-way (the job was killed), garbage, a FIFO, one over the bound:
+            # the others still count
+            continue
         if isinstance(ev, dict) and ev.get("event") in _EVENTS and isinstance(ev.get("event_data"), dict):
             events.append(ev)
     events.sort(key=_counter)
@@ -115,14 +124,18 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
     envelope = res.get("envelope")
     stdout = json.dumps(envelope).encode("utf-8") if isinstance(envelope, dict) else _text(got.get("stdout"))
     exit_code = got.get("exit") if isinstance(got.get("exit"), int) and not isinstance(got.get("exit"), bool) else None
-    duration = float(got["duration_s"]) if isinstance(got.get("duration_s"), (int, float)) else 0.0
+    duration = duration_of(got.get("duration_s", 0.0))
+    if duration is None:  # a forged or broken answer: what else it says is not trusted either
+        return ProbeResult(answer.probe, Outcome.FAILED, f"the {COLLECTION}{answer.probe} answer is malformed: "
+                                                         f"duration_s {str(got.get('duration_s'))[:40]} is not a "
+                                                         "run time in seconds")
     result = CommandResult(exit_code=exit_code, stdout=stdout, stderr=_text(got.get("stderr")),
                            duration_s=duration, timed_out=got.get("timed_out") is True,
                            stdout_truncated=got.get("out_trunc") is True, stderr_truncated=got.get("err_trunc") is True)
     invocation = res.get("invocation")
     module_args = invocation.get("module_args") if isinstance(invocation, dict) else None
     timeout = module_args.get("timeout") if isinstance(module_args, dict) else None
-    call = ProbeCall(answer.probe, {}, float(timeout) if isinstance(timeout, (int, float)) else 60.0)
+    call = ProbeCall(answer.probe, {}, duration_of(timeout) or 60.0)
     return classify(host, call, result, cap=cap)
 
 
@@ -155,8 +168,7 @@ def import_answers(answers: list[TaskAnswer], root: Path, inventory: tuple[str, 
     inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
     plan = build_plan(inputs, stored=stored)
     collected = [(HostResult(hosts_of[name], by_host[name]), {"via": via}) for name in names]
-    meta = {"collected": {"via": via, "tasks": len(answers)}}
-    return store_collected(plan, collected, root, meta), warnings
+    return store_collected(plan, collected, root, {"via": via, "tasks": len(answers)}), warnings
 
 
 def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,
@@ -168,10 +180,13 @@ def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, .
 
 def write_callback_run(records: list[dict[str, Any]], results: str | None, inventory: list[str],
                        playbook: str | None) -> str | None:
-    """The callback's end of playbook: the run directory written, or None without fleetprobe tasks."""
+    """The callback's end of playbook: the run directory written and its hosts by health, or None
+    without fleetprobe tasks."""
+    from orchestrator.present.terminal.hosts import health_summary
+
     answers = answers_from(records)
     if not answers:
         return None
     root = Path(results) if results else default_results_dir()
     result, _warnings = import_answers(answers, root, tuple(inventory), playbook, None, "ansible callback")
-    return str(result.run.dir)
+    return f"{result.run.dir} ({health_summary(result.fleet)})"

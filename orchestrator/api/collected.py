@@ -24,6 +24,7 @@ from orchestrator.engine import bundle
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_result, document_script
+from orchestrator.files.bounded import UnreadableInput, is_regular, read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
@@ -100,13 +101,17 @@ class Imported:
 
 
 def document_files(paths: Iterable[Path]) -> list[Path]:
-    """The files named, and every file of a directory named (sorted), in order."""
+    """The files named, and every file of a directory named (sorted), in order; whatever in a
+    directory is not a regular file (a FIFO would block the import for ever) is left out, a file
+    named that is not one is refused."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out.extend(sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")))
-        elif p.is_file():
+            out.extend(sorted(f for f in p.iterdir() if is_regular(f) and not f.name.startswith(".")))
+        elif is_regular(p):
             out.append(p)
+        elif p.exists():
+            raise UsageError(f"{p}: not a regular file (a FIFO, socket or device); give bundle output files")
         else:
             raise UsageError(f"no such file or directory: {p}")
     if not out:
@@ -114,13 +119,19 @@ def document_files(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
+# A bundle document carries each probe's output, which the live road caps at DEFAULT_MAX_OUTPUT
+# (and stderr at DEFAULT_MAX_STDERR): four times that is more than a real audit's document holds;
+# a bigger file costs its own host only, unread (parsing it would hold it three times over).
+MAX_DOCUMENT = 4 * (DEFAULT_MAX_OUTPUT + DEFAULT_MAX_STDERR)
+
+
 def read_documents(files: list[Path]) -> list[Imported]:
     out = []
     for f in files:
         try:
-            data = f.read_bytes()
-        except OSError as e:
-            out.append(Imported(str(f), None, f"cannot read {f}: {e.strerror or e}"))
+            data = read_regular(f, MAX_DOCUMENT, "bundle document")
+        except UnreadableInput as e:
+            out.append(Imported(str(f), None, str(e)))
             continue
         try:
             out.append(Imported(str(f), bundle.read_document(data)))
@@ -213,5 +224,5 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
             origin["identity"] = item.document.identity
             res = document_result(host, item.document, DEFAULT_MAX_OUTPUT)
         collected.append((res, origin))
-    meta = {"collected": {"via": "bundle", "files": len(items)}, "options": {"timeout": inputs.timeout}}
-    return store_collected(plan, collected, root, meta), warnings
+    return store_collected(plan, collected, root, {"via": "bundle", "files": len(items)},
+                           {"timeout": inputs.timeout}), warnings

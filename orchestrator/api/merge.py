@@ -17,35 +17,38 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
-from orchestrator.api.session import RunResult, run_header
+from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.history import RunNotFound
+from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings, stored_verdict
-from orchestrator.verdict.overrides import Override
+from orchestrator.verdict.overrides import Override, Silenced
+from orchestrator.verdict.result import FleetResult
 
 
 def _overrides(run: RunDirectory) -> dict[str, dict[str, Override]]:
     """host -> the finding overrides of the plays that ran on it, from the run's own plan."""
     meta = run.meta
-    if meta.get("imported") or not meta.get("plan"):
+    if meta.imported or not meta.plan:
         return {}  # text evidence: judged without a playbook
     hosts = run.host_inputs(with_data=False)
     if not hosts:
         return {}
-    inputs = PlanInputs.from_dict({**meta["plan"], "inventory": meta.get("inventory") or []})
+    inputs = PlanInputs.from_dict({**meta.plan, "inventory": meta.inventory})
     return build_plan(inputs, stored=hosts).overrides
 
 
 def _plan_of(runs: list[RunDirectory], warnings: list[str]) -> dict[str, Any]:
     """The plan the merged run is re-judged under: the parts' (without --shard) when they agree."""
-    plans = [{**(r.meta.get("plan") or {}), "shard": None} for r in runs]
+    plans = [{**(r.meta.plan or {}), "shard": None} for r in runs]
     if any(p != plans[0] for p in plans[1:]):
         warnings.append("the runs were made under different plans; `probe rejudge` of the merged run uses the "
                         f"first one's ({runs[0].dir.name}); each host keeps the judgement of its own run here")
@@ -73,56 +76,71 @@ def _inventory_order(sources: list[str], demo: bool, warnings: list[str]) -> lis
     return [h.name for h in hosts]
 
 
-def _hosts_own(fleet: dict[str, Any], verdicts: list[HostVerdict], overrides: Mapping[str, Mapping[str, Override]]
-               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _hosts_own(fleet: FleetResult, verdicts: list[HostVerdict], overrides: Mapping[str, Mapping[str, Override]]
+               ) -> tuple[list[Finding], list[Silenced]]:
     """A stored run's findings and silenced findings without those of its fleet-wide steps, which
     were judged over that part only: the ones those steps raise again over its hosts, and any
     other of a fleet-only id (a run judged by an older fleetprobe)."""
     made, made_silenced = fleet_step_findings(verdicts, lambda host: overrides.get(host, {}))
-    return (_without(fleet["findings"], made, lambda f: f),
-            _without(fleet.get("silenced") or [], made_silenced, lambda s: s["finding"]))
+    findings = _without(fleet.findings, made, lambda f: f)
+    silenced = _without(fleet.silenced, made_silenced, lambda s: s.finding)
+    return findings, silenced
 
 
-def _without(stored: list[dict[str, Any]], made: list[dict[str, Any]],
-             finding_of: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
-    left = Counter(_key(x) for x in made)
+T = TypeVar("T", Finding, Silenced)
+
+
+def _without(stored: list[T], made: list[T], finding_of: Callable[[T], Finding]) -> list[T]:
+    left = Counter(_key(finding_of(x)) for x in made)
     out = []
     for x in stored:
-        key = _key(x)
+        key = _key(finding_of(x))
         if left[key] > 0:
             left[key] -= 1
-        elif not is_fleet_finding(finding_of(x)):
+        elif not is_fleet_finding(finding_of(x).to_dict()):
             out.append(x)
     return out
 
 
-def _key(x: dict[str, Any]) -> str:
-    return json.dumps(x, sort_keys=True, default=str)
+def _key(f: Finding) -> str:
+    """A finding as judged, apart from how it was grouped (its root is decided over the merged run)."""
+    return json.dumps(replace(f, caused_by=None, consequences=()).to_dict(), sort_keys=True, default=str)
 
 
 def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     if len({s.resolve() for s in sources}) != len(sources):
         raise UsageError("a run is named twice")
+    # held from the first read of a part to the merged run's last write: a concurrent `--keep`
+    # must not prune a part half-way
+    with holding(root, *(s.parent for s in sources if (s.parent / LOCK_NAME).exists())):
+        return _merge_locked(sources, root)
+
+
+def _merge_locked(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
     fleets = []
     for r in runs:
         try:
-            fleets.append(r.fleet())
+            fleet = FleetResult.load(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
-        if r.meta.get("state") != "complete":
-            warnings.append(f"{r.dir.name} is {r.meta.get('state') or 'without run.json'}: merged with the hosts it has")
+        fleets.append(fleet)
+        warnings.extend(f"{r.dir.name}: {p}" for p in fleet.problems)
+        if r.meta.state != "complete":
+            warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
+                            "merged with the hosts it has")
     owner: dict[str, str] = {}
     records: list[dict[str, Any]] = []
     verdicts: list[HostVerdict] = []
-    silenced: list[dict[str, Any]] = []
+    silenced: list[Silenced] = []
     rules: dict[str, Mapping[str, Override]] = {}
     for r, fleet in zip(runs, fleets):
         run_rules = _overrides(r)
         rules.update(run_rules)
         part_records, part_verdicts = [], []
-        for rec in fleet["hosts"]:
+        for stored in fleet.hosts.records:
+            rec = dict(stored)
             name = rec["name"]
             if name in owner:
                 raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
@@ -133,36 +151,31 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
         own_findings, own_silenced = _hosts_own(fleet, part_verdicts, run_rules)
         own: dict[str, list[Finding]] = {}
         for f in own_findings:
-            own.setdefault(f["host"], []).append(Finding.from_dict(f))
+            own.setdefault(f.host, []).append(f)
         silenced.extend(own_silenced)
         records.extend(part_records)
         verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
     metas = [r.meta for r in runs]
-    inv_sources = _union([m.get("inventory") or [] for m in metas])
+    inv_sources = _union([m.inventory for m in metas])
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
     # shards says word for word what one run over the whole inventory says.
-    order = _inventory_order(inv_sources, all(m.get("inventory") == [] for m in metas), warnings)
+    order = _inventory_order(inv_sources, all(m.inventory == [] for m in metas), warnings)
     pos = {name: i for i, name in enumerate(order)}
     ranked = sorted(range(len(records)), key=lambda i: (pos.get(records[i]["name"], len(pos)), i))
     records = [records[i] for i in ranked]
     verdicts = [verdicts[i] for i in ranked]
-    meta = {
-        "inventory": inv_sources,
-        "limit": None,
-        "playbook": metas[0].get("playbook"),
-        "probes": sorted(_union([m.get("probes") or [] for m in metas])),
-        "hosts_order": [rec["name"] for rec in records],
-        "plan": _plan_of(runs, warnings),
-        "options": metas[0].get("options"),
-        "merged_from": [{"id": r.dir.name, "hosts": len(f["hosts"]), "shard": (r.meta.get("plan") or {}).get("shard")}
-                        for r, f in zip(runs, fleets)],
-    }
-    if all(m.get("imported") for m in metas):
-        meta["imported"] = True
+    meta = RunMeta(
+        inventory=inv_sources, limit=None, playbook=metas[0].playbook,
+        probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[rec["name"] for rec in records],
+        plan=_plan_of(runs, warnings), options=metas[0].options,
+        merged_from=[{"id": r.dir.name, "hosts": len(f.hosts), "shard": (r.meta.plan or {}).get("shard")}
+                     for r, f in zip(runs, fleets)],
+        imported=all(m.imported for m in metas))
     merged = RunDirectory.create(root, meta)
     for r in runs:
         if (r.dir / "raw").is_dir():
             merged.copy_raw_from(r)
-    fleet = assemble_judged(run_header(merged.meta), records, verdicts, silenced, lambda host: rules.get(host, {}))
-    merged.finish(fleet)
+    merged.stop("complete")
+    fleet = assemble_judged(merged.meta, records, verdicts, silenced, lambda host: rules.get(host, {}))
+    merged.finish(fleet.to_document())
     return RunResult(merged, fleet), warnings

@@ -10,19 +10,24 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import Play, Playbook, find_playbook, load_playbook
-from orchestrator.engine import payload
+from orchestrator.engine import descriptors, payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
+from orchestrator.facts import security
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
+from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict import baseline
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
+from orchestrator.verdict.references import References
 
 DEMO_INVENTORY = Path(__file__).resolve().parent.parent / "demo" / "inventory.yml"
 DEFAULT_TIMEOUT_S = 60.0
@@ -45,6 +50,12 @@ class PlanInputs:
     timeout: float = DEFAULT_TIMEOUT_S
     become: bool = False
     shard: str | None = None  # --shard K/N: this controller's part of the inventory (inventory/shard.py)
+    # --security-floor FILE: judge every host's driver and NIC firmware against this floor file
+    # (facts/security.py) instead of the shipped one
+    security_floor: str | None = None
+    # --baseline-file FILE: judge each class's figures against this exported class baseline
+    # (`probe baseline RUN -o FILE`, verdict/baseline.py) instead of against the run's own hosts
+    baseline_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -59,7 +70,9 @@ class PlanInputs:
         return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
                    probes=strings("probes"), expect=strings("expect"),
                    forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
-                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None)
+                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None,
+                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None,
+                   baseline_file=d["baseline_file"] if isinstance(d.get("baseline_file"), str) else None)
 
 
 @dataclass
@@ -82,6 +95,7 @@ class RunPlan:
     expectations: dict[str, Expectations] = field(default_factory=dict)  # host -> what it is judged against
     overrides: dict[str, dict[str, Override]] = field(default_factory=dict)  # host -> finding overrides
     warnings: list[str] = field(default_factory=list)
+    refs: References = field(default_factory=References)  # the files the hosts are judged against
 
     def probe_names(self) -> list[str]:
         fabric = {"fabric"} if any(pp.play.fabric is not None and pp.hosts for pp in self.plays) else set()
@@ -93,17 +107,23 @@ class RunPlan:
         found = self.expectations.get(name)
         return found if found is not None else host_expectations(name, vars, self.cli_expect)
 
-    def meta(self) -> dict[str, Any]:
-        """run.json's description of the plan (next to id, state, times written by the run directory)."""
-        return {
+    def meta(self, **more: Any) -> RunMeta:
+        """run.json's description of the plan (the run directory adds id, state and times); `more`:
+        the other fields of the run (options, how it was collected)."""
+        meta = RunMeta(
             # [] is the bundled demo fleet, wherever this install keeps it (its path changes with the venv)
-            "inventory": list(self.inventory.sources) if self.inputs.inventory else [],
-            "limit": self.inputs.limit,
-            "playbook": str(self.playbook.path),
-            "probes": self.probe_names(),
-            "hosts_order": [h.name for h in self.hosts],
-            "plan": self.inputs.to_dict(),
-        }
+            inventory=list(self.inventory.sources) if self.inputs.inventory else [],
+            limit=self.inputs.limit,
+            playbook=str(self.playbook.path),
+            probes=self.probe_names(),
+            hosts_order=[h.name for h in self.hosts],
+            plan=self.inputs.to_dict(),
+            **more,
+        )
+        if any(e.security_floor for e in self.expectations.values()):
+            floor = self.refs.security_floor or security.load()
+            meta.security_floor = {"file": floor.file, "date": floor.date, "made": floor.made}
+        return meta
 
 
 def check_limits(forks: Any, timeout: Any, where: str = "") -> None:
@@ -233,6 +253,40 @@ def _check_become(plays: list[PlannedPlay]) -> None:
                                  "set ansible_become_method: sudo or run without become")
 
 
+def _fit_descriptors(plays: list[PlannedPlay], warnings: list[str]) -> list[PlannedPlay]:
+    """Plays whose forks the controller's descriptor limit allows (engine/descriptors.py)."""
+    limit = descriptors.limit_now()
+    out = []
+    for pp in plays:
+        fits = descriptors.forks_within(pp.forks, limit)
+        if fits < min(pp.forks, len(pp.hosts)):
+            warnings.append(f"play {pp.play.name!r}: {fits} host(s) at a time, not {pp.forks}: the controller may open "
+                            f"{limit} files (ulimit -n), about {descriptors.PER_HOST} per host in flight; "
+                            "raise the limit for more")
+            pp = replace(pp, forks=fits)
+        out.append(pp)
+    return out
+
+
+def load_references(inputs: PlanInputs) -> References:
+    """The files the inputs name (--security-floor, --baseline-file), read and checked before
+    anything runs."""
+    try:
+        floor = security.load(inputs.security_floor) if inputs.security_floor else None
+    except security.FloorError as e:
+        raise UsageError(f"--security-floor: {e}") from None
+    reference = None
+    if inputs.baseline_file:
+        try:
+            doc = json.loads(Path(inputs.baseline_file).read_text(encoding="utf-8"))
+            reference = baseline.parse_reference(doc, inputs.baseline_file)
+        except OSError as e:
+            raise UsageError(f"--baseline-file: cannot read {inputs.baseline_file}: {e.strerror or e}") from None
+        except ValueError as e:  # not JSON, or not a baseline file
+            raise UsageError(f"--baseline-file: {e}") from None
+    return References(security_floor=floor, baseline=reference)
+
+
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
     """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
     rejudge, where the limit already chose them)."""
@@ -240,6 +294,9 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
 
     check_limits(inputs.forks, inputs.timeout)
     cli_expect = parse_expect_items(inputs.expect)
+    refs = load_references(inputs)
+    if inputs.security_floor:
+        cli_expect = Expectations(security_floor=True).merged(cli_expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
         if inputs.shard:
@@ -264,9 +321,10 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
                                  play.become or inputs.become))
     if stored is None:
         _check_become(plays)
+        plays = _fit_descriptors(plays, warnings)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
-    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings)
+    plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings, refs=refs)
     # Each host is judged against its inventory expectations, then those of every play that ran on
     # it (in playbook order), then --expect; and with the finding overrides of those plays.
     by_play: dict[str, Expectations] = {}
@@ -280,4 +338,26 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     if stored is None:
         check_key_files(plan.hosts)
     plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _thresholds(plays: list[PlannedPlay]) -> Callable[[str], Mapping[str, baseline.Threshold]] | None:
+    """host -> the baselines' thresholds: the table under the `baselines:` of every play that ran
+    on it (later plays win field by field); None when no play changes the table."""
+    if not any(pp.play.baselines for pp in plays):
+        return None
+    per_host: dict[str, dict[str, dict[str, Any]]] = {}
+    for pp in plays:
+        for h in pp.hosts:
+            merged = per_host.setdefault(h.name, {})
+            for metric, fields in pp.play.baselines.items():
+                merged[metric] = {**merged.get(metric, {}), **fields}
+    tables: dict[str, dict[str, baseline.Threshold]] = {}  # one table per distinct set of overrides
+    by_host = {}
+    for name, overrides in per_host.items():
+        key = json.dumps(overrides, sort_keys=True)
+        if key not in tables:
+            tables[key] = baseline.thresholds_with(overrides)
+        by_host[name] = tables[key]
+    return lambda host: by_host.get(host, baseline.THRESHOLDS)

@@ -11,6 +11,8 @@ A playbook is a YAML list of plays, Ansible-like:
       expect: {mig: false}         # Expectations keys
       findings:                    # overrides, each with a reason
         sensor.fan.not_reporting: {severity: info, reason: "liquid-cooled, no fans"}
+      baselines:                   # the fleet baselines' thresholds (verdict/baseline.py), per figure
+        h2d_gbps: {pct: 8, min_hosts: 3}
 
 Loading is strict: the YAML is composed to nodes (safe tags only) so every error names the file
 and line, unknown keys are errors with the closest known key suggested, duplicate keys are errors
@@ -37,7 +39,8 @@ from orchestrator.verdict.overrides import Override
 DEFAULT_PLAYBOOK = "audit"
 OVERRIDE_SEVERITIES = ("fail", "warn", "info", "off")
 
-_PLAY_KEYS = ("name", "hosts", "probes", "become", "forks", "expect", "findings", "passive_only", "fabric")
+_PLAY_KEYS = ("name", "hosts", "probes", "become", "forks", "expect", "findings", "passive_only", "fabric",
+              "baselines")
 _PROBE_KEYS = ("name", "args", "timeout")
 _OVERRIDE_KEYS = ("severity", "reason")
 
@@ -64,6 +67,8 @@ class Play:
     findings: dict[str, Override] = field(default_factory=dict)
     passive_only: bool = False
     line: int = 0
+    # metric -> threshold fields over verdict/baseline.py THRESHOLDS ({"h2d_gbps": {"pct": 8.0}})
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     # a fabric qualification across the play's hosts after its probes (api/fabric.py); None: none
     fabric: FabricSpec | None = None
 
@@ -271,14 +276,38 @@ class _Validator:
             except ExpectationError as e:
                 self.fail(vnode, str(e))
         overrides = self.overrides(m["findings"][1], label) if "findings" in m else {}
+        baselines = self.baselines(m["baselines"][1], label) if "baselines" in m else {}
         return Play(name=name, hosts=hosts, probes=probes, become=become, forks=forks, expect=expect,
-                    findings=overrides, passive_only=passive_only, line=node.start_mark.line + 1, fabric=fabric)
+                    findings=overrides, passive_only=passive_only, line=node.start_mark.line + 1,
+                    baselines=baselines, fabric=fabric)
 
     def fabric(self, node: yaml.Node, label: str) -> FabricSpec:
         try:
             return spec_from_mapping(self.value(node))
         except FabricSpecError as e:
             self.fail(node, f"{label}: {e}")
+
+    def baselines(self, node: yaml.Node, label: str) -> dict[str, dict[str, Any]]:
+        """`baselines: {metric: {pct, delta, z, min_hosts, min_gpus}}`: a figure the fleet baselines
+        compare (verdict/baseline.py METRICS) and the thresholds that replace the table's."""
+        from orchestrator.verdict.baseline import BY_KEY, THRESHOLD_KEYS
+
+        out: dict[str, dict[str, Any]] = {}
+        for metric, (_knode, vnode) in self.mapping(node, f"{label}.baselines", BY_KEY).items():
+            fields: dict[str, Any] = {}
+            for key, (_kn, fnode) in self.mapping(vnode, f"{label}.baselines.{metric}", THRESHOLD_KEYS).items():
+                what = f"{label}.baselines.{metric}.{key}"
+                if key.startswith("min_"):
+                    v = self.typed(fnode, what, int, "a whole number of at least 1")
+                    if v < 1:
+                        self.fail(fnode, f"{what} must be at least 1, got {v}")
+                else:
+                    v = float(self.typed(fnode, what, (int, float), "a number >= 0"))
+                    if not v >= 0:
+                        self.fail(fnode, f"{what} must be a number >= 0, got {v}")
+                fields[key] = v
+            out[metric] = fields
+        return out
 
     def hosts(self, node: yaml.Node, what: str) -> str:
         val = self.value(node)

@@ -9,33 +9,58 @@ exit codes) is the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import signal
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan
-from orchestrator.engine.outcomes import NOT_STARTED, Outcome, is_problem
+from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.facts.model import PreviousFacts
 from orchestrator.present.progress import Fanout, Progress
-from orchestrator.store.history import RunNotFound, load_fleet, previous_run
-from orchestrator.store.lock import RunLock, UnsafeLock
+from orchestrator.store.history import (
+    RunNotFound,
+    RunSummary,
+    list_runs,
+    previous_run,
+    results_dir_named,
+    summarize_run,
+)
+from orchestrator.store.lock import LOCK_NAME, RunLock, UnsafeLock
 from orchestrator.store.rundir import RunDirectory, host_input_from_result, release_envelope_data
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
+from orchestrator.verdict import offenders
+from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
+from orchestrator.verdict.offenders import PastRun
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.parallel import worker_count
+from orchestrator.verdict.references import References
+from orchestrator.verdict.result import FleetResult
 from orchestrator.verdict.streaming import JudgingPool
+
+
+@dataclass
+class Baseline:
+    """A run a new run is compared with, read once: its judged fleet for drift and for the checks
+    that judge counters and events between runs."""
+
+    path: Path | None = None
+    fleet: FleetResult | None = None
+    warnings: list[str] = field(default_factory=list)  # runs passed over, or why none could be read
 
 
 @dataclass
@@ -43,32 +68,34 @@ class RunResult:
     """A whole run: every play's host results merged per host, the judged fleet, where it is stored."""
 
     run: RunDirectory
-    fleet: dict[str, Any]
+    fleet: FleetResult
     hosts: dict[str, HostResult] = field(default_factory=dict)  # host -> its probes over all plays
     interrupted: bool = False
+    drift: FleetDiff | None = None  # against the baseline, where there is one
+    baseline: Baseline = field(default_factory=Baseline)
 
     def stopped_counts(self) -> tuple[int, int, int]:
-        """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept.
-        Part-way: a probe cut off mid-run, or a later play's probes never started."""
-        finished = cut = never = 0
-        for res in self.hosts.values():
-            unstarted = [p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()]
-            if unstarted and all(unstarted):
-                never += 1
-            elif any(unstarted) or any(p.outcome == Outcome.INTERRUPTED for p in res.probes.values()):
-                cut += 1
-            else:
-                finished += 1
-        return finished, cut, never
+        """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept."""
+        return stopped_counts(self.hosts.values())
 
     @property
     def failed_hosts(self) -> list[str]:
-        return [r["name"] for r in self.fleet["hosts"] if is_problem(r["outcome"])]
+        return self.fleet.failed_hosts
 
 
-def run_header(meta: dict[str, Any]) -> dict[str, Any]:
-    """fleet.json's `run`: what of run.json a reader of the fleet document needs."""
-    return {k: meta.get(k) for k in ("id", "started", "finished", "inventory", "playbook", "probes", "limit", "user")}
+def stopped_counts(hosts: Iterable[HostResult]) -> tuple[int, int, int]:
+    """(hosts finished, hosts cut off part-way, hosts never started): what a stopped run kept.
+    Part-way: a probe cut off mid-run, or a later play's probes never started."""
+    finished = cut = never = 0
+    for res in hosts:
+        unstarted = [p.outcome == Outcome.SKIPPED and p.reason == NOT_STARTED for p in res.probes.values()]
+        if unstarted and all(unstarted):
+            never += 1
+        elif any(unstarted) or any(p.outcome == Outcome.INTERRUPTED for p in res.probes.values()):
+            cut += 1
+        else:
+            finished += 1
+    return finished, cut, never
 
 
 # The facts sections a check compares with the previous run (events and counters of one boot).
@@ -79,39 +106,82 @@ HISTORY_SECTIONS = ("kmsg", "nic", "gpus")
 HISTORY_PARTS = {"pcie": ("aer_links",), "nvlink": ("gpus",)}
 
 
-def previous_facts(root: Path, before: Path) -> dict[str, PreviousFacts]:
-    """host -> its HISTORY_SECTIONS facts in the newest complete run of the same inventory before
-    `before`; empty when there is none or it cannot be read (the checks then judge absolutes only)."""
+def previous_baseline(root: Path, before: Path) -> Baseline:
+    """The newest complete run of the same inventory, playbook and limit before `before`; empty
+    (with why) when there is none or it cannot be read (the checks then judge absolutes only)."""
+    skipped: list[RunSummary] = []
     try:
-        prev = previous_run(root, before)
-        if prev is None:
-            return {}
-        fleet = load_fleet(prev.path)
-    except (RunNotFound, OSError, ValueError):
-        return {}
+        prev = previous_run(root, before, skipped=skipped)
+    except (RunNotFound, OSError):
+        return Baseline()
+    warnings = [f"run {bad.id} is not used as the drift baseline: {bad.problem}" for bad in skipped if bad.problem]
+    return load_baseline(prev.path, warnings) if prev is not None else Baseline(warnings=warnings)
+
+
+def load_baseline(path: Path, warnings: list[str] | None = None) -> Baseline:
+    """A stored run as a baseline; without its fleet (and why) when fleet.json cannot be read."""
+    warnings = warnings or []
+    try:
+        return Baseline(path, FleetResult.load(path), warnings)
+    except (RunNotFound, OSError, ValueError) as e:
+        return Baseline(path, None, [*warnings, f"no drift shown: {e}"])
+
+
+def run_history(root: Path, before: Path, warnings: list[str] | None = None) -> tuple[PastRun, ...]:
+    """What the last complete runs of the same inventory, playbook and limit before `before` said
+    of their hosts (verdict/offenders.py: repeat offenders), oldest first; a run that cannot be
+    read is passed over (and said in `warnings`)."""
+    try:
+        me = summarize_run(before)
+        same = [s for s in list_runs(root) if s.id < before.name and s.complete
+                and (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)]
+    except (RunNotFound, OSError):
+        return ()
+    out = []
+    for s in same[-(offenders.WINDOW - 1):]:
+        try:
+            fleet = FleetResult.load(s.path)
+        except (RunNotFound, OSError, ValueError) as e:
+            if warnings is not None:
+                warnings.append(f"run {s.id} is left out of the repeat-offender history: {e}")
+            continue
+        judged = [h.name for h in fleet.hosts.with_facts(()) if h.health.state.value not in ("unreachable", "incomplete")]
+        out.append(offenders.run_of(s.id, judged, fleet.findings))
+    return tuple(out)
+
+
+def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
+    """host -> its HISTORY_SECTIONS facts in the previous run (the checks judge counters and events
+    against them); empty without one."""
     out: dict[str, PreviousFacts] = {}
-    for rec in fleet.get("hosts") or []:
-        facts = rec.get("facts") or {}
+    if prev is None:
+        return out
+    for host in prev.hosts:
+        facts: Mapping[str, Any] = host.facts  # picked by section name
         kept = {k: facts[k] for k in HISTORY_SECTIONS if k in facts}
         for section, keys in HISTORY_PARTS.items():
             if isinstance(facts.get(section), dict):
                 kept[section] = {k: facts[section][k] for k in keys if k in facts[section]}
         # Picked by section name from a fleet.json this program judged: the sections and parts
         # PreviousFacts declares, in the shapes the normalizers wrote.
-        out[str(rec.get("name"))] = cast(PreviousFacts, kept)
+        out[host.name] = cast(PreviousFacts, kept)
     return out
 
 
-def judge(meta: dict[str, Any], inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
+def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None) -> dict[str, Any]:
+          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None,
+          history: tuple[PastRun, ...] | None = None) -> FleetResult:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
-    `pool`: the judges started for this plan by start_judging."""
+    `pool`: the judges started for this plan by start_judging; `history`: the earlier runs
+    (run_history), None when none was read."""
     expect_for, overrides_for = _rules(expectations, overrides)
-    return build_fleet(run_header(meta), inputs, expect_for, overrides_for, spool=spool,
-                       previous_for=(previous or {}).get, pool=pool)
+    refs = expectations.refs if isinstance(expectations, RunPlan) else References()
+    refs = replace(refs, history=history)
+    return build_fleet(meta, inputs, expect_for, overrides_for, spool=spool,
+                       previous_for=(previous or {}).get, pool=pool, refs=refs)
 
 
 def _rules(expectations: Mapping[str, Expectations] | RunPlan,
@@ -136,7 +206,7 @@ def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: P
         return None
     expect_for, _ = _rules(plan)
     try:
-        return JudgingPool(host_judge(expect_for, previous.get), workers, spool)
+        return JudgingPool(host_judge(expect_for, previous.get, plan.refs), workers, spool)
     except OSError:
         return None
 
@@ -152,13 +222,6 @@ class _JudgeAsStored:
     def host_finished(self, res: HostResult) -> None:
         if self.pool is not None and self.store.error is None:
             self.pool.submit(host_input_from_result(res, self.run.dir))
-
-
-def _install_sigterm() -> None:
-    if threading.current_thread() is threading.main_thread():
-        def raise_interrupt(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt()
-        signal.signal(signal.SIGTERM, raise_interrupt)
 
 
 class _StoreOrStop:
@@ -218,13 +281,28 @@ def _unwritable(run: RunDirectory, error: OSError) -> ResultsUnwritable:
     return ResultsUnwritable(str(run.dir), error)
 
 
+@contextlib.contextmanager
+def holding(*results_dirs: Path) -> Iterator[None]:
+    """The locks of these results directories (each once), held for the block: a command that
+    reads runs another command may prune, or writes a run, holds them (raises LockHeld)."""
+    with contextlib.ExitStack() as stack:
+        seen: set[Path] = set()
+        for d in results_dirs:
+            key = Path(os.path.abspath(d))
+            if key not in seen:
+                seen.add(key)
+                stack.callback(open_lock(d).release)
+        yield
+
+
 def open_lock(root: Path) -> RunLock:
     """The results directory's lock, held: raises LockHeld when another run has it."""
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = RunLock(root)
     except OSError as e:
-        raise UsageError(f"cannot use the results directory {root}: {e.strerror or e}; choose another with --results") from None
+        raise UsageError(f"cannot use the results directory {results_dir_named(root)}: {e.strerror or e}; "
+                         "choose another with --results") from None
     try:
         lock.acquire()
     except UnsafeLock as e:
@@ -235,40 +313,42 @@ def open_lock(root: Path) -> RunLock:
 
 
 def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
-            output_dir: Path | None = None, show_progress: bool | None = None) -> RunResult:
-    """Run every play of `plan`, store and judge it.  Raises LockHeld, ResultsUnwritable,
-    UsageError; a Ctrl-C keeps what finished (RunResult.interrupted)."""
+            output_dir: Path | None = None, show_progress: bool | None = None,
+            baseline: Path | None = None) -> RunResult:
+    """Run every play of `plan`, store and judge it, and compare it with `baseline` (default: the
+    previous complete run of the same inventory).  Raises LockHeld, ResultsUnwritable, UsageError;
+    a Ctrl-C keeps what finished (RunResult.interrupted)."""
     lock = open_lock(root)
     try:
-        return _execute_locked(plan, root, transport, options, output_dir, show_progress)
+        return _execute_locked(plan, root, transport, options, output_dir, show_progress, baseline)
     finally:
         lock.release()
 
 
 def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
-                    output_dir: Path | None, show_progress: bool | None) -> RunResult:
-    try:
-        run = RunDirectory.create(root, {**plan.meta(), "options": options}, output_dir)
-    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
-        why = e.strerror or str(e)
-        raise UsageError(f"cannot create the run directory under {root}: {why}; "
-                         "choose another with --results or -o") from None
+                    output_dir: Path | None, show_progress: bool | None, baseline: Path | None) -> RunResult:
+    run = _new_run(root, plan.meta(options=options), output_dir)
     progress = Progress(len(plan.hosts), enabled=show_progress)
-    _install_sigterm()
     stop = threading.Event()
     store = _StoreOrStop(run, stop)
-    previous = previous_facts(root, run.dir)
+    prev = previous_baseline(root, run.dir)
+    previous = previous_facts(prev.fleet)
+    history = run_history(root, run.dir, prev.warnings)
     pool = start_judging(plan, previous, run.dir)
     try:
-        return _run_and_judge(plan, run, transport, progress, store, stop, previous, pool)
+        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history)
     finally:
         if pool is not None:
             pool.close()
+    result.baseline = load_baseline(baseline) if baseline is not None else prev
+    if result.baseline.fleet is not None:
+        result.drift = diff_fleets(result.baseline.fleet, result.fleet)
+    return result
 
 
 def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
                    store: _StoreOrStop, stop: threading.Event, previous: Mapping[str, PreviousFacts],
-                   pool: JudgingPool | None) -> RunResult:
+                   pool: JudgingPool | None, history: tuple[PastRun, ...]) -> RunResult:
     merged: dict[str, HostResult] = {}
     interrupted = False
     sink = Fanout(store, _JudgeAsStored(pool, run, store), progress)
@@ -301,9 +381,15 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
     finally:
         progress.close()
     inputs = [host_input_from_result(merged[h.name], run.dir) for h in plan.hosts if h.name in merged]
-    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool)
+    if interrupted:
+        done, cut, never = stopped_counts(merged.values())
+        run.stop("interrupted", {"finished": done, "cut": cut, "never": never})
+    else:
+        run.stop("complete")
+    fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool,
+                  history=history)
     try:
-        run.finish(fleet, state="interrupted" if interrupted else "complete")
+        run.finish(fleet.to_document())
     except OSError as e:
         raise _unwritable(run, e) from None
     return RunResult(run, fleet, merged, interrupted)
@@ -353,32 +439,72 @@ def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOr
 
 
 def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
-                    extra_meta: dict[str, Any]) -> RunResult:
+                    via: dict[str, Any], options: dict[str, Any] | None = None) -> RunResult:
     """Results that came by another road (bundle documents from srun or cron, Ansible job events)
     stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
-    the same plan.  `collected`: each host's results and where they came from (its `origin`)."""
-    meta = {**plan.meta(), **extra_meta, "hosts_order": [r.host.name for r, _ in collected]}
-    try:
-        run = RunDirectory.create(root, meta)
-    except OSError as e:
-        raise UsageError(f"cannot create the run directory under {root}: {e.strerror or e}; "
-                         "choose another with --results") from None
+    the same plan.  `collected`: each host's results and where they came from (its `origin`);
+    `via`: the road (run.json's `collected`)."""
+    with holding(root):
+        return _store_collected_locked(plan, collected, root, via, options)
+
+
+def _store_collected_locked(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
+                            via: dict[str, Any], options: dict[str, Any] | None) -> RunResult:
+    meta = plan.meta(collected=via, options=options)
+    meta.hosts_order = [r.host.name for r, _ in collected]
+    run = _new_run(root, meta)
     try:
         for res, origin in collected:
             run.host_finished(res, origin=origin)
             release_envelope_data(res)
         inputs = [host_input_from_result(res, run.dir) for res, _ in collected]
+        run.stop("complete")
         fleet = judge(run.meta, inputs, plan, spool=run.dir)
-        run.finish(fleet)
+        run.finish(fleet.to_document())
     except OSError as e:
         raise _unwritable(run, e) from None
     return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
 
 
-def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None) -> RunResult:
+def store_imported(meta: RunMeta, inputs: list[HostInput], evidence: Mapping[str, dict[str, Any]], root: Path,
+                   expectations: Mapping[str, Expectations]) -> RunResult:
+    """Hosts judged from text evidence (`probe import` of command output), stored as a run: each
+    host's facts and the parsed evidence they came from (`evidence`: host -> its record)."""
+    with holding(root):
+        run = _new_run(root, meta)
+        try:
+            for h in inputs:
+                run.imported_host(h, evidence[h.name])
+            run.stop("complete")
+            fleet = judge(run.meta, inputs, expectations, spool=run.dir)
+            run.finish(fleet.to_document())
+        except OSError as e:
+            raise _unwritable(run, e) from None
+    return RunResult(run, fleet)
+
+
+def _new_run(root: Path, meta: RunMeta, output_dir: Path | None = None) -> RunDirectory:
+    try:
+        return RunDirectory.create(root, meta, output_dir)
+    except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
+        raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: {e.strerror or e}; "
+                         "choose another with --results" + (" or -o" if output_dir else "")) from None
+
+
+def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[str] | None = None,
+            security_floor: str | None = None, baseline_file: str | None = None) -> RunResult:
     """A new run judged from `source`'s raw data with today's normalizers and checks, under the
-    plan the run was made with (its playbook and --expect from run.json), or under `playbook` /
-    `expect` when given."""
+    plan the run was made with (its playbook, --expect and reference files from run.json), or under
+    `playbook` / `expect` / `security_floor` when given."""
+    # Locked like a run from before the source is read until the new run is published: a
+    # concurrent `--keep` must not prune the source half-way.
+    others = [source.parent] if (source.parent / LOCK_NAME).exists() else []  # a results directory of its own
+    with holding(root, *others):
+        return _rejudge_locked(source, root, playbook, expect, security_floor, baseline_file)
+
+
+def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
+                    security_floor: str | None, baseline_file: str | None) -> RunResult:
     stored = RunDirectory.open(source)
     problems: list[str] = []
     inputs = stored.host_inputs(problems=problems)
@@ -387,47 +513,48 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
     if not inputs:
         raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
-    inputs_of_run = PlanInputs.from_dict(meta.get("plan") or {"playbook": meta.get("playbook"),
-                                                               "inventory": meta.get("inventory")})
-    new_inputs = PlanInputs(inventory=tuple(meta.get("inventory") or ()), limit=meta.get("limit"),
+    inputs_of_run = PlanInputs.from_dict(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory})
+    new_inputs = PlanInputs(inventory=tuple(meta.inventory), limit=meta.limit,
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
                             expect=tuple(expect) if expect is not None else inputs_of_run.expect,
-                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become)
-    if meta.get("imported"):
+                            forks=inputs_of_run.forks, timeout=inputs_of_run.timeout, become=inputs_of_run.become,
+                            security_floor=security_floor or inputs_of_run.security_floor,
+                            baseline_file=baseline_file or inputs_of_run.baseline_file)
+    if meta.imported:
         plan = None
         from orchestrator.api.plan import parse_expect_items
 
         cli_expect = parse_expect_items(new_inputs.expect)
-        new_meta = {k: meta.get(k) for k in ("inventory", "limit", "probes", "options", "hosts_order", "imported")}
-        new_meta.update(playbook=None, plan=new_inputs.to_dict(), rejudged_from=source.name)
+        new_meta = RunMeta(inventory=meta.inventory, limit=meta.limit, probes=meta.probes, options=meta.options,
+                           hosts_order=meta.hosts_order, imported=True, playbook=None, plan=new_inputs.to_dict(),
+                           rejudged_from=source.name)
     else:
         plan = build_plan(new_inputs, stored=inputs)
-        new_meta = {**plan.meta(), "options": meta.get("options"), "hosts_order": meta.get("hosts_order"),
-                    "probes": meta.get("probes"), "rejudged_from": source.name}
-    # Locked like a run (a concurrent `--keep` must not prune the source half-way), built in a
-    # staging directory and renamed into the history only once complete.
-    lock = open_lock(root)
+        new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
+        new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
+    # built in a staging directory and renamed into the history only once complete
+    run = RunDirectory.create_staged(root, new_meta)
     try:
-        run = RunDirectory.create_staged(root, new_meta)
-        try:
-            # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
-            run.copy_raw_from(stored)
-            # Compared with the run before the source (not with the source itself, nor a later run).
-            before = previous_facts(root, source) if source.parent.resolve() == root.resolve() else {}
-            if plan is not None:
-                fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before)
-            else:
-                fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before)
-            # a re-judged stopped run is still the stopped run: never a complete baseline for drift
-            run.finish(fleet, state="interrupted" if meta.get("state") == "interrupted" else "complete")
-            run.publish()
-        except OSError as e:
-            run.discard()
-            raise ResultsUnwritable(str(root), e) from None
-        except BaseException:
-            run.discard()
-            raise
-    finally:
-        lock.release()
+        # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
+        run.copy_raw_from(stored)
+        # Compared with the run before the source (not with the source itself, nor a later run).
+        in_root = source.parent.resolve() == root.resolve()
+        before = previous_facts(previous_baseline(root, source).fleet) if in_root else {}
+        history = run_history(root, source) if in_root else None
+        # a re-judged stopped run is still the stopped run: never a complete baseline for drift
+        run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
+        if plan is not None:
+            fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before, history=history)
+        else:
+            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before,
+                          history=history)
+        run.finish(fleet.to_document())
+        run.publish()
+    except OSError as e:
+        run.discard()
+        raise ResultsUnwritable(str(root), e) from None
+    except BaseException:
+        run.discard()
+        raise
     return RunResult(run, fleet)

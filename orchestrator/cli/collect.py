@@ -13,8 +13,7 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs
 from orchestrator.api.session import RunResult
 from orchestrator.cli import exitcodes
-from orchestrator.cli.run import emit, known_check_ids, results_root
-from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
+from orchestrator.cli.run import deliver, results_root
 from orchestrator.store import atomic
 
 
@@ -31,7 +30,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return exitcodes.OK
     try:
-        atomic.write_bytes(Path(args.output), made.script)
+        atomic.write_output(Path(args.output), made.script)
     except OSError as e:
         raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     names = ", ".join(c.name for c in made.calls)
@@ -43,12 +42,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    emit(result.fleet, args, result.run.dir)
-    try:
-        write_outputs(result.fleet, check_ids=known_check_ids(result.fleet), **requested(args))
-    except OutputError as e:
-        print(f"probe: {e}", file=sys.stderr)
-    return exitcodes.for_fleet(result.fleet)
+    return deliver(args, result.fleet, result.run.dir, result.drift)
 
 
 def cmd_import_collected(args: argparse.Namespace) -> int:

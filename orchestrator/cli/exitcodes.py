@@ -4,9 +4,10 @@ same table, tests/cli/test_exit_codes.py keeps them equal)."""
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING
 
-from orchestrator.engine.outcomes import is_problem
+if TYPE_CHECKING:  # the cli layer reads the verdict's result; exit statuses are its own vocabulary
+    from orchestrator.verdict.result import FleetResult
 
 
 class ExitStatus(IntEnum):
@@ -15,7 +16,8 @@ class ExitStatus(IntEnum):
     USAGE = 2  # bad command line, inventory, playbook or expectation: nothing was run
     HOSTS_FAILED = 4  # at least one host unreachable, timed out, or a probe failed / sent invalid output
     FINDINGS_FAIL_AND_HOSTS_FAILED = 5  # 1 and 4 combine
-    RESULTS_UNWRITABLE = 73  # EX_CANTCREAT: the results could not be written; run stopped
+    OS_LIMIT = 71  # EX_OSERR: the controller ran out of what the system lends it (open files, processes)
+    RESULTS_UNWRITABLE = 73  # EX_CANTCREAT: the results, or an output asked for, could not be written
     LOCKED = 75  # EX_TEMPFAIL: another run holds the results directory lock
     INTERNAL = 70  # a bug in fleetprobe
     INTERRUPTED = 130  # Ctrl-C / SIGTERM: finished hosts were kept in a partial run
@@ -28,7 +30,9 @@ MEANING: dict[ExitStatus, str] = {
     ExitStatus.USAGE: "usage error (command line, inventory, playbook, expectations): nothing was run",
     ExitStatus.HOSTS_FAILED: "at least one host unreachable / timeout / failed / invalid output",
     ExitStatus.FINDINGS_FAIL_AND_HOSTS_FAILED: "1 and 4 together",
-    ExitStatus.RESULTS_UNWRITABLE: "the results could not be written (disk full, read-only); the run was stopped",
+    ExitStatus.OS_LIMIT: "the controller ran out of open files or processes (ulimit); the message says which",
+    ExitStatus.RESULTS_UNWRITABLE: "the results or a requested output (--junit, --html, -o ...) could not be "
+                                   "written (disk full, read-only, a bad path); the message names it",
     ExitStatus.LOCKED: "another run holds the results-directory lock (EX_TEMPFAIL: try again later)",
     ExitStatus.INTERNAL: "internal error (a bug: the message names a traceback file)",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C, SIGTERM); finished hosts are kept in a partial run",
@@ -38,6 +42,7 @@ OK = ExitStatus.OK
 FINDINGS_FAIL = ExitStatus.FINDINGS_FAIL
 USAGE = ExitStatus.USAGE
 HOSTS_FAILED = ExitStatus.HOSTS_FAILED
+OS_LIMIT = ExitStatus.OS_LIMIT
 RESULTS_UNWRITABLE = ExitStatus.RESULTS_UNWRITABLE
 LOCKED = ExitStatus.LOCKED
 INTERNAL = ExitStatus.INTERNAL
@@ -46,10 +51,10 @@ INTERRUPTED = ExitStatus.INTERRUPTED
 TABLE = "exit codes:\n" + "\n".join(f"  {int(code):<4} {text}" for code, text in MEANING.items())
 
 
-def for_fleet(fleet: dict[str, Any]) -> ExitStatus:
+def for_fleet(fleet: FleetResult) -> ExitStatus:
     code = 0
-    if fleet["summary"]["findings"].get("fail", 0):
+    if fleet.summary.findings.get("fail", 0):
         code |= FINDINGS_FAIL
-    if any(v and is_problem(k) for k, v in fleet["summary"]["outcomes"].items()):
+    if fleet.summary.hosts_failed:
         code |= HOSTS_FAILED
     return ExitStatus(code)

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import parse_expect_items
-from orchestrator.api.session import judge
+from orchestrator.api.session import store_imported
 from orchestrator.cli import exitcodes, views
-from orchestrator.cli.run import add_slurm_drain, emit, results_root
+from orchestrator.cli.run import add_slurm_drain, deliver, results_root
 from orchestrator.engine.results import HostInput
+from orchestrator.files.bounded import is_regular
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS
-from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.runmeta import RunMeta
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Any]:
@@ -29,9 +31,13 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
         return hosts
     if not args.files:
         raise UsageError("give evidence files (nvidia-smi / lspci output) or --fleet DIR")
-    missing = [f for f in args.files if not Path(f).is_file()]
+    missing = [f for f in args.files if not Path(f).exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
+    odd = [f for f in args.files if not is_regular(f)]
+    if odd:
+        raise UsageError(f"not a regular file (a directory, FIFO, socket or device): {', '.join(odd)}; "
+                         "give the files the commands' output was saved in")
     name = args.host or Path(args.files[0]).name.split(".", 1)[0]
     return {name: import_files([Path(f) for f in args.files], args.kind)}
 
@@ -45,6 +51,8 @@ def _bundle_outputs(args: argparse.Namespace) -> bool:
         path = Path(f)
         if path.is_dir():
             return True
+        if not is_regular(path):  # a FIFO would block the sniffing for ever: _inputs refuses it
+            continue
         try:
             with open(path, "rb") as fh:
                 if looks_like_document(fh.read(256)):
@@ -74,21 +82,19 @@ def cmd_import(args: argparse.Namespace) -> int:
                                  "probe_version": "text", "retried": 0}}
         inputs.append(HostInput(name=name, address="(imported)", groups=["imported"], probes=probes, data={},
                                 facts=host.facts, vars={}))
-    meta = {"inventory": [str(Path(f).resolve()) for f in (args.files or [args.fleet])], "playbook": None,
-            "probes": sorted({p for h in inputs for p in h.probes}), "imported": True,
-            "hosts_order": [h.name for h in inputs], "plan": {"expect": list(args.expect or [])}}
-    run = RunDirectory.create(results_root(args), meta)
-    for h in inputs:
-        run.imported_host(h, imported[h.name].to_dict())
-    fleet = judge(run.meta, inputs, {h.name: expect for h in inputs}, spool=run.dir)
-    run.finish(fleet)
-    if args.format == "table":
-        for name, host in imported.items():
-            print(f"== {name}: imported")
-            print("\n".join(f"  {line}" for line in summary_lines(host)))
-        print()
-    emit(fleet, args, run.dir)
-    return exitcodes.for_fleet(fleet)
+    meta = RunMeta(inventory=[str(Path(f).resolve()) for f in (args.files or [args.fleet])], playbook=None,
+                   probes=sorted({p for h in inputs for p in h.probes}), imported=True,
+                   hosts_order=[h.name for h in inputs], plan={"expect": list(args.expect or [])})
+    result = store_imported(meta, inputs, {name: host.to_dict() for name, host in imported.items()},
+                            results_root(args), {h.name: expect for h in inputs})
+    # what each file gave: on stdout before the table, on stderr beside a machine format (a file
+    # that could not be read, a table cut to the GPU budget are said whatever the format)
+    out = sys.stdout if args.format == "table" else sys.stderr
+    for name, host in imported.items():
+        print(f"== {name}: imported", file=out)
+        print("\n".join(f"  {line}" for line in summary_lines(host)), file=out)
+    print(file=out)
+    return deliver(args, result.fleet, result.run.dir)
 
 
 def add_parser(sub: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -11,6 +10,7 @@ from tabulate import tabulate
 
 from orchestrator.api.plan import load_inventory
 from orchestrator.engine import payload as probes
+from orchestrator.files import jsontext
 
 
 def list_probes(args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def list_hosts(args: argparse.Namespace) -> int:
     if args.graph:
         print(inventory_graph(inv, hosts=limited))
     elif args.list:
-        print(json.dumps(inventory_list(inv, hosts=limited), indent=2, default=str))
+        print(jsontext.dumps(inventory_list(inv, hosts=limited), indent=2, default=str))
     else:
         rows = [[h.name, h.address, h.port or "", h.user or "", h.connection, ",".join(g for g in h.groups if g != "all")]
                 for h in hosts]

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
+import io
+import signal
 import sys
 import tempfile
+import threading
 import traceback
+from typing import Any
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
-from orchestrator.cli import collect, exitcodes, history, importer, info, run
+from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run
+from orchestrator.engine import descriptors
 from orchestrator.store.lock import LockHeld
 
 
@@ -25,13 +32,56 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     info.add_parsers(sub)
     history.add_parsers(sub)
+    judging.add_parsers(sub)
     importer.add_parser(sub)
     collect.add_parsers(sub)
     return parser
 
 
+def _suggest_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown option is a usage error (exit 2) that names the option it resembles: argparse
+    itself says only "unrecognized arguments" (Python 3.14 learns to suggest)."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return
+    command = getattr(args, "command", None)
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    target = sub.choices.get(command, parser) if sub is not None and command else parser
+    known = [o for a in target._actions for o in a.option_strings]
+    hints = []
+    for x in extras:
+        name = x.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) if name.startswith("-") else []
+        if close:
+            hints.append(f"{name} (did you mean {close[0]}?)")
+    if hints:
+        target.error("unrecognized arguments: " + ", ".join(hints))
+
+
+def _sigterm_is_an_interrupt() -> None:
+    """SIGTERM (a scheduler's or an operator's kill) stops any command as Ctrl-C does: what it
+    finished is kept, and it exits 130 as the exit table says, at whatever point it arrives."""
+    if threading.current_thread() is threading.main_thread():
+        def raise_interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt()
+        signal.signal(signal.SIGTERM, raise_interrupt)
+
+
+def _streams_never_fail() -> None:
+    """stdout/stderr that cannot fail to encode: cron's environment may say PYTHONIOENCODING=ascii
+    or LANG=C, and a host name, GPU model or message can hold any character.  What the terminal's
+    encoding lacks is written as a backslash escape, which still says which character it was."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _sigterm_is_an_interrupt()
+    _streams_never_fail()
+    descriptors.raise_soft_limit()
     parser = build_parser()
+    _suggest_options(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -54,11 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.INTERRUPTED
     except BrokenPipeError:
         return exitcodes.OK
+    except OSError as e:
+        if not descriptors.is_exhaustion(e) and e.errno not in (errno.EAGAIN, errno.ENOMEM):
+            return _internal_error()
+        what = descriptors.out_of_descriptors() if descriptors.is_exhaustion(e) else \
+            f"{e.strerror}: the system lends the controller no more processes or memory (ulimit -u, -v)"
+        print(f"probe: {what}; what finished is kept", file=sys.stderr)
+        return exitcodes.OS_LIMIT
     except Exception:
-        with tempfile.NamedTemporaryFile("w", prefix="fleetprobe-crash-", suffix=".txt", delete=False) as f:
-            traceback.print_exc(file=f)
-        print(f"probe: internal error (a bug in fleetprobe); traceback saved to {f.name}", file=sys.stderr)
-        return exitcodes.INTERNAL
+        return _internal_error()
+
+
+def _internal_error() -> int:
+    with tempfile.NamedTemporaryFile("w", prefix="fleetprobe-crash-", suffix=".txt", delete=False) as f:
+        traceback.print_exc(file=f)
+    print(f"probe: internal error (a bug in fleetprobe); traceback saved to {f.name}", file=sys.stderr)
+    return exitcodes.INTERNAL
 
 
 if __name__ == "__main__":

@@ -8,37 +8,33 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
-from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, RunPlan, build_plan
-from orchestrator.api.session import RunResult, execute
+from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, build_plan
+from orchestrator.api.session import RunResult, execute, holding
 from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
 from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
 from orchestrator.present.outputs.emit import add_arguments as add_output_arguments
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
 from orchestrator.present.terminal.drift import render_diff
-from orchestrator.present.terminal.findings import classes_table, findings_table
+from orchestrator.present.terminal.findings import classes_table, findings_table, hosts_view, notes_block
 from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.present.terminal.quiet import quiet_text
 from orchestrator.store import atomic
-from orchestrator.store.history import (
-    RunNotFound,
-    RunSummary,
-    load_fleet,
-    parse_keep,
-    previous_run,
-    prune,
-    resolve_run,
-)
-from orchestrator.store.rundir import default_results_dir
+from orchestrator.store.history import RunNotFound, default_results_dir, parse_keep, prune, resolve_run
+from orchestrator.store.lock import LockHeld
 from orchestrator.transport.base import TransportOptions
-from orchestrator.verdict.drift import diff_fleets
+from orchestrator.verdict import remedy
+from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.result import FleetResult
 
 
 def plan_inputs(args: argparse.Namespace) -> PlanInputs:
     return PlanInputs(inventory=tuple(args.inventory or ()), limit=args.limit, playbook=args.playbook,
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
-                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None))
+                      timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
+                      security_floor=getattr(args, "security_floor", None),
+                      baseline_file=getattr(args, "baseline_file", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -48,6 +44,7 @@ def execute_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}")
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
+    max_share(args)  # a bad --max-drain is a usage error before anything runs
     plan = build_plan(plan_inputs(args))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -70,34 +67,72 @@ def execute_cli(args: argparse.Namespace) -> int:
     options = {"forks": args.forks, "timeout": args.timeout, "connect_timeout": args.connect_timeout,
                "host_key_policy": args.host_key_policy, "become": args.become}
     result = execute(plan, root, topts, options, Path(args.output_dir) if args.output_dir else None,
-                     show_progress=False if args.quiet else None)
-    return present_run(args, root, plan, result, baseline, keep)
+                     show_progress=False if args.quiet else None, baseline=baseline)
+    return present_run(args, root, result, keep)
 
 
-def present_run(args: argparse.Namespace, root: Path, plan: RunPlan, result: RunResult,
-                baseline: Path | None, keep: tuple[int | None, int | None] | None) -> int:
-    fleet, run_dir = result.fleet, result.run.dir
-    previous = _previous_fleet(root, run_dir, baseline)  # read once: drift on screen and in --html
-    emit(fleet, args, run_dir, previous)
-    if args.html:
-        from orchestrator.present.report import ReportError, write_report
-
-        try:
-            write_report(fleet, args.html, previous=previous)
-        except (ReportError, OSError, ValueError) as e:
-            print(f"probe: --html {args.html}: {e}", file=sys.stderr)
-    try:
-        write_outputs(fleet, check_ids=known_check_ids(fleet), **requested(args))
-    except OutputError as e:
-        print(f"probe: {e}", file=sys.stderr)
+def present_run(args: argparse.Namespace, root: Path, result: RunResult,
+                keep: tuple[int | None, int | None] | None) -> int:
+    run_dir = result.run.dir
+    for w in result.baseline.warnings:
+        print(f"probe: warning: {w}", file=sys.stderr)
+    status = deliver(args, result.fleet, run_dir, result.drift)
     if keep:
-        prune(root, keep[0], keep[1], protect=tuple(p.name for p in (baseline, run_dir) if p))
+        _prune(root, keep, tuple(p.name for p in (result.baseline.path, run_dir) if p))
     if result.interrupted:
         finished, cut, never = result.stopped_counts()
         print(f"interrupted: {finished} of {finished + cut + never} host(s) finished, {cut} cut off part-way, "
               f"{never} never started; results kept in {run_dir}", file=sys.stderr)
-        return exitcodes.INTERRUPTED
-    return exitcodes.for_fleet(fleet)
+        return exitcodes.RESULTS_UNWRITABLE if status is exitcodes.RESULTS_UNWRITABLE else exitcodes.INTERRUPTED
+    return status
+
+
+def _prune(root: Path, keep: tuple[int | None, int | None], protect: tuple[str, ...]) -> None:
+    """--keep, under the results directory's lock: a rejudge or merge reading an old run holds it."""
+    try:
+        with holding(root):
+            prune(root, keep[0], keep[1], protect=protect)
+    except LockHeld as e:
+        print(f"probe: warning: nothing pruned this time ({e}); the next run prunes", file=sys.stderr)
+
+
+def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None
+            ) -> exitcodes.ExitStatus:
+    """Show the judged fleet and write every output the command line asked for.  An output that
+    cannot be written is one line naming it and why; the others are still written and the status
+    is RESULTS_UNWRITABLE (73), so cron does not read a missing file as success."""
+    emit(fleet, args, run_dir, drift)
+    failed = write_requested(args, fleet, drift)
+    return exitcodes.RESULTS_UNWRITABLE if failed else exitcodes.for_fleet(fleet)
+
+
+def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDiff | None = None) -> int:
+    """Write --html and every registered output file; how many could not be written (each said)."""
+    failed = 0
+    html = getattr(args, "html", None)
+    if html:
+        from orchestrator.present.report import ReportError, write_report
+
+        try:
+            write_report(fleet, html, drift)
+        except (ReportError, OSError) as e:
+            print(f"probe: could not write --html {html}: {getattr(e, 'strerror', None) or e}", file=sys.stderr)
+            failed += 1
+    wanted = requested(args)
+    drain = None
+    if wanted.get("slurm_drain"):
+        drain = remedy.drain_plan(fleet, max_share(args), bool(getattr(args, "force", False)))
+        if drain.blocked:
+            print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: no node drained, the list is refused: "
+                  f"{drain.refusal_text()}; check the rule, then rerun with --force (or a larger --max-drain)",
+                  file=sys.stderr)
+    try:
+        write_outputs(fleet, drain=drain, **wanted)
+    except OutputError as e:
+        for line in e.failures:
+            print(f"probe: {line}", file=sys.stderr)
+        failed += len(e.failures)
+    return failed
 
 
 def results_root(args: argparse.Namespace) -> Path:
@@ -108,55 +143,31 @@ def results_root(args: argparse.Namespace) -> Path:
     return default_results_dir()
 
 
-def known_check_ids(fleet: dict[str, Any]) -> list[str]:
-    """Every finding id this run could have raised: the documented catalog plus what it did raise."""
-    from orchestrator.verdict.checks import FINDING_IDS
-
-    return sorted(set(FINDING_IDS) | {f["id"] for f in fleet["findings"]})
-
-
-def _previous_fleet(root: Path, run_dir: Path, baseline: Path | None) -> dict[str, Any] | None:
-    """The fleet to show drift against: --baseline, else the previous complete run of the inventory."""
-    path = baseline
-    if path is None:
-        skipped: list[RunSummary] = []
-        prev = previous_run(root, run_dir, skipped=skipped)
-        for bad in skipped:
-            if bad.problem:
-                print(f"probe: warning: run {bad.id} is not used as the drift baseline: {bad.problem}",
-                      file=sys.stderr)
-        path = prev.path if prev else None
-    if path is None:
-        return None
-    try:
-        return load_fleet(path)
-    except RunNotFound as e:
-        print(f"probe: no drift shown: {e}", file=sys.stderr)
-        return None
-
-
-def emit(fleet: dict[str, Any], args: argparse.Namespace, run_dir: Path,
-         previous: dict[str, Any] | None = None) -> None:
+def emit(fleet: FleetResult, args: argparse.Namespace, run_dir: Path, drift: FleetDiff | None = None) -> None:
     fmt = args.format
     if fmt == "json":
-        sys.stdout.writelines(atomic.iter_json(fleet))  # the C encoder, streamed: fleets get large
+        sys.stdout.writelines(atomic.iter_json(fleet.to_document()))  # the C encoder, streamed: fleets get large
         sys.stdout.write("\n")
         return
     if fmt in ("yaml", "csv"):
         print(render_findings(fleet, fmt) if args.quiet else render_hosts(fleet, fmt))
         return
-    text = render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or [])
+    text = render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or [],
+                             by=getattr(args, "findings", None) or "hosts")
     if not text:
         return  # -q on a healthy fleet: nothing at all, so cron sends no mail
     print(text)
-    if previous is not None and not args.quiet:
-        print("\n" + render_diff(diff_fleets(previous, fleet)), end="")
+    if drift is not None and not args.quiet:
+        print("\n" + render_diff(drift), end="")
     print(f"\nrun: {run_dir}")
 
 
-def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str] | None = None) -> str:
-    """The terminal report, fitted to the terminal's width; with `quiet` the cron report (problem
-    hosts and warn/fail findings, "" on a healthy fleet)."""
+def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] | None = None,
+                      by: str = "hosts") -> str:
+    """The terminal report, fitted to the terminal's width: the hosts table (health first), the
+    `--show` views, the classes, the findings by host (each unhealthy host with its faults) or by
+    check, what was not judged, RECAP.  With `quiet` the cron report (unhealthy hosts and their
+    warn/fail faults, "" on a healthy fleet)."""
     from orchestrator.present.terminal.sections import render_views
     from orchestrator.present.terminal.width import terminal_width
 
@@ -168,12 +179,18 @@ def render_fleet_text(fleet: dict[str, Any], quiet: bool = False, show: list[str
     ct = classes_table(fleet, width)
     if ct:
         out.append(ct)
-    out.append(findings_table(fleet["findings"], "info", width))
+    if by == "checks":
+        out.append(findings_table(fleet.findings, "info", width))
+    else:
+        out.append(hosts_view(fleet, width, "warn"))
+        notes = notes_block(fleet, width)
+        if notes:
+            out.append(notes)
     judged = not_judged_block(fleet, width)
     if judged:
         out.append(judged)
-    if fleet.get("silenced"):
-        out.append(f"{len(fleet['silenced'])} finding(s) silenced by the playbook")
+    if fleet.silenced:
+        out.append(f"{len(fleet.silenced)} finding(s) silenced by the playbook")
     out.append(recap(fleet, width))
     return "\n\n".join(out)
 
@@ -205,16 +222,48 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table",
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     views.add_show(p, suffix=" (comma list)")
+    views.add_findings_view(p)
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     add_output_arguments(p)  # --prometheus, --junit, ... : present/outputs/emit.py's OUTPUT_FILES
+    add_guard_arguments(p)
     p.add_argument("--shard", metavar="K/N", help="run only part K of N of the selected hosts (stable hash of the "
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
+    add_reference_arguments(p)
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
     p.set_defaults(func=execute_cli)
 
 
+def add_reference_arguments(p: argparse.ArgumentParser) -> None:
+    """The files a run (or a rejudge) judges its hosts against, beyond their expectations."""
+    p.add_argument("--security-floor", metavar="FILE",
+                   help="judge every host's driver and ConnectX/BlueField firmware against this security floor "
+                        "(made by tools/security_floor.py from NVIDIA's bulletins) instead of the shipped one; "
+                        "sets the expectation security_floor: true for every host")
+    p.add_argument("--baseline-file", metavar="FILE",
+                   help="judge each topology class's measured figures against this class baseline (made by "
+                        "`probe baseline RUN -o FILE` from a known-good fleet) instead of the run's own hosts")
+
+
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:
     add_output_arguments(p, only=("slurm_drain",))
+    add_guard_arguments(p)
+
+
+def add_guard_arguments(p: argparse.ArgumentParser) -> None:
+    """The blast-radius guard of the drain list and the remediation playbook (verdict/remedy.py)."""
+    p.add_argument("--max-drain", metavar="PCT", type=float, default=remedy.DEFAULT_MAX_SHARE * 100,
+                   help=f"refuse a drain list or remediation that takes more than PCT %% of the fleet or of a "
+                        f"topology class out of service (default {remedy.DEFAULT_MAX_SHARE * 100:g} %%; one host is "
+                        "always allowed)")
+    p.add_argument("--force", action="store_true",
+                   help="write the drain list or remediation even where it takes more than --max-drain")
+
+
+def max_share(args: argparse.Namespace) -> float:
+    pct = getattr(args, "max_drain", remedy.DEFAULT_MAX_SHARE * 100)
+    if not 0 < pct <= 100:
+        raise UsageError(f"--max-drain must be a percentage above 0 and at most 100, got {pct:g}")
+    return float(pct) / 100.0

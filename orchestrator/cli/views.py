@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 from typing import Any
 
 from orchestrator.facts import registry
@@ -14,8 +15,20 @@ def parse_views(value: str) -> list[str]:
     names = [x.strip() for x in value.split(",") if x.strip()]
     bad = [n for n in names if n not in known]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown view {', '.join(map(repr, bad))}; known: {', '.join(known)}")
+        close = [m for n in bad for m in difflib.get_close_matches(n, known, n=1)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise argparse.ArgumentTypeError(f"unknown view {', '.join(map(repr, bad))}{hint} known: {', '.join(known)}")
     return names
+
+
+def add_findings_view(p: Any) -> None:
+    """Add `--findings hosts|checks`: the findings by host (each unhealthy host with its faults,
+    the default) or by check (each finding id with its hosts)."""
+    from orchestrator.present.terminal.findings import FINDINGS_VIEWS
+
+    p.add_argument("--findings", choices=FINDINGS_VIEWS, default="hosts",
+                   help="findings on the terminal by host (each unhealthy host with its faults; default) "
+                        "or by check (each finding id with the hosts that have it)")
 
 
 def add_show(p: Any, what: str = "per-host detail views", suffix: str = "", importable_only: bool = False) -> None:

@@ -20,6 +20,8 @@ from functools import lru_cache
 from typing import Any
 
 from orchestrator.engine import payload as probes
+from orchestrator.engine.envelope import EnvelopeError, check_budget
+from orchestrator.files.jsontext import loads_strict
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR, CommandResult
 
 MAGIC = b"FPBUNDLE 1\n"
@@ -126,11 +128,18 @@ def _header(line: bytes, expected: str) -> dict[str, Any] | None:
         return None
     if not all(isinstance(head.get(k), bool) for k in ("timed_out", "out_trunc", "err_trunc")):
         return None
-    duration = head.get("duration_s")
-    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or not math.isfinite(duration) \
-            or not 0 <= duration <= _MAX_DURATION_S:  # NaN/Infinity would reach fleet.json and JUnit
+    if duration_of(head.get("duration_s")) is None:
         return None
     return head
+
+
+def duration_of(value: Any) -> float | None:
+    """A reported run time in seconds, or None when it is not one: not a number, negative, NaN or
+    infinite (which would reach fleet.json and JUnit), or longer than a day (no probe runs so long)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+            or not 0 <= value <= _MAX_DURATION_S:
+        return None
+    return float(value)
 
 
 def split(res: CommandResult, names: list[str], max_output: int = DEFAULT_MAX_OUTPUT,
@@ -233,8 +242,14 @@ def _bytes_of(value: Any, what: str) -> bytes:
 def read_document(data: bytes) -> Document:
     """Parse a bundle's document; DocumentError names the first thing that is wrong."""
     try:
-        doc = json.loads(data)
-    except ValueError as e:
+        text = data.decode("utf-8")
+        # the answers are strings in it: a document of more values or deeper nesting than an
+        # envelope may hold is not one, and is refused before a million objects are built
+        check_budget(text)
+        doc = loads_strict(text)
+    except EnvelopeError as e:
+        raise DocumentError(f"not a fleetprobe bundle document ({str(e).replace('stdout', 'the file')})") from None
+    except ValueError as e:  # UnicodeDecodeError too
         raise DocumentError(f"not a fleetprobe bundle document (not JSON: {e})") from None
     except RecursionError:  # hostile or broken nesting: json recurses per level
         raise DocumentError("not a fleetprobe bundle document (JSON nested too deeply)") from None

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from orchestrator.facts.normalize.budget import MAX_STRING, cut_long_strings
+from orchestrator.facts.normalize.budget import MAX_FIGURE, MAX_STRING, cut_long_strings
+from orchestrator.files.jsontext import loads_strict
 
 ENVELOPE_VERSION = 1
 STATUSES = ("ok", "error", "unsupported")
@@ -54,18 +54,6 @@ class Envelope:
 def _str_list(value: Any, name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise EnvelopeError(f"envelope field {name!r} must be a list of strings")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _finite(text: str) -> float:
-    # 1e400 parses as inf: fleet.json would then carry `Infinity`, which strict JSON readers reject
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
     return value
 
 
@@ -156,7 +144,7 @@ def loads_bounded(text: str) -> Any:
 
 def _loads(text: str) -> Any:
     check_budget(text)
-    doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    doc = loads_strict(text, MAX_FIGURE)
     if _SURROGATE_ESCAPE.search(text):
         doc = clean_strings(doc)
     return cut_long_strings(doc) if _longest_string(text) > MAX_STRING else doc

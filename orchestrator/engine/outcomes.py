@@ -53,6 +53,22 @@ NOT_STARTED = "run interrupted before this host started"
 CUT_OFF = "run interrupted while this host was being probed"
 
 
+# Skip reasons that mean the probe was meant to run and did not (a stopped run, a probe before it
+# failed); other skips are on purpose (raw mode, a condition of Ansible's).
+_UNFINISHED_SKIPS = (NOT_STARTED, "not run: ")
+_UNFINISHED = frozenset({Outcome.INTERRUPTED.value, Outcome.FAILED.value, Outcome.INVALID_OUTPUT.value,
+                         Outcome.TIMEOUT.value, Outcome.UNREACHABLE.value})
+
+
+def finished(outcome: str, reason: str = "") -> bool:
+    """Whether a probe the plan asked for ran to its end: ok, unsupported (the host cannot answer,
+    which is an answer), or skipped on purpose.  What did not finish left its facts section missing
+    or cut short, and nothing may be judged from that absence."""
+    if outcome == Outcome.SKIPPED.value:
+        return not reason.startswith(_UNFINISHED_SKIPS)
+    return outcome not in _UNFINISHED
+
+
 def is_problem(value: str) -> bool:
     """Whether an outcome value (as fleet.json and run summaries hold it) is a problem."""
     return value not in NOT_PROBLEMS

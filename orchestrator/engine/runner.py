@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.engine import bundle
+from orchestrator.engine import bundle, descriptors
 from orchestrator.engine import payload as probes
 from orchestrator.engine.envelope import Envelope, EnvelopeError, parse_envelope
 from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome, transport_outcome, worst
@@ -260,6 +260,8 @@ class _Cancelled(Exception):
 
 def controller_error(e: BaseException) -> str:
     """The reason for a host whose probing raised on the controller (out of descriptors, a bug)."""
+    if descriptors.is_exhaustion(e):
+        return f"the controller could not probe this host: {descriptors.out_of_descriptors()}"
     detail = f"{e.strerror} ({type(e).__name__})" if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
     return f"the controller could not probe this host: {detail[:200]}"
 

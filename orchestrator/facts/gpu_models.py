@@ -2,7 +2,10 @@
 
 Used where the inventory states no expectation.  Figures are per direction.  Sources: NVIDIA
 product briefs (link counts, generations) and the per-link speeds `nvidia-smi nvlink -s` reports
-on real machines (see ../shared/evidence: 26.562 GB/s H100, 25.781 GB/s V100, 14.062 GB/s A6000).
+on real machines (see ../shared/evidence: 26.562 GB/s H100, 25.781 GB/s V100, 14.062 GB/s A6000;
+tests/fixtures/evidence: 53.125 GB/s GB200 and B300 SXM6).  Product names are as NVML prints
+them in published outputs; where an entry came from one, its comment names the fixture or the
+public thread.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ class GpuModel:
     has_fans: bool = False  # actively cooled board: NVML must report its fans (SXM/passive boards have none)
     pci_ids: tuple[str, ...] = ()  # PCI device ids ("0x2330"): the surest key where the text prints one
     display: bool = False  # a display-only board (DGX Station's "DGX Display"): not a compute GPU
+    # The GPU hangs off its Grace CPU by NVLink-C2C (GH200, GB200, GB10): no PCIe bridge joins it to
+    # any NIC (nvidia-smi topo -m prints NODE/SYS for all), and its PCIe link is not its data path.
+    c2c: bool = False
 
     @property
     def nvlink_gbps(self) -> float:
@@ -47,11 +53,21 @@ class GpuModel:
 # an "RTX 3090 Ti" (no NVLink) is not an "RTX 3090".  A name missing here is an unknown model
 # (`model: null`, "not in the model table"), which is better than a wrong one.
 MODELS: tuple[GpuModel, ...] = (
-    GpuModel("GB200", ("NVIDIA GB200",), "Blackwell", 5, 18, 50.0, 6, pci_ids=("0x2941",)),
-    GpuModel("B300-SXM", ("NVIDIA B300 SXM6 AC", "NVIDIA B300"), "Blackwell", 5, 18, 50.0, 6),
-    GpuModel("B200-SXM", ("NVIDIA B200",), "Blackwell", 5, 18, 50.0, 5, pci_ids=("0x2901",)),
+    # NVLink5: nvidia-smi nvlink -s prints 53.125 GB/s per link (nvlink_s_gb200_53gbps_elided_k8stestinfra371_01,
+    # nvlink_s_7x_b300_sxm6_53gbps_xe9780_01); GB200's id 0x2941 from gpud's lspci.gb200 (lspci_gb200_grace_cx7_bf3_gpud_01).
+    GpuModel("GB200", ("NVIDIA GB200",), "Blackwell", 5, 18, 53.125, 6, pci_ids=("0x2941",), c2c=True),
+    # B300's id 0x3182: DCGM's "GPU Device IDs Detected 3182" on the 7-GPU XE9780 (BAEYUNSEON/XE9780_Performance_Test).
+    GpuModel("B300-SXM", ("NVIDIA B300 SXM6 AC", "NVIDIA B300"), "Blackwell", 5, 18, 53.125, 6, pci_ids=("0x3182",)),
+    GpuModel("B200-SXM", ("NVIDIA B200",), "Blackwell", 5, 18, 53.125, 5, pci_ids=("0x2901",)),
+    # DGX Spark: "NVIDIA GB10" on bus 0000000F:01:00.0, memory "Not Supported" (unified LPDDR5X),
+    # NVIDIA/k8s-device-plugin#1482, snowflakedb/ArcticTraining#345; no NVLink to other GPUs.
+    GpuModel("GB10", ("NVIDIA GB10",), "Blackwell", None, 0, 0.0, 5, p2p_supported=False, c2c=True),
     GpuModel("GH200", ("NVIDIA GH200 480GB", "NVIDIA GH200 120GB", "NVIDIA GH200 144G HBM3e", "NVIDIA GH200 96GB HBM3",
-                       "NVIDIA GH200"), "Hopper", 4, 18, 26.562, 5, pci_ids=("0x2342", "0x2348")),
+                       "NVIDIA GH200"), "Hopper", 4, 18, 26.562, 5, pci_ids=("0x2342", "0x2348"), c2c=True),
+    # H20 (8x NV18 in `topo -m`, topo_8x_h20_nv18_2nic_arthurchiao_01); id 0x2329 from `lspci -nn`
+    # "GH100 [H20] [10de:2329]" (search index 61523513786).  H20-3e: nccl-tests#314's device lines.
+    GpuModel("H20", ("NVIDIA H20",), "Hopper", 4, 18, 26.562, 5, pci_ids=("0x2329",)),
+    GpuModel("H20-3E", ("NVIDIA H20-3e",), "Hopper", 4, 18, 26.562, 5),
     GpuModel("H200-NVL", ("NVIDIA H200 NVL",), "Hopper", 4, 18, 26.562, 5, nvlink_bridge=True, pci_ids=("0x233b",)),
     GpuModel("H200-SXM", ("NVIDIA H200", "NVIDIA H200 141GB HBM3e"), "Hopper", 4, 18, 26.562, 5,
              p2p_floor_gbps=335.0, pci_ids=("0x2335",)),
@@ -88,6 +104,25 @@ MODELS: tuple[GpuModel, ...] = (
     GpuModel("T4", ("Tesla T4", "NVIDIA T4"), "Turing", None, 0, 0.0, 3, pci_ids=("0x1eb8",)),
     GpuModel("DGX-Display", ("NVIDIA DGX Display",), "Turing", None, 0, 0.0, 3, display=True, has_fans=True),
 )
+
+# Mellanox/NVIDIA HCAs by the `CA type` ibstat prints (sysfs hca_type): "MT" and the PCI device id
+# in decimal (MT4131 = 0x1023).  Products from the PCI ID repository (pci.ids, vendor 15b3); the
+# newest seen in published ibstat: MT4131 (ibstat_11ca_cx8_mt4131_cx7_port_guid_xe9780_01),
+# MT41692 (ibstat_bf3_b3220_mt41692_logical_down_fusee_01).
+NIC_MODELS: dict[str, str] = {
+    "MT4115": "ConnectX-4", "MT4116": "ConnectX-4 VF", "MT4117": "ConnectX-4 Lx", "MT4118": "ConnectX-4 Lx VF",
+    "MT4119": "ConnectX-5", "MT4120": "ConnectX-5 VF", "MT4121": "ConnectX-5 Ex", "MT4122": "ConnectX-5 Ex VF",
+    "MT4123": "ConnectX-6", "MT4124": "ConnectX-6 VF", "MT4125": "ConnectX-6 Dx", "MT4126": "ConnectX VF",
+    "MT4127": "ConnectX-6 Lx", "MT4129": "ConnectX-7", "MT4131": "ConnectX-8",
+    "MT41682": "BlueField", "MT41686": "BlueField-2", "MT41689": "BlueField-3 Lx", "MT41692": "BlueField-3",
+    "MT41695": "BlueField-4",
+}
+
+
+def nic_model(hca_type: Any) -> str | None:
+    """'MT4131' -> 'ConnectX-8'; None for an HCA type not in the table (unknown, never guessed)."""
+    return NIC_MODELS.get(hca_type.strip().upper()) if isinstance(hca_type, str) else None
+
 
 # "NVIDIA A100 80GB PCIe MIG 3g.40gb" (a MIG device's name) is the parent GPU's model.
 _MIG_SUFFIX = re.compile(r"\s+MIG\s+\d+g\.\d+gb(?:\+\w+)*$", re.I)

@@ -13,7 +13,13 @@ display GPU) are `NotRequired` too: a live probe leaves them out, it never write
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+import sys
+from typing import Any, Union
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, TypedDict
+else:  # NotRequired is 3.11+; typing_extensions' TypedDict is the one that understands it
+    from typing_extensions import NotRequired, TypedDict
 
 
 # Provenance every section imported from text carries (facts/textparse/facts.py:_mark).
@@ -34,7 +40,7 @@ class TextSource(TextOrigin, total=False):
 # ---------------------------------------------------------------------------------------------
 # facts["host"] (docs/facts-host.md)
 
-DmiValue = str | dict[str, Any] | None  # {"unknown": reason} where only root may read it
+DmiValue = Union[str, dict[str, Any], None]  # {"unknown": reason} where only root may read it
 
 
 class HostCpu(TypedDict):
@@ -89,6 +95,11 @@ class HostFacts(TypedDict):
     driver: HostDriver
     python: str | None
     fabric_manager: NotRequired[HostFabricManager | None]  # None: no dpkg database to ask
+    # host 1.2: seconds since boot (/proc/uptime), and the processes holding /dev/nvidia*
+    # ({"holders": [{pid, command, state, devices, stuck?, wchan?}], "unreadable": n, "scanned": n});
+    # absent from an older probe's answer and from text imports
+    uptime_s: NotRequired[float | None]
+    gpu_processes: NotRequired[dict[str, Any] | None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +228,9 @@ class GpusFacts(TextSource):
     count_sources: NotRequired[dict[str, int]]
     # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
     count_at_least: NotRequired[int]
+    # driver calls that did not return within their share of the probe's deadline (a wedged
+    # driver): [{call, subject, waited_s, limit_s}]; the probe answered without them
+    unresponsive: NotRequired[list[dict[str, Any]]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,6 +295,7 @@ class NvlinkFacts(TextSource):
     pairs_unknown: NotRequired[str]
     nvswitches_unknown: NotRequired[str]
     gpus_unknown: NotRequired[str]
+    unresponsive: NotRequired[list[dict[str, Any]]]  # as GpusFacts.unresponsive
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,6 +308,7 @@ class TopologyDevice(TypedDict):
     bus_id: str | None
     cpu_affinity: NotRequired[str | None]
     numa: NotRequired[int | None]
+    numa_nodes: NotRequired[str]  # text imports: NUMA Affinity printed as several nodes ("0,3-9,11-17")
     label: NotRequired[str | None]
     gpu_numa_id: NotRequired[Any]
     unknown: NotRequired[dict[str, Any]]
@@ -410,7 +426,7 @@ class AerLink(TypedDict):
 
 class P2pGpu(TypedDict):
     index: int
-    bus_id: str
+    bus_id: str | None  # None: a benchmark's text that names no bus id (text imports)
     name: str | None
     model: str | None
     status: str | None
@@ -421,10 +437,14 @@ class P2pGpu(TypedDict):
     local_ce_gbps: float | None
     local_sm_gbps: float | None
     verified: bool | None
+    # p2p 1.1: NVML's SM clock (MHz), power (W) and temperature (C) read while the probe ran the SM
+    # copy kernel back to back on the GPU; absent when not read (load_unknown says why, where known)
+    load: NotRequired[dict[str, Any] | None]
+    load_unknown: NotRequired[str]
 
 
 class P2pFacts(TextSource):
-    order: list[str]
+    order: list[str | None]  # None: a benchmark's text that names no bus id (text imports)
     summary: dict[str, Any]
     driver: str | None
     gpus: list[P2pGpu]
@@ -514,8 +534,10 @@ class KmsgAttempt(TypedDict):
 class KmsgEvent(TypedDict):
     kind: str  # xid | sxid | fallen_off_bus | aer | mlx5 | peermem | segfault
     t: float | None  # seconds since boot
-    wall: float | None  # epoch seconds, where the source has them (journald)
+    wall: float | None  # epoch seconds, where the source has them (journald; text that printed its zone)
+    when: NotRequired[str]  # the wall clock as printed, ISO 8601 (`--MM-DDThh:mm:ss` without a year); absent: none printed
     bus_id: str | None
+    bus_id_unknown: NotRequired[str]  # the line named its device in another form (a poster's `PCI:...`)
     code: int | None  # Xid / SXid code
     text: str
     key: str  # names the event within its boot: kind|t|bus|code
@@ -526,8 +548,10 @@ class KmsgEvent(TypedDict):
     device: NotRequired[str]  # nvidia-nvswitchN, netdev name
     driver: NotRequired[str]  # AER: the reporting driver (pcieport, nvidia, mlx5_core)
     error_type: NotRequired[str]  # AER: Physical Layer, Data Link Layer, Transaction Layer
-    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | tx_timeout | health_compromised
+    subtype: NotRequired[str]  # mlx5: slot_power | module_temperature | asic_temperature | tx_timeout | health_compromised
     library: NotRequired[str]  # segfault: libnccl.so.2 / libcuda.so.1
+    link: NotRequired[int]  # SXid and NVLink Xid lines: the link number they print
+    port: NotRequired[str]  # AER: the port that reported it (its "error received" line)
 
 
 class KmsgFacts(TextOrigin):
@@ -557,6 +581,9 @@ class NicPort(TypedDict):
     netdev: str | None  # the net interface of this port (RoCE / IPoIB)
     counters: dict[str, int]  # ports/N/counters
     hw_counters: dict[str, int]  # ports/N/hw_counters
+    port_guid: NotRequired[str | None]  # ibstat's Port GUID; sysfs: the interface id of GID 0 (probe nic 1.2+)
+    active_mtu: NotRequired[int | None]  # ibv_devinfo text only (sysfs has no file for it)
+    max_mtu: NotRequired[int | None]
 
 
 class NicDevice(TypedDict):
@@ -568,6 +595,9 @@ class NicDevice(TypedDict):
     node_guid: str | None
     driver: str | None
     ports: list[NicPort]
+    sys_image_guid: NotRequired[str | None]  # one value for the HCAs of one adapter (probe nic 1.2+)
+    model: NotRequired[str | None]  # the product of hca_type (gpu_models.NIC_MODELS): "ConnectX-8"
+    error: NotRequired[str]  # the HCA could not be read (ibstat: "stat of IB device ... failed")
 
 
 class NetDev(TypedDict):

@@ -229,31 +229,6 @@ def p2p_min_gbps(facts: Facts | None) -> float | None:
     return min(values) if values else None
 
 
-# The severity order (worst first) is verdict/findings.py:SEVERITY_ORDER; the facts layer sits
-# below the verdict and cannot import it, so this copy is held equal to it by
-# tests/verdict/test_vocabulary.py.
-SEVERITIES = ("fail", "warn", "info")
-
-
-def findings_by_host(fleet: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """host -> its findings (fleet.json finding dicts), in run order."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for f in fleet.get("findings") or []:
-        if isinstance(f, dict):
-            out.setdefault(str(f.get("host")), []).append(f)
-    return out
-
-
-def severity_counts(fleet: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """host -> {fail, warn, info: number of findings}; a host without findings is not a key."""
-    counts: dict[str, dict[str, int]] = {}
-    for host, findings in findings_by_host(fleet).items():
-        for f in findings:
-            if f.get("severity") in SEVERITIES:
-                counts.setdefault(host, dict.fromkeys(SEVERITIES, 0))[f["severity"]] += 1
-    return counts
-
-
 def gpu_p2p_min_gbps(facts: Facts | None) -> dict[str, float] | None:
     """GPU bus id -> its slowest measured one-way copy-engine GPU<->GPU figure (as source or
     destination), from the p2p section's `pairs`; None when p2p did not run."""

@@ -38,6 +38,7 @@ class ProbeRow(Section):
 @dataclass(frozen=True)
 class MergedRow(Section):
     merge: str = ""  # "module:function", facts so far -> section, or None when nothing to merge
+    made_from: tuple[str, ...] = ()  # the probes whose sections the merge reads
 
 
 _N = "orchestrator.facts.normalize."
@@ -68,7 +69,7 @@ PROBES: tuple[ProbeRow, ...] = (
 # Sections derived from other sections after every probe is normalized, in order.
 MERGED: tuple[MergedRow, ...] = (
     MergedRow("topology", "nvml", ("topo_matrix", "topo_cpu"), "topo", _V + "topo:render_topo",
-              "docs/facts-gpus.md", merge=_N + "topology:merge_facts"),
+              "docs/facts-gpus.md", merge=_N + "topology:merge_facts", made_from=("pcie", "nvml", "nvlink")),
 )
 
 SECTIONS: tuple[Section, ...] = (*PROBES, *MERGED)
@@ -100,6 +101,16 @@ def probe_of(section: str) -> str | None:
     """The probe a section stands for (a section imported from text counts as that probe having run)."""
     row = by_section(section)
     return row.probe if row else None
+
+
+def probes_of(section: str) -> tuple[str, ...]:
+    """Every probe whose outcome a section depends on: its own probe, and for a merged section
+    each probe it is made from (the `topo -m` matrix without NVLink facts is a different matrix)."""
+    row = by_section(section)
+    if row is None:
+        return (section,)
+    made_from = row.made_from if isinstance(row, MergedRow) else ()
+    return tuple(dict.fromkeys((row.probe, *made_from)))
 
 
 def probes_standing_for(sections: Iterable[str]) -> list[str]:

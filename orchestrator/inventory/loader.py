@@ -38,10 +38,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.inventory import connections
 from orchestrator.inventory.external import export_inventory
@@ -347,23 +348,24 @@ class _Builder:
         `_meta.hostvars` with each host's own vars."""
         self._file, self._seen = path, {}
         where = f"{path} (via ansible-inventory)"
-        meta: dict[str, Any] = data["_meta"] if isinstance(data.get("_meta"), dict) else {}
+        meta = _exported(data.get("_meta"), dict, "_meta", where) or {}
         for gname, entry in data.items():
-            if gname == "_meta" or not isinstance(entry, dict):
+            if gname == "_meta":
                 continue
             group = _name(gname, "a group name", where)
+            entry = _exported(entry, dict, f"group '{group}'", where) or {}
             self._group(group)
-            for child in entry.get("children") or []:
-                self._add_child(group, _name(child, "a group name", where), where)
-            for h in entry.get("hosts") or []:
-                self._add_host(_name(h, "a host name", where), group)
-            for key, value in (entry.get("vars") or {}).items():
+            for child in _exported(entry.get("children"), list, f"the children of group '{group}'", where) or []:
+                self._add_child(group, _name(child, "a group name", f"{where}: group '{group}'"), where)
+            for h in _exported(entry.get("hosts"), list, f"the hosts of group '{group}'", where) or []:
+                self._add_host(_name(h, "a host name", f"{where}: group '{group}'"), group)
+            for key, value in (_exported(entry.get("vars"), dict, f"the vars of group '{group}'", where) or {}).items():
                 self._set_group_var(group, _name(key, "a variable name", where), value, where)
-        for h, hvars in (meta.get("hostvars") or {}).items():
+        for h, hvars in (_exported(meta.get("hostvars"), dict, "_meta.hostvars", where) or {}).items():
             host = _name(h, "a host name", where)
             if host not in self.hosts:
                 self._add_host(host, "ungrouped")
-            for key, value in (hvars or {}).items():
+            for key, value in (_exported(hvars, dict, f"the vars of host '{host}'", where) or {}).items():
                 self._set_host_var(host, _name(key, "a variable name", where), value, where)
 
     def _parse_group(self, name: str, data: Any, parent: str | None, where: str) -> None:
@@ -445,15 +447,9 @@ class _Builder:
                 }
         return self._vars_cache[path]
 
-    @staticmethod
-    def _dir_vars_files(path: str) -> Iterator[str]:
-        for entry in sorted(os.listdir(path)):
-            full = os.path.join(path, entry)
-            if entry.startswith(".") or entry.endswith("~"):
-                continue
-            if os.path.isdir(full):
-                yield from _Builder._dir_vars_files(full)
-            elif os.path.splitext(entry)[1] in _VARS_SUFFIXES:
+    def _dir_vars_files(self, path: str) -> Iterator[str]:
+        for full in walk_files(path, self.warnings, skip=lambda entry: entry.endswith("~")):
+            if os.path.splitext(full)[1] in _VARS_SUFFIXES:
                 yield full
 
     def _entity_vars(self, basedir: str, subdir: str, name: str) -> dict[str, _Var]:
@@ -469,6 +465,9 @@ class _Builder:
         for suffix in _VARS_SUFFIXES:
             candidate = stem + suffix
             if os.path.exists(candidate):
+                if not os.path.isdir(candidate) and not os.path.isfile(candidate):
+                    self.warnings.append(f"{candidate}: not a regular file (a FIFO, socket or device); left out")
+                    return {}
                 files = list(self._dir_vars_files(candidate)) if os.path.isdir(candidate) else [candidate]
                 merged: dict[str, _Var] = {}
                 for f in files:
@@ -522,14 +521,19 @@ class _Builder:
             if name != "all" and not gb.parents:
                 self._add_child("all", name, name)
         ungrouped = self.groups["ungrouped"]
+        # the membership a host has is in its own short list of groups, not in the group's list of
+        # hosts (40,000 hosts under all: one list scan per host made loading quadratic)
+        dropped: set[str] = set()
         for name, h in self.hosts.items():
             others = [g for g in h.groups if g not in ("all", "ungrouped")]
-            if not others and name not in ungrouped.hosts:
+            if not others and "ungrouped" not in h.groups:
                 ungrouped.hosts.append(name)
                 h.groups.append("ungrouped")
             elif others and "ungrouped" in h.groups:
                 h.groups.remove("ungrouped")
-                ungrouped.hosts.remove(name)
+                dropped.add(name)
+        if dropped:
+            ungrouped.hosts = [n for n in ungrouped.hosts if n not in dropped]
         depth, ancestors = self._depths_and_ancestors()
 
         def order(names: set[str]) -> list[str]:
@@ -643,20 +647,64 @@ def _is_script(path: str) -> bool:
         return False
 
 
+T = TypeVar("T", dict, list)
+
+
+def _exported(value: Any, kind: type[T], what: str, where: str) -> T | None:
+    """A value of an exported inventory (a script's or plugin's JSON) of the kind it must be: a
+    string where a list of hosts belongs would otherwise be read letter by letter as host names."""
+    if value is None or isinstance(value, kind):
+        return value
+    shape = "a list (of names)" if kind is list else "a mapping"
+    raise InventoryError(f"{where}: {what} must be {shape}, found {_typename(value)[:80]}; "
+                         "fix the inventory script or plugin")
+
+
+def walk_files(directory: str, warnings: list[str], skip: Callable[[str], bool] = lambda entry: False,
+               skip_dirs: Collection[str] = ()) -> Iterator[str]:
+    """The regular files below `directory`, sorted, recursing through subdirectories (symbolic links
+    followed, as Ansible does) but never twice into one directory: a link back up the tree is a loop
+    that would never end; it is named in `warnings` and left out.  Hidden entries, those `skip`
+    names and directories in `skip_dirs` are left out; so is anything but a regular file (a FIFO
+    would block the load for ever, a device never end), with a warning."""
+    seen: set[str] = set()
+
+    def walk(path: str) -> Iterator[str]:
+        real = os.path.realpath(path)
+        if real in seen:
+            warnings.append(f"{path}: a directory link loop (it leads back to {real}); not read again")
+            return
+        seen.add(real)
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError as e:
+            warnings.append(f"{path}: cannot list the directory: {e.strerror or e}; left out")
+            return
+        for entry in entries:
+            if entry.startswith(".") or skip(entry):
+                continue
+            full = os.path.join(path, entry)
+            try:
+                mode = os.stat(full).st_mode
+            except OSError as e:  # a dangling link, or a loop of links
+                warnings.append(f"{full}: {e.strerror or e}; left out")
+                continue
+            if stat.S_ISDIR(mode):
+                if entry not in skip_dirs:
+                    yield from walk(full)
+            elif stat.S_ISREG(mode):
+                yield full
+            else:
+                warnings.append(f"{full}: not a regular file (a FIFO, socket or device); left out")
+
+    yield from walk(directory)
+
+
 def _inventory_files(directory: str, warnings: list[str]) -> Iterator[str]:
     """Inventory files in a directory, sorted, recursing; group_vars/host_vars, hidden entries and
     the extensions Ansible ignores skipped."""
-    for entry in sorted(os.listdir(directory)):
-        full = os.path.join(directory, entry)
-        if entry.startswith("."):
-            continue
-        if os.path.isdir(full):
-            if entry not in ("group_vars", "host_vars"):
-                yield from _inventory_files(full, warnings)
-            continue
-        if entry.lower().endswith(IGNORED_EXTENSIONS):
-            continue
-        yield full
+    yield from walk_files(directory, warnings, skip=lambda entry: entry.lower().endswith(IGNORED_EXTENSIONS),
+                          skip_dirs=("group_vars", "host_vars"))
 
 
 def load_inventory(sources: list[str]) -> Inventory:

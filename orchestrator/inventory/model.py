@@ -15,6 +15,17 @@ class InventoryError(Exception):
 
 _TRUE = {"yes", "y", "true", "t", "on", "1"}
 
+# The variables that say how to reach a host and run on it, as Ansible names them (the pre-2.0
+# ansible_ssh_* spellings included): a judged run keeps them, so an inventory written from it
+# reaches the same hosts the same way (present/outputs/ansible_inventory.py).  Secrets are not
+# among them (a password never reaches disk: store/redaction.py).
+CONNECTION_VARS = (
+    "ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user", "ansible_ssh_user",
+    "ansible_connection", "ansible_ssh_private_key_file", "ansible_private_key_file", "ansible_python_interpreter",
+    "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_become", "ansible_become_user",
+    "ansible_become_method",
+)
+
 
 def is_playbook_python(value: Any) -> bool:
     """``{{ ansible_playbook_python }}``: the one Jinja2 template we understand (no other is evaluated)."""

@@ -19,6 +19,7 @@ import ipaddress
 import os
 import re
 
+from orchestrator.files.bounded import UnreadableInput, read_regular
 from orchestrator.inventory.model import Host, Inventory, InventoryError
 from orchestrator.inventory.ranges import RangeError, expand_range, has_range, split_outside_brackets
 
@@ -52,18 +53,31 @@ def _split(pattern: str) -> list[str]:
     return terms
 
 
-def _read_file(term: str) -> list[str]:
+# A --limit file names hosts and groups: 100,000 names are a few MB.  Bigger is not a list of
+# names, and reading it whole would hold it several times over.
+LIMIT_FILE_MAX = 16 << 20
+_MAX_NESTING = 16  # @files naming @files
+
+
+def _read_file(term: str, chain: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(the file's real path, its names) for `@path`; PatternError for a file that is missing, not
+    a regular file (a FIFO would block for ever, a device never end), too big, not UTF-8 text, or
+    already on the chain of @files that led to it."""
     path = term[1:]
-    if not os.path.isfile(path):
-        raise PatternError(
-            f"--limit {term}: no such file{' (it is a directory)' if os.path.isdir(path) else ''}"
-        )
+    real = os.path.realpath(path)
+    if real in chain:
+        loop = " -> ".join([*(f"@{p}" for p in chain[chain.index(real):]), f"@{real}"])
+        raise PatternError(f"--limit {term}: the file names itself ({loop}); remove the line that refers back")
+    if len(chain) >= _MAX_NESTING:
+        raise PatternError(f"--limit {term}: @files nested more than {_MAX_NESTING} deep")
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PatternError(f"--limit {term}: cannot read: {exc}") from None
-    return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+        data = read_regular(path, LIMIT_FILE_MAX, "file of host names")
+        text = data.decode("utf-8-sig")
+    except UnreadableInput as exc:
+        raise PatternError(f"--limit {term}: {exc.why}") from None
+    except UnicodeDecodeError:
+        raise PatternError(f"--limit {term}: not UTF-8 text; give a file of host and group names") from None
+    return real, [s for s in (ln.strip() for ln in text.splitlines()) if s and not s.startswith("#")]
 
 
 class _Matcher:
@@ -100,12 +114,13 @@ class _Matcher:
             found.update(h for h in self.inv.hosts if regex.match(h))
         return sorted(found, key=self.order.__getitem__)
 
-    def match(self, term: str) -> list[str]:
+    def match(self, term: str, chain: tuple[str, ...] = ()) -> list[str]:
         if term.startswith("@"):  # a file of names: the union of its lines
+            real, lines = _read_file(term, chain)
             found: set[str] = set()
-            for line in _read_file(term):
+            for line in lines:
                 for t in _split(line):
-                    found.update(self.match(t.lstrip("&!")))
+                    found.update(self.match(t.lstrip("&!"), (*chain, real)))
             return sorted(found, key=self.order.__getitem__)
         if term.startswith("~"):
             try:

@@ -893,6 +893,34 @@ int nvmlDeviceGetP2PStatus(void *h1, void *h2, int idx, int *status)
     return 0;
 }
 
+/* What the p2p probe reads while it loads a GPU: the SM clock (NVML_CLOCK_SM = 1), the power draw
+ * in mW and the GPU temperature (NVML_TEMPERATURE_GPU = 0), from the fixture's load_* figures. */
+int nvmlDeviceGetClockInfo(void *h, int type, unsigned int *mhz)
+{
+    int d = (int)((int *)h - nvml_handles);
+    if (d < 0 || d >= FX_NDEV || !mhz) return 2;
+    if (type != 1) return 3;
+    *mhz = FX_LOAD_CLOCK[d];
+    return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
+{
+    int d = (int)((int *)h - nvml_handles);
+    if (d < 0 || d >= FX_NDEV || !mw) return 2;
+    *mw = FX_LOAD_POWER_MW[d];
+    return 0;
+}
+
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *c)
+{
+    int d = (int)((int *)h - nvml_handles);
+    if (d < 0 || d >= FX_NDEV || !c) return 2;
+    if (sensor != 0) return 3;
+    *c = FX_LOAD_TEMP[d];
+    return 0;
+}
+
 /* ---------------------------------------------------------------- for the fake libnccl.so.2 only */
 
 /* The device a pointer's allocation lives on (>= 0), -1 pinned host memory, -2 not allocated. */

@@ -140,6 +140,12 @@ def fixture_header(fx: dict[str, Any]) -> str:
         _vector("FX_LOCAL_CE", [float(g(i, "local_ce_gbps", 1000.0)) for i in range(n)], "double", nmax),
         _vector("FX_LOCAL_SM", [float(g(i, "local_sm_gbps", 1000.0)) for i in range(n)], "double", nmax),
         _vector("FX_BUSY", busy, "int", nmax),
+        # NVML's readings while the p2p probe loads the GPU (its SM clock, power, temperature)
+        _vector("FX_LOAD_CLOCK", [int(g(i, "load_sm_clock_mhz", gpu.get("clock_mhz", 1980))) for i in range(n)],
+                "unsigned int", nmax),
+        _vector("FX_LOAD_POWER_MW", [int(float(g(i, "load_power_w", 400.0)) * 1000) for i in range(n)],
+                "unsigned int", nmax),
+        _vector("FX_LOAD_TEMP", [int(g(i, "load_temperature_c", 55)) for i in range(n)], "unsigned int", nmax),
         _matrix("FX_PEER", pm("peer", 0, lambda v: 1 if v else 0), "int", nmax),
         _matrix("FX_NVLINK", pm("nvlink", 0, lambda v: 1 if v else 0), "int", nmax),
         _matrix("FX_RANK", pm("rank", 0, int), "int", nmax),

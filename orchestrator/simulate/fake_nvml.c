@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 typedef struct fake_handle *nvmlDevice_t;
@@ -82,6 +83,7 @@ typedef struct {
     unsigned int slowdown_c, shutdown_c;                /* temperature thresholds; 0: NOT_SUPPORTED */
     int recovery_action;                                /* NVML_FI_DEV_GET_GPU_RECOVERY_ACTION; -1: NOT_SUPPORTED */
     const char *fails; /* ",nvmlDeviceGetSerial=3," per-function return-code overrides */
+    const char *hangs; /* ",nvmlDeviceGetHandleByIndex_v2=30," seconds a call sleeps first: a wedged driver */
 } fake_gpu_t;
 
 typedef struct { int active; const char *remote; int rtype; unsigned long long err[4]; } fake_link_t;
@@ -140,6 +142,16 @@ static nvmlReturn_t put_string(const char *value, char *buf, unsigned int length
     return NVML_SUCCESS;
 }
 
+/* The fixture's wedged call: sleep as long as it says before answering (a driver that does not
+ * return; the probe's watch must answer for it long before). */
+static void maybe_hang(const fake_gpu_t *g, const char *fn) {
+    char needle[96];
+    const char *hit;
+    if (!g->hangs) return;
+    snprintf(needle, sizeof needle, ",%s=", fn);
+    if ((hit = strstr(g->hangs, needle)) != NULL) sleep((unsigned)atoi(hit + strlen(needle)));
+}
+
 /* Common entry checks: initialised, a handle we issued, the fixture's per-function override, a
  * lost GPU (which still answers its handle and PCI identity, as the driver keeps those cached). */
 static nvmlReturn_t enter(nvmlDevice_t h, const char *fn, const fake_gpu_t **g, int allow_mig) {
@@ -149,6 +161,7 @@ static nvmlReturn_t enter(nvmlDevice_t h, const char *fn, const fake_gpu_t **g, 
     if (!h || h->magic != MAGIC || h->gpu < 0 || h->gpu >= FAKE_NGPU) return NVML_ERROR_INVALID_ARGUMENT;
     if (h->mig >= 0 && !allow_mig) return NVML_ERROR_NOT_SUPPORTED;
     *g = &FAKE_GPUS[h->gpu];
+    maybe_hang(*g, fn);
     snprintf(needle, sizeof needle, ",%s=", fn);
     if ((*g)->fails && (hit = strstr((*g)->fails, needle)) != NULL) return atoi(hit + strlen(needle));
     if ((*g)->lost && strcmp(fn, "pci") != 0) return NVML_ERROR_GPU_IS_LOST;
@@ -180,6 +193,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
     char needle[64];
     if (init_count == 0) return NVML_ERROR_UNINITIALIZED;
     if (index >= FAKE_NGPU || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    maybe_hang(&FAKE_GPUS[index], "nvmlDeviceGetHandleByIndex_v2");
     snprintf(needle, sizeof needle, ",%s=", "nvmlDeviceGetHandleByIndex_v2");
     if (FAKE_GPUS[index].fails && strstr(FAKE_GPUS[index].fails, needle))
         return atoi(strstr(FAKE_GPUS[index].fails, needle) + strlen(needle));

@@ -257,6 +257,8 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
             "nlinks": len(links[i]) if links[i] else -1,
             "nvlink_version": int(g.get("nvlink_version", 0)),
             "fails": {k: NVML_ERRORS[v] for k, v in (g.get("fails") or {}).items()},
+            # a wedged driver: {nvmlDeviceGetHandleByIndex_v2: 30} makes that call sleep 30 s first
+            "hangs": {str(k): int(v) for k, v in (g.get("hangs") or {}).items()},
             "power_limit_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
             "power_default_mw": int(float(g.get("power_default_limit_w", 0)) * 1000),
             "power_enforced_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
@@ -321,6 +323,7 @@ def render_header(t: dict[str, Any]) -> str:
              "static const fake_gpu_t FAKE_GPUS[FAKE_NGPU > 0 ? FAKE_NGPU : 1] = {"]
     for g in t["gpus"]:
         fails = "," + ",".join(f"{k}={v}" for k, v in g["fails"].items()) + "," if g["fails"] else None
+        hangs = "," + ",".join(f"{k}={v}" for k, v in g["hangs"].items()) + "," if g["hangs"] else None
         r = g["remap"]
         fields = {
             "bus_id": _c_str(g["bus_id"]), "name": _c_str(g["name"]), "uuid": _c_str(g["uuid"]),
@@ -343,6 +346,7 @@ def render_header(t: dict[str, Any]) -> str:
             "cluster_uuid": "{" + ", ".join(f"0x{g['cluster_uuid'][k:k + 2]}" for k in range(0, 32, 2)) + "}",
             "health_mask": g["health_mask"], "health_summary": g["health_summary"], "lost": g["lost"],
             "nlinks": g["nlinks"], "nvlink_version": g["nvlink_version"], "fails": _c_str(fails),
+            "hangs": _c_str(hangs),
             "power_limit_mw": g["power_limit_mw"], "power_default_mw": g["power_default_mw"],
             "power_enforced_mw": g["power_enforced_mw"], "clock_reasons": f"0x{g['clock_reasons']:x}ull",
             "mem_err": json.dumps(g["mem_err"]).replace("[", "{").replace("]", "}"),

@@ -52,6 +52,22 @@ def _write(root: Path, rel: str, text: str, mode: int = 0o444) -> None:
     p.chmod(mode)
 
 
+def _processes(root: Path, processes: list[dict[str, Any]]) -> None:
+    """/proc/<pid>/{stat,comm,wchan} and fd/<n> links for the fixture's processes (a process stuck in
+    the driver: state D, a wait channel, /dev/nvidia* open)."""
+    for p in processes:
+        pid, comm, state = int(p["pid"]), str(p["comm"]), str(p.get("state", "S"))
+        _write(root, f"/proc/{pid}/stat", f"{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 4194560 0 0 0 0")
+        _write(root, f"/proc/{pid}/comm", comm)
+        _write(root, f"/proc/{pid}/wchan", str(p.get("wchan", "0")))
+        fd_dir = root / "proc" / str(pid) / "fd"
+        fd_dir.mkdir(parents=True, exist_ok=True)
+        for n, target in enumerate(p.get("fds") or [], start=3):
+            link = fd_dir / str(n)
+            if not link.is_symlink():
+                link.symlink_to(str(target))
+
+
 def build_host_files(machine: str, root: Path, hostname: str) -> Path:
     d = load_description(machine, "host")
     if d is None:
@@ -71,7 +87,8 @@ def build_host_files(machine: str, root: Path, hostname: str) -> Path:
                 cpu += 1
     _write(root, "/proc/cpuinfo", "\n".join(lines))
     _write(root, "/proc/meminfo", f"MemTotal:       {int(d['memory_gib'] * 1024 * 1024)} kB\n")
-    _write(root, "/proc/uptime", "86400.00 100000.00")
+    _write(root, "/proc/uptime", f"{float(d.get('uptime_s', 86400)):.2f} 100000.00")
+    _processes(root, d.get("processes") or [])
     per_node = cpu // max(1, d.get("numa_nodes", sockets))
     for n in range(d.get("numa_nodes", sockets)):
         _write(root, f"/sys/devices/system/node/node{n}/cpulist", f"{n * per_node}-{(n + 1) * per_node - 1}")

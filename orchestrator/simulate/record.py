@@ -45,6 +45,13 @@ GROUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("rtx4090", "rtx4090-", {"gpu_count": 8, "gpu_model": "4090"}),
     ("workstations", "ws-a6000-", {"gpu_count": 4, "gpu_model": "A6000", "nic_count": 1}),
     ("cloud_vms", "vm-", {"gpu_count": 2}),
+    # Grace: the GPUs sit on NVLink-C2C, no NIC shares a PCIe bridge with them; the placement rule
+    # of the fleet still applies and is judged by the NIC on the GPU's own CPU.
+    ("grace_gb200", "gb200-", {"gpu_count": 4, "gpu_model": "GB200", "nvlink_all_up": True, "gpu_nic_level": "PXB"}),
+    # A B300 board with 7 visible GPUs: judged against 7, not the 8 of the usual HGX.
+    ("b300", "b300-", {"gpu_count": 7, "gpu_model": "B300", "nvlink_all_up": True, "gpu_nic_level": "PIX"}),
+    # rented machines: prove the provider patched (NVIDIA's security bulletins, facts/security.py)
+    ("rented", "rent-", {"gpu_count": 8, "gpu_model": "H100", "security_floor": True}),
 ]
 
 
@@ -64,6 +71,12 @@ def _run_probe(name: str, args: dict[str, Any], timeout: float = 120.0,
 # reduces every byte; its figures come from the fixture, not from the repetitions).
 NCCL_FAKE_ARGS: dict[str, Any] = {"min_bytes": 1 << 20, "max_bytes": 256 << 20, "step_factor": 4, "iters": 2,
                                   "warmup_iters": 1, "budget_s": 60, "hang_s": 10}
+
+
+# Seconds each probe gets when recorded (default 120).  The NVML probes answer in well under a
+# second; their shorter deadline keeps a wedged-driver machine's recording short (the watch gives
+# up a hung call after a quarter of the deadline: probes/_prelude.py).
+PROBE_TIMEOUTS: dict[str, float] = {"nvml": 20.0, "nvlink": 20.0}
 
 
 def _nccl_env(host: str, machine: str) -> dict[str, str]:
@@ -106,7 +119,7 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
             cuda = build_fake_cuda(machine, libs)
             # The fake's figures come from the fixture, not the buffer size: small buffers keep it quick.
             runs["p2p"] = {"lib": str(cuda), "nvml_lib": str(cuda), "size_mb": 2, "repeats": 1, "loops": 2,
-                           "latency_loops": 4}
+                           "latency_loops": 4, "load_s": 0.05}
             from orchestrator.simulate.fake_nccl import build_fake_nccl, has_nccl
 
             if has_nccl(machine):
@@ -114,7 +127,8 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
                                     nccl_lib=str(build_fake_nccl(machine, libs)))
     except ImportError:
         pass
-    return {name: _scrub(_run_probe(name, args, env=_nccl_env(host, machine) if name == "nccl" else None), str(work))
+    return {name: _scrub(_run_probe(name, args, timeout=PROBE_TIMEOUTS.get(name, 120.0),
+                                    env=_nccl_env(host, machine) if name == "nccl" else None), str(work))
             for name, args in runs.items()}
 
 

@@ -434,6 +434,13 @@ _HCA_PROFILES: dict[int, dict[str, str]] = {
              "rate": "100 Gb/sec (4X EDR)", "link_layer": "Ethernet"},  # ConnectX-6 Dx (RoCE)
     0x1013: {"hca_type": "MT4115", "board_id": "MT_2180110032", "fw_ver": "12.28.2006",
              "rate": "100 Gb/sec (4X EDR)", "link_layer": "InfiniBand"},  # ConnectX-4
+    # ConnectX-8 and BlueField-3: type and firmware as published ibstat prints them
+    # (tests/fixtures/evidence/ibstat_11ca_cx8_mt4131_cx7_port_guid_xe9780_01.txt,
+    # ibstat_bf3_b3220_mt41692_logical_down_fusee_01.txt); the BF3 is a host's Ethernet front end.
+    0x1023: {"hca_type": "MT4131", "board_id": "MT_0000001093", "fw_ver": "40.46.5500",
+             "rate": "800 Gb/sec (4X XDR)", "link_layer": "InfiniBand"},  # ConnectX-8
+    0xA2DC: {"hca_type": "MT41692", "board_id": "MT_0000000965", "fw_ver": "32.47.1088",
+             "rate": "200 Gb/sec (2X NDR)", "link_layer": "Ethernet"},  # BlueField-3
 }
 IB_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
                "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
@@ -442,6 +449,11 @@ IB_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_e
                "port_xmit_packets", "port_rcv_packets")
 IB_HW_COUNTERS = ("out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
                   "rnr_nak_retry_err", "duplicate_request", "implied_nak_seq_err")
+
+
+def _guid_text(hex16: str) -> str:
+    """16 hex digits as sysfs writes a GUID: 7425:5403:0035:3ded."""
+    return ":".join(hex16[i:i + 4] for i in range(0, 16, 4))
 
 
 def _nic_description(machine: str) -> dict[str, Any]:
@@ -476,14 +488,20 @@ def build_nic_state(machine: str, dest: Path, hostname: str | None = None) -> Pa
             devid = 0
         prof = {**_HCA_PROFILES.get(devid, _HCA_PROFILES[0x1021]), **(dev_over.get(dev.name) or {})}
         guid = hashlib.sha1(f"{salt}:{dev.name}".encode()).hexdigest()[:16]
+        # The functions of one adapter (a BlueField's two ports) share its system image GUID.
+        card = hashlib.sha1(f"{salt}:{pci.name.rsplit('.', 1)[0]}".encode()).hexdigest()[:16]
         for key in ("hca_type", "board_id", "fw_ver"):
             _put(dev / key, prof[key])
-        _put(dev / "node_guid", ":".join(guid[i:i + 4] for i in range(0, 16, 4)))
+        _put(dev / "node_guid", _guid_text(guid))
+        _put(dev / "sys_image_guid", _guid_text(card))
         port = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "rate": prof["rate"],
                 "link_layer": prof["link_layer"], **(port_over.get(dev.name) or {})}
         pd = dev / "ports" / "1"
         for key in ("state", "phys_state", "rate", "link_layer"):
             _put(pd / key, port[key])
+        # GID 0: the link-local prefix and the port GUID (the node GUID on a ConnectX port 1), as
+        # ibstat's "Port GUID" shows it.
+        _put(pd / "gids" / "0", "fe80:0000:0000:0000:" + _guid_text(guid))
         counters = {c: 0 for c in IB_COUNTERS}
         busy = int(guid[:6], 16)
         counters.update(port_xmit_data=busy * 4096, port_rcv_data=busy * 4000, port_xmit_packets=busy * 16,

@@ -11,17 +11,18 @@ and each piece goes straight into a buffered file: memory holds one host's text,
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from orchestrator.files import atomic as files_atomic
 from orchestrator.files.atomic import replace
+from orchestrator.files.jsontext import StrictEncoder, dumps
 
 # compact separators: no spaces after "," and ":" (about a tenth of fleet.json was blanks).  No
 # circular-reference bookkeeping (a tenth of the encoding time): documents here are trees, and a
 # cycle would still fail, with RecursionError instead of ValueError.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, check_circular=False)
+_ENCODER = StrictEncoder(separators=(",", ":"), default=str, check_circular=False)
 _encode: Callable[[Any], str] = _ENCODER.encode
 encode_json = _encode  # one value as compact JSON, exactly as iter_json/write_json encode it
 # Containers with more items than this are streamed item by item; smaller ones go in one dumps.
@@ -35,6 +36,12 @@ def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool 
 def write_chunks(path: str | Path, chunks: Iterable[bytes], mode: int = 0o644, durable: bool = True) -> Path:
     """`chunks` written one after another: a large file produced piece by piece (fleet.json)."""
     return replace(path, lambda f: f.writelines(chunks), mode, durable)
+
+
+def write_output(path: str | Path, data: str | bytes, mode: int = 0o644) -> Path:
+    """An output file a user named (files/atomic.py:write_output: devices, FIFOs and links too)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return files_atomic.write_output(path, lambda f: f.write(raw), mode)
 
 
 def write_text(path: str | Path, text: str, mode: int = 0o644) -> Path:
@@ -82,7 +89,7 @@ def _fill_json(doc: Any, indent: int | None) -> Callable[[IO[bytes]], None]:
                 for piece in iter_json(doc):
                     text.write(piece)
             else:
-                text.write(json.dumps(doc, indent=indent, default=str))
+                text.write(dumps(doc, indent=indent, default=str))
             text.write("\n")
             text.flush()
         finally:

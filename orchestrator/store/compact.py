@@ -10,6 +10,8 @@ probe, a hand-edited file) round-trips exactly:
   (`{"@some": [row, ...], "v": [...]}`);
 * a list whose items are all equal is `{"@all": value, "n": count}` (a column of defaults:
   `acs: null` on every device is written once);
+* an object whose values are all objects is its keys and a table of the objects
+  (`{"@keys": ["host", "nvml"], "v": {"@table": 2, ...}}`: a host's probe records);
 * a list of few distinct values names them once and indexes them (`{"@enum": [values], "i": "010"}`,
   one character per item while there are at most 62 values, else a list of numbers): devices
   referenced by bus id, link states, a matrix's cells, a GPU's PCIe link;
@@ -32,6 +34,8 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files.jsontext import StrictEncoder
+
 SCHEMA_VERSION = 2  # fleet.json files written by this codec; 1: the plain records (no codec)
 
 _text: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
@@ -49,6 +53,11 @@ def encode(value: Any) -> Any:
         if len(value) >= _MIN_KEYED and not any(type(v) in _LISTLIKE for v in value.values()):
             values = _encode_list(list(value.values()))
             if type(values) is dict and next(iter(values)) in ("@all", "@enum"):
+                return {"@keys": list(value), "v": values}
+        elif len(value) >= _MIN_TABLE and all(type(v) is dict for v in value.values()):
+            # records by name (a host's probes, a port's counters): one table of the records
+            values = _encode_list(list(value.values()))
+            if type(values) is dict and next(iter(values)) == "@table":
                 return {"@keys": list(value), "v": values}
         return {k: (v if type(v) not in _LISTLIKE else encode(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -265,7 +274,7 @@ def _decode_list(obj: Any) -> list[Any]:
 
 def encode_host(record: dict[str, Any]) -> dict[str, Any]:
     """One fleet.json host record as schema 2 writes it: its own keys stay (name, outcome, facts,
-    ...), so the spool can still append the fleet-wide ones to its text (spool.set_classes)."""
+    ...), so the spool can still append the fleet-wide ones to its text (spool.set_late)."""
     if not isinstance(record, dict) or not _plain_keys(record):
         out: dict[str, Any] = _safe(record)
         return out
@@ -358,8 +367,7 @@ def decode_fleet(doc: Any) -> Any:
     return out
 
 
-_text_default: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), default=str,
-                                                       check_circular=False).encode
+_text_default: Callable[[Any], str] = StrictEncoder(separators=(",", ":"), default=str, check_circular=False).encode
 
 
 def read_plain(path: Path) -> Any:

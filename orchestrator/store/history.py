@@ -8,6 +8,7 @@ partial with the reason, because the nightly history must stay readable after a 
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from orchestrator.store import compact
 from orchestrator.store.fleet_file import read_fleet
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
@@ -78,6 +80,19 @@ class RunSummary:
                 "partial": self.partial, "problem": self.problem}
 
 
+def default_results_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "fleetprobe" / "runs"
+
+
+def results_dir_named(results_dir: Path) -> str:
+    """The results directory as a message names it: with the variable it came from, when it is
+    the default one (a cron job's environment is not the one its author tested in)."""
+    if os.environ.get("XDG_STATE_HOME") and Path(results_dir) == default_results_dir():
+        return f"{results_dir} (from XDG_STATE_HOME={os.environ['XDG_STATE_HOME']})"
+    return str(results_dir)
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """The name for a new run directory: UTC time to the second, then the milliseconds and 6 random
     hex digits.  Names sort in start order even for two runs in one second (cron retries, tests),
@@ -132,7 +147,7 @@ def _run_dirs(results_dir: Path) -> list[Path]:
     except FileNotFoundError:
         return []
     except NotADirectoryError:
-        raise RunNotFound(f"{results_dir} is not a directory") from None
+        raise RunNotFound(f"{results_dir_named(results_dir)} is not a directory; give --results DIR") from None
     return sorted((p for p in entries if p.is_dir() and RUN_DIR_RE.match(p.name)), key=lambda p: p.name)
 
 
@@ -343,27 +358,21 @@ def load_fleet(run_dir: str | Path) -> dict[str, Any]:
 
 
 def fleet_problem(fleet: dict[str, Any]) -> str:
-    """What in a stored fleet document is not of the shape fleetprobe writes, or ''.  Every reader
-    (tables, views, report, drift) may then rely on the types of what it reads."""
+    """What makes a stored fleet document unreadable as a whole, or ''.  A host record, finding or
+    class that is not of its stored shape costs only itself: the judged fleet's reader
+    (verdict/result.py:FleetResult.from_document) leaves it out and says so."""
+    version = fleet.get("schema_version", 1)
+    if type(version) is not int or version not in (1, compact.SCHEMA_VERSION):
+        return (f"its schema_version is {json.dumps(version)[:40]}, which this fleetprobe does not read "
+                f"(it reads 1 and {compact.SCHEMA_VERSION}); a newer fleetprobe wrote it, or it was edited")
     if not isinstance(fleet.get("run", {}), dict) or not isinstance(fleet.get("summary", {}), dict):
         return "its run or summary is not an object"
     hosts = fleet.get("hosts")
     if not isinstance(hosts, (list, Sequence)) or isinstance(hosts, (str, bytes)):
         return "its hosts are not a list"
-    for i, h in enumerate(hosts):
-        if not isinstance(h, dict) or not isinstance(h.get("name"), str) or not isinstance(h.get("outcome"), str):
-            return f"host record {i} has no name or outcome"
-        if not isinstance(h.get("probes", {}), dict) or not isinstance(h.get("facts", {}), dict) \
-                or not all(isinstance(p, dict) for p in h.get("probes", {}).values()):
-            return f"host record {h['name']!r} has probes or facts of another shape"
     for key in ("findings", "classes", "silenced"):
-        items = fleet.get(key, [])
-        if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
-            return f"its {key} are not a list of objects"
-    for f in fleet.get("findings", []):
-        if not all(isinstance(f.get(k), str) for k in ("id", "severity", "host")) \
-                or f["severity"] not in ("fail", "warn", "info"):
-            return "a finding has no id, host or known severity"
+        if not isinstance(fleet.get(key, []), list):
+            return f"its {key} are not a list"
     return ""
 
 

@@ -11,6 +11,7 @@ raw files, so it can be listed, shown and re-judged.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import getpass
@@ -34,6 +35,7 @@ from orchestrator.store import atomic
 from orchestrator.store.fleet_file import write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
 from orchestrator.store.redaction import public_vars
+from orchestrator.store.runmeta import RunMeta
 
 _SAFE = re.compile(rb"[^A-Za-z0-9._-]")
 # Run files hold what hosts told us and the inventory's public variables: the run's owner only.
@@ -49,11 +51,6 @@ class UnsafeRunPath(OSError):
     def __init__(self, path: Path, kind: str) -> None:
         super().__init__(errno.ELOOP if kind == "a symbolic link" else errno.ENOTDIR,
                          f"{path} is {kind}; fleetprobe does not write through it")
-
-
-def default_results_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "fleetprobe" / "runs"
 
 
 def safe_component(name: str) -> str:
@@ -108,10 +105,10 @@ class RunDirectory:
     """One run's directory: the only code that creates, writes or reads a run's files."""
 
     dir: Path
-    meta: dict[str, Any]
+    meta: RunMeta
 
     @classmethod
-    def create(cls, results_dir: Path, meta: dict[str, Any], run_dir: Path | None = None) -> RunDirectory:
+    def create(cls, results_dir: Path, meta: RunMeta, run_dir: Path | None = None) -> RunDirectory:
         run_id = new_run_id()
         d = run_dir or (results_dir / run_id)
         d.parent.mkdir(parents=True, exist_ok=True)
@@ -121,25 +118,23 @@ class RunDirectory:
         raw = d / "raw"
         if os.path.lexists(raw):
             real_dir(raw)  # -o DIR given again: its raw/ must not be a planted link
-        meta = {"id": d.name, "state": "running", "started": _now(), "user": _user(), **meta}
+        meta = dataclasses.replace(meta, id=d.name, state="running", started=_now(), user=_user())
         if run_dir is not None and run_dir.name.endswith(".staging"):
-            meta["id"] = run_dir.name[1:-len(".staging")]
+            meta.id = run_dir.name[1:-len(".staging")]
         w = cls(d, meta)
-        atomic.write_json(d / "run.json", meta, indent=1, mode=RUN_FILE_MODE)
+        w._write_meta()
         return w
 
     @classmethod
-    def create_staged(cls, results_dir: Path, meta: dict[str, Any]) -> RunDirectory:
+    def create_staged(cls, results_dir: Path, meta: RunMeta) -> RunDirectory:
         """A run built out of sight (rejudge): in `.<id>.staging/` until publish() renames it to
         `<id>`, so a full disk or a crash never leaves a half-copied run in the history."""
         run_id = new_run_id()
-        d = cls.create(results_dir, {"id": run_id, **meta}, results_dir / f".{run_id}.staging")
-        d.meta["id"] = run_id
-        return d
+        return cls.create(results_dir, meta, results_dir / f".{run_id}.staging")
 
     def publish(self) -> None:
         """A staged run under its own name (one rename: it appears whole or not at all)."""
-        final = self.dir.parent / str(self.meta["id"])
+        final = self.dir.parent / self.meta.id
         os.rename(self.dir, final)
         self.dir = final
 
@@ -151,7 +146,7 @@ class RunDirectory:
     @classmethod
     def open(cls, path: Path) -> RunDirectory:
         """A stored run; its run.json may be missing (a run killed before writing it): empty meta."""
-        return cls(path, read_meta(path))
+        return cls(path, RunMeta.from_dict(read_meta(path)))
 
     # ------------------------------------------------------------------ writing
 
@@ -203,15 +198,30 @@ class RunDirectory:
                 first = str(e.args[0][0][2]) if e.args and e.args[0] else str(e)
                 raise OSError(errno.ENOSPC if "No space" in first else errno.EIO, first) from None
 
-    def finish(self, fleet: dict[str, Any], state: str = "complete") -> None:
+    def stop(self, state: str = "complete", stopped: dict[str, int] | None = None) -> RunMeta:
+        """The fan-out is over (or was stopped): the run's end time and state, which the judged
+        fleet's header carries; written to run.json by finish()."""
+        self.meta.state = state
+        self.meta.finished = _now()
+        self.meta.stopped = stopped if state == "interrupted" else None
+        return self.meta
+
+    def finish(self, fleet: dict[str, Any], state: str | None = None) -> None:
+        """fleet.json (the judged fleet in its file form), findings.json, then run.json with the
+        state stop() set (`state` when given) and the fleet's summary."""
         write_fleet(self.dir / "fleet.json", fleet, mode=RUN_FILE_MODE)
         atomic.write_json(self.dir / "findings.json", fleet["findings"], mode=RUN_FILE_MODE)
-        self.meta.update(state=state, finished=_now(), summary=fleet["summary"])
-        atomic.write_json(self.dir / "run.json", self.meta, indent=1, mode=RUN_FILE_MODE)
+        if state is not None or self.meta.finished is None:
+            self.stop(state or "complete", self.meta.stopped)
+        self.meta.summary = fleet["summary"]
+        self._write_meta()
 
     def mark(self, state: str) -> None:
-        self.meta.update(state=state, finished=_now())
-        atomic.write_json(self.dir / "run.json", self.meta, indent=1, mode=RUN_FILE_MODE)
+        self.stop(state)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        atomic.write_json(self.dir / "run.json", self.meta.to_dict(), indent=1, mode=RUN_FILE_MODE)
 
     # ------------------------------------------------------------------ reading
 

@@ -33,7 +33,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         # per entry, the record's drift digest (verdict/drift.py: what `probe diff` reads of it), None
         # where there is none; in the spool without the class, which is mixed in once it is decided
         self._digests: list[str | None] = []
-        self._classes: dict[str, tuple[str, str]] | None = None
+        self._classes: dict[str, tuple[Any, Any]] | None = None
         self._tail: dict[str, str] | None = None  # host -> ',"fingerprint":…,"class":…}' (spool only)
         self._where: dict[str, int] | None = None
         self._finalizer = weakref.finalize(self, _cleanup, directory if remove else None, self._fds)
@@ -49,11 +49,12 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         self._entries.append((path, offset, length, name))
         self._digests.append(digest)
 
-    def set_classes(self, of_host: dict[str, tuple[str, str]]) -> None:
-        """host -> (fingerprint, class), decided once every host was judged."""
-        self._classes = of_host
-        self._tail = {name: ',"fingerprint":' + encode_json(fp) + ',"class":' + encode_json(cls) + "}"
-                      for name, (fp, cls) in of_host.items()}
+    def set_late(self, of_host: dict[str, dict[str, Any]]) -> None:
+        """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
+        decided once every host was judged."""
+        self._classes = {name: (keys.get("fingerprint"), keys.get("class")) for name, keys in of_host.items()}
+        self._tail = {name: "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
+                      for name, keys in of_host.items()}
 
     def text(self, i: int) -> str:
         """Record i as JSON text, exactly as fleet.json holds it."""
@@ -69,7 +70,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         if self._tail is None:
             return data
         # the encoded record ends with "}": reopen it for the two fleet-wide keys
-        return data[:-1] + self._tail.get(name, ',"fingerprint":null,"class":null}').encode("utf-8")
+        return data[:-1] + self._tail.get(name, ',"fingerprint":null,"class":null,"health":null}').encode("utf-8")
 
     def names(self) -> list[str]:
         return [e[3] for e in self._entries]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts.model import (
@@ -29,6 +29,7 @@ from orchestrator.facts.model import (
     TopologyFacts,
 )
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Severity, fault
 
 _RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -179,8 +180,45 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [k for k in sorted(b) if a.get(k) != b.get(k)]
+
+
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {_show(a.get(k))} (class usual: {_show(b.get(k))})" for k in sorted(b) if a.get(k) != b.get(k)]
+    return [f"{k}: {_show(a.get(k))} (class usual: {_show(b.get(k))})" for k in _differing(a, b)]
+
+
+OUTLIER = "topology.class.outlier"
+# An outlier finding's evidence names each descriptor field it differs in, after this prefix.
+_FIELD = "fingerprint descriptor: "
+
+
+def differs_only_in(*fields: str) -> Callable[[Finding, Finding], bool]:
+    """A cause's condition: the outlier differs from its class only in `fields`, what its root
+    changes of a host (a down NVLink changes the links and pair levels, not the GPU count)."""
+    allowed = frozenset(fields)
+
+    def explains(_root: Finding, outlier: Finding) -> bool:
+        named = {e[len(_FIELD):] for e in outlier.evidence if e.startswith(_FIELD)}
+        return bool(named) and named <= allowed
+
+    return explains
+
+
+_GPU_GONE_FIELDS = ("gpu_count", "gpu_nearest_nic", "gpu_pair_levels", "gpu_pcie", "nvlink_links_up", "gpu_model")
+_LINK_FIELDS = ("nvlink_links_up", "gpu_pair_levels")
+# Which host faults make a host an outlier of its class (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, OUTLIER, when=differs_only_in(*_GPU_GONE_FIELDS))
+      for root in ("gpu.count.pci_vs_nvml", "gpu.count.pci_vs_driver", "gpu.lost", "gpu.fallen_off_bus",
+                   "host.driver.missing", "gpu.driver.unresponsive")),
+    *(Cause(root, OUTLIER, when=differs_only_in(*_LINK_FIELDS))
+      for root in ("nvlink.link.down", "nvswitch.sxid", "nvlink.fabric.incomplete")),
+    Cause("nvlink.nvswitch.count", OUTLIER, when=differs_only_in("nvswitch_count", *_LINK_FIELDS)),
+    Cause("pcie.link.downgraded", OUTLIER, when=differs_only_in("gpu_pcie")),
+    Cause("pcie.nic.shared_switch", OUTLIER, when=differs_only_in("gpu_nearest_nic")),
+    Cause("gpu.mig.enabled", OUTLIER, when=differs_only_in("mig", *_LINK_FIELDS)),
+)
 
 
 def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
@@ -236,10 +274,10 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
             diffs = _differences(descs[fp], descs[major_fp])
             outliers[major_fp].append({"host": h, "class": names[fp], "differences": diffs})
             findings.append(fault(
-                "topology.class.outlier", h, "topology",
+                OUTLIER, h, "topology",
                 f"differs from {major_n} of {len(hosts)} similar hosts (class {names[major_fp]}): " + "; ".join(diffs),
                 expected=names[major_fp], actual=names[fp], severity=Severity.WARN,
-                evidence=["fingerprint descriptor"],
+                evidence=[_FIELD + k for k in _differing(descs[fp], descs[major_fp])],
                 hint="compare this host with its peers: a missing GPU, a down link or a moved NIC changes the shape"))
     classes = [{"name": names[fp], "fingerprint": fp, "descriptor": descs[fp], "members": members[fp],
                 "outliers": outliers.get(fp, [])}

@@ -7,23 +7,23 @@ expectation it compares with set, GPUs to look at, peers to compare with.  Other
 declared beside its check (`NEEDS` in verdict/checks/<area>.py); this module only applies it.
 
 Pure: `not_judged` runs when a host is judged (verdict/judge.py stores its answer in the host's
-record as `not_judged`), `check_states` reads a fleet.json record back for JUnit, Prometheus,
-drift and the terminal.
+record as `not_judged`), `check_states` gives a judged host's states (verdict/result.py asks it
+for JUnit, Prometheus, drift and the terminal).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.model import Facts
-from orchestrator.store.spool import SpooledRecords, records_with
 from orchestrator.verdict.checks import FINDING_IDS, NEEDS
 from orchestrator.verdict.checks.base import Needs
 from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.findings import Finding
 
 PASS = "pass"
 RAISED = "raised"
@@ -94,6 +94,9 @@ def _why_not(fid: str, need: Needs, facts: Facts, outcomes: Mapping[str, str],
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
         return "no expectation " + " or ".join(need.expect) + " set"
+    if need.switched_on and expect is not None and not any(getattr(expect, k) is True for k in need.switched_on):
+        # the wording of an expectation not written (below), for a switch left off or set false
+        return "no expectation " + " or ".join(need.switched_on) + " set"
     if need.gpus and host.gpu_count() == 0:  # NVML's list, else the PCI bus's
         return "no GPUs on this host"
     if need.unjudged is not None:
@@ -159,24 +162,22 @@ def record_not_judged(record: Mapping[str, Any]) -> dict[str, str]:
                       str(record.get("outcome") or ""), str(record.get("reason") or ""))
 
 
-def check_states(record: Mapping[str, Any], findings: Iterable[Mapping[str, Any]], ids: Iterable[str] = FINDING_IDS,
-                 fleet_not_judged: Mapping[str, Mapping[str, str]] | None = None,
-                 silenced: Iterable[Mapping[str, Any]] = ()) -> dict[str, CheckState]:
-    """finding id -> its state on this host.  A raised finding wins over "not judged" (a check
-    that found a fault in partial data did judge); a finding the playbook silenced is not judged
-    ("silenced: reason"), since nobody may read it as passed either."""
-    name = str(record.get("name"))
-    raised = {str(f.get("id")) for f in findings}
+def check_states(host: str, not_judged: Mapping[str, str], findings: Iterable[Finding],
+                 ids: Iterable[str] = FINDING_IDS, fleet_not_judged: Mapping[str, Mapping[str, str]] | None = None,
+                 silenced: Iterable[tuple[str, str, str]] = ()) -> dict[str, CheckState]:
+    """finding id -> its state on `host` (its stored not-judged ids, its findings).  A raised
+    finding wins over "not judged" (a check that found a fault in partial data did judge); a
+    finding the playbook silenced (`silenced`: host, id, reason) is not judged ("silenced:
+    reason"), since nobody may read it as passed either."""
+    raised = {f.id for f in findings}
     quiet: dict[str, str] = {}
-    for s in silenced:
-        stored = s.get("finding")
-        f: Mapping[str, Any] = stored if isinstance(stored, dict) else {}
-        if str(f.get("host")) == name:
-            quiet.setdefault(str(f.get("id")), f"silenced by the playbook: {s.get('reason') or 'no reason given'}")
-    missing = record_not_judged(record)
+    for where, fid, reason in silenced:
+        if where == host:
+            quiet.setdefault(fid, f"silenced by the playbook: {reason or 'no reason given'}")
+    missing = dict(not_judged)
     for fid, hosts in (fleet_not_judged or {}).items():
-        if name in hosts and fid not in missing:
-            missing[fid] = str(hosts[name])
+        if host in hosts and fid not in missing:
+            missing[fid] = str(hosts[host])
     out = {}
     for fid in dict.fromkeys([*ids, *sorted(raised)]):
         if fid in raised:
@@ -188,21 +189,3 @@ def check_states(record: Mapping[str, Any], findings: Iterable[Mapping[str, Any]
         else:
             out[fid] = CheckState(PASS)
     return out
-
-
-def fleet_check_states(fleet: Mapping[str, Any], ids: Iterable[str] = FINDING_IDS
-                       ) -> Iterator[tuple[Mapping[str, Any], dict[str, CheckState]]]:
-    """(host record, its states) for every host of a fleet.json document, in its order; a stored
-    record comes without its facts sections (the readers of states read names, outcomes, probes)."""
-    ids = list(ids)
-    by_host = F.findings_by_host(dict(fleet))
-    silenced = [s for s in fleet.get("silenced") or [] if isinstance(s, dict)]
-    fleet_level = fleet.get("not_judged") if isinstance(fleet.get("not_judged"), dict) else {}
-    hosts = fleet.get("hosts") or []
-    # A stored record carries its not-judged ids, so its facts are not decoded for this; one
-    # written before they were stored is read whole, its facts telling what was measured.
-    for i, rec in enumerate(records_with(hosts, ())):
-        if isinstance(rec, dict) and rec.get("name"):
-            if not isinstance(rec.get("not_judged"), dict) and isinstance(hosts, SpooledRecords):
-                rec = hosts[i]
-            yield rec, check_states(rec, by_host.get(str(rec["name"]), []), ids, fleet_level, silenced)

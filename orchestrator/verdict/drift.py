@@ -1,4 +1,4 @@
-"""Drift between two runs: what changed per host (pure: two fleet.json dicts in, a FleetDiff out).
+"""Drift between two runs: what changed per host (pure: two judged fleets in, a FleetDiff out).
 
 Only what both runs measured is compared.  A section is compared only when its probe ran fine in
 both runs: a quick triage today against last night's audit must not report every NVLink as
@@ -16,148 +16,41 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from orchestrator.engine.outcomes import NOT_STARTED
 from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import shown
 from orchestrator.store import compact
 from orchestrator.store.atomic import encode_json
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import coverage
+from orchestrator.verdict.changes import Change, FindingKey, FleetDiff
+from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 
-@dataclass(frozen=True)
-class Change:
-    host: str
-    kind: str  # host.unreachable, host.recovered, gpu.lost, gpu.gained, gpu.moved, gpu.replaced,
-    #            link.down, link.up, level.changed, bandwidth.dropped, bandwidth.rose, class.changed,
-    #            finding.new, finding.resolved; for the run (host ""): run.playbook,
-    #            run.probes, run.limit, run.expect
-    subject: str
-    old: Any = None
-    new: Any = None
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def _probe_ok(host: JudgedHost, probe: str) -> bool:
+    return host.ran(probe) if host.probes else True  # no per-probe record: trust the facts that are there
 
 
-FindingKey = tuple[str, str, str]  # id, host, subject
-
-
-@dataclass
-class FleetDiff:
-    old_run: str | None
-    new_run: str | None
-    changes: list[Change] = field(default_factory=list)  # per host, on hosts both runs probed
-    run_changes: list[Change] = field(default_factory=list)  # playbook, probes, limit, fleet-wide expectations
-    not_in_new: list[str] = field(default_factory=list)  # hosts of the baseline this run did not probe
-    not_in_old: list[str] = field(default_factory=list)  # hosts this run probed that the baseline did not
-    old_limit: str | None = None
-    new_limit: str | None = None
-    # findings present in one run only whose check did not judge that host in the other: reason -> count
-    not_compared: dict[str, int] = field(default_factory=dict)
-    compared: int = 0  # hosts both runs probed and reached
-    new_findings: list[FindingKey] = field(default_factory=list)
-    resolved_findings: list[FindingKey] = field(default_factory=list)
-
-    def by_host(self) -> dict[str, list[Change]]:
-        out: dict[str, list[Change]] = {}
-        for c in self.changes:
-            out.setdefault(c.host, []).append(c)
-        return out
-
-    def kinds(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.changes:
-            out[c.kind] = out.get(c.kind, 0) + 1
-        return out
-
-    def __bool__(self) -> bool:
-        return bool(self.changes or self.run_changes or self.not_in_new or self.not_in_old)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"old_run": self.old_run, "new_run": self.new_run,
-                "run_changes": [c.to_dict() for c in self.run_changes],
-                "changes": [c.to_dict() for c in self.changes],
-                "not_in_new": {"limit": self.new_limit, "hosts": list(self.not_in_new)},
-                "not_in_old": {"limit": self.old_limit, "hosts": list(self.not_in_old)},
-                "not_compared": dict(self.not_compared)}
-
-
-class _HostsByName(Mapping[str, dict[str, Any]]):
-    """Records kept on disk (spool.SpooledRecords), looked up by name one at a time, so
-    comparing two big fleets holds two host records, not two fleets."""
-
-    def __init__(self, records: Any) -> None:
-        self._records = records
-        self._names = records.names()
-        self._known = set(self._names)
-
-    def __getitem__(self, name: str) -> dict[str, Any]:
-        rec = self._records.by_name(name)
-        if not isinstance(rec, dict):
-            raise KeyError(name)
-        return rec
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._known
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys(self._names))
-
-    def __len__(self) -> int:
-        return len(self._known)
-
-
-def _hosts(fleet: dict[str, Any]) -> Mapping[str, dict[str, Any]]:
-    hosts = fleet.get("hosts") if isinstance(fleet, dict) else None
-    if hasattr(hosts, "by_name"):
-        return _HostsByName(hosts)
-    return {h["name"]: h for h in hosts or [] if isinstance(h, dict) and isinstance(h.get("name"), str)}
-
-
-def _digests(fleet: dict[str, Any]) -> Callable[[str], str | None]:
-    """host -> its record's drift digest with its class, where the fleet's records carry them
-    (judged in workers, or a stored fleet.json with its digests file); else None for every host."""
-    hosts = fleet.get("hosts") if isinstance(fleet, dict) else None
-    by_name = getattr(hosts, "digest_by_name", None)
-    return by_name if callable(by_name) else (lambda name: None)
-
-
-def _run_id(fleet: dict[str, Any]) -> str | None:
-    run = fleet.get("run") if isinstance(fleet, dict) else None
-    return run.get("id") if isinstance(run, dict) else None
-
-
-def _probe_ok(host: dict[str, Any], probe: str) -> bool:
-    probes = host.get("probes")
-    if not isinstance(probes, dict):
-        return True  # no per-probe record: trust the facts that are there
-    rec = probes.get(probe)
-    return isinstance(rec, dict) and rec.get("outcome") == "ok"
-
-
-def _comparable(old: dict[str, Any], new: dict[str, Any], section: str) -> tuple[Facts, Facts] | None:
-    probe = registry.probe_of(section) or section
-    if not (_probe_ok(old, probe) and _probe_ok(new, probe)):
+def _comparable(old: JudgedHost, new: JudgedHost, section: str) -> tuple[Facts, Facts] | None:
+    """Both runs' facts of `section`, when every probe it is made from finished with an answer in
+    both: a section cut short (a stopped run, a probe that timed out) is not compared."""
+    if not all(_probe_ok(old, p) and _probe_ok(new, p) for p in registry.probes_of(section)):
         return None
-    of, nf = F.host_facts(old), F.host_facts(new)
+    of, nf = old.facts, new.facts
     if section not in of or section not in nf:
         return None
     return of, nf
 
 
-def finding_key(f: dict[str, Any]) -> FindingKey:
-    return (str(f.get("id")), str(f.get("host")), str(f.get("subject")))
-
-
-def _run_meta(fleet: dict[str, Any]) -> dict[str, Any]:
-    run = fleet.get("run") if isinstance(fleet, dict) else None
-    return run if isinstance(run, dict) else {}
+def finding_key(f: Finding) -> FindingKey:
+    return (f.id, f.host, f.subject)
 
 
 def _playbook_name(value: Any) -> str | None:
@@ -167,22 +60,21 @@ def _playbook_name(value: Any) -> str | None:
     return name.rsplit(".", 1)[0] if name.endswith((".yml", ".yaml")) else name
 
 
-def _run_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def _run_changes(o: RunMeta, n: RunMeta) -> list[Change]:
     """What the two runs were asked to do differently (one line each, for the whole run)."""
-    o, n = _run_meta(old), _run_meta(new)
     out = []
-    op, np_ = _playbook_name(o.get("playbook")), _playbook_name(n.get("playbook"))
+    op, np_ = _playbook_name(o.playbook), _playbook_name(n.playbook)
     if op and np_ and op != np_:
         out.append(Change("", "run.playbook", "playbook", op, np_, f"playbook changed: {op} -> {np_}"))
-    oprobes, nprobes = o.get("probes"), n.get("probes")
-    if isinstance(oprobes, list) and isinstance(nprobes, list) and set(oprobes) != set(nprobes):
+    oprobes, nprobes = o.probes, n.probes
+    if oprobes is not None and nprobes is not None and set(oprobes) != set(nprobes):
         gone, added = sorted(set(oprobes) - set(nprobes)), sorted(set(nprobes) - set(oprobes))
         text = "; ".join(part for part in (f"not run now: {', '.join(gone)}" if gone else "",
                                             f"run now: {', '.join(added)}" if added else "") if part)
         out.append(Change("", "run.probes", "probes", sorted(oprobes), sorted(nprobes), f"probes changed ({text})"))
-    if (o.get("limit") or None) != (n.get("limit") or None) and ("limit" in o or "limit" in n):
-        out.append(Change("", "run.limit", "limit", o.get("limit"), n.get("limit"),
-                          f"limit changed: {o.get('limit') or '(none)'} -> {n.get('limit') or '(none)'}"))
+    if (o.limit or None) != (n.limit or None):
+        out.append(Change("", "run.limit", "limit", o.limit, n.limit,
+                          f"limit changed: {o.limit or '(none)'} -> {n.limit or '(none)'}"))
     return out
 
 
@@ -190,7 +82,7 @@ def _shown(value: Any) -> str:
     return "(none)" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def _expect_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _expect_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(key, old value, new value) for each expectation that differs ("(none)": not set)."""
     return [(k, _shown(old.get(k)), _shown(new.get(k))) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
@@ -198,17 +90,18 @@ def _expect_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str,
 _NAMED = 3  # hosts named in one expectation line; the rest are counted
 
 
-def _states(rec: dict[str, Any], findings: list[dict[str, Any]], fleet: dict[str, Any],
+def _states(host: JudgedHost, findings: list[Finding], fleet: FleetResult,
             ids: list[str]) -> dict[str, coverage.CheckState]:
-    fleet_level = fleet.get("not_judged") if isinstance(fleet.get("not_judged"), dict) else {}
-    silenced = [x for x in fleet.get("silenced") or [] if isinstance(x, dict)]
-    return coverage.check_states(rec, findings, ids, fleet_level, silenced)
+    silenced = [(s.finding.host, s.finding.id, s.reason) for s in fleet.silenced]
+    return coverage.check_states(host.name, host.not_judged, findings, ids, fleet.not_judged, silenced)
 
 
-def _class_comparable(o: dict[str, Any], n: dict[str, Any]) -> bool:
+def _class_comparable(o: JudgedHost, n: JudgedHost) -> bool:
     """The topology class is made of host, pcie, nvml and nvlink facts: compared only when the same
-    of those probes ran in both runs (a quick run without nvlink is not a changed machine)."""
-    return all(_probe_ok(o, p) == _probe_ok(n, p) for p in ("host", "pcie", "nvml", "nvlink"))
+    of those probes ran in both runs (a quick run without nvlink is not a changed machine) and
+    both hosts have a class (a host cut short has none: its shape is not known)."""
+    return all(_probe_ok(o, p) == _probe_ok(n, p) for p in ("host", "pcie", "nvml", "nvlink")) \
+        and not o.unfinished() and not n.unfinished()
 
 
 def _diff_gpus(name: str, of: Facts, nf: Facts, source: str) -> list[Change]:
@@ -346,45 +239,41 @@ def _self_diff(name: str, facts: Facts) -> bool:
 _ABSENT = "\u0000absent"
 
 
-def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 0.10) -> FleetDiff:
-    """Per-host changes from run `old` to run `new` (both fleet.json dicts)."""
+def diff_fleets(old: FleetResult, new: FleetResult, bw_tolerance: float = 0.10) -> FleetDiff:
+    """Per-host changes from run `old` to run `new`."""
     if bw_tolerance < 0:
         raise ValueError("bw_tolerance must be >= 0 (0.10 = 10%)")
-    d = FleetDiff(old_run=_run_id(old), new_run=_run_id(new), run_changes=_run_changes(old, new),
-                  old_limit=_run_meta(old).get("limit"), new_limit=_run_meta(new).get("limit"))
-    oh, nh = _hosts(old), _hosts(new)
-    old_by_host, new_by_host = F.findings_by_host(old), F.findings_by_host(new)
-    ids = sorted({str(f.get("id")) for fs in (old_by_host, new_by_host) for items in fs.values() for f in items})
-    d.not_in_new = [name for name in oh if name not in nh]
-    d.not_in_old = [name for name in nh if name not in oh]
+    d = FleetDiff(old_run=old.run.id or None, new_run=new.run.id or None, run_changes=_run_changes(old.run, new.run),
+                  old_limit=old.run.limit, new_limit=new.run.limit)
+    old_names, new_names = old.hosts.names(), new.hosts.names()
+    in_old, in_new = set(old_names), set(new_names)
+    ids = sorted({f.id for f in old.findings} | {f.id for f in new.findings})
+    d.not_in_new = [name for name in dict.fromkeys(old_names) if name not in in_new]
+    d.not_in_old = [name for name in dict.fromkeys(new_names) if name not in in_old]
     expect_changes: dict[tuple[str, str, str], list[str]] = {}
     compared = 0
-    old_digest, new_digest = _digests(old), _digests(new)
-    for name in [n for n in oh if n in nh]:
-        od = old_digest(name)
-        if od is not None and od == new_digest(name) and \
-                {finding_key(f) for f in old_by_host.get(name, [])} == {finding_key(f) for f in new_by_host.get(name, [])}:
+    for name in [n for n in dict.fromkeys(old_names) if n in in_new]:
+        was_f, now_f = old.findings_of(name), new.findings_of(name)
+        od = old.hosts.digest_by_name(name)
+        if od is not None and od == new.hosts.digest_by_name(name) and \
+                {finding_key(f) for f in was_f} == {finding_key(f) for f in now_f}:
             compared += 1  # the same in both runs (drift_digest): nothing to decode, nothing changed
             continue
-        o, n = oh[name], nh[name]
-        o_down, n_down = o.get("outcome") == "unreachable", n.get("outcome") == "unreachable"
-        if n_down and not o_down:
-            d.changes.append(Change(name, "host.unreachable", name, o.get("outcome"), "unreachable",
-                                    f"host newly unreachable: {n.get('reason') or 'no reason given'}"))
-        elif o_down and not n_down:
-            d.changes.append(Change(name, "host.recovered", name, "unreachable", n.get("outcome"),
-                                    "host reachable again"))
-        if o_down or n_down:
+        o, n = old.hosts.by_name(name), new.hosts.by_name(name)
+        if o is None or n is None:
+            continue
+        if not _reachability(d, o, n):
             continue  # nothing to compare on the side that did not answer
         compared += 1
-        if isinstance(o.get("expect"), dict) and isinstance(n.get("expect"), dict) and o["expect"] != n["expect"]:
-            for change in _expect_changes(o["expect"], n["expect"]):
+        if o.expect and n.expect and o.expect != n.expect:
+            for change in _expect_changes(o.expect, n.expect):
                 expect_changes.setdefault(change, []).append(name)
-        if _class_comparable(o, n) and o.get("class") != n.get("class") and (o.get("class") or n.get("class")):
-            d.changes.append(Change(name, "class.changed", name, o.get("class"), n.get("class"),
-                                    f"topology class {shown(o.get('class'), 'none')} -> {shown(n.get('class'), 'none')}"))
+        if _class_comparable(o, n) and o.topology_class != n.topology_class and (o.topology_class or n.topology_class):
+            d.changes.append(Change(name, "class.changed", name, o.topology_class, n.topology_class,
+                                    f"topology class {shown(o.topology_class, 'none')} -> "
+                                    f"{shown(n.topology_class, 'none')}"))
         d.changes.extend(_diff_sections(name, o, n, bw_tolerance))
-        _diff_findings(d, name, o, n, old_by_host.get(name, []), new_by_host.get(name, []), old, new, ids)
+        _diff_findings(d, o, n, was_f, now_f, old, new, ids)
     d.compared = compared
     # one line per changed expectation, for the whole run: --expect and playbooks set them for many hosts
     for (key, was, now), hosts in expect_changes.items():
@@ -395,7 +284,26 @@ def diff_fleets(old: dict[str, Any], new: dict[str, Any], bw_tolerance: float = 
     return d
 
 
-def _diff_sections(name: str, o: dict[str, Any], n: dict[str, Any], bw_tolerance: float) -> list[Change]:
+def _never_started(h: JudgedHost) -> bool:
+    """A host the run was stopped before it reached: it said nothing, it is neither up nor down."""
+    return bool(h.probes) and all(r.outcome == "skipped" and r.reason == NOT_STARTED for r in h.probes.values())
+
+
+def _reachability(d: FleetDiff, o: JudgedHost, n: JudgedHost) -> bool:
+    """Record a change of reachability; True when both runs heard from the host, so the rest of it
+    can be compared.  A host one run never started is not compared, and never "reachable again"."""
+    if _never_started(o) or _never_started(n):
+        return False
+    o_down, n_down = not o.reachable, not n.reachable
+    if n_down and not o_down:
+        d.changes.append(Change(o.name, "host.unreachable", o.name, o.outcome, "unreachable",
+                                f"host newly unreachable: {n.reason or 'no reason given'}"))
+    elif o_down and not n_down:
+        d.changes.append(Change(o.name, "host.recovered", o.name, "unreachable", n.outcome, "host reachable again"))
+    return not (o_down or n_down)
+
+
+def _diff_sections(name: str, o: JudgedHost, n: JudgedHost, bw_tolerance: float) -> list[Change]:
     out: list[Change] = []
     # NVML's GPU list when nvml ran both times, else the PCIe bus's (bus ids, no uuids)
     gpu_changes: list[Change] = []
@@ -426,8 +334,8 @@ def _diff_sections(name: str, o: dict[str, Any], n: dict[str, Any], bw_tolerance
     return out
 
 
-def _diff_findings(d: FleetDiff, name: str, o: dict[str, Any], n: dict[str, Any], was_f: list[dict[str, Any]],
-                   now_f: list[dict[str, Any]], old: dict[str, Any], new: dict[str, Any], ids: list[str]) -> None:
+def _diff_findings(d: FleetDiff, o: JudgedHost, n: JudgedHost, was_f: list[Finding], now_f: list[Finding],
+                   old: FleetResult, new: FleetResult, ids: list[str]) -> None:
     """New: the baseline judged that check on this host; resolved: this run judged it and did not
     raise it.  Anything else is counted in d.not_compared with the reason."""
     was = {finding_key(f): f for f in was_f}
@@ -442,7 +350,8 @@ def _diff_findings(d: FleetDiff, name: str, o: dict[str, Any], n: dict[str, Any]
             d.not_compared[why] = d.not_compared.get(why, 0) + 1
             continue
         d.new_findings.append(k)
-        d.changes.append(Change(name, "finding.new", f"{k[0]} {k[2]}", None, k[0], str(now[k].get("message", ""))))
+        d.new.append(now[k])
+        d.changes.append(Change(n.name, "finding.new", f"{k[0]} {k[2]}", None, k[0], now[k].message))
     for k in sorted(set(was) - set(now)):
         st = new_states.get(k[0])
         if st is not None and st.state == coverage.NOT_JUDGED:
@@ -450,5 +359,7 @@ def _diff_findings(d: FleetDiff, name: str, o: dict[str, Any], n: dict[str, Any]
             d.not_compared[why] = d.not_compared.get(why, 0) + 1
             continue
         d.resolved_findings.append(k)
-        d.changes.append(Change(name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None,
-                                str(was[k].get("message", ""))))
+        d.resolved.append(was[k])
+        if o.topology_class:
+            d.old_classes[o.name] = o.topology_class
+        d.changes.append(Change(n.name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None, was[k].message))

@@ -44,6 +44,9 @@ class Expectations:
     nic_ports_up: bool | None = None  # True: every InfiniBand/RoCE port must be ACTIVE / LinkUp
     nic_rate_gbps: float | None = None  # each active InfiniBand/RoCE port must run at least this rate
     gdr: bool | None = None  # True: GPUDirect RDMA must be usable between the GPUs and the NICs
+    # True: the driver and the ConnectX/BlueField firmware must carry the fixes of NVIDIA's security
+    # bulletins (facts/security.py; `--security-floor FILE` sets it for every host)
+    security_floor: bool | None = None
 
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "probe_expect") -> Expectations:

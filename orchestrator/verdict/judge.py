@@ -11,28 +11,32 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from orchestrator.engine.outcomes import Outcome, worst
+from orchestrator.engine.outcomes import Outcome, finished, worst
 from orchestrator.engine.results import HostInput
 from orchestrator.facts import read as F
-from orchestrator.facts.model import PreviousFacts
+from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.facts.normalize import normalize_host
+from orchestrator.inventory.model import CONNECTION_VARS
+from orchestrator.inventory.secrets import is_secret
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
+from orchestrator.verdict import baseline, causes, coverage, offenders
 from orchestrator.verdict import classes as fingerprint
-from orchestrator.verdict import coverage
+from orchestrator.verdict import health as host_health
 from orchestrator.verdict import parallel as fleet_workers
-from orchestrator.verdict.checks import fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
+from orchestrator.verdict.checks import CAUSES, fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
-from orchestrator.verdict.overrides import Override, apply_overrides
+from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
+from orchestrator.verdict.references import References
+from orchestrator.verdict.result import FleetResult, fleet_result
 from orchestrator.verdict.streaming import JudgingPool
-
-SCHEMA_VERSION = 1
 
 
 def host_record(h: HostInput) -> dict[str, Any]:
@@ -54,6 +58,7 @@ def host_record(h: HostInput) -> dict[str, Any]:
         "name": h.name,
         "address": h.address,
         "groups": h.groups,
+        "connection": {k: h.vars[k] for k in CONNECTION_VARS if k in h.vars and not is_secret(k)},
         "outcome": outcome.value,
         "reason": reasons[0] if reasons else "",
         "probes": h.probes,
@@ -64,15 +69,37 @@ def host_record(h: HostInput) -> dict[str, Any]:
     }
 
 
-def _summary(outcomes: list[str], findings: list[Finding]) -> dict[str, Any]:
+def _summary(outcomes: list[str], findings: list[Finding], health: Mapping[str, host_health.HostHealth]
+             ) -> dict[str, Any]:
     counts = Counter(outcomes)
     sev = Counter(f.severity.value for f in findings)
+    states = Counter(h.state.value for h in health.values())
+    faults = Counter(s.value for _, s in host_health.fault_severities(findings))
     return {
         "hosts": len(outcomes),
+        "health": {h: states.get(h, 0) for h in host_health.HEALTH_ORDER},
         "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
+        "faults": {s.value: faults.get(s.value, 0) for s in Severity},
         "findings": {s.value: sev.get(s.value, 0) for s in Severity},
         "findings_by_kind": dict(Counter(f.kind.value for f in findings)),
     }
+
+
+# The probes whose facts make a host's topology fingerprint (verdict/classes.py:descriptor): a
+# host where one of them did not finish has no class, rather than the shape of what is missing.
+_SHAPE_PROBES = ("host", "pcie", "nvml", "nvlink")
+
+
+def unfinished_probes(probes: Mapping[str, Any]) -> dict[str, str]:
+    """probe -> what stopped it, for each probe of the host that did not finish (engine/outcomes.py)."""
+    out = {}
+    for p, s in probes.items():
+        if not isinstance(s, dict):
+            continue
+        outcome, reason = str(s.get("outcome") or ""), str(s.get("reason") or "")
+        if not finished(outcome, reason):
+            out[str(p)] = outcome + (f" ({reason})" if reason else "")
+    return out
 
 
 @dataclass
@@ -84,17 +111,21 @@ class HostVerdict:
     findings: list[Finding]  # its host checks and malformed-data findings
     descriptor: dict[str, Any] | None  # topology fingerprint input
     fleet_view: HostView  # only the facts sections the fleet checks read
+    reason: str = ""  # why the outcome (an unreachable host's: what the transport said)
+    unfinished: dict[str, str] = field(default_factory=dict)  # probes that did not finish -> why
+    measures: list[baseline.Measure] = field(default_factory=list)  # what the fleet baselines compare
 
 
-def judge_host(h: HostInput, expect: Expectations,
-               previous: PreviousFacts | None = None) -> tuple[dict[str, Any], HostVerdict]:
+def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,
+               refs: References | None = None) -> tuple[dict[str, Any], HostVerdict]:
     """The host's fleet.json record and its verdict; fingerprint/class are set fleet-wide later.
-    `previous`: the host's facts in the previous run (events and counters are judged against it).
+    `previous`: the host's facts in the previous run (events and counters are judged against it);
+    `refs`: what the run judges against besides expectations (the security floor).
 
     Whatever the host's data does to a normalizer, a check or the fingerprint, it costs this host
     only: the host is kept with no facts and a probe.data.malformed finding that says why."""
     try:
-        return _judge_host(h, expect, previous)
+        return _judge_host(h, expect, previous, refs or References())
     except Exception as e:  # the checks and normalizers guard themselves; this is the last line
         return _unjudged(h, expect, e)
 
@@ -103,26 +134,27 @@ def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple
     probes = {p: s for p, s in h.probes.items() if isinstance(s, dict) and s.get("outcome") in _OUTCOMES}
     outcome = worst([Outcome(s["outcome"]) for s in probes.values()]) if probes else Outcome.FAILED
     reason = f"this host's results could not be judged ({type(error).__name__}: {str(error)[:200]})"
-    rec = {"name": h.name, "address": h.address, "groups": h.groups, "outcome": outcome.value,
+    rec = {"name": h.name, "address": h.address, "groups": h.groups, "connection": {}, "outcome": outcome.value,
            "reason": reason if outcome == Outcome.FAILED else "", "probes": probes, "facts": {},
            "normalize_errors": [reason], "fingerprint": None, "class": None}
     finding = Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data", reason,
                       hint="the host sent data of an unexpected shape; check the probe version")
     return rec, HostVerdict(h.name, outcome.value, [finding], None,
-                            HostView(name=h.name, facts={}, outcomes={}, expect=expect, vars=h.vars))
+                            HostView(name=h.name, facts={}, outcomes={}, expect=expect, vars=h.vars),
+                            reason, unfinished_probes(probes))
 
 
 _OUTCOMES = frozenset(o.value for o in Outcome)
 
 
-def _judge_host(h: HostInput, expect: Expectations,
-                previous: PreviousFacts | None) -> tuple[dict[str, Any], HostVerdict]:
+def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None,
+                refs: References) -> tuple[dict[str, Any], HostVerdict]:
     rec = host_record(h)
     facts = rec["facts"]
     outcomes = coverage.judged_outcomes(h.probes, facts)
     reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
-                                        previous=previous, reasons=reasons))
+                                        previous=previous, reasons=reasons, security_floor=refs.security_floor))
     for err in rec["normalize_errors"]:
         findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
@@ -133,13 +165,27 @@ def _judge_host(h: HostInput, expect: Expectations,
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)
     slim = fleet_facts(facts)
+    unfinished = unfinished_probes(h.probes)
     try:
-        descriptor = fingerprint.descriptor(facts)
+        descriptor = None if any(p in unfinished for p in _SHAPE_PROBES) else fingerprint.descriptor(facts)
     except Exception as e:  # a value of an odd type: this host has no topology class, the rest is judged
         descriptor = None
         findings.append(unjudgeable(h.name, "the topology fingerprint", e))
     return rec, HostVerdict(h.name, rec["outcome"], findings, descriptor,
-                            HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars))
+                            HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars),
+                            rec["reason"], unfinished, _measures(h.name, facts, outcomes, findings))
+
+
+def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding]) -> list[baseline.Measure]:
+    """The figures the fleet baselines compare, of the probes that ran ok; a value of an odd type
+    costs this host its comparisons only."""
+    sections: Mapping[str, Any] = facts  # picked by section name
+    ran = cast(Facts, {k: v for k, v in sections.items() if k not in ("p2p", "nccl") or outcomes.get(k) in (None, "ok")})
+    try:
+        return baseline.measures(ran)
+    except Exception as e:
+        findings.append(unjudgeable(name, "the fleet baselines", e))
+        return []
 
 
 @contextmanager
@@ -162,19 +208,19 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def host_judge(expect_for: Callable[[HostInput], Expectations],
-               previous_for: Callable[[str], PreviousFacts | None] | None = None
-               ) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
-    """How one host is judged in this fleet: its expectations and its previous facts."""
+               previous_for: Callable[[str], PreviousFacts | None] | None = None,
+               refs: References | None = None) -> Callable[[HostInput], tuple[dict[str, Any], HostVerdict]]:
+    """How one host is judged in this fleet: its expectations, its previous facts, the run's references."""
     prev = previous_for or (lambda name: None)
-    return lambda h: judge_host(h, expect_for(h), prev(h.name))
+    return lambda h: judge_host(h, expect_for(h), prev(h.name), refs)
 
 
-def build_fleet(run: dict[str, Any], inputs: list[HostInput],
+def build_fleet(run: RunMeta, inputs: list[HostInput],
                 expect_for: Callable[[HostInput], Expectations],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
                 previous_for: Callable[[str], PreviousFacts | None] | None = None,
-                pool: JudgingPool | None = None) -> dict[str, Any]:
+                pool: JudgingPool | None = None, refs: References | None = None) -> FleetResult:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
@@ -182,8 +228,9 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
     read-only sequence that parses a record when it is read.  `workers` overrides the choice.
     `previous_for(host)`: the host's facts in the previous run, None when it has none.
     `pool`: workers that judged the hosts while the run went on (verdict/streaming.py), started
-    with host_judge(expect_for, previous_for); what they could not vouch for is judged here."""
-    judge = host_judge(expect_for, previous_for)
+    with host_judge(expect_for, previous_for, refs); what they could not vouch for is judged here.
+    `refs`: what the run judges against besides expectations (verdict/references.py)."""
+    judge = host_judge(expect_for, previous_for, refs)
     with _no_cyclic_gc():
         judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
@@ -195,17 +242,25 @@ def build_fleet(run: dict[str, Any], inputs: list[HostInput],
             verdicts = [v for _, v in pairs]
         else:
             records, verdicts = judged
-        return _assemble(run, records, verdicts, overrides_for)
+        return _assemble(run, records, verdicts, overrides_for, refs=refs)
 
 
 def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     """A host judged before (a stored run's fleet.json record and its host findings, overrides
     already applied), as the fleet-wide steps take it: nothing of the host is judged again."""
     facts = F.host_facts(rec)
-    outcomes = coverage.judged_outcomes(rec.get("probes") or {}, facts)
+    probes = rec.get("probes") or {}
+    outcomes = coverage.judged_outcomes(probes, facts)
     slim = fleet_facts(facts)
-    return HostVerdict(rec["name"], rec["outcome"], findings, fingerprint.descriptor(facts),
-                       HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)))
+    unfinished = unfinished_probes(probes)
+    descriptor = None if any(p in unfinished for p in _SHAPE_PROBES) else fingerprint.descriptor(facts)
+    try:
+        measured = baseline.measures(facts)
+    except Exception:  # judged before: its malformed-data finding is among its findings already
+        measured = []
+    return HostVerdict(rec["name"], rec["outcome"], findings, descriptor,
+                       HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)),
+                       str(rec.get("reason") or ""), unfinished, measured)
 
 
 def _stored_expect(rec: dict[str, Any]) -> Expectations:
@@ -217,31 +272,57 @@ def _stored_expect(rec: dict[str, Any]) -> Expectations:
         return Expectations()
 
 
-def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]]
-                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]],
+                        refs: References | None = None) -> tuple[list[Finding], list[Silenced]]:
     """What the fleet-wide steps raise over these hosts alone, as fleet.json stores it (the
     overrides applied): (findings, silenced).  A stored run's findings are its hosts' own and
     these; `probe merge` tells them apart by judging the run's fleet-wide steps again, since one
     id can be raised by both (nic.port.down: a port expected up, or down where its peers' are up)."""
     made = run_fleet_checks([v.fleet_view for v in verdicts])
-    made.extend(fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])[1])
-    kept, silenced = _overridden(made, overrides_for)
-    return [f.to_dict() for f in kept], silenced
+    _classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])
+    made.extend(class_findings)
+    made.extend(_baselines(verdicts, of_host, refs or References())[0])
+    return _overridden(made, overrides_for)
 
 
-def assemble_judged(run: dict[str, Any], records: list[dict[str, Any]], verdicts: list[HostVerdict],
-                    silenced: list[dict[str, Any]],
-                    overrides_for: Callable[[str], Mapping[str, Override]]) -> dict[str, Any]:
+def assemble_judged(run: RunMeta, records: list[dict[str, Any]], verdicts: list[HostVerdict],
+                    silenced: list[Silenced],
+                    overrides_for: Callable[[str], Mapping[str, Override]]) -> FleetResult:
     """fleet.json of hosts judged before (`stored_verdict`; `silenced`: their host findings a
     playbook silenced): only the fleet-wide steps run, and only their findings get the overrides."""
     return _assemble(run, records, verdicts, overrides_for, judged_silenced=silenced)
 
 
+def _offenders(run: RunMeta, verdicts: list[HostVerdict], findings: list[Finding], silenced: list[Silenced],
+               overrides_for: Callable[[str], Mapping[str, Override]] | None, refs: References) -> dict[str, str]:
+    """Adds the repeat offenders of the run history (verdict/offenders.py) to `findings` (their
+    overrides applied); returns host -> why it could not be judged."""
+    judged = [v.name for v in verdicts if v.outcome != Outcome.UNREACHABLE.value and not v.unfinished]
+    if refs.history is None:
+        return dict.fromkeys(judged, "no run history was read for this run (probe merge, import)")
+    current = offenders.run_of(run.id or "this run", judged, findings)
+    made, not_judged = offenders.judge(refs.history, current)
+    kept, quiet = _overridden(made, overrides_for)
+    findings.extend(kept)
+    silenced.extend(quiet)
+    return not_judged
+
+
+def _baselines(verdicts: list[HostVerdict], of_host: Mapping[str, tuple[str, str]], refs: References
+               ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
+    """Every host's figures against its class's (verdict/baseline.py), with who could not be compared."""
+    judged = []
+    for v in verdicts:
+        fp, cls = of_host.get(v.name) or (None, None)
+        judged.append(baseline.Judged(v.name, fp, cls, v.measures))
+    return baseline.judge(judged, refs.thresholds_for, refs.baseline)
+
+
 def _overridden(findings: list[Finding], overrides_for: Callable[[str], Mapping[str, Override]] | None
-                ) -> tuple[list[Finding], list[dict[str, Any]]]:
+                ) -> tuple[list[Finding], list[Silenced]]:
     if overrides_for is None:
         return findings, []
-    silenced: list[dict[str, Any]] = []
+    silenced: list[Silenced] = []
     by_host: dict[str, list[Finding]] = {}
     for f in findings:
         by_host.setdefault(f.host, []).append(f)
@@ -249,40 +330,55 @@ def _overridden(findings: list[Finding], overrides_for: Callable[[str], Mapping[
     for host, items in by_host.items():
         result = apply_overrides(items, overrides_for(host))
         kept.extend(result.findings)
-        silenced.extend(s.to_dict() for s in result.silenced)
+        silenced.extend(result.silenced)
     return kept, silenced
 
 
-def _assemble(run: dict[str, Any], records: list[dict[str, Any]] | SpooledRecords,
+_CAUSES = causes.by_consequence(CAUSES)
+
+
+def _health(verdicts: list[HostVerdict], findings: list[Finding]) -> dict[str, host_health.HostHealth]:
+    """host -> its health, decided once all its findings (its own and the fleet's) are grouped."""
+    by_host: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_host.setdefault(f.host, []).append(f)
+    return {v.name: host_health.decide(v.outcome, v.reason, v.unfinished, by_host.get(v.name, ()))
+            for v in verdicts}
+
+
+def _assemble(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords,
               verdicts: list[HostVerdict],
               overrides_for: Callable[[str], Mapping[str, Override]] | None,
-              judged_silenced: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              judged_silenced: list[Silenced] | None = None, refs: References | None = None) -> FleetResult:
     host_findings = [f for v in verdicts for f in v.findings]
     fleet_views = [v.fleet_view for v in verdicts]
     fleet_findings = run_fleet_checks(fleet_views)
     described = [(v.name, v.descriptor) for v in verdicts]
     classes, class_findings, of_host = fingerprint.classify_descriptors(described)
     fleet_findings.extend(class_findings)
-    if isinstance(records, list):
-        for rec in records:
-            rec["fingerprint"], rec["class"] = of_host.get(rec["name"], (None, None))
-    else:
-        records.set_classes(of_host)
+    base_findings, base_not_judged = _baselines(verdicts, of_host, refs or References())
+    fleet_findings.extend(base_findings)
     if judged_silenced is None:
         findings, silenced = _overridden(host_findings + fleet_findings, overrides_for)
     else:  # the host findings had their overrides when they were judged
         new, silenced = _overridden(fleet_findings, overrides_for)
         findings, silenced = host_findings + new, judged_silenced + silenced
+    refs = refs or References()
+    offender_not_judged = _offenders(run, verdicts, findings, silenced, overrides_for, refs)
     findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run": run,
-        "summary": _summary([v.outcome for v in verdicts], findings),
-        "hosts": records,
-        "classes": classes,
-        "findings": [f.to_dict() for f in findings],
-        "silenced": silenced,
-        # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
-        "not_judged": {"topology.class.outlier": fingerprint.outlier_not_judged(described),
-                       nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views)},
-    }
+    findings = causes.group(findings, _CAUSES)
+    health = _health(verdicts, findings)
+    late: dict[str, dict[str, Any]] = {name: {"fingerprint": fp, "class": cls} for name, (fp, cls) in of_host.items()}
+    for name, h in health.items():
+        late.setdefault(name, {"fingerprint": None, "class": None})["health"] = h.to_dict()
+    if isinstance(records, list):
+        for rec in records:
+            rec.update(late.get(rec["name"]) or {"fingerprint": None, "class": None, "health": None})
+    else:
+        records.set_late(late)
+    # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
+    not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described),
+                  nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
+                  offenders.OFFENDER: offender_not_judged}
+    return fleet_result(run, records, findings, classes, silenced, not_judged,
+                        _summary([v.outcome for v in verdicts], findings, health))

@@ -93,7 +93,7 @@ class PartWriter:
 
     def judge(self, h: HostInput, judge: Judge) -> None:
         rec, verdict = judge(h)
-        # they are the record's last two keys (fleet.host_record): SpooledRecords appends them
+        # the fleet-wide keys, decided when every host is judged, end the record: SpooledRecords appends them
         del rec["fingerprint"], rec["class"]
         parts: dict[str, str] = {}
         data = record_text(rec, parts).encode("utf-8")

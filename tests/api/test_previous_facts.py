@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.session import previous_facts
+from orchestrator.api.session import previous_baseline, previous_facts
 from orchestrator.verdict.checks import gpu_health
 from orchestrator.verdict.checks.base import HostView
 
@@ -47,7 +47,7 @@ def test_the_previous_run_hands_on_nvlink_counters_and_not_the_whole_tree(tmp_pa
     results = tmp_path / "results"
     _run(results, "20261120T021500Z-aaaaaa", _facts(replay=3))
     now = _run(results, "20261121T021500Z-bbbbbb", None)
-    prev = previous_facts(results, now)["h1"]
+    prev = previous_facts(previous_baseline(results, now).fleet)["h1"]
     assert prev["nvlink"] == {"gpus": _nvlink(3)["gpus"]}
     assert prev["pcie"] == {"aer_links": []}
     assert "topology" not in prev and set(prev) == {"kmsg", "gpus", "nvlink", "pcie"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,9 @@ def job(setup: dict[str, Any]) -> dict[str, Any]:
                            "--ident", "audit1"], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "fleetprobe run: " in proc.stdout, proc.stdout[-3000:]
+    # the callback's summary is the verdict's: hosts by health
+    assert re.search(r"fleetprobe run: \S+ \(\d+ host\(s\): \d+ (failed|degraded|healthy|incomplete|unreachable)",
+                     proc.stdout), proc.stdout[-3000:]
     return {"proc": proc, "artifacts": pdd / "artifacts" / "audit1", "callback_run": latest_run(results)}
 
 

@@ -1,5 +1,6 @@
-"""`-q`, the cron mode (issue 16, item 3): every problem host with its one-line reason and every
-warn/fail finding; on a healthy fleet nothing at all (so cron sends no mail); exit codes unchanged.
+"""`-q`, the cron mode (issue 16, item 3; health first since issue 28): every host that is not
+healthy with its health, its transport outcome where that is a problem, why, and its warn/fail
+faults; on a healthy fleet nothing at all (so cron sends no mail); exit codes unchanged.
 Real `probe run` invocations: the demo fleet's replayed hosts, local hosts whose interpreter
 misbehaves, and a closed port."""
 
@@ -50,11 +51,12 @@ def test_quiet_names_every_problem_host_and_every_warn_or_fail_finding(tmp_path:
     lines = proc.stdout.splitlines()
     unreachable = [ln for ln in lines if ln.startswith("UNREACHABLE offline01: ")]
     assert len(unreachable) == 1 and "connection refused" in unreachable[0]
-    [garbled] = [ln for ln in lines if ln.startswith("INVALID_OUTPUT garbled01 (")]
+    [garbled] = [ln for ln in lines if ln.startswith("INCOMPLETE garbled01 (transport invalid_output: ")]
     assert "host" in garbled and ": " in garbled
     [crashed] = [ln for ln in lines if " crashed01 " in f" {ln}"]
-    assert crashed.split()[0] in ("FAILED", "INVALID_OUTPUT") and ": " in crashed
-    assert any(ln.startswith("FAIL nvlink.link.down") for ln in lines)
+    assert crashed.split()[0] == "INCOMPLETE" and ("transport failed" in crashed or "transport invalid_output"
+                                                   in crashed) and ": " in crashed
+    assert any(ln.strip().startswith("FAIL nvlink.link.down") for ln in lines)  # beneath its host
     assert "dgx-h100-01" not in proc.stdout  # a healthy host is not mentioned
     assert "INFO" not in proc.stdout
 
@@ -85,5 +87,5 @@ def test_quiet_names_a_timed_out_host(tmp_path: Path, sshd: SshdServer) -> None:
                  "--ssh-config", str(sshd.ssh_config), "--known-hosts", str(sshd.known_hosts))
     assert proc.returncode == 4, proc.stderr
     [line] = [ln for ln in proc.stdout.splitlines() if "stuck01" in ln]
-    assert line.startswith("TIMEOUT stuck01 (host): ") and "3" in line
+    assert line.startswith("INCOMPLETE stuck01 (transport timeout: host): ") and "3" in line
     assert "dgx-h100-01" not in proc.stdout

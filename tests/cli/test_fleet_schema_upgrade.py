@@ -17,8 +17,8 @@ from orchestrator.present.outputs.emit import write_outputs
 from orchestrator.store import atomic
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
-from orchestrator.store.history import load_fleet
 from orchestrator.store.spool import SpooledRecords
+from orchestrator.verdict.result import FleetResult
 from tests.support.fleet import Cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v1" / "20261201T134403Z-916ca5822"
@@ -71,7 +71,17 @@ def _ok(cli: Cli, *args: str, codes: tuple[int, ...] = (0, 1)) -> str:
 
 def test_show_reads_both_schemas_alike(cli: Cli) -> None:
     printed = json.loads(_ok(cli, "show", V1, "--format", "json"))
-    assert json.dumps(printed) == json.dumps(json.loads((cli.results / V1 / "fleet.json").read_text()))
+    raw = json.loads((cli.results / V1 / "fleet.json").read_text())
+    # everything stored is shown unchanged; what today's verdict decides of an old run is added:
+    # each host's health, each fault's root, the summary's health and faults, run.json's state
+    added_host, added_finding = {"health"}, {"caused_by", "consequences"}
+    assert [{k: v for k, v in h.items() if k not in added_host} for h in printed["hosts"]] == raw["hosts"]
+    assert [{k: v for k, v in f.items() if k not in added_finding} for f in printed["findings"]] == raw["findings"]
+    assert all(h["health"]["state"] in ("healthy", "failed") for h in printed["hosts"])
+    assert {k: printed["summary"][k] for k in raw["summary"]} == raw["summary"]
+    assert sum(printed["summary"]["health"].values()) == 3 and printed["run"]["state"] == "complete"
+    for key in ("classes", "silenced", "not_judged"):
+        assert printed[key] == raw[key], key
     assert printed["hosts"][1]["facts"]["p2p"]["pairs"]  # premigration: every section is there
     for args in (["--format", "json"], ["--format", "csv"], ["--format", "yaml"], [],
                  ["--show", "pcie,gpus,topo,nvlink,p2p,nccl,kmsg,nic"]):
@@ -100,8 +110,8 @@ def test_report_and_outputs_read_both_schemas_alike(cli: Cli, tmp_path: Path) ->
         d.mkdir()
         kinds = {"prometheus": d / "m.prom", "junit": d / "j.xml", "ansible_inventory": d / "inv.yml",
                  "hosts_csv": d / "h.csv", "findings_csv": d / "f.csv", "slurm_drain": d / "drain.txt"}
-        write_outputs(load_fleet(cli.results / run), **kinds)  # type: ignore[arg-type]
-        files[run] = [p.read_text() for p in kinds.values()]
+        write_outputs(FleetResult.load(cli.results / run), **kinds)  # type: ignore[arg-type]
+        files[run] = [_same(p.read_text()) for p in kinds.values()]  # they name the run they read
     assert files[V1] == files[V2]
     assert "dgx-h100-05" in files[V1][0] and "<testsuite" in files[V1][1]
 
@@ -117,7 +127,8 @@ def test_merge_reads_schema_1_and_writes_schema_2(cli: Cli) -> None:
     stored = {h["name"]: h for h in read_plain(cli.results / V1 / "fleet.json")["hosts"]}
 
     def judged(h: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in h.items() if k not in ("fingerprint", "class")}  # fleet-wide: judged again
+        # fleet-wide, so judged again: the class, and the health (the fleet's findings count in it)
+        return {k: v for k, v in h.items() if k not in ("fingerprint", "class", "health")}
     for h in read_plain(run_dir / "fleet.json")["hosts"]:
         if h["name"] in stored:
             assert judged(h) == judged(stored[h["name"]])

@@ -10,6 +10,7 @@ demo's verdict golden).  No import may print `None`, and none may leave a host i
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,35 @@ def _line(f: Path, fleet: dict) -> str:
     sections = ",".join(sorted(host["facts"]))
     findings = "; ".join(sorted(f"{x['id']} {x['severity']} {x['subject']}" for x in fleet["findings"])) or "none"
     return (f"{f.name} | {host['outcome']} | gpus {gpus} x {'/'.join(models)} | class {host.get('class') or '-'} | "
-            f"facts {sections} | {findings}")
+            f"facts {sections}{_events(host['facts'])}{_ports(host['facts'])} | {findings}")
+
+
+def _events(facts: dict) -> str:
+    """Kernel-log imports: the events by kind (and code), how many carry a time, first and last."""
+    k = facts.get("kmsg")
+    if k is None:
+        return ""
+    ev = k.get("events") or []
+    kinds = Counter(e["kind"] + (f" {e['code']}" if e.get("code") is not None else "") for e in ev)
+    timed = [e for e in ev if e.get("when") or e.get("t") is not None]
+    stamps = [e.get("when") or f"t={e['t']}" for e in timed]
+    span = f" {stamps[0]}..{stamps[-1]}" if stamps else ""
+    return (f" | events {len(ev)}" + (f" ({', '.join(f'{n}x {kind}' for kind, n in sorted(kinds.items()))})" if ev else "")
+            + f", {len(timed)} timed{span}")
+
+
+def _ports(facts: dict) -> str:
+    """ibstat / ibstatus / ibv_devinfo imports: HCAs by product, their ports and how many are up."""
+    n = facts.get("nic")
+    if n is None:
+        return ""
+    devs = n.get("devices") or []
+    ports = [p for d in devs for p in d.get("ports") or []]
+    models = Counter(d.get("model") or "?" for d in devs)
+    up = sum(1 for p in ports if p.get("state") == "ACTIVE")
+    bad = [d["name"] for d in devs if d.get("error")]
+    return (f" | HCAs {len(devs)} ({', '.join(f'{c}x {m}' for m, c in sorted(models.items()))}), ports {len(ports)}, "
+            f"{up} active" + (f", unreadable {'/'.join(bad)}" if bad else ""))
 
 
 def test_every_evidence_import_matches_the_reviewed_golden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

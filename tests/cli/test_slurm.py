@@ -49,8 +49,9 @@ def test_srun_of_the_bundle_on_four_nodes_is_imported_and_judged(cluster: SlurmC
     files = sorted(out.iterdir())
     assert len(files) == 4, [f.name for f in files]
     drain = tmp_path / "drain.sh"
+    # --force: four nodes of one machine, where one bad rule could take them all (the guard's case)
     proc = cli.run("import", str(out), "--results", str(tmp_path / "runs"), "--format", "json",
-                   "--slurm-drain", str(drain))
+                   "--slurm-drain", str(drain), "--force")
     assert proc.returncode in (0, 1), proc.stderr
     fleet = json.loads(proc.stdout)
     recs = hosts_by_name(fleet)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,24 @@ import pytest
 from orchestrator.engine import payload as probes
 
 PROBE_FILES = sorted(probes.probes_dir().glob("*.py"))
-STDLIB = set(sys.stdlib_module_names)
+
+
+def _stdlib_names() -> set[str]:
+    listed = getattr(sys, "stdlib_module_names", None)
+    if listed is not None:
+        return set(listed)
+    # Python 3.9 keeps no list: the interpreter's own library directory is the standard library
+    names = set(sys.builtin_module_names)
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for entry in [*stdlib.iterdir(), *(stdlib / "lib-dynload").glob("*")]:
+        if entry.name == "site-packages":
+            continue
+        if entry.suffix in (".py", ".so") or (entry / "__init__.py").is_file():
+            names.add(entry.name.split(".")[0])
+    return names
+
+
+STDLIB = _stdlib_names()
 
 
 def _imports(tree: ast.AST) -> set[str]:

@@ -13,6 +13,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import HostResult, ProbeResult
 from orchestrator.inventory.model import Host
 from orchestrator.store.rundir import RunDirectory, host_input_from_result
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import host_record, judge_host
 
@@ -37,7 +38,7 @@ def test_stored_hosts_are_judged_from_their_raw_files(tmp_path: Path) -> None:
     expected_record, expected_verdict = judge_host(in_memory, Expectations(gpu_count=8))
 
     res = _result()
-    writer = RunDirectory.create(tmp_path, {"hosts_order": ["gpu-7"]})
+    writer = RunDirectory.create(tmp_path, RunMeta(hosts_order=["gpu-7"]))
     store = _StoreOrStop(writer, threading.Event())
     store.host_finished(res)
     assert store.error is None
@@ -55,7 +56,7 @@ def test_stored_hosts_are_judged_from_their_raw_files(tmp_path: Path) -> None:
 
 def test_unreadable_stored_data_is_a_malformed_data_note_not_a_crash(tmp_path: Path) -> None:
     res = _result()
-    writer = RunDirectory.create(tmp_path, {})
+    writer = RunDirectory.create(tmp_path, RunMeta())
     _StoreOrStop(writer, threading.Event()).host_finished(res)
     (writer.dir / "raw" / "gpu-7" / "nvml.json").write_text("{ cut short")
     record = host_record(host_input_from_result(res, writer.dir))
@@ -65,7 +66,7 @@ def test_unreadable_stored_data_is_a_malformed_data_note_not_a_crash(tmp_path: P
 
 def test_a_failed_write_keeps_the_data_in_memory(tmp_path: Path) -> None:
     res = _result()
-    writer = RunDirectory.create(tmp_path, {})
+    writer = RunDirectory.create(tmp_path, RunMeta())
     (writer.dir / "raw").write_text("not a directory")  # every host write fails
     store = _StoreOrStop(writer, threading.Event())
     store.host_finished(res)

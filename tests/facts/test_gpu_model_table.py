@@ -22,6 +22,12 @@ from tests.support.evidence import evidence
     ("NVIDIA A100 80GB PCIe MIG 3g.40gb", "A100-PCIE"),  # a MIG device: its parent's model
     ("Tesla V100-SXM2-32GB", "V100-SXM"),
     ("NVIDIA B300 SXM6 AC", "B300-SXM"),
+    ("NVIDIA GB200", "GB200"),
+    ("NVIDIA H20", "H20"),  # not an H200, not an H20-3e
+    ("NVIDIA H20-3e", "H20-3E"),
+    ("NVIDIA GB10", "GB10"),  # DGX Spark
+    ("NVIDIA GeForce RTX 5090", "RTX-5090"),
+    ("NVIDIA L40S", "L40S"),
 ])
 def test_exact_names(name: str, key: str) -> None:
     m = gpu_models.lookup(name)
@@ -60,3 +66,35 @@ def test_topo_only_model_unknown_then_filled_by_another_file() -> None:
     q = read_path(evidence("q_excerpt_gpu0_of_8_h100_sxm_hgx_01.txt")).replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM")
     # a product name the table does not know, but -q's Device Id 0x2330 does
     assert import_texts([("q", q)]).facts["gpus"]["list"][0]["model"] == "H100-SXM"
+
+
+def test_the_hardware_of_2025_26() -> None:
+    """Issue 30: what the published outputs of these parts show."""
+    for key in ("GB200", "B300-SXM", "B200-SXM"):  # nvidia-smi nvlink -s: 53.125 GB/s per NVLink5 link
+        m = next(x for x in gpu_models.MODELS if x.key == key)
+        assert (m.nvlink_version, m.nvlink_links, m.nvlink_link_gbps) == (5, 18, 53.125)
+    assert gpu_models.lookup(None, "0x3182").key == "B300-SXM"  # type: ignore[union-attr]  # DCGM on the XE9780
+    assert gpu_models.lookup(None, "0x2329").key == "H20"  # type: ignore[union-attr]
+    assert [m.key for m in gpu_models.MODELS if m.c2c] == ["GB200", "GB10", "GH200"]
+    gb10 = gpu_models.lookup("NVIDIA GB10")
+    assert gb10 is not None and gb10.nvlink_version is None and not gb10.p2p_supported
+    rtx5090 = gpu_models.lookup("NVIDIA GeForce RTX 5090")
+    assert rtx5090 is not None and not rtx5090.p2p_supported
+
+
+@pytest.mark.parametrize(("hca", "model"), [
+    ("MT4131", "ConnectX-8"), ("MT4129", "ConnectX-7"), ("MT41692", "BlueField-3"), ("MT4124", "ConnectX-6 VF"),
+    ("MT4127", "ConnectX-6 Lx"), ("mt4125", "ConnectX-6 Dx"), ("MT9999", None), (None, None), (4131, None)])
+def test_hca_products(hca: object, model: object) -> None:
+    assert gpu_models.nic_model(hca) == model
+
+
+def test_h20_and_h20_3e_outputs_name_their_models() -> None:
+    from orchestrator.facts.textparse import import_files
+
+    host = import_files([evidence("nccl_alltoall_8x_h20_3e_inplace_na_nccltests314_01.txt")])
+    assert {g["model"] for g in host.facts["gpus"]["list"]} == {"H20-3E"}
+    topo = import_files([evidence("topo_8x_h20_nv18_2nic_arthurchiao_01.txt")]).facts
+    # 8 GPUs, every pair NV18: the H20's 18 NVLink4 links, as the table has them
+    assert topo["nvlink"]["nv"][0] == [None] + [18] * 7
+    assert next(m for m in gpu_models.MODELS if m.key == "H20").nvlink_links == 18

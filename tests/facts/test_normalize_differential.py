@@ -40,7 +40,7 @@ def digest(outputs: dict[str, str]) -> str:
 def test_mutated_and_faulty_inputs_give_the_stored_outputs() -> None:
     hosts = differential_hosts(recorded_data(), session_corpus())
     actual = [f"{case} {digest(out)}" for case, out in differential_cases(hosts)]
-    assert len(actual) == 9 * (38 + 2 * 48)  # 38 demo recordings, 48 PCIe corpus envelopes (16 machines x 3 sizes) x 2
+    assert len(actual) == 9 * (40 + 2 * 54)  # 40 demo recordings, 54 PCIe corpus envelopes (18 machines x 3 sizes) x 2
     if REGEN:
         GOLDEN.write_text("\n".join(actual) + "\n")
         pytest.skip(f"regenerated {GOLDEN}; review `git diff {GOLDEN}`")

@@ -15,6 +15,7 @@ from orchestrator.cli.main import build_parser
 from orchestrator.facts import registry
 from orchestrator.facts.textparse.detect import PARSED_KINDS
 from orchestrator.present.terminal import sections
+from orchestrator.verdict.result import JudgedHost
 from tests.verdict.test_verdict_demo import recorded_facts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ def test_text_kinds_are_parsed_kinds_and_every_parsed_kind_fills_a_section() -> 
 @pytest.mark.parametrize("view", registry.view_names())
 def test_every_view_renders_a_demo_host(view: str, host: str) -> None:
     facts = recorded_facts(host)
-    text = sections.render(view, {"name": host, "facts": facts})
+    text = sections.render(view, JudgedHost.from_record({"name": host, "facts": facts}))
     section = registry.views()[view].section
     assert text or not facts.get(section), f"{view} rendered nothing for {host}"
     assert "None" not in text

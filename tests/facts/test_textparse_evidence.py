@@ -30,7 +30,10 @@ def test_every_evidence_file_is_recognised():
     expected = {
         "L_": "smi_list", "lspci_vvv": "lspci_verbose", "nvbandwidth": "nvbandwidth", "nvlink_c": "nvlink_caps",
         "nvlink_s": "nvlink_status", "p2p_": "p2p_bandwidth_latency", "q_excerpt": "smi_query",
-        "topo_c48": "topo_cpu", "topo_": "topo_matrix", "nccl_": "nccl_tests",
+        "topo_c48": "topo_cpu", "topo_p2p_": "topo_p2p", "topo_": "topo_matrix", "nccl_": "nccl_tests", "lspci_": "lspci_verbose",
+        # issue 30: kernel logs in every shape they are pasted, InfiniBand tools
+        "kmsg_": "kernel_log", "dmesg_": "kernel_log", "journal": "kernel_log", "nvrm_": "kernel_log",
+        "syslog_": "kernel_log", "ib": "ibstat", "smi_csv_": "smi_query_csv",
     }
     files = sorted(EVIDENCE.glob("*.txt"))
     assert len(files) >= 19

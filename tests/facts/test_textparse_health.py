@@ -16,22 +16,24 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "text"
 MSG = "NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
 
 
-@pytest.mark.parametrize(("line", "t"), [
-    (f"[73412.220317] {MSG}", 73412.220317),
-    (f"<3>[73412.220317] {MSG}", 73412.220317),
-    (f"[Fri Aug 30 11:43:09 2024] {MSG}", None),
-    (f"May 18 19:02:39 gpu-7 kernel: {MSG}", None),
-    (f"May  8 19:02:39 gpu-7 kernel: [73412.220317] {MSG}", 73412.220317),
-    (f"2026-02-14T05:03:41+0000 gpu-7 kernel: {MSG}", None),
-    (f"/var/log/kern.log:May 18 19:02:39 gpu-7 kernel: {MSG}", None),
-    (f"1234:[73412.220317] {MSG}", 73412.220317),
+@pytest.mark.parametrize(("line", "t", "when"), [
+    (f"[73412.220317] {MSG}", 73412.220317, None),
+    (f"<3>[73412.220317] {MSG}", 73412.220317, None),
+    (f"[Fri Aug 30 11:43:09 2024] {MSG}", None, "2024-08-30T11:43:09"),
+    (f"May 18 19:02:39 gpu-7 kernel: {MSG}", None, "--05-18T19:02:39"),
+    (f"May  8 19:02:39 gpu-7 kernel: [73412.220317] {MSG}", 73412.220317, "--05-08T19:02:39"),
+    (f"2026-02-14T05:03:41+0000 gpu-7 kernel: {MSG}", None, "2026-02-14T05:03:41+00:00"),
+    (f"/var/log/kern.log:May 18 19:02:39 gpu-7 kernel: {MSG}", None, "--05-18T19:02:39"),
+    (f"1234:[73412.220317] {MSG}", 73412.220317, None),
 ])
-def test_every_timestamp_style_gives_the_message(line: str, t: float | None) -> None:
-    assert line_of(line) == (t, MSG)
+def test_every_timestamp_style_gives_the_message(line: str, t: float | None, when: str | None) -> None:
+    kind, got = line_of(line)
+    assert kind == "kernel" and got is not None
+    assert (got.msg, got.stamp.t, got.stamp.when) == (MSG, t, when)
 
 
 def test_a_non_kernel_syslog_line_is_not_a_kernel_line() -> None:
-    assert line_of("Feb 14 05:03:41 gpu-1 systemd[1]: Starting systemd-remount-fs.service...") is None
+    assert line_of("Feb 14 05:03:41 gpu-1 systemd[1]: Starting systemd-remount-fs.service...") == ("other", None)
 
 
 @pytest.mark.parametrize(("name", "kind"), [
@@ -57,7 +59,7 @@ def test_journalctl_import_skips_other_units_and_keeps_kernel_events() -> None:
     host = import_files([FIX / "health_journalctl_k_mixed.txt"])
     events = host.facts["kmsg"]["events"]
     assert sorted(e["kind"] for e in events) == ["fallen_off_bus", "xid"]
-    assert any("not in a kernel-log form" in n for n in host.notes)
+    assert any("lines of other programs (journal) skipped (line 1)" in n for n in host.notes)
 
 
 def test_ibstat_import_gives_ports_and_firmware() -> None:

@@ -87,3 +87,30 @@ def test_every_package_is_installed() -> None:
     mapped = config["package-dir"]
     assert mapped == {"orchestrator.probes": "probes", "orchestrator.playbooks": "playbooks"}
     assert listed - found == set(mapped), "pyproject.toml lists packages that do not exist"
+
+
+# Modules a presenter must not import, though they sit in a lower layer: the checks, drift and the
+# spool are how the verdict decides; a presenter renders what it decided (verdict/result.py), it
+# never decides again (no floors, link states, outcome orders or coverage of its own).
+PRESENT_MAY_NOT_IMPORT = ("orchestrator.verdict.checks", "orchestrator.verdict.drift", "orchestrator.store.spool")
+
+
+def _forbidden_in_present(path: Path) -> list[str]:
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{line}: imports {target}"
+            for line, target in _imports(path)
+            if any(target == m or target.startswith(m + ".") for m in PRESENT_MAY_NOT_IMPORT)]
+
+
+def test_presenters_decide_nothing() -> None:
+    bad = [hit for path in sorted((PACKAGE / "present").rglob("*.py")) for hit in _forbidden_in_present(path)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_presenter_rule_sees_a_forbidden_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from orchestrator.verdict.checks import p2p\nimport orchestrator.store.spool\n"
+                   "def f():\n    from orchestrator.verdict.drift import diff_fleets\n"
+                   "from orchestrator.verdict.result import FleetResult\n")
+    assert [h.split(": imports ")[1] for h in _forbidden_in_present(bad)] == [
+        "orchestrator.verdict.checks", "orchestrator.verdict.checks.p2p", "orchestrator.store.spool",
+        "orchestrator.verdict.drift", "orchestrator.verdict.drift.diff_fleets"]

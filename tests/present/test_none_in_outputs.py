@@ -8,6 +8,7 @@ from typing import Any
 from orchestrator.present.outputs.junit import render_junit
 from orchestrator.present.terminal.drift import render_diff
 from orchestrator.verdict.drift import diff_fleets
+from tests.support.judged import judged
 
 
 def _fleet(cls: str | None, expected: Any) -> dict[str, Any]:
@@ -21,10 +22,10 @@ def _fleet(cls: str | None, expected: Any) -> dict[str, Any]:
 
 
 def test_junit_names_an_unknown_expectation_without_none() -> None:
-    xml = render_junit(_fleet("8xH100", None), ["gpu.count.mismatch"])
+    xml = render_junit(judged(_fleet("8xH100", None)), ["gpu.count.mismatch"])
     assert "expected: ?  actual: 7" in xml and "None" not in xml
 
 
 def test_drift_of_a_host_that_lost_its_class_says_none_not_None() -> None:
-    text = render_diff(diff_fleets(_fleet("8xH100-SXM-NV18", 8), _fleet(None, 8)))
+    text = render_diff(diff_fleets(judged(_fleet("8xH100-SXM-NV18", 8)), judged(_fleet(None, 8))))
     assert "topology class 8xH100-SXM-NV18 -> none" in text and "None" not in text

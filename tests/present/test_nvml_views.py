@@ -63,9 +63,10 @@ def test_section_renderers_take_one_facts_section():
 def test_hosts_table_names_an_unknown_gpu_model_without_none() -> None:
     """dgx-a100-06 of the demo: NVML could not name one GPU ("7x A100, 1x None" before)."""
     from orchestrator.present.terminal.hosts import hosts_table
+    from tests.support.judged import judged
 
     gpus = [{"name": "NVIDIA A100-SXM4-80GB"}] * 7 + [{"name": None}]
     rec = {"name": "h", "outcome": "ok", "reason": "", "facts": {"gpus": {"list": gpus}}, "probes": {},
            "class": None, "duration_s": 0.1}
-    table = hosts_table({"hosts": [rec]})
+    table = hosts_table(judged({"hosts": [rec]}))
     assert "None" not in table and "7x NVIDIA A100-SXM4-80GB, 1x unknown model" in table

@@ -10,12 +10,14 @@ import pytest
 
 from orchestrator.cli.main import build_parser
 from orchestrator.present.outputs import emit
+from orchestrator.verdict.result import FleetResult
+from tests.support.judged import judged
 from tests.verdict.test_diff import finding, fleet, host
 
 
-def demo_fleet() -> dict:
-    return fleet("20261201T000000Z-abc123", [host("gpu01"), host("gpu02", cls="B")],
-                 [finding("gpu.count.mismatch", "gpu01", "host")])
+def demo_fleet() -> FleetResult:
+    return judged(fleet("20261201T000000Z-abc123", [host("gpu01"), host("gpu02", cls="B")],
+                 [finding("gpu.count.mismatch", "gpu01", "host")]))
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -40,16 +42,16 @@ def test_import_commands_take_only_the_drain_file() -> None:
 
 def test_an_unknown_output_name_is_refused() -> None:
     with pytest.raises(TypeError, match="no output named html_report"):
-        emit.write_outputs({}, html_report="x.html")
+        emit.write_outputs(judged({}), html_report="x.html")
 
 
 def test_a_new_registration_is_a_flag_and_a_write(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def write(fleet: dict, path: Path, ctx: emit.WriteContext) -> Path:
-        path.write_text(f"{len(fleet['hosts'])} hosts\n")
+    def write(fleet: FleetResult, path: Path, ctx: emit.WriteContext) -> Path:
+        path.write_text(f"{len(fleet.hosts)} hosts\n")
         return path
 
     monkeypatch.setattr(emit, "OUTPUT_FILES", (*emit.OUTPUT_FILES, emit.OutputFile("host_count", "hosts", write)))
     target = tmp_path / "n.txt"
     args = _parse("run", "--host-count", str(target))
     emit.write_outputs(demo_fleet(), **emit.requested(args))
-    assert target.read_text() == f"{len(demo_fleet()['hosts'])} hosts\n"
+    assert target.read_text() == f"{len(demo_fleet().hosts)} hosts\n"

@@ -25,14 +25,16 @@ from orchestrator.present.outputs.ansible_inventory import (
 from orchestrator.present.outputs.junit import render_junit, write_junit
 from orchestrator.present.outputs.prometheus import escape_label, render_prometheus, write_prometheus
 from orchestrator.present.outputs.tabular import render_findings, render_hosts, render_rows
+from orchestrator.verdict.result import FleetResult
 from tests.support.ansible import ANSIBLE_INVENTORY, SKIP_REASON, ansible_list
+from tests.support.judged import judged
 from tests.verdict.test_diff import finding, fleet, host
 
 EVIL = 'odd"host\\name\nx'
 
 
 @pytest.fixture
-def run() -> dict:
+def run() -> FleetResult:
     a = host("gpu01", links_down=((0, 1),), p2p=250.5)
     a["probes"]["host"]["duration_s"] = 0.25
     b = host("gpu02", cls="B")
@@ -48,14 +50,14 @@ def run() -> dict:
         {**finding("pcie.link.downgraded", EVIL, "=cmd|' /C calc'!A0"), "severity": "info", "message": "bell\x07"},
     ])
     f["run"].update(started="2026-11-30T02:15:00+00:00", finished="2026-11-30T02:16:40+00:00")
-    return f
+    return judged(f)
 
 
 def _metrics(text: str) -> dict[str, list]:
     return {fam.name: fam.samples for fam in text_string_to_metric_families(text)}
 
 
-def test_prometheus_parses_back_with_expected_values(run: dict, tmp_path: Path):
+def test_prometheus_parses_back_with_expected_values(run: FleetResult, tmp_path: Path):
     text = render_prometheus(run)
     m = _metrics(text)
 
@@ -93,14 +95,14 @@ def test_prometheus_label_escaping():
     assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
 
 
-def test_prometheus_write_is_atomic_and_world_readable(run: dict, tmp_path: Path):
+def test_prometheus_write_is_atomic_and_world_readable(run: FleetResult, tmp_path: Path):
     target = tmp_path / "textfile" / "fleetprobe.prom"
     write_prometheus(run, target)
     first = target.read_text()
     assert _metrics(first)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # node_exporter runs as another user
-    run["hosts"] = run["hosts"][:1]
-    write_prometheus(run, target)
+    one = judged({**run.to_document(), "hosts": run.hosts.records[:1]})
+    write_prometheus(one, target)
     assert target.read_text() != first
     assert sorted(p.name for p in target.parent.iterdir()) == ["fleetprobe.prom"]  # no temp files left
 
@@ -115,7 +117,7 @@ def test_atomic_write_failure_keeps_old_file_and_no_temp(tmp_path: Path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
 
 
-def test_junit_structure_by_junitparser(run: dict, tmp_path: Path):
+def test_junit_structure_by_junitparser(run: FleetResult, tmp_path: Path):
     junitparser = pytest.importorskip("junitparser")
     path = write_junit(run, tmp_path / "fleet.xml", check_ids=["gpu.count.missing"])
     xml = junitparser.JUnitXml.fromfile(str(path))
@@ -156,7 +158,7 @@ def test_junit_structure_by_junitparser(run: dict, tmp_path: Path):
         sum(s.tests for s in xml), 1, 2, 3)
 
 
-def test_junit_warn_can_fail_and_control_chars_are_made_xml_safe(run: dict):
+def test_junit_warn_can_fail_and_control_chars_are_made_xml_safe(run: FleetResult):
     text = render_junit(run, fail_on=("fail", "warn"))
     root = ET.fromstring(text)  # a BEL from a host must not make the file unparseable
     assert root.tag == "testsuites" and root.get("failures") == "2"
@@ -167,7 +169,7 @@ def test_junit_warn_can_fail_and_control_chars_are_made_xml_safe(run: dict):
         assert int(suite.get("tests", "0")) == len(suite.findall("testcase"))
 
 
-def test_ansible_inventory_groups_and_hostvars(run: dict, tmp_path: Path):
+def test_ansible_inventory_groups_and_hostvars(run: FleetResult, tmp_path: Path):
     inv = render_inventory(run)
     assert inv["finding_nvlink_link_down"] == {"hosts": ["gpu01"]}
     assert inv["finding_pcie_link_downgraded"] == {"hosts": [EVIL]}
@@ -193,14 +195,14 @@ def test_group_names_are_sanitized_and_distinct_ids_stay_apart():
     assert group_name("class", "DGX H100/8x-NV18") == "class_dgx_h100_8x_nv18"
     assert group_name("", "9lives") == "_9lives"
     f = fleet("r", [host("a"), host("b")], [finding("a.b_c", "a", "s"), finding("a_b.c", "b", "s")])
-    inv = render_inventory(f)
+    inv = render_inventory(judged(f))
     assert inv["finding_a_b_c"]["hosts"] == ["a"] and inv["finding_a_b_c_2"]["hosts"] == ["b"]
 
 
 
 
 @pytest.mark.skipif(not ANSIBLE_INVENTORY, reason=SKIP_REASON)
-def test_ansible_reads_both_shapes(run: dict, tmp_path: Path):
+def test_ansible_reads_both_shapes(run: FleetResult, tmp_path: Path):
     script = tmp_path / "inv.py"
     data = tmp_path / "inv.json"
     write_inventory(run, data, shape="script-json")
@@ -216,7 +218,7 @@ def test_ansible_reads_both_shapes(run: dict, tmp_path: Path):
         assert got["_meta"]["hostvars"]["gpu01"]["fleetprobe_findings"] == ["nvlink.link.down"]
 
 
-def test_tabular_formats_round_trip(run: dict):
+def test_tabular_formats_round_trip(run: FleetResult):
     rows = list(csv.DictReader(io.StringIO(render_hosts(run, "csv"))))
     assert [r["host"] for r in rows] == ["gpu01", "gpu02", "gpu03", EVIL]
     assert rows[0]["gpus"] == "4" and rows[0]["fail"] == "2" and rows[0]["p2p_min_gbps"] == "250.5"
@@ -233,7 +235,7 @@ def test_tabular_formats_round_trip(run: dict):
         render_rows([], "xml")
 
 
-def test_write_outputs_writes_all_and_reports_each_failure(run: dict, tmp_path: Path):
+def test_write_outputs_writes_all_and_reports_each_failure(run: FleetResult, tmp_path: Path):
     from orchestrator.present.outputs.emit import OutputError, write_outputs
 
     paths = write_outputs(run, prometheus=tmp_path / "p.prom", junit=tmp_path / "j.xml",

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from support.sample_fleet import build_large_fleet, build_previous_fleet, build_sample_fleet
 
-from orchestrator.present.report import ReportError, load_fleet, render_report, write_report
+from orchestrator.present.report import write_report
 from orchestrator.present.report.model import build_fleet_view
+from orchestrator.store.history import RunNotFound, load_fleet
+from tests.support.judged import judged
+from tests.support.judged import report as render_report
 
 VOID = {"meta", "link", "input", "br", "hr", "img", "col", "area", "base", "embed", "source", "track", "wbr"}
 
@@ -135,11 +138,19 @@ def test_no_drift_section_without_previous(fleet):
 
 
 def test_summary_counts_match_the_fleet(doc, fleet):
-    cards = {n.attrs.get("data-outcome") or n.attrs.get("data-severity"): int(n.find_all("div", cls="num")[0].text())
-             for n in doc.find_all("div", cls="card") if n.attrs.get("data-outcome") or n.attrs.get("data-severity")}
-    outcomes = Counter(h["outcome"] for h in fleet["hosts"])
-    severities = Counter(f["severity"] for f in fleet["findings"])
-    assert cards == {**outcomes, **severities}
+    """The summary is health first (the verdict's, adding up to the hosts), faults by severity,
+    and the transport's outcomes as what they are."""
+    result = judged(fleet)
+    health = {n.attrs["data-health"]: int(n.find_all("div", cls="num")[0].text())
+              for n in doc.find_all("div", cls="card") if n.attrs.get("data-health")}
+    assert health == dict(Counter(h.health.state.value for h in result.hosts))
+    assert sum(health.values()) == len(fleet["hosts"])
+    faults = {n.attrs["data-severity"]: int(n.find_all("div", cls="num")[0].text())
+              for n in doc.find_all("div", cls="card") if n.attrs.get("data-severity")}
+    assert faults == {s: n for s, n in result.summary.faults.items()}
+    spans = {n.attrs["data-outcome"]: int(n.text().split()[0])
+             for n in doc.by_id("transport").iter() if n.attrs.get("data-outcome")}
+    assert spans == dict(Counter(h["outcome"] for h in fleet["hosts"]))
     assert doc.by_id("host-count").text() == str(len(fleet["hosts"]))
 
 
@@ -319,7 +330,7 @@ def test_p2p_heat_map_ratio_cells(doc, fleet):
 
 def test_healthy_members_are_rows_and_pictures_only_for_troubled_and_representatives():
     fleet = build_large_fleet(60, broken_every=25)
-    view = build_fleet_view(fleet)
+    view = build_fleet_view(judged(fleet))
     detailed = sorted(h.name for c in view.classes for h in c.hosts if h.detailed)
     assert detailed == sorted({c.representative for c in view.classes} | {"node00000", "node00025", "node00050"})
     doc = parse(render_report(fleet))
@@ -414,25 +425,27 @@ def test_garbage_facts_render_without_crashing(fleet):
     parse(render_report(broken, {"hosts": "nope"}))
 
 
-def test_write_report_is_atomic_and_load_fleet_reads_run_dirs(tmp_path: Path, fleet):
+def test_write_report_is_atomic_and_reads_run_dirs(tmp_path: Path, fleet):
     run = tmp_path / "run1"
     run.mkdir()
     (run / "fleet.json").write_text(json.dumps(fleet))
-    out = write_report(load_fleet(run), tmp_path / "out" / "report.html")
+    out = write_report(judged(load_fleet(run)), tmp_path / "out" / "report.html")
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    ("{not json", "not valid JSON (line 1)"),
-    ("[1, 2]", "not a fleet.json"),
-    ('{"hosts": {}}', "not a fleet.json"),
+    (None, "no fleet.json"),
+    ("{not json", "not valid JSON (Expecting property name"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"hosts": {}}', "its hosts are not a list"),
 ])
 def test_load_fleet_errors_are_one_line(tmp_path: Path, content, message):
+    """The one reader of a stored fleet.json (store/history.py) that the report and every other
+    surface go through: one line that says what is wrong and what to do."""
     path = tmp_path / "fleet.json"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(ReportError) as err:
-        load_fleet(path)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(RunNotFound) as err:
+        load_fleet(tmp_path)
+    assert message in str(err.value) and "\n" not in str(err.value) and "rejudge" in str(err.value)

@@ -1,7 +1,8 @@
 """The report in a real browser: headless Chromium driven by Selenium.
 
 Needs the Debian packages `chromium` and `chromium-driver` (`apt-get install -y chromium
-chromium-driver`) and `pip install selenium`; skips with the reason when either is missing.
+chromium-driver`) and `pip install selenium`; skips with the reason when either is missing, and
+fails instead under CI=true (a skip in CI is a check that did not run).
 Leaves `test-artifacts/report.png` (top of the fixture fleet's report), `report-gpu02.png` (its
 NVLink graph with the down link), `report-gpu04-pcie.png` (the NIC sharing a GPU switch) and
 `report.html` for a person to look at.
@@ -16,11 +17,24 @@ from pathlib import Path
 import pytest
 from support.sample_fleet import build_previous_fleet, build_sample_fleet
 
-from orchestrator.present.report import write_report
+from orchestrator.present.report import write_report as _write_report
+from orchestrator.verdict.drift import diff_fleets
+from tests.support.judged import judged
 
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def write_report(fleet: dict, out: Path, previous: dict | None = None) -> Path:
+    result = judged(fleet)
+    return _write_report(result, out, diff_fleets(judged(previous), result) if previous is not None else None)
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}")
+    pytest.skip(reason)
 
 
 def _find(*names: str) -> str | None:
@@ -33,14 +47,17 @@ def _find(*names: str) -> str | None:
 
 @pytest.fixture(scope="module")
 def driver():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+    try:
+        from selenium import webdriver
+    except ImportError:
+        _missing("selenium is not installed (pip install selenium)")
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
     browser = os.environ.get("FLEETPROBE_CHROMIUM") or _find("chromium", "chromium-browser", "google-chrome")
     chromedriver = os.environ.get("FLEETPROBE_CHROMEDRIVER") or _find("chromedriver")
     if not browser or not chromedriver:
-        pytest.skip("headless Chromium not found: apt-get install -y chromium chromium-driver")
+        _missing("headless Chromium or its driver not found: apt-get install -y chromium chromium-driver")
     options = Options()
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
@@ -99,12 +116,12 @@ def test_report_renders_filters_and_draws(driver, report):
     # Sorting by host puts a100-01 first (A-Z), a second click reverses it.
     header = driver.find_element(By.XPATH, "//table[@id='findings-table']//th[text()='host']")
     header.click()
-    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(4)")
+    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(3)")
     assert first.text == "a100-01"
     header.click()
-    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(4)")
+    first = driver.find_element(By.CSS_SELECTOR, "#findings-table tbody tr:not([hidden]) td:nth-child(3)")
     assert first.text == "vm01"
-    # Clicking the "fail" card narrows the table to failures.
+    # Clicking the "fail" faults card narrows the table to failures.
     driver.find_element(By.CSS_SELECTOR, ".card[data-severity=fail]").click()
     assert _visible_rows(driver) == 5
 
@@ -225,7 +242,7 @@ def test_demo_report_breaks_tokens_only_at_separators_and_colours_truthfully(dri
     driver.get(page.as_uri())
     checked = 0
     for row in driver.find_elements(By.CSS_SELECTOR, "#findings-table tbody tr"):
-        for col in (2, 4, 5, 6):  # id, host, class, subject
+        for col in (2, 3, 4, 5):  # id, host, class, subject
             cell = row.find_element(By.CSS_SELECTOR, f"td:nth-child({col})")
             for brk in driver.execute_script(_LINE_BREAKS_JS, cell):
                 before, after = brk.split("|")
@@ -253,3 +270,49 @@ def test_demo_report_breaks_tokens_only_at_separators_and_colours_truthfully(dri
     assert driver.find_element(By.CSS_SELECTOR, "#host-dgx-h100-01 figure.fig-pcie").screenshot(
         str(ARTIFACTS / "report-truth-pcie.png"))
     assert _errors(driver) == []
+
+
+# For every "GPUa->GPUb"-like token and bus id in the element: how many lines it is drawn on.
+_TOKEN_LINES_JS = """
+var re = /[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]|[A-Za-z0-9?]+(?:<->|->|<-)[A-Za-z0-9?]+/g, out = [];
+var walker = document.createTreeWalker(arguments[0], NodeFilter.SHOW_TEXT), n, m;
+while ((n = walker.nextNode())) {
+  while ((m = re.exec(n.data))) {
+    var r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+    var tops = {};
+    Array.prototype.forEach.call(r.getClientRects(), function (x) { if (x.width > 0) tops[Math.round(x.top)] = 1; });
+    out.push([m[0], Object.keys(tops).length]);
+  }
+}
+return out;
+"""
+
+
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_health_first_and_a_readable_message_column(driver, report, width):
+    """Issue 28 item 8 at 1000 and 1400 px: the summary's cards are hosts by health (adding up to
+    the hosts) and faults; the findings table's message column keeps a readable width; no GPU pair
+    with its arrow and no bus id is broken over two lines.  Leaves report-<width>.png and
+    report-findings-<width>.png."""
+    from selenium.webdriver.common.by import By
+
+    driver.set_window_size(width, 1200)
+    driver.get(report.as_uri())
+    health = {c.get_attribute("data-health"): int(c.find_element(By.CSS_SELECTOR, ".num").text)
+              for c in driver.find_elements(By.CSS_SELECTOR, ".card[data-health]")}
+    assert sum(health.values()) == int(driver.find_element(By.ID, "host-count").text) and "failed" in health
+    badges = {b.text for b in driver.find_elements(By.CSS_SELECTOR, "#broken-table .badge")}
+    assert badges <= {"failed", "degraded", "incomplete", "unreachable"} and "ok" not in badges
+    message = driver.find_element(By.CSS_SELECTOR, "#findings-table th.msg")
+    assert message.size["width"] >= 280, message.size  # 20em at 14px: a sentence per line or two
+    page = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
+    assert page[0] <= page[1], page  # the table fits the window: nothing cut off at its right edge
+    broken = [(tok, lines) for cell in driver.find_elements(By.CSS_SELECTOR, "#findings-table tbody td")
+              for tok, lines in driver.execute_script(_TOKEN_LINES_JS, cell) if lines > 1]
+    assert broken == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert driver.save_screenshot(str(ARTIFACTS / f"report-{width}.png"))
+    driver.execute_script("document.getElementById('findings').scrollIntoView();")
+    assert driver.save_screenshot(str(ARTIFACTS / f"report-findings-{width}.png"))
+    assert _errors(driver) == []
+    driver.set_window_size(1400, 1000)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import html
 
-from orchestrator.present.report import render_report
 from orchestrator.present.report.model import build_fleet_view, read_identity
+from tests.support.judged import judged
+from tests.support.judged import report as render_report
 from tests.verdict.test_verdict_demo import demo_fleet, recorded_facts
 
 
@@ -31,7 +32,7 @@ def test_serial_that_needs_root_says_so() -> None:
 def test_demo_report_shows_every_hosts_board_bios_and_the_detailed_hosts_serials() -> None:
     _rc, fleet = demo_fleet()
     page = html.unescape(render_report(fleet))
-    view = build_fleet_view(fleet)
+    view = build_fleet_view(judged(fleet))
     detailed = {h.name for c in view.classes for h in c.hosts if h.detailed} | \
         {h.name for h in view.unclassified if h.detailed}
     assert detailed

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.present.report import render_report
 from orchestrator.verdict.checks.p2p import BANDWIDTH_LOW, pair_floors
 from tests.present.test_report import host_section, parse, pictures
+from tests.support.judged import report as render_report
 from tests.verdict.test_verdict_demo import run_cli
 
 SLOW_HOST = "dgx-h100-07"  # replays dgx-h100--p2p-slow: GPU2<->GPU5 copies at 12 GB/s

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.results import HostInput
-from orchestrator.present.report import render_report
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import read_fleet, write_fleet
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 from tests.support.demo_inputs import copies
+from tests.support.judged import meta
+from tests.support.judged import report as render_report
 
 
 class _Counting(SpooledRecords):
@@ -33,7 +34,7 @@ class _Counting(SpooledRecords):
 def test_report_of_a_stored_fleet_read_by_index_is_the_report_of_it_parsed_whole(
         demo_inputs: list[HostInput], tmp_path: Path) -> None:
     inputs = copies(demo_inputs, 40)
-    fleet = build_fleet({"id": "r"}, inputs, lambda h: Expectations(), lambda host: {}, spool=tmp_path, workers=2)
+    fleet = build_fleet(meta("r"), inputs, lambda h: Expectations(), lambda host: {}, spool=tmp_path, workers=2).to_document()
     path = write_fleet(tmp_path / "fleet.json", fleet)
     stored = read_fleet(path)
     assert isinstance(stored["hosts"], SpooledRecords)

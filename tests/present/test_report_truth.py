@@ -12,9 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.present.report import render_report
 from orchestrator.present.report.render import breakable
 from tests.present.test_report import host_section, parse, pictures
+from tests.support.judged import report as render_report
 from tests.verdict.test_verdict_demo import run_cli
 
 HOSTS = "dgx-h100-01,dgx-h100-07,dgx-h100-08,dgx-h100-10,ws-a6000-02"
@@ -108,8 +108,10 @@ def test_gpu_table_has_vbios_and_part_numbers() -> None:
 
 def test_breaks_only_after_separators_and_never_inside_a_bus_id() -> None:
     assert str(breakable("p2p.bandwidth.low")) == "p2p.<wbr>bandwidth.<wbr>low"
+    # a pair with its arrow is one token: "GPU0<-" and ">GPU1" never end and start two lines
     assert str(breakable("GPU2->GPU5 (0000:3a:00.0 -> 0000:ab:00.0)")) == \
-        "GPU2-<wbr>&gt;<wbr>GPU5 (0000:3a:00.0 -<wbr>&gt;<wbr> 0000:ab:00.0)"
-    assert str(breakable("<b>")) == "&lt;b&gt;<wbr>"  # escaped first: a payload stays text
+        "GPU2-&gt;GPU5 (0000:3a:00.0 -&gt; 0000:ab:00.0)"
+    assert str(breakable("GPU0<->GPU1, GPU0→GPU2")) == "GPU0&lt;-&gt;GPU1,<wbr> GPU0→GPU2"
+    assert str(breakable("<b>")) == "&lt;b&gt;"  # escaped first: a payload stays text
     _, html = demo_report()
     assert not re.search(r"[0-9a-f]{4}:<wbr>[0-9a-f]{2}:|:[0-9a-f]{2}:<wbr>[0-9a-f]{2}\.|:[0-9a-f]{2}\.<wbr>[0-7]", html)

@@ -5,17 +5,28 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from orchestrator.present.outputs.slurm_drain import MAX_REASON, render_drain
+from orchestrator.present.outputs import slurm_drain as drain
+from orchestrator.present.outputs.slurm_drain import MAX_REASON
+from orchestrator.verdict.remedy import drain_plan
+from tests.support.judged import judged
 
 
 def _finding(host: str, fid: str, severity: str = "fail") -> dict[str, Any]:
-    return {"id": fid, "host": host, "severity": severity}
+    return {"id": fid, "host": host, "severity": severity, "kind": "fault", "subject": "s", "message": "m",
+            "evidence": [], "hint": ""}
+
+
+def render_drain(doc: dict[str, Any]) -> str:
+    """The lines of these small hand-made fleets, the blast-radius guard overridden (its refusal is
+    test_a_list_that_would_drain_too_much_is_comments_only's)."""
+    fleet = judged(doc)
+    return drain.render_drain(fleet, drain_plan(fleet, force=True))
 
 
 def test_one_line_per_failing_node_with_its_ids() -> None:
     fleet = {"run": {"id": "20261201T1030Z-ab12"}, "findings": [
         _finding("node2", "nvlink.link.down"), _finding("node2", "gpu.count.mismatch"),
-        _finding("node2", "nvlink.link.down"), _finding("node1", "sensor.fan.zero_while_hot", "warn"),
+        {**_finding("node2", "nvlink.link.down"), "subject": "GPU3"}, _finding("node1", "sensor.fan.zero_while_hot", "warn"),
         _finding("node3", "pcie.acs.enabled")]}
     lines = render_drain(fleet).splitlines()
     assert lines[0].startswith("# fleetprobe run 20261201T1030Z-ab12: 2 node(s)")
@@ -27,17 +38,27 @@ def test_one_line_per_failing_node_with_its_ids() -> None:
         assert len(shlex.split(line)) == 5
 
 
+def test_a_list_that_would_drain_too_much_is_comments_only() -> None:
+    doc = {"run": {"id": "r"}, "hosts": [{"name": f"node{i}", "outcome": "ok"} for i in range(10)],
+           "findings": [_finding("node1", "gpu.lost"), _finding("node2", "gpu.lost"), _finding("node3", "nvlink.link.down")]}
+    text = drain.render_drain(judged(doc))  # the verdict's default decision: 10 % of the fleet
+    assert not [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert "# refused: 3 of 10 host(s) of the fleet would be taken out, more than 10% (1 allowed): the rules " \
+           "that would take them: gpu.lost (2 host(s)), nvlink.link.down (1 host(s))" in text
+
+
 def test_names_slurm_or_the_shell_would_misread_are_left_out() -> None:
     bad = ["node[1-4]", "a,b", "$(reboot)", "n1 State=RESUME", "node1#2", "-x"]
-    fleet = {"run": {"id": "r"}, "findings": [_finding(h, "gpu.lost") for h in bad]}
+    fleet = {"run": {"id": "r"}, "findings": [_finding(h, "gpu.lost") for h in [*bad, "node\n"]]}
     lines = render_drain(fleet).splitlines()
     assert not [ln for ln in lines if ln.startswith("scontrol")]
-    assert len([ln for ln in lines if ln.startswith("# not a Slurm node name")]) == len(bad)
+    # a name ending in a newline is no name Slurm knows either: it must not split its line in two
+    assert len([ln for ln in lines if ln.startswith("# not a Slurm node name")]) == len(bad) + 1
 
 
 def test_a_long_reason_is_cut_and_counts_the_rest() -> None:
     ids = [f"area{i}.something.rather_long_{i}" for i in range(40)]
-    fleet = {"run": {"id": "r"}, "findings": [_finding("gpu01", i) for i in ids]}
+    fleet = {"run": {"id": "r"}, "findings": [{**_finding("gpu01", i), "subject": i} for i in ids]}
     line = render_drain(fleet).splitlines()[1]
     reason = shlex.split(line)[-1].split("=", 1)[1]
     assert len(reason) <= MAX_REASON

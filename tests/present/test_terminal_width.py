@@ -11,6 +11,9 @@ import pytest
 from orchestrator.present.terminal import width as tw
 from orchestrator.present.terminal.findings import findings_table
 from orchestrator.present.terminal.hosts import hosts_table
+from orchestrator.verdict.findings import Finding, fault
+from orchestrator.verdict.result import FleetResult
+from tests.support.judged import judged
 
 REASON = ("gpu07 (10.0.0.7:22): connection refused; is sshd running there and is the port right "
           "(ansible_port)? (after 2 retries)")
@@ -18,20 +21,20 @@ MESSAGE = ("ACS RR/CR enabled on switch port 0000:06:00.0 above GPU0 (0000:07:00
            "is redirected through the root complex, which halves the bandwidth of every pair below it")
 
 
-def _fleet() -> dict:
+def _fleet() -> FleetResult:
     host = {"os": "Red Hat Enterprise Linux 9.4 (Plow)", "kernel": "5.14.0-427.13.1.el9_4.x86_64",
             "board": {"vendor": "Lenovo", "model": "SB27B09955"}, "driver": {"version": "550.54.15"}}
     gpus = {"list": [{"name": "NVIDIA H100 80GB HBM3"}] * 7 + [{"name": None}]}
-    return {"hosts": [
+    return judged({"hosts": [
         {"name": "gpu01", "outcome": "ok", "reason": "", "probes": {}, "facts": {"host": host, "gpus": gpus},
          "class": "8xH100-SXM-NV18-8NIC-PIX"},
         {"name": "gpu07", "outcome": "unreachable", "reason": REASON, "probes": {}, "facts": {}, "class": None},
-    ]}
+    ]})
 
 
-def _finding(i: int) -> dict:
-    return {"id": "pcie.acs.enabled", "severity": "fail", "kind": "fault", "host": f"gpu{i:02d}",
-            "subject": "0000:06:00.0", "message": MESSAGE, "hint": "boot with pci=disable_acs_redir=<ports> " * 4}
+def _finding(i: int) -> Finding:
+    return fault("pcie.acs.enabled", f"gpu{i:02d}", "0000:06:00.0", MESSAGE,
+                 hint="boot with pci=disable_acs_redir=<ports> " * 4)
 
 
 @pytest.mark.parametrize("columns", [60, 80, 132])

@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.facts import registry
 from orchestrator.present.terminal import sections
+from orchestrator.verdict.result import JudgedHost
 from tests.verdict.test_no_none_in_findings import _null, _unknowable
 from tests.verdict.test_verdict_demo import RECORDINGS, recorded_facts
 
@@ -27,7 +28,7 @@ def test_views_of_unknown_values_never_read_none(host: str) -> None:
         mutated = copy.deepcopy(facts)
         for path in rnd.sample(paths, max(1, len(paths) // 5)):
             _null(mutated, path)
-        record = {"name": host, "facts": mutated, "probes": {}}
+        record = JudgedHost.from_record({"name": host, "facts": mutated, "probes": {}})
         for view in registry.view_names():
             try:
                 text = sections.render(view, record)

@@ -32,6 +32,7 @@ from orchestrator.store.fleet_file import read_fleet
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 from tests.support.evidence import EVIDENCE
+from tests.support.judged import meta
 from tests.support.normalize_corpus import session_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,8 +89,11 @@ def test_every_demo_record_reads_back_as_it_was_judged(demo_runs: dict[str, tupl
     assert {k: v for k, v in by_index.items() if k != "hosts"} == {k: v for k, v in printed.items() if k != "hosts"}
     for rec in printed["hosts"]:
         assert_round_trip(rec, host=True)
-    # and smaller: the issue's targets for a DGX H100 host (bench/record_size.py prints the table)
-    limit = {"audit": 30_000, "premigration": 40_000, "quick": 30_000}[book]
+    # and smaller: the issue's targets for a DGX H100 host (bench/record_size.py prints the table).
+    # The audit's 30,000 had ~100 bytes left on main; issue 32 adds 12 finding ids, and a host that
+    # cannot judge one (the p2p probe not in the audit, no security_floor asked for) keeps that id
+    # and why in its not_judged (~30 bytes each; "not measured is never passed"): +500 for them.
+    limit = {"audit": 30_500, "premigration": 40_000, "quick": 30_000}[book]
     dgx = [h for h in raw["hosts"] if h["name"].startswith("dgx-h100-")]
     assert len(dgx) > 20
     sizes = [len(json.dumps(h, separators=(",", ":"))) for h in dgx]
@@ -114,7 +118,7 @@ def test_text_imports_round_trip() -> None:
         h = import_files([f])
         ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}
         inputs.append(HostInput(f"x{i}", "(imported)", [], {p: ok for p in h.outcomes}, {}, facts=h.facts))
-    fleet = build_fleet({"id": "t"}, inputs, lambda _: Expectations())
+    fleet = build_fleet(meta("t"), inputs, lambda _: Expectations()).to_document()
     for rec in fleet["hosts"]:
         assert rec["facts"], rec["name"]
         assert_round_trip(rec, host=True)
@@ -160,7 +164,7 @@ def test_odd_and_hostile_shapes_round_trip(case: int) -> None:
 
 def test_a_record_of_only_scalars_keeps_its_keys_for_the_spool() -> None:
     rec = {"name": "h", "outcome": "ok", **{f"k{i}": None for i in range(20)}}
-    assert list(encode_host(rec)) == list(rec)  # spool.set_classes reopens the record's text
+    assert list(encode_host(rec)) == list(rec)  # spool.set_late reopens the record's text
 
 
 def test_what_the_codec_cannot_nest_that_deep_is_kept_verbatim() -> None:

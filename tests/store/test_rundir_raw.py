@@ -11,10 +11,11 @@ import pytest
 
 from orchestrator.store import rundir
 from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.runmeta import RunMeta
 
 
 def _source(tmp_path: Path) -> RunDirectory:
-    src = RunDirectory.create(tmp_path / "a", {"inventory": []})
+    src = RunDirectory.create(tmp_path / "a", RunMeta(inventory=[]))
     host = src.dir / "raw" / "h1"
     host.mkdir(parents=True)
     (host / "nvml.json").write_text('{"envelope_version": 1}')
@@ -26,7 +27,7 @@ def _source(tmp_path: Path) -> RunDirectory:
 
 def test_raw_files_are_shared_and_outlive_their_source(tmp_path: Path) -> None:
     src = _source(tmp_path)
-    dst = RunDirectory.create(tmp_path / "b", {"inventory": []})
+    dst = RunDirectory.create(tmp_path / "b", RunMeta(inventory=[]))
     dst.copy_raw_from(src)
     a, b = src.dir / "raw" / "h1" / "nvml.json", dst.dir / "raw" / "h1" / "nvml.json"
     assert os.stat(a).st_ino == os.stat(b).st_ino  # one file, not a second copy of it
@@ -42,7 +43,7 @@ def test_where_links_are_refused_the_files_are_copied(tmp_path: Path, monkeypatc
         raise OSError(refusal, os.strerror(refusal))
 
     src = _source(tmp_path)
-    dst = RunDirectory.create(tmp_path / "b", {"inventory": []})
+    dst = RunDirectory.create(tmp_path / "b", RunMeta(inventory=[]))
     monkeypatch.setattr(rundir.os, "link", refuse)
     dst.copy_raw_from(src)
     a, b = src.dir / "raw" / "h1" / "nvml.json", dst.dir / "raw" / "h1" / "nvml.json"

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from orchestrator.verdict.judge import SCHEMA_VERSION
+from orchestrator.verdict.result import SCHEMA_VERSION
 from tests.verdict.test_verdict_demo import RECORDINGS, demo_fleet, run_cli
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "orchestrator" / "schema" / "fleet.schema.json"
@@ -45,14 +45,15 @@ def test_facts_read_from_text_validate_and_probe_shapes_stay_strict() -> None:
     from orchestrator.verdict.expectations import Expectations
     from orchestrator.verdict.judge import build_fleet
     from tests.support.evidence import EVIDENCE
+    from tests.support.judged import document, meta
 
     files = sorted(EVIDENCE.glob("topo_*.txt")) + sorted(EVIDENCE.glob("lspci_*.txt")) + sorted(EVIDENCE.glob("nvlink_*.txt"))
     assert len(files) >= 13
     for f in files:
         h = import_files([f])
         ok = {"outcome": "ok", "reason": "", "duration_s": 0.0, "probe_version": "text", "retried": 0}
-        fleet = build_fleet({"id": "t"}, [HostInput("x", "(imported)", [], {p: ok for p in h.outcomes}, {}, facts=h.facts)],
-                            lambda _: Expectations())
+        fleet = document(build_fleet(meta(), [HostInput("x", "(imported)", [], {p: ok for p in h.outcomes}, {},
+                                                        facts=h.facts)], lambda _: Expectations()))
         assert _errors(fleet) == [], f.name
         # The same section claimed as probe output (no origin mark) must meet the strict shape.
         for section in fleet["hosts"][0]["facts"].values():

@@ -33,7 +33,7 @@ from tests.support.sshd import ROOT_DIR, SshdServer
 
 # What the demo recorder passes to the p2p probe against a fake libcuda (record.py): small buffers,
 # since the fake's figures come from its fixture, not from the copy size.
-P2P_FAKE_ARGS: dict[str, Any] = {"size_mb": 2, "repeats": 1, "loops": 2, "latency_loops": 4}
+P2P_FAKE_ARGS: dict[str, Any] = {"size_mb": 2, "repeats": 1, "loops": 2, "latency_loops": 4, "load_s": 0.05}
 
 
 # --------------------------------------------------------------------------------------------- CLI

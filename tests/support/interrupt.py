@@ -25,3 +25,32 @@ def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], settl
             proc.kill()
             proc.wait()
     return proc.returncode, err
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Has the process installed its SIGTERM handler (cli/main.py does so first thing)?  Before
+    it has, SIGTERM kills the interpreter (143), which says nothing of how fleetprobe stops."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
+    except OSError:
+        return False
+    caught = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+def terminate_at_work(cmd: list[str], env: dict[str, str], cwd: str, settle_s: float = 0.3) -> tuple[int, str]:
+    """(exit status, stderr) of `cmd` sent SIGTERM `settle_s` after its handler is in place."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(settle_s)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err

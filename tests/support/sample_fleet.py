@@ -362,7 +362,8 @@ def build_sample_fleet(hostile: str | None = None) -> dict[str, Any]:
                  evidence=["pcie.devices[0000:ab:00.0].link"], hint="Reseat the card; check the riser and BIOS link settings."),
         _finding("pcie.nic.shared_switch", "warn", "fault", n("gpu04"), n("NIC1 (0000:3d:00.0)"),
                  _s(h, "NIC1 sits under the PCIe switch of GPU2 and GPU3 (shared uplink)"), expected="own root port",
-                 actual="switch 0000:36:00.0", evidence=["pcie.uplink_groups"], hint="Compare the slot layout with the class."),
+                 actual={"uplink": "0000:36:00.0", "gpus": ["0000:3a:00.0", "0000:5d:00.0"], "nics": ["0000:3d:00.0"]},
+                 evidence=["pcie.uplink_groups"], hint="Compare the slot layout with the class."),
         _finding("fleet.class.outlier", "warn", "fault", n("gpu04"), n("topology"),
                  _s(h, "Topology differs from class dgx-h100-8gpu (3 peers)"), evidence=["fingerprint"]),
         _finding("nvlink.unavailable.mig", "info", "platform_limitation", n("vm01"), "GPU0 (0000:00:05.0)",
@@ -430,6 +431,7 @@ def build_large_fleet(n_hosts: int = 2000, broken_every: int = 50) -> dict[str, 
     # Healthy members of the three classes (gpu01, a100-01, vm01 with its nvlink probe passing).
     templates = [copy.deepcopy(sample["hosts"][i]) for i in (0, 4, 6)]
     templates[2].update(outcome="ok", reason=None)
+    templates[2]["probes"]["nvlink"].update(outcome="ok", reason=None)
     broken = sample["hosts"][1]
     hosts, findings = [], []
     classes: dict[str, dict[str, Any]] = {}

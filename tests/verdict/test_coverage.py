@@ -7,6 +7,8 @@ from orchestrator.verdict import checks
 from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
 from orchestrator.verdict.coverage import NOT_JUDGED, PASS, RAISED, check_states, not_judged
 from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.findings import fault
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 
 def test_every_area_declares_what_each_of_its_ids_needs() -> None:
@@ -37,11 +39,10 @@ def test_unreachable_host_judges_nothing_and_a_raised_finding_wins() -> None:
     why = not_judged({}, {p: "unreachable" for p in probes}, probes, None, "unreachable", "connection refused")
     assert set(why) == set(checks.FINDING_IDS)
     assert set(why.values()) == {"host unreachable: connection refused"}
-    rec = {"name": "h", "outcome": "ok", "probes": _probes(host="ok", nvml="ok"),
-           "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}},
-           "not_judged": {"gpu.lost": "partial", "p2p.outlier": "p2p probe not in this run"}}
-    states = check_states(rec, [{"id": "gpu.lost", "host": "h"}], ["gpu.lost", "p2p.outlier", "gpu.mig.enabled"],
-                          silenced=[{"finding": {"id": "gpu.mig.enabled", "host": "h"}, "reason": "known"}])
+    stored = {"gpu.lost": "partial", "p2p.outlier": "p2p probe not in this run"}
+    lost = fault("gpu.lost", "h", "GPU0", "lost")
+    states = check_states("h", stored, [lost], ["gpu.lost", "p2p.outlier", "gpu.mig.enabled"],
+                          silenced=[("h", "gpu.mig.enabled", "known")])
     assert states["gpu.lost"].state == RAISED
     assert states["p2p.outlier"].state == NOT_JUDGED
     assert states["gpu.mig.enabled"].state == NOT_JUDGED and "silenced" in states["gpu.mig.enabled"].reason
@@ -50,17 +51,17 @@ def test_unreachable_host_judges_nothing_and_a_raised_finding_wins() -> None:
 def test_records_without_stored_states_are_worked_out_from_probes() -> None:
     rec = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"),
            "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}}}
-    states = check_states(rec, [], ["gpu.lost", "p2p.outlier"])
+    host = JudgedHost.from_record(rec)
+    states = check_states(host.name, host.not_judged, [], ["gpu.lost", "p2p.outlier"])
     assert states["gpu.lost"].state == PASS
     assert states["p2p.outlier"].reason == "p2p probe not in this run"
 
 
 def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_path) -> None:
-    """fleet_check_states reads stored records without their facts; a record stored before its
-    not-judged ids were is read whole, so what its facts measured still counts."""
+    """FleetResult.check_states reads stored records without their facts; a record stored before
+    its not-judged ids were is read whole, so what its facts measured still counts."""
     from orchestrator.store.fleet_file import read_fleet, write_fleet
     from orchestrator.store.spool import SpooledRecords
-    from orchestrator.verdict.coverage import fleet_check_states
 
     facts = {"host": {}, "gpus": {"list": [{"index": 0}]}}
     stored = {"name": "new", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"), "facts": facts,
@@ -69,8 +70,8 @@ def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_pa
     write_fleet(tmp_path / "fleet.json", {"run": {}, "summary": {}, "hosts": [stored, older], "findings": []})
     fleet = read_fleet(tmp_path / "fleet.json")
     assert isinstance(fleet["hosts"], SpooledRecords)
-    states = {rec["name"]: st for rec, st in fleet_check_states(fleet, ["gpu.lost", "gpu.mig.enabled"])}
-    assert states["new"]["gpu.lost"] == check_states(stored, [], ["gpu.lost"])["gpu.lost"]
+    states = {h.name: st for h, st in FleetResult.from_document(fleet).check_states(["gpu.lost", "gpu.mig.enabled"])}
+    assert states["new"]["gpu.lost"] == check_states("new", stored["not_judged"], [], ["gpu.lost"])["gpu.lost"]
     assert states["new"]["gpu.lost"].state == NOT_JUDGED
     # judged from its facts: the GPU list was measured, so gpu.lost passed (stripped facts would say
     # "no gpus facts from the nvml probe")
@@ -80,12 +81,12 @@ def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_pa
 def test_two_stored_records_of_one_name_keep_their_own_states(tmp_path) -> None:
     """A damaged or hand-joined fleet.json may name a host twice: each record is judged as itself."""
     from orchestrator.store.fleet_file import read_fleet, write_fleet
-    from orchestrator.verdict.coverage import fleet_check_states
 
     with_gpus = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"),
                  "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}}}
     without = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="unsupported"),
                "facts": {"host": {}}}
     write_fleet(tmp_path / "fleet.json", {"run": {}, "summary": {}, "hosts": [with_gpus, without], "findings": []})
-    first, second = (st["gpu.lost"] for _, st in fleet_check_states(read_fleet(tmp_path / "fleet.json"), ["gpu.lost"]))
+    stored = FleetResult.from_document(read_fleet(tmp_path / "fleet.json"))
+    first, second = (st["gpu.lost"] for _, st in stored.check_states(["gpu.lost"]))
     assert first.state == PASS and second.state == NOT_JUDGED

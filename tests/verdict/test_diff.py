@@ -7,7 +7,14 @@ import copy
 import pytest
 
 from orchestrator.present.terminal.drift import render_diff
-from orchestrator.verdict.drift import diff_fleets
+from orchestrator.verdict import drift
+from orchestrator.verdict.changes import FleetDiff
+from tests.support.judged import judged
+
+
+def diff_fleets(old: object, new: object, **kw: float) -> FleetDiff:
+    """Drift between two fleet.json documents, as the verdict reads them."""
+    return drift.diff_fleets(judged(old), judged(new), **kw)
 
 BUS = ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"]
 

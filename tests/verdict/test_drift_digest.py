@@ -14,6 +14,7 @@ from orchestrator.verdict.drift import diff_fleets, drift_digest
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, judge_host
 from tests.support.demo_inputs import copies
+from tests.support.judged import judged, meta
 
 
 def _other_board(h: HostInput, tag: str) -> HostInput:
@@ -26,7 +27,7 @@ def _other_board(h: HostInput, tag: str) -> HostInput:
 
 def _stored(root: Path, inputs: list[HostInput]) -> Path:
     root.mkdir()
-    fleet = build_fleet({"id": root.name}, inputs, lambda h: Expectations(), lambda host: {}, spool=root, workers=2)
+    fleet = build_fleet(meta(root.name), inputs, lambda h: Expectations(), lambda host: {}, spool=root, workers=2).to_document()
     return write_fleet(root / "fleet.json", fleet)
 
 
@@ -45,7 +46,7 @@ def test_diff_by_digest_equals_the_full_comparison_and_names_exactly_the_changed
     other = [_other_board(h, h.name) if h.name in changed else h for h in base]
     a, b = _stored(tmp_path / "a", base), _stored(tmp_path / "b", other)
     assert a.with_name(DIGESTS_NAME).is_file() and b.with_name(DIGESTS_NAME).is_file()
-    by_digest = diff_fleets(read_fleet(a), read_fleet(b))
+    by_digest = diff_fleets(judged(read_fleet(a)), judged(read_fleet(b)))
     assert {c.host for c in by_digest.changes if c.kind == "gpu.replaced"} == changed
     # elsewhere only the duplicate-UUID findings the old UUID shared with the changed hosts' copies
     assert {c.subject.split()[0] for c in by_digest.changes if c.host not in changed} <= {"identity.uuid.duplicate"}
@@ -53,7 +54,7 @@ def test_diff_by_digest_equals_the_full_comparison_and_names_exactly_the_changed
     # the same fleets without their digests: every record is decoded and compared
     for p in (a, b):
         p.with_name(DIGESTS_NAME).unlink()
-    assert diff_fleets(read_fleet(a), read_fleet(b)).to_dict() == by_digest.to_dict()
+    assert diff_fleets(judged(read_fleet(a)), judged(read_fleet(b))).to_dict() == by_digest.to_dict()
 
 
 def test_a_digest_from_another_fleet_json_is_not_used(demo_inputs: list[HostInput], tmp_path: Path) -> None:
@@ -62,11 +63,11 @@ def test_a_digest_from_another_fleet_json_is_not_used(demo_inputs: list[HostInpu
     b = _stored(tmp_path / "b", [*base[:3], _other_board(base[3], "x"), *base[4:]])
     # b's digests say "unchanged" for every host, but belong to another file: ignored
     b.with_name(DIGESTS_NAME).write_bytes(a.with_name(DIGESTS_NAME).read_bytes())
-    d = diff_fleets(read_fleet(a), read_fleet(b))
+    d = diff_fleets(judged(read_fleet(a)), judged(read_fleet(b)))
     assert base[3].name in {c.host for c in d.changes if c.kind == "gpu.replaced"}
     for p in (a, b):
         p.with_name(DIGESTS_NAME).unlink()
-    assert diff_fleets(read_fleet(a), read_fleet(b)).to_dict() == d.to_dict()
+    assert diff_fleets(judged(read_fleet(a)), judged(read_fleet(b))).to_dict() == d.to_dict()
 
 
 def test_no_digest_where_a_diff_must_read_the_record(demo_inputs: list[HostInput]) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 
@@ -30,8 +31,7 @@ def _inputs(names: list[str]) -> list[HostInput]:
     return out
 
 
-RUN = {"id": "t", "started": None, "finished": None, "inventory": [], "playbook": None, "probes": [],
-       "limit": None, "user": None}
+RUN = RunMeta(id="t", probes=[])
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -39,7 +39,7 @@ def test_gc_state_is_restored(enabled: bool) -> None:
     was = gc.isenabled()
     try:
         gc.enable() if enabled else gc.disable()
-        fleet = build_fleet(RUN, _inputs(["dgx-h100-01"]), lambda h: Expectations())
+        fleet = build_fleet(RUN, _inputs(["dgx-h100-01"]), lambda h: Expectations()).to_document()
         assert fleet["summary"]["hosts"] == 1
         assert gc.isenabled() is enabled
     finally:
@@ -53,13 +53,13 @@ def test_gc_is_restored_when_a_callback_raises() -> None:
         raise RuntimeError("inventory lookup failed")
 
     with pytest.raises(RuntimeError):
-        build_fleet(RUN, _inputs(["dgx-h100-01"]), broken)
+        build_fleet(RUN, _inputs(["dgx-h100-01"]), broken).to_document()
     assert gc.isenabled()
 
 
 def test_written_fleet_reads_back_equal(tmp_path: Path) -> None:
     names = sorted(p.name for p in RECORDINGS.iterdir() if p.is_dir())
-    fleet = build_fleet(RUN, _inputs(names), lambda h: Expectations())
+    fleet = build_fleet(RUN, _inputs(names), lambda h: Expectations()).to_document()
     assert fleet["summary"]["hosts"] == len(names) > 20
     path = atomic.write_json(tmp_path / "fleet.json", fleet)
     assert json.loads(path.read_text()) == json.loads(json.dumps(fleet, default=str))
@@ -69,8 +69,8 @@ def test_written_fleet_reads_back_equal(tmp_path: Path) -> None:
 def test_normalizers_repeat_identically() -> None:
     """The parse caches must not leak one host's facts into another's: the same input gives the
     same facts, and facts of different hosts are distinct objects that can be changed alone."""
-    a = build_fleet(RUN, _inputs(["dgx-h100-01", "dgx-h100-02"]), lambda h: Expectations())
-    b = build_fleet(RUN, _inputs(["dgx-h100-01", "dgx-h100-02"]), lambda h: Expectations())
+    a = build_fleet(RUN, _inputs(["dgx-h100-01", "dgx-h100-02"]), lambda h: Expectations()).to_document()
+    b = build_fleet(RUN, _inputs(["dgx-h100-01", "dgx-h100-02"]), lambda h: Expectations()).to_document()
     assert json.dumps(a, default=str) == json.dumps(b, default=str)
     d1 = a["hosts"][0]["facts"]["pcie"]["devices"][0]
     d2 = a["hosts"][1]["facts"]["pcie"]["devices"][0]

@@ -200,8 +200,7 @@ def test_a_fleet_without_peers_records_busbw_as_not_judged(demo: dict[str, dict[
     views = [HostView(name=n, facts=checks_registry.fleet_facts(f), outcomes=dict(OUTCOMES))
              for n, f in (("lone", unlisted), ("ok", demo["dgx-h100-12"]))]
     fleet_level = {"nccl.busbw.low": checks.peers_not_judged(views)}
-    rec = {"name": "lone", "outcome": "ok", "facts": unlisted, "not_judged": {}}
-    state = coverage.check_states(rec, [], ["nccl.busbw.low"], fleet_level)["nccl.busbw.low"]
+    state = coverage.check_states("lone", {}, [], ["nccl.busbw.low"], fleet_level)["nccl.busbw.low"]
     assert state.state == coverage.NOT_JUDGED and "no published floor for 4x H100-SXM" in state.reason
 
 

@@ -17,6 +17,7 @@ from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict.judge import build_fleet, host_judge
 from orchestrator.verdict.streaming import JudgingPool
 from tests.support.demo_inputs import copies
+from tests.support.judged import meta
 from tests.verdict.test_fleet_parallel import _expect, _overrides, _text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,11 +47,11 @@ def _pool(tmp_path: Path, workers: int = 2) -> JudgingPool:
 def test_hosts_handed_over_as_they_finish_give_the_fleet_judged_after_the_run(
         demo_inputs: list[HostInput], tmp_path: Path) -> None:
     inputs = copies(demo_inputs, 60)
-    serial = build_fleet({"id": "t"}, inputs, _expect, _overrides, workers=1)
+    serial = build_fleet(meta("t"), inputs, _expect, _overrides, workers=1).to_document()
     pool = _pool(tmp_path, 3)
     for h in reversed(inputs):  # hosts finish in any order; the fleet keeps the run's order
         pool.submit(h)
-    streamed = build_fleet({"id": "t"}, inputs, _expect, _overrides, spool=tmp_path, workers=1, pool=pool)
+    streamed = build_fleet(meta("t"), inputs, _expect, _overrides, spool=tmp_path, workers=1, pool=pool).to_document()
     assert isinstance(streamed["hosts"], SpooledRecords)  # judged by the pool, not again here
     assert _text(streamed) == _text(serial)
     assert list(streamed["hosts"]) == serial["hosts"]
@@ -61,7 +62,7 @@ def test_hosts_handed_over_as_they_finish_give_the_fleet_judged_after_the_run(
 def test_a_pool_that_cannot_vouch_for_every_host_gives_way_to_judging_after_the_run(
         demo_inputs: list[HostInput], tmp_path: Path, spoil: str) -> None:
     inputs = copies(demo_inputs, 12)
-    serial = build_fleet({"id": "t"}, inputs, _expect, _overrides, workers=1)
+    serial = build_fleet(meta("t"), inputs, _expect, _overrides, workers=1).to_document()
     pool = _pool(tmp_path)
     handed = list(inputs)
     if spoil == "missing":  # a host the run ends with was never handed over
@@ -72,12 +73,12 @@ def test_a_pool_that_cannot_vouch_for_every_host_gives_way_to_judging_after_the_
     if spoil == "changed":  # the run's last word on a host differs from what the pool judged
         final[3] = dataclasses.replace(final[3], probes={p: {**s, "outcome": "failed", "reason": "cut"}
                                                          for p, s in final[3].probes.items()})
-        serial = build_fleet({"id": "t"}, final, _expect, _overrides, workers=1)
+        serial = build_fleet(meta("t"), final, _expect, _overrides, workers=1).to_document()
     elif spoil == "twice":
         pool.submit(inputs[5])
     elif spoil == "extra":  # judged there, but not a host of the run's fleet
         final = final[:-1]
-        serial = build_fleet({"id": "t"}, final, _expect, _overrides, workers=1)
+        serial = build_fleet(meta("t"), final, _expect, _overrides, workers=1).to_document()
     assert pool.finish(final) is None
     assert not list(tmp_path.glob(".verdict-*")), "what the pool wrote is removed"
     assert _no_children_left()
@@ -87,7 +88,7 @@ def test_a_pool_that_cannot_vouch_for_every_host_gives_way_to_judging_after_the_
         pool.submit(h)
     if spoil == "twice":
         pool.submit(inputs[5])
-    again = build_fleet({"id": "t"}, final, _expect, _overrides, workers=1, pool=pool)
+    again = build_fleet(meta("t"), final, _expect, _overrides, workers=1, pool=pool).to_document()
     assert isinstance(again["hosts"], list)
     assert _text(again) == _text(serial)
 
@@ -98,8 +99,8 @@ def test_a_worker_that_dies_costs_the_pool_not_the_fleet(demo_inputs: list[HostI
     os.kill(pool._pids[0], signal.SIGKILL)  # the test plays the kernel's OOM killer
     for h in inputs:
         pool.submit(h)  # never raises: a broken pipe only means judging after the run
-    fleet = build_fleet({"id": "t"}, inputs, _expect, _overrides, workers=1, pool=pool)
-    assert _text(fleet) == _text(build_fleet({"id": "t"}, inputs, _expect, _overrides, workers=1))
+    fleet = build_fleet(meta("t"), inputs, _expect, _overrides, workers=1, pool=pool).to_document()
+    assert _text(fleet) == _text(build_fleet(meta("t"), inputs, _expect, _overrides, workers=1).to_document())
     assert _no_children_left()
 
 
@@ -134,5 +135,5 @@ def test_probe_run_judges_hosts_as_they_finish(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 5, proc.stderr  # the demo has an unreachable host
-    assert "judged by the pool: 40" in proc.stderr
+    assert "judged by the pool: 48" in proc.stderr  # 46 demo hosts, this machine and the closed port
     assert not list((tmp_path / "run").glob(".verdict-*"))

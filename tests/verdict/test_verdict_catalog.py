@@ -21,20 +21,21 @@ _CALL = re.compile(r'\b(?:Finding|fault|limitation|unknown)\(\s*"([a-z0-9_]+(?:\
 _FID = re.compile(r'\(\s*"((?:identity|host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|fabric)\.[a-z0-9_.]+)",\s*"')
 _ID_ARG = re.compile(r'"((?:identity)\.[a-z0-9_]+\.duplicate)"')
 # an id a check raises through a module constant that another layer reads too (BANDWIDTH_LOW = "p2p...")
-_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|fabric)\.[a-z0-9_.]+)"$',
+_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|software|baseline|fabric)\.[a-z0-9_.]+)"$',
                     re.MULTILINE)
 
 
 def _doc_rows() -> dict[str, str]:
-    """id -> its catalog row (the first table of the page)."""
-    catalog = DOC.read_text().split("## The failures", 1)[0]
+    """id -> its catalog row (the tables before the action classes, tests/verdict/test_actions.py)."""
+    catalog = DOC.read_text().split("## The failures", 1)[0].split("## Action classes", 1)[0]
     return {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z0-9_.]+)` \|.*$", catalog, re.MULTILINE)}
 
 
 def _raised_in_source() -> set[str]:
     ids: set[str] = set()
     sources = [*sorted((ROOT / "orchestrator" / "verdict" / "checks").glob("*.py")),
-               ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py"]
+               ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py",
+               ROOT / "orchestrator" / "verdict" / "baseline.py", ROOT / "orchestrator" / "verdict" / "offenders.py"]
     for path in sources:
         text = path.read_text()
         ids |= set(_CALL.findall(text)) | set(_FID.findall(text)) | set(_ID_ARG.findall(text)) \

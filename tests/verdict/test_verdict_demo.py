@@ -23,7 +23,7 @@ from orchestrator.store.compact import read_plain
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "orchestrator" / "demo" / "recordings"
 HEALTHY = ["dgx-h100-01", "dgx-h100-02", "dgx-h100-03", "dgx-a100-01", "dgx-a100-02", "dgx1-v100-01",
-           "rtx4090-01", "ws-a6000-01", "lenovo-h100-01", "dgx-h100-12"]
+           "rtx4090-01", "ws-a6000-01", "lenovo-h100-01", "dgx-h100-12", "rent-h100-03"]
 
 
 def run_cli(args: list[str], out_dir: Path, timeout: float = 120) -> tuple[int, dict[str, Any] | None, str]:
@@ -62,8 +62,9 @@ def test_demo_run_exit_code_says_fail_findings() -> None:
     assert fleet["summary"]["findings"]["fail"] > 0
     assert rc == 1  # exitcodes: 1 = a finding of severity fail, every host answered
     # 25 hosts, 4 NCCL hosts (issue 19), 8 of issue 18 whose faults are in the kernel log, the NICs, NVML health,
-    # software, and one more of issue 18 with a fatal AER count in sysfs
-    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 38
+    # software, and one more of issue 18 with a fatal AER count in sysfs; issue 30: a GB200 tray and a B300 board; issue 32: a gray GPU, a hot GPU,
+    # a wedged driver (its probes still answer: ok) and three rented hosts judged against the security floor
+    assert fleet["summary"]["outcomes"]["ok"] == fleet["summary"]["hosts"] == 46
 
 
 def test_healthy_demo_hosts_have_no_fail_or_warn_finding() -> None:
@@ -78,5 +79,41 @@ def test_demo_shows_classes_an_outlier_and_every_kind() -> None:
     assert any(c["outliers"] for c in fleet["classes"])
     assert {f["kind"] for f in fleet["findings"]} == {"fault", "platform_limitation", "unknown"}
     big = fleet["classes"][0]
-    # 8 DGX H100s of the original demo, the 4 NCCL hosts and the 9 of issue 18: their faults are not topology
-    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 21
+    # 8 DGX H100s of the original demo, the 4 NCCL hosts, the 9 of issue 18 and issue 32's gray and hot GPU
+    # hosts: their faults are not topology (the rented HGX boards are a class of their own)
+    assert big["name"] == "8xH100-SXM-NV18-8NIC-PIX" and len(big["members"]) == 23
+
+
+# Issue 32's kinds and the demo host that shows each (simulate/demo_fleet.yml).  The bandwidth,
+# clock and power figures come from the p2p probe, which the premigration playbook runs (the
+# passive audit shows the idle temperature, the error rate, the wedged driver and the security
+# floor); host.repeat_offender needs a run history: tests/verdict/test_repeat_offenders.py stores
+# five runs of demo hosts.
+NEW_KINDS = {
+    "baseline.bandwidth.low": "dgx-h100-25",  # GPU3 10 % slower than its class, above every floor
+    "baseline.errors.high": "dgx-h100-25",  # GPU6: 400 corrected ECC errors a day, its class none
+    "baseline.temperature.high": "dgx-h100-26",  # GPU5 11 C above its siblings
+    "baseline.clocks.low": "dgx-h100-26",  # ... and slower and lower in power under load
+    "baseline.power.outlier": "dgx-h100-26",
+    "gpu.driver.unresponsive": "dgx-h100-27",  # NVML hangs in nvmlDeviceGetHandleByIndex on GPU3
+    "gpu.driver.process_stuck": "dgx-h100-27",  # a process in D state on /dev/nvidia3
+    "software.security.driver": "rent-h100-01",  # 535.104.05 (rented group: security_floor: true)
+    "software.security.firmware": "rent-h100-01",  # ConnectX-7 28.39.1002
+    "software.security.branch": "rent-h100-02",  # 550.163.01: R550's last fix, R550 no longer listed
+}
+
+
+def test_the_demo_shows_one_finding_of_each_new_kind(tmp_path: Path) -> None:
+    _rc, fleet, err = run_cli(["-l", "demo", "-p", "premigration"], tmp_path / "run")
+    assert fleet is not None, err
+    raised = {(f["id"], f["host"]) for f in fleet["findings"]}
+    assert sorted(set(NEW_KINDS.items()) - raised) == []
+    hosts = {h["name"]: h for h in fleet["hosts"]}
+    # the patched rental passes the floor it was judged against
+    assert not [f for f in fleet["findings"] if f["host"] == "rent-h100-03" and f["id"].startswith("software.security")]
+    assert "software.security.driver" not in hosts["rent-h100-03"]["not_judged"]
+    _, audit = demo_fleet()  # the passive audit: what it can see of them
+    seen = {(f["id"], f["host"]) for f in audit["findings"]}
+    assert {k: v for k, v in NEW_KINDS.items() if (k, v) in seen} == {
+        k: v for k, v in NEW_KINDS.items() if k not in ("baseline.bandwidth.low", "baseline.clocks.low",
+                                                        "baseline.power.outlier")}

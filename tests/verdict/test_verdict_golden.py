@@ -1,8 +1,9 @@
 """The bundled demo fleet produces exactly the reviewed findings and classes.
 
-Golden files: tests/golden/demo_findings.txt (`host id severity kind subject`, sorted) and
-tests/golden/demo_classes.txt (`class members... | outliers...`).  Lines starting with `#` are the
-reviewer's notes and are ignored by the comparison.
+Golden files: tests/golden/demo_findings.txt (`host id severity kind subject`, and `<- root-id
+root-subject` for a finding that follows from another, sorted), tests/golden/demo_classes.txt
+(`class members... | outliers...`) and tests/golden/demo_health.txt (`host health faults
+fail/warn/info`).  Lines starting with `#` are the reviewer's notes and are ignored by the comparison.
 
 After a deliberate change, regenerate and review the diff by hand:
 
@@ -29,7 +30,18 @@ REGEN = os.environ.get("FLEETPROBE_REGEN_GOLDEN") == "1"
 
 
 def finding_lines(fleet: dict[str, Any]) -> list[str]:
-    return sorted(f"{f['host']} {f['id']} {f['severity']} {f['kind']} {f['subject']}" for f in fleet["findings"])
+    def root(f: dict[str, Any]) -> str:
+        return f" <- {f['caused_by']['id']} {f['caused_by']['subject']}" if f.get("caused_by") else ""
+
+    return sorted(f"{f['host']} {f['id']} {f['severity']} {f['kind']} {f['subject']}{root(f)}" for f in fleet["findings"])
+
+
+def health_lines(fleet: dict[str, Any]) -> list[str]:
+    out = []
+    for h in fleet["hosts"]:
+        faults = h["health"]["faults"]
+        out.append(f"{h['name']} {h['health']['state']} {faults['fail']}/{faults['warn']}/{faults['info']}")
+    return out
 
 
 def class_lines(fleet: dict[str, Any]) -> list[str]:
@@ -87,6 +99,10 @@ def _compare(name: str, actual: list[str]) -> None:
 
 def test_demo_findings_match_the_reviewed_golden_file() -> None:
     _compare("demo_findings.txt", finding_lines(demo_fleet()[1]))
+
+
+def test_demo_health_matches_the_reviewed_golden_file() -> None:
+    _compare("demo_health.txt", health_lines(demo_fleet()[1]))
 
 
 def test_demo_classes_match_the_reviewed_golden_file() -> None:

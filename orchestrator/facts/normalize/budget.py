@@ -21,7 +21,17 @@ MAX_NUMA_NODES = 1024
 MAX_KMSG_LINES = 20000  # kernel-log lines judged (the kmsg probe keeps 5,000 by default; journalctl -n 20000)
 MAX_ITEMS = 256  # any other list of a probe's data that only carries notes (errors, evidence)
 MAX_STRING = 64 * 1024  # characters of one string value (pcie config space as hex: 8 KiB)
+# No figure fleetprobe reads comes near this (bandwidths in GB/s, times in seconds, powers in watts;
+# byte counts are integers): a float past it is forged or garbage.  Within it, every sum of a
+# budget's worth of figures, mean and product of two stays finite, so no check or average turns a
+# host's numbers into Infinity.
+MAX_FIGURE = 1e18
 STRING_NOTE = "_fleetprobe_cut_strings"  # key the parser adds to `data`: the lengths of the strings it cut
+
+def figure(value: float | None) -> float | None:
+    """A figure read from text, or None where it is none: not finite, or past MAX_FIGURE."""
+    return value if value is not None and -MAX_FIGURE <= value <= MAX_FIGURE else None
+
 
 # probe -> (path, cap, what it counts); "*" in a path: every element of a list or value of a dict
 _Rule = tuple[tuple[str, ...], int, str]
@@ -125,7 +135,7 @@ def _cut_strings(value: Any, cut: list[int]) -> Any:
         return value
     if isinstance(value, list):
         out = [_cut_strings(v, cut) for v in value]
-        return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+        return out if any(a is not b for a, b in zip(out, value)) else value
     if isinstance(value, dict):
         new = {k: _cut_strings(v, cut) for k, v in value.items()}
         return new if any(new[k] is not value[k] for k in value) else value
@@ -147,7 +157,7 @@ def _cut(value: Any, path: tuple[str, ...], cap: int, note: Callable[[int], None
         if isinstance(value, list):
             once = _once(note)
             out = [_cut(v, rest, cap, once) for v in value]
-            return out if any(a is not b for a, b in zip(out, value, strict=True)) else value
+            return out if any(a is not b for a, b in zip(out, value)) else value
         if isinstance(value, dict):
             once = _once(note)
             new = {k: _cut(v, rest, cap, once) for k, v in value.items()}

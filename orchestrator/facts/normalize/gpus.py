@@ -176,6 +176,18 @@ def _matrix(raw: Any, n: int) -> list[list[Any]]:
     return out
 
 
+def unresponsive_calls(raw: Any) -> list[dict[str, Any]]:
+    """The driver calls a probe's watch gave up on (prelude fp_watched): call, subject ("GPU 3"),
+    seconds waited and the limit; the probe answered without them (nvml/nvlink 1.x, p2p 1.1)."""
+    out = []
+    for c in raw if isinstance(raw, list) else []:
+        if isinstance(c, dict) and isinstance(c.get("call"), str):
+            out.append({"call": c["call"], "subject": c.get("subject") if isinstance(c.get("subject"), str) else None,
+                        "waited_s": c.get("waited_s") if isinstance(c.get("waited_s"), (int, float)) else None,
+                        "limit_s": c.get("limit_s") if isinstance(c.get("limit_s"), (int, float)) else None})
+    return out
+
+
 def normalize(data: dict[str, Any]) -> GpusFacts:
     unknown = dict(data.get("unknown") or {})
     gpus = [_gpu(g) for g in data.get("gpus") or [] if isinstance(g, dict)]
@@ -192,4 +204,6 @@ def normalize(data: dict[str, Any]) -> GpusFacts:
     out["missing_symbols"] = list(data.get("missing_symbols") or [])
     out["mig_enabled_any"] = any((g["mig"] or {}).get("current") for g in gpus)
     out["virtualized"] = any(g["virtualization_mode"] not in (None, "none") for g in gpus)
+    if data.get("unresponsive"):
+        out["unresponsive"] = unresponsive_calls(data["unresponsive"])
     return cast(GpusFacts, out)  # built key by key above

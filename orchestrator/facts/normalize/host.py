@@ -19,6 +19,37 @@ def _val(v: Any) -> Any:
     return s
 
 
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _gpu_processes(raw: Any) -> dict[str, Any] | None:
+    """Processes holding /dev/nvidia* (host 1.2): pid, command, state, devices, and for one in
+    uninterruptible sleep whether it still was a moment later (`stuck`) and its wait channel."""
+    if not isinstance(raw, dict):
+        return None
+    holders = []
+    for h in raw.get("holders") or []:
+        if not isinstance(h, dict) or not isinstance(h.get("pid"), int):
+            continue
+        rec: dict[str, Any] = {"pid": h["pid"], "command": h.get("command") if isinstance(h.get("command"), str) else None,
+                               "state": h.get("state") if isinstance(h.get("state"), str) else None,
+                               "devices": [str(d) for d in h.get("devices") or [] if isinstance(d, str)]}
+        if "stuck" in h:
+            rec["stuck"] = h.get("stuck") is True
+            rec["wchan"] = h.get("wchan") if isinstance(h.get("wchan"), str) and h.get("wchan") != "0" else None
+        holders.append(rec)
+    unreadable = raw.get("unreadable")
+    out: dict[str, Any] = {"holders": holders,
+                           "unreadable": unreadable if isinstance(unreadable, int) else None,
+                           "scanned": raw.get("scanned") if isinstance(raw.get("scanned"), int) else None}
+    if isinstance(raw.get("error"), str):
+        out["error"] = raw["error"]
+    if isinstance(raw.get("more"), int):
+        out["more"] = raw["more"]
+    return out
+
+
 def normalize(data: dict[str, Any]) -> HostFacts:
     dmi = data.get("dmi") or {}
     cpu = data.get("cpu") or {}
@@ -26,7 +57,7 @@ def normalize(data: dict[str, Any]) -> HostFacts:
     mem = (data.get("memory") or {}).get("total_bytes")
     numa_nodes = (data.get("numa") or {}).get("nodes")
     driver = data.get("nvidia_driver") or {}
-    return {
+    out: HostFacts = {
         "hostname": data.get("hostname"),
         "os": (data.get("os") or {}).get("pretty_name"),
         "kernel": data.get("kernel"),
@@ -62,6 +93,13 @@ def normalize(data: dict[str, Any]) -> HostFacts:
         "python": data.get("python"),
         "fabric_manager": _fabric_manager(data.get("fabric_manager")),
     }
+    # host 1.2 (issue 32): kept where the probe read them, absent from an older probe's answer
+    uptime = _number(data.get("uptime_s"))
+    if uptime is not None:
+        out["uptime_s"] = uptime
+    if isinstance(data.get("gpu_processes"), dict):
+        out["gpu_processes"] = _gpu_processes(data["gpu_processes"])
+    return out
 
 
 def _fabric_manager(raw: Any) -> HostFabricManager | None:

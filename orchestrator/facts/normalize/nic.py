@@ -2,6 +2,8 @@
 
 Port state and physical state lose their numeric prefix ("4: ACTIVE" -> "ACTIVE"), the rate text
 becomes Gb/s, bus ids the facts convention; a net interface's speed of -1 (no link) becomes None.
+GUIDs are written as sysfs writes them (`7425:5403:0035:3ded`), whichever side read them; an HCA's
+product comes from its `hca_type` (facts/gpu_models.NIC_MODELS).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orchestrator.facts import gpu_models
 from orchestrator.facts.model import NetDev, NicDevice, NicFacts, NicGdr, NicPort
 from orchestrator.facts.normalize.gpus import bus_id
 
@@ -34,7 +37,7 @@ def _counters(raw: Any) -> dict[str, int]:
 
 def _port(raw: dict[str, Any]) -> NicPort:
     port = raw.get("port")
-    return {
+    out: NicPort = {
         "port": port if isinstance(port, int) else int(str(port)),
         "link_layer": raw.get("link_layer") or None,
         "state": _state(raw.get("state")),
@@ -44,11 +47,17 @@ def _port(raw: dict[str, Any]) -> NicPort:
         "netdev": raw.get("netdev") or None,
         "counters": _counters(raw.get("counters")),
         "hw_counters": _counters(raw.get("hw_counters")),
+        "port_guid": raw.get("port_guid") or None,
     }
+    for key in ("active_mtu", "max_mtu"):  # ibv_devinfo text only: sysfs has no file for them
+        if key in raw:
+            value = raw[key]
+            out[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return out
 
 
 def _device(raw: dict[str, Any]) -> NicDevice:
-    return {
+    out: NicDevice = {
         "name": str(raw.get("name")),
         "bus_id": bus_id(raw.get("bus_id")),
         "hca_type": raw.get("hca_type") or None,
@@ -57,7 +66,12 @@ def _device(raw: dict[str, Any]) -> NicDevice:
         "node_guid": raw.get("node_guid") or None,
         "driver": raw.get("driver") or None,
         "ports": [_port(p) for p in raw.get("ports") or [] if isinstance(p, dict)],
+        "sys_image_guid": raw.get("sys_image_guid") or None,
+        "model": gpu_models.nic_model(raw.get("hca_type")),
     }
+    if raw.get("error"):
+        out["error"] = str(raw["error"])  # the HCA could not be read: its ports are unknown, not absent
+    return out
 
 
 def _netdev(raw: dict[str, Any]) -> NetDev:

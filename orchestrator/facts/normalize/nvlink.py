@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink, NvlinkPair, NvSwitch
-from orchestrator.facts.normalize.gpus import bus_id
+from orchestrator.facts.normalize.gpus import bus_id, unresponsive_calls
 
 
 def _link(raw: dict[str, Any], gpu_bus: set[str]) -> NvlinkLink:
@@ -98,7 +98,7 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
                 direct_links = pair_links.get((order[i], order[j])) or pair_links.get((order[j], order[i])) or 0
                 # fabric: the smaller switch-link count of the two
                 nv[i][j] = direct_links + min(switch_up[i], switch_up[j]) or None
-    return {
+    out: NvlinkFacts = {
         "supported": any_links,
         "order": order,
         "gpus": gpus,
@@ -109,3 +109,6 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
         "links_up_total": sum(g["links_up"] or 0 for g in gpus),
         "driver_version": data.get("driver_version"),
     }
+    if data.get("unresponsive"):
+        out["unresponsive"] = unresponsive_calls(data["unresponsive"])
+    return out

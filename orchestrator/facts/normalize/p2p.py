@@ -8,7 +8,7 @@ tenth of a host's facts; it was dropped.)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
@@ -52,6 +52,12 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
             "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
             "verified": _all_true(verified),
         })
+        # p2p 1.1's readings under load: kept where the probe took them or said why it could not
+        load = _load(g.get("load"))
+        if load is not None:
+            gpus[-1]["load"] = load
+        elif isinstance(g.get("load_unknown"), str):
+            gpus[-1]["load_unknown"] = g["load_unknown"]
 
     mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}
     cap = data.get("can_access_peer") or []
@@ -134,7 +140,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "pairs_measured": len(ce),
     }
     return {
-        "order": order,
+        "order": cast("list[str | None]", order),
         "summary": summary,
         "driver": data.get("cuda_driver"),
         "gpus": gpus,
@@ -155,6 +161,18 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "elapsed_s": _f(data.get("elapsed_s")),
         "dmabuf": _dmabuf(raw_gpus, order),
     }
+
+
+def _load(raw: Any) -> dict[str, Any] | None:
+    """NVML's readings while the probe loaded the GPU (p2p 1.1): SM clock (MHz), power (W),
+    temperature (C); None where the probe took none (older probe, load_s 0, no NVML)."""
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, Any] = {k: _f(raw.get(k)) for k in ("sm_clock_mhz", "power_w", "temperature_c", "seconds")}
+    unknown = raw.get("unknown")
+    if isinstance(unknown, dict) and unknown:
+        out["unknown"] = {str(k): str(v) for k, v in unknown.items()}
+    return out
 
 
 def _dmabuf(raw_gpus: list[Any], order: list[str]) -> dict[str, bool | None] | None:

@@ -15,14 +15,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.normalize.budget import MAX_GPUS
-from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
+from orchestrator.facts.normalize.budget import MAX_GPUS, figure
+from orchestrator.facts.textparse.common import (
+    Note,
+    TextParseError,
+    decode_input,
+    norm_bus_id,
+    text_lines,
+    untag,
+)
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
 def _num(tok: str) -> float | None:
-    return float(tok) if _NUM.fullmatch(tok) else None
+    return figure(float(tok)) if _NUM.fullmatch(tok) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +243,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
                     row = [_num(t) for t in toks[1:]]
                     rows.append(row)
                     j += 1
-                cases.setdefault(current, []).append((s, rows))
+                cases.setdefault(current, []).append((s, _within_budget(rows, notes, current, i + 1)))
                 named.add(current)
                 i = j
                 continue
@@ -257,6 +264,8 @@ def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
     except json.JSONDecodeError as e:
         raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
     top = doc.get("nvbandwidth", doc) if isinstance(doc, dict) else {}
+    if not isinstance(top, dict):
+        raise TextParseError("nvbandwidth JSON of another shape (no object of testcases)", source, 1)
     notes: list[Note] = []
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     for tc in top.get("testcases") or []:
@@ -266,13 +275,27 @@ def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
             notes.append(Note(None, f"testcase {tc.get('name')}: status {tc.get('status')!r}, not read"))
             continue
         matrix = tc.get("bandwidth_matrix") or tc.get("latency_matrix") or []
-        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)]
+        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)] if isinstance(matrix, list) else []
+        rows = _within_budget(rows, notes, str(tc["name"]), None)
         cases.setdefault(str(tc["name"]), []).append((str(tc.get("bandwidth_description") or
                                                           tc.get("latency_description") or ""), rows))
     if not cases:
         raise TextParseError("nvbandwidth JSON without a passed testcase", source, 1)
     return NvBandwidth(top.get("version"), top.get("Driver Version") or top.get("driver_version"),
                        top.get("CUDA Runtime Version"), cases, {}, notes, source)
+
+
+def _within_budget(rows: list[list[float | None]], notes: list[Note], what: str, line: int | None
+                   ) -> list[list[float | None]]:
+    """A GPU x GPU table cut to the GPUs a host can have, as the live probe's data is
+    (facts/normalize/budget.py): a table naming 300 GPUs is a glitch or a forgery, and every
+    check of the pairs would pay for it squared."""
+    widest = max([len(rows), *map(len, rows)])
+    if widest <= MAX_GPUS:
+        return rows
+    notes.append(Note(line, f"{what}: a table of {widest} GPUs, beyond the {MAX_GPUS} a host can have: "
+                            f"only the first {MAX_GPUS} are read"))
+    return [r[:MAX_GPUS] for r in rows[:MAX_GPUS]]
 
 
 def nvbandwidth_median(runs: list[tuple[str, list[list[float | None]]]]) -> tuple[str, list[list[float | None]]]:
@@ -341,11 +364,15 @@ def _header_columns(s: str) -> list[str] | None:
 
 
 def _wrong(tok: str) -> int | None:
-    """#wrong (a count) or the old `error` column (max abs error, `0e+00`); N/A: not checked (-c 0)."""
+    """#wrong (a count of wrong elements) or the old `error` column, the largest deviation printed
+    as `5e-07` (within tolerance or not, "Out of bounds values" says): zero is none wrong, any other
+    deviation counts nothing; N/A: not checked (-c 0)."""
     v = _num(tok)
     if v is None:
         return None
-    return int(v) if v == int(v) else max(1, int(v))
+    if re.fullmatch(r"-?\d+", tok):
+        return int(v)
+    return 0 if v == 0 else None
 
 
 def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]] | None:
@@ -366,11 +393,15 @@ def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]
             return None
     row = dict(zip(cols, toks))
     out = []
+    root = _num(row["root"]) if "root" in row else None
     for in_place, pre in ((False, ""), (True, "ip_")):
         if pre + "busbw" not in row:
             continue
+        if in_place and all(_num(row.get(pre + k, "")) is None for k in ("time", "algbw", "busbw")):
+            continue  # `N/A`: the op has no in-place form (alltoall, sendrecv): nothing was measured
         out.append({"size_bytes": int(row["size"]), "count": int(row["count"]), "dtype": row["type"],
-                    "redop": row.get("redop"), "time_us": _num(row.get(pre + "time", "")),
+                    "redop": row.get("redop"), "root": int(root) if root is not None else None,
+                    "time_us": _num(row.get(pre + "time", "")),
                     "algbw_gbps": _num(row.get(pre + "algbw", "")), "busbw_gbps": _num(row[pre + "busbw"]),
                     "in_place": in_place, "wrong": _wrong(row[pre + "wrong"]) if pre + "wrong" in row else None})
     return out
@@ -378,9 +409,12 @@ def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]
 
 def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    if text.lstrip().startswith(("{", "[")):
+    if text.lstrip().startswith(("{", "[")) and untag(text.lstrip())[0] is None:
         return _nccl_json(text, source)
-    lines = text_lines(text, source)
+    tagged = [untag(x) for x in text_lines(text, source)]
+    lines = [x for _, x in tagged]
+    # mpirun --tag-output: every rank's lines interleave; the results are those of the rank that printed them
+    result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)})
     notes: list[Note] = []
     op = version = None
     devices: list[dict[str, Any]] = []
@@ -399,6 +433,8 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         m = _NCCL_VERSION.search(s)
         if m:
             version = m.group(1)
+            if s.startswith("NCCL version"):
+                continue  # the version line rank 0 prints before the table
         if _INFO.search(s):
             t = _TRANSPORT.search(s)
             if t:
@@ -409,8 +445,10 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         if m:
             bus = m.group(4)
             bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
-            devices.append({"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)),
-                            "bus_id": bus_id, "name": m.group(5)})
+            dev = {"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)), "bus_id": bus_id,
+                   "name": m.group(5)}
+            if dev not in devices:  # a header printed by several ranks lists the same devices again
+                devices.append(dev)
             continue
         header = _header_columns(s)
         if header is not None:
@@ -426,6 +464,10 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             continue
         rows = _result_rows(s.lstrip("#").split(), cols)
         if rows is not None:
+            rank = tagged[i - 1][0]
+            if len(result_ranks) > 1 and rank != result_ranks[0]:
+                notes.append(Note(i, f"result row of rank {rank} skipped: rank {result_ranks[0]}'s rows are read"))
+                continue
             results.extend(rows)
             continue
         if not s.startswith("#"):
@@ -435,7 +477,44 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     if not results:
         raise TextParseError("no nccl-tests result row (size count type redop ... busbw) found", source, 1)
     hosts = list(dict.fromkeys(d["host"] for d in devices))
+    if op is None:
+        op = op_from_columns(results, len(devices) or None)
+    sizes = [r["size_bytes"] for r in results if not r["in_place"]]
+    if any(b < a for a, b in zip(sizes, sizes[1:])):
+        notes.append(Note(None, "sizes repeat out of order: several runs' rows interleave (nccl-tests built "
+                                "without MPI and started once per GPU?); every row is kept"))
+    for row in results:
+        row.pop("root", None)  # read for the op only: facts.nccl results are the probe's records
+    if result_ranks:
+        ranks = sorted({r for r, _ in tagged if r is not None})
+        notes.append(Note(None, f"mpirun --tag-output prefixes removed (ranks {', '.join(map(str, ranks))})"))
     return NcclRun(op, version, len(devices) or None, hosts, devices, results, avg, oob, transports, notes, source)
+
+
+# Bytes per element of nccl-tests' type names, to read what the size and count columns say of the op.
+_TYPE_BYTES = {"int8": 1, "uint8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2,
+               "bfloat16": 2, "bf16": 2, "int32": 4, "uint32": 4, "int": 4, "float": 4, "int64": 8, "uint64": 8,
+               "double": 8}
+
+
+def op_from_columns(results: list[dict[str, Any]], ranks: int | None) -> str | None:
+    """The op where the columns alone decide it (nccl-tests prints `count` as size / element size
+    for all_reduce and reduce, size / element size / ranks for reduce_scatter; a root of 0 or more
+    only for the rooted broadcast and reduce); None where two ops print alike (all_gather, alltoall)."""
+    rows = [r for r in results if r.get("size_bytes") and r.get("count") and r.get("dtype") in _TYPE_BYTES]
+    if not rows:
+        return None
+    r = max(rows, key=lambda x: x["size_bytes"])
+    per = r["count"] * _TYPE_BYTES[r["dtype"]]
+    reduces = r.get("redop") not in (None, "none")
+    root = r.get("root")
+    if root is not None and root >= 0:
+        return "reduce" if reduces else "broadcast"
+    if reduces and per == r["size_bytes"]:
+        return "all_reduce"
+    if reduces and ranks and ranks > 1 and per * ranks == r["size_bytes"]:
+        return "reduce_scatter"
+    return None
 
 
 def _nccl_json(text: str, source: str) -> NcclRun:
@@ -493,6 +572,6 @@ def _int_or_none(v: Any) -> int | None:
 
 def _float_or_none(v: Any) -> float | None:
     try:
-        return float(v) if v is not None else None
+        return figure(float(v)) if v is not None else None
     except (TypeError, ValueError):
         return None

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files.bounded import UnreadableInput, read_regular
+
 # A topo matrix of 72 GPUs plus 72 NICs is well under 100 KiB; anything past this is not a
 # command output we know, and reading it whole would let one file exhaust the controller.
 MAX_BYTES = 8 * 1024 * 1024
@@ -55,6 +57,23 @@ def strip_ansi(s: str) -> str:
     return _ANSI.sub("", s)
 
 
+# Text a user has, as editors and shells save it: UTF-8 with a byte-order mark (Notepad), UTF-16 with
+# one (PowerShell's `>`).  The mark says the encoding; without one, UTF-8 is read.
+_BOMS = ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def _unmarked(data: bytes, source: str) -> bytes | str:
+    """`data` decoded by its byte-order mark when it has one, else unchanged."""
+    for mark, encoding in _BOMS:
+        if data.startswith(mark):
+            try:
+                return data[len(mark):].decode(encoding)
+            except UnicodeDecodeError as e:
+                raise TextParseError(f"starts with a {encoding} byte-order mark but is not {encoding} text "
+                                     f"({e.reason} at byte {e.start})", source) from None
+    return data
+
+
 def decode_input(data: bytes | str, source: str = "<text>") -> str:
     """Bytes or str -> text with LF line ends.  Raises TextParseError for empty, huge or binary input."""
     if isinstance(data, bytes):
@@ -64,6 +83,8 @@ def decode_input(data: bytes | str, source: str = "<text>") -> str:
                 "of a text output (is this really nvidia-smi or lspci output?)",
                 source,
             )
+        data = _unmarked(data, source)
+    if isinstance(data, bytes):
         nul = data.find(b"\x00")
         if nul >= 0:
             raise TextParseError("binary data (NUL byte), not command output", source, data.count(b"\n", 0, nul) + 1)
@@ -73,7 +94,7 @@ def decode_input(data: bytes | str, source: str = "<text>") -> str:
             raise TextParseError(
                 f"input is larger than {MAX_BYTES // (1024 * 1024)} MiB; fleetprobe reads at most that much", source
             )
-        text = data
+        text = data.lstrip("\ufeff")
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
@@ -88,14 +109,13 @@ def decode_input(data: bytes | str, source: str = "<text>") -> str:
 
 
 def read_path(path: Path | str) -> str:
-    """Read at most MAX_BYTES (+1 to notice more) of a file and decode it; errors name the file."""
-    p = Path(path)
+    """A regular file of at most MAX_BYTES, decoded; errors name the file (a FIFO is refused
+    unopened rather than waited on for ever)."""
     try:
-        with p.open("rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise TextParseError(f"cannot read file: {e.strerror or e}", str(p)) from None
-    return decode_input(data, str(p))
+        data = read_regular(path, MAX_BYTES, "text output file")
+    except UnreadableInput as e:
+        raise TextParseError(e.why, e.path) from None
+    return decode_input(data, str(path))
 
 
 # No line of these outputs comes near this (a 144-device topo header is ~1.2 KiB); longer lines
@@ -126,7 +146,23 @@ _COMMENT_LINE = re.compile(r"^\s*#(?:\s|$)")
 _ELISION = re.compile(r"^\s*(?:\.{3,}|\u2026|\[\s*\.{3,}\s*\]|\(\s*\.{3,}\s*\)|\[?<?snip(?:ped)?>?\]?.*)\s*$", re.I)
 # Values a poster blanked out: `GPU-xxxxxxxx-...`, `<redacted>`, `****`, `[REMOVED]`.
 _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(?:redacted|removed|hidden)\s*\]|"
-                       r"\bredacted\b", re.I)
+                       r"\bredacted\b|\.{3}|\u2026", re.I)  # `...` / `…`: the value cut away, as in `GPU-5269...`
+
+
+# A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`
+# (job, rank, stream).  The rank is kept: several ranks' lines interleave in one output.
+_LAUNCHER_TAG = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+
+
+def untag(line: str) -> tuple[int | None, str]:
+    """(rank or None, the line without mpirun's `[job,rank]<stdout>:` prefix)."""
+    m = _LAUNCHER_TAG.match(line)
+    return (int(m.group(1)), line[m.end():]) if m else (None, line)
+
+
+def untagged(text: str) -> str:
+    """The text without launcher prefixes, for recognising what printed it."""
+    return "\n".join(untag(x)[1] for x in text.split("\n"))
 
 
 def is_redacted(value: str | None) -> bool:

@@ -71,12 +71,41 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "mig.mode.current": ("mig_current", _bool), "mig.mode.pending": ("mig_pending", _bool),
     "virtualization_mode": ("virtualization_mode", _virt),
     "retired_pages.pending": ("remapped_pending", _bool),
+    "compute_cap": ("compute_capability", lambda v: v.strip() if re.fullmatch(r"\s*\d+\.\d+\s*", v) else None),
 }
+# Fields nvidia-smi --help-query-gpu lists that carry no GPU fact we keep: a header made of them (and
+# of FIELDS) is still a --query-gpu header, whichever column comes first.
+OTHER_FIELDS = frozenset((
+    "index", "count", "driver_version", "timestamp", "pstate", "display_mode", "display_active", "accounting.mode",
+    "accounting.buffer_size", "pci.domain", "pci.bus", "pci.device", "pci.sub_device_id", "memory.free",
+    "memory.reserved", "utilization.gpu", "utilization.memory", "encoder.stats.sessioncount", "gom.current",
+    "enforced.power.limit", "power.default_limit", "power.max_limit", "power.min_limit", "clocks.gr", "clocks.sm",
+    "clocks.mem", "clocks.video", "clocks.max.gr", "clocks.max.sm", "clocks.max.mem", "vbios_version",
+    "platform.chassis_serial_number", "platform.slot_number", "platform.tray_index", "platform.host_id",
+    "platform.peer_type", "platform.module_id", "fabric.state", "fabric.status", "protected_memory.total",
+))
+KNOWN_FIELDS = frozenset(FIELDS) | OTHER_FIELDS
 _NA = re.compile(r"^\s*(\[?N/A\]?|\[Not Supported\]|Not Supported|\[Unknown Error\]|\[Insufficient Permissions\])\s*$", re.I)
 
 
 def _field(header: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip()).lower()
+
+
+def is_header(line: str) -> bool:
+    """A --query-gpu CSV header: query field names only (with their `[unit]`), one at least a known field."""
+    cells = [c.strip() for c in line.strip().split(",")]
+    return bool(cells) and all(_HEADER_FIELD.match(c) for c in cells) and any(_field(c) in KNOWN_FIELDS
+                                                                               for c in cells)
+
+
+def looks_like(text: str) -> bool:
+    """A header followed by a row of as many values: the columns need not start with index or name."""
+    lines = [x for x in text.splitlines() if x.strip()][:200]
+    for a, b in zip(lines, lines[1:]):
+        if is_header(a) and not is_header(b) and len(b.split(",")) == len(a.split(",")):
+            return True
+    return False
 
 
 def _guess(value: str) -> str | None:
@@ -107,11 +136,10 @@ def parse_smi_csv(text: str | bytes, source: str = "<text>") -> SmiQuery:
             single = single or bool(re.search(r"\s(-i|--id[= ])\s*\S", s))
             continue
         cells = [c.strip() for c in s.split(",")]
-        if len(cells) >= 2 and all(_HEADER_FIELD.match(c) for c in cells) and any("." in c or c in FIELDS
-                                                                                      for c in map(_field, cells)):
+        if is_header(s):
             fields = [_field(c) for c in cells]
             continue
-        if len(cells) >= 2:
+        if len(cells) >= 2 or (fields is not None and len(fields) == 1):  # a one-field query prints one value a row
             rows.append((i, cells))
             continue
         notes.append(Note(i, f"not a CSV row, ignored: {s[:80]!r}"))
@@ -125,6 +153,7 @@ def parse_smi_csv(text: str | bytes, source: str = "<text>") -> SmiQuery:
         fields = [g or f"column{k + 1}" for k, g in enumerate(guessed)]
     gpus: list[SmiGpu] = []
     count: int | None = None
+    driver: str | None = None
     for line_no, cells in rows:
         if len(cells) != len(fields):
             notes.append(Note(line_no, f"{len(cells)} values for {len(fields)} columns: row skipped"))
@@ -136,6 +165,9 @@ def parse_smi_csv(text: str | bytes, source: str = "<text>") -> SmiQuery:
                 continue
             if f == "index":
                 g.index = _int(raw)
+                continue
+            if f == "driver_version" and raw and not _NA.match(raw):
+                driver = driver or raw
                 continue
             spec = FIELDS.get(f)
             if spec is None:
@@ -161,4 +193,8 @@ def parse_smi_csv(text: str | bytes, source: str = "<text>") -> SmiQuery:
     attached = count if count is not None else (None if single else len(gpus))
     if single:
         notes.append(Note(None, "the command line names one GPU (-i): the host's GPU count is not known"))
-    return SmiQuery(None, None, attached, gpus, False, notes, source)
+    if "index" not in fields:
+        # nvidia-smi prints one row per GPU in index order: without an index column the row is the index
+        for pos, g in enumerate(gpus):
+            g.index = pos
+    return SmiQuery(driver, None, attached, gpus, False, notes, source)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts.textparse import ibstat, kernel_log, perftest
-from orchestrator.facts.textparse.common import text_lines
+from orchestrator.facts.textparse import csvquery, ibstat, kernel_log, perftest
+from orchestrator.facts.textparse.common import text_lines, untagged
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
 
@@ -37,7 +37,7 @@ PARSED_KINDS = KINDS
 
 # an nccl-tests data row: size, count, type, then numbers (the table without its header)
 _NCCL_ROW = re.compile(r"^#?\s*\d+\s+\d+\s+(?:float|half|double|bfloat16|int8|uint8|int32|uint32|int64|uint64)\s+\S+\s+"
-                       r"[\d.]+\s", re.M)
+                       r"-?[\d.]+\s", re.M)
 _LSPCI_HEADER = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\s+[^:]+?(?:\s\[[0-9a-fA-F]{4}\])?:\s")
 _TREE = re.compile(r"^[\s|+\\`-]*[-+\\`]-?(?:\[(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}\]|[0-9a-fA-F]{2}\.[0-7])")
 
@@ -73,7 +73,7 @@ def _matrix_kind(lines: list[str]) -> str | None:
 
 def detect_kind(text: str) -> str:
     """One of KINDS, or "unknown"."""
-    head = text[:200000]
+    head = untagged(text[:200000])
     stripped = head.lstrip()
     if stripped.startswith("<?xml") or "<nvidia_smi_log" in head:
         return "smi_query_xml"
@@ -97,9 +97,7 @@ def detect_kind(text: str) -> str:
         return "nccl_tests"
     if stripped.startswith(("{", "[")) and re.search(r'"bus_?bw"', head, re.I):
         return "nccl_tests"
-    if re.search(r"--query-gpu[= ]", head) or (re.search(
-            r"^\s*(?:index|name|pci\.bus_id|uuid)\s*,(?:\s*[a-z_.]+(?:\s\[[^\]]+\])?\s*,)*", head, re.M | re.I) and \
-            re.search(r"^[^,\n]+(?:,[^,\n]*)+$", head, re.M)):
+    if re.search(r"--query-gpu[= ]", head) or csvquery.looks_like(head):
         return "smi_query_csv"
     if re.search(r"^\s*\d+\s*,\s*(?:NVIDIA|Tesla|GeForce|Quadro)[^,]*,", head, re.M):
         return "smi_query_csv"

@@ -142,7 +142,7 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
                       ("board_part_number", "board_part_number"), ("vbios", "vbios"),
                       ("pci_device_id", "pci_device_id"), ("memory_total_bytes", "memory_total_bytes"),
                       ("memory_used_bytes", "memory_used_bytes"), ("architecture", "architecture"),
-                      ("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
+                      ("compute_capability", "compute_capability"), ("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
                       ("virtualization_mode", "virtualization_mode"), ("temperature_c", "temperature_c"),
                       ("power_w", "power_w")):
         _known(g, key, getattr(q, attr), q.unknown.get(attr))
@@ -257,7 +257,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
                 continue
             g = gpu(ng.index)
             _known(g, "name", g["name"] or ng.name)
-            _known(g, "uuid", g["uuid"] or ng.uuid)
+            _known(g, "uuid", g["uuid"] or ng.uuid, "redacted in the source" if ng.uuid_redacted else None)
     at_least: int | None = None
     if p.smi_list and p.smi_list.partial:
         at_least = max(lg.index for lg in p.smi_list.gpus) + 1  # indices run from 0
@@ -540,6 +540,8 @@ def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, A
         if d.kind == "gpu":
             devices.append({"name": d.label, "kind": "gpu", "bus_id": bus.get(d.label), "cpu_affinity": d.cpu_affinity,
                             "numa": d.numa_affinity, "gpu_numa_id": d.gpu_numa_id, "unknown": dict(d.unknown)})
+            if d.numa_nodes:
+                devices[-1]["numa_nodes"] = d.numa_nodes  # several nodes (Grace: the CPU's and the HBM's)
         else:
             devices.append({"name": d.label, "kind": "nic", "bus_id": None, "label": d.name,
                             "unknown": dict(d.unknown, bus_id="topo -m does not print NIC bus ids")})
@@ -787,6 +789,12 @@ def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[s
     drivers = {b: by[b].get("driver") for b in gpus}
     out["pci"] = len(gpus)
     out["passthrough"] = sorted(b for b, drv in drivers.items() if drv in ("vfio-pci", "pci-stub"))
+    # A plain `lspci` (one line per device, as gpud's lspci.gb200) prints no detail of any device:
+    # a driver it does not print is unknown, not unbound.
+    detailed = any(d.get(k) is not None for d in devices for k in ("driver", "link", "numa", "iommu_group", "port_type"))
+    if not detailed:
+        out["unknown"] += "; a listing without detail lines (plain lspci) does not say which driver is bound"
+        return out
     out["driver_loaded"] = any(drv == "nvidia" for drv in drivers.values()) if gpus else None
     return out
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts import registry
+from orchestrator.facts.conform import conform_facts
 from orchestrator.facts.textparse.bench import parse_nccl_tests, parse_nvbandwidth, parse_p2p_bwlat
 from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
 from orchestrator.facts.textparse.csvquery import parse_smi_csv
@@ -124,7 +125,10 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
             continue
         _merge(p, obj, notes)
         files.append(ImportedFile(source, k, True))
-    facts = to_facts(p)
+    # what the parsers made is held to the declared types like stored facts are: a parser that
+    # let a wrong shape through costs its section, never a check's crash
+    facts, malformed = conform_facts(to_facts(p))
+    errors.extend(malformed)
     notes.extend(str(n) for n in all_notes(p))
     for sec in facts.values():
         notes.extend(f"merge: {x}" for x in sec.get("notes", []) if isinstance(x, str) and "disagree" in x)
@@ -202,11 +206,13 @@ def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]
     for entry in entries:
         if entry.name.startswith("."):
             continue
+        # anything but a directory is taken as evidence: a FIFO or device is then refused by the
+        # reader with its reason beside the host's other files, never skipped unsaid
         if entry.is_dir():
-            files = sorted(p for p in entry.iterdir() if p.is_file() and not p.name.startswith("."))
+            files = sorted(p for p in entry.iterdir() if not p.is_dir() and not p.name.startswith("."))
             if files:
                 groups.setdefault(entry.name, []).extend(files)
-        elif entry.is_file():
+        else:
             groups.setdefault(entry.name.split(".", 1)[0], []).append(entry)
     return {name: import_files(paths, kind) for name, paths in groups.items()}
 

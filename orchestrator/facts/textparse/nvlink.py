@@ -12,9 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.normalize.budget import figure
 from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, is_redacted
 
-GPU_LINE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.*?)\s*\(UUID:\s*([^)]*?)\s*\)\s*$")
+# Some drivers print their verdict on the GPU line itself: `GPU 1: ... (UUID: ...) NVML: Unable to
+# retrieve Nvlink information as all links are inActive`.
+GPU_LINE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.*?)\s*\(UUID:\s*([^)]*?)\s*\)\s*(.*?)\s*$")
 _STATUS = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$", re.I)
 _CAP = re.compile(r"^\s*Link\s+(\d+)\s*,\s*(.+?)\s*:\s*(\S+)\s*$", re.I)
 _SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$", re.I)
@@ -47,6 +50,7 @@ class NvlinkGpu:
     index: int | None  # None: the `GPU n:` header was not in the text
     name: str | None = None
     uuid: str | None = None
+    uuid_redacted: bool = False  # the poster blanked the UUID out (`...`, `GPU-xxxx`): unknown, never an identity
     links: list[NvlinkLink] = field(default_factory=list)
     all_inactive: bool = False  # NVML's "all links are inActive" message (link count unknown then)
     partial: bool = False  # the poster elided or cut some of this GPU's link lines
@@ -128,6 +132,13 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             if cur is None:
                 cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, uuid)
                 gpus.append(cur)
+            cur.uuid_redacted = cur.uuid_redacted or (uuid is None and bool(m.group(3)))
+            verdict = m.group(4)
+            if verdict:
+                cur.message = verdict
+                if _ALL_INACTIVE.search(verdict):
+                    cur.all_inactive = True
+                    has_status = True
             continue
         if _ALL_INACTIVE.search(line):
             g = current(i)
@@ -152,7 +163,7 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             lk = g.link(n)
             sm = _SPEED.match(value)
             if sm:
-                lk.active, lk.speed_gbps = True, float(sm.group(1))
+                lk.active, lk.speed_gbps = True, figure(float(sm.group(1)))
             elif _INACTIVE.match(value):
                 lk.active = False
             elif not value:
@@ -179,4 +190,7 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             g.partial = True
             notes.append(Note(None, f"GPU {g.index}: links {listed[0]}..{listed[-1]} listed with gaps: "
                                     "the listing is partial, its link count unknown"))
+        states = [lk.active for lk in g.links]
+        if states and not g.partial and all(a is False for a in states):
+            g.all_inactive = True  # every link listed `<inactive>`: the same verdict as NVML's one-line message
     return NvlinkReport(gpus, has_status, has_caps, notes, source)

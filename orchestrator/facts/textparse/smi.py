@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.normalize.budget import figure
 from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
@@ -146,6 +147,7 @@ class SmiGpu:
     vbios: str | None = None
     inforom_image: str | None = None
     architecture: str | None = None
+    compute_capability: str | None = None  # --query-gpu's compute_cap ("9.0"); -q does not print it
     minor_number: int | None = None
     module_id: int | None = None
     pci_device_id: str | None = None  # "0x2330"
@@ -238,7 +240,7 @@ def _int(v: str) -> int | None:
 
 def _float(v: str) -> float | None:
     m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*W?\s*", v)
-    return float(m.group(1)) if m else None
+    return figure(float(m.group(1))) if m else None
 
 
 def _mib(v: str) -> int | None:

@@ -193,7 +193,7 @@ def _header_tokens(line: str) -> tuple[list[str], list[str], list[int]] | None:
     """Device labels, affinity columns and where each affinity header starts, or None when the
     line is not a header."""
     found: list[tuple[int, str]] = []
-    rest = line
+    rest = line.expandtabs(8)  # positions as a terminal shows them: rows are measured the same way
     for key, rx in _AFFINITY_HEADERS:
         m = rx.search(rest)
         if m:
@@ -223,10 +223,11 @@ def _row_tokens(line: str) -> list[str]:
 
 
 def _tail_positions(line: str, tail: list[str]) -> list[int]:
-    """Start column of each tail token in a space-aligned row ([] for tab-separated rows, whose
-    empty cells the tabs themselves keep)."""
-    if "\t" in line or not tail:
+    """Start column of each tail token as a terminal shows the row (tabs to 8 columns, as in the
+    header): an empty CPU Affinity cell leaves the NUMA value under its own header."""
+    if not tail:
         return []
+    line = line.expandtabs(8)
     out: list[int] = []
     end = len(line)
     for tok in reversed(tail):
@@ -270,7 +271,7 @@ def _read_matrix(
     for i, line in enumerate(lines):
         parsed = _header_tokens(line)
         if parsed:
-            header = _Header(i + 1, parsed[0], parsed[1], parsed[2] if "\t" not in line else [])
+            header = _Header(i + 1, parsed[0], parsed[1], parsed[2])
             start = i + 1
             break
     if header is None:
@@ -394,7 +395,10 @@ def _assign_by_column(tail: list[str], pos: list[int], columns: list[str], heade
         return None
     out: dict[str, str] = {}
     for tok, at in zip(tail, pos):
-        col = min(range(len(columns)), key=lambda c: abs(header_pos[c] - at))
+        near = sorted(range(len(columns)), key=lambda c: abs(header_pos[c] - at))
+        col = near[0]
+        if len(near) > 1 and abs(header_pos[near[1]] - at) == abs(header_pos[col] - at):
+            return None  # midway between two headers: the position decides nothing
         if columns[col] in out or not _AFFINITY_FIT_BY_POSITION[columns[col]].fullmatch(tok):
             return None
         out[columns[col]] = tok
@@ -517,6 +521,10 @@ def parse_topo_p2p(text: str | bytes, source: str = "<text>", mode: str | None =
             notes.append(Note(r.line_no, f"row {r.label}: extra text ignored: {' '.join(r.tail)!r}"))
     _check_shape(header.labels, rows, notes)
     legend, _ = _legend((i + 1, lines[i]) for i in range(end - 1, len(lines)))
+    if mode is None:
+        # the same cells mean read, write, NVLink, atomics or PCIe P2P: no guess, a note instead
+        notes.append(Note(header.line_no, "P2P status matrix without its mode (no `topo -p2p r|w|n|a|p` line): "
+                                          "kept out of the facts (keep the command line above the matrix to place it)"))
     return P2PMatrix(mode, header.labels, [list(r.cells) for r in rows], legend, notes, source)
 
 

@@ -6,6 +6,6 @@ Each module is pure (fleet.json dict in, text or dict out) plus one atomic write
 `outputs.facts`.
 """
 
-from orchestrator.store.atomic import write_text as write_atomic
+from orchestrator.store.atomic import write_output as write_atomic
 
 __all__ = ["write_atomic"]

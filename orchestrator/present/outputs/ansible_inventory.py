@@ -2,9 +2,13 @@
 
     ansible -i fleetprobe-inventory.sh finding_pcie_link_downgraded -m reboot
 
-Groups: `class_<topology class>`, `finding_<finding id>` (any severity), `severity_<fail|warn|info>`
-(hosts with at least one finding of it), `outcome_<host outcome>`.  Group names are reduced to
-what Ansible accepts without warnings (letters, digits, underscore, not starting with a digit).
+Groups: `health_<healthy|degraded|failed|unreachable|incomplete>`, `class_<topology class>`,
+`finding_<finding id>` (any severity), `severity_<fail|warn|info>` (hosts with at least one
+finding of it), `outcome_<host outcome>`.  Group names are reduced to what Ansible accepts without
+warnings (letters, digits, underscore, not starting with a digit).  Each host keeps every
+connection variable its source inventory gave it (ansible_host, ansible_port, ansible_user, its
+key file, ansible_connection, its interpreter, become), so `ansible -i OUT HOST -m ping` reaches
+it as the source inventory did.
 
 `render_inventory` gives the `--list` shape of an inventory script (`_meta.hostvars` included);
 `render_static_inventory` the YAML-inventory shape (`all: {hosts:, children:}`).  `--ansible-inventory
@@ -15,7 +19,6 @@ read through the yaml inventory plugin (the script shape in a plain file is refu
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,9 @@ from typing import Any
 import yaml
 
 from orchestrator.facts import read as F
+from orchestrator.files import jsontext
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.result import FleetResult
 
 _BAD = re.compile(r"[^A-Za-z0-9_]+")
 
@@ -35,7 +40,7 @@ def group_name(prefix: str, raw: Any) -> str:
     return f"_{name}" if name[0].isdigit() else name
 
 
-def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
+def _groups_and_vars(fleet: FleetResult) -> tuple[dict[str, list[str]], dict[str, dict[str, Any]]]:
     groups: dict[str, dict[str, None]] = {}  # an insertion-ordered set per group: 10k hosts stay linear
     origin: dict[str, str] = {}  # group name -> the raw value it came from, to keep distinct values apart
     hostvars: dict[str, dict[str, Any]] = {}
@@ -50,34 +55,35 @@ def _groups_and_vars(fleet: dict[str, Any]) -> tuple[dict[str, list[str]], dict[
         origin[name] = key
         groups.setdefault(name, {})[host] = None
 
-    findings_by_host = F.findings_by_host(fleet)
-    for h in fleet.get("hosts") or []:
-        if not isinstance(h, dict) or not h.get("name"):
-            continue
-        name = str(h["name"])
-        mine = findings_by_host.get(name, [])
-        if h.get("class"):
-            add("class", h["class"], name)
-        add("outcome", h.get("outcome") or "unknown", name)
+    for h in fleet.hosts:
+        name = h.name
+        mine = fleet.findings_of(name)
+        add("health", h.health.state.value, name)
+        if h.topology_class:
+            add("class", h.topology_class, name)
+        add("outcome", h.outcome, name)
         for f in mine:
-            add("finding", f.get("id"), name)
-            add("severity", f.get("severity"), name)
-        facts = F.host_facts(h)
-        hv: dict[str, Any] = {
-            "fleetprobe_outcome": h.get("outcome"),
-            "fleetprobe_class": h.get("class"),
-            "fleetprobe_fingerprint": h.get("fingerprint"),
-            "fleetprobe_gpu_count": F.gpu_count(facts),
-            "fleetprobe_nvlink_links_up": F.nvlink_links_up(facts),
-            "fleetprobe_findings": sorted({str(f.get("id")) for f in mine}),
-        }
-        if h.get("address") and h.get("address") != name:
-            hv["ansible_host"] = h["address"]
+            add("finding", f.id, name)
+            add("severity", f.severity.value, name)
+        # how to reach it, as the source inventory said; the address as probed where it said none
+        hv: dict[str, Any] = dict(h.connection)
+        if "ansible_host" not in hv and "ansible_ssh_host" not in hv and h.address != name \
+                and h.address != "(imported)":
+            hv["ansible_host"] = h.address
+        hv.update({
+            "fleetprobe_health": h.health.state.value,
+            "fleetprobe_outcome": h.outcome,
+            "fleetprobe_class": h.topology_class,
+            "fleetprobe_fingerprint": h.fingerprint,
+            "fleetprobe_gpu_count": F.gpu_count(h.facts),
+            "fleetprobe_nvlink_links_up": F.nvlink_links_up(h.facts),
+            "fleetprobe_findings": sorted({f.id for f in mine}),
+        })
         hostvars[name] = hv
     return {g: list(members) for g, members in groups.items()}, hostvars
 
 
-def render_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
+def render_inventory(fleet: FleetResult) -> dict[str, Any]:
     """The JSON an inventory script prints for `--list`."""
     groups, hostvars = _groups_and_vars(fleet)
     out: dict[str, Any] = {name: {"hosts": members} for name, members in sorted(groups.items())}
@@ -86,7 +92,7 @@ def render_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def render_static_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
+def render_static_inventory(fleet: FleetResult) -> dict[str, Any]:
     """The same groups in the YAML-inventory shape (`all: {hosts:, children:}`), as JSON."""
     groups, hostvars = _groups_and_vars(fleet)
     return {"all": {
@@ -98,15 +104,15 @@ def render_static_inventory(fleet: dict[str, Any]) -> dict[str, Any]:
 SHAPES = ("yaml", "static-json", "script-json")
 
 
-def write_inventory(fleet: dict[str, Any], path: str | Path, shape: str = "yaml") -> Path:
+def write_inventory(fleet: FleetResult, path: str | Path, shape: str = "yaml") -> Path:
     """`yaml`: the YAML inventory (what --ansible-inventory writes); `static-json`: the same in
     JSON; `script-json`: what an inventory script prints for `--list`."""
     if shape == "yaml":
-        text = "# Ansible inventory written by fleetprobe (groups: class_*, finding_*, severity_*, outcome_*)\n"
+        text = "# Ansible inventory written by fleetprobe (groups: health_*, class_*, finding_*, severity_*, outcome_*)\n"
         text += yaml.safe_dump(render_static_inventory(fleet), sort_keys=False, allow_unicode=True, width=1000)
     elif shape in SHAPES:
         doc = render_static_inventory(fleet) if shape == "static-json" else render_inventory(fleet)
-        text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
+        text = jsontext.dumps(doc, indent=2, sort_keys=False) + "\n"
     else:
         raise ValueError(f"unknown inventory shape {shape!r}; use one of {', '.join(SHAPES)}")
     return write_atomic(path, text)

@@ -16,25 +16,32 @@ from orchestrator.present.outputs.junit import write_junit
 from orchestrator.present.outputs.prometheus import write_prometheus
 from orchestrator.present.outputs.slurm_drain import write_drain
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
+from orchestrator.verdict.remedy import Plan
+from orchestrator.verdict.result import FleetResult
 
 
 class OutputError(OSError):
-    """An output file could not be written; the message names the file and the reason."""
+    """Output files could not be written; the message names each file and the reason."""
+
+    def __init__(self, failures: list[str]) -> None:
+        super().__init__("; ".join(failures))
+        self.failures = failures  # "--junit PATH: why", one per file
 
 
 @dataclass(frozen=True)
 class WriteContext:
     """What some writers need beyond the fleet."""
 
-    check_ids: tuple[str, ...] = ()  # every finding id the run could raise (JUnit's test cases)
+    check_ids: tuple[str, ...] | None = None  # JUnit's test cases (None: every id the run could raise)
     junit_fail_on: tuple[str, ...] = ("fail",)
+    drain: Plan | None = None  # the verdict's drain decision (verdict/remedy.py); None: its default guard
 
 
 @dataclass(frozen=True)
 class OutputFile:
     name: str  # the keyword of write_outputs and the argparse dest; the flag is --<name with dashes>
     help: str
-    write: Callable[[dict[str, Any], Path, WriteContext], Path]
+    write: Callable[[FleetResult, Path, WriteContext], Path]
 
     @property
     def flag(self) -> str:
@@ -46,15 +53,16 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                lambda fleet, p, ctx: write_prometheus(fleet, p)),
     OutputFile("junit", "write JUnit XML (one test case per host x check)",
                lambda fleet, p, ctx: write_junit(fleet, p, check_ids=ctx.check_ids, fail_on=ctx.junit_fail_on)),
-    OutputFile("ansible_inventory", "write a YAML Ansible inventory grouping hosts by class, finding, severity "
-               "and outcome", lambda fleet, p, ctx: write_inventory(fleet, p)),
+    OutputFile("ansible_inventory", "write a YAML Ansible inventory grouping hosts by health, class, finding, "
+               "severity and outcome, with the connection variables of the source inventory",
+               lambda fleet, p, ctx: write_inventory(fleet, p)),
     OutputFile("hosts_csv", "write the hosts as CSV (identity: board, BIOS, serials, driver, GPUs)",
                lambda fleet, p, ctx: write_atomic(p, render_hosts(fleet, "csv"))),
     OutputFile("findings_csv", "write the findings as CSV",
                lambda fleet, p, ctx: write_atomic(p, render_findings(fleet, "csv"))),
     OutputFile("slurm_drain", "write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts "
                "with fail findings, for you to apply (fleetprobe never drains by itself)",
-               lambda fleet, p, ctx: write_drain(fleet, p)),
+               lambda fleet, p, ctx: write_drain(fleet, p, ctx.drain)),
 )
 
 
@@ -76,14 +84,14 @@ def requested(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in _by_name() if values.get(name) is not None}
 
 
-def write_outputs(fleet: dict[str, Any], *, check_ids: Iterable[str] = (), junit_fail_on: Iterable[str] = ("fail",),
-                  **paths: str | Path | None) -> list[Path]:
+def write_outputs(fleet: FleetResult, *, check_ids: Iterable[str] | None = None, junit_fail_on: Iterable[str] = ("fail",),
+                  drain: Plan | None = None, **paths: str | Path | None) -> list[Path]:
     """Write each requested file (`name=path`, names as in OUTPUT_FILES) atomically; every one is
     attempted even if an earlier one fails, then OutputError lists what could not be written."""
     unknown = sorted(set(paths) - set(_by_name()))
     if unknown:
         raise TypeError(f"write_outputs: no output named {', '.join(unknown)}")
-    ctx = WriteContext(tuple(check_ids), tuple(junit_fail_on))
+    ctx = WriteContext(None if check_ids is None else tuple(check_ids), tuple(junit_fail_on), drain)
     written: list[Path] = []
     errors: list[str] = []
     for out in OUTPUT_FILES:
@@ -93,7 +101,7 @@ def write_outputs(fleet: dict[str, Any], *, check_ids: Iterable[str] = (), junit
         try:
             written.append(out.write(fleet, Path(path), ctx))
         except OSError as e:
-            errors.append(f"{out.flag} {path}: {e.strerror or e}")
+            errors.append(f"could not write {out.flag} {path}: {e.strerror or e}")
     if errors:
-        raise OutputError("could not write " + "; ".join(errors))
+        raise OutputError(errors)
     return written

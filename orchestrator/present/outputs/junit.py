@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.facts import read as F
-from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.outputs import write_atomic
-from orchestrator.verdict.coverage import NOT_JUDGED, CheckState, fleet_check_states
+from orchestrator.present.readable import readable
+from orchestrator.verdict.coverage import NOT_JUDGED, CheckState
+from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 _ERROR_OUTCOMES = ("failed", "invalid_output", "timeout")
 _SKIP_OUTCOMES = ("skipped", "unsupported", "interrupted")  # nothing measured, nothing wrong with the host
@@ -34,57 +35,61 @@ def _x(value: Any) -> str:
     return _NOT_XML.sub("\ufffd", display_safe(value))
 
 
-def _finding_text(f: dict[str, Any]) -> str:
-    lines = [f"[{f.get('severity')}/{f.get('kind')}] {f.get('subject')}: {f.get('message')}"]
-    if f.get("expected") is not None or f.get("actual") is not None:
-        lines.append(f"  expected: {shown(f.get('expected'))}  actual: {shown(f.get('actual'))}")
-    if f.get("hint"):
-        lines.append(f"  hint: {f.get('hint')}")
-    for e in f.get("evidence") or []:
+def _finding_text(f: Finding) -> str:
+    lines = [f"[{f.severity.value}/{f.kind.value}] {f.subject}: {f.message}"]
+    if f.caused_by is not None:
+        lines.append(f"  follows from: {f.caused_by.id} {f.caused_by.subject}")
+    if f.expected is not None or f.actual is not None:
+        lines.append(f"  expected: {readable(f.expected)}  actual: {readable(f.actual)}")
+    if f.hint:
+        lines.append(f"  hint: {f.hint}")
+    for e in f.evidence:
         lines.append(f"  evidence: {e}")
     return "\n".join(lines)
 
 
-def _host_suite(h: Mapping[str, Any], findings: list[dict[str, Any]], states: dict[str, CheckState],
+def _host_suite(h: JudgedHost, findings: list[Finding], states: dict[str, CheckState],
                 fail_sev: set[str]) -> ET.Element:
-    name = str(h["name"])
+    name = h.name
     suite = ET.Element("testsuite", name=_x(name))
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="health", value=h.health.state.value)
+    if h.health.reason:
+        ET.SubElement(props, "property", name="health_reason", value=_x(h.health.reason))
 
     def case(check: str) -> ET.Element:
         return ET.SubElement(suite, "testcase", classname=_x(f"fleetprobe.{name}"), name=_x(check))
 
-    if h.get("outcome") == "unreachable":
-        reason = h.get("reason") or "no reason recorded"
+    if not h.reachable:
+        reason = h.reason or "no reason recorded"
         err = ET.SubElement(case("host.reachable"), "error", message=_x(f"unreachable: {reason}"), type="unreachable")
         err.text = _x(reason)
         return suite
-    for probe, rec in sorted((h.get("probes") or {}).items()):
-        if not isinstance(rec, dict):
-            continue
+    for probe, run in sorted(h.probes.items()):
         tc = case(f"probe.{probe}")
-        if isinstance(rec.get("duration_s"), (int, float)):
-            tc.set("time", f"{float(rec['duration_s']):.3f}")
-        outcome, reason = rec.get("outcome"), rec.get("reason") or ""
-        if outcome in _ERROR_OUTCOMES:
-            ET.SubElement(tc, "error", message=_x(f"{outcome}: {reason}"), type=_x(outcome)).text = _x(reason)
-        elif outcome in _SKIP_OUTCOMES:
-            ET.SubElement(tc, "skipped", message=_x(f"{outcome}: {reason}"))
-    by_id: dict[str, list[dict[str, Any]]] = {}
+        if run.duration_s is not None:
+            tc.set("time", f"{run.duration_s:.3f}")
+        if run.outcome in _ERROR_OUTCOMES:
+            ET.SubElement(tc, "error", message=_x(f"{run.outcome}: {run.reason}"), type=_x(run.outcome)).text = \
+                _x(run.reason)
+        elif run.outcome in _SKIP_OUTCOMES:
+            ET.SubElement(tc, "skipped", message=_x(f"{run.outcome}: {run.reason}"))
+    by_id: dict[str, list[Finding]] = {}
     for f in findings:
-        by_id.setdefault(str(f.get("id")), []).append(f)
+        by_id.setdefault(f.id, []).append(f)
     for check, state in states.items():
         tc = case(check)
         if state.state == NOT_JUDGED:
             ET.SubElement(tc, "skipped", message=_x(f"not judged: {state.reason}"))
             continue
         hits = by_id.get(check, [])
-        failing = [f for f in hits if f.get("severity") in fail_sev]
-        rest = [f for f in hits if f.get("severity") not in fail_sev]
+        failing = [f for f in hits if f.severity.value in fail_sev]
+        rest = [f for f in hits if f.severity.value not in fail_sev]
         if failing:
-            msg = f"{failing[0].get('subject')}: {failing[0].get('message')}"
+            msg = f"{failing[0].subject}: {failing[0].message}"
             if len(failing) > 1:
                 msg += f" (+{len(failing) - 1} more)"
-            failure = ET.SubElement(tc, "failure", message=_x(msg), type=_x(failing[0].get("severity")))
+            failure = ET.SubElement(tc, "failure", message=_x(msg), type=_x(failing[0].severity.value))
             failure.text = _x("\n".join(_finding_text(f) for f in failing))
         if rest:
             ET.SubElement(tc, "system-out").text = _x("\n".join(_finding_text(f) for f in rest))
@@ -97,30 +102,30 @@ def _set_counts(el: ET.Element, cases: list[ET.Element]) -> None:
         el.set(attr, str(sum(1 for c in cases if c.find(tag) is not None)))
 
 
-def build_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: Iterable[str] = ("fail",)) -> ET.Element:
+def build_junit(fleet: FleetResult, check_ids: Iterable[str] | None = None,
+                fail_on: Iterable[str] = ("fail",)) -> ET.Element:
+    """One case per host and check id: `check_ids` (default: every id the run could raise, the
+    catalog's, fleet.check_ids) and every id the run did raise."""
     fail_sev = set(fail_on)
-    findings = [f for f in fleet.get("findings") or [] if isinstance(f, dict)]
-    ids = sorted(set(check_ids) | {str(f.get("id")) for f in findings})
-    by_host = F.findings_by_host(fleet)
-    run = fleet.get("run") or {}
-    root = ET.Element("testsuites", name=_x(f"fleetprobe {run.get('id') or ''}".strip()))
-    for h, states in fleet_check_states(fleet, ids):
-        if h.get("name"):
-            suite = _host_suite(h, by_host.get(str(h["name"]), []), states, fail_sev)
-            if run.get("started"):
-                suite.set("timestamp", _x(run["started"]))
-            _set_counts(suite, suite.findall("testcase"))
-            root.append(suite)
+    ids = sorted(set(fleet.check_ids if check_ids is None else check_ids) | {f.id for f in fleet.findings})
+    run = fleet.run
+    root = ET.Element("testsuites", name=_x(f"fleetprobe {run.id}".strip()))
+    for h, states in fleet.check_states(ids):
+        suite = _host_suite(h, fleet.findings_of(h.name), states, fail_sev)
+        if run.started:
+            suite.set("timestamp", _x(run.started))
+        _set_counts(suite, suite.findall("testcase"))
+        root.append(suite)
     _set_counts(root, root.findall("testsuite/testcase"))
     return root
 
 
-def render_junit(fleet: dict[str, Any], check_ids: Iterable[str] = (), fail_on: Iterable[str] = ("fail",)) -> str:
+def render_junit(fleet: FleetResult, check_ids: Iterable[str] | None = None, fail_on: Iterable[str] = ("fail",)) -> str:
     root = build_junit(fleet, check_ids, fail_on)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(fleet: dict[str, Any], path: str | Path, check_ids: Iterable[str] = (),
+def write_junit(fleet: FleetResult, path: str | Path, check_ids: Iterable[str] | None = None,
                 fail_on: Iterable[str] = ("fail",)) -> Path:
     return write_atomic(path, render_junit(fleet, check_ids, fail_on))

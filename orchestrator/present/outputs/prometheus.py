@@ -1,9 +1,10 @@
 """Prometheus textfile-collector output (node_exporter --collector.textfile.directory).
 
 Names follow the Prometheus conventions: one `fleetprobe_` prefix, base units in the name
-(`_seconds`, `_bytes_per_second`, `_lanes`), gauges only.  Per host: its outcome as a state set
-(one series per outcome, 1 for the host's own), reachability, GPU count, NVLink links up, the
-slowest P2P pair, findings by severity and each probe's outcome.  Per finding: one series with
+(`_seconds`, `_bytes_per_second`, `_lanes`), gauges only.  Per host: its health as a state set
+(one series per health, 1 for the host's own: what to alert on), its faults by severity, its
+transport outcome as a state set, reachability, GPU count, NVLink links up, the slowest P2P pair,
+findings by severity and each probe's outcome.  Per finding: one series with
 host, id, severity, kind and subject (value: how many findings share those labels), so an alert
 can name `nvlink.link.down` itself.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
 total, its slowest P2P pair, PCIe generation and width, current and maximum.
@@ -24,12 +25,18 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.findings import SEVERITY_ORDER
+from orchestrator.verdict.health import HEALTH_ORDER
+from orchestrator.verdict.result import FleetResult
 
 GB = 1e9  # facts carry GB/s (1e9 B/s); Prometheus wants the base unit, bytes per second
 
 # name -> help text; the order here is the order in the file
 METRICS = {
     "fleetprobe_run_timestamp_seconds": "Unix time the fleetprobe run that produced these values finished.",
+    "fleetprobe_host_health": "1 for the host's health in this run (healthy, degraded, failed, unreachable, "
+                              "incomplete), 0 for every other.",
+    "fleetprobe_host_faults": "Faults on the host by severity: root findings, each with what followed from it.",
     "fleetprobe_host_reachable": "1 if the host answered over its transport in this run, else 0.",
     "fleetprobe_host_outcome": "1 for the host's outcome in this run, 0 for every other outcome.",
     "fleetprobe_gpu_count": "GPUs found on the host (NVML, else the PCIe bus).",
@@ -77,13 +84,9 @@ def _fmt(value: float) -> str:
     return repr(int(value)) if float(value).is_integer() and abs(value) < 2**53 else repr(float(value))
 
 
-def _timestamp(fleet: dict[str, Any]) -> float | None:
-    run = fleet.get("run") or {}
-    for key in ("finished", "started"):
-        v = run.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-        if isinstance(v, str):
+def _timestamp(fleet: FleetResult) -> float | None:
+    for v in (fleet.run.finished, fleet.run.started):
+        if v:
             try:
                 return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
             except ValueError:
@@ -91,24 +94,25 @@ def _timestamp(fleet: dict[str, Any]) -> float | None:
     return None
 
 
-def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], float]]]:
+def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]]:
     out: dict[str, list[tuple[dict[str, str], float]]] = {m: [] for m in METRICS}
     ts = _timestamp(fleet)
-    counts = F.severity_counts(fleet)
-    by_host = F.findings_by_host(fleet)
     outcomes = [o.value for o in Outcome]
-    for h in fleet.get("hosts") or []:
-        if not isinstance(h, dict) or not h.get("name"):
-            continue
-        name = str(h["name"])
+    for h in fleet.hosts:
+        name = h.name
         host = {"host": name}
         if ts is not None:
             out["fleetprobe_run_timestamp_seconds"].append((host, ts))
-        out["fleetprobe_host_reachable"].append((host, 0.0 if h.get("outcome") == "unreachable" else 1.0))
-        mine = str(h.get("outcome") or "unknown")
+        for state in HEALTH_ORDER:
+            out["fleetprobe_host_health"].append(({"host": name, "health": state},
+                                                  1.0 if state == h.health.state.value else 0.0))
+        for sev in SEVERITY_ORDER:
+            out["fleetprobe_host_faults"].append(({"host": name, "severity": sev}, float(h.health.faults.get(sev, 0))))
+        out["fleetprobe_host_reachable"].append((host, 1.0 if h.reachable else 0.0))
+        mine = h.outcome
         for o in (outcomes if mine in outcomes else [*outcomes, mine]):
             out["fleetprobe_host_outcome"].append(({"host": name, "outcome": o}, 1.0 if o == mine else 0.0))
-        facts = F.host_facts(h)
+        facts = h.facts
         p2p_min = F.p2p_min_gbps(facts)
         for metric, value in (("fleetprobe_gpu_count", F.gpu_count(facts)),
                               ("fleetprobe_nvlink_links_up", F.nvlink_links_up(facts)),
@@ -116,19 +120,19 @@ def _samples(fleet: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], floa
                                None if p2p_min is None else p2p_min * GB)):
             if value is not None:
                 out[metric].append((host, float(value)))
-        for sev, n in counts.get(name, dict.fromkeys(F.SEVERITIES, 0)).items():
+        mine_findings = fleet.findings_of(name)
+        for sev in SEVERITY_ORDER:
+            n = sum(1 for f in mine_findings if f.severity.value == sev)
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
         per_finding: dict[tuple[str, ...], int] = {}
-        for f in by_host.get(name, []):
-            key = tuple(str(f.get(k) if f.get(k) is not None else "") for k in ("id", "severity", "kind", "subject"))
+        for f in mine_findings:
+            key = (f.id, f.severity.value, f.kind.value, f.subject)
             per_finding[key] = per_finding.get(key, 0) + 1  # h2d and d2h of one GPU share id and subject
         for (fid, sev, kind, subject), n in per_finding.items():
             out["fleetprobe_finding"].append(
                 ({"host": name, "id": fid, "severity": sev, "kind": kind, "subject": subject}, float(n)))
-        for probe, rec in sorted((h.get("probes") or {}).items()):
-            if isinstance(rec, dict) and rec.get("outcome"):
-                out["fleetprobe_probe_outcome"].append(
-                    ({"host": name, "probe": str(probe), "outcome": str(rec["outcome"])}, 1.0))
+        for probe, run in sorted(h.probes.items()):
+            out["fleetprobe_probe_outcome"].append(({"host": name, "probe": probe, "outcome": run.outcome}, 1.0))
         for g in F.gpu_gauges(facts):
             labels = {"host": name, "gpu": str(g.index), "bus_id": g.bus_id or "", "uuid": g.uuid or ""}
             for metric, attr, scale in _GPU_GAUGES:
@@ -150,11 +154,11 @@ def _lines(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Iterable[s
             yield f"{metric}{{{lab}}} {_fmt(value)}"
 
 
-def render_prometheus(fleet: dict[str, Any]) -> str:
+def render_prometheus(fleet: FleetResult) -> str:
     """fleet.json dict -> text exposition format (ends with a newline, as the format requires)."""
     return "\n".join(_lines(_samples(fleet))) + "\n"
 
 
-def write_prometheus(fleet: dict[str, Any], path: str | Path) -> Path:
+def write_prometheus(fleet: FleetResult, path: str | Path) -> Path:
     """Write atomically: node_exporter may read the file at any moment."""
     return write_atomic(path, render_prometheus(fleet))

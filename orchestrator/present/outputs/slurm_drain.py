@@ -9,15 +9,21 @@ Host names are taken as Slurm node names (they are for `probe import` of srun ou
 name comes from inside each document).  Slurm caps a reason's length, so the ids are listed up
 to a limit and the rest counted; a name Slurm or the shell would misread is left out, with a
 comment line saying why, rather than quoted into something that drains another node.
+
+Which nodes, and whether the list may be written at all, is the verdict's decision
+(verdict/remedy.py drain_plan: a list that would drain more than the stated share of the fleet or
+of a class is refused without --force); this file renders it.  A refused list is comment lines
+only, naming the rules that would have drained the nodes, so `sh FILE` drains nothing.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.remedy import Plan, drain_plan
+from orchestrator.verdict.result import FleetResult
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # what a Slurm NodeName is (no ranges, no commas)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -25,7 +31,7 @@ MAX_REASON = 200  # characters; slurmctld keeps longer reasons, `sinfo -R` shows
 
 
 def _reason(run_id: str, ids: list[str]) -> str:
-    text = f"fleetprobe {_ID_SAFE.sub('_', run_id)}: "
+    text = f"fleetprobe {run_id}: "
     shown: list[str] = []
     for i, fid in enumerate(ids):
         rest = len(ids) - i
@@ -36,20 +42,29 @@ def _reason(run_id: str, ids: list[str]) -> str:
     return text + ",".join(shown)
 
 
-def render_drain(fleet: dict[str, Any]) -> str:
-    run_id = str((fleet.get("run") or {}).get("id") or "run")
-    failing: dict[str, set[str]] = {}
-    for f in fleet["findings"]:
-        if f["severity"] == "fail":
-            failing.setdefault(f["host"], set()).add(f["id"])
-    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh"]
+def render_drain(fleet: FleetResult, decision: Plan | None = None) -> str:
+    """One drain line per failed host, its reason naming its fail faults by their root ids; only
+    comments where the guard refused the list (`decision`: verdict/remedy.py drain_plan)."""
+    decision = decision if decision is not None else drain_plan(fleet)
+    # a stored run's id is only what its run.json says: nothing of it may reach the shell unsafe
+    run_id = _ID_SAFE.sub("_", decision.run_id or "run")
+    failing = {hp.host: {s.finding.id for s in hp.steps} for hp in decision.hosts}
+    if decision.blocked:
+        return "\n".join([
+            f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings: NOT drained, the list is refused",
+            *(f"# refused: {r.text(decision.max_share)}" for r in decision.refused),
+            "# a rule that calls this many nodes faulty may itself be wrong: check it, then rerun with --force "
+            "(or a larger --max-drain) to write the drain lines",
+        ]) + "\n"
+    forced = (f"; written with --force over the guard ({decision.refusal_text()})" if decision.refused else "")
+    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh{forced}"]
     for host in sorted(failing):
-        if not _NODE.match(host):
+        if not _NODE.fullmatch(host):
             lines.append(f"# not a Slurm node name, left out: {host!r}")
             continue
         lines.append(f'scontrol update NodeName={host} State=DRAIN Reason="{_reason(run_id, sorted(failing[host]))}"')
     return "\n".join(lines) + "\n"
 
 
-def write_drain(fleet: dict[str, Any], path: Path) -> Path:
-    return write_atomic(path, render_drain(fleet))
+def write_drain(fleet: FleetResult, path: Path, decision: Plan | None = None) -> Path:
+    return write_atomic(path, render_drain(fleet, decision))

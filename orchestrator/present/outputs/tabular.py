@@ -18,6 +18,9 @@ import yaml
 
 from orchestrator.facts import read as F
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
+from orchestrator.files import jsontext
+from orchestrator.verdict.findings import SEVERITY_ORDER
+from orchestrator.verdict.result import FleetResult
 
 FORMATS = ("json", "yaml", "csv")
 # what `--format` accepts: the terminal table, or one of the machine formats above
@@ -27,34 +30,39 @@ OUTPUT_FORMATS = ("table", *FORMATS)
 # board, BIOS, serials, driver, GPU model; then what the run measured and judged.
 IDENTITY_COLUMNS = ("system_vendor", "system_product", "board_vendor", "board_model", "bios_vendor", "bios_version",
                     "bios_date", "system_serial", "board_serial", "driver", "gpu_model")
-HOST_COLUMNS = ("host", "address", "outcome", "reason", "class", *IDENTITY_COLUMNS, "gpus", "nvlink_up",
-                "p2p_min_gbps", "fail", "warn", "info", "probes")
-FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint")
+HOST_COLUMNS = ("host", "address", "health", "health_reason", "faults_fail", "faults_warn", "outcome", "reason",
+                "class", *IDENTITY_COLUMNS, "gpus", "nvlink_up", "p2p_min_gbps", "fail", "warn", "info", "probes")
+FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint",
+                   "caused_by")
 RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "unsupported", "failed",
                "unreachable", "skipped", "interrupted", "fail", "warn", "info", "problem")
 
 
-def host_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
-    counts = F.severity_counts(fleet)
+def host_rows(fleet: FleetResult) -> list[dict[str, Any]]:
     rows = []
-    for h in fleet.get("hosts") or []:
-        if not isinstance(h, dict):
-            continue
-        facts = F.host_facts(h)
-        c = counts.get(str(h.get("name")), dict.fromkeys(F.SEVERITIES, 0))
-        probes = h.get("probes") or {}
+    for h in fleet.hosts:
+        counts = dict.fromkeys(SEVERITY_ORDER, 0)
+        for f in fleet.findings_of(h.name):
+            counts[f.severity.value] += 1
         rows.append({
-            "host": h.get("name"), "address": h.get("address"), "outcome": h.get("outcome"),
-            "reason": h.get("reason"), "class": h.get("class"), **F.host_identity(facts),
-            "gpus": F.gpu_count(facts), "nvlink_up": F.nvlink_links_up(facts), "p2p_min_gbps": F.p2p_min_gbps(facts),
-            **c,
-            "probes": {p: r.get("outcome") for p, r in probes.items() if isinstance(r, dict)},
+            "host": h.name, "address": h.address, "health": h.health.state.value,
+            "health_reason": h.health.reason, "faults_fail": h.health.fail, "faults_warn": h.health.warn,
+            "outcome": h.outcome, "reason": h.reason, "class": h.topology_class, **F.host_identity(h.facts),
+            "gpus": F.gpu_count(h.facts), "nvlink_up": F.nvlink_links_up(h.facts),
+            "p2p_min_gbps": F.p2p_min_gbps(h.facts), **counts,
+            "probes": {p: r.outcome for p, r in h.probes.items()},
         })
     return rows
 
 
-def finding_rows(fleet: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{k: f.get(k) for k in FINDING_COLUMNS} for f in fleet.get("findings") or [] if isinstance(f, dict)]
+def finding_rows(fleet: FleetResult) -> list[dict[str, Any]]:
+    rows = []
+    for f in fleet.findings:
+        d = f.to_dict()
+        row = {k: d.get(k) for k in FINDING_COLUMNS}
+        row["caused_by"] = f"{f.caused_by.id} {f.caused_by.subject}" if f.caused_by else None
+        rows.append(row)
+    return rows
 
 
 def run_rows(summaries: Iterable[Any]) -> list[dict[str, Any]]:
@@ -73,11 +81,12 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    # Control characters become "?"; line breaks stay (csv quotes the cell), but an importer that
+    # Control characters become "?"; line breaks stay, each as "\n", the one csv quotes (a bare CR
+    # or U+2028 left unquoted splits the record for one reader or another).  An importer that
     # splits lines, or a spreadsheet cell's later line, would start a formula at any of them: each
     # line is guarded, not only the first.
-    lines = _BREAK.split(display_safe(str(value)))
-    return "".join("'" + part if i % 2 == 0 and _formula(part) else part for i, part in enumerate(lines))
+    lines = _BREAK.split(display_safe(str(value)).replace("\r\n", "\n"))
+    return "".join(("'" + part if _formula(part) else part) if i % 2 == 0 else "\n" for i, part in enumerate(lines))
 
 
 _BREAK = re.compile("(" + LINE_BREAKS.pattern + ")")
@@ -112,11 +121,11 @@ def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str]
     cols = list(columns or (rows[0].keys() if rows else []))
     data = [{c: r.get(c) for c in cols} for r in rows]
     if fmt == "json":
-        return json.dumps(data, indent=2, default=str) + "\n"
+        return jsontext.dumps(data, indent=2, default=str) + "\n"
     if fmt == "yaml":
         # YAML prints bidi overrides and zero-width characters as they are (it escapes only what it
         # calls unprintable): they become "?" like on the terminal
-        return yaml.safe_dump(_safe_tree(json.loads(json.dumps(data, default=str))), sort_keys=False,
+        return yaml.safe_dump(_safe_tree(json.loads(jsontext.dumps(data, default=str))), sort_keys=False,
                               allow_unicode=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -126,9 +135,9 @@ def render_rows(rows: Sequence[dict[str, Any]], fmt: str, columns: Sequence[str]
     return buf.getvalue()
 
 
-def render_hosts(fleet: dict[str, Any], fmt: str) -> str:
+def render_hosts(fleet: FleetResult, fmt: str) -> str:
     return render_rows(host_rows(fleet), fmt, HOST_COLUMNS)
 
 
-def render_findings(fleet: dict[str, Any], fmt: str) -> str:
+def render_findings(fleet: FleetResult, fmt: str) -> str:
     return render_rows(finding_rows(fleet), fmt, FINDING_COLUMNS)

@@ -1,5 +1,5 @@
 """The HTML fleet report: fleet.json in, one self-contained HTML page out."""
 
-from orchestrator.present.report.render import ReportError, load_fleet, render_report, write_report
+from orchestrator.present.report.render import ReportError, render_report, write_report
 
-__all__ = ["ReportError", "load_fleet", "render_report", "write_report"]
+__all__ = ["ReportError", "render_report", "write_report"]

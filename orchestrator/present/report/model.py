@@ -1,29 +1,33 @@
-"""fleet.json -> the report's view model.
+"""The judged fleet -> the report's view model.
 
-This is the only module that knows the shapes of the facts sections (facts["host"], ["gpus"],
-["nvlink"], ["topology"], ["pcie"], ["p2p"]); templates and the SVG code see only the dataclasses
-below.  When a section's shape changes, the reader for that section here is the one edit.
+This is the only module of the report that knows the shapes of the facts sections (facts["host"],
+["gpus"], ["nvlink"], ["topology"], ["pcie"], ["p2p"]); templates and the SVG code see only the
+dataclasses below.  When a section's shape changes, the reader for that section here is the one edit.
 
-Every reader is defensive: fleet.json comes from stored runs that may be partial or from older
-schema versions, and a report must render whatever is there rather than crash on it.
+It decides nothing: each host's health and faults, the floor a P2P pair was judged against, which
+PCIe link is a fault and which uplink a check flagged all come from the verdict (verdict/result.py,
+verdict/drawing.py); drift comes as verdict/drift.py computed it.  Every facts reader is defensive:
+facts come from stored runs that may be partial or old, and a report must render whatever is there.
 """
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any, cast
 
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
-from orchestrator.verdict.checks import p2p as p2p_check
-from orchestrator.verdict.drift import diff_fleets
-from orchestrator.verdict.findings import SEVERITY_ORDER, severity_rank
+from orchestrator.present.readable import readable
+from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.drawing import HostDrawing
+from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, severity_rank
+from orchestrator.verdict.health import HEALTH_ORDER
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 SEVERITIES = SEVERITY_ORDER
-# Worst first, as the fleet summary lists them.
-OUTCOME_ORDER = ("unreachable", "timeout", "invalid_output", "failed", "unsupported", "skipped", "ok")
 LEVELS = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
@@ -44,6 +48,9 @@ class FindingRow:
     actual: str
     hint: str
     anchor: str  # id of the host's section in the page, "" when the host has none
+    caused_by: str = ""  # "gpu.count.pci_vs_nvml 0000:ba:00.0": the root this finding follows from
+    caused_by_id: str = ""  # its id alone
+    consequences: int = 0  # findings that follow from this one
 
 
 @dataclass
@@ -148,6 +155,10 @@ class HostPage:
     anchor: str
     address: str
     groups: list[str]
+    health: str  # verdict/health.py: healthy, degraded, failed, unreachable, incomplete
+    health_reason: str
+    faults_fail: int
+    faults_warn: int
     outcome: str
     reason: str
     host_class: str
@@ -192,11 +203,16 @@ class Drift:
 class FleetView:
     run_id: str
     started: str
-    finished: str
+    finished: str  # when the run ended, or where it was stopped (state interrupted)
+    state: str  # complete, interrupted, ...
+    stopped: str  # an interrupted run: how far it got ("12 of 40 hosts finished, ...")
     playbook: str
     probes: list[str]
+    security_floor: str  # the floor file and its date, where the run judged the security floor
     host_count: int
-    outcomes: list[tuple[str, int]]
+    health: list[tuple[str, int]]  # hosts by health, worst first
+    faults: list[tuple[str, int]]  # faults (root findings) by severity
+    outcomes: list[tuple[str, int]]  # hosts by transport outcome, as engine/outcomes.py orders them
     severities: list[tuple[str, int]]
     classes: list[ClassView]
     unclassified: list[HostPage]
@@ -274,18 +290,18 @@ def anchor_for(prefix: str, name: str, seen: dict[str, int]) -> str:
     return base if n == 0 else f"{base}-{n}"
 
 
-def _link_text(link: dict[str, Any]) -> tuple[str, bool]:
-    """A PCIe link ({gen,width}_{current,max}, as both the gpus and pcie sections write it)."""
+def _link_text(link: dict[str, Any]) -> str:
+    """A PCIe link ({gen,width}_{current,max}, as both the gpus and pcie sections write it): what
+    it trained at, and its maximum where that is more.  Whether that is a fault is the verdict's
+    (HostDrawing.link_degraded): a GPU at rest runs its link slower."""
     gen, width = link.get("gen_current"), link.get("width_current")
     max_gen, max_width = link.get("gen_max"), link.get("width_max")
     if gen is None and width is None:
-        return "", False
+        return ""
     now = "Gen{} x{}".format(_str(gen) or "?", _str(width) or "?")
-    degraded = (isinstance(gen, int) and isinstance(max_gen, int) and gen < max_gen) or \
-               (isinstance(width, int) and isinstance(max_width, int) and width < max_width)
-    if degraded:
-        return f"{now} (max Gen{_str(max_gen)} x{_str(max_width)})", True
-    return now, False
+    below = (isinstance(gen, int) and isinstance(max_gen, int) and gen < max_gen) or \
+            (isinstance(width, int) and isinstance(max_width, int) and width < max_width)
+    return f"{now} (max Gen{_str(max_gen)} x{_str(max_width)})" if below else now
 
 
 def read_identity(facts: Facts) -> list[tuple[str, str]]:
@@ -345,11 +361,13 @@ def _pcie_devices(facts: Facts) -> dict[str, dict[str, Any]]:
             if isinstance(d, dict) and d.get("bdf")}
 
 
-def read_gpus(facts: Facts) -> list[GpuRow]:
+def read_gpus(facts: Facts, drawing: HostDrawing | None = None) -> list[GpuRow]:
     pci = _pcie_devices(facts)
+    drawing = drawing or HostDrawing()
     rows = []
     for g in _gpu_list(facts):
-        link, degraded = _link_text(_dict(g.get("pcie")))
+        link = _link_text(_dict(g.get("pcie")))
+        degraded = drawing.link_degraded(_str(g.get("bus_id")))
         mem = _num(g.get("memory_total_bytes"))
         mig = _dict(g.get("mig"))
         # NVML's numa_node is the GPU memory's node (C2C boxes only); the PCIe device's node is
@@ -463,14 +481,15 @@ def _label_key(label: str) -> tuple[str, int]:
 
 
 _KEEP = ("gpu", "nic", "nvswitch", "nvme")
-_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 
 
-def read_pcie(facts: Facts, flagged: set[str] | frozenset[str] = frozenset()) -> list[PcieNode]:
+def read_pcie(facts: Facts, drawing: HostDrawing | None = None) -> list[PcieNode]:
     """The PCIe tree for drawing.  A physical switch (its upstream port and all its internal and
     downstream ports) becomes one node; branches without a GPU, NIC, NVSwitch or NVMe are left
-    out.  Uplinks shared by GPUs and NICs are marked; `flagged` holds the bus ids that a
-    finding names (pcie.nic.shared_switch and the like), which turns the mark into a highlight."""
+    out.  Uplinks shared by GPUs and NICs are marked; those a check flagged (the drawing's
+    shared-uplink devices) are highlighted, and links red only where the verdict called them a fault."""
+    drawing = drawing or HostDrawing()
+    flagged = drawing.shared_uplink_devices
     section = _dict(facts.get("pcie"))
     devices = _pcie_devices(facts)
     if not devices:
@@ -481,7 +500,6 @@ def read_pcie(facts: Facts, flagged: set[str] | frozenset[str] = frozenset()) ->
     if not switch_ups:  # older data: an upstream port whose parent is not a switch port
         switch_ups = {b for b, d in devices.items() if "upstream_port" in (d.get("role"), d.get("port_type"))
                       and _dict(devices.get(_str(d.get("parent")).lower())).get("kind") != "switch_port"}
-    downgraded = {_str(_dict(d).get("bdf")).lower() for d in _list(section.get("downgraded"))}
 
     def shown(bus: str, d: dict[str, Any]) -> bool:
         return _str(d.get("kind")) != "switch_port" or bus in switch_ups
@@ -493,12 +511,12 @@ def read_pcie(facts: Facts, flagged: set[str] | frozenset[str] = frozenset()) ->
         kind = _str(d.get("kind")) or "other"
         if kind == "switch_port":
             kind = "switch"
-        link, degraded = _link_text(_dict(d.get("link")))
+        link = _link_text(_dict(d.get("link")))
         label = labels.get(bus) or {"root_port": "root port", "switch": "PCIe switch", "nvswitch": "NVSwitch",
                                     "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
         name = gpu_names.get(bus) or _str(d.get("model")) or \
             " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
-        nodes[bus] = PcieNode(bus, kind, label, name, link, degraded or bus in downgraded, False, "")
+        nodes[bus] = PcieNode(bus, kind, label, name, link, drawing.link_degraded(bus), False, "")
     roots = []
     for bus, node in nodes.items():
         # Climb past hidden switch ports to the nearest drawn ancestor.
@@ -526,18 +544,6 @@ def read_pcie(facts: Facts, flagged: set[str] | frozenset[str] = frozenset()) ->
         # own NIC under one switch, which is what GPUDirect RDMA wants): said, not painted.
         uplink.note = ("uplink shared: " if uplink.shared_uplink else "on this switch: ") + ", ".join(names)
     return roots
-
-
-def flagged_buses(findings: list[FindingRow]) -> set[str]:
-    """Bus ids named by a host's shared-uplink findings (pcie.nic.shared_switch and kin), from
-    subject, message, expected and actual.  Other PCIe findings (a downgraded link) name a GPU
-    too, but do not make its uplink a problem."""
-    out: set[str] = set()
-    for f in findings:
-        if f.id.startswith("pcie.") and ("shared" in f.id or "uplink" in f.id) and f.severity in ("fail", "warn"):
-            for text in (f.subject, f.message, f.expected, f.actual):
-                out.update(_BDF.findall(text.lower()))
-    return out
 
 
 def _descendants(node: PcieNode) -> list[PcieNode]:
@@ -579,28 +585,17 @@ def read_nccl(facts: Facts) -> NcclTable | None:
     return NcclTable(header=header, notes=notes, rows=rows)
 
 
-def read_p2p(facts: Facts, findings: list[FindingRow] | tuple[FindingRow, ...] = ()) -> P2pHeat | None:
+def read_p2p(facts: Facts, drawing: HostDrawing | None = None) -> P2pHeat | None:
     """facts["p2p"]: copy-engine GPU->GPU bandwidth (`matrices.ce_gbps`, rows and columns in
-    CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn)."""
+    CUDA ordinal order = `order`; the diagonal is the device-local copy, not drawn), each pair
+    against the floor p2p.bandwidth.low judged it by (the drawing's)."""
     section = _dict(facts.get("p2p"))
     measured = _list(_dict(section.get("matrices")).get("ce_gbps"))
     order = [_str(b).lower() for b in _list(section.get("order"))]
     n = len(order)
     if n == 0 or len(measured) != n:
         return None
-    # The floor of each pair is the one p2p.bandwidth.low judged it against (one function for both).
-    # A pair's bandwidth.low finding ("GPU3->GPU0 (0000:5d:00.0 -> 0000:18:00.0)") carries the
-    # floor the verdict used, an expectation included, which facts alone do not know; only that
-    # finding's expected value is a floor (slower_than_host's, for one, is a staging estimate).
-    floors = p2p_check.pair_floors(facts)
-    for f in findings:
-        buses = _BDF.findall(f.subject.lower())
-        try:
-            floor = float(f.expected)
-        except ValueError:
-            continue
-        if f.id == p2p_check.BANDWIDTH_LOW and len(buses) == 2:
-            floors[(buses[0], buses[1])] = floor
+    floors = (drawing or HostDrawing()).p2p_floors
     # The pair's own verification: the probe's per-pair flag and its mismatch records (any copy kind).
     corrupt = {(_str(m.get("src_bus_id")).lower(), _str(m.get("dst_bus_id")).lower())
                for m in map(_dict, _list(section.get("mismatches")))}
@@ -632,14 +627,16 @@ def read_p2p(facts: Facts, findings: list[FindingRow] | tuple[FindingRow, ...] =
 # Fleet-level assembly
 
 
-def finding_row(f: dict[str, Any], classes: dict[str, str], anchors: dict[str, str]) -> FindingRow:
-    host = _str(f.get("host"))
-    sev = _str(f.get("severity")).lower()
+def finding_row(f: Finding, classes: dict[str, str], anchors: dict[str, str]) -> FindingRow:
     return FindingRow(
-        id=_str(f.get("id")), severity=sev if sev in SEVERITIES else "info", kind=_str(f.get("kind")),
-        host=host, host_class=classes.get(host, ""), subject=_str(f.get("subject")), message=_str(f.get("message")),
-        expected=_str(f.get("expected")), actual=_str(f.get("actual")), hint=_str(f.get("hint")),
-        anchor=anchors.get(host, ""))
+        id=_str(f.id), severity=f.severity.value, kind=f.kind.value, host=_str(f.host),
+        host_class=classes.get(f.host, ""), subject=_str(f.subject), message=_str(f.message),
+        expected="" if f.expected is None else visible(readable(f.expected)),
+        actual="" if f.actual is None else visible(readable(f.actual)), hint=_str(f.hint),
+        anchor=anchors.get(f.host, ""),
+        caused_by=visible(f"{f.caused_by.id} {f.caused_by.subject}") if f.caused_by else "",
+        caused_by_id=visible(f.caused_by.id) if f.caused_by else "",
+        consequences=len(f.consequences))
 
 
 @dataclass
@@ -668,61 +665,72 @@ def hint_groups(findings: Sequence[FindingRow]) -> list[HintGroup]:
     return sorted(groups.values(), key=lambda g: (-severity_rank(g.severity), g.id))
 
 
-def _severity_rank(sev: str) -> int:
-    return severity_rank(sev)
+def _stopped_text(fleet: FleetResult) -> str:
+    st = fleet.run.stopped or {}
+    if not fleet.run.interrupted:
+        return ""
+    done, cut, never = st.get("finished", 0), st.get("cut", 0), st.get("never", 0)
+    return (f"{done} of {done + cut + never} hosts finished, {cut} cut off part-way, {never} never started"
+            if st else "stopped before every host finished")
 
 
-def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
-                     max_pictures: int = 100) -> FleetView:
-    """The whole report's data.  Hosts with a fail/warn finding, a non-ok outcome, or that are
-    their class's representative get a detailed section with pictures (at most `max_pictures`,
-    worst first); every other host is one row in its class's member table."""
-    if not isinstance(fleet, dict):
-        raise ValueError(f"fleet.json must be a JSON object, got {type(fleet).__name__}")
-    run = _dict(fleet.get("run"))
-    records = _records(fleet.get("hosts"))
-    # Two passes over the records, holding one at a time (a stored 10,000-host fleet.json is read
+def _floor_text(fleet: FleetResult) -> str:
+    """The security floor the run judged against and its date, with its age at the run, so an old
+    floor file is seen (run.json's security_floor; "" where the run did not judge it)."""
+    floor = fleet.run.security_floor
+    if not isinstance(floor, dict) or not isinstance(floor.get("date"), str):
+        return ""
+    where = "shipped" if floor.get("file") == "shipped" else visible(str(floor.get("file")))
+    text = f"security floor {where} of {visible(floor['date'])}"
+    try:
+        started = datetime.fromisoformat(str(fleet.run.started).replace("Z", "+00:00")).date()
+        age = (started - date.fromisoformat(floor["date"])).days
+    except ValueError:
+        return text
+    return text + (f" ({age} days before this run)" if age >= 0 else "")
+
+
+def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pictures: int = 100) -> FleetView:
+    """The whole report's data.  Hosts that are not healthy, or that are their class's
+    representative, get a detailed section with pictures (at most `max_pictures`, worst health
+    first); every other host is one row in its class's member table."""
+    # Two passes over the hosts, holding one at a time (a stored 10,000-host fleet.json is read
     # host by host through its index: holding every record was gigabytes): this pass keeps each
-    # host's name, class and outcome, the second builds its page once `detailed` is known.
-    hosts_raw = [(_str(h.get("name")), _str(h.get("class")), _str(h.get("outcome")))
-                 for h in records if isinstance(h, dict)]
-    classes_raw = [c for c in _list(fleet.get("classes")) if isinstance(c, dict)]
-    findings_raw = [f for f in _list(fleet.get("findings")) if isinstance(f, dict)]
-
+    # host's name, class and health, the second builds its page once `detailed` is known.
+    hosts_raw = [(h.name, visible(h.topology_class or ""), h.health.state.value) for h in fleet.hosts.with_facts(())]
     seen: dict[str, int] = {}
     anchors = {name: anchor_for("host", name, seen) for name, _, _ in hosts_raw}
     host_class = {name: cls for name, cls, _ in hosts_raw}
+    health_of = {name: health for name, _, health in hosts_raw}
     outlier_diffs: dict[str, list[str]] = {}
     outliers: list[tuple[str, str, list[str]]] = []
-    for c in classes_raw:
-        for o in _list(c.get("outliers")):
-            if isinstance(o, dict):
-                diffs = [_str(d) for d in _list(o.get("differences"))]
-                outlier_diffs[_str(o.get("host"))] = diffs
-                outliers.append((_str(o.get("host")), _str(c.get("name")), diffs))
+    for c in fleet.classes:
+        for o in c.outliers:
+            diffs = [visible(d) for d in o.differences]
+            outlier_diffs[o.host] = diffs
+            outliers.append((visible(o.host), visible(c.name), diffs))
 
-    findings = [finding_row(f, host_class, anchors) for f in findings_raw]
-    findings.sort(key=lambda r: (-_severity_rank(r.severity), r.host, r.id, r.subject))
+    rows = [(f.host, finding_row(f, host_class, anchors)) for f in fleet.findings]  # keyed by the host's own name
+    rows.sort(key=lambda kv: (-severity_rank(kv[1].severity), kv[1].host, kv[1].id, kv[1].subject))
+    findings = [r for _, r in rows]
     by_host: dict[str, list[FindingRow]] = {}
-    for r in findings:
-        by_host.setdefault(r.host, []).append(r)
-
-    # Representative: the first member without fail/warn findings and with an ok outcome.
-    status = {name: outcome for name, _, outcome in hosts_raw}
+    for host, r in rows:
+        by_host.setdefault(host, []).append(r)
 
     def troubled(name: str) -> bool:
-        return status.get(name, "ok") != "ok" or any(r.severity in ("fail", "warn") for r in by_host.get(name, []))
+        return health_of.get(name, "healthy") != "healthy"
 
+    # Representative: the first healthy member that is no outlier.
     representatives: dict[str, str] = {}
-    for c in classes_raw:
-        members = [_str(m) for m in _list(c.get("members"))]
+    for c in fleet.classes:
+        members = list(c.members)
         clean = [m for m in members if not troubled(m) and m not in outlier_diffs]
         if members:
-            representatives[_str(c.get("name"))] = (clean or members)[0]
+            representatives[c.name] = (clean or members)[0]
 
-    # Pictures budget, worst hosts first.
+    # Pictures budget, worst health first.
     wants = sorted((name for name, _, _ in hosts_raw if troubled(name)),
-                   key=lambda name: (-max([_severity_rank(r.severity) for r in by_host.get(name, [])] or [-1]), name))
+                   key=lambda name: (HEALTH_ORDER.index(health_of[name]), name))
     detailed = set(representatives.values())
     capped = 0
     for name in wants:
@@ -734,64 +742,56 @@ def build_fleet_view(fleet: dict[str, Any], previous: dict[str, Any] | None = No
             capped += 1
 
     pages: dict[str, HostPage] = {}
-    for h in records:
-        if not isinstance(h, dict):
-            continue
-        name = _str(h.get("name"))
-        pages[name] = _host_page(h, anchors[name], by_host.get(name, []), outlier_diffs.get(name),
-                                 name in detailed, name in representatives.values())
+    for h in fleet.hosts:
+        pages[h.name] = _host_page(h, fleet, anchors[h.name], by_host.get(h.name, []), outlier_diffs.get(h.name),
+                                   h.name in detailed, h.name in representatives.values())
 
     class_views = []
     classified: set[str] = set()
-    for c in classes_raw:
-        cname = _str(c.get("name"))
-        members = [_str(m) for m in _list(c.get("members"))]
-        hosts = [pages[m] for m in members if m in pages]
-        hosts.sort(key=lambda p: (not p.detailed, -_severity_rank(p.worst), p.name))
-        classified.update(members)
+    for c in fleet.classes:
+        hosts = [pages[m] for m in c.members if m in pages]
+        hosts.sort(key=lambda p: (not p.detailed, HEALTH_ORDER.index(p.health) if p.health in HEALTH_ORDER else 0,
+                                  p.name))
+        classified.update(c.members)
         class_views.append(ClassView(
-            name=cname, anchor=anchor_for("class", cname, seen), fingerprint=_str(c.get("fingerprint")),
-            members=len(members),
-            outliers=[(_str(o.get("host")), [_str(d) for d in _list(o.get("differences"))])
-                      for o in _list(c.get("outliers")) if isinstance(o, dict)],
-            representative=representatives.get(cname, ""), hosts=hosts))
+            name=visible(c.name), anchor=anchor_for("class", c.name, seen), fingerprint=visible(c.fingerprint),
+            members=len(c.members),
+            outliers=[(visible(o.host), [visible(d) for d in o.differences]) for o in c.outliers],
+            representative=visible(representatives.get(c.name, "")), hosts=hosts))
     unclassified = [p for n, p in pages.items() if n not in classified]
 
-    summary = _dict(fleet.get("summary"))
-    outcome_counts: dict[str, int] = {}
-    for _, _, outcome in hosts_raw:
-        o = outcome or "unknown"
-        outcome_counts[o] = outcome_counts.get(o, 0) + 1
-    sev_counts = {s: 0 for s in SEVERITIES}
-    for r in findings:
-        sev_counts[r.severity] += 1
+    summary = fleet.summary
+    outcome_order = [o.value for o in reversed(list(Outcome))]  # worst first
     return FleetView(
-        run_id=_str(run.get("id")), started=_str(run.get("started")), finished=_str(run.get("finished")),
-        playbook=_str(run.get("playbook")), probes=[_str(p) for p in _list(run.get("probes"))],
-        host_count=summary["hosts"] if isinstance(summary.get("hosts"), int) else len(hosts_raw),
-        outcomes=sorted(outcome_counts.items(),
-                        key=lambda kv: OUTCOME_ORDER.index(kv[0]) if kv[0] in OUTCOME_ORDER else -1),
-        severities=[(s, sev_counts[s]) for s in SEVERITIES],
+        run_id=_str(fleet.run.id), started=_str(fleet.run.started), finished=_str(fleet.run.finished),
+        state=fleet.run.state, stopped=_stopped_text(fleet),
+        playbook=_str(fleet.run.playbook_name), probes=[_str(p) for p in fleet.run.probes or []],
+        security_floor=_floor_text(fleet), host_count=summary.hosts,
+        health=[(h, n) for h, n in fleet.health_counts.items() if n],
+        faults=[(sev, int(summary.faults.get(sev, 0))) for sev in SEVERITIES],
+        outcomes=[(o, int(summary.outcomes[o])) for o in outcome_order if summary.outcomes.get(o)],
+        severities=[(s, int(summary.findings.get(s, 0))) for s in SEVERITIES],
         classes=class_views, unclassified=unclassified, outliers=outliers, findings=findings,
-        drift=build_drift(fleet, previous, host_class, anchors) if previous is not None else None,
+        drift=build_drift(drift, host_class, anchors) if drift is not None else None,
         pictures_capped=capped)
 
 
-def _host_page(h: dict[str, Any], anchor: str, findings: list[FindingRow], outlier: list[str] | None,
-               detailed: bool, representative: bool) -> HostPage:
-    facts = _dict(h.get("facts"))
-    probes = [(_str(p), _str(_dict(v).get("outcome")), _str(_dict(v).get("reason")))
-              for p, v in sorted(_dict(h.get("probes")).items())]
-    worst = max((r.severity for r in findings), key=_severity_rank, default="")
+def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[FindingRow],
+               outlier: list[str] | None, detailed: bool, representative: bool) -> HostPage:
+    facts = h.facts
+    probes = [(_str(p), _str(run.outcome), _str(run.reason)) for p, run in sorted(h.probes.items())]
+    worst = max((r.severity for r in findings), key=severity_rank, default="")
+    drawing = fleet.drawing(h) if detailed else HostDrawing()
     return HostPage(
-        name=_str(h.get("name")), anchor=anchor, address=_str(h.get("address")),
-        groups=[_str(g) for g in _list(h.get("groups"))], outcome=_str(h.get("outcome")), reason=_str(h.get("reason")),
-        host_class=_str(h.get("class")), is_outlier=outlier is not None, outlier_differences=outlier or [],
+        name=_str(h.name), anchor=anchor, address=_str(h.address), groups=[_str(g) for g in h.groups],
+        health=h.health.state.value, health_reason=_str(h.health.reason), faults_fail=h.health.fail,
+        faults_warn=h.health.warn, outcome=_str(h.outcome), reason=_str(h.reason),
+        host_class=_str(h.topology_class), is_outlier=outlier is not None, outlier_differences=outlier or [],
         identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
-        gpus=_drawn(read_gpus, [], facts), levels=_drawn(read_levels, None, facts) if detailed else None,
+        gpus=_drawn(read_gpus, [], facts, drawing), levels=_drawn(read_levels, None, facts) if detailed else None,
         nvlink=_drawn(read_nvlink, None, facts) if detailed else None,
-        pcie=_drawn(read_pcie, [], facts, flagged_buses(findings)) if detailed else [],
-        p2p=_drawn(read_p2p, None, facts, findings) if detailed else None, nccl=_drawn(read_nccl, None, facts),
+        pcie=_drawn(read_pcie, [], facts, drawing) if detailed else [],
+        p2p=_drawn(read_p2p, None, facts, drawing) if detailed else None, nccl=_drawn(read_nccl, None, facts),
         detailed=detailed,
         representative=representative)
 
@@ -805,24 +805,14 @@ def _drawn(read: Callable[..., Any], empty: Any, *args: Any) -> Any:
         return empty
 
 
-def build_drift(fleet: dict[str, Any], previous: dict[str, Any], host_class: dict[str, str],
-                anchors: dict[str, str]) -> Drift:
-    """What changed since `previous`, as `probe diff` computes it (orchestrator.verdict.drift), with the
-    new and resolved findings as full rows for the tables."""
-    prev = previous if isinstance(previous, dict) else {}
-    d = diff_fleets(prev, fleet)
+def build_drift(d: FleetDiff, host_class: dict[str, str], anchors: dict[str, str]) -> Drift:
+    """What changed since the baseline, as drift decided it (verdict/drift.py), with the new and
+    resolved findings as full rows for the tables."""
     changes = [(c.host or "(run)", c.kind, c.message) for c in [*d.run_changes, *d.changes]
                if not c.kind.startswith("finding.")]
-
-    def keyed(fs: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
-        return {(_str(f.get("id")), _str(f.get("host")), _str(f.get("subject"))): f
-                for f in _list(fs) if isinstance(f, dict)}
-
-    now_f, old_f = keyed(fleet.get("findings")), keyed(prev.get("findings"))
-    old_classes = {_str(h.get("name")): _str(h.get("class")) for h in _records(prev.get("hosts")) if isinstance(h, dict)}
     return Drift(
-        previous_run=_str(_dict(prev.get("run")).get("id")),
-        added_hosts=sorted(d.not_in_old), removed_hosts=sorted(d.not_in_new), changes=changes,
+        previous_run=_str(d.old_run), added_hosts=sorted(d.not_in_old), removed_hosts=sorted(d.not_in_new),
+        changes=changes,
         # new and resolved as drift judged them: only where both runs' checks judged the host
-        new_findings=[finding_row(now_f[k], host_class, anchors) for k in d.new_findings if k in now_f],
-        resolved_findings=[finding_row(old_f[k], old_classes, {}) for k in d.resolved_findings if k in old_f])
+        new_findings=[finding_row(f, host_class, anchors) for f in d.new],
+        resolved_findings=[finding_row(f, {h: visible(c) for h, c in d.old_classes.items()}, {}) for f in d.resolved])

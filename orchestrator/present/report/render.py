@@ -1,7 +1,7 @@
-"""Render fleet.json as one self-contained HTML page.
+"""Render a judged fleet as one self-contained HTML page.
 
-`render_report(fleet, previous)` is pure (dict in, str out); `write_report` adds the atomic file
-write and `load_fleet` the reading with one-line errors, for `probe report` and `probe run --html`.
+`render_report(fleet, drift)` is pure (the verdict's FleetResult and drift in, str out);
+`write_report` adds the atomic file write, for `probe report` and `probe run --html`.
 
 Safety: Jinja2 autoescaping is on for every template, host data is never marked safe.  The only
 strings inserted as Markup are our stylesheet, our script and the SVG from `svg.py` (which
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import re
 from functools import lru_cache
@@ -27,8 +26,10 @@ from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.report import svg
 from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, hint_groups, level_class
 from orchestrator.store import atomic
-from orchestrator.store.compact import decode_fleet
-from orchestrator.verdict.findings import SEVERITY_ORDER, Severity, severity_rank
+from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.findings import SEVERITY_ORDER, severity_rank
+from orchestrator.verdict.health import HEALTH_ORDER
+from orchestrator.verdict.result import FleetResult
 
 TEMPLATES = Path(__file__).with_name("templates")
 IDENTITY_KEYS = ("Board", "BIOS", "Driver")
@@ -41,18 +42,21 @@ class ReportError(Exception):
     """A report could not be produced; the message is one line a person can act on."""
 
 
-# after : _ / , > - ; after a dot only before two more letters or digits ("00.0" stays whole)
-_AFTER_SEPARATOR = re.compile(r"(?<=[:_/,>-])|(?<=\.)(?=[0-9A-Za-z]{2})")
-_BUS_ID = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])")  # never broken
+# after : _ / , and - (not the - of an arrow "->"); after a dot only before two more letters or
+# digits ("00.0" stays whole)
+_AFTER_SEPARATOR = re.compile(r"(?<=[:_/,])|(?<=-)(?!>)|(?<=\.)(?=[0-9A-Za-z]{2})")
+# never broken: a PCI bus id, and a pair with its arrow ("GPU0->GPU1", "GPU3<->GPU5", "GPU0→GPU1")
+_WHOLE = re.compile(r"([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
+                    r"|[\w?]+\s?(?:<->|->|<-|→|←|↔)\s?[\w?]+)")
 
 
 def breakable(value: Any) -> Markup:
     """Text (escaped) with a line-break opportunity after each separator of ids, class and host
-    names (`.`, `:`, `_`, `/`, `,`, `>`, `-`), PCI bus ids kept whole, so a narrow column wraps
-    there and never in the middle of "0000:3a:00.0" or "bandwidth" (the cells' CSS breaks a word
-    only when it cannot fit a line of its own)."""
+    names (`.`, `:`, `_`, `/`, `,`, `-`), PCI bus ids and GPU pairs with their arrow kept whole, so
+    a narrow column wraps there and never in the middle of "0000:3a:00.0", "GPU0->GPU1" or
+    "bandwidth" (the cells' CSS breaks a word only when it cannot fit a line of its own)."""
     out: list[Markup] = []
-    for i, piece in enumerate(_BUS_ID.split(str(value))):
+    for i, piece in enumerate(_WHOLE.split(str(value))):
         if i % 2:
             out.append(escape(piece))
         else:
@@ -100,18 +104,17 @@ def _pictures(page: HostPage) -> dict[str, Markup]:
 
 
 def _broken(view: FleetView) -> list[HostPage]:
-    """Hosts with a fail/warn finding or an outcome other than ok, worst first."""
+    """Hosts that are not healthy, worst health first (the verdict's health)."""
     pages = [h for c in view.classes for h in c.hosts] + view.unclassified
-    broken = [h for h in pages if severity_rank(h.worst) >= Severity.WARN.rank or h.outcome not in ("ok", "")]
-    return sorted(broken, key=lambda h: (-max(severity_rank(h.worst), Severity.INFO.rank), h.name))
+    broken = [h for h in pages if h.health != "healthy"]
+    return sorted(broken, key=lambda h: (HEALTH_ORDER.index(h.health) if h.health in HEALTH_ORDER else 0, h.name))
 
 
-def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
-                  max_pictures: int = MAX_PICTURES) -> str:
-    """The HTML report for one fleet.json (and drift against `previous`, another fleet.json)."""
+def render_report(fleet: FleetResult, drift: FleetDiff | None = None, max_pictures: int = MAX_PICTURES) -> str:
+    """The HTML report of a judged fleet (and its drift since a baseline, as the verdict computed it)."""
     from orchestrator import __version__
 
-    view = build_fleet_view(fleet, previous, max_pictures=max_pictures)
+    view = build_fleet_view(fleet, drift, max_pictures=max_pictures)
     pages = [h for c in view.classes for h in c.hosts] + view.unclassified
     css, js = _static()
     csp = "; ".join([
@@ -123,28 +126,8 @@ def render_report(fleet: dict[str, Any], previous: dict[str, Any] | None = None,
         broken=_broken(view), rank={s: severity_rank(s) for s in SEVERITY_ORDER}, identity_keys=IDENTITY_KEYS)
 
 
-def load_fleet(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a fleet.json, or the fleet.json inside a run directory."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "fleet.json"
-    try:
-        data = decode_fleet(json.loads(p.read_text(encoding="utf-8")))  # either schema (store/compact.py)
-    except FileNotFoundError:
-        raise ReportError(f"{p}: no such file; give a run directory or its fleet.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{p}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{p}: not valid JSON (line {exc.lineno}): {exc.msg}") from None
-    except ValueError as exc:  # a schema-2 record that does not decode
-        raise ReportError(f"{p}: not a fleet.json ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("hosts"), list):
-        raise ReportError(f"{p}: not a fleet.json (expected an object with a 'hosts' list)")
-    return data
-
-
-def write_report(fleet: dict[str, Any], out: str | os.PathLike[str], previous: dict[str, Any] | None = None,
+def write_report(fleet: FleetResult, out: str | os.PathLike[str], drift: FleetDiff | None = None,
                  max_pictures: int = MAX_PICTURES) -> Path:
     """Render and write atomically (temp file + rename), so a reader never sees half a page."""
-    html = render_report(fleet, previous, max_pictures=max_pictures)
-    return atomic.write_text(Path(out), html)
+    html = render_report(fleet, drift, max_pictures=max_pictures)
+    return atomic.write_output(Path(out), html)

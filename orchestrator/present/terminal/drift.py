@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.present.terminal.text import clean
-from orchestrator.verdict.drift import FleetDiff
+from orchestrator.verdict.changes import FleetDiff
 
 
 def _clean(s: Any) -> str:

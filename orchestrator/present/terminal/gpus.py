@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from tabulate import tabulate
 
@@ -58,19 +58,23 @@ def _health(g: GpuRecord) -> str:
     return ", ".join(notes) or "ok"
 
 
+# How a GPU's NVLink record is matched to it: text imports may lack bus ids, then the UUID, the index.
+_GPU_KEYS: Final = ("bus_id", "uuid", "index")
+
+
 def render_gpu_table(host: str, gpus: GpusFacts | None, nvlink: NvlinkFacts | None = None,
                      width: int | None = None) -> str:
     if not gpus:
         return f"{clean(host)}: no NVML data"
     links: dict[tuple[str, Any], NvlinkGpu] = {}
     for lg in (nvlink.get("gpus") if nvlink else None) or []:
-        for key in ("bus_id", "uuid", "index"):  # text imports may lack bus ids: then the UUID, the index
+        for key in _GPU_KEYS:
             if lg.get(key) is not None:
                 links.setdefault((key, lg[key]), lg)
     rows = []
     for g in gpus.get("list") or []:
-        lk: NvlinkGpu | None = next((links[(k, g[k])] for k in ("bus_id", "uuid", "index")
-                                     if g.get(k) is not None and (k, g[k]) in links), None)
+        keys = [(k, g.get(k)) for k in _GPU_KEYS]
+        lk = next((links[key] for key in keys if key[1] is not None and key in links), None)
         if not lk or lk.get("links_total") is None:
             nvl = "?"
         else:

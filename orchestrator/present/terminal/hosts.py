@@ -1,15 +1,16 @@
-"""The per-host summary table and Ansible-style recap line."""
+"""The per-host summary table and the RECAP line: health first, as the verdict decided it."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from typing import Any, cast
+from typing import cast
 
-from orchestrator.facts.model import HostFacts, HostRecord
+from orchestrator.facts.model import Facts, HostFacts
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table, wrap
-from orchestrator.store.spool import records_with
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 # Host-controlled text is cleaned and bounded (a hostile host must not flood the terminal); the
 # table then fits it to the terminal by wrapping, never by cutting.
@@ -22,8 +23,8 @@ def _board(host: HostFacts) -> str:
     return " ".join(clean(p, _CELL) for p in parts if isinstance(p, str)) or "-"
 
 
-def _gpus(rec: HostRecord) -> str:
-    g = rec["facts"].get("gpus")
+def _gpus(facts: Facts) -> str:
+    g = facts.get("gpus")
     if not g:
         return "-"
     gpus = g.get("list") or []
@@ -38,38 +39,92 @@ def _gpus(rec: HostRecord) -> str:
     return text
 
 
-def hosts_table(fleet: dict[str, Any], width: int | None = None) -> str:
-    """One row per host.  The reason of a host that is not ok is never cut: without a width (not
-    a terminal) it follows the outcome in the host's row, so `grep HOST` shows why on one line;
-    with a width it goes beneath the table, whole and wrapped, so a column never cuts off its
-    advice ("is sshd running there?")."""
+# A class name is made of parts joined by these; a narrow column wraps it after one of them only.
+_CLASS_SEPARATOR = re.compile(r"(?<=[-+/@~])")
+
+
+def class_cell(text: str, width: int | None) -> str:
+    """A topology class name, on lines of at most `width` characters broken only after a
+    separator (`8xH100-SXM-NV18-` / `8NIC-PIX`), never inside a part."""
+    if width is None or len(text) <= width:
+        return text
+    lines, line = [], ""
+    for part in _CLASS_SEPARATOR.split(text):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line])
+
+
+HEADERS = ["host", "health", "fail", "warn", "outcome", "os", "kernel", "board", "driver", "gpus", "class", "time"]
+
+
+def _row(h: JudgedHost) -> list[str]:
+    host = cast(HostFacts, h.facts.get("host") or {})  # every read below is a .get
+    return [
+        clean(h.name, _CELL),
+        h.health.state.value,
+        str(h.health.fail),
+        str(h.health.warn),
+        h.outcome,
+        clean(host.get("os"), _CELL),
+        clean(host.get("kernel"), _CELL),
+        _board(host),
+        clean((host.get("driver") or {}).get("version")),
+        _gpus(h.facts),
+        clean(h.topology_class),
+        f"{h.duration_s:.1f}s",
+    ]
+
+
+def hosts_table(fleet: FleetResult, width: int | None = None) -> str:
+    """One row per host, health and its fault counts first, the transport outcome beside them.
+
+    Without a width (not a terminal) each host is one line and its reason (why it is not healthy,
+    or what its transport said) is the line's last column, so `grep HOST` shows why and no row is
+    padded to another's reason.  With a width the transport's reasons go beneath the table, whole
+    and wrapped, so a column never cuts off their advice ("is sshd running there?"); the faults
+    follow in the hosts view."""
     rows, reasons = [], []
-    for rec in records_with(fleet["hosts"], ("host", "gpus")):
-        h = cast(HostFacts, rec["facts"].get("host") or {})  # every read below is a .get
-        dur = sum(p.get("duration_s") or 0 for p in rec["probes"].values())
-        rows.append([
-            clean(rec["name"], _CELL),
-            rec["outcome"] + (f": {clean(rec['reason'], 1000)}" if width is None and rec["outcome"] != "ok"
-                              and rec.get("reason") else ""),
-            clean(h.get("os"), _CELL),
-            clean(h.get("kernel"), _CELL),
-            _board(h),
-            clean((h.get("driver") or {}).get("version")),
-            _gpus(rec),
-            clean(rec.get("class")),
-            f"{dur:.1f}s",
-        ])
-        if width is not None and rec["outcome"] != "ok" and rec.get("reason"):
-            reasons.append(wrap(clean(rec["reason"], 1000), width, f"  {clean(rec['name'], _CELL)} ({rec['outcome']}): "))
-    table = fit_table(rows, ["host", "outcome", "os", "kernel", "board", "driver", "gpus", "class", "time"], width,
-                      droppable=("kernel", "os", "time", "driver", "board"), fixed=("host", "outcome"))
+    for h in fleet.hosts.with_facts(("host", "gpus")):
+        row = _row(h)
+        if width is None:
+            row.append(clean(_reason(h), 1000))
+        elif h.outcome != "ok" and h.reason:  # faults are listed by host beneath; the transport's why here
+            reasons.append(wrap(clean(h.reason, 1000), width, f"  {clean(h.name, _CELL)} ({h.outcome}): "))
+        rows.append(row)
+    if width is None:
+        table = fit_table(rows, [*HEADERS, "why"], None)
+        return "\n".join(line.rstrip() for line in table.splitlines())
+    table = fit_table(rows, HEADERS, width, droppable=("kernel", "os", "time", "driver", "board", "outcome"),
+                      fixed=("host", "health", "fail", "warn"), drop_before_wrap=True, wrappers={"class": class_cell})
     return table + ("\n" + "\n".join(reasons) if reasons else "")
 
 
-def recap(fleet: dict[str, Any], width: int | None = None) -> str:
-    s = fleet["summary"]
-    o = s["outcomes"]
-    f = s["findings"]
-    parts = [f"{k}={v}" for k, v in o.items() if v or k in ("ok", "failed", "unreachable", "timeout")]
-    return wrap(f"RECAP hosts={s['hosts']} " + " ".join(parts)
-                + f" | findings fail={f.get('fail', 0)} warn={f.get('warn', 0)} info={f.get('info', 0)}", width, "", "  ")
+def _reason(h: JudgedHost) -> str:
+    """Why the host is not healthy: what its transport said where that is the trouble (the
+    interpreter missing, garbage on stdout), else its faults; a healthy host whose probe the
+    platform cannot run says that."""
+    if h.outcome != "ok" and h.reason and (h.outcome_is_problem or not h.health.reason):
+        return f"{h.outcome}: {h.reason}"
+    return h.health.reason
+
+
+def health_summary(fleet: FleetResult) -> str:
+    """`40 hosts: 12 failed, 1 unreachable, 8 degraded, 19 healthy`: hosts by health, worst first."""
+    counts = ", ".join(f"{n} {state}" for state, n in fleet.health_counts.items() if n)
+    return f"{fleet.summary.hosts} host(s): {counts or 'none'}"
+
+
+def recap(fleet: FleetResult, width: int | None = None) -> str:
+    """`RECAP hosts=40 failed=12 degraded=8 unreachable=1 healthy=19 | faults fail=12 ...`: hosts
+    by health (they add up to the hosts), faults by root, every finding, the transport outcomes."""
+    s = fleet.summary
+    health = [f"{k}={v}" for k, v in fleet.health_counts.items() if v or k in ("failed", "healthy")]
+    outcomes = [f"{k}={v}" for k, v in s.outcomes.items() if v]
+    faults = " ".join(f"{k}={s.faults.get(k, 0)}" for k in ("fail", "warn", "info"))
+    findings = " ".join(f"{k}={s.findings.get(k, 0)}" for k in ("fail", "warn", "info"))
+    text = (f"RECAP hosts={s.hosts} " + " ".join(health) + f" | faults {faults} | findings {findings}"
+            + " | transport " + (" ".join(outcomes) or "-"))
+    return wrap(text, width, "", "  ")

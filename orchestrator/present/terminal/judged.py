@@ -6,19 +6,18 @@ not in this run"), not 13 ids x 25 hosts.  The states come from verdict/coverage
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import wrap
-from orchestrator.verdict.checks import FINDING_IDS
-from orchestrator.verdict.coverage import NOT_JUDGED, fleet_check_states
+from orchestrator.verdict.coverage import NOT_JUDGED
+from orchestrator.verdict.result import FleetResult
 
 _SHOWN_IDS = 4  # ids named per line; the rest are counted
 _SHOWN_HOSTS = 3
 
 
-def _ids_text(ids: Iterable[str]) -> str:
+def _ids_text(ids: Iterable[str], catalog: Sequence[str]) -> str:
     """ids, three or more of one family written as `family.*` (with how many of the catalog's)."""
     ids = sorted(set(ids))
     families: dict[str, list[str]] = {}
@@ -29,7 +28,7 @@ def _ids_text(ids: Iterable[str]) -> str:
         if len(members) < 3:
             parts.extend(members)
             continue
-        total = sum(1 for i in FINDING_IDS if i.split(".", 1)[0] == family)
+        total = sum(1 for i in catalog if i.split(".", 1)[0] == family)
         parts.append(f"{family}.*" + (f" ({len(members)} of {total})" if len(members) < total else ""))
     more = len(parts) - _SHOWN_IDS
     return ", ".join(parts[:_SHOWN_IDS]) + (f" (+{more} more)" if more > 0 else "")
@@ -41,26 +40,27 @@ def _hosts_text(hosts: list[str]) -> str:
     return f"{len(hosts)} hosts"
 
 
-def not_judged_lines(fleet: Mapping[str, Any]) -> list[str]:
+def not_judged_lines(fleet: FleetResult) -> list[str]:
     """One line per reason: which ids on which hosts were not judged, and why."""
     groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     by_reason: dict[str, dict[str, list[str]]] = {}
-    for rec, states in fleet_check_states(fleet):
+    catalog = fleet.check_ids
+    for judged, states in fleet.check_states():
         for fid, st in states.items():
             if st.state == NOT_JUDGED:
-                by_reason.setdefault(st.reason, {}).setdefault(str(rec["name"]), []).append(fid)
+                by_reason.setdefault(st.reason, {}).setdefault(judged.name, []).append(fid)
     for reason, missing in by_reason.items():
         # hosts missing the same ids for the same reason share a line
         for host, fids in missing.items():
             groups.setdefault((reason, tuple(sorted(fids))), []).append(host)
     lines = []
     for (reason, ids), hosts in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        what = "all checks" if set(ids) >= set(FINDING_IDS) else _ids_text(ids)
+        what = "all checks" if set(ids) >= set(catalog) else _ids_text(ids, catalog)
         lines.append(f"{what} on {_hosts_text(hosts)}: {clean(reason, 600)}")
     return lines
 
 
-def not_judged_block(fleet: Mapping[str, Any], width: int | None = None) -> str:
+def not_judged_block(fleet: FleetResult, width: int | None = None) -> str:
     """The terminal block, or "" when every check judged every host; each line wrapped to `width`
     (whole when None), never cut before its reason's advice."""
     lines = not_judged_lines(fleet)

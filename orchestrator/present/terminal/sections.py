@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.facts import registry
 from orchestrator.present.terminal.text import clean, terminal_safe
+from orchestrator.verdict.result import FleetResult, JudgedHost
 
 Renderer = Callable[..., str]
 
@@ -21,34 +22,35 @@ VIEWS: dict[str, tuple[str, Renderer]] = {
 }
 
 
-def absent(section: str, host_record: Mapping[str, Any]) -> str:
+def absent(section: str, host: JudgedHost) -> str:
     """Why a host has no facts for a view: "p2p not run on this host", or the probe's outcome."""
     row = registry.views().get(section)
     probe = row.probe if row else section
-    entry = (host_record.get("probes") or {}).get(probe) or {}
-    outcome = entry.get("outcome")
-    if not outcome or outcome == "skipped":
-        return f"{probe} not run on this host"
-    why = f": {clean(entry.get('reason'), 300)}" if entry.get("reason") else ""
-    if outcome == "ok":
+    run = host.probes.get(probe)
+    if run is None or run.outcome == "skipped":
+        return f"{probe} not run on this host" + (f" ({clean(run.reason, 300)})" if run and run.reason else "")
+    why = f": {clean(run.reason, 300)}" if run.reason else ""
+    if run.outcome == "ok":
         return f"{probe} ran but reported no {section} data{why}"
-    return f"{probe} {outcome}{why}"
+    return f"{probe} {run.outcome}{why}"
 
 
-def render(section: str, host_record: Mapping[str, Any], width: int | None = None) -> str:
+def render(section: str, host: JudgedHost, width: int | None = None) -> str:
     entry = VIEWS.get(section)
     if entry is None:
         raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
     key, fn = entry
-    facts = host_record.get("facts") or {}
+    facts: Mapping[str, Any] = host.facts  # the view's section, by the name the registry gives it
     if not facts.get(key):
-        return absent(section, host_record)
+        return absent(section, host)
     try:
-        return terminal_safe(fn(facts[key], host=str(host_record.get("name") or ""), facts=facts, width=width))
+        return terminal_safe(fn(facts[key], host=host.name, facts=facts, width=width))
     except Exception as e:  # one host's odd facts cost its view, not the run's output
         return f"(the {section} view could not be drawn from this host's facts: {type(e).__name__})"
 
 
-def render_views(fleet: Mapping[str, Any], names: list[str], width: int | None = None) -> list[str]:
+def render_views(fleet: FleetResult, names: list[str], width: int | None = None) -> list[str]:
     """`--show a,b`: each view of each host, under a `== host: view` line."""
-    return [f"== {clean(rec['name'])}: {name}\n{render(name, rec, width)}" for name in names for rec in fleet["hosts"]]
+    if not names:
+        return []
+    return [f"== {clean(h.name)}: {name}\n{render(name, h, width)}" for name in names for h in fleet.hosts]

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tabulate import tabulate
@@ -43,12 +43,15 @@ def _natural(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[int]
 
 
 def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int | None,
-              droppable: Sequence[str] = (), fixed: Sequence[str] = ()) -> str:
+              droppable: Sequence[str] = (), fixed: Sequence[str] = (), drop_before_wrap: bool = False,
+              wrappers: Mapping[str, Callable[[str, int], str]] | None = None) -> str:
     """A `simple` table no wider than `width` (None: as wide as its cells).
 
     Columns named in `droppable` are left out, in that order, while even the narrowest layout does
-    not fit; then the widest remaining columns (not in `fixed`) are wrapped, never narrower than
-    MIN_COLUMN or their header.  Cell text is wrapped at spaces and hyphens, never cut."""
+    not fit (with `drop_before_wrap`: while the table does not fit unwrapped, so a wide terminal
+    shows every row on one line); then the widest remaining columns (not in `fixed`) are wrapped,
+    never narrower than MIN_COLUMN or their header.  Cell text is wrapped at spaces and hyphens,
+    never cut; a column named in `wrappers` is wrapped by its own function (text, width -> lines)."""
     heads: list[str] = list(headers)
     table: list[list[Any]] = [list(r) for r in rows]
     if width is None or not table:
@@ -57,10 +60,15 @@ def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int 
     def floor(i: int, nat: list[int], least: int = MIN_COLUMN) -> int:
         return nat[i] if heads[i] in fixed else min(nat[i], max(least, len(heads[i]) + _GAP))
 
+    def total(widths: list[int]) -> int:
+        return sum(widths) + _GAP * (len(widths) - 1)
+
     for name in droppable:
         nat = _natural(table, heads)
         # Drop a column while the others would be squeezed below a readable width (COMFORT).
-        if sum(floor(i, nat, COMFORT) for i in range(len(heads))) + _GAP * (len(heads) - 1) <= width:
+        if drop_before_wrap and total(nat) <= width:
+            break
+        if not drop_before_wrap and total([floor(i, nat, COMFORT) for i in range(len(heads))]) <= width:
             break
         if name in heads:
             i = heads.index(name)
@@ -78,8 +86,12 @@ def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int 
             i = max(shrinkable, key=lambda j: widths[j])
             widths[i] -= 1
             over -= 1
-        maxw: list[int | None] = [w if w < n else None for w, n in zip(widths, nat)]
-        text = tabulate(table, headers=heads, maxcolwidths=maxw, disable_numparse=True)
+        own = wrappers or {}
+        cells = [[own[heads[i]](str(c), widths[i]) if heads[i] in own and widths[i] < nat[i] else c
+                  for i, c in enumerate(r)] for r in table]
+        maxw: list[int | None] = [w if w < n and heads[i] not in own else None
+                                  for i, (w, n) in enumerate(zip(widths, nat))]
+        text = tabulate(cells, headers=heads, maxcolwidths=maxw, disable_numparse=True)
         over = max(len(line) for line in text.splitlines()) - width
         if over <= 0:
             break

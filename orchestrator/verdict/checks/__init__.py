@@ -6,9 +6,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from orchestrator.facts.model import Facts
+from orchestrator.verdict import baseline, classes, offenders
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks import (
     fabric,
     gpu,
+    gpu_driver,
     gpu_health,
     health,
     host,
@@ -22,7 +25,7 @@ from orchestrator.verdict.checks import (
 from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity
 
-_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, fabric]
+_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, gpu_driver, fabric]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]
@@ -122,13 +125,19 @@ def run_checks(views: Iterable[HostView]) -> list[Finding]:
     return findings + run_fleet_checks(views)
 
 
-# Every finding id fleetprobe can raise: each area declares its own beside its checks; the two
-# raised outside the areas are the topology class comparison (verdict/classes.py) and the judge's
-# own rejection of unusable probe data (verdict/judge.py).
+# Every finding id fleetprobe can raise: each area declares its own beside its checks; raised
+# outside the areas are the topology class comparison (verdict/classes.py), the judge's own
+# rejection of unusable probe data (verdict/judge.py), the fleet baselines (verdict/baseline.py) and
+# the repeat offenders of the run history (verdict/offenders.py).
 FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
-    "topology.class.outlier", "probe.data.malformed",
+    "topology.class.outlier", "probe.data.malformed", *baseline.FINDING_IDS, offenders.OFFENDER,
 )
+
+# Which ids follow from which (verdict/causes.py): each area declares the causes of its own ids
+# beside its checks, the topology comparison those of its outliers.
+CAUSES: tuple[Cause, ...] = (*(c for area in _AREAS for c in getattr(area, "CAUSES", ())), *classes.CAUSES,
+                             *baseline.CAUSES)
 
 # What each finding id's check must have measured (each area declares its own beside its ids);
 # verdict/coverage.py turns it into pass / raised / not judged per host.  The topology comparison
@@ -137,13 +146,22 @@ NEEDS: dict[str, Needs] = {
     **{fid: need for area in _AREAS for fid, need in area.NEEDS.items()},
     "topology.class.outlier": Needs(any_of=("gpus", "host")),
     "probe.data.malformed": Needs(),
+    # the fleet baselines (verdict/baseline.py): what the host measured; its peers are the fleet's to say
+    baseline.BANDWIDTH_LOW: Needs(any_of=("p2p", "nccl"), gpus=True, unjudged=baseline.unjudged),
+    baseline.CLOCKS_LOW: Needs(sections=("p2p",), gpus=True, unjudged=baseline.unjudged),
+    baseline.POWER_OUTLIER: Needs(sections=("p2p",), gpus=True, unjudged=baseline.unjudged),
+    baseline.TEMPERATURE_HIGH: Needs(any_of=("gpus", "p2p"), gpus=True, unjudged=baseline.unjudged),
+    baseline.ERRORS_HIGH: Needs(sections=("gpus", "host"), gpus=True, unjudged=baseline.unjudged),
+    # the run history (verdict/offenders.py): earlier runs that judged the host are the fleet's to say
+    offenders.OFFENDER: Needs(),
 }
 
 # The ids the fleet-wide steps raise: each area's FLEET_CHECKS (its FLEET_FINDING_IDS) and the
 # topology class comparison.  Every other finding is a host's own, decided from that host alone,
 # so `probe merge` keeps those as judged and judges only these again across all the runs.
 FLEET_FINDING_IDS: frozenset[str] = frozenset(
-    {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"})
+    {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"}
+    | set(baseline.FINDING_IDS) | {offenders.OFFENDER})
 # Ids a host check and a fleet check both raise: the fleet check's findings by (id, subject).
 FLEET_FINDING_SUBJECTS: frozenset[tuple[str, str]] = frozenset(
     key for area in _AREAS for key in getattr(area, "FLEET_FINDING_SUBJECTS", ()))

@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
+from orchestrator.facts.security import SecurityFloor
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
 
@@ -25,6 +27,8 @@ class HostView:
     # probe -> the reason its outcome gives (an unsupported/failed probe says why), for checks
     # that turn a refusal into a finding of its own
     reasons: dict[str, str] = field(default_factory=dict)
+    # The security floor the run judges against (`--security-floor FILE`); None: the shipped one.
+    security_floor: SecurityFloor | None = None
 
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
@@ -41,6 +45,9 @@ class Needs:
     sections: tuple[str, ...] = ()  # every one measured: its probe ran ok and the section is there
     any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
     expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
+    # expectations that turn the check on: judged only where one of them is true (`gdr: false` or no
+    # `security_floor` means the check was not asked for, which is not a pass)
+    switched_on: tuple[str, ...] = ()
     gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
     # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
     # check that reports exactly that
@@ -72,3 +79,39 @@ def pcie_ran(view: HostView) -> PcieFacts | None:
 def nvlink_ran(view: HostView) -> NvlinkFacts | None:
     facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
     return facts if isinstance(facts, dict) else None
+
+
+def gpu_models_of(view: HostView) -> list[gpu_models.GpuModel]:
+    """The known models of this host's GPUs, from whatever named them: NVML's names and PCI ids,
+    the PCIe tree's GPU functions (device id), an imported matrix has neither."""
+    found: list[gpu_models.GpuModel] = []
+    gpus = gpus_ran(view)
+    for g in (gpus.get("list") if gpus else None) or []:
+        if isinstance(g, dict):
+            m = gpu_models.lookup(g.get("name"), g.get("pci_device_id"))
+            if m is not None:
+                found.append(m)
+    pcie = pcie_ran(view)
+    for d in (pcie.get("devices") if pcie else None) or []:
+        if isinstance(d, dict) and d.get("kind") == "gpu":
+            m = gpu_models.lookup(d.get("model"), d.get("device"))
+            if m is not None:
+                found.append(m)
+    return found
+
+
+def c2c_host(view: HostView) -> bool:
+    """GPUs that hang off their CPU by NVLink-C2C (Grace: GH200, GB200, GB10): known by model, or
+    by GPU memory that is a NUMA node of its own (NVML's NUMA node id, topo -m's "GPU NUMA ID"),
+    which only coherent C2C platforms give."""
+    if any(m.c2c for m in gpu_models_of(view)):
+        return True
+    gpus = gpus_ran(view)
+    for g in (gpus.get("list") if gpus else None) or []:
+        node = g.get("numa_node") if isinstance(g, dict) else None
+        if isinstance(node, int) and not isinstance(node, bool) and node >= 0:
+            return True
+    topo = view.facts.get("topology")
+    devices = topo.get("devices") if isinstance(topo, dict) else None
+    return any(isinstance(d, dict) and d.get("kind") == "gpu" and isinstance(d.get("gpu_numa_id"), int)
+               for d in devices or [])

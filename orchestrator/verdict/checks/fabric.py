@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.facts.model import FabricFacts, FabricHca, FabricNcclGroup, Facts
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.fabric_locate import (
     Fault,
@@ -306,3 +307,11 @@ FLEET_FINDING_IDS: tuple[str, ...] = FINDING_IDS
 _FABRIC = Needs(sections=("fabric",), unjudged=unjudged)
 NEEDS: dict[str, Needs] = dict.fromkeys(FINDING_IDS, _FABRIC)
 
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+# A port the nic probe saw trained below its rate is why its HCA is slow with every peer; nvidia-peermem
+# errors in the kernel log are why GPU memory could not be registered for RDMA.
+CAUSES: tuple[Cause, ...] = (
+    Cause("nic.port.rate_low", HCA_SLOW, Scope.DEVICE),
+    Cause("gpu.gdr.peermem_error", GDR_MISSING),
+)

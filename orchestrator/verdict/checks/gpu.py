@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import GpuRecord, NvlinkGpu
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import (
     FleetCheck,
     FleetReads,
@@ -453,3 +454,24 @@ NEEDS: dict[str, Needs] = {
     # reads the GPU-to-GPU cells of `nvidia-smi topo -m`, and only where no gpu_count is written
     "gpu.count.partial_fabric": Needs(sections=("topology",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+_GPU_GONE = ("gpu.count.pci_vs_nvml", "gpu.count.pci_vs_driver", "gpu.lost", "gpu.fallen_off_bus", "host.driver.missing")
+CAUSES: tuple[Cause, ...] = (
+    # a GPU gone from NVML or the driver is the count below the expectation
+    *(Cause(root, "gpu.count.mismatch") for root in _GPU_GONE),
+    Cause("host.driver.missing", "gpu.count.pci_vs_nvml"),
+    *(Cause(root, "gpu.count.pci_vs_nvml", Scope.DEVICE) for root in ("gpu.fallen_off_bus", "gpu.xid")),
+    *(Cause(root, "gpu.lost", Scope.DEVICE) for root in ("gpu.fallen_off_bus", "gpu.xid")),
+    # a lost GPU's links read down; a GPU missing from NVML leaves its peers' links to it down
+    *(Cause(root, "nvlink.link.down", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus")),
+    *(Cause(root, "nvlink.link.down") for root in ("gpu.count.pci_vs_nvml", "nvlink.nvswitch.count",
+                                                    "nvlink.fabric_manager.version", "nvswitch.sxid",
+                                                    "gpu.mig.enabled", "gpu.virtualization")),
+    *(Cause(root, "nvlink.p2p_status_mismatch") for root in ("gpu.mig.enabled", "gpu.virtualization")),
+    *(Cause(root, "nvlink.fabric.incomplete") for root in ("nvlink.fabric_manager.version", "nvlink.nvswitch.count")),
+    # an uncorrectable memory error asks for the remap; a failed remap is the worse end of it
+    Cause("gpu.row_remap.failure", "gpu.row_remap.pending", Scope.SUBJECT),
+    Cause("gpu.ecc.uncorrectable", "gpu.row_remap.pending", Scope.SUBJECT),
+    Cause("host.virtualized", "gpu.virtualization"),
+)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from orchestrator.facts.model import Facts, GpuRecord, GpusFacts
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -374,3 +375,21 @@ NEEDS: dict[str, Needs] = {
     "gpu.thermal.margin_low": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
     "gpu.persistence.disabled": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, "gpu.reset_required", Scope.SUBJECT)
+      for root in ("gpu.row_remap.failure", "gpu.row_remap.pending", "gpu.ecc.uncorrectable")),
+    *(Cause(root, "gpu.reset_required", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus", "gpu.xid")),
+    Cause("gpu.row_remap.failure", "gpu.ecc.uncorrectable", Scope.SUBJECT),
+    # a fan that does not spin heats the GPU, the heat slows its clocks
+    *(Cause(root, "gpu.thermal.margin_low", Scope.SUBJECT)
+      for root in ("sensor.fan.zero_while_hot", "sensor.fan.not_reporting")),
+    *(Cause(root, "gpu.clocks.slowdown", Scope.SUBJECT)
+      for root in ("sensor.fan.zero_while_hot", "gpu.thermal.margin_low", "gpu.power.limit_low")),
+    *(Cause(root, "gpu.clocks.violation", Scope.SUBJECT)
+      for root in ("gpu.power.limit_low", "gpu.clocks.slowdown", "sensor.fan.zero_while_hot",
+                   "gpu.thermal.margin_low")),
+    Cause("pcie.aer.counters", "pcie.replays", Scope.DEVICE),
+    Cause("nvlink.link.down", "gpu.nvlink.errors", Scope.DEVICE),
+)

@@ -14,7 +14,9 @@ from typing import Any
 from orchestrator.facts import xid as xids
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
 from orchestrator.facts.model import AerLink, Facts, KmsgEvent, KmsgFacts, PreviousFacts
+from orchestrator.facts.normalize import kmsg as kmsg_facts
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -64,10 +66,15 @@ def _gpu_label(view: HostView, bus: str | None) -> str:
 
 def _when(new: list[KmsgEvent], old: list[KmsgEvent]) -> str:
     if new and old:
-        return f"{len(new)} new since the previous run, {len(old)} still present"
-    if old:
-        return f"{len(old)} still present (already seen in the previous run of this boot)"
-    return f"{len(new)} in this boot"
+        text = f"{len(new)} new since the previous run, {len(old)} still present"
+    elif old:
+        text = f"{len(old)} still present (already seen in the previous run of this boot)"
+    else:
+        text = f"{len(new)} in this boot"
+    at = kmsg_facts.span([*old, *new])  # the wall clock the log printed: last night's event or last year's
+    if at is None:
+        return text
+    return f"{text}, at {at[0]}" if at[0] == at[1] else f"{text}, first {at[0]}, last {at[1]}"
 
 
 def _by(events: list[KmsgEvent], kind: str, *keys: str) -> dict[tuple[Any, ...], list[KmsgEvent]]:
@@ -351,3 +358,10 @@ NEEDS: dict[str, Needs] = {
     "host.segfault.gpu_library": _KMSG,
     "pcie.aer.counters": Needs(sections=("pcie",), unjudged=_aer_unjudged),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE),  # Xid 79 is how the driver says it
+    Cause("pcie.aer.counters", "pcie.aer", Scope.DEVICE),  # the log's events are the counters' errors
+    Cause("nic.port.down", "nic.kernel_event", Scope.DEVICE),
+)

@@ -10,7 +10,16 @@ from collections.abc import Iterator
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs, gpus_ran, nvlink_ran, pcie_ran
+from orchestrator.verdict.causes import Cause
+from orchestrator.verdict.checks.base import (
+    FleetReads,
+    HostView,
+    Needs,
+    gpu_models_of,
+    gpus_ran,
+    nvlink_ran,
+    pcie_ran,
+)
 from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
 
 
@@ -142,6 +151,13 @@ def _virtual(view: HostView) -> bool:
                 or (gpus.get("virtualized") if gpus else None))
 
 
+def _switches_off_bus(view: HostView) -> bool:
+    """NVLink5 GPUs (B200/B300 boards, GB200 racks) reach NVSwitches that are never PCI functions
+    of the host (managed through NVLSM; DCGM on a 7-GPU B300 XE9780 says "0 NvSwitches found")."""
+    models = gpu_models_of(view)
+    return bool(models) and all((m.nvlink_version or 0) >= 5 for m in models)
+
+
 def nvswitches(view: HostView) -> Iterator[Finding]:
     """NVSwitches on the PCI bus vs those the GPUs' NVLinks reach vs the expectation."""
     pcie, nvl = pcie_ran(view), nvlink_ran(view)
@@ -161,7 +177,7 @@ def nvswitches(view: HostView) -> Iterator[Finding]:
             yield fault("nvlink.nvswitch.count", view.name, "NVSwitches", msg,
                         hint="a missing NVSwitch leaves GPUs with fewer NVLinks; check `nvidia-smi nvlink -s`, "
                              "fabric manager and the baseboard", **kw)
-    if on_bus == 0 and via_links and pcie and pcie.get("gpus"):
+    if on_bus == 0 and via_links and pcie and pcie.get("gpus") and not _switches_off_bus(view):
         # NVLinks end on switches the PCI bus does not show: a hypervisor that hides the fabric.  Only
         # when the bus was really read (it shows the GPUs): garbage pcie data proves nothing.
         yield limitation("nvlink.nvswitch.hidden", view.name, "NVSwitches",
@@ -278,3 +294,10 @@ NEEDS: dict[str, Needs] = {
     "pcie.nic.count": Needs(sections=("pcie",), expect=("nic_count",)),
     "p2p.status.disabled": Needs(sections=("gpus",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    # the platform withholds P2P and hides the switches: the virtualization finding is the fault
+    *(Cause(root, "p2p.status.disabled") for root in ("gpu.mig.enabled", "gpu.virtualization", "host.virtualized")),
+    *(Cause(root, "nvlink.nvswitch.hidden") for root in ("gpu.virtualization", "host.virtualized")),
+)

@@ -19,6 +19,7 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NcclFacts
 from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
@@ -436,3 +437,14 @@ NEEDS: dict[str, Needs] = {
     DATA_WRONG: _NCCL,
     ERROR: _NCCL,
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+_SLOW_COLLECTIVE = ("nccl.transport.unexpected", "nccl.env.override", "pcie.acs.enabled", "p2p.status.disabled",
+                    "nvlink.link.down", "nvlink.fabric.incomplete", "gpu.lost", "gpu.count.pci_vs_nvml")
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, fid) for fid in (BUSBW_LOW, "nccl.slower_than_pcie") for root in _SLOW_COLLECTIVE),
+    Cause(BUSBW_LOW, "nccl.slower_than_pcie"),
+    *(Cause(root, "nccl.transport.unexpected") for root in ("nccl.env.override", "p2p.status.disabled",
+                                                            "pcie.acs.enabled", "gpu.mig.enabled",
+                                                            "gpu.virtualization")),
+)

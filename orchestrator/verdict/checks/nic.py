@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
+from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
@@ -58,6 +59,23 @@ def port_down(view: HostView) -> Iterator[Finding]:
                         expected="ACTIVE / LinkUp", actual=f"{p.get('state')} / {p.get('phys_state')}",
                         evidence=["nic.devices.ports.state", "nic.devices.ports.phys_state"],
                         hint="check the cable and the switch port; Polling: no link partner, INIT: no subnet manager")
+
+
+def device_unreadable(view: HostView) -> Iterator[Finding]:
+    """An HCA the tools could not read (ibstat: "stat of IB device 'mlx5_8' failed"): its ports are
+    not known, which is no pass.  Where another report of the same host (ibstatus) read its ports,
+    the HCA is known after all."""
+    nic = _nic(view)
+    for d in (nic.get("devices") if nic else None) or []:
+        error = d.get("error")
+        if error and not d.get("ports"):
+            yield fault("nic.device.unreadable", view.name, f"{d.get('name')} ({d.get('bus_id') or 'PCI function unknown'})",
+                        f"{error}; its ports are not known (ibstat before rdma-core's 2024 fix stops at such an "
+                        "HCA, so HCAs after it may be missing too)",
+                        severity=Severity.WARN, expected="readable", actual=error, evidence=["nic.devices.error"],
+                        hint="an HCA that is not InfiniBand (an Ethernet-only/Accelerated Networking function) "
+                             "makes older ibstat stop: run `ibstat <hca>` per device or ibstatus; otherwise "
+                             "check `dmesg | grep mlx5` and the device's state")
 
 
 def rate_low(view: HostView) -> Iterator[Finding]:
@@ -267,7 +285,7 @@ def _gpu_dmabuf(view: HostView) -> dict[str, bool | None] | None:
     return dict(m) if isinstance(m, dict) and m else None
 
 
-CHECKS = [port_down, rate_low, port_errors, gdr_unavailable]
+CHECKS = [port_down, rate_low, port_errors, device_unreadable, gdr_unavailable]
 FLEET_CHECKS = [peer_ports, firmware_outlier]
 
 FINDING_IDS: tuple[str, ...] = (
@@ -275,6 +293,7 @@ FINDING_IDS: tuple[str, ...] = (
     "nic.port.rate_low",
     "nic.port.errors",
     "nic.firmware.outlier",
+    "nic.device.unreadable",
     "gpu.gdr.unavailable",
 )
 
@@ -285,5 +304,11 @@ NEEDS: dict[str, Needs] = {
     "nic.port.rate_low": _NIC,
     "nic.port.errors": _NIC,
     "nic.firmware.outlier": _NIC,
-    "gpu.gdr.unavailable": Needs(sections=("nic",), expect=("gdr",), gpus=True),
+    "nic.device.unreadable": _NIC,
+    "gpu.gdr.unavailable": Needs(sections=("nic",), switched_on=("gdr",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    Cause("gpu.gdr.peermem_error", "gpu.gdr.unavailable"),
+)

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.facts.model import Facts, GpuRecord
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -147,3 +148,9 @@ FINDING_IDS: tuple[str, ...] = ("nvlink.domain.inconsistent", "nvlink.fabric.deg
 # What its check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
 NEEDS: dict[str, Needs] = {"nvlink.domain.inconsistent": Needs(sections=("gpus",), gpus=True),
                            "nvlink.fabric.degraded": Needs(sections=("gpus",), gpus=True, unjudged=_fabric_unjudged)}
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, "nvlink.fabric.degraded", Scope.DEVICE) for root in ("nvlink.fabric.incomplete", "nvlink.link.down")),
+    *(Cause(root, "nvlink.fabric.degraded") for root in ("nvswitch.sxid", "nvlink.fabric_manager.version")),
+)

@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
@@ -167,13 +168,12 @@ class _HostPcie:
         self.facts = facts
         self.nvml: dict[Any, tuple[int, int] | None] = {}
 
-    def get(self, bus: str, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
-        try:
+    def get(self, bus: str | None, model: gpu_models.GpuModel | None) -> tuple[int | None, int | None]:
+        nvml = None
+        if bus is not None:  # else a text import that names no bus id: no link of its own to read
             if bus not in self.nvml:
                 self.nvml[bus] = _nvml_pcie(self.facts, bus)
             nvml = self.nvml[bus]
-        except TypeError:  # unhashable: not a bus id the normalizer writes
-            nvml = _nvml_pcie(self.facts, bus)
         if nvml is not None:
             return nvml
         if model is not None:
@@ -371,13 +371,14 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
 
 
 def _asymmetric(host: str, judged: list[_PairJudgement]) -> Iterable[Finding]:
-    bw = {(j.pair["src"], j.pair["dst"]): j.pair.get("ce_gbps") for j in judged if j.pair["peer_enabled"]}
+    enabled = {(j.pair["src"], j.pair["dst"]): j for j in judged if j.pair["peer_enabled"]}
+    bw = {pair: j.pair.get("ce_gbps") for pair, j in enabled.items()}
     for (a, b), x in sorted(bw.items()):
         y = bw.get((b, a))
         if a > b or x is None or y is None or max(x, y) <= 0:
             continue
         if min(x, y) / max(x, y) < ASYMMETRY_RATIO:
-            j = next(j for j in judged if (j.pair["src"], j.pair["dst"]) == (a, b))
+            j = enabled[(a, b)]
             yield fault("p2p.asymmetric", host, f"GPU{a}<->GPU{b} ({j.pair['src_bus_id']} <-> {j.pair['dst_bus_id']})",
                         f"P2P is asymmetric: {a}->{b} {x:.1f} GB/s, {b}->{a} {y:.1f} GB/s",
                         severity=Severity.WARN, expected=f">= {ASYMMETRY_RATIO:.0%} of the faster direction",
@@ -554,3 +555,19 @@ FINDING_IDS: tuple[str, ...] = (
 # Every p2p id is judged from the p2p probe's measurements alone (verdict/coverage.py): an audit
 # without that probe judges none of them.
 NEEDS: dict[str, Needs] = {fid: Needs(sections=("p2p",), gpus=True) for fid in FINDING_IDS}
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+_SLOW_PAIR_HOST = ("pcie.acs.enabled", "p2p.status.disabled", "nvlink.fabric.incomplete", "nvlink.fabric_manager.version")
+_SLOW_PAIR_DEVICE = ("nvlink.link.down", "pcie.link.downgraded", "gpu.clocks.slowdown")
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, fid) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")
+      for root in _SLOW_PAIR_HOST),
+    *(Cause(root, fid, Scope.DEVICE) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier",
+                                                 "p2p.asymmetric") for root in _SLOW_PAIR_DEVICE),
+    *(Cause(BANDWIDTH_LOW, fid, Scope.DEVICE) for fid in ("p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")),
+    *(Cause(root, "p2p.not_possible") for root in ("p2p.status.disabled", "gpu.mig.enabled", "gpu.virtualization",
+                                                   "pcie.acs.enabled")),
+    Cause("pcie.link.downgraded", "p2p.host_bandwidth.low", Scope.DEVICE),
+    *(Cause(root, "p2p.gpu.error", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus", "gpu.xid")),
+    Cause("host.driver.missing", "p2p.cuda.error"),
+)

@@ -10,9 +10,10 @@ from fractions import Fraction
 from typing import Any
 
 from orchestrator.facts import gpu_models
-from orchestrator.facts.model import GpuRecord, PcieDevice, PcieFacts
+from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import HostCheck, HostView, Needs
+from orchestrator.verdict.causes import Cause, Scope
+from orchestrator.verdict.checks.base import HostCheck, HostView, Needs, c2c_host
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
@@ -102,6 +103,45 @@ def _gw(gen: Any, width: Any) -> str:
     return f"Gen{gen if gen is not None else '?'} x{width if width is not None else '?'}"
 
 
+# How a link below its maximum is judged (one answer for the check and for the report's picture):
+# "fail" below the expectation, "warn" short of its width (or not a GPU), "idle" a GPU whose
+# speed alone is low (GPUs slow the link at rest: only the width is conclusive then).
+LINK_FAIL, LINK_WARN, LINK_IDLE = "fail", "warn", "idle"
+
+
+def link_verdict(e: Mapping[str, Any], exp_gen: int | None, exp_width: int | None) -> str:
+    gpu = e.get("kind") == "gpu"
+    below_expect = gpu and ((exp_gen and (e.get("gen_current") or 0) < exp_gen)
+                            or (exp_width and (e.get("width_current") or 0) < exp_width))
+    if below_expect:
+        return LINK_FAIL
+    if (e.get("width_current") or 0) < (e.get("width_max") or 0) or not gpu:
+        return LINK_WARN
+    return LINK_IDLE
+
+
+def _short_of_expectation(link: Mapping[str, Any], exp_gen: int | None, exp_width: int | None) -> bool:
+    return bool((exp_gen and (link.get("gen_current") or 0) < exp_gen)
+                or (exp_width and (link.get("width_current") or 0) < exp_width))
+
+
+def link_verdicts(facts: Facts, exp_gen: int | None, exp_width: int | None) -> dict[str, str]:
+    """bus id -> how check_link_downgraded judges that device's link (LINK_*), for the links it
+    reports: those below their maximum, and GPUs below the expectation in a link at its best."""
+    pcie = facts.get("pcie")
+    if not isinstance(pcie, dict):
+        return {}
+    out = {str(e["bdf"]): link_verdict(e, exp_gen, exp_width) for e in pcie.get("downgraded") or []
+           if isinstance(e, dict) and e.get("bdf")}
+    if exp_gen or exp_width:
+        for d in pcie.get("devices") or []:
+            link = d.get("link") if isinstance(d, dict) else None
+            if d.get("kind") == "gpu" and d.get("bdf") not in out and link and \
+                    _short_of_expectation(link, exp_gen, exp_width):
+                out[str(d["bdf"])] = LINK_FAIL
+    return out
+
+
 def check_link_downgraded(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None:
@@ -112,10 +152,6 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
     for e in pcie.get("downgraded") or []:
         b = e["bdf"]
         reported.add(b)
-        gpu = e.get("kind") == "gpu"
-        below_expect = gpu and ((exp_gen and (e["gen_current"] or 0) < exp_gen)
-                                or (exp_width and (e["width_current"] or 0) < exp_width))
-        width_low = (e["width_current"] or 0) < (e["width_max"] or 0)
         actual = f"{_gw(e['gen_current'], e['width_current'])} ({shown(e.get('speed_current'))})"
         expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
         subject = names.get(b, f"{e.get('kind') or 'PCI device'} {b}")
@@ -123,13 +159,14 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         ends = "the device supports" if e.get("max_of") == "device" else "both ends support"
         evidence = [e["evidence"]] if e.get("evidence") else [
             f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
-        if below_expect:
+        verdict = link_verdict(e, exp_gen, exp_width)
+        if verdict == LINK_FAIL:
             yield fault("pcie.link.downgraded", view.name, subject,
                         f"{subject} link trained at {actual}, expected at least {expected}",
                         expected=expected, actual=actual, evidence=evidence,
                         hint="reseat the card or riser, check the slot's bifurcation/link settings in the BIOS, "
                              "compare with `lspci -vvv` LnkSta")
-        elif width_low or not gpu:
+        elif verdict == LINK_WARN:
             yield fault("pcie.link.downgraded", view.name, subject,
                         f"{subject} link trained at {actual}, {ends} {_gw(e['gen_max'], e['width_max'])}",
                         severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
@@ -151,7 +188,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         link = d.get("link")
         if d.get("kind") != "gpu" or d["bdf"] in reported or not link:
             continue
-        if (exp_gen and (link["gen_current"] or 0) < exp_gen) or (exp_width and (link["width_current"] or 0) < exp_width):
+        if _short_of_expectation(link, exp_gen, exp_width):
             subject = names.get(d["bdf"], d["bdf"])
             actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
             expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
@@ -195,8 +232,8 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
             continue
         model = gpu_models.lookup(d.get("model") or nvml_names.get(b))
         cur, dev_max = link.get("gen_current"), link.get("gen_max")
-        if model is None or not isinstance(cur, int) or cur >= model.pcie_gen:
-            continue
+        if model is None or model.c2c or not isinstance(cur, int) or cur >= model.pcie_gen:
+            continue  # a C2C GPU's data path to its CPU is NVLink-C2C, not this link
         slot = _slot_max_gen(d, devs)
         caps = [g for g in (dev_max, slot) if isinstance(g, int)]
         if not caps or cur < min(caps):
@@ -297,6 +334,8 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
     passthrough = set(counts.get("passthrough") or [])
     if not gpus or len(passthrough) == len(gpus):
         return
+    if counts.get("driver_loaded") is None:
+        return  # a text that does not print drivers (plain lspci): unbound or not is unknown, no fault
     if not counts.get("driver_loaded"):
         yield fault("gpu.count.pci_vs_driver", view.name, "host",
                     f"{len(gpus) - len(passthrough)} NVIDIA GPU(s) on the PCI bus but the NVIDIA driver is not loaded",
@@ -378,6 +417,10 @@ def _cell(matrix: list[list[Any]], i: int, j: int) -> Any:
 
 
 def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
+    """Each GPU has a NIC at `gpu_nic_level` or closer.  A GPU on NVLink-C2C (Grace) shares no PCIe
+    bridge with any NIC by design: its best placement is a NIC on its own CPU, NODE in the PCIe
+    probe's levels; nvidia-smi's matrix prints SYS for every such cell (GB200), so from a matrix
+    alone the placement is unknown rather than wrong."""
     want = view.expect.gpu_nic_level
     if not want:
         return
@@ -387,6 +430,14 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
     keyed, matrix, evidence = found
     nic_idx = [j for j, (k, _) in enumerate(keyed) if k.startswith("nic:")]
     want_rank = LEVEL_RANK.get("PIX" if want == "NV" else want, 5)
+    if c2c_host(view):
+        if not evidence.startswith("pcie.levels"):
+            yield unknown("pcie.gpu_nic.affinity", view.name, "GPU-NIC placement",
+                          f"the GPUs sit on NVLink-C2C, where nvidia-smi's matrix prints NODE/SYS for every NIC: "
+                          f"{want} cannot be judged from it", expected=want, evidence=[evidence],
+                          hint="run the pcie probe: it reads each NIC's NUMA node, which decides a Grace GPU's NIC")
+            return
+        want_rank = max(want_rank, LEVEL_RANK["NODE"])  # a NIC on the GPU's own CPU is the closest there is
     for gi, (key, subject) in enumerate(keyed):
         if not key.startswith("gpu:"):
             continue
@@ -485,3 +536,12 @@ NEEDS: dict[str, Needs] = {
     "pcie.config.needs_root": _PCIE,
     "pcie.gpu_nic.affinity": Needs(any_of=("pcie", "topology"), expect=("gpu_nic_level",), gpus=True),
 }
+
+# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
+CAUSES: tuple[Cause, ...] = (
+    # ACS is a platform setting (BIOS, kernel): every switch port that has it is one fault
+    Cause("pcie.acs.enabled", "pcie.acs.enabled"),
+    *(Cause(root, "gpu.count.pci_vs_driver", Scope.DEVICE)
+      for root in ("gpu.count.pci_vs_nvml", "gpu.fallen_off_bus", "gpu.xid")),
+    Cause("host.driver.missing", "gpu.count.pci_vs_driver"),
+)

@@ -1,5 +1,6 @@
-"""Software and firmware consistency: mixed VBIOS on one host, and versions that differ from the
-host's peers (hosts with the same board and GPU models).  Pure.
+"""Software and firmware: mixed VBIOS on one host, versions that differ from the host's peers (hosts
+with the same board and GPU models), and the security floor (the driver and the ConnectX/BlueField
+firmware against NVIDIA's security bulletins, facts/security.py).  Pure.
 
 A version is an outlier only against a clear norm: at least 3 peers and a value more than half of
 them share; two hosts that differ do not say which one is right.
@@ -11,10 +12,11 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from orchestrator.facts import security
 from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
 MIN_PEERS = 3
 
@@ -31,7 +33,7 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
     by_model: dict[str, list[GpuRecord]] = defaultdict(list)
     for g in _gpus(view):
         if isinstance(g.get("vbios"), str) and g["vbios"]:
-            by_model[str(g.get("model") or g.get("name"))].append(g)
+            by_model[str(g.get("model") or g.get("name") or "")].append(g)  # "": model and name unknown
     for model, gpus in sorted(by_model.items()):
         counts = Counter(g["vbios"] for g in gpus)
         if len(counts) < 2:
@@ -40,7 +42,8 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
         odd = [g for g in gpus if g["vbios"] != norm]
         names = ", ".join(f"GPU{shown(g.get('index'))} {g['vbios']}" for g in odd)
         yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})" for g in odd),
-                    f"{len(counts)} VBIOS versions on the {len(gpus)} {model} GPUs: {names} where the others run {norm}",
+                    f"{len(counts)} VBIOS versions on the {len(gpus)} {model or 'GPUs of unknown model'}"
+                    f"{' GPUs' if model else ''}: {names} where the others run {norm}",
                     severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
                     hint="a re-flashed or swapped board: flash the fleet's VBIOS (nvflash) or ask the vendor why")
 
@@ -162,13 +165,109 @@ def fabric_manager_version(view: HostView) -> Iterator[Finding]:
                          "nvidia-fabricmanager; a mismatch keeps the NVLink fabric from starting")
 
 
-CHECKS = [vbios_mixed, fabric_manager_version]
+SECURITY_DRIVER = "software.security.driver"
+SECURITY_BRANCH = "software.security.branch"
+SECURITY_FIRMWARE = "software.security.firmware"
+
+
+def _floor(view: HostView) -> security.SecurityFloor:
+    return view.security_floor if view.security_floor is not None else security.load()
+
+
+def _running_driver(view: HostView) -> tuple[str | None, str]:
+    """The loaded driver's version and where it was read: /proc (host probe), else NVML."""
+    version = _driver_version(view)
+    if isinstance(version, str) and version:
+        return version, "host.driver.version"
+    gpus = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
+    nvml = gpus.get("driver_version") if gpus else None
+    return (nvml, "gpus.driver_version") if isinstance(nvml, str) and nvml else (None, "")
+
+
+def _bulletins(items: Sequence[security.Bulletin], limit: int = 3) -> str:
+    shown_ = ", ".join(f"{b.id} ({b.date})" for b in items[:limit])
+    return shown_ + (f" and {len(items) - limit} older" if len(items) > limit else "")
+
+
+def security_driver(view: HostView) -> Iterator[Finding]:
+    """With `security_floor: true`: the loaded driver against the newest fixed version of its branch
+    in NVIDIA's GPU Display Driver bulletins, and its branch against the branches still listed."""
+    if view.expect.security_floor is not True:
+        return
+    version, where = _running_driver(view)
+    if version is None:
+        return
+    floor = _floor(view)
+    v = floor.judge_driver(version)
+    evidence = [where, floor.describe()]
+    if not v.branch or v.newer_than_file:
+        yield unknown(SECURITY_DRIVER, view.name, f"driver {version}",
+                      f"driver {version} is of a branch ({v.branch or 'unparsed'}) newer than every branch the "
+                      f"{floor.describe()} lists: not judged; use a newer floor file (--security-floor)",
+                      actual=version, evidence=evidence,
+                      hint="regenerate the floor with tools/security_floor.py from NVIDIA's bulletins")
+        return
+    if v.below and v.last_listed is not None:
+        newest = v.missing[0]
+        cves = sorted({c for b in v.missing for c in b.cves})
+        tail = (f"; {v.branch} is not in the newest bulletin (which lists {', '.join(v.listed_now)}): it gets no "
+                "more fixes" if v.unlisted else "")
+        yield fault(SECURITY_DRIVER, view.name, f"driver {version}",
+                    f"driver {version} lacks the fixes of NVIDIA bulletin {_bulletins(v.missing)} "
+                    f"({len(cves)} CVE(s), e.g. {', '.join(cves[:3])}): {v.branch} is fixed from {v.floor}{tail}",
+                    expected=f">= {v.floor}", actual=version,
+                    evidence=[*evidence, f"bulletin {newest.id}: {newest.url}", *(f"CVE {c}" for c in cves[:12])],
+                    hint=f"install {v.branch} {v.floor} or newer (or a branch NVIDIA still lists), then reboot")
+        return
+    if v.unlisted:
+        last = v.last_listed
+        oldest = min((b.date for b in floor.driver), default="?")
+        since = (f"last listed in bulletin {last.id} ({last.date})" if last
+                 else f"in none of the floor's bulletins (from {oldest} on)")
+        yield fault(SECURITY_BRANCH, view.name, f"driver {version}",
+                    f"driver branch {v.branch} is {since}; the newest bulletin lists only "
+                    f"{', '.join(v.listed_now) or 'other branches'}: vulnerabilities found since are not fixed on it",
+                    severity=Severity.WARN, expected=", ".join(v.listed_now), actual=v.branch, evidence=evidence,
+                    hint="move to a branch NVIDIA still lists in its security bulletins")
+
+
+def security_firmware(view: HostView) -> Iterator[Finding]:
+    """With `security_floor: true`: each ConnectX / BlueField adapter's firmware against the first
+    fixed build of its train in NVIDIA's networking bulletins."""
+    if view.expect.security_floor is not True or (view.outcomes and not view.ran("nic")):
+        return
+    nic = view.facts.get("nic")
+    floor = _floor(view)
+    by_version: dict[str, list[str]] = defaultdict(list)  # one finding per firmware version, naming its adapters
+    for dev in (nic.get("devices") if nic else None) or []:
+        fw = dev.get("fw_ver")
+        if isinstance(fw, str):
+            by_version[fw].append(f"{dev.get('name')} ({shown(dev.get('bus_id'), 'bus id unknown')})")
+    for fw, devices in sorted(by_version.items()):
+        v = floor.judge_firmware(fw)
+        if v is None or not v.missing:
+            continue
+        newest, need = v.missing[0]
+        cves = sorted({c for b, _ in v.missing for c in b.cves})
+        yield fault(SECURITY_FIRMWARE, view.name, ", ".join(devices),
+                    f"{v.family} firmware {fw} on {len(devices)} adapter(s) lacks the fixes of NVIDIA bulletin "
+                    f"{_bulletins([b for b, _ in v.missing])} ({', '.join(cves[:3])}): it needs {need}",
+                    expected=need, actual=fw,
+                    evidence=["nic.devices.fw_ver", floor.describe(), f"bulletin {newest.id}: {newest.url}"],
+                    hint="update the adapter firmware (mlxfwmanager / mlxup) to the fixed build of its train, "
+                         "then reset the adapter or reboot")
+
+
+CHECKS = [vbios_mixed, fabric_manager_version, security_driver, security_firmware]
 FLEET_CHECKS = [version_outlier]
 
 FINDING_IDS: tuple[str, ...] = (
     "gpu.vbios.mixed",
     "software.version.outlier",
     "nvlink.fabric_manager.version",
+    SECURITY_DRIVER,
+    SECURITY_BRANCH,
+    SECURITY_FIRMWARE,
 )
 
 # What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
@@ -176,4 +275,7 @@ NEEDS: dict[str, Needs] = {
     "gpu.vbios.mixed": Needs(sections=("gpus",), gpus=True),
     "software.version.outlier": Needs(any_of=("host", "gpus")),
     "nvlink.fabric_manager.version": Needs(sections=("host",), any_of=("nvlink", "pcie")),
+    SECURITY_DRIVER: Needs(any_of=("host", "gpus"), switched_on=("security_floor",)),
+    SECURITY_BRANCH: Needs(any_of=("host", "gpus"), switched_on=("security_floor",)),
+    SECURITY_FIRMWARE: Needs(sections=("nic",), switched_on=("security_floor",)),
 }

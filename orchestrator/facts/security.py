@@ -1,0 +1,239 @@
+"""The security floor: the oldest NVIDIA driver of each branch, and the oldest ConnectX / BlueField
+firmware of each train, that carries the fixes of NVIDIA's security bulletins.
+
+The data is `security_floor.json` beside this module, made by tools/security_floor.py from the
+bulletins NVIDIA publishes at github.com/NVIDIA/product-security (each bulletin in it names its
+Markdown source and its nvidia.com page); `probe run --security-floor FILE` judges against a newer
+file of the same format.  The file's date (its newest bulletin) travels with every finding and is
+shown by the report, so an old floor is visible.
+
+Pure but for `load`, which reads one file (cached): version strings in, verdicts out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+FORMAT = "fleetprobe-security-floor/1"
+SHIPPED = Path(__file__).resolve().with_name("security_floor.json")
+
+# Firmware major number -> adapter family: NVIDIA names each family's firmware by its first number
+# (mlxup 4.24 release notes, "Supported Adapters Cards and Firmware Versions": 12.28 ConnectX-4,
+# 14.32 ConnectX-4 Lx, 16.35 ConnectX-5, 20.37 ConnectX-6, 22.37 ConnectX-6 Dx/DE, 24.37 BlueField-2,
+# 26.37 ConnectX-6 Lx, 28.37 ConnectX-7, 32.37 BlueField-3; MFT 4.34: 40.47 ConnectX-8; MFT 4.25.1:
+# 18.33 BlueField).
+FW_FAMILIES: dict[int, str] = {12: "ConnectX-4", 14: "ConnectX-4 Lx", 16: "ConnectX-5", 18: "BlueField",
+                               20: "ConnectX-6", 22: "ConnectX-6 Dx", 24: "BlueField-2", 26: "ConnectX-6 Lx",
+                               28: "ConnectX-7", 32: "BlueField-3", 40: "ConnectX-8"}
+
+
+class FloorError(ValueError):
+    """A security floor file that cannot be used; the message names the file and what is wrong."""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+@dataclass(frozen=True)
+class Bulletin:
+    id: str
+    title: str
+    date: str  # YYYY-MM-DD: the bulletin's last update
+    url: str  # its nvidia.com page
+    source: str  # its Markdown in github.com/NVIDIA/product-security
+    cves: tuple[str, ...]
+
+    def label(self) -> str:
+        return f"bulletin {self.id} ({self.date})"
+
+
+@dataclass(frozen=True)
+class DriverBulletin(Bulletin):
+    fixed: Mapping[str, str] = field(default_factory=dict)  # "R535" -> "535.309.01"
+
+
+@dataclass(frozen=True)
+class FirmwareFix:
+    families: tuple[str, ...]
+    train: int  # the middle number of 28.39.1002
+    build: int  # the first fixed build on that train
+
+
+@dataclass(frozen=True)
+class FirmwareBulletin(Bulletin):
+    fixed: tuple[FirmwareFix, ...] = ()
+
+
+@dataclass(frozen=True)
+class DriverVerdict:
+    """What the floor says of one driver version."""
+
+    version: str
+    branch: str  # "R535"; "" when the version does not parse
+    missing: tuple[DriverBulletin, ...] = ()  # bulletins whose fix it lacks, newest first
+    floor: str | None = None  # the branch's newest fixed version
+    last_listed: DriverBulletin | None = None  # the newest bulletin naming the branch
+    unlisted: bool = False  # the newest driver bulletin does not name the branch: no fixes any more
+    newer_than_file: bool = False  # a branch newer than every branch the file knows: cannot judge
+    listed_now: tuple[str, ...] = ()  # the branches the newest driver bulletin names
+
+    @property
+    def below(self) -> bool:
+        return bool(self.missing)
+
+
+@dataclass(frozen=True)
+class FirmwareVerdict:
+    fw_ver: str
+    family: str
+    train: int
+    build: int
+    missing: tuple[tuple[FirmwareBulletin, str], ...] = ()  # (bulletin, what it asks for), newest first
+
+
+@dataclass(frozen=True)
+class SecurityFloor:
+    date: str
+    made: str
+    file: str  # "shipped" or the path it was read from
+    driver: tuple[DriverBulletin, ...]
+    firmware: tuple[FirmwareBulletin, ...]
+
+    def describe(self) -> str:
+        """One line for findings and the report: which file, of which date."""
+        where = "shipped security floor" if self.file == "shipped" else f"security floor {self.file}"
+        return f"{where} of {self.date}"
+
+    # ------------------------------------------------------------------ the driver
+
+    def judge_driver(self, version: str) -> DriverVerdict:
+        m = re.match(r"^\s*(\d{3})\.\d+", version or "")
+        if not m:
+            return DriverVerdict(version, "")
+        branch = f"R{m.group(1)}"
+        have = version_key(version)
+        listing = [b for b in self.driver if branch in b.fixed]
+        newest = max(self.driver, key=lambda b: (b.date, b.id)) if self.driver else None
+        listed_now = tuple(newest.fixed) if newest else ()
+        known = [int(r[1:]) for b in self.driver for r in b.fixed]
+        if not listing:
+            return DriverVerdict(version, branch, listed_now=listed_now,
+                                 newer_than_file=not known or int(m.group(1)) > max(known),
+                                 unlisted=bool(known) and int(m.group(1)) <= max(known))
+        missing = tuple(sorted((b for b in listing if have < version_key(b.fixed[branch])),
+                               key=lambda b: (b.date, b.id), reverse=True))
+        last = max(listing, key=lambda b: (b.date, b.id))
+        floor = max((b.fixed[branch] for b in listing), key=version_key)
+        return DriverVerdict(version, branch, missing, floor, last, unlisted=newest is not None and branch not in newest.fixed,
+                             listed_now=listed_now)
+
+    # ------------------------------------------------------------------ adapter firmware
+
+    def judge_firmware(self, fw_ver: str) -> FirmwareVerdict | None:
+        """None when the version is not of an adapter the bulletins cover (or does not parse)."""
+        m = re.match(r"^\s*(\d+)\.(\d+)\.(\d+)", fw_ver or "")
+        if not m:
+            return None
+        major, train, build = (int(x) for x in m.groups())
+        family = FW_FAMILIES.get(major)
+        if family is None:
+            return None
+        missing: list[tuple[FirmwareBulletin, str]] = []
+        covered = False
+        for b in sorted(self.firmware, key=lambda b: (b.date, b.id), reverse=True):
+            rows = [f for f in b.fixed if family in f.families]
+            if not rows:
+                continue
+            covered = True
+            same = [f for f in rows if f.train == train]
+            fixes = ", ".join(f"{major}.{f.train}.{f.build}" for f in sorted(rows, key=lambda f: f.train))
+            if same:
+                need = max(f.build for f in same)
+                if build < need:
+                    missing.append((b, f"{major}.{train}.{need} or newer"))
+            elif train < max(f.train for f in rows):
+                missing.append((b, f"a fixed train ({fixes})"))
+        if not covered:
+            return None
+        return FirmwareVerdict(fw_ver, family, train, build, tuple(missing))
+
+
+def _str(d: Mapping[str, Any], key: str, where: str) -> str:
+    v = d.get(key)
+    if not isinstance(v, str):
+        raise FloorError(f"{where}: {key} must be a string")
+    return v
+
+
+def _bulletin(d: Any, where: str) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise FloorError(f"{where}: a bulletin must be an object")
+    out: dict[str, Any] = {k: _str(d, k, where) for k in ("id", "title", "date", "url", "source")}
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", out["date"]):
+        raise FloorError(f"{where}: bulletin {out['id']}: date {out['date']!r} is not YYYY-MM-DD")
+    cves = d.get("cves")
+    if not isinstance(cves, list) or not all(isinstance(c, str) and c.startswith("CVE-") for c in cves):
+        raise FloorError(f"{where}: bulletin {out['id']}: cves must be a list of CVE ids")
+    out["cves"] = tuple(cves)
+    return out
+
+
+def parse(doc: Any, file: str = "shipped") -> SecurityFloor:
+    """A floor document (security_floor.json's shape) -> SecurityFloor; FloorError naming what is wrong."""
+    where = "the shipped security floor" if file == "shipped" else file
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise FloorError(f"{where}: not a security floor file (its format must be {FORMAT!r}; "
+                         "make one with tools/security_floor.py)")
+    drivers = []
+    for d in _list(doc.get("driver"), where, "driver"):
+        fixed = d.get("fixed")
+        if not isinstance(fixed, dict) or not fixed or not all(
+                isinstance(k, str) and re.fullmatch(r"R\d{3}", k) and isinstance(v, str) and v.startswith(k[1:] + ".")
+                for k, v in fixed.items()):
+            raise FloorError(f"{where}: driver bulletin {d.get('id')}: fixed must map branches (R535) to "
+                             "versions of that branch (535.309.01)")
+        drivers.append(DriverBulletin(**_bulletin(d, where), fixed=dict(fixed)))
+    firmware = []
+    for d in _list(doc.get("nic_firmware"), where, "nic_firmware"):
+        rows = []
+        for r in _list(d.get("fixed"), where, f"nic_firmware bulletin {d.get('id')} fixed"):
+            fams, train, build = r.get("families"), r.get("train"), r.get("build")
+            if not (isinstance(fams, list) and fams and all(isinstance(x, str) for x in fams)
+                    and isinstance(train, int) and _count(train) and isinstance(build, int) and _count(build)):
+                raise FloorError(f"{where}: nic_firmware bulletin {d.get('id')}: each fix needs families, train, build")
+            rows.append(FirmwareFix(tuple(fams), train, build))
+        firmware.append(FirmwareBulletin(**_bulletin(d, where), fixed=tuple(rows)))
+    date = doc.get("date")
+    if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        raise FloorError(f"{where}: date must be YYYY-MM-DD (the newest bulletin it holds)")
+    return SecurityFloor(date, str(doc.get("made") or ""), file, tuple(drivers), tuple(firmware))
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _list(v: Any, where: str, what: str) -> Iterable[dict[str, Any]]:
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise FloorError(f"{where}: {what} must be a list of objects")
+    return v
+
+
+@lru_cache(maxsize=8)
+def load(path: str | None = None) -> SecurityFloor:
+    """The shipped floor (path None) or the file at `path`; FloorError when it cannot be used."""
+    file = Path(path) if path else SHIPPED
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise FloorError(f"cannot read the security floor {file}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise FloorError(f"{file}: not valid JSON ({e})") from None
+    return parse(doc, "shipped" if path is None else str(path))

@@ -1,0 +1,568 @@
+"""Fleet baselines: every measured figure of a host or GPU against the same figure of its class.
+
+Gray failures are relative: a GPU at 88 % of its peers' P2P bandwidth, a host whose NCCL bus
+bandwidth is 12 % under its class, a GPU 9 C hotter than its siblings at the same load pass every
+absolute floor.  Here each figure (`METRICS`) is compared with its peers: the hosts of the same
+topology class (verdict/classes.py), or a baseline file exported from a known-good fleet of that
+class (`probe baseline RUN -o base.json`, `--baseline-file`).  The centre is the median, the
+spread the median absolute deviation (x 1.4826, floored at 1 % of the median so that identical
+peers do not turn a rounding step into a finding); a figure is a finding when it lies beyond its
+row of `THRESHOLDS` (a share of the median, an absolute step, and `z` spreads) and at least
+`min_hosts` / `min_gpus` peers measured the same thing.  Every finding names the class median and
+the peer count.
+
+Who a figure is compared with (each metric's `host` and `gpu`):
+  the host    its figure (NCCL bus bandwidth; for a per-GPU figure, the median of its GPUs) against
+              the class's hosts (at least `min_hosts` other hosts);
+  class       one GPU's figure against every GPU of the class (at least `min_gpus` GPUs on at least
+              `min_hosts` other hosts), on hosts not already named as a whole for that figure;
+  siblings    one GPU against the other GPUs of its own host (at least `min_gpus` of them): the same
+              chassis, air and load - DCGM's node-level comparison of clocks, power and temperature.
+
+Pure: `measures(facts)` when a host is judged (small: a few dozen numbers), `judge(...)` fleet-wide.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from orchestrator.facts import read as F
+from orchestrator.facts.model import Facts
+from orchestrator.verdict.causes import Cause
+from orchestrator.verdict.findings import Finding, Severity, fault
+
+BANDWIDTH_LOW = "baseline.bandwidth.low"
+CLOCKS_LOW = "baseline.clocks.low"
+POWER_OUTLIER = "baseline.power.outlier"
+TEMPERATURE_HIGH = "baseline.temperature.high"
+ERRORS_HIGH = "baseline.errors.high"
+FINDING_IDS: tuple[str, ...] = (BANDWIDTH_LOW, CLOCKS_LOW, POWER_OUTLIER, TEMPERATURE_HIGH, ERRORS_HIGH)
+
+MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally spread figures
+SPREAD_FLOOR = 0.01  # of the median: the least spread assumed, so identical peers are not infinitely strict
+# Corrected-error rates are judged only over this much uptime: a count over an hour says little.
+RATE_MIN_UPTIME_S = 6 * 3600.0
+NCCL_MIN_BYTES = 1 << 20  # smaller all_reduce messages measure latency, not bandwidth
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    what: str
+    unit: str
+    finding: str
+    direction: str  # low | high | both
+    host: bool  # the host's figure against the class's hosts
+    gpu: str  # each GPU's figure against: "class" (the class's GPUs), "siblings" (its host's), "" (none)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    pct: float | None = None  # beyond this share of the median (percent)
+    delta: float | None = None  # and beyond this absolute step (the metric's unit)
+    z: float = 3.0  # and beyond this many robust spreads
+    min_hosts: int = 4  # peer hosts needed for a host's figure
+    min_gpus: int = 7  # peer GPUs needed for a GPU's figure (its siblings, where it is compared with them)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in (("pct", self.pct), ("delta", self.delta), ("z", self.z),
+                                  ("min_hosts", self.min_hosts), ("min_gpus", self.min_gpus)) if v is not None}
+
+
+# Every figure compared, and the one table of its thresholds (a playbook's `baselines:` overrides a
+# row, key by key: api/playbook.py).  SuperBench calls a figure 5 % below its baseline a finding;
+# Megatron a rank beyond 1 sigma and 10 %; DCGM clocks and power outside a band around the mean.
+METRICS: tuple[Metric, ...] = (
+    Metric("p2p_pair_gbps", "GPU pair copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("h2d_gbps", "host->GPU copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("d2h_gbps", "GPU->host copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("local_copy_gbps", "device-local copy", "GB/s", BANDWIDTH_LOW, "low", True, "class"),
+    Metric("nccl_busbw_gbps", "NCCL bus bandwidth", "GB/s", BANDWIDTH_LOW, "low", True, ""),
+    Metric("sm_clock_mhz", "SM clock under load", "MHz", CLOCKS_LOW, "low", True, "siblings"),
+    Metric("power_w", "power under load", "W", POWER_OUTLIER, "both", True, "siblings"),
+    Metric("temperature_c", "temperature", "C", TEMPERATURE_HIGH, "high", False, "siblings"),
+    Metric("ecc_corrected_per_day", "corrected ECC errors per day", "/day", ERRORS_HIGH, "high", True, "class"),
+    Metric("pcie_replays_per_day", "PCIe replays per day", "/day", ERRORS_HIGH, "high", True, "class"),
+)
+BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+THRESHOLDS: dict[str, Threshold] = {
+    "p2p_pair_gbps": Threshold(pct=5.0),
+    "h2d_gbps": Threshold(pct=5.0),
+    "d2h_gbps": Threshold(pct=5.0),
+    "local_copy_gbps": Threshold(pct=5.0),
+    "nccl_busbw_gbps": Threshold(pct=5.0),
+    # GPUs against their siblings (the same chassis and load): at least 3 of them
+    "sm_clock_mhz": Threshold(pct=5.0, min_gpus=3),
+    "power_w": Threshold(pct=10.0, min_gpus=3),
+    "temperature_c": Threshold(delta=7.0, min_gpus=3),
+    "ecc_corrected_per_day": Threshold(delta=10.0),
+    "pcie_replays_per_day": Threshold(delta=10.0),
+}
+THRESHOLD_KEYS = ("pct", "delta", "z", "min_hosts", "min_gpus")
+
+
+def thresholds_with(overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Threshold]:
+    """THRESHOLDS with a playbook's overrides ({metric: {pct: 8, min_hosts: 3}}), validated by the
+    playbook loader (api/playbook.py)."""
+    out = dict(THRESHOLDS)
+    for key, fields in overrides.items():
+        out[key] = replace(out[key], **dict(fields))
+    return out
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measured figure of a host: per GPU (`gpu`: its bus id) or of the whole host (None)."""
+
+    metric: str
+    kind: str  # what splits the metric further: the pair's link ("NV18"), NCCL's op and size
+    gpu: str | None
+    value: float
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _p2p(facts: Facts) -> Iterable[Measure]:
+    p2p = facts.get("p2p")
+    if not isinstance(p2p, dict):
+        return
+    gpus = [g for g in p2p.get("gpus") or [] if isinstance(g, dict) and g.get("status") == "ok" and g.get("bus_id")]
+    for g in gpus:
+        bus = str(g["bus_id"])
+        for metric, key in (("h2d_gbps", "h2d_gbps"), ("d2h_gbps", "d2h_gbps"), ("local_copy_gbps", "local_ce_gbps")):
+            v = _num(g.get(key))
+            if v is not None:
+                yield Measure(metric, "", bus, v)
+        load = g.get("load")
+        if isinstance(load, dict):
+            for metric in ("sm_clock_mhz", "power_w"):
+                v = _num(load.get(metric))
+                if v is not None:
+                    yield Measure(metric, "", bus, v)
+    levels = F.level_matrix(facts) or {}
+    by_gpu: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for p in p2p.get("pairs") or []:
+        if not isinstance(p, dict) or not p.get("peer_enabled") or p.get("staged"):
+            continue
+        v = _num(p.get("ce_gbps"))
+        src, dst = str(p.get("src_bus_id") or ""), str(p.get("dst_bus_id") or "")
+        if v is None or not src or not dst:
+            continue
+        kind = levels.get((src, dst)) or levels.get((dst, src)) or "P2P"
+        by_gpu[(src, kind)].append(v)
+        by_gpu[(dst, kind)].append(v)
+    for (bus, kind), values in by_gpu.items():
+        # a GPU's pairs of one link kind: the median, so one slow partner does not make it slow
+        yield Measure("p2p_pair_gbps", kind, bus, statistics.median(values))
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def _nccl(facts: Facts) -> Iterable[Measure]:
+    nccl = facts.get("nccl")
+    if not isinstance(nccl, dict) or nccl.get("limitation") or nccl.get("busy_gpus"):
+        return
+    for r in nccl.get("results") or []:
+        if not isinstance(r, dict) or r.get("in_place") or not isinstance(r.get("size_bytes"), int):
+            continue
+        v = _num(r.get("busbw_gbps"))
+        if v is not None and r["size_bytes"] >= NCCL_MIN_BYTES:
+            yield Measure("nccl_busbw_gbps", f"{r.get('op') or 'collective'} {_size(r['size_bytes'])}", None, v)
+
+
+def _gpus(facts: Facts) -> Iterable[Measure]:
+    gpus = facts.get("gpus")
+    listed = [g for g in (gpus.get("list") if gpus else None) or [] if isinstance(g, dict) and g.get("bus_id")]
+    p2p = facts.get("p2p")
+    loaded = {str(g.get("bus_id")): _num((g.get("load") or {}).get("temperature_c"))
+              for g in (p2p.get("gpus") if isinstance(p2p, dict) else None) or [] if isinstance(g, dict)}
+    # one host's GPUs are compared at one load: all under the probe's load, else all idle
+    under_load = bool(loaded) and all(loaded.get(str(g["bus_id"])) is not None for g in listed)
+    for g in listed:
+        bus = str(g["bus_id"])
+        t = loaded.get(bus) if under_load else _num(g.get("temperature_c"))
+        if t is not None:
+            yield Measure("temperature_c", "under load" if under_load else "idle", bus, t)
+    host = facts.get("host")
+    uptime = _num(host.get("uptime_s")) if host else None
+    if uptime is None or uptime < RATE_MIN_UPTIME_S:
+        return
+    days = uptime / 86400.0
+    for g in listed:
+        bus = str(g["bus_id"])
+        locations = ((g.get("ecc") or {}).get("locations") or {})
+        counts = [_num((locations.get(loc) or {}).get("volatile_corrected")) for loc in ("dram", "sram")]
+        if any(c is not None for c in counts):
+            yield Measure("ecc_corrected_per_day", "", bus, round(sum(c or 0.0 for c in counts) / days, 2))
+        replays = _num(g.get("pcie_replays"))
+        if replays is not None:
+            yield Measure("pcie_replays_per_day", "", bus, round(replays / days, 2))
+
+
+def measures(facts: Facts) -> list[Measure]:
+    """Every figure of the host the baselines compare (what its probes measured)."""
+    return [*_p2p(facts), *_nccl(facts), *_gpus(facts)]
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+@dataclass(frozen=True)
+class Stats:
+    median: float
+    mad: float
+    n: int  # how many measured it (hosts or GPUs)
+
+    @property
+    def spread(self) -> float:
+        return max(self.mad * MAD_SCALE, abs(self.median) * SPREAD_FLOOR)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median": round(self.median, 4), "mad": round(self.mad, 4), "n": self.n}
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stats:
+        med = statistics.median(values)
+        return cls(med, statistics.median(abs(v - med) for v in values), len(values))
+
+
+def beyond(value: float, stats: Stats, metric: Metric, t: Threshold) -> bool:
+    """Whether `value` lies beyond the threshold in the metric's bad direction."""
+    dev = value - stats.median
+    if metric.direction == "low":
+        dev = -dev
+    elif metric.direction == "both":
+        dev = abs(dev)
+    if dev <= 0:
+        return False
+    if t.pct is not None and dev < abs(stats.median) * t.pct / 100.0:
+        return False
+    if t.delta is not None and dev < t.delta:
+        return False
+    return dev >= t.z * stats.spread
+
+
+# ----------------------------------------------------------------------------- the baseline file
+
+BASELINE_FORMAT = "fleetprobe-baseline/1"
+
+
+@dataclass(frozen=True)
+class ClassStats:
+    """A class's figures: (metric, kind) -> stats of its hosts' and of its GPUs' values."""
+
+    name: str
+    hosts: int
+    host: Mapping[tuple[str, str], Stats]
+    gpu: Mapping[tuple[str, str], Stats]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A baseline exported from a known-good fleet: class fingerprint -> its figures."""
+
+    classes: Mapping[str, ClassStats]
+    source: str  # the file, and the run it was made from
+
+    def of(self, fingerprint: str | None) -> ClassStats | None:
+        return self.classes.get(fingerprint) if fingerprint else None
+
+
+def class_stats(name: str, hosts: Mapping[str, list[Measure]]) -> ClassStats:
+    """The figures of one class's hosts (host -> its measures)."""
+    host_values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    gpu_values: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for ms in hosts.values():
+        for key, values in _host_figures(ms).items():
+            host_values[key].append(statistics.median(values))
+        for m in ms:
+            if m.gpu is not None:
+                gpu_values[(m.metric, m.kind)].append(m.value)
+    return ClassStats(name, len(hosts), {k: Stats.of(v) for k, v in host_values.items()},
+                      {k: Stats.of(v) for k, v in gpu_values.items()})
+
+
+def _host_figures(ms: Iterable[Measure]) -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for m in ms:
+        out[(m.metric, m.kind)].append(m.value)
+    return out
+
+
+def _key(metric: str, kind: str) -> str:
+    return f"{metric}[{kind}]" if kind else metric
+
+
+def _unkey(text: str) -> tuple[str, str]:
+    if text.endswith("]") and "[" in text:
+        metric, kind = text[:-1].split("[", 1)
+        return metric, kind
+    return text, ""
+
+
+def export(classes: Mapping[str, ClassStats], made_from: str, made: str) -> dict[str, Any]:
+    """The baseline file (`probe baseline RUN -o base.json`): per class fingerprint its figures."""
+    return {
+        "format": BASELINE_FORMAT, "made_from": made_from, "made": made,
+        "thresholds": {k: t.to_dict() for k, t in THRESHOLDS.items()},
+        "classes": {fp: {"name": c.name, "hosts": c.hosts,
+                         "host": {_key(*k): s.to_dict() for k, s in sorted(c.host.items())},
+                         "gpu": {_key(*k): s.to_dict() for k, s in sorted(c.gpu.items())}}
+                    for fp, c in sorted(classes.items())},
+    }
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be used; the message names what is wrong."""
+
+
+def _stats(d: Any, where: str) -> Stats:
+    if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) and not isinstance(d.get(k), bool)
+                                          for k in ("median", "mad", "n")):
+        raise BaselineError(f"{where}: each figure needs median, mad and n")
+    return Stats(float(d["median"]), float(d["mad"]), int(d["n"]))
+
+
+def parse_reference(doc: Any, source: str) -> Reference:
+    if not isinstance(doc, dict) or doc.get("format") != BASELINE_FORMAT:
+        raise BaselineError(f"{source}: not a baseline file (its format must be {BASELINE_FORMAT!r}; "
+                            "make one with `probe baseline RUN -o FILE`)")
+    classes = {}
+    raw = doc.get("classes")
+    if not isinstance(raw, dict):
+        raise BaselineError(f"{source}: classes must map class fingerprints to their figures")
+    for fp, c in raw.items():
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            raise BaselineError(f"{source}: class {fp}: needs a name")
+        parts = {}
+        for scope in ("host", "gpu"):
+            figures = c.get(scope) or {}
+            if not isinstance(figures, dict):
+                raise BaselineError(f"{source}: class {fp}: {scope} must map figures to their statistics")
+            parts[scope] = {_unkey(str(k)): _stats(v, f"{source}: class {fp} {k}") for k, v in figures.items()
+                            if _unkey(str(k))[0] in BY_KEY}
+        hosts = c.get("hosts")
+        classes[str(fp)] = ClassStats(c["name"], hosts if isinstance(hosts, int) else 0, parts["host"], parts["gpu"])
+    made_from = doc.get("made_from")
+    return Reference(classes, f"{source} (from run {made_from})" if isinstance(made_from, str) else source)
+
+
+# ----------------------------------------------------------------------------- judging
+
+
+@dataclass(frozen=True)
+class Judged:
+    name: str
+    fingerprint: str | None
+    class_name: str | None
+    measures: list[Measure]
+
+
+ThresholdsFor = Callable[[str], Mapping[str, Threshold]]
+
+
+def _subject(m: Metric, kind: str, gpu: str | None, index: Mapping[str, int]) -> str:
+    what = f"{m.what} {kind}".strip() if m.key != "temperature_c" else f"{m.what} ({kind})"
+    if gpu is None:
+        return what
+    i = index.get(gpu)
+    return f"GPU{i if i is not None else '?'} ({gpu}) {what}"
+
+
+def _finding(host: str, m: Metric, subject: str, value: float, stats: Stats, peers: str, basis: str,
+             t: Threshold) -> Finding:
+    dev = value - stats.median
+    side = "below" if dev < 0 else "above"
+    # a share where the threshold is one, else the step in the metric's unit (7 C hotter)
+    rel = (f"{abs(dev) / abs(stats.median) * 100:.0f} % {side}" if t.pct is not None and stats.median
+           else f"{abs(dev):.1f} {m.unit} {side}")
+    rule = ", ".join(x for x in (f"{t.pct:g} %" if t.pct is not None else "",
+                                 f"{t.delta:g} {m.unit}" if t.delta is not None else "", f"{t.z:g} spreads") if x)
+    return fault(m.finding, host, subject,
+                 f"{value:.1f} {m.unit}, {rel} the median {stats.median:.1f} {m.unit} of {peers} "
+                 f"(spread {stats.spread:.1f} {m.unit}; the threshold is {rule})",
+                 severity=Severity.WARN, expected=round(stats.median, 2), actual=round(value, 2),
+                 evidence=[f"{basis}: median {stats.median:.2f} {m.unit}, MAD {stats.mad:.2f}, {stats.n} measured",
+                           f"baseline metric {_key(m.key, '')}"],
+                 hint=_HINTS[m.finding])
+
+
+_HINTS = {
+    BANDWIDTH_LOW: "a gray failure: compare this GPU's or host's PCIe and NVLink links, error counters and "
+                   "clocks with a peer's; reseat or inspect the slow part",
+    CLOCKS_LOW: "the GPU runs slower than its peers under the same load: check cooling, power delivery and "
+                "clock event reasons (`nvidia-smi -q -d PERFORMANCE`)",
+    POWER_OUTLIER: "the GPU draws unlike its peers under the same load: check the power limit, cooling and "
+                   "whether it throttles",
+    TEMPERATURE_HIGH: "hotter than its siblings in the same chassis: check its fan, heatsink, airflow and "
+                      "thermal paste",
+    ERRORS_HIGH: "corrected errors well above its peers' rate precede uncorrected ones: watch the trend, run "
+                 "`dcgmi diag -r 3`, plan a replacement",
+}
+
+
+def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
+          reference: Reference | None = None) -> tuple[list[Finding], dict[str, dict[str, str]]]:
+    """(findings, id -> host -> why not judged) for every host's figures against its class (or the
+    reference's figures of that class)."""
+    limits = thresholds_for or (lambda host: THRESHOLDS)
+    by_class: dict[str, list[Judged]] = defaultdict(list)
+    for h in hosts:
+        if h.fingerprint and h.measures:
+            by_class[h.fingerprint].append(h)
+    findings: list[Finding] = []
+    judged: dict[str, set[str]] = defaultdict(set)  # id -> hosts with at least one figure judged
+    for fp, members in sorted(by_class.items()):
+        ref = reference.of(fp) if reference else None
+        run_stats = class_stats(members[0].class_name or fp, {h.name: h.measures for h in members})
+        basis = (f"baseline {reference.source}, class {ref.name}" if ref is not None and reference is not None
+                 else f"class {members[0].class_name} in this run")
+        for h in members:
+            findings.extend(_judge_host(h, ref or run_stats, ref is not None, basis, limits(h.name), judged))
+    not_judged: dict[str, dict[str, str]] = {fid: {} for fid in FINDING_IDS}
+    for h in hosts:
+        for fid in FINDING_IDS:
+            if h.name in judged[fid]:
+                continue
+            has = {m.metric for m in h.measures if BY_KEY[m.metric].finding == fid}
+            if not has:
+                continue  # nothing measured: the host's own coverage says why (its probe did not run)
+            if not h.fingerprint:
+                not_judged[fid][h.name] = "the host has no topology class (a shape probe did not finish)"
+            else:
+                n = len(by_class.get(h.fingerprint, []))
+                not_judged[fid][h.name] = (f"too few peers measured the same figures ({n} host(s) of class "
+                                           f"{h.class_name} in this run; see the thresholds' min_hosts/min_gpus)")
+    return findings, not_judged
+
+
+def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits: Mapping[str, Threshold],
+                judged: dict[str, set[str]]) -> Iterable[Finding]:
+    own = _host_figures(h.measures)
+    # "GPU3": the GPU's place in PCI order, which is NVML's index order
+    index = {g: i for i, g in enumerate(sorted({x.gpu for x in h.measures if x.gpu}))}
+    named_whole: set[tuple[str, str]] = set()
+    for (metric_key, kind), values in sorted(own.items()):
+        m, t = BY_KEY[metric_key], limits[metric_key]
+        if not m.host:
+            continue
+        stats = cls.host.get((metric_key, kind))
+        n_hosts = (stats.n if from_file else stats.n - 1) if stats else 0
+        if stats is None or n_hosts < t.min_hosts:
+            continue
+        judged[m.finding].add(h.name)
+        value = statistics.median(values)
+        if beyond(value, stats, m, t):
+            named_whole.add((metric_key, kind))
+            of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
+            yield _finding(h.name, m, _subject(m, kind, None, index) + of_gpus, value, stats,
+                           f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
+    for x in h.measures:
+        m, t = BY_KEY[x.metric], limits[x.metric]
+        if x.gpu is None or not m.gpu or (x.metric, x.kind) in named_whole:
+            continue
+        if m.gpu == "siblings":
+            sibs = [y.value for y in h.measures if y.metric == x.metric and y.kind == x.kind and y.gpu != x.gpu]
+            if len(sibs) < t.min_gpus:
+                continue
+            stats, peers = Stats.of(sibs), f"its {len(sibs)} sibling GPUs on this host"
+            where = "the host's other GPUs"
+        else:
+            found = cls.gpu.get((x.metric, x.kind))
+            n = (found.n if from_file else found.n - 1) if found else 0
+            # peers are other machines: a GPU is compared across its class only where enough other
+            # hosts measured the figure too (the GPUs of one host share its slot, cooling and driver)
+            host_stats = cls.host.get((x.metric, x.kind))
+            other_hosts = (host_stats.n if from_file else host_stats.n - 1) if host_stats else 0
+            if found is None or n < t.min_gpus or other_hosts < t.min_hosts:
+                continue
+            stats, where = found, basis
+            peers = f"{n} GPUs of class {cls.name}" + (" in the baseline" if from_file else "")
+        judged[m.finding].add(h.name)
+        if beyond(x.value, stats, m, t):
+            yield _finding(h.name, m, _subject(m, x.kind, x.gpu, index), x.value, stats, peers, where, t)
+
+
+# A figure below its class often has a cause the host's own checks name: one fault, one root.
+_BANDWIDTH_ROOTS = ("p2p.bandwidth.low", "p2p.host_bandwidth.low", "p2p.slower_than_host", "p2p.outlier",
+                    "p2p.asymmetric", "p2p.uplink.contention", "p2p.status.disabled", "p2p.not_possible",
+                    "nccl.busbw.low", "nccl.slower_than_pcie", "nccl.transport.unexpected", "nccl.env.override",
+                    "pcie.link.downgraded", "pcie.acs.enabled", "nvlink.link.down", "nvlink.fabric.incomplete",
+                    "nvlink.fabric.degraded", "gpu.clocks.slowdown", "gpu.power.limit_low", "gpu.lost",
+                    "gpu.count.pci_vs_nvml")
+_CLOCK_ROOTS = ("gpu.clocks.slowdown", "gpu.clocks.violation", "gpu.thermal.margin_low", "gpu.power.limit_low")
+_THERMAL_ROOTS = ("sensor.fan.zero_while_hot", "sensor.fan.not_reporting", "gpu.thermal.margin_low",
+                  "gpu.clocks.slowdown", "gpu.clocks.violation")
+_ERROR_ROOTS = ("gpu.ecc.uncorrectable", "gpu.ecc.sram_threshold", "gpu.row_remap.pending", "pcie.replays",
+                "pcie.aer.counters", "pcie.aer")
+CAUSES: tuple[Cause, ...] = (
+    *(Cause(root, BANDWIDTH_LOW) for root in _BANDWIDTH_ROOTS),
+    *(Cause(root, fid) for fid in (CLOCKS_LOW, POWER_OUTLIER) for root in _CLOCK_ROOTS),
+    *(Cause(root, TEMPERATURE_HIGH) for root in _THERMAL_ROOTS),
+    *(Cause(root, ERRORS_HIGH) for root in _ERROR_ROOTS),
+    # a GPU that runs hot and slow: one fault, the heat first
+    Cause(TEMPERATURE_HIGH, CLOCKS_LOW),
+    Cause(TEMPERATURE_HIGH, POWER_OUTLIER),
+)
+
+
+def unjudged(facts: Facts) -> dict[str, str]:
+    """What a host's own facts hold back from the comparisons (verdict/coverage.py); too few peers
+    is the fleet's to say (judge's not-judged table)."""
+    have = {BY_KEY[m.metric].finding for m in measures(facts)}
+    out = {}
+    if CLOCKS_LOW not in have:
+        out[CLOCKS_LOW] = out[POWER_OUTLIER] = "no reading under load (p2p probe 1.1 with NVML and load_s > 0)"
+    if ERRORS_HIGH not in have:
+        host = facts.get("host")
+        up = _num(host.get("uptime_s")) if host else None
+        out[ERRORS_HIGH] = ("no uptime read (host probe 1.2)" if up is None else
+                            f"up {up / 3600:.1f} h: error rates are compared from {RATE_MIN_UPTIME_S / 3600:.0f} h of uptime"
+                            if up < RATE_MIN_UPTIME_S else "no corrected-error counter read")
+    if TEMPERATURE_HIGH not in have:
+        out[TEMPERATURE_HIGH] = "no GPU temperature read"
+    if BANDWIDTH_LOW not in have:
+        out[BANDWIDTH_LOW] = "no bandwidth measured (p2p / nccl)"
+    return out
+
+
+# The hosts a class baseline is made of: those judged healthy or degraded (a failed, unreachable or
+# incomplete host's figures are not what the class should look like).
+BASELINE_HEALTH = ("healthy", "degraded")
+
+
+def class_baseline(hosts: Iterable[tuple[str, str | None, str | None, str, Facts]], made_from: str, made: str
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The baseline file of a judged run (`probe baseline RUN -o FILE`) from (host, fingerprint,
+    class, health, facts), and host -> why it was left out."""
+    members: dict[str, dict[str, list[Measure]]] = defaultdict(dict)
+    names: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    for name, fp, cls, health, facts in hosts:
+        if health not in BASELINE_HEALTH:
+            left_out[name] = f"its health is {health}"
+        elif not fp:
+            left_out[name] = "it has no topology class"
+        else:
+            ms = measures(facts)
+            if not ms:
+                left_out[name] = "it measured nothing the baselines compare"
+                continue
+            members[fp][name] = ms
+            names[fp] = cls or fp
+    classes = {fp: class_stats(names[fp], hs) for fp, hs in members.items()}
+    return export(classes, made_from, made), left_out

@@ -1,0 +1,27 @@
+"""What a run judges its hosts against besides their expectations: one value, made by the plan
+(api/plan.py) and handed to the verdict, so a stored run is judged again against the same files.
+
+* the security floor (facts/security.py): NVIDIA's bulletins, the shipped file or `--security-floor FILE`;
+* the fleet baselines (verdict/baseline.py): the thresholds of each host (a playbook's `baselines:`
+  over the table) and a class baseline exported from a known-good fleet (`--baseline-file`);
+* the run history (verdict/offenders.py): what the previous complete runs of the same inventory
+  said of their hosts, for naming repeat offenders (api/session.py reads it from the results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from orchestrator.facts.security import SecurityFloor
+from orchestrator.verdict.baseline import Reference, Threshold
+from orchestrator.verdict.offenders import PastRun
+
+
+@dataclass(frozen=True)
+class References:
+    security_floor: SecurityFloor | None = None  # None: the shipped floor
+    baseline: Reference | None = None  # None: each class against itself in this run
+    thresholds_for: Callable[[str], Mapping[str, Threshold]] | None = None  # host -> its thresholds; None: the table
+    # the earlier runs, oldest first; None: no history was read (merge, import), so no host is judged
+    history: tuple[PastRun, ...] | None = None

@@ -1,0 +1,195 @@
+"""What to do about a judged fleet, host by host, and the blast-radius guard over it.
+
+Each host's faults (root findings of severity warn or fail, verdict/causes.py) carry an action
+class (verdict/actions.py).  `plan` turns them into what a person may approve: which hosts to drain
+in Slurm, which GPUs to reset (`nvidia-smi -r`, only when idle: the playbook checks), which
+services to restart, which hosts to reboot, and which need hands (reseat, inspect, RMA) or a
+configuration change; present/outputs/remediation.py writes it as an Ansible playbook, the Slurm
+drain list (present/outputs/slurm_drain.py) writes its drain part.  fleetprobe never runs either.
+
+The guard (NVSentinel's circuit breaker): one bad rule, a wrong threshold, a broken probe, can
+call a whole fleet faulty.  A list that would disrupt (drain, reset, restart, reboot) more than
+`max_share` of the fleet, or of one topology class, is refused unless forced, and the refusal
+names the rules (finding ids) that would have taken the hosts.  At least one host is always
+allowed: one host is never a blast.
+
+Pure: the judged fleet in, the plan out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from orchestrator.verdict.actions import ACTIONS, Action, action_of
+from orchestrator.verdict.findings import Finding, Kind, Severity
+from orchestrator.verdict.result import FleetResult
+
+DEFAULT_MAX_SHARE = 0.10
+# Actions that take a host away from its jobs: a host with one of these is drained first.
+DISRUPTIVE = (Action.RESET_GPU, Action.RESTART_SERVICE, Action.REBOOT, Action.RESEAT_INSPECT, Action.RMA)
+_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fault of a host and what it asks for."""
+
+    finding: Finding  # the root
+    action: Action
+    because: str
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    host: str
+    steps: tuple[Step, ...]
+
+    @property
+    def action(self) -> Action:
+        """The most disruptive of its steps: a reboot also resets every GPU and restarts every service."""
+        return max((s.action for s in self.steps), key=lambda a: a.rank)
+
+    @property
+    def disruptive(self) -> bool:
+        return self.action in DISRUPTIVE
+
+    def of(self, action: Action) -> list[Step]:
+        return [s for s in self.steps if s.action is action]
+
+    def gpus_to_reset(self) -> list[str]:
+        """Bus ids of the GPUs its reset steps name (a reset of a GPU the subject does not name
+        is left to a person)."""
+        out: list[str] = []
+        for s in self.of(Action.RESET_GPU):
+            for bdf in _BDF.findall(s.finding.subject.lower()):
+                if bdf not in out:
+                    out.append(bdf)
+        return out
+
+    def services(self) -> list[str]:
+        out: list[str] = []
+        for s in self.of(Action.RESTART_SERVICE):
+            unit = ACTIONS[s.finding.id].service if s.finding.id in ACTIONS else None
+            if unit and unit not in out:
+                out.append(unit)
+        return out
+
+    @property
+    def rules(self) -> list[str]:
+        return sorted({s.finding.id for s in self.steps if s.action in DISRUPTIVE})
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The guard's refusal: `hosts` of `of` in `scope` would be disrupted, `limit` may be."""
+
+    scope: str  # "the fleet" or "class <name>"
+    hosts: int
+    of: int
+    limit: int
+    rules: tuple[tuple[str, int], ...]  # finding id -> hosts it would take, most first
+
+    def text(self, max_share: float) -> str:
+        rules = ", ".join(f"{fid} ({n} host(s))" for fid, n in self.rules[:5])
+        return (f"{self.hosts} of {self.of} host(s) of {self.scope} would be taken out, more than "
+                f"{max_share:.0%} ({self.limit} allowed): the rules that would take them: {rules}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_id: str
+    hosts: tuple[HostPlan, ...]  # hosts with a fault that asks for something, in the run's order
+    max_share: float
+    forced: bool
+    refused: tuple[Refusal, ...] = ()
+    fleet_size: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def blocked(self) -> bool:
+        """The guard refused and was not overridden: nothing disruptive may be written."""
+        return bool(self.refused) and not self.forced
+
+    def disruptive(self) -> list[HostPlan]:
+        return [h for h in self.hosts if h.disruptive]
+
+    def refusal_text(self) -> str:
+        return "; ".join(r.text(self.max_share) for r in self.refused)
+
+
+def _roots(findings: Iterable[Finding]) -> list[Finding]:
+    """The host's faults to act on: root findings of severity warn or fail (platform limitations and
+    readings fleetprobe could not take ask nothing of the host)."""
+    return [f for f in findings if f.is_root and f.severity in (Severity.FAIL, Severity.WARN) and f.kind is Kind.FAULT]
+
+
+def host_plan(host: str, findings: Iterable[Finding], min_severity: Severity = Severity.WARN) -> HostPlan | None:
+    steps = []
+    for f in _roots(findings):
+        if f.severity.rank < min_severity.rank:
+            continue
+        action = action_of(f)
+        if action is Action.NONE:
+            continue
+        rule = ACTIONS.get(f.id)
+        steps.append(Step(f, action, rule.because if rule else "an id this fleetprobe does not know"))
+    return HostPlan(host, tuple(steps)) if steps else None
+
+
+def guard(disrupted: Mapping[str, list[str]], classes: Mapping[str, str | None], max_share: float
+          ) -> tuple[Refusal, ...]:
+    """Refusals for `disrupted` (host -> the rules that take it) against the fleet (`classes`: every
+    host of the run -> its topology class) and each class."""
+    def limit(n: int) -> int:
+        return max(1, math.floor(n * max_share + 1e-9))
+
+    def rules(hosts: Iterable[str]) -> tuple[tuple[str, int], ...]:
+        count = Counter(fid for h in hosts for fid in disrupted[h])
+        return tuple(sorted(count.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    out = []
+    n = len(classes)
+    if len(disrupted) > limit(n):
+        out.append(Refusal("the fleet", len(disrupted), n, limit(n), rules(disrupted)))
+    members: dict[str, list[str]] = defaultdict(list)
+    for h, cls in classes.items():
+        if cls:
+            members[cls].append(h)
+    for cls, hosts in sorted(members.items()):
+        hit = [h for h in hosts if h in disrupted]
+        if len(hit) > limit(len(hosts)):
+            out.append(Refusal(f"class {cls}", len(hit), len(hosts), limit(len(hosts)), rules(hit)))
+    return tuple(out)
+
+
+def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False,
+         min_severity: Severity = Severity.WARN) -> Plan:
+    """What to do about every host's faults of `min_severity` or worse, guarded."""
+    classes: dict[str, str | None] = {}
+    hosts = []
+    for h in fleet.hosts.with_facts(()):
+        classes[h.name] = h.topology_class
+        hp = host_plan(h.name, fleet.findings_of(h.name), min_severity)
+        if hp is not None:
+            hosts.append(hp)
+    disrupted = {hp.host: hp.rules for hp in hosts if hp.disruptive}
+    refused = guard(disrupted, classes, max_share)
+    return Plan(fleet.run.id or "run", tuple(hosts), max_share, force, refused, len(classes))
+
+
+def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False) -> Plan:
+    """The Slurm drain list's decision: the failed hosts (a fail fault), guarded."""
+    classes = {h.name: h.topology_class for h in fleet.hosts.with_facts(())}
+    failing: dict[str, list[Finding]] = defaultdict(list)
+    for fault in fleet.faults("fail"):
+        failing[fault.host].append(fault.root)
+    for host in failing:  # a host only in the findings (a hand-made document) still counts in the fleet
+        classes.setdefault(host, None)
+    hosts = tuple(HostPlan(h, tuple(Step(f, action_of(f), ACTIONS[f.id].because if f.id in ACTIONS else "")
+                                    for f in roots)) for h, roots in failing.items())
+    disrupted = {hp.host: sorted({s.finding.id for s in hp.steps}) for hp in hosts}
+    return Plan(fleet.run.id or "run", hosts, max_share, force, guard(disrupted, classes, max_share), len(classes))

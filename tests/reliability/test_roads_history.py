@@ -1,0 +1,257 @@
+"""The history roads (docs/reliability.md "Roads in"): stored runs read back by `probe merge`,
+`show`, `report`, `diff` and `rejudge`.  A stored file can be damaged, hand-edited or written by
+another fleetprobe: what is not of its stored shape costs only itself (a host's section, a
+finding) and is said; a file that cannot be read at all is one message; never exit 70."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli.run import _prune
+from orchestrator.store.compact import read_plain
+from orchestrator.store.lock import RunLock
+from tests.support.hostile import cli_env, run_cli, strict_json
+from tests.support.interrupt import terminate_at_work
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    results = tmp_path_factory.mktemp("shards")
+    for part in ("1/2", "2/2"):
+        got = run_cli(["run", "--shard", part, "--results", str(results), "-q"], timeout=300)
+        assert got.code in (1, 4, 5), got.stderr
+    a, b = sorted(p for p in results.iterdir() if p.is_dir())
+    return a, b
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def _save(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(doc))
+
+
+def _plain(run: Path) -> dict[str, Any]:
+    """fleet.json rewritten in the plain schema-1 form, so a test can edit host records as readers see them."""
+    doc = dict(read_plain(run / "fleet.json"))
+    (run / "fleet.index.json").unlink(missing_ok=True)
+    return doc
+
+
+def _host_with(doc: dict[str, Any], section: str) -> dict[str, Any]:
+    return next(h for h in doc["hosts"] if section in h.get("facts", {}))
+
+
+def _facts_wrong_type(run: Path) -> None:
+    doc = _plain(run)
+    _host_with(doc, "gpus")["facts"]["gpus"] = 7
+    _save(run / "fleet.json", doc)
+
+
+def _facts_inner_wrong_type(run: Path) -> None:
+    doc = _plain(run)
+    h = _host_with(doc, "gpus")
+    h["facts"]["gpus"]["list"][0]["index"] = "zero"
+    h["facts"]["pcie"] = ["not", "a", "section"]
+    _save(run / "fleet.json", doc)
+
+
+def _facts_a_list(run: Path) -> None:
+    doc = _plain(run)
+    doc["hosts"][0]["facts"] = [1, 2]
+    _save(run / "fleet.json", doc)
+
+
+def _probes_wrong_type(run: Path) -> None:
+    doc = _plain(run)
+    doc["hosts"][0]["probes"] = [1]
+    doc["hosts"][1]["probes"] = {"host": 5, "nvml": {"outcome": 3, "duration_s": "long"}}
+    _save(run / "fleet.json", doc)
+
+
+def _nan_duration(run: Path) -> None:
+    text = json.dumps(_plain(run)).replace('"duration_s":', '"duration_s": NaN, "_was":', 1)
+    (run / "fleet.json").write_text(text)
+
+
+def _host_without_name(run: Path) -> None:
+    doc = _plain(run)
+    doc["hosts"][0]["name"] = 5
+    doc["hosts"][1] = "not a record"
+    _save(run / "fleet.json", doc)
+
+
+def _finding_unknown_kind(run: Path) -> None:
+    doc = _load(run / "findings.json")
+    doc[0]["kind"] = "bogus"
+    _save(run / "findings.json", doc)
+
+
+def _finding_without_message(run: Path) -> None:
+    doc = _load(run / "findings.json")
+    del doc[0]["message"]
+    doc[1]["severity"] = 3
+    _save(run / "findings.json", doc)
+
+
+def _schema_version_string(run: Path) -> None:
+    doc = _load(run / "fleet.json")
+    doc["schema_version"] = "2"
+    _save(run / "fleet.json", doc)
+
+
+def _run_json(field: str, value: Any) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        doc = _load(run / "run.json")
+        doc[field] = value
+        _save(run / "run.json", doc)
+    damage.__name__ = f"run_json_{field}_{type(value).__name__}"
+    return damage
+
+
+def _run_json_truncated(run: Path) -> None:
+    text = (run / "run.json").read_text()
+    (run / "run.json").write_text(text[: len(text) // 2])
+
+
+CORRUPTIONS = [_facts_wrong_type, _facts_inner_wrong_type, _facts_a_list, _probes_wrong_type, _nan_duration,
+               _host_without_name, _finding_unknown_kind, _finding_without_message, _schema_version_string,
+               _run_json("plan", "x"), _run_json("plan", {"plays": 5, "expect": {"a": 1}}),
+               _run_json("inventory", 5), _run_json("inventory", [1, {"a": 2}]), _run_json("probes", {"x": 1}),
+               _run_json("probes", [1, None]), _run_json("id", "x\nscontrol update NodeName=all State=DOWN"),
+               _run_json_truncated]
+
+
+@pytest.mark.parametrize("damage", CORRUPTIONS, ids=lambda f: f.__name__.strip("_"))
+def test_a_damaged_stored_run_costs_only_what_is_damaged(tmp_path: Path, shards: tuple[Path, Path],
+                                                         damage: Callable[[Path], None]) -> None:
+    a, b = (shutil.copytree(s, tmp_path / s.name) for s in shards)
+    damage(b)
+    results = tmp_path / "results"
+    commands = {
+        "merge": ["merge", str(a), str(b), "--results", str(results), "--format", "json",
+                  "--slurm-drain", str(tmp_path / "drain.sh")],
+        "show": ["show", str(b), "--format", "json"],
+        "show-table": ["show", str(b), "--show", "gpus,pcie,nvlink,p2p,nic"],
+        "report": ["report", str(b), "-o", str(tmp_path / "r.html")],
+        "diff": ["diff", str(a), str(b)],
+    }
+    for what, args in commands.items():
+        got = run_cli(args, timeout=300)
+        assert got.code != 70, (what, got.stderr)
+        assert "Traceback" not in got.stderr and "internal error" not in got.stderr, (what, got.stderr)
+        if got.code == 2:  # refused whole: one message naming the run and what to do
+            assert b.name in got.stderr and len(got.stderr.strip().splitlines()) <= 3, (what, got.stderr)
+            continue
+        if "--format" in args:
+            assert isinstance(_strict(got.stdout), dict)
+    drain = tmp_path / "drain.sh"
+    if drain.exists():
+        for line in drain.read_text().splitlines():
+            assert line.startswith(("#", "scontrol update NodeName=")), line
+    for run in (p for p in results.glob("*") if p.is_dir()):
+        strict_json(run / "fleet.json")
+
+
+def _strict(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"printed the non-JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_what_a_damaged_host_record_lost_is_said_under_that_host(tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    b = shutil.copytree(shards[1], tmp_path / shards[1].name)
+    doc = _plain(b)
+    name = _host_with(doc, "gpus")["name"]
+    _facts_wrong_type(b)
+    got = run_cli(["show", str(b), "--format", "json"], timeout=120)
+    assert got.code == 0, got.stderr
+    host = next(h for h in _strict(got.stdout)["hosts"] if h["name"] == name)
+    assert "gpus" not in host["facts"]
+    assert any("facts.gpus" in e and "left out" in e for e in host["normalize_errors"]), host["normalize_errors"]
+    others = [h for h in json.loads(got.stdout)["hosts"] if h["name"] != name and "gpus" in h["facts"]]
+    assert others, "the other hosts keep their facts"
+
+
+def test_a_newer_schema_is_one_message(tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    b = shutil.copytree(shards[1], tmp_path / shards[1].name)
+    doc = _load(b / "fleet.json")
+    doc["schema_version"] = 3
+    _save(b / "fleet.json", doc)
+    got = run_cli(["show", str(b)], timeout=120)
+    assert got.code == 2 and "schema_version is 3" in got.stderr, got.stderr
+
+
+@pytest.mark.parametrize("command", ["merge", "rejudge"])
+def test_sigterm_ends_merge_and_rejudge_with_130(tmp_path: Path, shards: tuple[Path, Path], command: str) -> None:
+    a, b = (shutil.copytree(s, tmp_path / s.name) for s in shards)
+    args = ["merge", str(a), str(b)] if command == "merge" else ["rejudge", str(b)]
+    code, err = terminate_at_work([sys.executable, "-m", "orchestrator", *args, "--results", str(tmp_path / "r")],
+                                  cli_env(), str(ROOT), settle_s=0.2)
+    assert code == 130, err[-2000:]
+    assert "Traceback" not in err
+    # nothing half-made is left where a later command would read it as a run
+    for run in (p for p in (tmp_path / "r").glob("*") if p.is_dir() and not p.name.startswith(".")):
+        assert (run / "run.json").is_file()
+
+
+def test_rejudge_holds_the_lock_from_its_first_read(tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    source = shutil.copytree(shards[0], results / shards[0].name)
+    with RunLock(results):
+        got = run_cli(["rejudge", str(source), "--results", str(results)], timeout=120)
+    assert got.code == 75, got.stderr
+    assert sorted(p.name for p in results.iterdir() if p.is_dir()) == [source.name]
+
+
+def test_keep_prunes_only_under_the_lock(tmp_path: Path, shards: tuple[Path, Path],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    for s in shards:
+        shutil.copytree(s, results / s.name)
+    with RunLock(results):  # a rejudge or merge reading the old run holds it
+        _prune(results, (1, None), ())
+    assert len([p for p in results.iterdir() if p.is_dir()]) == 2
+    assert "nothing pruned" in capsys.readouterr().err
+    _prune(results, (1, None), ())
+    assert len([p for p in results.iterdir() if p.is_dir()]) == 1
+
+
+def test_rejudge_and_a_pruning_run_side_by_side_never_break(tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    source = shutil.copytree(shards[0], results / shards[0].name)
+    codes: dict[str, list[int]] = {"run": [], "rejudge": []}
+    errors: list[str] = []
+
+    def keep_running() -> None:
+        for _ in range(3):
+            got = run_cli(["run", "--results", str(results), "--keep", "1", "-q"], timeout=300)
+            codes["run"].append(got.code)
+            errors.append(got.stderr)
+
+    runner = threading.Thread(target=keep_running)
+    runner.start()
+    for _ in range(3):
+        if not source.exists():
+            break
+        got = run_cli(["rejudge", str(source), "--results", str(results), "-q"], timeout=300)
+        codes["rejudge"].append(got.code)
+        errors.append(got.stderr)
+    runner.join()
+    assert all(c in (1, 4, 5, 75) for c in codes["run"]), codes
+    assert all(c in (1, 2, 4, 5, 75) for c in codes["rejudge"]), codes
+    assert not any("Traceback" in e or "internal error" in e for e in errors), errors

@@ -1,0 +1,207 @@
+"""The import roads (docs/reliability.md "Roads in"): evidence text, bundle documents and
+ansible-runner job events.  Each input is read within a bound and only if it is a regular file;
+what it holds is type-checked and strict JSON comes out; a bad input costs only itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api.collected import MAX_DOCUMENT
+from tests.support.hostile import cli_env, only_run_dir, recorded, run_cli, strict_json
+from tests.support.interrupt import terminate_at_work
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPO = ROOT / "tests" / "fixtures" / "text" / "h200_real_topo_m.txt"
+
+
+def _import(tmp_path: Path, *args: str, **kw: Any) -> Any:
+    return run_cli(["import", "--results", str(tmp_path / "results"), *args], timeout=kw.pop("timeout", 120), **kw)
+
+
+def _strict_stdout(text: str) -> Any:
+    def refuse(name: str) -> None:
+        raise AssertionError(f"--format json printed the non-JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+# ------------------------------------------------------------------------------ files that are not files
+
+
+def test_a_fifo_given_as_evidence_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "topo.txt"
+    os.mkfifo(fifo)
+    got = _import(tmp_path, str(fifo), timeout=60)
+    assert got.code == 2 and "topo.txt" in got.stderr and "regular file" in got.stderr, got.stderr
+
+
+def test_a_fifo_beside_good_evidence_costs_only_itself(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    (fleet / "gpu01").mkdir(parents=True)
+    (fleet / "gpu01" / "topo.txt").write_bytes(TOPO.read_bytes())
+    os.mkfifo(fleet / "gpu01" / "stuck.txt")
+    got = _import(tmp_path, "--fleet", str(fleet), "--format", "json", timeout=60)
+    assert got.code in (0, 1, 4, 5), got.stderr
+    doc = _strict_stdout(got.stdout)
+    assert [h["name"] for h in doc["hosts"]] == ["gpu01"]
+    assert "topology" in doc["hosts"][0]["facts"]
+    assert "stuck.txt" in got.stdout + got.stderr
+
+
+def test_a_fifo_named_like_a_job_event_is_skipped(tmp_path: Path) -> None:
+    events = tmp_path / "art" / "job_events"
+    events.mkdir(parents=True)
+    _event(events, 1, "gpu01", _host_res())
+    os.mkfifo(events / "2-stuck.json")
+    got = _import(tmp_path, "--ansible-runner", str(tmp_path / "art"), "--format", "json", timeout=60)
+    assert got.code in (0, 1, 4, 5), got.stderr
+    assert [h["name"] for h in _strict_stdout(got.stdout)["hosts"]] == ["gpu01"]
+
+
+# ------------------------------------------------------------------------------ bounded reads
+
+
+def test_a_bundle_document_past_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    with open(docs / "gpu01.json", "wb") as f:
+        f.truncate(MAX_DOCUMENT + 1)  # sparse: costs no disk
+    got = _import(tmp_path, str(docs), measure_rss=tmp_path / "rss", timeout=120)
+    assert got.code in (2, 4), got.stderr
+    assert f"{MAX_DOCUMENT:,}" in got.stdout + got.stderr
+    assert got.rss_kib is not None and got.rss_kib < 250_000, f"{got.rss_kib} KiB for a refused document"
+
+
+def test_a_bundle_document_of_millions_of_values_is_refused_before_they_are_built(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    body = ",".join(["[]"] * 5_000_000)  # 15 MB; as Python lists it would be ~400 MB
+    (docs / "gpu01.json").write_text('{"fleetprobe_bundle": 1, "junk": [' + body + "]}")
+    got = _import(tmp_path, str(docs), measure_rss=tmp_path / "rss", timeout=120)
+    assert got.code in (2, 4) and "Traceback" not in got.stderr, got.stderr
+    assert "values" in got.stdout + got.stderr
+    assert got.rss_kib is not None and got.rss_kib < 250_000, f"{got.rss_kib} KiB"
+
+
+# ------------------------------------------------------------------------------ text as users save it
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le-bom", "utf-16-be-bom", "crlf"])
+def test_evidence_saved_with_a_bom_or_as_utf16_reads_like_the_plain_file(tmp_path: Path, encoding: str) -> None:
+    text = TOPO.read_text()
+    if encoding == "utf-16-le-bom":
+        data = b"\xff\xfe" + text.encode("utf-16-le")
+    elif encoding == "utf-16-be-bom":
+        data = b"\xfe\xff" + text.encode("utf-16-be")
+    elif encoding == "crlf":
+        data = text.replace("\n", "\r\n").encode()
+    else:
+        data = text.encode(encoding)  # utf-16: PowerShell's `>` (a BOM, then little-endian)
+    (tmp_path / "gpu01.txt").write_bytes(data)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "gpu01.txt").write_bytes(text.encode())
+    saved = _import(tmp_path, str(tmp_path / "gpu01.txt"), "--format", "json")
+    plain = run_cli(["import", "--results", str(tmp_path / "r2"), str(tmp_path / "plain" / "gpu01.txt"),
+                     "--format", "json"], timeout=120)
+    assert saved.code == plain.code, saved.stderr
+    got, want = _strict_stdout(saved.stdout)["hosts"][0], _strict_stdout(plain.stdout)["hosts"][0]
+    assert got["facts"]["topology"]["matrix"] == want["facts"]["topology"]["matrix"]
+    assert got["outcome"] == "ok"
+
+
+def test_a_benchmark_naming_300_gpus_is_cut_to_the_gpu_budget(tmp_path: Path) -> None:
+    n = 300
+    rows = ["nvbandwidth Version: v0.10.0", "", "Running device_to_device_memcpy_read_ce.",
+            "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)", "   " + "".join(f"{j:>10}" for j in range(n))]
+    rows += [f"{i:>3}" + "".join(f"{'N/A' if i == j else f'{300 + (i * 7 + j) % 90:.2f}':>10}" for j in range(n))
+             for i in range(n)]
+    (tmp_path / "gpu01.txt").write_text("\n".join([*rows, "", "SUM device_to_device_memcpy_read_ce 1.0", ""]))
+    got = _import(tmp_path, str(tmp_path / "gpu01.txt"), "--format", "json", timeout=300)
+    assert got.code in (0, 1), got.stderr
+    host = _strict_stdout(got.stdout)["hosts"][0]
+    assert len(host["facts"]["p2p"]["gpus"]) == 64
+    assert "beyond the 64" in got.stdout + got.stderr
+
+
+# ------------------------------------------------------------------------------ forged Ansible events
+
+
+def _host_res(**answer: Any) -> dict[str, Any]:
+    env = recorded("dgx-h100-01", "host")
+    return {"envelope": env, "invocation": {"module_args": {"timeout": 30}},
+            "fleetprobe_answer": {"probe": "host", "exit": 0, "timed_out": False, "out_trunc": False,
+                                  "err_trunc": False, "duration_s": 0.2, "stderr": "", **answer}}
+
+
+def _event(events: Path, counter: int, host: str, res: dict[str, Any], probe: str = "host") -> None:
+    text = json.dumps({"counter": counter, "event": "runner_on_ok",
+                       "event_data": {"host": host, "task_action": f"fleetprobe.gpu.{probe}", "res": res}})
+    (events / f"{counter}-{host}.json").write_text(text)  # json.dumps writes NaN/Infinity as Python does
+
+
+@pytest.mark.parametrize("duration", [-1.0, float("nan"), float("inf"), float("-inf"), 1e300, "12"])
+def test_a_forged_duration_costs_that_probe_and_fleet_json_stays_strict(tmp_path: Path, duration: Any) -> None:
+    events = tmp_path / "art" / "job_events"
+    events.mkdir(parents=True)
+    _event(events, 1, "good", _host_res())
+    _event(events, 2, "forged", _host_res(duration_s=duration))
+    got = _import(tmp_path, "--ansible-runner", str(tmp_path / "art"), "--format", "json")
+    assert got.code == 4, got.stderr
+    hosts = {h["name"]: h for h in _strict_stdout(got.stdout)["hosts"]}
+    assert hosts["good"]["probes"]["host"]["outcome"] == "ok"
+    forged = hosts["forged"]["probes"]["host"]
+    assert forged["outcome"] == "failed" and "duration_s" in forged["reason"], forged
+    strict_json(only_run_dir(tmp_path / "results") / "fleet.json")
+
+
+@pytest.mark.parametrize("figure", [1e308, 1.7e308, 1e19])
+def test_figures_that_would_overflow_when_averaged_are_refused_as_a_forged_answer(tmp_path: Path,
+                                                                                  figure: float) -> None:
+    env = recorded("dgx-h100-12", "nccl")
+    for r in env["data"]["results"]:
+        r["busbw_gbps"] = r["algbw_gbps"] = figure
+    res = {"envelope": env, "invocation": {"module_args": {"timeout": 60}},
+           "fleetprobe_answer": {"probe": "nccl", "exit": 0, "timed_out": False, "out_trunc": False,
+                                 "err_trunc": False, "duration_s": 1.0, "stderr": ""}}
+    events = tmp_path / "art" / "job_events"
+    events.mkdir(parents=True)
+    _event(events, 1, "gpu01", _host_res())
+    _event(events, 2, "gpu01", res, probe="nccl")
+    got = _import(tmp_path, "--ansible-runner", str(tmp_path / "art"), "--format", "json")
+    assert got.code in (4, 5), got.stderr
+    host = _strict_stdout(got.stdout)["hosts"][0]
+    assert host["probes"]["host"]["outcome"] == "ok"
+    assert host["probes"]["nccl"]["outcome"] == "invalid_output", host["probes"]["nccl"]
+    assert "out of range" in host["probes"]["nccl"]["reason"]
+    doc = strict_json(only_run_dir(tmp_path / "results") / "fleet.json")
+    assert "Infinity" not in json.dumps(doc)
+
+
+# ------------------------------------------------------------------------------ the process environment
+
+
+def test_a_state_home_that_is_a_file_is_one_message_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "state"
+    blocker.write_text("")
+    env = cli_env(XDG_STATE_HOME=str(blocker))
+    (tmp_path / "gpu01.txt").write_bytes(TOPO.read_bytes())
+    for args in (["import", str(tmp_path / "gpu01.txt")], ["run", "-q"], ["runs"], ["show"], ["rejudge", "latest"]):
+        got = run_cli(args, timeout=120, env=env)
+        assert got.code == 2, (args, got.stderr)
+        assert "XDG_STATE_HOME" in got.stderr and "Traceback" not in got.stderr, (args, got.stderr)
+
+
+def test_sigterm_ends_an_import_with_130(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet"
+    for i in range(400):  # enough evidence that the import is still at work when the signal comes
+        (fleet / f"h{i:03d}").mkdir(parents=True)
+        (fleet / f"h{i:03d}" / "topo.txt").write_bytes(TOPO.read_bytes())
+    code, err = terminate_at_work([sys.executable, "-m", "orchestrator", "import", "--fleet", str(fleet),
+                                   "--results", str(tmp_path / "results"), "-q"], cli_env(), str(ROOT))
+    assert code == 130, err[-2000:]
+    assert "Traceback" not in err
