@@ -67,7 +67,7 @@ def write_output(path: str | Path, fill: Callable[[IO[bytes]], object], mode: in
     path = Path(path)
     try:
         st = os.stat(path)  # through any link
-    except (FileNotFoundError, NotADirectoryError):  # not there yet; a file in its way is named below
+    except FileNotFoundError:
         st = None
     if st is None or stat.S_ISREG(st.st_mode):
         return replace(os.path.realpath(path) if path.is_symlink() else path, fill, mode)
