@@ -118,8 +118,6 @@ def read_path(path: Path | str) -> str:
         if e.errno == errno.EFBIG:  # said as decode_input says it of text handed in whole
             raise TextParseError(f"input is larger than {MAX_BYTES // (1024 * 1024)} MiB ({e.why}); fleetprobe "
                                  "reads at most that much of a text output", e.path) from None
-        if e.errno == errno.ENOENT:
-            raise TextParseError("cannot read file: no such file", e.path) from None
         raise TextParseError(e.why, e.path) from None
     return decode_input(data, str(path))
 
