@@ -38,7 +38,7 @@ def read_regular(path: str | Path, limit: int, what: str = "file") -> bytes:
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise UnreadableInput(path, f"it is a directory, not a {what}", errno.EISDIR)
+            raise UnreadableInput(path, f"a directory, not a {what}", errno.EISDIR)
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableInput(path, f"not a regular file (a FIFO, socket or device); give a {what}")
         if st.st_size > limit:

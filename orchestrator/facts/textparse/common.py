@@ -7,7 +7,6 @@ parser reports what it skipped as `Note`s instead of guessing.
 
 from __future__ import annotations
 
-import errno
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,9 +114,6 @@ def read_path(path: Path | str) -> str:
     try:
         data = read_regular(path, MAX_BYTES, "text output file")
     except UnreadableInput as e:
-        if e.errno == errno.EFBIG:  # said as decode_input says it of text handed in whole
-            raise TextParseError(f"input is larger than {MAX_BYTES // (1024 * 1024)} MiB ({e.why}); fleetprobe "
-                                 "reads at most that much of a text output", e.path) from None
         raise TextParseError(e.why, e.path) from None
     return decode_input(data, str(path))
 
