@@ -167,7 +167,6 @@ ACTIONS: dict[str, Rule] = {
     "nic.port.rate_low": Rule(H, "a port runs below its expected or its peers' rate"),
     "nic.port.errors": Rule(H, "link error counters grew"),
     "nic.firmware.outlier": Rule(C, "HCA firmware differs from its peers'"),
-    "nic.device.unreadable": Rule(N, "ibstat could not read an HCA: a reading not taken (an old ibstat stops at an Ethernet-only function); read it per device"),
     # the fabric qualification (fleet-wide: a pair measurement needs both its hosts)
     "fabric.host.slow": Rule(H, "slow with its peers on every rail: what its HCAs share (PCIe root, BIOS, NUMA, memory)"),
     "fabric.hca.slow": Rule(H, "one HCA slow with peers that are fast with others: its cable, transceiver or switch port"),
