@@ -36,6 +36,7 @@ class ProbeContext(object):
         self.warnings = []
         self.errors = []
         self.partial = {}  # what a probe has so far; reported if the deadline fires
+        self.out_fd = None  # the real stdout (fp_main sets it): a coordinated step watches it
 
     def remaining(self):
         return self.deadline_s - (time.time() - _FP_T0)
@@ -45,6 +46,46 @@ class ProbeContext(object):
 
     def error(self, msg):
         self.errors.append(str(msg))
+
+    def say(self, obj):
+        """One line for the controller ahead of the envelope (`FPSAY <json>`): what a coordinated
+        multi-host step hands to the other hosts (rank 0's ncclUniqueId).  Lone probes only: a
+        bundle frames its children's stdout, and this line would break the frame."""
+        if self.out_fd is None:
+            return
+        payload = ("FPSAY " + json.dumps(obj, sort_keys=True) + "\n").encode("utf-8")
+        with _FP_LOCK:
+            while payload:
+                payload = payload[os.write(self.out_fd, payload):]
+
+    def exit_with_controller(self, on_gone=None):
+        """Leave as soon as the controller is gone: our stdout's reader closed (POLLERR/POLLHUP on
+        the pipe: the SSH channel closed, the local transport was killed).  A coordinated step
+        starts this so an interrupted qualification leaves nothing running; `on_gone` runs first
+        (the fabric probe kills its tools)."""
+        if self.out_fd is None:
+            return
+        import select
+        try:
+            poller = select.poll()
+            poller.register(self.out_fd, 0)
+        except (OSError, ValueError, AttributeError):
+            return
+
+        def watch():
+            while True:
+                try:
+                    events = poller.poll(200)
+                except OSError:
+                    events = []
+                if any(ev & (select.POLLERR | select.POLLHUP) for _, ev in events):
+                    if on_gone is not None:
+                        on_gone()
+                    os._exit(5)
+
+        t = threading.Thread(target=watch)
+        t.daemon = True
+        t.start()
 
     def read_text(self, path, default=None):
         """File contents stripped, or `default` when absent; PermissionError propagates."""
@@ -139,6 +180,7 @@ def fp_main(name, version, collect, args, deadline_s, announce=False):
         while payload:
             payload = payload[os.write(out_fd, payload):]
     ctx = ProbeContext(args, deadline_s)
+    ctx.out_fd = out_fd
 
     def on_deadline():
         _fp_emit(out_fd, name, version, "error", ctx.partial, ctx,

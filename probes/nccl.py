@@ -25,6 +25,14 @@
 # collective that has not finished after this long is a hang, default 30), force (measure busy
 # GPUs too), keep_env (measure under the host's NCCL settings), root (filesystem prefix; tests),
 # ops (default ["all_reduce"]; "all_gather" and "reduce_scatter" too).
+#
+# comm (a fabric qualification's communicator across hosts, api/fabric_nccl.py): {"nranks": N,
+# "first_rank": R, "id": hex or null, "ib_hca": "mlx5_0" or null, "ib_only": true, "group": name}.
+# The GPUs become ranks R.. of one communicator of N ranks (ncclCommInitRank inside a group); with
+# "id" null this process is rank 0's: it calls ncclGetUniqueId and says the id to the controller
+# (one `FPSAY` line before the envelope), which hands it to the other hosts' processes.  ib_hca
+# sets NCCL_IB_HCA (rail-aligned: one HCA), ib_only NCCL_P2P_DISABLE and NCCL_SHM_DISABLE (traffic
+# between GPUs of a host takes the network too).  Results are verified against every rank's pattern.
 # requires: _cuda
 import glob
 import os
@@ -49,7 +57,8 @@ _NCCL_SUM = 0      # ncclRedOp_t ncclSum
 _REQUIRED = ("ncclGetVersion", "ncclGetErrorString", "ncclCommInitAll", "ncclCommDestroy", "ncclAllReduce",
              "ncclGroupStart", "ncclGroupEnd")
 # Newer than NCCL 2.0: absent from old libraries, so each is asked for before use.
-_OPTIONAL = ("ncclCommAbort", "ncclCommGetAsyncError", "ncclGetLastError", "ncclAllGather", "ncclReduceScatter")
+_OPTIONAL = ("ncclCommAbort", "ncclCommGetAsyncError", "ncclGetLastError", "ncclAllGather", "ncclReduceScatter",
+             "ncclGetUniqueId", "ncclCommInitRank")
 # nccl-tests' bus factors: the share of the message each rank moves over the bus
 _OPS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather", "reduce_scatter": "ncclReduceScatter"}
 # The variables the probe sets itself; inherited values of these only decide where NCCL logs.
@@ -59,6 +68,10 @@ _PERIOD = 1024      # float32 elements per pattern period (4 KiB): offsets withi
 _LOG_KEEP = ("via ", "coll channels", "NVLS", "NCCL version", "WARN", "set by environment", "Init COMPLETE")
 _LOG_MAX_LINES = 600
 _NOT_READY = 600
+
+
+class _UniqueId(ctypes.Structure):
+    _fields_ = (("internal", ctypes.c_char * 128),)
 
 
 class NcclError(Exception):
@@ -83,8 +96,16 @@ def _args(ctx):
         "warmup_iters": int(a.get("warmup_iters", 1)), "budget_s": float(a.get("budget_s", 60)),
         "hang_s": float(a.get("hang_s", 30)), "force": bool(a.get("force", False)),
         "keep_env": bool(a.get("keep_env", False)), "gpus": a.get("gpus"),
-        "ops": a.get("ops", ["all_reduce"]),
+        "ops": a.get("ops", ["all_reduce"]), "comm": a.get("comm"),
     }
+    comm = out["comm"]
+    if comm is not None:
+        if not isinstance(comm, dict) or not isinstance(comm.get("nranks"), int) or \
+                not isinstance(comm.get("first_rank"), int) or not 1 <= comm["nranks"] <= 65536 or \
+                not 0 <= comm["first_rank"] < comm["nranks"]:
+            raise ValueError("comm must give nranks and first_rank (0 <= first_rank < nranks)")
+        if comm.get("id") is not None and (not isinstance(comm["id"], str) or len(comm["id"]) != 256):
+            raise ValueError("comm.id must be the 128-byte ncclUniqueId in hex")
     if not isinstance(out["ops"], list) or not out["ops"] or [o for o in out["ops"] if o not in _OPS]:
         raise ValueError("ops must be a non-empty list of %s" % ", ".join(sorted(_OPS)))
     if not (4 <= out["min_bytes"] <= out["max_bytes"] <= (16 << 30)):
@@ -389,10 +410,13 @@ class _Nccl(object):
 class _Run(_CudaSession):
     """Contexts, streams, events, buffers and communicators, in one place, so every path frees them."""
 
-    def __init__(self, cu, nccl, gpus, max_bytes):
+    def __init__(self, cu, nccl, gpus, max_bytes, comm=None):
         _CudaSession.__init__(self, cu)
         self.nccl = nccl
         self.gpus = gpus
+        self.comm = comm  # across hosts: {"nranks", "first_rank", ...}; None: this host's GPUs alone
+        self.rank_base = comm["first_rank"] if comm else 0
+        self.nranks = comm["nranks"] if comm else len(gpus)
         self.max_bytes = max_bytes
         self.send = {}
         self.recv = {}
@@ -490,7 +514,7 @@ class _Run(_CudaSession):
 
     def fill(self, deadline):
         for r, g in enumerate(self.gpus):
-            chunk = self.pattern(r)
+            chunk = self.pattern(self.rank_base + r)
             ctypes.memmove(self.stage, chunk, _CHUNK)
             self.use(g)
             off = 0
@@ -513,7 +537,7 @@ class _Run(_CudaSession):
         """Wrong float32 elements over every rank's result (0: all correct).  all_reduce: the sum
         everywhere; all_gather: rank q's pattern in segment q; reduce_scatter: the sum of segment r
         on rank r (segments are whole pattern periods, so every one starts at phase 0)."""
-        n = len(self.gpus)
+        n = self.nranks
         total = self.expected(n)
         seg = nbytes // n
         wrong = 0
@@ -552,17 +576,37 @@ class _Run(_CudaSession):
         return ctypes.string_at(self.stage, k) == exp[:k]
 
     # -- NCCL -----------------------------------------------------------------------------
-    def init_comms(self):
+    def init_comms(self, ctx=None):
         n = len(self.gpus)
         comms = (c_void_p * n)()
-        devs = (c_int * n)(*self.gpus)
-        self.nccl("ncclCommInitAll", comms, n, devs)
+        if self.comm is None:
+            devs = (c_int * n)(*self.gpus)
+            self.nccl("ncclCommInitAll", comms, n, devs)
+            self.comms = comms
+            return
+        uid = _UniqueId()
+        if self.comm.get("id"):
+            raw = bytes(bytearray(int(self.comm["id"][i:i + 2], 16) for i in range(0, 256, 2)))
+            ctypes.memmove(ctypes.addressof(uid), raw, 128)
+        else:
+            self.nccl("ncclGetUniqueId", ctypes.byref(uid))
+            raw = ctypes.string_at(ctypes.addressof(uid), 128)
+            if ctx is not None:  # the controller hands it to the other hosts' processes
+                ctx.say({"nccl_id": "".join("%02x" % b for b in bytearray(raw)), "group": self.comm.get("group")})
+        self.nccl("ncclGroupStart")
+        try:
+            for i, g in enumerate(self.gpus):
+                self.use(g)  # the rank's device is the current one, as cudaSetDevice makes it for NCCL
+                self.nccl("ncclCommInitRank", ctypes.byref(comms, i * ctypes.sizeof(c_void_p)), self.nranks, uid,
+                          self.rank_base + i)
+        finally:
+            self.nccl("ncclGroupEnd")
         self.comms = comms
 
     def collective(self, op, nbytes):
         """One collective of `nbytes` (nccl-tests' size: the all_reduce message, the gathered
         result, the scattered input) on every rank, inside one group."""
-        n = len(self.gpus)
+        n = self.nranks
         self.nccl("ncclGroupStart")
         try:
             for i, g in enumerate(self.gpus):
@@ -702,6 +746,19 @@ def collect(ctx):
     log = _Drain()
     log_path = "/proc/self/fd/%d" % log.w if os.path.isdir("/proc/self/fd") else None
     applied = _neutralise(inherited, files, a["keep_env"], log_path)
+    if a["comm"] is not None:
+        # a communicator across hosts: its rail and its IB-only routing are the test's own settings
+        ctx.exit_with_controller()
+        comm = a["comm"]
+        own = {"NCCL_IB_HCA": comm.get("ib_hca")}
+        if comm.get("ib_only", True):
+            own.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+        for k, v in own.items():
+            if v:
+                os.environ[k] = str(v)
+                applied[k] = str(v)
+        data["comm"] = {"nranks": comm["nranks"], "first_rank": comm["first_rank"], "group": comm.get("group"),
+                        "ib_hca": comm.get("ib_hca"), "id": "given" if comm.get("id") else "created here"}
     data["env"]["applied"] = dict((k, "<pipe>" if k == "NCCL_DEBUG_FILE" and v else v) for k, v in applied.items())
     log.start()
     trap = _StdoutTrap()
@@ -750,7 +807,7 @@ def _run(a, data, ctx, t_budget, t_hard):
     if not usable:
         data["limitation"] = "every selected GPU runs other processes (busy guard; force=true measures anyway)"
         return
-    run = _Run(cu, nccl, usable, a["max_bytes"])
+    run = _Run(cu, nccl, usable, a["max_bytes"], a["comm"])
     try:
         try:
             run.open_contexts()
@@ -762,9 +819,11 @@ def _run(a, data, ctx, t_budget, t_hard):
             return
         sizes = [x for x in _sizes(dict(a, max_bytes=run.max_bytes)) if x <= run.max_bytes]
         try:
-            run.init_comms()
+            run.init_comms(ctx)
         except NcclError as e:
-            _err(data, "ncclCommInitAll over %d GPUs" % len(usable), e)
+            what = ("ncclCommInitRank of ranks %d-%d of %d" % (run.rank_base, run.rank_base + len(usable) - 1, run.nranks)
+                    if a["comm"] else "ncclCommInitAll over %d GPUs" % len(usable))
+            _err(data, what, e)
             return
         _sweep(run, data, sizes, a, t_budget, t_hard)
     finally:
@@ -776,7 +835,7 @@ def _run(a, data, ctx, t_budget, t_hard):
 def _units(run, ops, sizes):
     """(op, size) in sweep order; all_gather and reduce_scatter sizes are whole pattern periods per
     rank (multiples of n x 4 KiB), as the verification compares segment by segment."""
-    n = len(run.gpus)
+    n = run.nranks
     out = []
     for op in ops:
         if op != "all_reduce" and not run.nccl.has(_OPS[op]):
@@ -794,7 +853,7 @@ def _bus_factor(op, n):
 
 
 def _sweep(run, data, sizes, a, t_budget, t_hard):
-    n = len(run.gpus)
+    n = run.nranks
     starts = [run.events[g][0] for g in run.gpus]
     ends = [run.events[g][1] for g in run.gpus]
     for op in a["ops"]:
@@ -804,7 +863,9 @@ def _sweep(run, data, sizes, a, t_budget, t_hard):
     units = _units(run, a["ops"], sizes)
     for i, (op, size) in enumerate(units):
         now = time.time()
-        if now >= t_budget:
+        # across hosts every rank must run the same collectives: no rank may stop early on its own
+        # clock (the controller's deadline for the whole communicator bounds it instead)
+        if now >= t_budget and run.comm is None:
             data["budget_exhausted"] = True
             data["not_reached"] = _rest(units, i, a)
             return
@@ -829,7 +890,7 @@ def _sweep(run, data, sizes, a, t_budget, t_hard):
                 state = run.wait("event", ends, min(t_hard, time.time() + a["hang_s"]))
                 if state is None:
                     one = _elapsed_ms(run, starts, ends) / 1e3
-                    if one > 0:
+                    if one > 0 and run.comm is None:  # across hosts: the same count on every rank
                         iters = max(1, min(a["iters"], int(share / one)))
                     for g in run.gpus:
                         run.use(g)

@@ -8,9 +8,9 @@
   `<its own interpreter> -I -S -`, exactly as `probe run` does.  It returns the envelope the probe
   printed, unchanged (`envelope`), and how the probe process ended (`fleetprobe_answer`), with
   `changed: false`; probes only read, so it runs in check mode too.
-* playbooks/<name>.yml: each shipped fleetprobe playbook as an Ansible play (`ansible-playbook
-  fleetprobe.gpu.audit`), one task per probe, the per-host `probe_root` / `probe_args` of the
-  inventory passed as `probe run` passes them; the play names its fleetprobe playbook
+* playbooks/<name>.yml: each shipped fleetprobe playbook but a fabric qualification as an Ansible
+  play (`ansible-playbook fleetprobe.gpu.audit`), one task per probe, the per-host `probe_root` /
+  `probe_args` of the inventory passed as `probe run` passes them; the play names its fleetprobe playbook
   (`fleetprobe_playbook`) so that expectations and finding overrides are judged from it.
 * plugins/callback/fleetprobe.py: `fleetprobe.gpu.fleetprobe`, which at the end of the playbook
   writes a fleetprobe run directory (api/ansible_job.py judges it as `probe run` would).
@@ -340,9 +340,15 @@ def galaxy_yml() -> str:
     }, sort_keys=False)
 
 
+def ansible_playbooks() -> list[tuple[str, Path, str]]:
+    """The shipped playbooks Ansible can run: not those with a fabric qualification, whose processes
+    on several hosts fleetprobe's controller starts together and connects (`probe run -p fabric`)."""
+    return [(n, p, d) for n, p, d in shipped_playbooks() if all(play.fabric is None for play in load_playbook(p).plays)]
+
+
 def readme() -> str:
     probes = "\n".join(f"- `{FQCN}.{n}`: {s.description}" for n, s in sorted(payload.catalog().items()))
-    books = "\n".join(f"- `{FQCN}.{n}`: {d}" for n, _p, d in shipped_playbooks())
+    books = "\n".join(f"- `{FQCN}.{n}`: {d}" for n, _p, d in ansible_playbooks())
     return f"""# {FQCN}
 
 {GENERATED.format(version=__version__, what="")}
@@ -364,6 +370,9 @@ elsewhere (AWX, ansible-runner) are judged afterwards: `probe import --ansible-r
 ## Playbooks
 
 {books}
+
+The fabric qualification (`probe run -p fabric`) is not among them: its processes on several hosts
+must be started together and connected by fleetprobe's controller, which Ansible's tasks cannot do.
 """
 
 
@@ -377,7 +386,7 @@ def collection_files() -> dict[str, str]:
     }
     for name in sorted(payload.catalog()):
         files[f"plugins/modules/{name}.py"] = module_source(name)
-    for book_name, _path, _desc in shipped_playbooks():
+    for book_name, _path, _desc in ansible_playbooks():
         files[f"playbooks/{book_name}.yml"] = playbook_source(load_playbook(find_playbook(book_name)))
     return files
 

@@ -98,7 +98,8 @@ class RunPlan:
     refs: References = field(default_factory=References)  # the files the hosts are judged against
 
     def probe_names(self) -> list[str]:
-        return sorted({c.name for pp in self.plays for c in pp.calls})
+        fabric = {"fabric"} if any(pp.play.fabric is not None and pp.hosts for pp in self.plays) else set()
+        return sorted({c.name for pp in self.plays for c in pp.calls} | fabric)
 
     def expectations_for(self, name: str, vars: dict[str, Any]) -> Expectations:
         """A host no play ran on (a stored host judged under another playbook) is judged against
@@ -312,7 +313,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
         except InventoryError:
             hosts = []  # a play for a group this inventory lacks simply has nothing to do
         steps: list[tuple[str, dict[str, Any], float]]
-        if inputs.probes:
+        if inputs.probes and play.probes:
             steps = [(n, {}, inputs.timeout) for n in inputs.probes]
         else:
             steps = [(s.name, s.args, s.timeout or inputs.timeout) for s in play.probes]

@@ -32,13 +32,15 @@ from typing import Any, NoReturn
 
 import yaml
 
+from orchestrator.engine.fabric_plan import FabricSpec, FabricSpecError, spec_from_mapping
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
 
 DEFAULT_PLAYBOOK = "audit"
 OVERRIDE_SEVERITIES = ("fail", "warn", "info", "off")
 
-_PLAY_KEYS = ("name", "hosts", "probes", "become", "forks", "expect", "findings", "passive_only", "baselines")
+_PLAY_KEYS = ("name", "hosts", "probes", "become", "forks", "expect", "findings", "passive_only", "fabric",
+              "baselines")
 _PROBE_KEYS = ("name", "args", "timeout")
 _OVERRIDE_KEYS = ("severity", "reason")
 
@@ -67,6 +69,8 @@ class Play:
     line: int = 0
     # metric -> threshold fields over verdict/baseline.py THRESHOLDS ({"h2d_gbps": {"pct": 8.0}})
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a fabric qualification across the play's hosts after its probes (api/fabric.py); None: none
+    fabric: FabricSpec | None = None
 
     @property
     def probe_names(self) -> list[str]:
@@ -247,7 +251,8 @@ class _Validator:
         hosts = "all"
         if "hosts" in m:
             hosts = self.hosts(m["hosts"][1], f"{label}.hosts")
-        if "probes" not in m:
+        fabric = self.fabric(m["fabric"][1], label) if "fabric" in m else None
+        if "probes" not in m and fabric is None:
             self.fail(node, f"{label} has no 'probes' list; name at least one probe ({', '.join(sorted(self.probes))})")
         become = self.typed(m["become"][1], f"{label}.become", bool, "true or false") if "become" in m else False
         passive_only = (
@@ -259,7 +264,10 @@ class _Validator:
             forks = self.typed(m["forks"][1], f"{label}.forks", int, "a positive integer")
             if forks < 1:
                 self.fail(m["forks"][1], f"{label}.forks must be a positive integer, got {forks}")
-        probes = self.probe_list(m["probes"][1], label, passive_only)
+        if fabric is not None and passive_only:
+            self.fail(m["fabric"][0], f"{label} is passive_only but asks for a fabric qualification, which loads every "
+                                      "HCA and GPU; remove one of them")
+        probes = self.probe_list(m["probes"][1], label, passive_only) if "probes" in m else ()
         expect = Expectations()
         if "expect" in m:
             vnode = m["expect"][1]
@@ -271,7 +279,13 @@ class _Validator:
         baselines = self.baselines(m["baselines"][1], label) if "baselines" in m else {}
         return Play(name=name, hosts=hosts, probes=probes, become=become, forks=forks, expect=expect,
                     findings=overrides, passive_only=passive_only, line=node.start_mark.line + 1,
-                    baselines=baselines)
+                    baselines=baselines, fabric=fabric)
+
+    def fabric(self, node: yaml.Node, label: str) -> FabricSpec:
+        try:
+            return spec_from_mapping(self.value(node))
+        except FabricSpecError as e:
+            self.fail(node, f"{label}: {e}")
 
     def baselines(self, node: yaml.Node, label: str) -> dict[str, dict[str, Any]]:
         """`baselines: {metric: {pct, delta, z, min_hosts, min_gpus}}`: a figure the fleet baselines

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
-from orchestrator.api.plan import PlanInputs, RunPlan, build_plan
+from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
@@ -199,8 +199,8 @@ def start_judging(plan: RunPlan, previous: Mapping[str, PreviousFacts], spool: P
     """Judges forked now, before any SSH thread, for a run big enough for worker processes: each
     host is then judged as it finishes, and the verdict is ready moments after the last answer.
     None (judge after the fan-out) for runs of several plays, whose hosts finish once per play."""
-    if sum(1 for pp in plan.plays if pp.hosts) != 1:
-        return None
+    if sum(1 for pp in plan.plays if pp.hosts) != 1 or any(pp.play.fabric is not None for pp in plan.plays):
+        return None  # several plays, or a fabric step after the probes: hosts finish more than once
     workers = worker_count(len(plan.hosts))  # 1 where this process may not fork (another thread runs)
     if workers < 2:
         return None
@@ -357,11 +357,16 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
             if not pp.hosts:
                 continue
             run_options = RunOptions(forks=pp.forks, transport=transport, become=pp.become)
-            try:
-                results = run_fleet(pp.hosts, pp.calls, run_options, open_transport, sink, stop)
-            except RunInterrupted as e:
-                results = e.results
-                interrupted = True
+            results: list[HostResult] = []
+            if pp.calls:
+                try:
+                    results = run_fleet(pp.hosts, pp.calls, run_options, open_transport, sink, stop)
+                except RunInterrupted as e:
+                    results = e.results
+                    interrupted = True
+            if not interrupted and pp.play.fabric is not None:
+                fabric, interrupted = _fabric_step(pp, results, run_options, store, stop)
+                results = [*results, *fabric]
             if store.error is not None:
                 raise _unwritable(run, store.error)
             for r in results:
@@ -390,16 +395,42 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
     return RunResult(run, fleet, merged, interrupted)
 
 
+def _fabric_step(pp: PlannedPlay, results: list[HostResult], options: RunOptions, store: _StoreOrStop,
+                 stop: threading.Event) -> tuple[list[HostResult], bool]:
+    """The play's fabric qualification over its hosts that answered its probes (all of them when it
+    has none); each host's `fabric` result stored as it would be for any probe.  (results, stopped)."""
+    from orchestrator.api.fabric import FabricInterrupted, Notice, qualify
+
+    answered = {r.host.name for r in results if not any(p.outcome == Outcome.UNREACHABLE for p in r.probes.values())}
+    hosts = [h for h in pp.hosts if not results or h.name in answered]
+    assert pp.play.fabric is not None
+    t0 = time.monotonic()
+    notice = Notice(lambda msg: print(f"fabric [{time.monotonic() - t0:.0f} s]: {msg}", file=sys.stderr, flush=True))
+    interrupted = False
+    try:
+        got = qualify(hosts, pp.play.fabric, options, open_transport, stop, notice)
+    except FabricInterrupted as e:
+        got, interrupted = e.results, True
+    out = []
+    for h in pp.hosts:
+        pr = got.get(h.name) or ProbeResult("fabric", Outcome.SKIPPED, "unreachable in this play's probes")
+        res = HostResult(h, {"fabric": pr}, duration_s=pr.duration_s)
+        store.host_finished(res)
+        out.append(res)
+    return out, interrupted
+
+
 def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOrStop) -> None:
     """The plays a stopped run never reached: their hosts' probes are recorded as skipped (never
     started), so the run shows every host it was meant to probe, as far as it got."""
     for pp in plan.plays:
         for h in pp.hosts:
             res = merged.get(h.name)
-            missing = [c for c in pp.calls if res is None or c.name not in res.probes]
+            names = [c.name for c in pp.calls] + (["fabric"] if pp.play.fabric is not None else [])
+            missing = [n for n in names if res is None or n not in res.probes]
             if not missing:
                 continue
-            extra = HostResult(h, {c.name: ProbeResult(c.name, Outcome.SKIPPED, NOT_STARTED) for c in missing})
+            extra = HostResult(h, {n: ProbeResult(n, Outcome.SKIPPED, NOT_STARTED) for n in missing})
             store.host_finished(extra)
             if res is None:
                 merged[h.name] = extra

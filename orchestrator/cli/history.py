@@ -152,7 +152,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("run", help="run to re-judge")
     results_option(p)
     p.add_argument("-p", "--playbook", help="judge with this playbook's expectations and overrides instead "
-                                            "(a file or a shipped name: audit, premigration, quick)")
+                                            "(a file or a shipped name: audit, premigration, quick, fabric)")
     p.add_argument("--expect", action="append", metavar="KEY=VALUE",
                    help="judge every host against these instead of the run's own --expect")
     add_reference_arguments(p)

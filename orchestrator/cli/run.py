@@ -204,7 +204,7 @@ def add_parser(sub: Any) -> None:
                    help="inventory file, directory, or comma list 'h1,h2,' (repeatable; default: the demo fleet)")
     p.add_argument("-l", "--limit", metavar="PATTERN", help="host pattern as Ansible's --limit ('gpu:!gpu07', '@file')")
     p.add_argument("-p", "--playbook", metavar="PLAYBOOK",
-                   help="playbook file or shipped name: audit (default), premigration, quick")
+                   help="playbook file or shipped name: audit (default), premigration, quick, fabric")
     p.add_argument("--probe", action="append", metavar="NAME", help="run only these probes (repeatable; overrides the playbook's)")
     p.add_argument("-f", "--forks", type=int, default=DEFAULT_FORKS,
                    help=f"hosts probed at once (default {DEFAULT_FORKS}; see docs/performance.md)")

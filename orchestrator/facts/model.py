@@ -626,6 +626,106 @@ class NicFacts(TextSource):
 
 
 # ---------------------------------------------------------------------------------------------
+# facts["fabric"] (docs/facts-fabric.md): the host's part of a multi-host fabric qualification
+
+
+class FabricLink(TypedDict):
+    speed: str | None  # "32.0 GT/s PCIe", as sysfs prints it
+    width: int | None
+    max_speed: str | None
+    max_width: int | None
+
+
+class FabricHca(TypedDict):
+    hca: str  # mlx5_0
+    port: int | None
+    rail: int | None  # the rail this port serves in the plan; None: not used
+    state: str | None  # ACTIVE ...
+    link_layer: str | None
+    rate: str | None  # the kernel's text: "400 Gb/sec (4X NDR)"
+    rate_gbps: float | None  # active rate
+    width: int | None  # active width in lanes (4X -> 4)
+    lid: str | None
+    port_guid: str | None  # the low 64 bits of GID 0
+    node_guid: str | None
+    bus_id: str | None
+    pcie: FabricLink | None
+    numa_node: int | None
+    nearest_gpu: str | None  # bus id of the GPU sharing the most PCIe path with it
+    address: str | None  # the address its peers dialled
+
+
+class FabricMeasure(TypedDict):
+    """One perftest run of one pair on one rail, as this host's process saw it."""
+
+    round: int
+    rail: int
+    hca: str
+    peer: str
+    peer_hca: str | None
+    role: str  # server | client
+    test: str  # ib_write_bw | ib_write_lat | ib_send_bw
+    kind: str  # bw | lat
+    extra: bool  # a re-pairing round
+    value: float | None  # bw: Gb/s (the largest message's average); lat: typical microseconds
+    p99_us: float | None  # latency tests: the 99th percentile
+    size: int | None
+    use_cuda: int | None  # the GPU ordinal of GPU memory buffers; None: host memory
+    gdr_error: str | None  # --use_cuda failed (then run again from host memory)
+    error: str | None  # no figure: why
+    error_kind: str | None  # connect | gdr | device | resources | bind | timeout | missing
+
+
+class FabricNcclGroup(TypedDict):
+    """One multi-host NCCL communicator this host took part in."""
+
+    group: str  # "rail0", "all", "bisect:rail1:2" ...
+    kind: str  # rail | all | bisect | text
+    rail: int | None
+    hca: str | None
+    members: list[str]  # hosts, in rank order
+    ranks: int | None
+    transport: str | None  # NET/IB, NET/IB/GDRDMA, NET/Socket ...
+    gdr: bool | None  # NCCL moved data with GPUDirect RDMA (GDRDMA in its channel lines)
+    busbw_gbps: float | None  # all_reduce bus bandwidth of the largest message
+    results: list[NcclResult]
+    wrong: int | None  # wrong elements over every verified result
+    error: str | None
+
+
+class FabricGdr(TypedDict):
+    expected: bool | None  # GPUs and HCAs here, and nvidia_peermem / DMA-BUF says GPUDirect RDMA is there
+    why: str
+    nvidia_peermem: bool | None
+    nv_peer_mem: bool | None
+    dmabuf: bool | None
+
+
+class FabricPlan(TypedDict):
+    hosts: int
+    rails: int
+    rounds: int  # the first wave's rounds
+    extra_rounds: int  # re-pairing rounds run
+    round_s: float
+    budget_s: float
+    tests: list[str]
+    spec: dict[str, Any]
+
+
+class FabricFacts(TextOrigin):
+    source: str  # "probe" | "text"
+    skipped: str | None  # why this host took no part (busy GPUs, no port), None: it did
+    hcas: list[FabricHca]
+    gpus: list[dict[str, Any]]
+    gdr: FabricGdr | None
+    perftest: dict[str, Any]  # tools found, built with CUDA (cuda), with --use_cuda_dmabuf (dmabuf), missing
+    measurements: list[FabricMeasure]
+    nccl: list[FabricNcclGroup]
+    plan: FabricPlan | None
+    errors: list[str]  # what of this host's fabric processes failed, one line each
+
+
+# ---------------------------------------------------------------------------------------------
 # The facts mapping and the fleet.json host record
 
 
@@ -641,6 +741,7 @@ class Facts(TypedDict, total=False):
     nccl: NcclFacts
     kmsg: KmsgFacts
     nic: NicFacts
+    fabric: FabricFacts
 
 
 class ProbeRecord(TypedDict, total=False):

@@ -62,6 +62,8 @@ PROBES: tuple[ProbeRow, ...] = (
              normalizer=_N + "kmsg:normalize"),
     ProbeRow("nic", "nic", ("ibstat",), "nic", _V + "health:render_nic", "docs/facts-nic.md",
              normalizer=_N + "nic:normalize"),
+    ProbeRow("fabric", "fabric", ("perftest",), "fabric", _V + "fabric:render_fabric", "docs/facts-fabric.md",
+             normalizer=_N + "fabric:normalize"),
 )
 
 # Sections derived from other sections after every probe is normalized, in order.
@@ -74,7 +76,7 @@ SECTIONS: tuple[Section, ...] = (*PROBES, *MERGED)
 
 # The order `--show` lists its views in the help (the order operators read a host in: bus, GPUs,
 # the topo -m matrix, links, measured bandwidth).
-VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p", "nccl", "kmsg", "nic")
+VIEW_ORDER = ("pcie", "gpus", "topo", "nvlink", "p2p", "nccl", "kmsg", "nic", "fabric")
 
 
 @cache

@@ -930,6 +930,9 @@ int fakecuda_ptr_device(const void *p, size_t n)
     return dev_of((uintptr_t)p, n, &d) ? d : -2;
 }
 
+/* The device of the current context (what cudaGetDevice answers), -1 without one. */
+int fakecuda_current_device(void) { return cur ? (int)(cur - ctxs) : -1; }
+
 int fakecuda_stream_device(void *h)
 {
     stream_t *s = as_stream(h);

@@ -14,6 +14,17 @@
  * error code from one call, a hang (streams never complete until ncclCommAbort), an async error,
  * NCCL chatter on stdout, and old versions that lack newer symbols.
  * Counts are written (JSON) to $FAKE_NCCL_REPORT after every change: probes leave with _exit().
+ *
+ * Across hosts (ncclGetUniqueId, ncclCommInitRank): rank 0's process listens on its host's address
+ * (the simulated fabric's host.conf beside the library's path, fake_fabric.h) and its id carries
+ * that address; every process connects there, says which ranks it drives (one or several GPUs,
+ * inside a group) and on which HCA (NCCL_IB_HCA, else the GPU's own rail), and gets the table of
+ * every process back.  The processes then form a ring over their rail addresses and the
+ * collectives really move the data around it (reduce-scatter then all-gather, as NCCL's ring
+ * does): every byte of every rank's result comes over TCP from the other hosts.  Time is modelled
+ * from the slowest link of the ring (line rate x the scenario's factors for that pair), and the
+ * channel lines name NET/IB/<rail>[/GDRDMA] (no GDRDMA on a host without GPUDirect RDMA, which also
+ * runs slower), or NET/Socket when NCCL_IB_DISABLE is set.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,8 +36,17 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include FAKE_NCCL_FIXTURE /* generated: FXN_* constants */
+#include "fake_fabric.h"
 
 typedef enum {
     ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclSystemError = 2, ncclInternalError = 3,
@@ -55,6 +75,7 @@ static struct {
     int (*stream_device)(void *);
     int (*collective)(void **, int, double, int);
     void (*release)(void *);
+    int (*current_device)(void);
 } cu;
 
 static int load_cuda(void)
@@ -77,6 +98,7 @@ static int load_cuda(void)
     SYM(stream_device, "fakecuda_stream_device");
     SYM(collective, "fakecuda_collective");
     SYM(release, "fakecuda_release");
+    SYM(current_device, "fakecuda_current_device");
 #undef SYM
     cu.ok = 1;
     return 1;
@@ -188,10 +210,15 @@ struct ncclComm {
     op_t q[MAX_OPS]; int qhead, qlen;
     void *streams[MAX_STREAMS_PER_COMM]; int nstreams;
     int async_error, hung;
+    int net;        /* the cross-host clique it belongs to (net_cliques[net - 1]); 0: a local one */
+    int pending;    /* ncclCommInitRank inside a group: bootstrapped at ncclGroupEnd */
+    char hca[64];   /* the HCA this rank sends through */
 };
 typedef struct ncclComm *ncclComm_t;
 static struct ncclComm comms[MAX_COMMS];
 static int next_clique = 1, group_depth, n_comms, n_internal, n_collectives, n_hung, n_aborted, n_destroyed;
+
+static void net_release(int net);
 
 static void report(void)
 {
@@ -247,6 +274,9 @@ static void free_comm(ncclComm_t c)
     cu.PrimaryCtxRelease(c->dev);
     c->live = 0;
     n_comms--;
+    int net = c->net;
+    c->net = 0;
+    net_release(net);
 }
 
 static int pick_transport(int ndev, const int *devs, int *channels)
@@ -538,10 +568,489 @@ static ncclResult_t run_clique(ncclComm_t *ranks, int n)
     return ncclSuccess;
 }
 
+/* ---------------------------------------------------------------- communicators across hosts */
+
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;
+#define MAX_PROCS 512
+#define MAX_NET 8
+#define NET_TIMEOUT_MS 30000
+
+typedef struct { char host[128], addr[64], hca[64]; int port, first_rank, nlocal; } proc_t;
+typedef struct {
+    int live, nranks, nprocs, me, send_fd, recv_fd, socket;
+    proc_t procs[MAX_PROCS];
+    double gbytes; /* the ring's slowest link, GB/s */
+} net_t;
+static net_t net_cliques[MAX_NET];
+static int fab_state = -1; /* -1 not read, 0 not a simulated host, 1 read */
+static int root_fd = -1;
+static unsigned char root_key[14];
+
+static int fab_load(void)
+{
+    if (fab_state >= 0) return fab_state;
+    Dl_info info;
+    char buf[PATH_MAX];
+    fab_state = 0;
+    if (dladdr((void *)&fab_load, &info) && info.dli_fname) {
+        snprintf(buf, sizeof buf, "%s", info.dli_fname); /* <root>/usr/lib/libnccl.so.2, as dlopened */
+        fab_state = read_conf_in(dirname(buf));
+    }
+    return fab_state;
+}
+
+static const char *rail_addr(const char *hca)
+{
+    rail_t *r = hca && *hca ? my_rail(hca) : NULL;
+    if (r) return r->addr;
+    return me.nrails ? me.rails[0].addr : "127.0.0.1";
+}
+
+static double rail_gbps(const char *hca)
+{
+    rail_t *r = my_rail(hca);
+    return r ? r->gbps : 400.0;
+}
+
+static void msec_timeouts(int fd, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static int listen_on(const char *addr, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof a;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, addr, &a.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 128) || getsockname(fd, (struct sockaddr *)&a, &len)) {
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int dial(const char *from, const char *addr, int port, int ms)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in me_a = {0}, to = {0};
+        me_a.sin_family = to.sin_family = AF_INET;
+        inet_pton(AF_INET, from, &me_a.sin_addr);
+        inet_pton(AF_INET, addr, &to.sin_addr);
+        to.sin_port = htons((uint16_t)port);
+        if (bind(fd, (struct sockaddr *)&me_a, sizeof me_a) == 0 && connect(fd, (struct sockaddr *)&to, sizeof to) == 0) {
+            msec_timeouts(fd, NET_TIMEOUT_MS);
+            return fd;
+        }
+        close(fd);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > ms) return -1;
+        usleep(20000);
+    }
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) { ssize_t k = send(fd, c, n, MSG_NOSIGNAL); if (k <= 0) return -1; c += k; n -= (size_t)k; }
+    return 0;
+}
+
+static int recv_line(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n + 1 < cap) { char c; if (recv(fd, &c, 1, 0) != 1) return -1; if (c == '\n') break; buf[n++] = c; }
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Send `sn` bytes to one socket while receiving `rn` from another, never blocking on either (both
+ * neighbours of a ring do the same at once). */
+static int exchange(int sfd, const void *sbuf, size_t sn, int rfd, void *rbuf, size_t rn)
+{
+    const char *s = sbuf;
+    char *r = rbuf;
+    while (sn || rn) {
+        struct pollfd p[2];
+        int k = 0, si = -1, ri = -1;
+        if (sn) { p[k].fd = sfd; p[k].events = POLLOUT; si = k++; }
+        if (rn) { p[k].fd = rfd; p[k].events = POLLIN; ri = k++; }
+        int rc = poll(p, (nfds_t)k, NET_TIMEOUT_MS);
+        if (rc <= 0) return -1;
+        if (si >= 0 && (p[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t n = send(sfd, s, sn, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+            if (n > 0) { s += n; sn -= (size_t)n; }
+        }
+        if (ri >= 0 && (p[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
+            ssize_t n = recv(rfd, r, rn, MSG_DONTWAIT);
+            if (n == 0) return -1;
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+            if (n > 0) { r += n; rn -= (size_t)n; }
+        }
+    }
+    return 0;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    init_env();
+    if (!id) return ncclInvalidArgument;
+    fab_load();
+    const char *addr = rail_addr(NULL);
+    int port = 0;
+    if (root_fd >= 0) close(root_fd);
+    root_fd = listen_on(addr, &port);
+    if (root_fd < 0) { WARN(0, "bootstrap.cc:100 Bootstrap : unable to listen on %s (%s)", addr, strerror(errno)); return ncclSystemError; }
+    memset(id, 0, sizeof *id);
+    struct in_addr ip;
+    inet_pton(AF_INET, addr, &ip);
+    unsigned long nonce = (unsigned long)getpid() * 2654435761ul ^ (unsigned long)time(NULL);
+    memcpy(id->internal, "FKNC", 4);
+    memcpy(id->internal + 4, &ip, 4);
+    uint16_t p16 = htons((uint16_t)port);
+    memcpy(id->internal + 8, &p16, 2);
+    memcpy(id->internal + 10, &nonce, 4);
+    memcpy(root_key, id->internal, sizeof root_key);
+    INFO(0, "Bootstrap : Using %s:%d", addr, port);
+    return ncclSuccess;
+}
+
+static const char *hca_for(int dev)
+{
+    static char buf[64];
+    const char *env = getenv("NCCL_IB_HCA");
+    if (env && *env) {
+        const char *e = env[0] == '=' || env[0] == '^' ? env + 1 : env;
+        size_t n = strcspn(e, ":,");
+        snprintf(buf, sizeof buf, "%.*s", (int)n, e);
+        return buf;
+    }
+    if (me.nrails) return me.rails[dev % me.nrails].hca;
+    snprintf(buf, sizeof buf, "mlx5_%d", dev);
+    return buf;
+}
+
+static int rail_index(const char *hca)
+{
+    const char *u = strrchr(hca, '_');
+    return u ? atoi(u + 1) : 0;
+}
+
+/* The ring's slowest link in GB/s: each process's j-th rank meets the next process's j-th rank. */
+static double ring_gbytes(net_t *n)
+{
+    double best = 1e30;
+    for (int i = 0; i < n->nprocs && n->nprocs > 1; i++) {
+        proc_t *a = &n->procs[i], *b = &n->procs[(i + 1) % n->nprocs];
+        double line = rail_gbps(a->hca) < rail_gbps(b->hca) ? rail_gbps(a->hca) : rail_gbps(b->hca);
+        double g = line / 8.0 * 0.92 * pair_factor(a->host, a->hca, b->host, b->hca);
+        if (!has_gdr(a->host) || !has_gdr(b->host)) g *= 0.7; /* staged through host memory */
+        if (g < best) best = g;
+    }
+    return best < 1e29 ? best : 0.0;
+}
+
+static int cmp_proc(const void *x, const void *y) { return ((const proc_t *)x)->first_rank - ((const proc_t *)y)->first_rank; }
+
+/* Bootstrap the pending communicators of this process (all with the same id): the table of every
+ * process from rank 0's root, then the ring.  Returns the net clique index (1-based) or 0. */
+static int net_bootstrap(ncclComm_t *mine, int nmine, int nranks, const ncclUniqueId *id)
+{
+    fab_load();
+    int slot = -1;
+    for (int i = 0; i < MAX_NET; i++) if (!net_cliques[i].live) { slot = i; break; }
+    if (slot < 0) { WARN(0, "init.cc:50 too many communicators across hosts"); return 0; }
+    net_t *n = &net_cliques[slot];
+    memset(n, 0, sizeof *n);
+    n->send_fd = n->recv_fd = -1;
+    n->nranks = nranks;
+    n->socket = env_int("NCCL_IB_DISABLE", 0);
+    if (memcmp(id->internal, "FKNC", 4)) { WARN(0, "bootstrap.cc:120 Invalid ncclUniqueId"); return 0; }
+    char root_addr[64];
+    inet_ntop(AF_INET, id->internal + 4, root_addr, sizeof root_addr);
+    uint16_t p16;
+    memcpy(&p16, id->internal + 8, 2);
+    int root_port = ntohs(p16);
+    const char *hca = mine[0]->hca;
+    int data_port = 0, data_fd = listen_on(rail_addr(hca), &data_port);
+    if (data_fd < 0) { WARN(0, "bootstrap.cc:130 cannot listen on %s", rail_addr(hca)); return 0; }
+    char hello[1024];
+    int first = mine[0]->rank;
+    for (int i = 1; i < nmine; i++) if (mine[i]->rank < first) first = mine[i]->rank;
+    snprintf(hello, sizeof hello, "%s %s %s %d %d %d\n", me.host[0] ? me.host : "localhost", rail_addr(hca), hca,
+             data_port, first, nmine);
+    char table[MAX_PROCS][256];
+    int ntable = 0, got = 0;
+    int is_root = root_fd >= 0 && !memcmp(id->internal, root_key, sizeof root_key);
+    if (is_root) {
+        int peers[MAX_PROCS], npeers = 0;
+        snprintf(table[ntable++], sizeof table[0], "%s", hello);
+        got = nmine;
+        while (got < nranks && ntable < MAX_PROCS) {
+            struct pollfd p = {root_fd, POLLIN, 0};
+            if (poll(&p, 1, NET_TIMEOUT_MS) <= 0) { WARN(0, "bootstrap.cc:200 Bootstrap : %d of %d ranks arrived", got, nranks); goto fail; }
+            int c = accept(root_fd, NULL, NULL);
+            if (c < 0) continue;
+            msec_timeouts(c, NET_TIMEOUT_MS);
+            char line[256];
+            if (recv_line(c, line, sizeof line)) { close(c); continue; }
+            char h[128], a[64], hc[64];
+            int dp, fr, nl;
+            if (sscanf(line, "%127s %63s %63s %d %d %d", h, a, hc, &dp, &fr, &nl) != 6) { close(c); continue; }
+            snprintf(table[ntable++], sizeof table[0], "%s\n", line);
+            peers[npeers++] = c;
+            got += nl;
+        }
+        for (int i = 0; i < npeers; i++) {
+            for (int t = 0; t < ntable; t++) send_all(peers[i], table[t], strlen(table[t]));
+            send_all(peers[i], "END\n", 4);
+            close(peers[i]);
+        }
+        close(root_fd);
+        root_fd = -1;
+    } else {
+        int c = dial(rail_addr(hca), root_addr, root_port, NET_TIMEOUT_MS);
+        if (c < 0) { WARN(0, "bootstrap.cc:220 Bootstrap : connect to %s:%d failed", root_addr, root_port); goto fail; }
+        send_all(c, hello, strlen(hello));
+        char line[256];
+        while (!recv_line(c, line, sizeof line) && strcmp(line, "END") && ntable < MAX_PROCS)
+            snprintf(table[ntable++], sizeof table[0], "%s", line);
+        close(c);
+    }
+    for (int t = 0; t < ntable; t++) {
+        proc_t *p = &n->procs[n->nprocs];
+        if (sscanf(table[t], "%127s %63s %63s %d %d %d", p->host, p->addr, p->hca, &p->port, &p->first_rank, &p->nlocal) == 6)
+            n->nprocs++;
+    }
+    qsort(n->procs, (size_t)n->nprocs, sizeof n->procs[0], cmp_proc);
+    n->me = -1;
+    for (int i = 0; i < n->nprocs; i++) if (n->procs[i].first_rank == first) n->me = i;
+    if (n->me < 0 || n->nprocs < 1) { WARN(0, "bootstrap.cc:240 Bootstrap : incomplete table"); goto fail; }
+    if (n->nprocs > 1) {
+        proc_t *next = &n->procs[(n->me + 1) % n->nprocs];
+        n->send_fd = dial(rail_addr(hca), next->addr, next->port, NET_TIMEOUT_MS);
+        struct pollfd p = {data_fd, POLLIN, 0};
+        if (n->send_fd < 0 || poll(&p, 1, NET_TIMEOUT_MS) <= 0 || (n->recv_fd = accept(data_fd, NULL, NULL)) < 0) {
+            WARN(0, "transport/net_ib.cc:600 NET/IB : ring connection to %s failed", next->host);
+            goto fail;
+        }
+        msec_timeouts(n->recv_fd, NET_TIMEOUT_MS);
+    }
+    close(data_fd);
+    n->gbytes = ring_gbytes(n);
+    n->live = 1;
+    return slot + 1;
+fail:
+    close(data_fd);
+    if (n->send_fd >= 0) close(n->send_fd);
+    if (n->recv_fd >= 0) close(n->recv_fd);
+    return 0;
+}
+
+static ncclComm_t new_comm(int dev)
+{
+    ncclComm_t c = NULL;
+    for (int i = 0; i < MAX_COMMS; i++) if (!comms[i].live && !comms[i].pending) { c = &comms[i]; break; }
+    if (!c) return NULL;
+    memset(c, 0, sizeof *c);
+    if (cu.PrimaryCtxRetain(&c->ctx, dev) != 0) return NULL;
+    void *prev = NULL;
+    cu.CtxGetCurrent(&prev);
+    cu.CtxSetCurrent(c->ctx);
+    if (cu.MemAlloc(&c->ibuf, 65536) != 0) { c->ibuf = 0; cu.CtxSetCurrent(prev); cu.PrimaryCtxRelease(dev); return NULL; }
+    cu.CtxSetCurrent(prev);
+    c->dev = dev;
+    return c;
+}
+
+static struct { ncclComm_t c; int nranks; ncclUniqueId id; } pending_init[MAX_COMMS];
+static int n_pending;
+
+static ncclResult_t finish_init(void)
+{
+    if (!n_pending) return ncclSuccess;
+    ncclComm_t mine[MAX_COMMS];
+    for (int i = 0; i < n_pending; i++) mine[i] = pending_init[i].c;
+    int nmine = n_pending, nranks = pending_init[0].nranks;
+    ncclUniqueId id = pending_init[0].id;
+    n_pending = 0;
+    int net = net_bootstrap(mine, nmine, nranks, &id);
+    if (!net) {
+        for (int i = 0; i < nmine; i++) { mine[i]->pending = 0; mine[i]->live = 1; n_comms++; free_comm(mine[i]); }
+        report();
+        return ncclSystemError;
+    }
+    net_t *n = &net_cliques[net - 1];
+    INFO(mine[0]->dev, "NCCL version %s+cuda12.2", FXN_VERSION_STR);
+    static const char *watched[] = {"NCCL_IB_HCA", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", NULL};
+    for (int i = 0; watched[i]; i++) {
+        const char *v = getenv(watched[i]);
+        if (v && *v) INFO(mine[0]->dev, "%s set by environment to %s.", watched[i], v);
+    }
+    int gdr = has_gdr(me.host);
+    for (int i = 0; i < nmine; i++) {
+        ncclComm_t c = mine[i];
+        c->pending = 0;
+        c->live = 1;
+        c->nranks = nranks;
+        c->net = net;
+        c->clique = 1000 + net;
+        c->transport = T_NET;
+        c->channels = 2;
+        n_comms++;
+        n_internal++;
+        int next = (c->rank + 1) % nranks;
+        char via_buf[64];
+        if (n->socket) snprintf(via_buf, sizeof via_buf, "NET/Socket/%d", rail_index(c->hca));
+        else snprintf(via_buf, sizeof via_buf, "NET/IB/%d%s", rail_index(c->hca), gdr ? "/GDRDMA" : "");
+        for (int ch = 0; ch < 2 && n->nprocs > 1; ch++)
+            INFO(c->dev, "Channel %02d/0 : %d[%d] -> %d[%d] [send] via %s", ch, c->rank, c->dev, next, next % 8, via_buf);
+        INFO(c->dev, "2 coll channels, 0 collnet channels, 0 nvls channels, 2 p2p channels, 1 p2p channels per peer");
+        INFO(c->dev, "comm 0x%lx rank %d nranks %d cudaDev %d nvmlDev %d - Init COMPLETE",
+             0x55e0c0de0000ul + 0x1000ul * (unsigned long)(c - comms), c->rank, nranks, c->dev, c->dev);
+    }
+    report();
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
+{
+    init_env();
+    fab_load();
+    if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+    if (!load_cuda()) { WARN(0, "Failed to open libcuda.so.1"); return ncclUnhandledCudaError; }
+    int dev = cu.current_device();
+    if (dev < 0) dev = 0;
+    ncclComm_t c = new_comm(dev);
+    if (!c) { WARN(dev, "init.cc:1300 Cuda failure on device %d", dev); return ncclUnhandledCudaError; }
+    c->rank = rank;
+    c->pending = 1;
+    snprintf(c->hca, sizeof c->hca, "%s", hca_for(dev));
+    if (n_pending >= MAX_COMMS) return ncclInternalError;
+    pending_init[n_pending].c = c;
+    pending_init[n_pending].nranks = nranks;
+    pending_init[n_pending].id = id;
+    n_pending++;
+    *out = c;
+    return group_depth ? ncclSuccess : finish_init();
+}
+
+static void net_release(int net)
+{
+    if (net <= 0) return;
+    for (int i = 0; i < MAX_COMMS; i++) if (comms[i].live && comms[i].net == net) return;
+    net_t *n = &net_cliques[net - 1];
+    if (n->send_fd >= 0) close(n->send_fd);
+    if (n->recv_fd >= 0) close(n->recv_fd);
+    n->live = 0;
+}
+
+/* One collective over the ring of processes: the local ranks' part first, then reduce-scatter and
+ * all-gather around the ring (all-gather alone for all_gather), then every local rank's result. */
+static ncclResult_t run_net_clique(ncclComm_t *ranks, int nl)
+{
+    net_t *n = &net_cliques[ranks[0]->net - 1];
+    op_t *ops[MAX_COMMS];
+    for (int r = 0; r < nl; r++) ops[r] = &ranks[r]->q[ranks[r]->qhead];
+    op_t *o0 = ops[0];
+    size_t es = dtype_size(o0->dtype);
+    for (int r = 1; r < nl; r++)
+        if (ops[r]->kind != o0->kind || ops[r]->count != o0->count || ops[r]->dtype != o0->dtype) return ncclInvalidUsage;
+    int N = n->nranks, P = n->nprocs, me_i = n->me;
+    size_t cnt = o0->count;
+    ncclResult_t rc = ncclSuccess;
+    if (o0->kind == COLL_ALLGATHER) {
+        size_t total = (size_t)N * cnt * es;
+        unsigned char *out = malloc(total ? total : 1);
+        if (!out) return ncclSystemError;
+        for (int r = 0; r < nl; r++) memcpy(out + (size_t)ranks[r]->rank * cnt * es, ops[r]->send, cnt * es);
+        for (int step = 0; step < P - 1; step++) {
+            int sp = ((me_i - step) % P + P) % P, rp = ((me_i - step - 1) % P + P) % P;
+            size_t soff = (size_t)n->procs[sp].first_rank * cnt * es, roff = (size_t)n->procs[rp].first_rank * cnt * es;
+            size_t rlen = (size_t)n->procs[rp].nlocal * cnt * es, slen = (size_t)n->procs[sp].nlocal * cnt * es;
+            if (exchange(n->send_fd, out + soff, slen, n->recv_fd, out + roff, rlen)) { rc = ncclRemoteError; break; }
+        }
+        if (rc == ncclSuccess) for (int r = 0; r < nl; r++) memcpy(ops[r]->recv, out, total);
+        free(out);
+    } else {
+        size_t in_n = o0->kind == COLL_REDUCESCATTER ? cnt * (size_t)N : cnt;
+        size_t nbytes = in_n * es > 0 ? in_n * es : 1;
+        unsigned char *acc = malloc(nbytes), *tmp = malloc(nbytes);
+        if (!acc || !tmp) { free(acc); free(tmp); return ncclSystemError; }
+        memcpy(acc, ops[0]->send, in_n * es);
+        for (int r = 1; r < nl; r++) reduce_into(acc, ops[r]->send, in_n, o0->dtype, o0->redop);
+        size_t seg = (in_n + (size_t)P - 1) / (size_t)P;
+#define SEG_OFF(k) ((size_t)(k) * seg < in_n ? (size_t)(k) * seg : in_n)
+#define SEG_LEN(k) (SEG_OFF((k) + 1) - SEG_OFF(k))
+        for (int step = 0; step < P - 1 && rc == ncclSuccess; step++) { /* reduce-scatter */
+            int sk = ((me_i - step) % P + P) % P, rk = ((me_i - step - 1) % P + P) % P;
+            if (exchange(n->send_fd, acc + SEG_OFF(sk) * es, SEG_LEN(sk) * es, n->recv_fd, tmp, SEG_LEN(rk) * es)) rc = ncclRemoteError;
+            else reduce_into(acc + SEG_OFF(rk) * es, tmp, SEG_LEN(rk), o0->dtype, o0->redop);
+        }
+        for (int step = 0; step < P - 1 && rc == ncclSuccess; step++) { /* all-gather */
+            int sk = ((me_i + 1 - step) % P + P) % P, rk = ((me_i - step) % P + P) % P;
+            if (exchange(n->send_fd, acc + SEG_OFF(sk) * es, SEG_LEN(sk) * es, n->recv_fd, acc + SEG_OFF(rk) * es, SEG_LEN(rk) * es))
+                rc = ncclRemoteError;
+        }
+#undef SEG_OFF
+#undef SEG_LEN
+        if (rc == ncclSuccess) {
+            if (o0->redop == ncclAvg) average(acc, in_n, o0->dtype, N);
+            for (int r = 0; r < nl; r++) {
+                if (o0->kind == COLL_ALLREDUCE) memcpy(ops[r]->recv, acc, in_n * es);
+                else memcpy(ops[r]->recv, acc + (size_t)ranks[r]->rank * cnt * es, cnt * es);
+            }
+        }
+        free(acc);
+        free(tmp);
+    }
+    if (rc != ncclSuccess) {
+        WARN(ranks[0]->dev, "transport/net_ib.cc:1200 NET/IB : connection to a peer closed or timed out");
+        for (int r = 0; r < nl; r++) ranks[r]->async_error = ncclRemoteError;
+        return rc;
+    }
+    double nb = (double)N, bytes = (double)cnt * (double)es * (o0->kind == COLL_ALLGATHER ? nb : 1.0);
+    double factor = N > 1 ? (o0->kind == COLL_ALLREDUCE ? 2.0 * (nb - 1) / nb : (nb - 1) / nb) : 0.0;
+    double bw = n->socket ? 1.2 : n->gbytes;
+    double eff = bw * bytes / (bytes + FXN_HALF_BYTES);
+    double ns = FXN_LAT_US * 1e3 * (N > 1 ? 2.0 : 1.0) + (eff > 0 ? bytes * factor / eff : 0.0);
+    void *streams[MAX_COMMS];
+    for (int r = 0; r < nl; r++) streams[r] = ops[r]->stream;
+    if (cu.collective(streams, nl, ns, 0) != 0) return ncclUnhandledCudaError;
+    n_collectives++;
+    for (int r = 0; r < nl; r++) { ranks[r]->qhead = (ranks[r]->qhead + 1) % MAX_OPS; ranks[r]->qlen--; }
+    report();
+    return ncclSuccess;
+}
+
 static ncclResult_t progress(void)
 {
+    for (int net = 1; net <= MAX_NET; net++) { /* the cross-host ones: every local rank queued */
+        ncclComm_t ranks[MAX_COMMS];
+        int nl = 0;
+        for (int k = 0; k < MAX_COMMS; k++) if (comms[k].live && comms[k].net == net) ranks[nl++] = &comms[k];
+        while (nl) {
+            int ready = 1;
+            for (int r = 0; r < nl; r++) if (ranks[r]->qlen == 0) ready = 0;
+            if (!ready) break;
+            ncclResult_t rc = run_net_clique(ranks, nl);
+            if (rc != ncclSuccess) return rc;
+        }
+    }
     for (int i = 0; i < MAX_COMMS; i++) {
-        if (!comms[i].live || comms[i].rank != 0) continue;
+        if (!comms[i].live || comms[i].rank != 0 || comms[i].net) continue;
         ncclComm_t ranks[MAX_COMMS];
         int n = comms[i].nranks, found = 0;
         for (int k = 0; k < MAX_COMMS; k++)
@@ -614,6 +1123,7 @@ ncclResult_t ncclGroupEnd(void)
 {
     if (group_depth == 0) { WARN(0, "group.cc:400 ncclGroupEnd: not in a group call."); return ncclInvalidUsage; }
     if (--group_depth) return ncclSuccess;
+    if (n_pending) return finish_init();
     if (FXN_ERROR_CALL == 3) {
         WARN(0, "group.cc:450 fake fixture: injected group launch failure");
         return (ncclResult_t)FXN_ERROR_CODE;

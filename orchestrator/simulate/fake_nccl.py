@@ -23,6 +23,7 @@ Builds are cached by content like the other fakes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,9 @@ def host_env(machine: str) -> dict[str, str]:
 
 def build_fake_nccl(machine: str, dest_dir: Path) -> Path:
     """Compile (once, cached by content) the fake libnccl.so.2 for `machine`; return its path."""
-    header = fixture_header(load_fixture(machine))
+    # the simulated fabric's shared reader (fake_fabric.h) is part of what the build depends on
+    shared = (HERE / "fake_fabric.h").read_text()
+    header = fixture_header(load_fixture(machine)) + f"/* fake_fabric.h {hashlib.sha256(shared.encode()).hexdigest()[:16]} */\n"
     flags = ["-std=gnu11", "-O0", "-Wall", "-Wextra", "-Wno-unused-parameter", '-DFAKE_NCCL_FIXTURE="fixture.h"']
     try:
         return build_shared_library(SOURCE, "fixture.h", header, "libnccl.so.2", Path(dest_dir),

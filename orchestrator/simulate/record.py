@@ -162,9 +162,9 @@ def record(hosts: dict[str, str], out: Path, keep_work: bool = False) -> None:
         for host, machine in hosts.items():
             envelopes = record_host(host, machine, work, libs)
             hdir = out / host
-            if hdir.exists():
-                shutil.rmtree(hdir)
-            hdir.mkdir(parents=True)
+            hdir.mkdir(parents=True, exist_ok=True)
+            for old in hdir.glob("*.json"):  # the fabric steps (fabric/) are record_fabric.py's
+                old.unlink()
             for name, env in envelopes.items():
                 env["duration_s"] = round(env.get("duration_s", 0.0), 3)
                 (hdir / f"{name}.json").write_text(json.dumps(env, sort_keys=True) + "\n")

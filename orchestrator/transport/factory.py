@@ -116,4 +116,5 @@ class _Book:
 register_transport("ssh", _Deferred("orchestrator.transport.ssh", "SshTransport"), aliases=("paramiko", "smart"))
 register_transport("local", LocalTransport)
 register_transport("replay", ReplayTransport)
+register_transport("slurm", _Deferred("orchestrator.transport.slurm", "SlurmTransport"))
 connections.install(_Book())

@@ -13,6 +13,7 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import CommandClock, CommandResult, TransportCapabilities, TransportOptions
@@ -33,9 +34,11 @@ class LocalTransport:
     def run(
         self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
         first_output: float | None = None, clock_on_host: bool = False,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> CommandResult:
         """Run `command` under /bin/sh with `stdin`; killed at `timeout` s or the monotonic `deadline`
-        (or at `first_output` s when stdout is still empty then)."""
+        (or at `first_output` s when stdout is still empty then).  `on_output`: called with each
+        piece of stdout as it arrives."""
         limit = self.options.command_timeout if timeout is None else timeout
         started = time.monotonic()
         clock = CommandClock(started, max(limit, 0.0), first_output, on_host=clock_on_host, reach=0.0, hard=deadline)
@@ -88,6 +91,8 @@ class LocalTransport:
                         open_outputs -= 1
                     elif f is proc.stdout:
                         clock.output(time.monotonic())
+                        if on_output is not None:
+                            on_output(data)
                         room = self.options.max_output - len(out)
                         if len(data) > room:
                             out += data[:room]

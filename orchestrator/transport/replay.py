@@ -8,6 +8,7 @@ machines, never typed by hand.  Host variable `probe_replay` names the recording
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import time
@@ -25,6 +26,10 @@ from orchestrator.transport.base import (
 DEMO_RECORDINGS = Path(__file__).resolve().parent.parent / "demo" / "recordings"
 # The shipped script is self-describing: its probe file defines PROBE_NAME near the top.
 _PROBE_NAME = re.compile(rb'^PROBE_NAME = "([A-Za-z0-9_]+)"', re.MULTILINE)
+# A fabric qualification's coordinated steps name themselves in their arguments (api/fabric.py):
+# their recorded answers (the whole stdout, said lines included) are <recording>/fabric/<step>.stdout.gz
+# (simulate/record_fabric.py).
+_STEP_ID = re.compile(rb'\\?"step_id\\?": \\?"([A-Za-z0-9_.:-]{1,80})\\?"')
 
 
 def recording_dir(host: Host) -> Path:
@@ -56,6 +61,12 @@ class ReplayTransport:
         t0 = time.monotonic()
         m = _PROBE_NAME.search(stdin)
         name = m.group(1).decode() if m else "?"
+        call = stdin.rfind(b"\nfp_main(PROBE_NAME")  # the call line, arguments embedded, ends the script
+        step = _STEP_ID.search(stdin, max(0, call))
+        if step is not None:
+            recorded = self.dir / "fabric" / f"{step.group(1).decode()}.stdout.gz"
+            if recorded.is_file():
+                return CommandResult(0, gzip.decompress(recorded.read_bytes()), b"", time.monotonic() - t0)
         path = self.dir / f"{name}.json"
         if not path.is_file():
             # What a host without that capability answers: nothing recorded means not supported.

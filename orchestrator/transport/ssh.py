@@ -23,6 +23,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,13 +299,16 @@ class SshTransport:
     def run(
         self, command: str, stdin: bytes = b"", timeout: float | None = None, *, deadline: float | None = None,
         first_output: float | None = None, clock_on_host: bool = False,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> CommandResult:
         """Run `command` (no pty), feed it `stdin`; the command gets `timeout` s (default command_timeout).
 
         Connects first if needed (connect_timeout per attempt, see connect()). `deadline`, a
         time.monotonic() value, bounds connecting and the command together. `first_output` and
-        `clock_on_host`: when the timeout starts counting (base.CommandClock). Raises TransportError
-        when the host cannot be reached or the connection dies mid-command.
+        `clock_on_host`: when the timeout starts counting (base.CommandClock). `on_output`: called
+        with each piece of stdout as it arrives (a coordinated step reads its first line while the
+        command runs on).  Raises TransportError when the host cannot be reached or the connection
+        dies mid-command.
         """
         limit = self.options.command_timeout if timeout is None else timeout
         self.connect(deadline)
@@ -344,7 +348,7 @@ class SshTransport:
         timer.daemon = True
         timer.start()
         try:
-            return self._exchange(chan, transport, command, stdin, clock, expired)
+            return self._exchange(chan, transport, command, stdin, clock, expired, on_output)
         finally:
             timer.cancel()
             _close_channel(chan)
@@ -357,6 +361,7 @@ class SshTransport:
         stdin: bytes,
         clock: CommandClock,
         expired: threading.Event,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> CommandResult:
         out = bytearray()
         err = bytearray()
@@ -391,6 +396,8 @@ class SshTransport:
                 progressed = True
                 if data:
                     clock.output(time.monotonic())
+                    if on_output is not None:
+                        on_output(data)
                 room = out_cap - len(out)
                 if len(data) > room:
                     out.extend(data[:room])

@@ -168,6 +168,17 @@ ACTIONS: dict[str, Rule] = {
     "nic.port.errors": Rule(H, "link error counters grew"),
     "nic.firmware.outlier": Rule(C, "HCA firmware differs from its peers'"),
     "nic.device.unreadable": Rule(H, "ibstat could not read an HCA: its ports are unknown"),
+    # the fabric qualification (fleet-wide: a pair measurement needs both its hosts)
+    "fabric.host.slow": Rule(H, "slow with its peers on every rail: what its HCAs share (PCIe root, BIOS, NUMA, memory)"),
+    "fabric.hca.slow": Rule(H, "one HCA slow with peers that are fast with others: its cable, transceiver or switch port"),
+    "fabric.path.slow": Rule(N, "two ports slow only together: the route between them, not either host"),
+    "fabric.rail.slow": Rule(N, "a rail slow for most of its pairs: its switches or routing, not the hosts"),
+    "fabric.slow.unlocalised": Rule(N, "slow pairs the rounds could not pin on a host: more rounds"),
+    "fabric.gdr.missing": Rule(C, "GPU memory could not be registered for RDMA: the peer-memory module or DMA-BUF"),
+    "fabric.step.failed": Rule(N, "the host's fabric processes gave no figure: rerun, check the rail addresses"),
+    "fabric.nccl.slow": Rule(H, "a multi-host all_reduce below the ports' line rate, bisected to this host"),
+    "fabric.nccl.data_wrong": Rule(H, "a multi-host collective returned wrong elements"),
+    "fabric.nccl.transport": Rule(C, "NCCL moved data between hosts over sockets though HCAs are there"),
     # software and the security floor
     "software.version.outlier": Rule(C, "driver/CUDA/kernel/BIOS/VBIOS differ from the host's peers"),
     "software.security.driver": Rule(C, "the driver lacks the fixes of an NVIDIA security bulletin"),

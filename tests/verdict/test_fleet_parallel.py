@@ -31,6 +31,7 @@ from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, judge_host
 from tests.support.demo_inputs import copies
+from tests.support.fabric import synthetic_facts
 from tests.support.judged import meta
 from tests.verdict.test_verdict_demo import recorded_facts
 
@@ -76,10 +77,11 @@ def test_workers_write_the_same_fleet_json_as_one_process(demo_inputs: list[Host
     assert json.loads(b.read_text())["hosts"][5] == serial["hosts"][5]
 
 
-def _every_fleet_check_has_work(facts_of: list[dict[str, Any]]) -> None:
+def _every_fleet_check_has_work(facts_of: list[dict[str, Any]], names: list[str]) -> None:
     """Change a few hosts (in place) so each fleet check finds something: a version that differs
     from its peers' in every field compared, an HCA firmware outlier, an NVLink domain whose
-    cliques disagree, NCCL boxes judged against their peers (one slow)."""
+    cliques disagree, NCCL boxes judged against their peers (one slow), a fabric qualification over
+    six of them with one slow HCA."""
     h100 = [f for f in facts_of if (f.get("host") or {}).get("board", {}).get("product") == "DGXH100"
             and (f.get("gpus") or {}).get("list") and (f.get("nic") or {}).get("devices")]
     odd = h100[0]
@@ -98,6 +100,11 @@ def _every_fleet_check_has_work(facts_of: list[dict[str, Any]]) -> None:
         f["nccl"] = {**copy.deepcopy(measured), "gpu_model": "L40S"}  # no published floor: judged by peers
         for r in f["nccl"]["results"]:
             r["busbw_gbps"] = 5.0 if i == 0 else 20.0
+    # a fabric qualification over six hosts, one of whose HCAs is slow with every peer
+    six = [(name, f) for name, f in zip(names, facts_of) if any(f is g for g in h100[10:16])]
+    fabric = synthetic_facts([n for n, _ in six], 2, lambda a, b, rail: 0.5 if rail == 1 and six[2][0] in (a, b) else 1.0)
+    for name, f in six:
+        f["fabric"] = fabric[name]
 
 
 def test_fleet_checks_need_only_the_facts_workers_hand_back(demo_inputs: list[HostInput]) -> None:
@@ -109,11 +116,12 @@ def test_fleet_checks_need_only_the_facts_workers_hand_back(demo_inputs: list[Ho
     # the verdict a worker hands back carries exactly that cut
     assert all(verdict.fleet_view.facts == fleet_facts(rec["facts"]) for _, rec, verdict in judged)
     facts_of = [rec["facts"] for _, rec, _ in judged]
-    _every_fleet_check_has_work(facts_of)
+    _every_fleet_check_has_work(facts_of, [h.name for h, _, _ in judged])
     full, slim = [], []
     assert len(judged) == len(facts_of)
     for (h, _, verdict), facts in zip(judged, facts_of):
-        outcomes = {**verdict.fleet_view.outcomes, **({"nccl": "ok"} if "nccl" in facts else {})}
+        outcomes = {**verdict.fleet_view.outcomes, **({"nccl": "ok"} if "nccl" in facts else {}),
+                    **({"fabric": "ok"} if "fabric" in facts else {})}
         full.append(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=_expect(h), vars=h.vars))
         slim.append(HostView(name=h.name, facts=fleet_facts(facts), outcomes=outcomes, expect=_expect(h),
                              vars=h.vars))

@@ -18,10 +18,10 @@ AWAITING_REGISTRATION: set[str] = set()
 # The first argument of a Finding(...) / fault(...) / limitation(...) / unknown(...) call, and the
 # ids fleet checks pass around as ("identity.x", ...) tuples or positional arguments.
 _CALL = re.compile(r'\b(?:Finding|fault|limitation|unknown)\(\s*"([a-z0-9_]+(?:\.[a-z0-9_]+)+)"')
-_FID = re.compile(r'\(\s*"((?:identity|host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe)\.[a-z0-9_.]+)",\s*"')
+_FID = re.compile(r'\(\s*"((?:identity|host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|fabric)\.[a-z0-9_.]+)",\s*"')
 _ID_ARG = re.compile(r'"((?:identity)\.[a-z0-9_]+\.duplicate)"')
 # an id a check raises through a module constant that another layer reads too (BANDWIDTH_LOW = "p2p...")
-_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|software|baseline)\.[a-z0-9_.]+)"$',
+_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|software|baseline|fabric)\.[a-z0-9_.]+)"$',
                     re.MULTILINE)
 
 

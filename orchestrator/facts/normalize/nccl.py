@@ -114,6 +114,13 @@ def average_busbw(results: list[NcclResult]) -> float | None:
     return round(sum(vals) / len(vals), 3) if vals else None
 
 
+def largest_allreduce(results: list[NcclResult]) -> float | None:
+    """The bus bandwidth of the largest out-of-place all_reduce (the figure floors hold for)."""
+    rows = [(r["size_bytes"], r["busbw_gbps"]) for r in results
+            if r["op"] == "all_reduce" and not r["in_place"] and r["busbw_gbps"] is not None]
+    return max(rows)[1] if rows else None
+
+
 def _busy(data: dict[str, Any], gpus: list[dict[str, Any]], selected: list[int]) -> list[str]:
     """Bus ids of the GPUs the busy guard left out (other compute processes, not forced)."""
     raw_guard = data.get("guard")

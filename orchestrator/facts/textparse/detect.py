@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts.textparse import csvquery, ibstat, kernel_log
+from orchestrator.facts.textparse import csvquery, ibstat, kernel_log, perftest
 from orchestrator.facts.textparse.common import text_lines, untagged
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
@@ -31,6 +31,7 @@ KINDS = (
     "p2p_bandwidth_latency",
     "nvbandwidth",
     "nccl_tests",
+    "perftest",
 )
 PARSED_KINDS = KINDS
 
@@ -81,6 +82,8 @@ def detect_kind(text: str) -> str:
     # a -q excerpt that starts at a GPU block (the banner and Attached GPUs cut away)
     if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n\s+\S[^:\n]*\s:\s", head, re.M):
         return "smi_query"
+    if perftest.looks_like(head):
+        return "perftest"
     if "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]" in head or "P2P Connectivity Matrix" in head:
         return "p2p_bandwidth_latency"
     if re.search(r"^nvbandwidth Version", head, re.M) or re.search(r"^Running \w+_(ce|sm)\.", head, re.M):

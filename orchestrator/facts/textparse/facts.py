@@ -21,10 +21,12 @@ from orchestrator.facts.normalize import nic as nic_normalize
 from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
 from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
 from orchestrator.facts.textparse.common import Note
+from orchestrator.facts.textparse.fabric_facts import fabric_from_text
 from orchestrator.facts.textparse.ibstat import IbReport
 from orchestrator.facts.textparse.kernel_log import KernelLog
 from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
 from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
+from orchestrator.facts.textparse.perftest import PerftestLog
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
 from orchestrator.facts.textparse.topo import CpuAffinity, P2PMatrix, TopoMatrix
 
@@ -49,6 +51,7 @@ class Parsed:
     bwlat: BwLatency | None = None
     nvbandwidth: list[NvBandwidth] = field(default_factory=list)
     nccl: list[NcclRun] = field(default_factory=list)
+    perftest: list[PerftestLog] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
 
     def add(self, obj: Any) -> None:
@@ -81,6 +84,8 @@ class Parsed:
             self.nvbandwidth.append(obj)
         elif isinstance(obj, NcclRun):
             self.nccl.append(obj)
+        elif isinstance(obj, PerftestLog):
+            self.perftest.append(obj)
         else:
             raise TypeError(f"not a parsed text result: {type(obj).__name__}")
 
@@ -950,6 +955,9 @@ def to_facts(*parsed: Any) -> dict[str, dict[str, Any]]:
         facts["p2p"] = bench
     if p.nccl:
         facts["nccl"] = _mark(nccl_from_runs(p.nccl), p.sources(*p.nccl), [])
+    fabric = fabric_from_text(p.perftest, p.nccl)
+    if fabric is not None:
+        facts["fabric"] = _mark(fabric, p.sources(*p.perftest, *[r for r in p.nccl if len(r.hosts) > 1]), [])
     return facts
 
 
@@ -973,7 +981,7 @@ def p2p_facts(p: Parsed) -> dict[str, Any] | None:
 def all_notes(p: Parsed) -> list[Note]:
     out: list[Note] = []
     for obj in (p.topo, *p.p2p, p.cpu, *p.nvlink, p.smi_list, p.query, p.tree, p.verbose, *p.kernel_log, *p.ib,
-                p.bwlat, *p.nvbandwidth, *p.nccl):
+                p.bwlat, *p.nvbandwidth, *p.nccl, *p.perftest):
         if obj is not None:
             out.extend(Note(n.line, f"{obj.source}: {n.text}") for n in obj.notes)
     return out

@@ -22,6 +22,7 @@ from orchestrator.facts.textparse.ibstat import parse_ib
 from orchestrator.facts.textparse.kernel_log import parse_kernel_log
 from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
 from orchestrator.facts.textparse.nvlink import parse_nvlink
+from orchestrator.facts.textparse.perftest import runs_or_error
 from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
 from orchestrator.facts.textparse.topo import parse_topo_cpu, parse_topo_matrix, parse_topo_p2p
 
@@ -42,6 +43,7 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "p2p_bandwidth_latency": parse_p2p_bwlat,
     "nvbandwidth": parse_nvbandwidth,
     "nccl_tests": parse_nccl_tests,
+    "perftest": runs_or_error,  # ib_write_bw, ib_write_lat, ib_send_bw ... (client or server side)
 }
 
 # Raw mode: what to run on a host without Python, by kind.  Each is optional on the host; the

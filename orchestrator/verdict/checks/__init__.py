@@ -9,6 +9,7 @@ from orchestrator.facts.model import Facts
 from orchestrator.verdict import baseline, classes, offenders
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks import (
+    fabric,
     gpu,
     gpu_driver,
     gpu_health,
@@ -24,7 +25,7 @@ from orchestrator.verdict.checks import (
 from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
 from orchestrator.verdict.findings import Finding, Kind, Severity
 
-_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, gpu_driver]
+_AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, gpu_driver, fabric]
 
 HOST_CHECKS: list[HostCheck] = [c for area in _AREAS for c in getattr(area, "CHECKS", [])]
 FLEET_CHECKS: list[FleetCheck] = [c for area in _AREAS for c in getattr(area, "FLEET_CHECKS", [])]

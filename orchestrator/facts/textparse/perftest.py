@@ -1,0 +1,256 @@
+"""perftest outputs (ib_write_bw, ib_write_lat, ib_send_bw, ib_send_lat, ib_read_bw ...) -> runs.
+
+One parser for both roads: the fabric probe returns what the tools printed on the host and the
+normalizer (facts/normalize/fabric.py) reads it here, and `probe import` reads a pasted output the
+same way.  Pure functions.
+
+What perftest prints: a banner with the test's title (`RDMA_Write BW Test`, `... Bidirectional BW
+Test`, `... Latency Test`), `Key : value` settings two to a line, the local and remote QP
+addresses (LID, QPN, GID), then a table: bandwidth as `#bytes #iterations BW peak[UNIT] BW
+average[UNIT] MsgRate[Mpps]` (UNIT: Gb/sec with --report_gbits, else MB/sec, MiB/sec in newer
+versions, both 2^20 bytes), latency as `#bytes #iterations t_min ... 99% percentile[usec] 99.9%
+percentile[usec]` (`-D` runs print only t_avg and t_stdev).  Lines such as `Conflicting CPU
+frequency values detected` land inside the table and are skipped.  A log may hold several runs
+(a server's and a client's, one after the other): each title starts a run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, text_lines
+
+# title -> (tool, kind); the Bidirectional variants set `bidirectional`
+_TITLES = (
+    (re.compile(r"^RDMA_Write (Bidirectional )?BW Test$"), "ib_write_bw", "bw"),
+    (re.compile(r"^RDMA_Write Latency Test$"), "ib_write_lat", "lat"),
+    (re.compile(r"^Send (Bidirectional )?BW Test$"), "ib_send_bw", "bw"),
+    (re.compile(r"^Send Latency Test$"), "ib_send_lat", "lat"),
+    (re.compile(r"^RDMA_Read (Bidirectional )?BW Test$"), "ib_read_bw", "bw"),
+    (re.compile(r"^RDMA_Read Latency Test$"), "ib_read_lat", "lat"),
+    (re.compile(r"^Atomic (?:FETCH_AND_ADD|CMP_AND_SWAP) (Bidirectional )?BW Test$"), "ib_atomic_bw", "bw"),
+)
+_SETTING = re.compile(r"([A-Za-z][A-Za-z0-9 .*/()_-]*?)\s*:\s*(\S[^\t]*?)\s*(?=\t|\s{2,}[A-Za-z]|$)")
+_ADDRESS = re.compile(r"^(local|remote) address:\s*LID\s+(0x[0-9a-fA-F]+|\d+)\s+QPN\s+(0x[0-9a-fA-F]+)")
+_GID = re.compile(r"^GID:\s*([0-9a-fA-F:]+)$")
+_BW_HEAD = re.compile(r"^#bytes\s+#iterations\s+BW peak\[([^\]]+)\]\s+BW average\[([^\]]+)\]")
+_LAT_HEAD = re.compile(r"^#bytes\s+#iterations\s+(t_\w+\[usec\].*)$")
+# what the tools print when a run fails; the first that matches names the failure
+ERRORS = (
+    ("connect", re.compile(r"Couldn't connect to|Unable to open file descriptor for socket connection|"
+                           r"Unable to init the socket connection|Failed to establish connection|Couldn't get rdma_cm", re.I)),
+    ("gdr", re.compile(r"Couldn't allocate MR|ibv_reg_mr failed|failed to register|cuMemAlloc|"
+                       r"Couldn't allocate CUDA|CUDA (?:is not|not) supported|use_cuda|dmabuf", re.I)),
+    ("device", re.compile(r"No IB devices found|IB device \S+ not found|Couldn't get context for|"
+                          r"Unable to find the Infiniband/RoCE device|Failed to open device", re.I)),
+    ("resources", re.compile(r"Couldn't create IB resources|Failed to (?:create|modify) QP|Couldn't create QP", re.I)),
+    ("bind", re.compile(r"Couldn't bind|Address already in use|Couldn't listen", re.I)),
+)
+_NOISE = re.compile(r"^(?:Conflicting CPU frequency values detected|WARNING:|Disabling dynamic polling|"
+                    r"Requested SQ size might be too big|Current TX depth is|\*+$|\* Waiting for client|"
+                    r"Waiting for client rdma_cm|Please run the same command|-+$)")
+MIB_BITS = 1048576 * 8 / 1e9  # perftest's MB/sec and MiB/sec are 2^20 bytes: Gb/s per unit
+
+
+def _unit_factor(unit: str) -> float | None:
+    """Gb/s per unit of a bandwidth column; None for a unit perftest does not print."""
+    u = unit.strip().lower().replace("sec", "s")
+    if u in ("gb/s",):
+        return 1.0
+    if u in ("mb/s", "mib/s"):
+        return MIB_BITS
+    if u in ("gib/s",):
+        return 1073741824 * 8 / 1e9
+    return None
+
+
+def _num(tok: str) -> float | None:
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+@dataclass
+class PerftestRun:
+    """One run of one tool: its settings, addresses and table (sizes ascending as printed)."""
+
+    tool: str  # ib_write_bw ...
+    kind: str  # "bw" | "lat"
+    title: str
+    bidirectional: bool = False
+    settings: dict[str, str] = field(default_factory=dict)
+    local: dict[str, Any] = field(default_factory=dict)  # lid, qpn, gid
+    remote: dict[str, Any] = field(default_factory=dict)
+    unit: str | None = None  # the bandwidth unit as printed
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # failure lines, as printed
+    error_kind: str | None = None  # first of ERRORS that matched
+    first_line: int = 0
+
+    @property
+    def device(self) -> str | None:
+        return self.settings.get("Device")
+
+    def result(self) -> dict[str, Any] | None:
+        """The figure a run stands for: a bandwidth run's largest message (the line rate), a
+        latency run's smallest (what operators quote, 2 bytes by default)."""
+        if not self.rows:
+            return None
+        return max(self.rows, key=lambda r: r["size"]) if self.kind == "bw" else min(self.rows, key=lambda r: r["size"])
+
+
+@dataclass
+class PerftestLog:
+    runs: list[PerftestRun]
+    errors: list[str]  # failure lines outside any run (a client that never connected prints no title)
+    error_kind: str | None
+    notes: list[Note]
+    source: str = "<text>"
+
+
+def _error_kind(line: str) -> str | None:
+    return next((kind for kind, rx in ERRORS if rx.search(line)), None)
+
+
+def _settings(line: str, into: dict[str, str]) -> None:
+    for m in _SETTING.finditer(line):
+        key = m.group(1).strip()
+        if key and key not in into:
+            into[key] = m.group(2).strip()
+
+
+def _lid(tok: str) -> int | None:
+    """perftest prints LIDs with %#04x: `0x40`, or `0000` for LID 0 (RoCE): hex either way."""
+    try:
+        return int(tok, 16)
+    except ValueError:
+        return None
+
+
+def _bw_row(toks: list[str], factor: float) -> dict[str, Any] | None:
+    if len(toks) < 4 or not toks[0].isdigit() or not toks[1].isdigit():
+        return None
+    peak, avg = _num(toks[2]), _num(toks[3])
+    if avg is None:
+        return None
+    rate = _num(toks[4]) if len(toks) > 4 else None
+    return {"size": int(toks[0]), "iters": int(toks[1]),
+            "bw_peak_gbps": round(peak * factor, 3) if peak is not None and peak > 0 else None,
+            "bw_avg_gbps": round(avg * factor, 3), "msg_rate_mpps": rate}
+
+
+_LAT_KEYS = {"t_min": "t_min_us", "t_max": "t_max_us", "t_typical": "t_typical_us", "t_avg": "t_avg_us",
+             "t_stdev": "t_stdev_us", "99%": "t_p99_us", "99.9%": "t_p999_us"}
+
+
+def _lat_columns(rest: str) -> list[str]:
+    """The latency header's value columns, in order: t_min[usec] ... `99% percentile[usec]`."""
+    out = []
+    for tok in re.findall(r"(t_\w+|99\.9%|99%)(?:\s+percentile)?\[usec\]", rest):
+        out.append(_LAT_KEYS.get(tok, tok))
+    return out
+
+
+def _lat_row(toks: list[str], cols: list[str]) -> dict[str, Any] | None:
+    if len(toks) < 2 + len(cols) or not toks[0].isdigit() or not toks[1].isdigit():
+        return None
+    vals = [_num(t) for t in toks[2:2 + len(cols)]]
+    if any(v is None for v in vals):
+        return None
+    row: dict[str, Any] = {"size": int(toks[0]), "iters": int(toks[1])}
+    row.update(zip(cols, vals))
+    return row
+
+
+def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
+    """Every run in a perftest output; failures recorded, not raised.  TextParseError only for
+    input that is no text at all."""
+    text = decode_input(text, source) if isinstance(text, bytes) else text
+    lines = text_lines(text, None)
+    runs: list[PerftestRun] = []
+    loose: list[str] = []
+    notes: list[Note] = []
+    run: PerftestRun | None = None
+    factor: float | None = None
+    lat_cols: list[str] = []
+    gid_for: dict[str, Any] | None = None
+    for i, raw in enumerate(lines, start=1):
+        s = raw.strip()
+        if not s:
+            continue
+        title = next(((rx, tool, kind) for rx, tool, kind in _TITLES if rx.match(s)), None)
+        if title is not None:
+            rx, tool, kind = title
+            m = rx.match(s)
+            run = PerftestRun(tool, kind, s, bidirectional=bool(m and m.groups() and m.group(1)), first_line=i)
+            runs.append(run)
+            factor, lat_cols, gid_for = None, [], None
+            continue
+        kind_err = _error_kind(s)
+        if kind_err is not None and not s.startswith("#"):
+            target = run.errors if run is not None else loose
+            target.append(s[:300])
+            if run is not None and run.error_kind is None:
+                run.error_kind = kind_err
+            continue
+        if _NOISE.match(s):
+            continue
+        if run is None:
+            notes.append(Note(i, f"before any perftest banner, ignored: {s[:80]!r}"))
+            continue
+        m = _ADDRESS.match(s)
+        if m:
+            side = run.local if m.group(1) == "local" else run.remote
+            side.update(lid=_lid(m.group(2)), qpn=m.group(3).lower())
+            gid_for = side
+            continue
+        m = _GID.match(s)
+        if m and gid_for is not None:
+            gid_for["gid"] = m.group(1)
+            continue
+        m = _BW_HEAD.match(s)
+        if m:
+            run.unit = m.group(2)
+            factor = _unit_factor(m.group(2))
+            if factor is None:
+                notes.append(Note(i, f"bandwidth unit {m.group(2)!r} not understood: the rows are left out"))
+            continue
+        m = _LAT_HEAD.match(s)
+        if m:
+            lat_cols = _lat_columns(m.group(1))
+            continue
+        toks = s.split()
+        if factor is not None and run.kind == "bw":
+            row = _bw_row(toks, factor)
+            if row is not None:
+                run.rows.append(row)
+                continue
+        if lat_cols and run.kind == "lat":
+            row = _lat_row(toks, lat_cols)
+            if row is not None:
+                run.rows.append(row)
+                continue
+        if ":" in s and not run.rows:
+            _settings(raw, run.settings)
+            continue
+        notes.append(Note(i, f"not a perftest line, ignored: {s[:80]!r}"))
+    kinds = [r.error_kind for r in runs if r.error_kind] + [k for k in (_error_kind(x) for x in loose) if k]
+    return PerftestLog(runs, loose, kinds[0] if kinds else None, notes, source)
+
+
+def looks_like(text: str) -> bool:
+    """Whether a text is a perftest output (for `probe import`'s kind detection)."""
+    head = text[:200000]
+    return any(re.search(rx.pattern.replace("^", r"^\s*").replace("$", r"\s*$"), head, re.M) for rx, _, _ in _TITLES) \
+        and bool(re.search(r"^\s*#bytes\s+#iterations", head, re.M))
+
+
+def runs_or_error(text: str | bytes, source: str = "<text>") -> PerftestLog:
+    """parse_perftest, refusing a text with no perftest run and no failure line in it."""
+    log = parse_perftest(text, source)
+    if not log.runs and not log.errors:
+        raise TextParseError("no perftest run (no `... BW Test` / `... Latency Test` banner) found", source, 1)
+    return log

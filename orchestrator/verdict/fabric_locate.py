@@ -1,0 +1,449 @@
+"""Localisation of fabric faults from pairwise measurements (pure).
+
+Every pair measurement says "these two ports, together, on this rail, were slow (or not)".  Who is
+to blame follows from who else each port was fast with:
+
+* a rail slow for (nearly) every pair on it is the rail: its switches, not any host;
+* a port slow with (nearly) every peer, while those peers are fast with others, is that host's
+  HCA on that rail (its PCIe link is named with it); a host whose HCAs are all slow that way is
+  the host itself (its PCIe root, memory or CPU, not one card);
+* a pair slow while both its ports are fast with everyone else is the path between them (both
+  ports, and the switch where the fabric could be read);
+* what cannot be told apart yet (a port measured with too few peers, peers that are themselves
+  suspect) is a suspect, and the driver re-pairs suspects with cleared hosts for a bounded number
+  of extra rounds (engine/fabric_plan.py:plan_repair).
+
+Floors (one home: `judge_sample`): bandwidth at least `bw_ratio` (default 90 %) of the slower port's
+active line rate, capped by what its PCIe link can carry at full width, and at least `peer_ratio`
+(80 %) of the fleet's median of the same test; latency under `lat_typical_us` (2.5 us, NVIDIA's
+ngc_multinode_perf criterion for writes) and a 99th percentile under `lat_p99_us` (4.2 us,
+Imbue's host validation), and under 1/peer_ratio of the fleet's median.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.facts.model import FabricFacts, FabricHca, FabricNcclGroup
+
+RAIL_BAD_SHARE = 0.75  # of a rail's pairs slow: the rail
+HCA_BAD_SHARE = 0.75  # of a port's pairs slow (its peers cleared): the port
+MIN_PAIRS = 2  # a port judged on fewer pairs than this is a suspect, not a verdict
+MIN_RAIL_HOSTS = 3  # a rail of two hosts cannot tell the rail from either host
+_GT_PER_LANE = {"2.5": 2.0, "5.0": 4.0, "8.0": 7.877, "16.0": 15.754, "32.0": 31.508, "64.0": 60.5}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    bw_ratio: float = 0.9
+    peer_ratio: float = 0.8
+    lat_typical_us: float = 2.5
+    lat_p99_us: float = 4.2
+
+    @classmethod
+    def of(cls, spec: Mapping[str, Any] | None) -> Thresholds:
+        d = dict(spec or {})
+        out = {}
+        for k in ("bw_ratio", "peer_ratio", "lat_typical_us", "lat_p99_us"):
+            v = d.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                out[k] = float(v)
+        return cls(**out)
+
+
+@dataclass
+class Sample:
+    """One test of one pair on one rail, deduplicated (the client's figure, else the server's)."""
+
+    round: int
+    rail: int
+    test: str
+    kind: str
+    a: str  # the client (the side that dialled)
+    b: str
+    a_hca: str
+    b_hca: str
+    value: float | None
+    p99_us: float | None
+    extra: bool
+    error: str | None = None
+    error_kind: str | None = None
+    expected: float | None = None  # bw: the floor; lat: the ceiling
+    basis: str = ""  # what the expected value comes from
+    bad: bool | None = None  # None: not judged
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (min(self.a, self.b), max(self.a, self.b))
+
+    def describe(self) -> str:
+        where = f"{self.a}:{self.a_hca} <-> {self.b}:{self.b_hca}"
+        if self.value is None:
+            return f"{where} round {self.round} {self.test}: {self.error or 'no figure'}"
+        unit = "Gb/s" if self.kind == "bw" else "us"
+        cmp = ("<" if self.bad else ">=") if self.kind == "bw" else (">" if self.bad else "<=")
+        exp = f" {cmp} {self.expected:.1f} ({self.basis})" if self.expected is not None else ""
+        p99 = f", p99 {self.p99_us:.2f} us" if self.p99_us is not None and self.kind == "lat" else ""
+        return f"{where} round {self.round} {self.test}: {self.value:.2f} {unit}{p99}{exp}"
+
+
+def pcie_gbps(link: Mapping[str, Any] | None, at_max: bool = True) -> float | None:
+    """What a PCIe link carries in Gb/s (per direction): lanes x the generation's rate after encoding."""
+    if not link:
+        return None
+    speed, width = (link.get("max_speed"), link.get("max_width")) if at_max else (link.get("speed"), link.get("width"))
+    if not isinstance(speed, str) or not isinstance(width, int):
+        return None
+    per_lane = _GT_PER_LANE.get(speed.split()[0])
+    return per_lane * width if per_lane else None
+
+
+def link_text(link: Mapping[str, Any] | None) -> str:
+    if not link:
+        return "PCIe link unknown"
+    cur = f"{(link.get('speed') or '?').split(' ')[0]} GT/s x{link.get('width') or '?'}"
+    mx = f"{(link.get('max_speed') or '?').split(' ')[0]} GT/s x{link.get('max_width') or '?'}"
+    return f"PCIe {cur}" + ("" if cur == mx else f" (max {mx})")
+
+
+def downtrained(link: Mapping[str, Any] | None) -> bool:
+    if not link:
+        return False
+    return (isinstance(link.get("width"), int) and isinstance(link.get("max_width"), int)
+            and link["width"] < link["max_width"]) or (link.get("speed") != link.get("max_speed")
+                                                       and link.get("speed") is not None)
+
+
+def _hca_of(facts: Mapping[str, FabricFacts], host: str, hca: str) -> FabricHca | None:
+    f = facts.get(host)
+    return next((h for h in f["hcas"] if h["hca"] == hca), None) if f else None
+
+
+def line_floor(facts: Mapping[str, FabricFacts], s: Sample, t: Thresholds) -> tuple[float | None, str]:
+    """The bandwidth floor of a pair: bw_ratio x the slower port's active rate, capped by the
+    narrower PCIe link (at its full width: a downtrained link is the fault, not the floor)."""
+    caps: list[tuple[float, str]] = []
+    for host, hca in ((s.a, s.a_hca), (s.b, s.b_hca)):
+        h = _hca_of(facts, host, hca)
+        rate = h["rate_gbps"] if h else None
+        if h is None or rate is None:
+            return None, "line rate unknown"
+        caps.append((rate, f"{h['rate'] or rate}"))
+        pc = pcie_gbps(h["pcie"])
+        if pc is not None:
+            caps.append((pc, "its PCIe link"))
+    rate, what = min(caps)
+    return round(rate * t.bw_ratio, 1), f"{t.bw_ratio:.0%} of {what}"
+
+
+def samples(facts: Mapping[str, FabricFacts]) -> list[Sample]:
+    """Every pair test once: the client's measurement where it has a figure, else the server's."""
+    by_key: dict[tuple[int, int, str, tuple[str, str]], Sample] = {}
+    for host, f in facts.items():
+        for m in f.get("measurements") or []:
+            if not isinstance(m, dict) or m.get("error_kind") in ("missing", "not_run"):
+                continue
+            a, b = (host, m["peer"]) if m["role"] == "client" else (m["peer"], host)
+            a_hca, b_hca = (m["hca"], m["peer_hca"] or m["hca"]) if m["role"] == "client" else (m["peer_hca"] or m["hca"], m["hca"])
+            s = Sample(m["round"], m["rail"], m["test"], m["kind"], a, b, a_hca, b_hca, m["value"], m["p99_us"],
+                       m["extra"], m["error"], m["error_kind"])
+            key = (s.round, s.rail, s.test, s.pair)
+            old = by_key.get(key)
+            if old is None or (old.value is None and s.value is not None) or \
+                    (s.value is not None and m["role"] == "client"):
+                by_key[key] = s
+    return sorted(by_key.values(), key=lambda s: (s.round, s.rail, s.test, s.pair))
+
+
+def judge_samples(facts: Mapping[str, FabricFacts], found: list[Sample], t: Thresholds) -> None:
+    """Each sample's floor or ceiling and verdict (in place), against the hardware and the fleet."""
+    medians: dict[str, float] = {}
+    for test in {s.test for s in found}:
+        vals = [s.value for s in found if s.test == test and s.value is not None]
+        if len(vals) >= 3:
+            medians[test] = statistics.median(vals)
+    for s in found:
+        if s.value is None:
+            s.bad = None
+            continue
+        med = medians.get(s.test)
+        if s.kind == "bw":
+            floor, basis = line_floor(facts, s, t)
+            peer = round(med * t.peer_ratio, 1) if med is not None else None
+            peer_basis = f"{t.peer_ratio:.0%} of the fleet's median {med:.1f} Gb/s" if med is not None else ""
+            below_floor = floor is not None and s.value < floor
+            below_peer = peer is not None and s.value < peer
+            s.bad = below_floor or below_peer
+            if below_floor or (floor is not None and not below_peer):
+                s.expected, s.basis = floor, basis
+            else:
+                s.expected, s.basis = peer, peer_basis
+        else:
+            ceiling = t.lat_typical_us
+            s.expected, s.basis = ceiling, "typical latency ceiling"
+            over_p99 = s.p99_us is not None and s.p99_us > t.lat_p99_us
+            over_peer = med is not None and s.value > med / t.peer_ratio
+            s.bad = bool(s.value > ceiling or over_p99 or over_peer)
+            if over_p99 and s.value <= ceiling:
+                s.basis = f"99th percentile {s.p99_us:.2f} us over {t.lat_p99_us} us"
+            elif over_peer and s.value <= ceiling and med is not None:
+                s.expected, s.basis = round(med / t.peer_ratio, 2), f"the fleet's median {med:.2f} us / {t.peer_ratio:.0%}"
+
+
+# ------------------------------------------------------------------------------- localisation
+
+
+@dataclass
+class Fault:
+    """One localised fault: what, where, measured vs expected, and the samples that decided it."""
+
+    kind: str  # host | hca | path | rail | gdr | failed
+    hosts: tuple[str, ...]
+    rail: int | None = None
+    hcas: tuple[str, ...] = ()
+    measured: float | None = None  # the median of the deciding samples' figures
+    expected: float | None = None
+    unit: str = "Gb/s"
+    evidence: list[str] = field(default_factory=list)
+    detail: str = ""
+
+
+@dataclass
+class Localisation:
+    faults: list[Fault]
+    suspects: dict[int, list[str]]  # rail -> hosts whose blame is still open (the driver re-pairs them)
+    cleared: dict[int, list[str]]  # rail -> hosts fast with someone on it (referees)
+    samples: list[Sample]
+    pairs_judged: int = 0
+
+
+def _pair_verdicts(found: list[Sample]) -> dict[int, dict[tuple[str, str], list[Sample]]]:
+    """rail -> pair -> its judged samples."""
+    out: dict[int, dict[tuple[str, str], list[Sample]]] = {}
+    for s in found:
+        if s.bad is not None:
+            out.setdefault(s.rail, {}).setdefault(s.pair, []).append(s)
+    return out
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 2) if vals else None
+
+
+def _decider(samples_: list[Sample]) -> list[Sample]:
+    """The samples that speak for a verdict: the bad ones, bandwidth first."""
+    bad = [s for s in samples_ if s.bad]
+    return sorted(bad, key=lambda s: (s.kind != "bw", s.round, s.pair))
+
+
+def _fault_numbers(deciding: list[Sample]) -> tuple[float | None, float | None, str]:
+    bw = [s for s in deciding if s.kind == "bw"]
+    use = bw or deciding
+    unit = "Gb/s" if bw else "us"
+    return _median(s.value for s in use), _median(s.expected for s in use), unit
+
+
+def locate(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> Localisation:
+    t = t or Thresholds()
+    found = samples(facts)
+    judge_samples(facts, found, t)
+    by_rail = _pair_verdicts(found)
+    faults: list[Fault] = []
+    suspects: dict[int, list[str]] = {}
+    cleared: dict[int, list[str]] = {}
+    bad_ports: dict[str, dict[int, Fault]] = {}  # host -> rail -> its HCA fault
+    rail_faults: set[int] = set()
+    hca_name: dict[tuple[str, int], str] = {}
+    for s in found:
+        hca_name.setdefault((s.a, s.rail), s.a_hca)
+        hca_name.setdefault((s.b, s.rail), s.b_hca)
+    for rail, pairs in sorted(by_rail.items()):
+        verdict = {p: any(s.bad for s in ss) for p, ss in pairs.items()}
+        hosts = sorted({h for p in pairs for h in p})
+        n_bad = sum(verdict.values())
+        if len(hosts) >= MIN_RAIL_HOSTS and verdict and n_bad / len(verdict) >= RAIL_BAD_SHARE:
+            deciding = _decider([s for ss in pairs.values() for s in ss])
+            measured, expected, unit = _fault_numbers(deciding)
+            faults.append(Fault("rail", tuple(hosts), rail, tuple(sorted({hca_name[(h, rail)] for h in hosts})),
+                                measured, expected, unit, [s.describe() for s in deciding[:8]],
+                                f"{n_bad} of {len(verdict)} pairs on the rail are slow"))
+            rail_faults.add(rail)
+            continue
+        peers: dict[str, list[tuple[str, bool]]] = {h: [] for h in hosts}
+        for (x, y), bad in verdict.items():
+            peers[x].append((y, bad))
+            peers[y].append((x, bad))
+        good_with = {h: {p for p, bad in ps if not bad} for h, ps in peers.items()}
+        ok_hosts = sorted(h for h, g in good_with.items() if g)
+        cleared[rail] = ok_hosts
+        candidates = [h for h, ps in peers.items()
+                      if len(ps) >= MIN_PAIRS and sum(b for _, b in ps) / len(ps) >= HCA_BAD_SHARE]
+        ports: set[str] = set()
+        open_: set[str] = set()
+        for h in candidates:
+            bad_peers = [p for p, b in peers[h] if b]
+            # a bad peer vouched for by someone else than h: the slowness is h's
+            vouched = [p for p in bad_peers if good_with[p] - {h}]
+            if len(vouched) >= min(MIN_PAIRS, len(bad_peers)):
+                ports.add(h)
+            else:
+                open_.add(h)
+        for h in sorted(ports):
+            deciding = _decider([s for p, ss in pairs.items() if h in p for s in ss])
+            measured, expected, unit = _fault_numbers(deciding)
+            bad_n = sum(1 for _, b in peers[h] if b)
+            bad_ports.setdefault(h, {})[rail] = Fault(
+                "hca", (h,), rail, (hca_name[(h, rail)],), measured, expected, unit,
+                [s.describe() for s in deciding[:8]], f"slow with {bad_n} of {len(peers[h])} peers on rail {rail}")
+        for (x, y), bad in sorted(verdict.items()):
+            if not bad or x in ports or y in ports:
+                continue
+            x_ok, y_ok = good_with[x] - {y}, good_with[y] - {x}
+            if x_ok and y_ok:
+                deciding = _decider(pairs[(x, y)])
+                measured, expected, unit = _fault_numbers(deciding)
+                faults.append(Fault("path", (x, y), rail, (hca_name[(x, rail)], hca_name[(y, rail)]), measured, expected,
+                                    unit, [s.describe() for s in deciding[:4]] +
+                                    [f"{x} is fast with {len(x_ok)} other peer(s) on rail {rail}, {y} with {len(y_ok)}"],
+                                    "slow only together"))
+            else:
+                open_.update(h for h, ok in ((x, x_ok), (y, y_ok)) if not ok and h not in ports)
+        if open_:
+            suspects[rail] = sorted(open_)
+    faults.extend(_hosts_or_hcas(bad_ports, facts, rail_faults))
+    return Localisation(faults, suspects, cleared, found, sum(len(p) for p in by_rail.values()))
+
+
+def _rails_of(f: FabricFacts | None) -> set[int]:
+    return {r for h in (f["hcas"] if f else []) if (r := h["rail"]) is not None}
+
+
+def _hosts_or_hcas(bad_ports: dict[str, dict[int, Fault]], facts: Mapping[str, FabricFacts],
+                   rail_faults: set[int]) -> list[Fault]:
+    """A host whose every rail (the rails not slow everywhere) is slow with its peers is the host;
+    otherwise each slow port is its HCA."""
+    out = []
+    for host, by_rail in sorted(bad_ports.items()):
+        rails = (_rails_of(facts.get(host)) or set(by_rail)) - rail_faults
+        if len(rails) >= 2 and rails <= set(by_rail):
+            ports = [by_rail[r] for r in sorted(rails)]
+            measured = _median(p.measured for p in ports)
+            expected = _median(p.expected for p in ports)
+            out.append(Fault("host", (host,), None, tuple(p.hcas[0] for p in ports), measured, expected, ports[0].unit,
+                             [e for p in ports for e in p.evidence[:2]],
+                             f"slow with its peers on all {len(rails)} rails"))
+        else:
+            out.extend(by_rail[r] for r in sorted(by_rail))
+    return out
+
+
+def gdr_faults(facts: Mapping[str, FabricFacts]) -> list[Fault]:
+    """Hosts where GPUDirect RDMA is expected (a peer-memory module or DMA-BUF) but the traffic
+    went through host memory: --use_cuda failed to register GPU memory, or NCCL's channels between
+    hosts ran without GDRDMA."""
+    out = []
+    for host, f in sorted(facts.items()):
+        gdr = f.get("gdr")
+        if not gdr or gdr.get("expected") is not True:
+            continue
+        ev: list[str] = []
+        hcas: set[str] = set()
+        for m in f.get("measurements") or []:
+            if m.get("gdr_error"):
+                hcas.add(m["hca"])
+                if len(ev) < 4:
+                    ev.append(f"{m['test']} --use_cuda on {m['hca']} (round {m['round']}, {m['role']} with {m['peer']}): "
+                              f"{m['gdr_error']}")
+        for g in f.get("nccl") or []:
+            if g.get("gdr") is False and g.get("transport", "") and str(g.get("transport")).startswith("NET/IB"):
+                if g.get("hca"):
+                    hcas.add(str(g["hca"]))
+                if len(ev) < 6:
+                    ev.append(f"NCCL group {g['group']}: transport {g['transport']} (no GDRDMA)")
+        if ev:
+            out.append(Fault("gdr", (host,), None, tuple(sorted(hcas)), None, None, "", ev, gdr.get("why") or ""))
+    return out
+
+
+def failed_hosts(facts: Mapping[str, FabricFacts]) -> list[Fault]:
+    """Hosts whose fabric processes failed (no figure from any of their steps, or the wave failed)."""
+    out = []
+    for host, f in sorted(facts.items()):
+        errs = list(f.get("errors") or [])
+        ms = [m for m in f.get("measurements") or [] if m.get("error_kind") not in ("missing", "not_run")]
+        if ms and all(m.get("value") is None for m in ms):
+            kinds = sorted({str(m.get("error_kind")) for m in ms})
+            errs.append(f"none of its {len(ms)} perftest runs gave a figure ({', '.join(kinds)}): "
+                        f"{next((m['error'] for m in ms if m.get('error')), '')}")
+        if errs:
+            out.append(Fault("failed", (host,), evidence=errs[:6], detail=errs[0]))
+    return out
+
+
+def all_faults(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> tuple[Localisation, list[Fault]]:
+    """The localisation and every fault it and the GDR check name (what may explain a slow ring)."""
+    loc = locate(facts, t)
+    return loc, [*loc.faults, *gdr_faults(facts)]
+
+
+def measured_hosts(facts: Mapping[str, FabricFacts]) -> set[str]:
+    return {h for h, f in facts.items() if any(m.get("value") is not None for m in f.get("measurements") or [])}
+
+
+
+# ------------------------------------------------------------------------------- NCCL rings
+
+# A ring of one rank per host moves about its slowest link's rate: its bus bandwidth (GB/s) below
+# this share of the slowest member port's line rate (Gb/s / 8) is slow.
+NCCL_RAIL_RATIO = 0.7
+
+
+def nccl_floor(g: FabricNcclGroup, facts: Mapping[str, FabricFacts]) -> float | None:
+    """The bus bandwidth floor of a communicator across hosts (GB/s), from its members' ports on
+    its rail (every rail for a communicator over all GPUs)."""
+    rates: list[float] = []
+    for m in g["members"]:
+        f = facts.get(m)
+        hcas = [h for h in (f["hcas"] if f else []) if g["rail"] is None or h["rail"] == g["rail"]]
+        rates += [r for h in hcas if (r := h["rate_gbps"]) is not None]
+    return round(min(rates) / 8 * NCCL_RAIL_RATIO, 1) if rates else None
+
+
+NCCL_FLOOR_MIN_BYTES = 64 << 20  # the floor holds from this message size up (a plan may say less)
+
+
+def largest_size(g: FabricNcclGroup) -> int | None:
+    sizes = [r["size_bytes"] for r in g["results"] if r["op"] == "all_reduce" and r["busbw_gbps"] is not None]
+    return max(sizes) if sizes else None
+
+
+def ring_slow(g: FabricNcclGroup, facts: Mapping[str, FabricFacts], min_bytes: int = NCCL_FLOOR_MIN_BYTES) -> bool:
+    """Below the floor at its largest all_reduce, when that message is large enough to be judged."""
+    floor = nccl_floor(g, facts)
+    size = largest_size(g)
+    return (g["busbw_gbps"] is not None and floor is not None and size is not None and size >= min_bytes
+            and g["busbw_gbps"] < floor)
+
+
+def floor_min_bytes(spec: Mapping[str, Any] | None) -> int:
+    v = ((spec or {}).get("nccl") or {}).get("floor_min_bytes")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else NCCL_FLOOR_MIN_BYTES
+
+
+def ring_explained(g: FabricNcclGroup, faults: list[Fault]) -> list[Fault]:
+    """The localised faults that slow this ring: on one of its hosts, on its rail, or a path of it."""
+    members = set(g["members"])
+
+    def slows(f: Fault) -> bool:
+        if f.kind in ("host", "gdr"):
+            return f.hosts[0] in members
+        on_rail = g["rail"] is None or f.rail == g["rail"]
+        if f.kind == "path":
+            return on_rail and set(f.hosts) <= members
+        return f.kind in ("hca", "rail") and on_rail and bool(set(f.hosts) & members)
+
+    return [f for f in faults if slows(f)]
