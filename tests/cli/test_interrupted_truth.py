@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from orchestrator.simulate.fake_nvml import build_fake_nvml
 from orchestrator.simulate.hostfiles import build_host_files, build_kernel_log
 from orchestrator.simulate.sysfs import build_machine, build_nic_state
 from tests.support.hostile import cli_env, interpreter, inventory, load_fleet, run_cli
+from tests.support.interrupt import interrupt_when
 from tests.support.sshd import ROOT_DIR
 
 MACHINE = "dgx-h100"
@@ -62,19 +62,8 @@ def _stop(inv: Path, results: Path, report: Path, settle: float, base: Path) -> 
          "-f", "2", "-t", "60", "--html", str(report)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(), cwd=str(ROOT_DIR), stdin=subprocess.DEVNULL,
         text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not [p for p in results.glob("*/raw/h1/_host.json") if base not in p.parents] \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(settle)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, err
+    return interrupt_when(proc, lambda: any(base not in p.parents for p in results.glob("*/raw/h1/_host.json")),
+                          settle, wait_s=60, sig=signal.SIGTERM, exit_s=60)
 
 
 @pytest.mark.slow

@@ -10,16 +10,17 @@ from collections.abc import Callable
 
 
 def interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], settle_s: float = 0.5,
-                   wait_s: float = 30.0) -> tuple[int, str]:
-    """(exit status, stderr) of `proc` (text mode, stderr piped) after SIGINT, sent `settle_s` after
-    `ready()` first holds (or after `wait_s` if it never does)."""
+                   wait_s: float = 30.0, sig: int = signal.SIGINT, exit_s: float = 30.0) -> tuple[int, str]:
+    """(exit status, stderr) of `proc` (text mode, stderr piped) after `sig` (SIGINT: Ctrl-C), sent
+    `settle_s` after `ready()` first holds (or after `wait_s` if it never does); killed if it is
+    still there `exit_s` later."""
     try:
         deadline = time.monotonic() + wait_s
         while not ready() and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.02)
         time.sleep(settle_s)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=exit_s)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -42,15 +43,5 @@ def catches_sigterm(pid: int) -> bool:
 def terminate_at_work(cmd: list[str], env: dict[str, str], cwd: str, settle_s: float = 0.3) -> tuple[int, str]:
     """(exit status, stderr) of `cmd` sent SIGTERM `settle_s` after its handler is in place."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not catches_sigterm(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(settle_s)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, err
+    return interrupt_when(proc, lambda: catches_sigterm(proc.pid) or proc.poll() is not None, settle_s,
+                          wait_s=60, sig=signal.SIGTERM, exit_s=120)
