@@ -23,7 +23,21 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.support.skips import accepted_in_ci  # noqa: E402
 from tests.support.sshd import SshdServer, SshKeys, missing_reason, start_sshd  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CI=true a skip is a check that did not run: it fails, unless it says the kind of
+    machine cannot have the part at all (tests/support/skips.py)."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and not hasattr(report, "wasxfail") and os.environ.get("CI", "").lower() == "true":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if not accepted_in_ci(reason):
+            report.outcome = "failed"
+            report.longrepr = f"CI=true and this test was skipped, so its check did not run: {reason}"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

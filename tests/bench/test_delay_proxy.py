@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.support.delay import delayproxy as _load
+from tests.support.skips import not_here
 
 delayproxy = _load()
 
@@ -218,7 +219,7 @@ def test_each_connection_goes_to_the_address_the_client_dialed(proxied) -> None:
     try:
         socket.create_server((addr, 0)).close()
     except OSError:
-        pytest.skip(f"{addr} cannot be bound here")
+        not_here(f"{addr} cannot be bound")
     server, proxy = proxied(echo, rtt_s=0.0, host=addr)
     with socket.create_connection((addr, proxy.port), timeout=10) as c:
         c.sendall(b"ping")

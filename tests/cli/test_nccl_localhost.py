@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from orchestrator.store.compact import read_plain
+from tests.support.skips import not_here
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +23,7 @@ def _host_has_nccl() -> bool:
 
 def test_premigration_on_this_machine_reports_nccl_unsupported_with_the_reason(tmp_path: Path) -> None:
     if _host_has_nccl():
-        pytest.skip("this machine has NCCL: the probe would measure it")
+        not_here("NCCL is installed: the probe would measure it")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "CONDA_", "VIRTUAL_ENV"))}
     env.update(PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "run", "-i", "inventories/localhost.yml",
@@ -35,7 +34,7 @@ def test_premigration_on_this_machine_reports_nccl_unsupported_with_the_reason(t
     [host] = fleet["hosts"]
     nccl = host["probes"]["nccl"]
     if "libnccl.so.2" not in nccl["reason"]:
-        pytest.skip(f"NCCL is installed where the probe looks: {nccl['reason']}")
+        not_here(f"NCCL is installed where the probe looks: {nccl['reason']}")
     assert nccl["outcome"] == "unsupported"
     assert nccl["reason"].startswith("libnccl.so.2 not found")
     for place in ("the loader's path", "/usr/lib/x86_64-linux-gnu/libnccl.so.2", "nvidia/nccl/lib/libnccl.so.2",

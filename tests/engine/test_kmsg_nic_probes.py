@@ -19,6 +19,7 @@ from orchestrator.facts.normalize import kmsg as kmsg_facts
 from orchestrator.facts.normalize import nic as nic_facts
 from orchestrator.simulate.hostfiles import build_kernel_log
 from orchestrator.simulate.sysfs import build_machine, build_nic_state
+from tests.support.skips import NOT_HERE
 
 
 def run(probe: str, args: dict[str, Any], user: list[str] | None = None) -> dict[str, Any]:
@@ -79,7 +80,7 @@ def test_kmsg_on_this_machine_is_ok_and_says_where_it_read() -> None:
         assert data["attempts"] and all(a["error"] for a in data["attempts"])
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to drop to nobody")
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason=NOT_HERE + "needs root and setpriv to drop to nobody")
 def test_kmsg_as_an_unprivileged_user_reports_each_source_it_could_not_read() -> None:
     restricted = Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() == "1"
     env = run("kmsg", {}, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.skips import not_here
+
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "probes" / "p2p_kernel.cu"
 PROBE = ROOT / "probes" / "p2p.py"
@@ -58,7 +60,7 @@ def test_embedded_ptx_has_the_portable_header_and_both_kernels() -> None:
 def test_embedded_ptx_is_what_nvcc_makes_of_the_kernel_source() -> None:
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
     if not nvcc:
-        pytest.skip("nvcc not installed: staleness cannot be checked here")
+        not_here("no CUDA toolkit (nvcc): staleness cannot be checked")
     assert embedded() == regenerate(nvcc), (
         "probes/p2p.py _PTX is stale: run `python tests/engine/test_p2p_ptx.py` and paste its output into _PTX")
 
@@ -67,7 +69,7 @@ def test_embedded_ptx_is_what_nvcc_makes_of_the_kernel_source() -> None:
 def test_embedded_ptx_assembles_for_current_gpus(arch: str, tmp_path: Path) -> None:
     ptxas = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if Path("/usr/local/cuda/bin/ptxas").exists() else None)
     if not ptxas:
-        pytest.skip("ptxas not installed")
+        not_here("no CUDA toolkit (ptxas)")
     src = tmp_path / "k.ptx"
     src.write_text(embedded())
     proc = subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],

@@ -35,6 +35,7 @@ from orchestrator.simulate.fake_nvml import FixtureError, build_fake_nvml
 from orchestrator.simulate.sysfs import build_machine
 from orchestrator.transport.base import CommandResult, TransportOptions
 from orchestrator.transport.local import LocalTransport
+from tests.support.skips import not_here
 from tests.support.sshd import SshdServer, descendants
 
 NVML_CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetprobe-fake-nvml-{os.getuid()}"
@@ -227,7 +228,7 @@ def test_the_audit_probes_bundled_give_what_they_give_one_by_one(machine: dict[s
 def _fifo_lib(tmp_path: Path) -> str:
     # dlopen() of a FIFO blocks in open() until a writer comes: a driver call that never returns
     if not Path("/proc/self/wchan").is_file():
-        pytest.skip("no /proc/<pid>/wchan here to see the hung open")
+        not_here("no /proc/<pid>/wchan to see the hung open")
     fifo = tmp_path / "libnvidia-ml.so.1"
     os.mkfifo(fifo)
     return str(fifo)
@@ -391,7 +392,7 @@ def _interrupt_over_ssh(sshd: SshdServer, tmp_path: Path) -> tuple[HostResult, s
 @pytest.mark.ssh
 def test_interrupting_a_bundle_over_ssh_stops_it_on_the_host(sshd: SshdServer, tmp_path: Path) -> None:
     if not Path("/proc/self/wchan").is_file():
-        pytest.skip("no /proc/<pid>/wchan here to see the hung open")
+        not_here("no /proc/<pid>/wchan to see the hung open")
     res, python = _interrupt_over_ssh(sshd, tmp_path)
     assert {p.outcome for n, p in res.probes.items() if n != "host"} == {Outcome.INTERRUPTED}  # cut off, not unstarted
     t0 = time.monotonic()
@@ -403,6 +404,6 @@ def test_interrupting_a_bundle_over_ssh_stops_it_on_the_host(sshd: SshdServer, t
 @pytest.mark.ssh
 def test_interrupting_a_bundle_over_ssh_keeps_the_finished_probes(sshd: SshdServer, tmp_path: Path) -> None:
     if not Path("/proc/self/wchan").is_file():
-        pytest.skip("no /proc/<pid>/wchan here to see the hung open")
+        not_here("no /proc/<pid>/wchan to see the hung open")
     res, _ = _interrupt_over_ssh(sshd, tmp_path)
     assert res.probes["host"].outcome == Outcome.OK

@@ -20,6 +20,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import HostResult, ProbeCall, RunOptions, probe_command, run_host
 from orchestrator.inventory.model import Host
 from orchestrator.transport.local import LocalTransport
+from tests.support.skips import NOT_HERE
 
 PY2_REASON = "cannot run the probe (Python 2 or older than 3.6?)"
 
@@ -92,7 +93,7 @@ def test_python2_refusing_the_isolation_flag_gets_the_python_3_6_message(tmp_pat
         assert b"Unknown option: -I" in p.stderr
 
 
-@pytest.mark.skipif(PYTHON27 is None, reason="no Python 2.7 on this machine")
+@pytest.mark.skipif(PYTHON27 is None, reason=NOT_HERE + "no Python 2.7")
 @pytest.mark.parametrize("names", [["host"], ["host", "pcie"]], ids=["one-probe", "two-probes"])
 def test_a_real_python_2_7_gets_the_python_3_6_message(names: list[str]) -> None:
     assert PYTHON27 is not None
@@ -101,7 +102,7 @@ def test_a_real_python_2_7_gets_the_python_3_6_message(names: list[str]) -> None
         assert res.probes[name].outcome == Outcome.FAILED and PY2_REASON in res.probes[name].reason
 
 
-@pytest.mark.skipif(PYTHON36 is None, reason="no Python 3.6 on this machine")
+@pytest.mark.skipif(PYTHON36 is None, reason=NOT_HERE + "no Python 3.6")
 def test_the_oldest_supported_python_runs_the_probes_isolated(tmp_path: Path) -> None:
     from orchestrator.simulate.sysfs import build_machine
 

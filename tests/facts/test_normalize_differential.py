@@ -20,14 +20,13 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.support.normalize_corpus import (
     differential_cases,
     differential_hosts,
     recorded_data,
     session_corpus,
 )
+from tests.support.skips import not_here
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "differential.txt"
 REGEN = os.environ.get("FLEETPROBE_REGEN_GOLDEN") == "1"
@@ -43,7 +42,7 @@ def test_mutated_and_faulty_inputs_give_the_stored_outputs() -> None:
     assert len(actual) == 9 * (46 + 2 * 63)  # 46 demo recordings, 63 PCIe corpus envelopes (21 machines x 3 sizes) x 2
     if REGEN:
         GOLDEN.write_text("\n".join(actual) + "\n")
-        pytest.skip(f"regenerated {GOLDEN}; review `git diff {GOLDEN}`")
+        not_here(f"FLEETPROBE_REGEN_GOLDEN=1: regenerated {GOLDEN}; review `git diff {GOLDEN}`")
     expected = GOLDEN.read_text().splitlines()
     changed = [a.split()[0] for a, e in zip(actual, expected) if a != e]
     assert len(actual) == len(expected), "the case list changed: regenerate and review"

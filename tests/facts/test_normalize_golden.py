@@ -30,6 +30,7 @@ import pytest
 
 from orchestrator.facts import normalize
 from tests.support.normalize_corpus import recorded_data, session_corpus
+from tests.support.skips import not_here
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("FLEETPROBE_REGEN_GOLDEN") == "1"
@@ -117,7 +118,7 @@ def _mismatch(path: Path, sections: dict[str, Any]) -> str | None:
 
 def _check(failures: list[str | None]) -> None:
     if REGEN:
-        pytest.skip(f"regenerated {GOLDEN}; review `git diff {GOLDEN}`")
+        not_here(f"FLEETPROBE_REGEN_GOLDEN=1: regenerated {GOLDEN}; review `git diff {GOLDEN}`")
     found = [f for f in failures if f]
     assert not found, "\n\n".join(found)
 

@@ -27,6 +27,7 @@ from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from tests.support.evidence import EVIDENCE
 from tests.support.machines import nvml_gpu_bus_ids
+from tests.support.skips import not_here
 
 REPO = Path(__file__).resolve().parents[2]
 HEALTHY = [m for m in list_machines() if "--" not in m]
@@ -371,7 +372,7 @@ def test_probe_envelope_on_every_fixture(machines: Machines, name: str) -> None:
 
 def test_probe_on_this_machines_real_sys() -> None:
     if not Path("/sys/bus/pci/devices").is_dir():
-        pytest.skip("this machine has no PCI bus in sysfs")
+        not_here("no PCI bus in sysfs")
     env = run_probe("/")
     assert env["status"] == "ok", env["errors"]
     data = env["data"]

@@ -19,6 +19,7 @@ from orchestrator.facts.textparse import (
     facts_from_raw_outputs,
     parse_text,
 )
+from tests.support.skips import not_here
 
 COMMANDS = {
     "topo_matrix": "nvidia-smi topo -m",
@@ -132,10 +133,9 @@ def compare(outputs: dict[str, bytes | None]) -> dict[str, Any]:
 
 
 def test_real_commands_parse_and_match_nvml(tmp_path: Path) -> None:
-    import pytest
 
     if shutil.which("nvidia-smi") is None:
-        pytest.skip("no nvidia-smi on this machine")
+        not_here("no nvidia-smi (no NVIDIA GPU)")
     report = compare(run_all(tmp_path))
     assert report["mismatches"] == [], report["mismatches"]
 

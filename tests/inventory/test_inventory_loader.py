@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.inventory import inventory_graph, inventory_list, load_inventory
 from orchestrator.inventory.model import Host, Inventory, InventoryError
+from tests.support.skips import NOT_HERE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inventories"
 REFERENCE = FIXTURES / "ansible-reference"
@@ -476,7 +477,7 @@ def test_not_utf8(tmp_path: Path) -> None:
         load_inventory([str(p)])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+@pytest.mark.skipif(os.geteuid() == 0, reason=NOT_HERE + "root reads any file")
 def test_unreadable_file(tmp_path: Path) -> None:
     p = write(tmp_path, {"inv.yml": "all: {}\n"})
     p.chmod(0)

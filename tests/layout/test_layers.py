@@ -13,7 +13,7 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
+from tests.support.skips import not_here
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
@@ -77,7 +77,7 @@ def test_the_layer_test_sees_an_upward_import(tmp_path: Path) -> None:
 
 def test_every_package_is_installed() -> None:
     if sys.version_info < (3, 11):
-        pytest.skip("tomllib is Python 3.11+")
+        not_here("tomllib is Python 3.11+")
     import tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -30,6 +30,7 @@ from tests.support.hostile import (
     run_cli,
     tree,
 )
+from tests.support.skips import not_here
 from tests.support.sshd import ROOT_DIR, SshdServer
 
 
@@ -151,7 +152,7 @@ def _tmpfs(path: Path, options: str) -> Iterator[Path]:
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "fleetprobe-test", str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or 'mount failed'}); needs root")
+        not_here(f"cannot mount a tmpfs ({proc.stderr.strip() or 'mount failed'}); needs root")
     try:
         yield path
     finally:

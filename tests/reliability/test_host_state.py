@@ -31,6 +31,7 @@ from tests.support.hostile import (
     run_cli,
     tree,
 )
+from tests.support.skips import not_here
 
 NVML_CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / f"fleetprobe-fake-nvml-{os.getuid()}"
 
@@ -109,7 +110,7 @@ def _read_only_dir(path: Path) -> Iterator[Path]:
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "fleetprobe-ro", str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot make a read-only directory as root here (mount: {proc.stderr.strip()})")
+        not_here(f"cannot make a read-only directory as root (mount: {proc.stderr.strip()})")
     try:
         yield path
     finally:

@@ -9,10 +9,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from orchestrator.store.rundir import safe_component
 from tests.support.hostile import host_record, inventory, load_fleet, only_run_dir, run_cli
+from tests.support.skips import not_here
 
 # pairs that used to share one raw/ directory: above U+00FF every character was "_", and names
 # were cut at 200 characters
@@ -73,7 +72,7 @@ def _tmpfs(path: Path, size: str) -> Iterator[Path]:
     proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "fleetprobe-test", str(path)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or 'mount failed'}); needs root")
+        not_here(f"cannot mount a tmpfs ({proc.stderr.strip() or 'mount failed'}); needs root")
     try:
         yield path
     finally:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.skips import not_here
 from tests.verdict.test_verdict_demo import demo_fleet
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -90,7 +91,7 @@ def _compare(name: str, actual: list[str]) -> None:
     if REGEN:
         notes = {line: n for n, line in entries}
         path.write_text(_render(header, [(notes.get(line, []), line) for line in actual], trailing))
-        pytest.skip(f"regenerated {path}; review `git diff {path}`")
+        not_here(f"FLEETPROBE_REGEN_GOLDEN=1: regenerated {path}; review `git diff {path}`")
     if actual != expected:
         diff = "\n".join(difflib.unified_diff(expected, actual, f"{name} (golden)", f"{name} (this run)", lineterm=""))
         pytest.fail(f"the demo fleet's {name} changed; if intended, regenerate with FLEETPROBE_REGEN_GOLDEN=1 "
