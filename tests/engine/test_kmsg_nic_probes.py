@@ -19,12 +19,12 @@ from orchestrator.facts.normalize import kmsg as kmsg_facts
 from orchestrator.facts.normalize import nic as nic_facts
 from orchestrator.simulate.hostfiles import build_kernel_log
 from orchestrator.simulate.sysfs import build_machine, build_nic_state
-from tests.support.skips import NOT_HERE
+from tests.support.skips import NOT_HERE, not_here
 
 
-def run(probe: str, args: dict[str, Any], user: list[str] | None = None) -> dict[str, Any]:
+def run(probe: str, args: dict[str, Any], user: list[str] | None = None, python: str = sys.executable) -> dict[str, Any]:
     script = build_script(probe, args, 20)
-    res = subprocess.run([*(user or []), sys.executable, "-"], input=script, capture_output=True, timeout=60)
+    res = subprocess.run([*(user or []), python, "-"], input=script, capture_output=True, timeout=60)
     parse_envelope(res.stdout, probe)  # raises on anything but one valid envelope
     return dict(json.loads(res.stdout))
 
@@ -83,7 +83,13 @@ def test_kmsg_on_this_machine_is_ok_and_says_where_it_read() -> None:
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason=NOT_HERE + "needs root and setpriv to drop to nobody")
 def test_kmsg_as_an_unprivileged_user_reports_each_source_it_could_not_read() -> None:
     restricted = Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() == "1"
-    env = run("kmsg", {}, ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # an interpreter under root's home (pyenv's) is not one nobody may run: any Python 3 runs a probe
+    python = next((p for p in (sys.executable, shutil.which("python3"), "/usr/bin/python3") if p and subprocess.run(
+        [*nobody, p, "-c", "pass"], capture_output=True, timeout=30).returncode == 0), None)
+    if python is None:
+        not_here("no Python the nobody user may run")
+    env = run("kmsg", {}, nobody, python)
     assert env["status"] == "ok"
     data = env["data"]
     assert data["uid"] == 65534
