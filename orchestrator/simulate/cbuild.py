@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +28,7 @@ def build_shared_library(source: Path, header_name: str, header_text: str, sonam
     gcc = shutil.which("gcc") or shutil.which("cc")
     if not gcc:
         raise BuildError(f"building the fake {soname} needs gcc (apt-get install gcc)")
-    tmp = Path(dest_dir) / f".{tag}-{key}.tmp"
+    tmp = Path(dest_dir) / f".{tag}-{key}.{os.getpid()}.tmp"  # two test processes may build at once
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     (tmp / header_name).write_text(header_text)
