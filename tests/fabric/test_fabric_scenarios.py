@@ -72,7 +72,8 @@ def test_findings_name_exactly_the_planted_faults(seed: int, kinds: tuple[str, .
         fab = rec["facts"]["fabric"]
         assert fab["errors"] == [], fab["errors"]
         assert all(m["error_kind"] in (None, "missing") for m in fab["measurements"]), \
-            [m for m in fab["measurements"] if m["error_kind"] not in (None, "missing")][:3]
+            [(m["round"], m["rail"], m["role"], m["peer"], m["error_kind"], m["error"])
+             for m in fab["measurements"] if m["error_kind"] not in (None, "missing")][:3]
     for rec in doc["hosts"]:  # GPU memory everywhere GDR works: --use_cuda_dmabuf where no peer-memory module is
         bw = [m for m in rec["facts"]["fabric"]["measurements"] if m["kind"] == "bw"]
         if rec["name"] in scenario.dmabuf_only:
