@@ -12,14 +12,14 @@ bundle was written for, else the scheduler's node name, else the hostname), neve
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
-from orchestrator.api.session import RunResult, store_collected
+from orchestrator.api.session import RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
@@ -125,21 +125,18 @@ def document_files(paths: Iterable[Path]) -> list[Path]:
 MAX_DOCUMENT = 4 * (DEFAULT_MAX_OUTPUT + DEFAULT_MAX_STDERR)
 
 
-def read_documents(files: list[Path]) -> list[Imported]:
-    out = []
-    for f in files:
-        try:
-            data = read_regular(f, MAX_DOCUMENT, "bundle document")
-        except UnreadableInput as e:
-            out.append(Imported(str(f), None, str(e)))
-            continue
-        try:
-            out.append(Imported(str(f), bundle.read_document(data)))
-        except bundle.DocumentError as e:
-            tail = data.decode("utf-8", "replace").strip().splitlines()[-1:] if data.strip() else []
-            more = f"; it ends: {tail[0][:160]}" if tail else "; the file is empty"
-            out.append(Imported(str(f), None, f"{f.name}: {e}{more}"))
-    return out
+def read_document(f: Path) -> Imported:
+    """One file's document, or why it holds none."""
+    try:
+        data = read_regular(f, MAX_DOCUMENT, "bundle document")
+    except UnreadableInput as e:
+        return Imported(str(f), None, str(e))
+    try:
+        return Imported(str(f), bundle.read_document(data))
+    except bundle.DocumentError as e:
+        tail = data.decode("utf-8", "replace").strip().splitlines()[-1:] if data.strip() else []
+        more = f"; it ends: {tail[0][:160]}" if tail else "; the file is empty"
+        return Imported(str(f), None, f"{f.name}: {e}{more}")
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -153,10 +150,10 @@ def _unique(name: str, taken: set[str]) -> str:
     return f"{name}#{n}"
 
 
-def _plan_inputs(docs: list[bundle.Document], inventory: tuple[str, ...], playbook: str | None,
+def _plan_inputs(plans: list[dict[str, Any]], inventory: tuple[str, ...], playbook: str | None,
                  probes: tuple[str, ...] | None, expect: tuple[str, ...] | None) -> tuple[PlanInputs, list[str]]:
-    """The plan the bundles were written from (or the one given instead), over `inventory`."""
-    plans = [d.plan for d in docs]
+    """The plan the bundles were written from (the documents' `plans`, or the one given instead),
+    over `inventory`."""
     first = plans[0] if plans else {}
     warnings = []
     if any(p != first for p in plans[1:]) and playbook is None and expect is None:
@@ -169,60 +166,68 @@ def _plan_inputs(docs: list[bundle.Document], inventory: tuple[str, ...], playbo
                       timeout=stored.timeout), warnings
 
 
-def collected_hosts(items: list[Imported], inventory: tuple[str, ...]) -> tuple[list[tuple[Host, Imported]], list[str]]:
-    """Each file's host: the inventory's host of that name (its groups and variables), else a host
-    in group all only; a file without a document is a host named after the file."""
-    inv_hosts: dict[str, Host] = {}
-    warnings: list[str] = []
-    if inventory:
-        _inv, hosts, inv_warnings = load_inventory(inventory, None)
-        inv_hosts = {h.name: h for h in hosts}
-        warnings.extend(inv_warnings)
-    taken: set[str] = set()
-    out = []
-    for item in items:
-        base = item.document.name if item.document else Path(item.source).name
-        name = _unique(base, taken)
-        if name != base:
-            warnings.append(f"{item.source}: a second document of {base!r}, kept as {name!r}")
-        taken.add(name)
-        known = inv_hosts.get(base)
-        if known is not None:
-            host = Host(name=name, vars=dict(known.vars), groups=list(known.groups))
-        else:
-            ident = item.document.identity if item.document else {}
-            host = Host(name=name, vars={"ansible_host": ident.get("hostname", "(unknown)")}, groups=["all"])
-        out.append((host, item))
-    # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
-    # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
-    pos = {name: i for i, name in enumerate(inv_hosts)}
-    out.sort(key=lambda pair: pos.get(pair[0].name, len(pos)))
-    return out, warnings
+def _inventory_hosts(inventory: tuple[str, ...], warnings: list[str]) -> dict[str, Host]:
+    if not inventory:
+        return {}
+    _inv, hosts, inv_warnings = load_inventory(inventory, None)
+    warnings.extend(inv_warnings)
+    return {h.name: h for h in hosts}
+
+
+def _host_of(item: Imported, inv_hosts: Mapping[str, Host], taken: set[str], warnings: list[str]) -> Host:
+    """A file's host: the inventory's host of that name (its groups and variables), else a host in
+    group all only; a file without a document is a host named after the file."""
+    base = item.document.name if item.document else Path(item.source).name
+    name = _unique(base, taken)
+    if name != base:
+        warnings.append(f"{item.source}: a second document of {base!r}, kept as {name!r}")
+    taken.add(name)
+    known = inv_hosts.get(base)
+    if known is not None:
+        return Host(name=name, vars=dict(known.vars), groups=list(known.groups))
+    ident = item.document.identity if item.document else {}
+    return Host(name=name, vars={"ansible_host": ident.get("hostname", "(unknown)")}, groups=["all"])
 
 
 def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] = (), playbook: str | None = None,
                      probes: tuple[str, ...] | None = None,
                      expect: tuple[str, ...] | None = None) -> tuple[RunResult, list[str]]:
-    """Bundle documents (files, or directories of them) -> one judged run, and the warnings."""
-    items = read_documents(document_files(paths))
-    docs = [i.document for i in items if i.document is not None]
-    if not docs:
-        first = items[0].error if items else ""
-        raise UsageError(f"none of the {len(items)} file(s) is a fleetprobe bundle document ({first})")
-    inputs, warnings = _plan_inputs(docs, inventory, playbook, probes, expect)
-    hosts, more = collected_hosts(items, inventory)
-    warnings.extend(more)
-    stored = [HostInput(name=h.name, address=h.address, groups=h.groups, probes={}, data={}, vars=public_vars(h.vars))
-              for h, _ in hosts]
-    plan = build_plan(inputs, stored=stored)
-    collected: list[tuple[HostResult, dict[str, Any]]] = []
-    for host, item in hosts:
-        origin: dict[str, Any] = {"via": "bundle", "file": item.source}
-        if item.document is None:
-            res = HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT, item.error)})
-        else:
+    """Bundle documents (files, or directories of them) -> one judged run, and the warnings.
+
+    One document at a time: read, classified, stored and let go before the next is read (a
+    directory of 10,000 hosts' documents is gigabytes), so the import holds one document."""
+    files = document_files(paths)
+    warnings: list[str] = []
+    inv_hosts = _inventory_hosts(inventory, warnings)
+    plans: list[dict[str, Any]] = []
+    first_error = [""]
+
+    def results() -> Iterator[tuple[HostResult, dict[str, Any]]]:
+        taken: set[str] = set()
+        for f in files:
+            item = read_document(f)
+            host = _host_of(item, inv_hosts, taken, warnings)
+            origin: dict[str, Any] = {"via": "bundle", "file": item.source}
+            if item.document is None:
+                first_error[0] = first_error[0] or item.error
+                yield HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT, item.error)}), origin
+                continue
+            plans.append(item.document.plan)
             origin["identity"] = item.document.identity
-            res = document_result(host, item.document, DEFAULT_MAX_OUTPUT)
-        collected.append((res, origin))
-    return store_collected(plan, collected, root, {"via": "bundle", "files": len(items)},
-                           {"timeout": inputs.timeout}), warnings
+            yield document_result(host, item.document, DEFAULT_MAX_OUTPUT), origin
+
+    def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
+        if not plans:
+            raise UsageError(f"none of the {len(files)} file(s) is a fleetprobe bundle document ({first_error[0]})")
+        inputs, more = _plan_inputs(plans, inventory, playbook, probes, expect)
+        warnings.extend(more)
+        stored = [HostInput(name=r.host.name, address=r.host.address, groups=r.host.groups, probes={}, data={},
+                            vars=public_vars(r.host.vars)) for r in hosts]
+        return build_plan(inputs, stored=stored), {"timeout": inputs.timeout}
+
+    # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
+    # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
+    pos = {name: i for i, name in enumerate(inv_hosts)}
+    result = store_streamed(results(), root, {"via": "bundle", "files": len(files)}, plan_of,
+                            lambda name: pos.get(name, len(pos)))
+    return result, warnings

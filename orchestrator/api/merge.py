@@ -23,14 +23,17 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
 from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
+from orchestrator.store.carry import Body, Carrier
 from orchestrator.store.history import RunNotFound
 from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict.carried import carried_verdicts
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
-from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings, stored_verdict
+from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings
 from orchestrator.verdict.overrides import Override, Silenced
+from orchestrator.verdict.parallel import worker_count
 from orchestrator.verdict.result import FleetResult
 
 
@@ -102,9 +105,17 @@ def _without(stored: list[T], made: list[T], finding_of: Callable[[T], Finding])
     return out
 
 
-def _key(f: Finding) -> str:
+def _key(f: Finding) -> tuple[Any, ...]:
     """A finding as judged, apart from how it was grouped (its root is decided over the merged run)."""
-    return json.dumps(replace(f, caused_by=None, consequences=()).to_dict(), sort_keys=True, default=str)
+    return (f.id, f.severity, f.kind, f.host, f.subject, f.message, f.hint, tuple(f.evidence),
+            _value_key(f.expected), _value_key(f.actual))
+
+
+def _value_key(v: Any) -> Any:
+    """A finding's expected/actual value as its JSON text would tell it (1 is not 1.0 nor True)."""
+    if v is None or type(v) in (str, int, float, bool):
+        return type(v), v
+    return json.dumps(v, sort_keys=True, default=str)
 
 
 def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
@@ -112,48 +123,49 @@ def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
         raise UsageError("a run is named twice")
     # held from the first read of a part to the merged run's last write: a concurrent `--keep`
     # must not prune a part half-way
-    with holding(root, *(s.parent for s in sources if (s.parent / LOCK_NAME).exists())):
-        return _merge_locked(sources, root)
+    with holding(root, *(s.parent for s in sources if (s.parent / LOCK_NAME).exists())), Carrier(root) as carrier:
+        return _merge_locked(sources, root, carrier)
 
 
-def _merge_locked(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
+def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[RunResult, list[str]]:
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
-    fleets = []
+    owner: dict[str, str] = {}
+    names: list[str] = []
+    verdicts: list[HostVerdict] = []
+    silenced: list[Silenced] = []
+    rules: dict[str, Mapping[str, Override]] = {}
+    bodies: list[Body] = []
+    sizes: list[int] = []
+    # one part at a time, its records decoded once each (verdict/carried.py): a record's verdict is
+    # what the fleet-wide steps read, its stored text is what the merged fleet.json gets
     for r in runs:
         try:
             fleet = FleetResult.load(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
-        fleets.append(fleet)
         warnings.extend(f"{r.dir.name}: {p}" for p in fleet.problems)
         if r.meta.state != "complete":
             warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
                             "merged with the hosts it has")
-    owner: dict[str, str] = {}
-    records: list[dict[str, Any]] = []
-    verdicts: list[HostVerdict] = []
-    silenced: list[Silenced] = []
-    rules: dict[str, Mapping[str, Override]] = {}
-    for r, fleet in zip(runs, fleets):
         run_rules = _overrides(r)
         rules.update(run_rules)
-        part_records, part_verdicts = [], []
-        for stored in fleet.hosts.records:
-            rec = dict(stored)
-            name = rec["name"]
+        part_verdicts = []
+        for verdict, body in carried_verdicts(fleet.hosts, worker_count(len(fleet.hosts)), carrier):
+            name = verdict.name
             if name in owner:
                 raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
                                  "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
             owner[name] = r.dir.name
-            part_records.append(rec)
-            part_verdicts.append(stored_verdict(rec, []))
+            names.append(name)
+            part_verdicts.append(verdict)
+            bodies.append(body)
+        sizes.append(len(part_verdicts))
         own_findings, own_silenced = _hosts_own(fleet, part_verdicts, run_rules)
         own: dict[str, list[Finding]] = {}
         for f in own_findings:
             own.setdefault(f.host, []).append(f)
         silenced.extend(own_silenced)
-        records.extend(part_records)
         verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
     metas = [r.meta for r in runs]
     inv_sources = _union([m.inventory for m in metas])
@@ -161,15 +173,15 @@ def _merge_locked(sources: list[Path], root: Path) -> tuple[RunResult, list[str]
     # shards says word for word what one run over the whole inventory says.
     order = _inventory_order(inv_sources, all(m.inventory == [] for m in metas), warnings)
     pos = {name: i for i, name in enumerate(order)}
-    ranked = sorted(range(len(records)), key=lambda i: (pos.get(records[i]["name"], len(pos)), i))
-    records = [records[i] for i in ranked]
+    ranked = sorted(range(len(names)), key=lambda i: (pos.get(names[i], len(pos)), i))
     verdicts = [verdicts[i] for i in ranked]
+    records = carrier.records([(names[i], bodies[i]) for i in ranked])
     meta = RunMeta(
         inventory=inv_sources, limit=None, playbook=metas[0].playbook,
-        probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[rec["name"] for rec in records],
+        probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[names[i] for i in ranked],
         plan=_plan_of(runs, warnings), options=metas[0].options,
-        merged_from=[{"id": r.dir.name, "hosts": len(f.hosts), "shard": (r.meta.plan or {}).get("shard")}
-                     for r, f in zip(runs, fleets)],
+        merged_from=[{"id": r.dir.name, "hosts": n, "shard": (r.meta.plan or {}).get("shard")}
+                     for r, n in zip(runs, sizes)],
         imported=all(m.imported for m in metas))
     merged = RunDirectory.create(root, meta)
     for r in runs:

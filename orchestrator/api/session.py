@@ -466,6 +466,50 @@ def _store_collected_locked(plan: RunPlan, collected: list[tuple[HostResult, dic
     return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
 
 
+def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root: Path, via: dict[str, Any],
+                   plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
+                   rank: Callable[[str], int]) -> RunResult:
+    """`store_collected` for a road that brings its hosts one at a time (a directory of bundle
+    documents): each host's results are written to the run directory, and their data let go, before
+    the next is read, so the import of 10,000 hosts holds one host's data.  The plan comes once
+    every host is known (`plan_of`: the plan and run options, from the hosts' results with their
+    data released); `rank`: a host's place
+    in the run's order (its inventory's).  The run is built out of sight and published whole; a
+    road that ends without a host to judge (plan_of raises) leaves nothing behind."""
+    with holding(root):
+        try:
+            run = RunDirectory.create_staged(root, RunMeta(collected=via))
+        except OSError as e:
+            raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: "
+                             f"{e.strerror or e}; choose another with --results") from None
+        try:
+            kept: list[HostResult] = []
+            origins: dict[str, dict[str, Any]] = {}
+            for res, origin in collected:
+                run.host_finished(res, origin=origin)
+                release_envelope_data(res)
+                kept.append(res)
+                origins[res.host.name] = origin
+            kept.sort(key=lambda r: rank(r.host.name))
+            plan, options = plan_of(kept)
+            meta = plan.meta(collected=via, options=options)
+            meta.hosts_order = [r.host.name for r in kept]
+            run.replan(meta)
+            inputs = [host_input_from_result(res, run.dir) for res in kept]
+            run.stop("complete")
+            # the spool beside the run, not in it: the run directory is renamed when it is published
+            fleet = judge(run.meta, inputs, plan, spool=root)
+            run.finish(fleet.to_document())
+            run.publish()
+        except OSError as e:
+            run.discard()
+            raise ResultsUnwritable(str(root), e) from None
+        except BaseException:
+            run.discard()
+            raise
+    return RunResult(run, fleet, {r.host.name: r for r in kept})
+
+
 def store_imported(meta: RunMeta, inputs: list[HostInput], evidence: Mapping[str, dict[str, Any]], root: Path,
                    expectations: Mapping[str, Expectations]) -> RunResult:
     """Hosts judged from text evidence (`probe import` of command output), stored as a run: each

@@ -198,6 +198,13 @@ class RunDirectory:
                 first = str(e.args[0][0][2]) if e.args and e.args[0] else str(e)
                 raise OSError(errno.ENOSPC if "No space" in first else errno.EIO, first) from None
 
+    def replan(self, meta: RunMeta) -> None:
+        """The run's description once known (an import learns its plan from the hosts it stored):
+        its id, state, start and user stay."""
+        self.meta = dataclasses.replace(meta, id=self.meta.id, state=self.meta.state, started=self.meta.started,
+                                        user=self.meta.user)
+        self._write_meta()
+
     def stop(self, state: str = "complete", stopped: dict[str, int] | None = None) -> RunMeta:
         """The fan-out is over (or was stopped): the run's end time and state, which the judged
         fleet's header carries; written to run.json by finish()."""
@@ -345,7 +352,8 @@ def _host_meta_problem(meta: dict[str, Any]) -> str:
 
 def load_host_inputs(run_dir: Path, with_data: bool = True, problems: list[str] | None = None) -> list[HostInput]:
     """Read a stored run's raw files back (for rejudge); hosts in the order they were recorded.
-    with_data=False: the envelopes and facts are not read (merge needs the hosts' groups only).
+    Each host's envelopes are read when it is judged (HostInput.load_data); with_data=False: not at
+    all, nor its facts (merge needs the hosts' groups only).
 
     A host whose files cannot be read or are not of the stored shape is left out and named in
     `problems` (when given) with why; the others are read."""
@@ -360,13 +368,7 @@ def load_host_inputs(run_dir: Path, with_data: bool = True, problems: list[str] 
             continue
         meta = _json_object(meta_path)
         why = "_host.json is unreadable or not a JSON object" if not meta else _host_meta_problem(meta)
-        data: dict[str, dict[str, Any]] = {}
         facts = None
-        if not why and with_data:
-            try:
-                data = read_envelope_data(hdir, [str(p) for p in meta.get("probes", {})])
-            except (OSError, ValueError) as e:
-                why = f"a stored envelope cannot be read ({e})"
         facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
         if not why and with_data and facts_path.is_file():
             facts = _json_object(facts_path).get("facts")
@@ -377,9 +379,13 @@ def load_host_inputs(run_dir: Path, with_data: bool = True, problems: list[str] 
                 problems.append(f"raw/{hdir.name}: {why}")
             continue
         groups = [str(g) for g in meta.get("groups", [])]
+        # the envelopes are read when the host is judged, one host at a time (a stored 10,000-host
+        # run is gigabytes of them); one that does not read back then costs its host only
+        load = functools.partial(read_envelope_data, hdir, [str(p) for p in meta.get("probes", {})]) \
+            if with_data and facts is None else None
         entries.append((meta_path.stat().st_mtime, HostInput(
             name=meta["name"], address=str(meta.get("address", meta["name"])), groups=groups,
-            probes=meta.get("probes", {}), data=data, vars=meta.get("vars", {}), facts=facts)))
+            probes=meta.get("probes", {}), data={}, vars=meta.get("vars", {}), facts=facts, load_data=load)))
     order = read_meta(run_dir).get("hosts_order")
     pos = {n: i for i, n in enumerate(order if isinstance(order, list) else []) if isinstance(n, str)}
     entries.sort(key=lambda e: (pos.get(e[1].name, len(pos)), e[0]))

@@ -19,14 +19,22 @@ from typing import Any, overload
 from orchestrator.store.atomic import encode_json
 from orchestrator.store.compact import damaged_host, decode_host
 
+# A host record's fleet-wide keys, decided once every host is judged: the last keys of its text.
+LATE_KEYS = ("fingerprint", "class", "health")
+_NO_LATE = ',"fingerprint":null,"class":null,"health":null}'
+
 
 class SpooledRecords(Sequence[dict[str, Any]]):
     """Host records kept as JSON in files, parsed when read: a fleet's spool (records without
     fingerprint/class, appended when read) or a stored fleet.json (whole records, by its index).
     Read-only: each read returns a fresh dict.  fleet.json is written from it by copying text."""
 
-    def __init__(self, directory: Path | None = None, remove: bool = True, version: int = 1) -> None:
+    def __init__(self, directory: Path | None = None, remove: bool = True, version: int = 1,
+                 cut: bool = False) -> None:
         self.version = version  # the fleet.json schema the texts are in (2: store/compact.py's form)
+        # False: each text is a whole record ("}" last); True: each is a record's text cut before
+        # its fleet-wide keys (store/carry.py: a stored run's record carried into a merged run)
+        self._cut = cut
         self._dir = directory
         self._fds: dict[Path, int] = {}
         self._entries: list[tuple[Path, int, int, str]] = []  # file, offset, length, host
@@ -56,6 +64,30 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         self._tail = {name: "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
                       for name, keys in of_host.items()}
 
+    def body(self, i: int) -> tuple[dict[str, Any], tuple[Path, int, int] | None]:
+        """Record i decoded, as reading it gives it, and where its stored text sits without its
+        fleet-wide keys (file, offset, length), or None when its text is not in that form (schema
+        1, damaged, or not ending with the keys as this writer writes them): a record carried into
+        another run is then copied as stored text, decoded once (store/carry.py)."""
+        path, offset, length, _ = self._entries[i]
+        if self.version == 1 or self._tail is not None or self._cut:
+            return self[i], None
+        data = self.stored(i)
+        try:
+            stored = json.loads(data)
+            rec = decode_host(stored) if isinstance(stored, dict) else None
+        except ValueError:
+            rec = None
+        if rec is None:
+            return self[i], None  # read the usual way, which says what is wrong with it
+        keys = list(stored)
+        if keys[-len(LATE_KEYS):] != list(LATE_KEYS):
+            return rec, None
+        tail = "".join(f",{encode_json(k)}:{encode_json(stored[k])}" for k in LATE_KEYS).encode("utf-8") + b"}"
+        if not data.endswith(tail):
+            return rec, None
+        return rec, (path, offset, length - len(tail))
+
     def text(self, i: int) -> str:
         """Record i as JSON text, exactly as fleet.json holds it."""
         return self.stored(i).decode("utf-8")
@@ -67,10 +99,14 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         data = os.pread(self._fds[path], length, offset)
         if len(data) != length:
             raise OSError(f"{path}: host record {name} is cut short; was the file changed?")
-        if self._tail is None:
+        if self._tail is not None:
+            tail = self._tail.get(name, _NO_LATE)
+        elif self._cut:
+            tail = _NO_LATE
+        else:
             return data
-        # the encoded record ends with "}": reopen it for the two fleet-wide keys
-        return data[:-1] + self._tail.get(name, ',"fingerprint":null,"class":null,"health":null}').encode("utf-8")
+        # an encoded record ends with "}": reopened for the fleet-wide keys (a cut one is open)
+        return (data if self._cut else data[:-1]) + tail.encode("utf-8")
 
     def names(self) -> list[str]:
         return [e[3] for e in self._entries]

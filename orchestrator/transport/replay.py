@@ -74,7 +74,19 @@ class ReplayTransport:
                               "status": "unsupported", "data": {}, "warnings": [], "duration_s": 0,
                               "errors": ["no recording of this probe for this host"]}).encode()
             return CommandResult(0, out, b"", time.monotonic() - t0)
-        return CommandResult(0, path.read_bytes(), b"", time.monotonic() - t0)
+        data = path.read_bytes()
+        return CommandResult(0, data, b"", _recorded_duration(data, time.monotonic() - t0))
 
     def close(self) -> None:
         pass
+
+
+_DURATION = re.compile(rb'"duration_s":\s*([0-9]+(?:\.[0-9]+)?)')
+
+
+def _recorded_duration(envelope: bytes, measured: float) -> float:
+    """How long the probe took when it was recorded (the envelope's own duration_s, the key after
+    its data), so a replayed run is the same run every time; else how long reading it took."""
+    at = envelope.rfind(b'"duration_s":')
+    m = _DURATION.match(envelope, at) if at >= 0 else None
+    return float(m.group(1)) if m else measured

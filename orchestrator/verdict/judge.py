@@ -235,7 +235,10 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
         judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
             n = fleet_workers.worker_count(len(inputs), workers)
-            judged = fleet_workers.judge_hosts(inputs, judge, n, spool) if n > 1 else None
+            # a big fleet's records wait on disk even where one process judges them (one CPU,
+            # --workers 1): in memory, 10,000 DGX records are 4 GB
+            big = n > 1 or len(inputs) >= fleet_workers.MIN_HOSTS_PER_WORKER
+            judged = fleet_workers.judge_hosts(inputs, judge, n, spool) if big else None
         if judged is None:
             pairs = [judge(h) for h in inputs]
             records: list[dict[str, Any]] | SpooledRecords = [rec for rec, _ in pairs]
@@ -285,7 +288,7 @@ def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[st
     return _overridden(made, overrides_for)
 
 
-def assemble_judged(run: RunMeta, records: list[dict[str, Any]], verdicts: list[HostVerdict],
+def assemble_judged(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords, verdicts: list[HostVerdict],
                     silenced: list[Silenced],
                     overrides_for: Callable[[str], Mapping[str, Override]]) -> FleetResult:
     """fleet.json of hosts judged before (`stored_verdict`; `silenced`: their host findings a

@@ -61,7 +61,7 @@ def worker_count(hosts: int, requested: int | None = None) -> int:
     return wanted
 
 
-def _slices(n: int, parts: int) -> list[tuple[int, int]]:
+def slices(n: int, parts: int) -> list[tuple[int, int]]:
     step, extra = divmod(n, parts)
     out, a = [], 0
     for i in range(parts):
@@ -132,8 +132,8 @@ def kill_all(pids: Sequence[int]) -> None:
 
 def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: Path | None = None
                 ) -> tuple[SpooledRecords, list[HostVerdict]] | None:
-    """Judge `inputs` in `workers` forked processes; None when that could not be done (no spool
-    space, a worker failed): the caller judges them itself."""
+    """Judge `inputs` in `workers` forked processes (1: in this one), their records spooled; None
+    when that could not be done (no spool space, a worker failed): the caller judges them itself."""
     try:
         if spool is not None:
             spool.mkdir(parents=True, exist_ok=True)
@@ -142,12 +142,19 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
         return None
     records = SpooledRecords(tmp, version=compact.SCHEMA_VERSION)
     parts = [tmp / f"part{i}" for i in range(workers)]
+    if workers <= 1:
+        try:
+            _work(inputs, judge, parts[0])
+        except OSError:
+            records.close()
+            return None
+        return records, _read_back(records, parts)
     pids: list[int] = []
     ok = True
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        for part, (a, b) in zip(parts, _slices(len(inputs), workers)):
+        for part, (a, b) in zip(parts, slices(len(inputs), workers)):
             try:
                 pid = os.fork()
             except OSError:  # no processes left (ulimit -u): judge here instead
@@ -171,9 +178,14 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
     if not ok:
         records.close()
         return None
+    return records, _read_back(records, parts)
+
+
+def _read_back(records: SpooledRecords, parts: list[Path]) -> list[HostVerdict]:
+    """The verdicts the parts hold, in their order; each host's record added to `records`."""
     verdicts: list[HostVerdict] = []
     for i, part in enumerate(parts):
         for offset, length, verdict, digest in read_part(part):
             records.add(i, offset, length, verdict.name, digest)
             verdicts.append(verdict)
-    return records, verdicts
+    return verdicts

@@ -279,6 +279,25 @@ class HostTable(Sequence[JudgedHost]):
                 rec = self._records[i]
             yield self._host(rec)
 
+    def carried(self, start: int = 0, stop: int | None = None
+                ) -> Iterator[tuple[Mapping[str, Any], tuple[Path, int, int] | None]]:
+        """Each record (of start:stop) as reading it gives it, with where its stored text sits before
+        its fleet-wide keys when that text can be copied as it is (store/carry.py): `probe merge`
+        decodes each record once, and one at a time."""
+        records = self._records
+        rec: Mapping[str, Any]
+        body: tuple[Path, int, int] | None
+        for i in range(start, len(records) if stop is None else stop):
+            if isinstance(records, SpooledRecords):
+                rec, body = records.body(i)
+            else:
+                rec, body = records[i], None
+            if self._stored:
+                checked = stored_record(rec)
+                if checked is not rec:  # conformed as it was read: its stored text is not what readers get
+                    rec, body = checked, None
+            yield rec, body
+
     def names(self) -> list[str]:
         if isinstance(self._records, SpooledRecords):
             return self._records.names()

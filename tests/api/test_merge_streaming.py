@@ -1,0 +1,150 @@
+"""`probe merge` streams: each stored record is decoded once, one at a time, and copied into the
+merged fleet.json as its stored text, which is then the very file one run over the whole fleet
+writes.
+
+The fleet: every recorded demo machine twice (the copy replays the same recording under another
+name, so identities repeat across shards: the fleet-wide steps have work to do), in three shards.
+The whole run is judged in worker processes (the spool road), the shards in-process (records in
+memory): the merged file must be byte for byte the whole run's either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api.merge import merge_runs
+from orchestrator.simulate.record import demo_hosts
+from orchestrator.store import spool
+from orchestrator.store.compact import read_plain
+from orchestrator.verdict.parallel import WORKERS_ENV
+from tests.support.fleet import Cli, replay_inventory
+
+SHARDS = 3
+
+
+def _names() -> list[str]:
+    names = list(demo_hosts())
+    return names + [f"{n}-copy" for n in names]
+
+
+def _inventory(names: list[str]) -> str:
+    text = replay_inventory(names)
+    for n in names:  # the copy replays its original's recording
+        if n.endswith("-copy"):
+            text = text.replace(f"probe_replay: {json.dumps(n)}", f"probe_replay: {json.dumps(n[:-len('-copy')])}")
+    return text
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("merge-stream")
+    inv = tmp / "inv.yml"
+    inv.write_text(_inventory(_names()))
+    cli = Cli.create(tmp)
+    _probe(cli, 2, "run", "-i", str(inv), "-o", str(tmp / "whole"))
+    parts = [tmp / f"s{k}" for k in range(1, SHARDS + 1)]
+    for k, part in enumerate(parts, start=1):
+        _probe(cli, 1, "run", "-i", str(inv), "--shard", f"{k}/{SHARDS}", "-o", str(part))
+    return {"tmp": tmp, "cli": cli, "whole": tmp / "whole", "parts": parts}
+
+
+def _probe(cli: Cli, workers: int, *args: str) -> None:
+    """`probe ...` with this many judging (or, for a merge, decoding) processes."""
+    proc = subprocess.run(cli.argv(*args, "-q"), env={**cli.env(), WORKERS_ENV: str(workers)}, cwd=str(cli.home),
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode in (0, 1, 5), proc.stderr
+
+
+def _pieces(run: Path) -> tuple[bytes, bytes, dict[str, Any]]:
+    """fleet.json as (its text before the host records with the run header emptied, the host
+    records' text, the rest parsed with the repeat offenders' not-judged reasons left out): the
+    header says how the run was made (a merge says it is one) and a merge reads no run history
+    (`probe run` judges repeat offenders over its results directory's earlier runs)."""
+    data = (run / "fleet.json").read_bytes()
+    index = json.loads((run / "fleet.index.json").read_text())["hosts"]
+    start, end = index[0][1], index[-1][1] + index[-1][2]
+    head = data[:start].decode("utf-8")
+    key = '"run":'
+    at = head.index(key) + len(key)  # the document's second key, after schema_version
+    _, stop = json.JSONDecoder().raw_decode(head, at)
+    rest = read_plain(run / "fleet.json")
+    rest.pop("hosts")
+    rest.pop("run")
+    rest["not_judged"].pop("host.repeat_offender")
+    return (head[:at] + head[stop:]).encode("utf-8"), data[start:end], rest
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_merged_fleet_json_is_the_whole_runs_byte_for_byte(fleet: dict[str, Any], workers: int) -> None:
+    merged = fleet["tmp"] / f"merged-{workers}"
+    _probe(fleet["cli"], workers, "merge", *map(str, fleet["parts"]), "--results", str(merged), "--force")
+    (run,) = [d for d in merged.iterdir() if (d / "fleet.json").is_file()]
+    head, hosts, rest = _pieces(run)
+    want_head, want_hosts, want_rest = _pieces(fleet["whole"])
+    assert len(json.loads(b"[" + hosts + b"]")) == len(_names())
+    assert hosts == want_hosts  # every record, byte for byte
+    assert head == want_head  # the summary
+    assert rest == want_rest  # classes, findings, silenced, not-judged ids
+    assert not [p for p in merged.iterdir() if p.name.startswith(".merge-")], "the merge left its spool behind"
+
+
+class _Tracked(dict[str, Any]):
+    """A decoded host record whose life the test can see (a dict cannot be weakly referenced)."""
+
+
+def test_a_merge_decodes_each_record_once_and_holds_a_bounded_number(fleet: dict[str, Any],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    live: set[int] = set()
+    peak = [0]
+    decoded: dict[str, int] = {}
+    real = spool.decode_host
+
+    def tracked(stored: dict[str, Any]) -> dict[str, Any]:
+        rec = _Tracked(real(stored))
+        name = str(rec.get("name"))
+        decoded[name] = decoded.get(name, 0) + 1
+        key = id(rec)
+        live.add(key)
+        peak[0] = max(peak[0], len(live))
+        weakref.finalize(rec, live.discard, key)
+        return rec
+
+    monkeypatch.setattr(spool, "decode_host", tracked)
+    result, _ = merge_runs(list(fleet["parts"]), fleet["tmp"] / "merged-in-process")
+    n = len(_names())
+    assert len(result.fleet.hosts) == n
+    assert sorted(decoded) == sorted(_names())  # every record was read ...
+    assert max(decoded.values()) == 1  # ... once
+    assert peak[0] <= 2, f"{peak[0]} decoded records alive at once"
+
+
+def test_a_damaged_record_is_carried_as_what_readers_get(fleet: dict[str, Any], tmp_path: Path) -> None:
+    """A record whose stored text does not decode is not copied as it is: the merged run holds what
+    every reader of the part gets (its name, that it is damaged), and the other records are copied."""
+    part = tmp_path / "s1"
+    shutil.copytree(fleet["parts"][0], part)
+    index = json.loads((part / "fleet.index.json").read_text())
+    name, offset, length = index["hosts"][0]
+    data = bytearray((part / "fleet.json").read_bytes())
+    facts_at = data.index(b'"facts":', offset)
+    data[facts_at:facts_at + 8] = b'"facts":'  # same length: the index still matches
+    text = bytes(data[offset:offset + length]).replace(b'"@table"', b'"@tablX"', 1)
+    assert len(text) == length
+    data[offset:offset + length] = text
+    st = (part / "fleet.json").stat()
+    (part / "fleet.json").write_bytes(bytes(data))
+    os.utime(part / "fleet.json", ns=(st.st_atime_ns, st.st_mtime_ns))
+    result, _ = merge_runs([part, *fleet["parts"][1:]], tmp_path / "out")
+    rec = result.fleet.hosts.record(name)
+    assert rec is not None
+    assert any("does not read back" in e for e in rec["normalize_errors"])
+    merged = json.loads((result.run.dir / "fleet.json").read_text())
+    assert len(merged["hosts"]) == len(_names())
