@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from orchestrator.engine.results import HostInput  # noqa: E402
 from orchestrator.store.fleet_file import write_fleet  # noqa: E402
+from orchestrator.store.runmeta import RunMeta  # noqa: E402
 from orchestrator.verdict import parallel as fleet_workers  # noqa: E402
 from orchestrator.verdict.expectations import Expectations  # noqa: E402
 from orchestrator.verdict.judge import build_fleet  # noqa: E402
@@ -175,8 +176,7 @@ def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: i
     t0 = time.perf_counter()
     inputs, expect = make_inputs(n, cloud_image, held)
     t1, c1 = time.perf_counter(), time.process_time()
-    run = {"id": f"bench-{n}", "started": None, "finished": None, "inventory": [str(DEMO_INVENTORY)],
-           "playbook": None, "probes": ["host", "pcie", "nvml", "nvlink"], "limit": None, "user": None}
+    run = RunMeta(id=f"bench-{n}", inventory=[str(DEMO_INVENTORY)], probes=["host", "pcie", "nvml", "nvlink"])
     prof = cProfile.Profile(time.process_time) if profile else None  # CPU clock: load on a shared machine
     if prof:
         prof.enable()
@@ -187,10 +187,10 @@ def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: i
         if prof:
             prof.disable()
         t2, c2 = time.perf_counter(), time.process_time()
-        path = write_fleet(Path(tmp) / "fleet.json", fleet)
+        path = write_fleet(Path(tmp) / "fleet.json", fleet.to_document())
         size = path.stat().st_size
         t3, c3 = time.perf_counter(), time.process_time()
-        classes, findings = len(fleet["classes"]), len(fleet["findings"])
+        classes, findings = len(fleet.classes), len(fleet.findings)
         del fleet
     result: dict[str, Any] = {"hosts": n, "inputs_s": round(t1 - t0, 2), "build_fleet_s": round(t2 - t1, 2),
               "write_s": round(t3 - t2, 2), "total_s": round(t3 - t1, 2),

@@ -98,7 +98,7 @@ def make_parts(work: Path, shards: int, per_shard: int, replayed: bool) -> list[
     repeated over the fleet: each of its GPUs is reported by a host in ~1 of 46 and the duplicate
     findings grow with the fleet), or `probe import` of each shard's bundle documents (every host
     with its own identities, as a real fleet)."""
-    parts = work / f"parts-{shards}x{per_shard}" + ("" if replayed else "-own")
+    parts = work / (f"parts-{shards}x{per_shard}" + ("" if replayed else "-own"))
     done = parts / "done"
     names = [str(parts / f"s{k}") for k in range(1, shards + 1)]
     if done.is_file():

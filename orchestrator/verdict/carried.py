@@ -8,6 +8,7 @@ types of a stored record is most of a merge's work, and it is the same work for 
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import sys
@@ -43,6 +44,8 @@ def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carrie
     ok = True
     sys.stdout.flush()
     sys.stderr.flush()
+    # the collector would walk (and so copy into each worker) every object the parent holds
+    gc.freeze()
     try:
         for i, (out, (a, b)) in enumerate(zip(outs, slices(len(hosts), workers))):
             try:
@@ -52,6 +55,7 @@ def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carrie
             if pid == 0:  # the worker: never returns into the parent's code
                 code = 1
                 try:
+                    gc.disable()  # records are trees: reference counting frees them
                     mine = carrier.worker(i)
                     with open(out, "wb", buffering=1 << 20) as f:
                         for rec, body in hosts.carried(a, b):
@@ -67,6 +71,7 @@ def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carrie
             ok = os.waitstatus_to_exitcode(status) == 0
     finally:
         kill_all(pids)  # a worker failed, or Ctrl-C while waiting: none outlives this
+        gc.unfreeze()
     if not ok:
         return None
     return [item for out in outs for item in _read(out)]
