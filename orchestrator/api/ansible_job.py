@@ -6,20 +6,20 @@ Each module result carries the envelope as the probe printed it and how the prob
 `classify`, as a live `probe run` classifies it; an unreachable host or a module that never ran
 its probe (no Python) gets the outcome a live run gives.  Hosts are looked up in the inventory
 (groups, probe_expect), the plan is the fleetprobe playbook the play names, and the run is stored
-and judged by `session.store_collected`.
+and judged by `session.store_streamed`, one answer at a time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
-from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
-from orchestrator.api.session import RunResult, store_collected
+from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
+from orchestrator.api.session import RunResult, store_streamed
 from orchestrator.engine import payload
 from orchestrator.engine.bundle import duration_of
 from orchestrator.engine.outcomes import Outcome
@@ -72,31 +72,46 @@ def answers_from(records: Iterable[dict[str, Any]]) -> list[TaskAnswer]:
 MAX_EVENT = 2 * (DEFAULT_MAX_OUTPUT + (1 << 20))
 
 
-def read_runner_artifacts(artifacts: Path) -> list[TaskAnswer]:
-    """ansible-runner's job_events/*.json (AWX keeps the same events), in the order they happened."""
+def read_runner_artifacts(artifacts: Path) -> Iterator[TaskAnswer]:
+    """ansible-runner's job_events/*.json (AWX keeps the same events), in the order they happened,
+    one event read at a time: a job of 10,000 hosts is gigabytes of events."""
     events_dir = artifacts / "job_events" if (artifacts / "job_events").is_dir() else None
     if events_dir is None:
         found = sorted(artifacts.glob("*/job_events"))  # the private data dir: artifacts/<ident>/job_events
         if not found:
             raise UsageError(f"{artifacts}: no job_events/ (give ansible-runner's artifact directory of the job)")
         events_dir = found[-1]
-    events = []
-    for f in events_dir.glob("*.json"):
-        try:
-            ev = json.loads(read_regular(f, MAX_EVENT, "job event"))
-        except (OSError, ValueError, RecursionError):
-            # an event written half-way (the job was killed), garbage, a FIFO, one over the bound:
-            # the others still count
-            continue
-        if isinstance(ev, dict) and ev.get("event") in _EVENTS and isinstance(ev.get("event_data"), dict):
-            events.append(ev)
-    events.sort(key=_counter)
-    records = []
-    for ev in events:
-        data = ev["event_data"]
-        records.append({"host": data.get("host"), "status": _EVENTS[ev["event"]], "res": data.get("res") or {},
-                        "action": data.get("resolved_action") or data.get("task_action") or ""})
-    return answers_from(records)
+    return _answers(events_dir)
+
+
+def _answers(events_dir: Path) -> Iterator[TaskAnswer]:
+    for f in sorted(events_dir.glob("*.json"), key=_place):
+        ev = _event(f)
+        if ev is not None and ev.get("event") in _EVENTS and isinstance(ev.get("event_data"), dict):
+            data = ev["event_data"]
+            yield from answers_from([{"host": data.get("host"), "status": _EVENTS[ev["event"]],
+                                      "res": data.get("res") or {},
+                                      "action": data.get("resolved_action") or data.get("task_action") or ""}])
+
+
+def _event(f: Path) -> dict[str, Any] | None:
+    """One job event, or None: an event written half-way (the job was killed), garbage, a FIFO, one
+    over the bound (the others still count)."""
+    try:
+        ev = json.loads(read_regular(f, MAX_EVENT, "job event"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return ev if isinstance(ev, dict) else None
+
+
+def _place(f: Path) -> tuple[int, str]:
+    """An event file's place in the job: ansible-runner names it `<counter>-<uuid>.json`; a file named
+    otherwise is read for its counter."""
+    head = f.name.split("-", 1)[0]
+    if head.isdigit():
+        return int(head), f.name
+    ev = _event(f)
+    return (_counter(ev) if ev is not None else 0), f.name
 
 
 def _counter(event: dict[str, Any]) -> int:
@@ -139,36 +154,42 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
     return classify(host, call, result, cap=cap)
 
 
-def import_answers(answers: list[TaskAnswer], root: Path, inventory: tuple[str, ...], playbook: str | None,
+def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[str, ...], playbook: str | None,
                    expect: tuple[str, ...] | None, via: str) -> tuple[RunResult, list[str]]:
-    """Every host's task answers -> one judged run."""
-    if not answers:
-        raise UsageError(f"no {COLLECTION}* task results in the job")
+    """Every host's task answers -> one judged run; each answer stored and let go as it comes
+    (session.store_streamed)."""
     warnings: list[str] = []
     inv_hosts: dict[str, Host] = {}
     if inventory:
         _inv, hosts, more = load_inventory(inventory, None)
         inv_hosts = {h.name: h for h in hosts}
         warnings.extend(more)
-    by_host: dict[str, dict[str, ProbeResult]] = {}
     hosts_of: dict[str, Host] = {}
-    for a in answers:
-        if a.host not in hosts_of:
-            known = inv_hosts.get(a.host)
-            if known is None and inventory:
-                warnings.append(f"host {a.host!r} is not in the inventory: judged without its groups and probe_expect")
-            hosts_of[a.host] = known or Host(name=a.host, groups=["all"])
-        # a probe in two plays: the later result replaces the earlier, as in a live run
-        by_host.setdefault(a.host, {})[a.probe] = probe_result(hosts_of[a.host], a)
+    collected: dict[str, Any] = {"via": via, "tasks": 0}
+
+    def results() -> Iterator[tuple[HostResult, dict[str, Any]]]:
+        for a in answers:
+            collected["tasks"] += 1
+            if a.host not in hosts_of:
+                known = inv_hosts.get(a.host)
+                if known is None and inventory:
+                    warnings.append(f"host {a.host!r} is not in the inventory: judged without its groups and "
+                                    "probe_expect")
+                hosts_of[a.host] = known or Host(name=a.host, groups=["all"])
+            # a probe in two plays: the later result replaces the earlier, as in a live run
+            yield HostResult(hosts_of[a.host], {a.probe: probe_result(hosts_of[a.host], a)}), {"via": via}
+
+    def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, None]:
+        if not hosts:
+            raise UsageError(f"no {COLLECTION}* task results in the job")
+        stored = [HostInput(name=r.host.name, address=r.host.address, groups=r.host.groups, probes={}, data={},
+                            vars=public_vars(r.host.vars)) for r in hosts]
+        inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
+        return build_plan(inputs, stored=stored), None
+
     # in the inventory's order, as a live run keeps its hosts (Ansible reports them as they finish)
     pos = {name: i for i, name in enumerate(inv_hosts)}
-    names = sorted(by_host, key=lambda n: pos.get(n, len(pos)))
-    stored = [HostInput(name=h.name, address=h.address, groups=h.groups, probes={}, data={}, vars=public_vars(h.vars))
-              for h in (hosts_of[n] for n in names)]
-    inputs = PlanInputs(inventory=inventory, playbook=playbook, expect=tuple(expect or ()))
-    plan = build_plan(inputs, stored=stored)
-    collected = [(HostResult(hosts_of[name], by_host[name]), {"via": via}) for name in names]
-    return store_collected(plan, collected, root, {"via": via, "tasks": len(answers)}), warnings
+    return store_streamed(results(), root, collected, plan_of, lambda name: pos.get(name, len(pos))), warnings
 
 
 def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,

@@ -3,7 +3,7 @@
 `bundle_script` writes the very script `probe run` pipes to a host (engine/runner.py composes it;
 the bundle runner prints one document instead of frames), and `import_documents` turns the
 documents those hosts printed back into a run: each answer classified as a live one
-(runner.document_result), stored and judged by `session.store_collected` under the plan the
+(runner.document_result), stored and judged by `session.store_streamed` under the plan the
 bundle was written from.  Host names come from inside the documents (the inventory name the
 bundle was written for, else the scheduler's node name, else the hostname), never from file names:
 `srun -o %N` is not reliable everywhere.

@@ -438,44 +438,17 @@ def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOr
                 res.probes.update(extra.probes)
 
 
-def store_collected(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
-                    via: dict[str, Any], options: dict[str, Any] | None = None) -> RunResult:
-    """Results that came by another road (bundle documents from srun or cron, Ansible job events)
-    stored and judged exactly as a live run's: the same run directory writes, the same `judge` under
-    the same plan.  `collected`: each host's results and where they came from (its `origin`);
-    `via`: the road (run.json's `collected`)."""
-    with holding(root):
-        return _store_collected_locked(plan, collected, root, via, options)
-
-
-def _store_collected_locked(plan: RunPlan, collected: list[tuple[HostResult, dict[str, Any]]], root: Path,
-                            via: dict[str, Any], options: dict[str, Any] | None) -> RunResult:
-    meta = plan.meta(collected=via, options=options)
-    meta.hosts_order = [r.host.name for r, _ in collected]
-    run = _new_run(root, meta)
-    try:
-        for res, origin in collected:
-            run.host_finished(res, origin=origin)
-            release_envelope_data(res)
-        inputs = [host_input_from_result(res, run.dir) for res, _ in collected]
-        run.stop("complete")
-        fleet = judge(run.meta, inputs, plan, spool=run.dir)
-        run.finish(fleet.to_document())
-    except OSError as e:
-        raise _unwritable(run, e) from None
-    return RunResult(run, fleet, {r.host.name: r for r, _ in collected})
-
-
 def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root: Path, via: dict[str, Any],
                    plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
                    rank: Callable[[str], int]) -> RunResult:
-    """`store_collected` for a road that brings its hosts one at a time (a directory of bundle
-    documents): each host's results are written to the run directory, and their data let go, before
-    the next is read, so the import of 10,000 hosts holds one host's data.  The plan comes once
-    every host is known (`plan_of`: the plan and run options, from the hosts' results with their
-    data released); `rank`: a host's place
-    in the run's order (its inventory's).  The run is built out of sight and published whole; a
-    road that ends without a host to judge (plan_of raises) leaves nothing behind."""
+    """Results that came by another road (bundle documents from srun or cron, an Ansible job's
+    events), stored and judged exactly as a live run's: the same run directory writes, the same
+    `judge` under the same plan.  They come one piece at a time (a host's probes may come in
+    several): each is written to the run directory, and its data let go, before the next is read,
+    so an import of 10,000 hosts holds one host's data.  The plan comes once every host is known
+    (`plan_of`: the plan and run options, from the hosts' results, data released); `rank`: a
+    host's place in the run's order (its inventory's).  The run is built out of sight and
+    published whole: a road that ends without a host to judge (plan_of raises) leaves nothing."""
     with holding(root):
         try:
             run = RunDirectory.create_staged(root, RunMeta(collected=via))
@@ -483,14 +456,15 @@ def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root:
             raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: "
                              f"{e.strerror or e}; choose another with --results") from None
         try:
-            kept: list[HostResult] = []
-            origins: dict[str, dict[str, Any]] = {}
+            by_name: dict[str, HostResult] = {}
             for res, origin in collected:
                 run.host_finished(res, origin=origin)
                 release_envelope_data(res)
-                kept.append(res)
-                origins[res.host.name] = origin
-            kept.sort(key=lambda r: rank(r.host.name))
+                if res.host.name in by_name:  # more of a host's probes (a later play's replace an earlier's)
+                    by_name[res.host.name].probes.update(res.probes)
+                else:
+                    by_name[res.host.name] = res
+            kept = sorted(by_name.values(), key=lambda r: rank(r.host.name))
             plan, options = plan_of(kept)
             meta = plan.meta(collected=via, options=options)
             meta.hosts_order = [r.host.name for r in kept]

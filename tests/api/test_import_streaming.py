@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api import ansible_job
 from orchestrator.api.collected import import_documents
 from orchestrator.engine import bundle
 from orchestrator.simulate.record import demo_hosts
@@ -107,3 +108,46 @@ def test_no_document_at_all_leaves_no_run_behind(tmp_path: Path) -> None:
     assert "none of the 1 file(s) is a fleetprobe bundle document" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not [p for p in results.iterdir() if not p.name.endswith(".lock")] if results.is_dir() else True
+
+
+class _Answer(ansible_job.TaskAnswer):
+    """A task answer whose life the test can see."""
+
+
+def test_an_ansible_runner_import_holds_one_event_at_a_time(fleet: dict[str, Any], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The events of an ansible-runner job (a task per probe and host) are read, stored and let go
+    one at a time, in the job's order, and the run has every host with every probe."""
+    events = tmp_path / "artifacts" / "job_events"
+    events.mkdir(parents=True)
+    counter = 0
+    for name, machine in fleet["hosts"].items():
+        for probe in ("host", "nvml"):
+            counter += 1
+            envelope = json.loads((RECORDINGS / machine / f"{probe}.json").read_text())
+            answer = {"probe": probe, "exit": 0, "timed_out": False, "out_trunc": False, "err_trunc": False,
+                      "duration_s": 0.2, "stderr": ""}
+            (events / f"{counter}-{name}-{probe}.json").write_text(json.dumps(
+                {"counter": counter, "event": "runner_on_ok", "event_data": {
+                    "host": name, "task_action": f"fleetprobe.gpu.{probe}",
+                    "res": {"envelope": envelope, "fleetprobe_answer": answer}}}))
+    live: set[int] = set()
+    peak = [0]
+    real = ansible_job.answers_from
+
+    def tracked(records: Any) -> list[ansible_job.TaskAnswer]:
+        out = []
+        for a in real(records):
+            mine = _Answer(a.host, a.probe, a.status, a.res)
+            live.add(id(mine))
+            peak[0] = max(peak[0], len(live))
+            weakref.finalize(mine, live.discard, id(mine))
+            out.append(mine)
+        return out
+
+    monkeypatch.setattr(ansible_job, "answers_from", tracked)
+    result, _ = ansible_job.import_runner_artifacts(tmp_path / "artifacts", tmp_path / "results", (), None, None)
+    assert peak[0] <= 2, f"{peak[0]} task answers held at once"
+    assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
+    assert all(sorted(h.probes) == ["host", "nvml"] for h in result.fleet.hosts)
+    assert result.run.meta.collected == {"via": "ansible-runner", "tasks": counter}
