@@ -74,7 +74,8 @@ def timed(code: Path, label: str, args: list[str], home: Path, results: Path) ->
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         child = subprocess.Popen(["/usr/bin/time", "-o", tf.name, "-f", "%e %U %S %M", sys.executable, "-m",
                                   "orchestrator", *args, "--results", str(results), "-q"],
-                                 env=env_for(code, home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                 env=env_for(code, home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 cwd=home)  # `python -m` puts the working directory before PYTHONPATH
         stop, peak = threading.Event(), [0]
         sampler = threading.Thread(target=sample_tree_pss, args=(child.pid, stop, peak), daemon=True)
         sampler.start()

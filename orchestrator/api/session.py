@@ -455,7 +455,7 @@ def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root:
         except OSError as e:
             raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: "
                              f"{e.strerror or e}; choose another with --results") from None
-        try:
+        with _published(run, root):
             by_name: dict[str, HostResult] = {}
             for res, origin in collected:
                 run.host_finished(res, origin=origin)
@@ -474,14 +474,22 @@ def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root:
             # the spool beside the run, not in it: the run directory is renamed when it is published
             fleet = judge(run.meta, inputs, plan, spool=root)
             run.finish(fleet.to_document())
-            run.publish()
-        except OSError as e:
-            run.discard()
-            raise ResultsUnwritable(str(root), e) from None
-        except BaseException:
-            run.discard()
-            raise
     return RunResult(run, fleet, {r.host.name: r for r in kept})
+
+
+@contextlib.contextmanager
+def _published(run: RunDirectory, root: Path) -> Iterator[None]:
+    """A staged run built in the block, published when it ends; discarded when it raises (a full
+    disk says which results directory could not take it)."""
+    try:
+        yield
+        run.publish()
+    except OSError as e:
+        run.discard()
+        raise ResultsUnwritable(str(root), e) from None
+    except BaseException:
+        run.discard()
+        raise
 
 
 def store_imported(meta: RunMeta, inputs: list[HostInput], evidence: Mapping[str, dict[str, Any]], root: Path,
@@ -553,7 +561,7 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
     # built in a staging directory and renamed into the history only once complete
     run = RunDirectory.create_staged(root, new_meta)
-    try:
+    with _published(run, root):
         # The raw data travels with the new run, so it can be shown, diffed and re-judged again.
         run.copy_raw_from(stored)
         # Compared with the run before the source (not with the source itself, nor a later run).
@@ -568,11 +576,4 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
             fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before,
                           history=history)
         run.finish(fleet.to_document())
-        run.publish()
-    except OSError as e:
-        run.discard()
-        raise ResultsUnwritable(str(root), e) from None
-    except BaseException:
-        run.discard()
-        raise
     return RunResult(run, fleet)

@@ -8,15 +8,14 @@ types of a stored record is most of a merge's work, and it is the same work for 
 
 from __future__ import annotations
 
+import functools
 import gc
-import os
 import pickle
-import sys
 from pathlib import Path
 
 from orchestrator.store.carry import Body, Carrier
 from orchestrator.verdict.judge import HostVerdict, stored_verdict
-from orchestrator.verdict.parallel import kill_all, slices
+from orchestrator.verdict.parallel import in_workers, slices
 from orchestrator.verdict.result import HostTable
 
 Carried = tuple[HostVerdict, Body]
@@ -40,41 +39,23 @@ def _carry(hosts: HostTable, start: int, stop: int, carrier: Carrier) -> list[Ca
 def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carried] | None:
     directory = carrier.directory()
     outs = [directory / f"verdicts{i}.pickle" for i in range(workers)]
-    pids: list[int] = []
-    ok = True
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # the collector would walk (and so copy into each worker) every object the parent holds
-    gc.freeze()
+    gc.freeze()  # the collector would walk (and so copy into each worker) every object the parent holds
     try:
-        for i, (out, (a, b)) in enumerate(zip(outs, slices(len(hosts), workers))):
-            try:
-                pid = os.fork()
-            except OSError:
-                return None
-            if pid == 0:  # the worker: never returns into the parent's code
-                code = 1
-                try:
-                    gc.disable()  # records are trees: reference counting frees them
-                    mine = carrier.worker(i)
-                    with open(out, "wb", buffering=1 << 20) as f:
-                        for rec, body in hosts.carried(a, b):
-                            pickle.dump((stored_verdict(dict(rec), []), body or mine.body(rec)), f,
-                                        protocol=pickle.HIGHEST_PROTOCOL)
-                    code = 0
-                finally:
-                    os._exit(code)
-            pids.append(pid)
-        while pids and ok:
-            _, status = os.waitpid(pids[0], 0)
-            pids.pop(0)
-            ok = os.waitstatus_to_exitcode(status) == 0
+        ok = in_workers([functools.partial(_carry_to, hosts, a, b, carrier.worker(i), out)
+                         for i, (out, (a, b)) in enumerate(zip(outs, slices(len(hosts), workers)))])
     finally:
-        kill_all(pids)  # a worker failed, or Ctrl-C while waiting: none outlives this
         gc.unfreeze()
     if not ok:
         return None
     return [item for out in outs for item in _read(out)]
+
+
+def _carry_to(hosts: HostTable, start: int, stop: int, carrier: Carrier, out: Path) -> None:
+    """A worker's share: each record's verdict and where its text sits, pickled to `out` in order."""
+    gc.disable()  # records are trees: reference counting frees them
+    with open(out, "wb", buffering=1 << 20) as f:
+        for rec, body in hosts.carried(start, stop):
+            pickle.dump((stored_verdict(dict(rec), []), body or carrier.body(rec)), f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _read(path: Path) -> list[Carried]:

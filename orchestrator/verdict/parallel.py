@@ -16,6 +16,7 @@ parent, which then raises the same error the way a serial run would.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -120,6 +121,38 @@ def read_part(part: Path) -> Iterator[tuple[int, int, HostVerdict, str | None]]:
                 return
 
 
+def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
+    """Run each job in a forked process of its own, all at once, and wait for them: True when every
+    one finished cleanly.  False when one failed (an exception in a job, a signal) or could not be
+    forked (no processes left, ulimit -u): the caller then does the work itself, and raises what a
+    job met.  No worker outlives this, Ctrl-C or SIGTERM included."""
+    pids: list[int] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        for job in jobs:
+            try:
+                pid = os.fork()
+            except OSError:
+                return False
+            if pid == 0:  # the worker: never returns into the parent's code
+                code = 1
+                try:
+                    job()
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        while pids:
+            _, status = os.waitpid(pids[0], 0)
+            pids.pop(0)
+            if os.waitstatus_to_exitcode(status) != 0:
+                return False
+        return True
+    finally:
+        kill_all(pids)
+
+
 def kill_all(pids: Sequence[int]) -> None:
     """Stop these workers now and reap them (those already gone are skipped)."""
     for pid in pids:
@@ -149,32 +182,8 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
             records.close()
             return None
         return records, _read_back(records, parts)
-    pids: list[int] = []
-    ok = True
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        for part, (a, b) in zip(parts, slices(len(inputs), workers)):
-            try:
-                pid = os.fork()
-            except OSError:  # no processes left (ulimit -u): judge here instead
-                ok = False
-                break
-            if pid == 0:  # the worker: never return into the parent's code
-                code = 1
-                try:
-                    _work(inputs[a:b], judge, part)
-                    code = 0
-                finally:  # an exception is judged again, and raised, by the parent
-                    os._exit(code)
-            pids.append(pid)
-        while pids and ok:
-            _, status = os.waitpid(pids[0], 0)
-            pids.pop(0)
-            ok = os.waitstatus_to_exitcode(status) == 0
-    finally:
-        # a fork failed, a worker failed, or Ctrl-C/SIGTERM while waiting: no worker outlives this
-        kill_all(pids)
+    ok = in_workers([functools.partial(_work, inputs[a:b], judge, part)
+                     for part, (a, b) in zip(parts, slices(len(inputs), workers))])
     if not ok:
         records.close()
         return None
