@@ -171,6 +171,17 @@ def _sample_tree_pss(pid: int, stop: threading.Event, peak: list[int]) -> None:
         stop.wait(0.05)
 
 
+def communicate_sampled(child: subprocess.Popen[str]) -> tuple[str, str, int]:
+    """The child's stdout and stderr, and the peak summed PSS (KiB) of its process tree meanwhile."""
+    stop, peak = threading.Event(), [0]
+    sampler = threading.Thread(target=_sample_tree_pss, args=(child.pid, stop, peak), daemon=True)
+    sampler.start()
+    out, err = child.communicate()
+    stop.set()
+    sampler.join()
+    return out, err, peak[0]
+
+
 def measure(n: int, profile: bool = False, cloud_image: bool = False, workers: int | None = None,
             held: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
@@ -240,17 +251,12 @@ def main() -> int:
             if args.held:
                 cmd.append("--held")
             child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            stop, peak = threading.Event(), [0]
-            sampler = threading.Thread(target=_sample_tree_pss, args=(child.pid, stop, peak), daemon=True)
-            sampler.start()
-            out, err = child.communicate()
-            stop.set()
-            sampler.join()
+            out, err, peak_kib = communicate_sampled(child)
             if child.returncode != 0:
                 print(f"{n} hosts: failed\n{err[-2000:]}", file=sys.stderr)
                 return 1
             r = json.loads(out)
-            r["peak_pss_mb"] = round(peak[0] / 1024)
+            r["peak_pss_mb"] = round(peak_kib / 1024)
             runs[n].append(r)
     cols = ["hosts", "workers", "build_fleet_s", "write_s", "total_s", "per_1k_hosts_s", "cpu_build_s", "cpu_write_s",
             "cpu_total_s", "workers_cpu_s", "peak_pss_mb", "peak_rss_mb", "worker_peak_rss_mb", "fleet_json_mb", "classes", "findings"]

@@ -31,15 +31,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.controller_bench import _sample_tree_pss as sample_tree_pss  # noqa: E402
 from bench.controller_bench import _with_identity as with_identity  # noqa: E402
+from bench.controller_bench import communicate_sampled  # noqa: E402
 from orchestrator.simulate.record import demo_hosts  # noqa: E402
 
 AUDIT = ["host", "pcie", "nvml", "nvlink", "kmsg", "nic"]  # playbooks/audit.yml
@@ -76,12 +75,7 @@ def timed(code: Path, label: str, args: list[str], home: Path, results: Path) ->
                                   "orchestrator", *args, "--results", str(results), "-q"],
                                  env=env_for(code, home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  cwd=home)  # `python -m` puts the working directory before PYTHONPATH
-        stop, peak = threading.Event(), [0]
-        sampler = threading.Thread(target=sample_tree_pss, args=(child.pid, stop, peak), daemon=True)
-        sampler.start()
-        _out, err = child.communicate()
-        stop.set()
-        sampler.join()
+        _out, err, peak_kib = communicate_sampled(child)
         wall, user, sys_, _rss = tf.read().split()[-4:]
     runs = [d for d in results.iterdir() if (d / "findings.json").is_file()] if results.is_dir() else []
     found: frozenset[tuple[str, str, str, str]] = frozenset()
@@ -91,7 +85,7 @@ def timed(code: Path, label: str, args: list[str], home: Path, results: Path) ->
     elif child.returncode not in (0, 1, 5):
         print(err[-2000:], file=sys.stderr)
     shutil.rmtree(results, ignore_errors=True)
-    return Timed(label, float(wall), float(user) + float(sys_), peak[0] / 1024, child.returncode, found)
+    return Timed(label, float(wall), float(user) + float(sys_), peak_kib / 1024, child.returncode, found)
 
 
 def make_parts(work: Path, shards: int, per_shard: int, replayed: bool) -> list[str]:
