@@ -235,9 +235,7 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
         judged = pool.finish(inputs) if pool is not None else None
         if judged is None:
             n = fleet_workers.worker_count(len(inputs), workers)
-            # a big fleet's records wait on disk even where one process judges them (one CPU,
-            # --workers 1): in memory, 10,000 DGX records are 4 GB
-            big = n > 1 or len(inputs) >= fleet_workers.MIN_HOSTS_PER_WORKER
+            big = n > 1 or len(inputs) >= fleet_workers.SPOOL_MIN_HOSTS
             judged = fleet_workers.judge_hosts(inputs, judge, n, spool) if big else None
         if judged is None:
             pairs = [judge(h) for h in inputs]
