@@ -12,9 +12,12 @@ from tests.verdict.test_verdict_demo import run_cli
 
 
 def stored_demo_inputs(tmp: Path) -> list[HostInput]:
+    """The demo's hosts with their envelopes' data read (a stored run's are read when a host is
+    judged; the tests here change them first)."""
     _rc, fleet, err = run_cli(["-l", "demo"], tmp / "demo")
     assert fleet is not None, err
-    return load_host_inputs(tmp / "demo")
+    return [dataclasses.replace(h, data=h.load_data(), load_data=None) if h.load_data else h
+            for h in load_host_inputs(tmp / "demo")]
 
 
 def copies(inputs: list[HostInput], n: int) -> list[HostInput]:
