@@ -570,10 +570,12 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         history = run_history(root, source) if in_root else None
         # a re-judged stopped run is still the stopped run: never a complete baseline for drift
         run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
+        # the spool beside the run, not in it: a spool in the staged directory would be renamed
+        # into the published run with it, and never removed
         if plan is not None:
-            fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=before, history=history)
+            fleet = judge(run.meta, inputs, plan, spool=root, previous=before, history=history)
         else:
-            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=run.dir, previous=before,
+            fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=root, previous=before,
                           history=history)
         run.finish(fleet.to_document())
     return RunResult(run, fleet)

@@ -148,3 +148,14 @@ def test_a_damaged_record_is_carried_as_what_readers_get(fleet: dict[str, Any], 
     assert any("does not read back" in e for e in rec["normalize_errors"])
     merged = json.loads((result.run.dir / "fleet.json").read_text())
     assert len(merged["hosts"]) == len(_names())
+
+
+def test_a_rejudged_run_keeps_no_spool(fleet: dict[str, Any]) -> None:
+    """A rejudge judged in workers spools its records beside the staged run, not in it: a spool in
+    it would be renamed into the published run and outlive the command (a copy of every record)."""
+    results = fleet["cli"].results  # where the Cli puts every run a command makes
+    _probe(fleet["cli"], 2, "rejudge", str(fleet["whole"]))
+    rejudged = [d for d in results.iterdir() if (d / "run.json").is_file()
+                and json.loads((d / "run.json").read_text()).get("rejudged_from") == "whole"]
+    assert len(rejudged) == 1
+    assert not [p.name for p in results.rglob(".verdict-*")], "the rejudge left its spool behind"
