@@ -23,11 +23,12 @@ from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, build_plan, load_inventory
 from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
-from orchestrator.store.carry import Body, Carrier
+from orchestrator.store.carry import Carrier
 from orchestrator.store.history import RunNotFound
 from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.store.spool import Body
 from orchestrator.verdict.carried import carried_verdicts
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
@@ -131,7 +132,6 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
     owner: dict[str, str] = {}
-    names: list[str] = []
     verdicts: list[HostVerdict] = []
     silenced: list[Silenced] = []
     rules: dict[str, Mapping[str, Override]] = {}
@@ -157,7 +157,6 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
                 raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
                                  "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
             owner[name] = r.dir.name
-            names.append(name)
             part_verdicts.append(verdict)
             bodies.append(body)
         sizes.append(len(part_verdicts))
@@ -173,12 +172,12 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
     # shards says word for word what one run over the whole inventory says.
     order = _inventory_order(inv_sources, all(m.inventory == [] for m in metas), warnings)
     pos = {name: i for i, name in enumerate(order)}
-    ranked = sorted(range(len(names)), key=lambda i: (pos.get(names[i], len(pos)), i))
+    ranked = sorted(range(len(verdicts)), key=lambda i: (pos.get(verdicts[i].name, len(pos)), i))
     verdicts = [verdicts[i] for i in ranked]
-    records = carrier.records([(names[i], bodies[i]) for i in ranked])
+    records = carrier.records([(v.name, bodies[i]) for v, i in zip(verdicts, ranked)])
     meta = RunMeta(
         inventory=inv_sources, limit=None, playbook=metas[0].playbook,
-        probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[names[i] for i in ranked],
+        probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[v.name for v in verdicts],
         plan=_plan_of(runs, warnings), options=metas[0].options,
         merged_from=[{"id": r.dir.name, "hosts": n, "shard": (r.meta.plan or {}).get("shard")}
                      for r, n in zip(runs, sizes)],

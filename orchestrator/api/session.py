@@ -450,11 +450,7 @@ def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root:
     host's place in the run's order (its inventory's).  The run is built out of sight and
     published whole: a road that ends without a host to judge (plan_of raises) leaves nothing."""
     with holding(root):
-        try:
-            run = RunDirectory.create_staged(root, RunMeta(collected=via))
-        except OSError as e:
-            raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: "
-                             f"{e.strerror or e}; choose another with --results") from None
+        run = _new_run(root, RunMeta(collected=via), staged=True)
         with _published(run, root):
             by_name: dict[str, HostResult] = {}
             for res, origin in collected:
@@ -509,9 +505,10 @@ def store_imported(meta: RunMeta, inputs: list[HostInput], evidence: Mapping[str
     return RunResult(run, fleet)
 
 
-def _new_run(root: Path, meta: RunMeta, output_dir: Path | None = None) -> RunDirectory:
+def _new_run(root: Path, meta: RunMeta, output_dir: Path | None = None, staged: bool = False) -> RunDirectory:
+    """The run's directory (`staged`: built out of sight, published by _published)."""
     try:
-        return RunDirectory.create(root, meta, output_dir)
+        return RunDirectory.create_staged(root, meta) if staged else RunDirectory.create(root, meta, output_dir)
     except OSError as e:  # UnsafeRunPath included: -o DIR with a planted raw/ link
         raise UsageError(f"cannot create the run directory under {results_dir_named(root)}: {e.strerror or e}; "
                          "choose another with --results" + (" or -o" if output_dir else "")) from None

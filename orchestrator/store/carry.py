@@ -20,9 +20,7 @@ from typing import Any
 
 from orchestrator.store import compact
 from orchestrator.store.fleet_file import record_text
-from orchestrator.store.spool import LATE_KEYS, SpooledRecords
-
-Body = tuple[Path, int, int]  # a record's text without its fleet-wide keys: file, offset, length
+from orchestrator.store.spool import LATE_KEYS, Body, SpooledRecords
 
 
 class Carrier:

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -22,6 +22,12 @@ from orchestrator.store.compact import damaged_host, decode_host
 # A host record's fleet-wide keys, decided once every host is judged: the last keys of its text.
 LATE_KEYS = ("fingerprint", "class", "health")
 _NO_LATE = ',"fingerprint":null,"class":null,"health":null}'
+Body = tuple[Path, int, int]  # a record's stored text without its fleet-wide keys: file, offset, length
+
+
+def _late_text(keys: Mapping[str, Any]) -> str:
+    """The fleet-wide keys as they end a record's text, its closing brace included."""
+    return "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
 
 
 class SpooledRecords(Sequence[dict[str, Any]]):
@@ -61,10 +67,9 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
         decided once every host was judged."""
         self._classes = {name: (keys.get("fingerprint"), keys.get("class")) for name, keys in of_host.items()}
-        self._tail = {name: "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
-                      for name, keys in of_host.items()}
+        self._tail = {name: _late_text(keys) for name, keys in of_host.items()}
 
-    def body(self, i: int) -> tuple[dict[str, Any], tuple[Path, int, int] | None]:
+    def body(self, i: int) -> tuple[dict[str, Any], Body | None]:
         """Record i decoded, as reading it gives it, and where its stored text sits without its
         fleet-wide keys (file, offset, length), or None when its text is not in that form (schema
         1, damaged, or not ending with the keys as this writer writes them): a record carried into
@@ -83,7 +88,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         keys = list(stored)
         if keys[-len(LATE_KEYS):] != list(LATE_KEYS):
             return rec, None
-        tail = "".join(f",{encode_json(k)}:{encode_json(stored[k])}" for k in LATE_KEYS).encode("utf-8") + b"}"
+        tail = _late_text({k: stored[k] for k in LATE_KEYS}).encode("utf-8")
         if not data.endswith(tail):
             return rec, None
         return rec, (path, offset, length - len(tail))

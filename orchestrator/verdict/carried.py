@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import gc
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
 
-from orchestrator.store.carry import Body, Carrier
+from orchestrator.store.carry import Carrier
+from orchestrator.store.spool import Body
 from orchestrator.verdict.judge import HostVerdict, stored_verdict
 from orchestrator.verdict.parallel import in_workers, slices
 from orchestrator.verdict.result import HostTable
@@ -29,11 +31,12 @@ def carried_verdicts(hosts: HostTable, workers: int, carrier: Carrier) -> list[C
         got = _in_workers(hosts, workers, carrier)
         if got is not None:
             return got
-    return list(_carry(hosts, 0, len(hosts), carrier))
+    return list(_carried(hosts, 0, len(hosts), carrier))
 
 
-def _carry(hosts: HostTable, start: int, stop: int, carrier: Carrier) -> list[Carried]:
-    return [(stored_verdict(dict(rec), []), body or carrier.body(rec)) for rec, body in hosts.carried(start, stop)]
+def _carried(hosts: HostTable, start: int, stop: int, carrier: Carrier) -> Iterator[Carried]:
+    for rec, body in hosts.carried(start, stop):
+        yield stored_verdict(dict(rec), []), body or carrier.body(rec)
 
 
 def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carried] | None:
@@ -54,8 +57,8 @@ def _carry_to(hosts: HostTable, start: int, stop: int, carrier: Carrier, out: Pa
     """A worker's share: each record's verdict and where its text sits, pickled to `out` in order."""
     gc.disable()  # records are trees: reference counting frees them
     with open(out, "wb", buffering=1 << 20) as f:
-        for rec, body in hosts.carried(start, stop):
-            pickle.dump((stored_verdict(dict(rec), []), body or carrier.body(rec)), f, protocol=pickle.HIGHEST_PROTOCOL)
+        for item in _carried(hosts, start, stop, carrier):
+            pickle.dump(item, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _read(path: Path) -> list[Carried]:

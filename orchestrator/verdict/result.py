@@ -31,7 +31,7 @@ from orchestrator.store.atomic import encode_json
 from orchestrator.store.history import load_fleet
 from orchestrator.store.rundir import read_meta
 from orchestrator.store.runmeta import RunMeta
-from orchestrator.store.spool import SpooledRecords, records_with
+from orchestrator.store.spool import Body, SpooledRecords, records_with
 from orchestrator.verdict import causes, coverage
 from orchestrator.verdict.actions import ACTIONS, Action, action_of
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
@@ -279,14 +279,13 @@ class HostTable(Sequence[JudgedHost]):
                 rec = self._records[i]
             yield self._host(rec)
 
-    def carried(self, start: int = 0, stop: int | None = None
-                ) -> Iterator[tuple[Mapping[str, Any], tuple[Path, int, int] | None]]:
+    def carried(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[Mapping[str, Any], Body | None]]:
         """Each record (of start:stop) as reading it gives it, with where its stored text sits before
         its fleet-wide keys when that text can be copied as it is (store/carry.py): `probe merge`
         decodes each record once, and one at a time."""
         records = self._records
         rec: Mapping[str, Any]
-        body: tuple[Path, int, int] | None
+        body: Body | None
         for i in range(start, len(records) if stop is None else stop):
             if isinstance(records, SpooledRecords):
                 rec, body = records.body(i)
