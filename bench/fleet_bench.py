@@ -663,20 +663,21 @@ def controller_one(n: int) -> dict:
 
     from orchestrator.api.session import judge
     from orchestrator.store.fleet_file import write_fleet
+    from orchestrator.store.runmeta import RunMeta
     from orchestrator.verdict import parallel as fleet_workers
 
     inputs, expect = make_inputs(n)
     with tempfile.TemporaryDirectory() as td:
         t0, c0 = time.monotonic(), time.process_time()
-        fleet = judge({"id": f"bench-{n}"}, inputs, expect, spool=Path(td))
-        p = write_fleet(Path(td) / "fleet.json", fleet)
+        fleet = judge(RunMeta(id=f"bench-{n}"), inputs, expect, spool=Path(td))
+        p = write_fleet(Path(td) / "fleet.json", fleet.to_document())
         dt, cpu = time.monotonic() - t0, time.process_time() - c0
         size = p.stat().st_size / 2**20
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"n": n, "seconds": dt, "cpu_s": cpu, "workers": fleet_workers.worker_count(n),
             "workers_cpu_s": kids.ru_utime + kids.ru_stime, "fleet_mb": size,
             "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "worker_maxrss_mb": kids.ru_maxrss / 1024, "findings": len(fleet["findings"])}
+            "worker_maxrss_mb": kids.ru_maxrss / 1024, "findings": len(fleet.findings)}
 
 
 def controller_only(sizes: list[int], timeout: float) -> str:
@@ -1001,6 +1002,56 @@ def latency_selfcheck(fleet: Fleet, views: dict[float, Fleet], work: Work, tmp: 
     return not problems, "\n".join(lines) + f"\n\nLatency self-check: {verdict}"
 
 
+LATENCY_HEADING = "## Fan-out under latency: the `host` probe through a delay proxy"
+
+
+def latency_section(rows: list[Measure], check: str, elapsed_s: float | None = None, raw: str = "") -> str:
+    """The latency section; with `elapsed_s`, as a run of the latency table alone writes it (its command,
+    date and raw rows named, since the rest of RESULTS.md comes from other runs)."""
+    own = ""
+    if elapsed_s is not None:
+        own = (f"Regenerated alone by `python bench/fleet_bench.py {shlex.join(sys.argv[1:])}` on "
+               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} ({elapsed_s / 60:.1f} min; raw rows: `{raw}`).\n\n")
+    return (f"{LATENCY_HEADING}\n\n{own}{LATENCY_METHOD}\n\n### Latency self-check (before the table)\n\n{check}\n\n"
+            + summarize_latency(rows) + "\n\n" + saturation_note(rows))
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    """`path` with its `heading` section (up to the next `## `) replaced by `section`, or `section` appended."""
+    doc = path.read_text() if path.is_file() else ""
+    at = doc.find(heading + "\n")
+    if at < 0:
+        path.write_text(doc.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n")
+        return
+    nxt = doc.find("\n## ", at + len(heading))
+    rest = doc[nxt + 1:] if nxt >= 0 else ""
+    path.write_text(doc[:at] + section.rstrip("\n") + "\n\n" + rest)
+
+
+def saturation_note(rows: list[Measure]) -> str:
+    """What bounds the table on this machine: the hosts' CPU per host against the latency floor a fork
+    count allows, measured from the rows themselves (OpenSSH fan-out, the cheapest controller)."""
+    floor = [r for r in rows if r.rtt_ms is not None and r.tool == "openssh fan-out" and r.n]
+    if not floor:
+        return ""
+    cores = os.cpu_count() or 1
+    per_host_ms = statistics.median(r.host_cpu_s / r.n * 1000 for r in floor)
+    lines = [f"The simulated hosts cost {per_host_ms:.0f} ms of CPU per host (login and the `host` probe; median of "
+             f"the OpenSSH fan-out's runs), on the {cores} cores the tools run on: any tool needs at least "
+             f"{per_host_ms * floor[0].n / 1000 / cores:.1f} s of wall for {floor[0].n} hosts before its own CPU counts. "
+             "A fork count keeps the link, not the CPU, the bound only while "
+             "forks < (one host's wall through the proxy) × cores ÷ (host CPU per host):"]
+    for rtt in sorted({r.rtt_ms for r in floor if r.rtt_ms is not None}):
+        one = [r for r in rows if r.rtt_ms == rtt and r.tool == "openssh fan-out" and r.forks == min(x.forks for x in floor)]
+        if not one:
+            continue
+        # one host's wall at the smallest fork count: wall × forks ÷ hosts
+        host_wall = statistics.median(r.wall_s * r.forks / r.n for r in one)
+        lines.append(f"- {rtt:g} ms: a host takes {host_wall:.2f} s of wall at forks {one[0].forks}, so the hosts' "
+                     f"CPU saturates the cores from about {host_wall * cores / (per_host_ms / 1000):.0f} forks on.")
+    return "\n".join(lines)
+
+
 def summarize_latency(rows: list[Measure]) -> str:
     by: dict[tuple[float, int, int, str], list[Measure]] = {}
     for r in rows:
@@ -1025,6 +1076,9 @@ def summarize_latency(rows: list[Measure]) -> str:
         whole = (host + prox + cpu) / cores / med * 100
         worst = max(ms, key=lambda m: sum(m.bad.values()))
         bad = ", ".join(f"{k} {v}" for k, v in sorted(worst.bad.items())) or ("0" if tool == "probe run" else "–")
+        if worst.why:  # the commonest reason, so a false unreachable shows what the tool said
+            reason, count = max(worst.why.items(), key=lambda kv: kv[1])
+            bad += f" ({count}: {reason.replace('|', '/')[:100]})"
         lines.append(f"| {rtt:g} | {n} | {forks} | {tool} | {len(ms)} | {med:.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
                      f"{best} | {cpu:.2f} | {host:.2f} | {prox:.2f} | {load:.0f} | {whole:.0f} | "
                      f"{max(m.peak_mb for m in ms):.0f} ({max(m.peak_rss_mb for m in ms):.0f}) | "
@@ -1094,6 +1148,9 @@ def main() -> int:
                     help="skip the untimed warm-up run of every tool on 3 hosts")
     ap.add_argument("--selfcheck", action="store_true",
                     help="only check the CPU attribution (host side vs controller) on 10 hosts, then exit")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="run the latency table alone (--rtt-*) and replace only its section of --out; the raw "
+                         "rows go to RESULTS-latency.json beside it")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"))
     a = ap.parse_args()
     if a.controller_one:
@@ -1127,6 +1184,11 @@ def main() -> int:
             fleet.stop()
         print(table)
         return 0 if passed else 1
+    if a.latency_only:
+        if not a.rtt_ms:
+            ap.error("--latency-only needs --rtt-ms")
+        a.sizes = a.audit_sizes = a.sweep_forks = ""
+        a.tools = a.rtt_tools  # the warm-up runs the tools of the table
     sizes = [int(x) for x in a.sizes.split(",") if x]
     audit_sizes = [int(x) for x in a.audit_sizes.split(",") if x]
     tools = [t for t in a.tools.split(",") if t]
@@ -1201,8 +1263,14 @@ def main() -> int:
                 view.proxy.stop()
         fleet.stop()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    (Path(a.out).with_suffix(".json")).write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
+    raw = Path(a.out).with_name(Path(a.out).stem + "-latency.json") if a.latency_only else Path(a.out).with_suffix(".json")
+    raw.write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
+    if a.latency_only:
+        section = latency_section(rows, latency_check, fan_elapsed, raw.name)
+        replace_section(Path(a.out), LATENCY_HEADING, section)
+        print(section)
+        return 0
     ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)
     print(f"[{time.monotonic() - t_start:6.0f}s] controller table done", flush=True)
     after = after_controller(a)
@@ -1214,11 +1282,7 @@ def main() -> int:
         w = works["audit"]
         audit = (f"## Audit playbook: `{a.audit_playbook}` ({', '.join(w.probe_names)}) against a simulated "
                  f"`{a.audit_machine}` on N hosts\n\n" + AUDIT_METHOD + "\n\n" + summarize(rows, "audit") + "\n\n")
-    latency = ""
-    if latency_runs:
-        latency = ("## Fan-out under latency: the `host` probe through a delay proxy\n\n" + LATENCY_METHOD
-                   + f"\n\n### Latency self-check (before the table)\n\n{latency_check}\n\n"
-                   + summarize_latency(rows) + "\n\n")
+    latency = latency_section(rows, latency_check) + "\n\n" if latency_runs else ""
     method = METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count(),
                            host_kb=works["host"].script("host").stat().st_size / 1024)
     text = (f"# Fleet benchmark results\n\nGenerated by `{cmd.strip()}` on "

@@ -41,6 +41,7 @@ def _build(root: Path, n: int, changed: list[int]) -> dict[str, Any]:
     from controller_bench import make_inputs
 
     from orchestrator.store.fleet_file import write_fleet
+    from orchestrator.store.runmeta import RunMeta
     from orchestrator.verdict.judge import build_fleet
 
     inputs, expect = make_inputs(n, held=False)
@@ -59,8 +60,8 @@ def _build(root: Path, n: int, changed: list[int]) -> dict[str, Any]:
         inputs[i].load_data = patched
     root.mkdir(parents=True, exist_ok=True)
     t0, c0 = time.monotonic(), time.process_time()
-    fleet = build_fleet({"id": root.name}, inputs, lambda h: expect[h.name], lambda h: {}, spool=root)
-    write_fleet(root / "fleet.json", fleet)
+    fleet = build_fleet(RunMeta(id=root.name), inputs, lambda h: expect[h.name], lambda h: {}, spool=root)
+    write_fleet(root / "fleet.json", fleet.to_document())
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     changed_hosts = sorted(inputs[i].name for i in changed)
     return {"seconds": time.monotonic() - t0, "cpu_s": time.process_time() - c0 + kids.ru_utime + kids.ru_stime,
@@ -69,13 +70,15 @@ def _build(root: Path, n: int, changed: list[int]) -> dict[str, Any]:
 
 def _one(what: str, a: Path, b: Path) -> dict[str, Any]:
     """One command's work on the stored runs, in this (fresh) process."""
-    from orchestrator.store.fleet_file import read_fleet
+    from orchestrator.cli.history import stored_fleet
+    from orchestrator.verdict.drift import diff_fleets
+
+    def read_fleet(path: Path) -> Any:  # as `probe show/diff/report` open a stored run
+        return stored_fleet(path.parent)
 
     t0, c0 = time.monotonic(), time.process_time()
     out: dict[str, Any] = {}
     if what == "diff":
-        from orchestrator.verdict.drift import diff_fleets
-
         d = diff_fleets(read_fleet(a / "fleet.json"), read_fleet(b / "fleet.json"))
         out["hosts_changed"] = sorted({c.host for c in d.changes})
         out["compared"] = d.compared
@@ -87,7 +90,8 @@ def _one(what: str, a: Path, b: Path) -> dict[str, Any]:
     elif what == "report":
         from orchestrator.present.report import write_report
 
-        page = write_report(read_fleet(b / "fleet.json"), b / "report.html", previous=read_fleet(a / "fleet.json"))
+        new = read_fleet(b / "fleet.json")
+        page = write_report(new, b / "report.html", drift=diff_fleets(read_fleet(a / "fleet.json"), new))
         out["chars"] = page.stat().st_size
     out.update(seconds=time.monotonic() - t0, cpu_s=time.process_time() - c0, peak_rss_mb=_peak_rss_mb())
     return out
