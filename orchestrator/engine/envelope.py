@@ -60,6 +60,7 @@ def _str_list(value: Any, name: str) -> list[str]:
 # A JSON string (escapes included), unrolled so the regex engine does not backtrack per character.
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_MARKS = bytes(b for b in range(256) if b not in b'"[]{}')
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 _EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
 _ESCAPE = re.compile(r"\\.", re.S)
@@ -91,6 +92,30 @@ def _skeleton(text: str) -> str:
     return _STRING.sub("", text)
 
 
+def _brackets(text: str) -> bytes:
+    """The brackets of `text` outside its JSON strings, for a text short enough that its strings and
+    escapes are within the budget: escape pairs dropped, then only quotes and brackets kept (as
+    UTF-8 bytes, where no other character can look like one), then every other piece of a split on
+    the quotes, as `_skeleton` does over the whole text (C-level, a few times cheaper)."""
+    plain = _ESCAPE.sub("", text) if "\\" in text else text
+    marks = plain.encode("utf-8", "replace").translate(None, _NOT_MARKS)
+    return b"".join(marks.split(b'"')[::2])
+
+
+def _check_depth(brackets: bytes) -> None:
+    """Refuse nesting past MAX_DEPTH: what is left of `brackets` after removing the innermost empty
+    pairs MAX_DEPTH + 1 times is nesting deeper than the limit (unbalanced text is json's to refuse)."""
+    for _ in range(MAX_DEPTH + 1):
+        shorter = _EMPTY_PAIR.sub(b"", brackets)
+        if len(shorter) == len(brackets):
+            return  # balanced within the limit, or unbalanced: json says where
+        brackets = shorter
+    if brackets:
+        deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH + 1
+        raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
+                            "refused unparsed")
+
+
 def check_budget(text: str) -> None:
     """Refuse JSON text past MAX_VALUES values or MAX_DEPTH nesting, before any object is built.
 
@@ -100,22 +125,16 @@ def check_budget(text: str) -> None:
     innermost empty pairs depth times.  Each step is a C-level scan whose cost is bounded by the
     budget itself (no step makes an object per match past MAX_VALUES matches), so refusing 15 MiB
     of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
+    if len(text) <= MAX_VALUES:
+        # every value takes at least a character, so only the nesting can be past the budget
+        brackets = _brackets(text)
+        if len(brackets) > MAX_DEPTH:
+            _check_depth(brackets)
+        return
     skeleton = _skeleton(text)
     containers = skeleton.count("[") + skeleton.count("{")
     if MAX_DEPTH < containers <= 2 * MAX_VALUES:  # else too shallow to matter, or refused by the count below
-        brackets = skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS)
-        for _ in range(MAX_DEPTH + 1):
-            shorter = _EMPTY_PAIR.sub(b"", brackets)
-            if len(shorter) == len(brackets):
-                break  # unbalanced: json says where
-            brackets = shorter
-        else:
-            if brackets:
-                deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH + 1
-                raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
-                                    "refused unparsed")
-    if len(skeleton) <= MAX_VALUES:
-        return  # every value takes at least a character
+        _check_depth(skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS))
     # a container holds commas + 1 values unless it is empty
     values = skeleton.count(",") + containers - skeleton.count("[]") - skeleton.count("{}") + 1
     if values > MAX_VALUES:
