@@ -104,14 +104,14 @@ def _brackets(text: str) -> bytes:
 
 def _check_depth(brackets: bytes) -> None:
     """Refuse nesting past MAX_DEPTH: what is left of `brackets` after removing the innermost empty
-    pairs MAX_DEPTH + 1 times is nesting deeper than the limit (unbalanced text is json's to refuse)."""
-    for _ in range(MAX_DEPTH + 1):
+    pairs MAX_DEPTH times is nesting deeper than the limit (unbalanced text is json's to refuse)."""
+    for _ in range(MAX_DEPTH):
         shorter = _EMPTY_PAIR.sub(b"", brackets)
         if len(shorter) == len(brackets):
             return  # balanced within the limit, or unbalanced: json says where
         brackets = shorter
-    if brackets:
-        deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH + 1
+    if _EMPTY_PAIR.search(brackets):  # a pair left: nesting past the limit (else unbalanced)
+        deepest = max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0) + MAX_DEPTH
         raise EnvelopeError(f"stdout is JSON nested too deeply ({deepest} levels, the limit is {MAX_DEPTH}); "
                             "refused unparsed")
 
