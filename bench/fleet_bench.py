@@ -965,18 +965,20 @@ def login_ms(fleet: Fleet, logins: int = 10) -> float:
 
 
 def latency_selfcheck(fleet: Fleet, views: dict[float, Fleet], work: Work, tmp: Path, n: int, forks: int,
-                      repeats: int = 3) -> tuple[bool, str]:
+                      repeats: int = 3) -> tuple[bool, str, dict[float, float]]:
     """Prove the latency tables measure the tools, not the proxy: the RTT a ping-pong sees through the
     proxy is the configured one; the OpenSSH fan-out through the proxy at 0 ms is as fast as direct, and
-    the proxy's CPU is small; a login through the proxy costs the RTTs an SSH login has, nothing more."""
+    the proxy's CPU is small; a login through the proxy costs the RTTs an SSH login has, nothing more.
+    Also returns the login times, ms by RTT (the saturation note's one-host wall)."""
     problems: list[str] = []
     lines = ["| configured RTT ms | ping-pong through the proxy, ms (median of 20) | `ssh host true`, ms "
              "(median of 10) | login minus direct, in RTTs |", "|---:|---:|---:|---:|"]
     direct_login = login_ms(fleet)
+    logins: dict[float, float] = {}
     lines.append(f"| direct (no proxy) | – | {direct_login:.0f} | – |")
     for rtt, view in sorted(views.items()):
         ping = measured_rtt(rtt)
-        login = login_ms(view)
+        login = logins[rtt] = login_ms(view)
         per = f"{(login - direct_login) / rtt:.1f}" if rtt else "–"
         lines.append(f"| {rtt:g} | {ping:.1f} | {login:.0f} | {per} |")
         if not (rtt - 0.5 <= ping <= rtt * 1.1 + 2):
@@ -999,13 +1001,14 @@ def latency_selfcheck(fleet: Fleet, views: dict[float, Fleet], work: Work, tmp: 
         if min(m.reached for m in direct + proxied) < n:
             problems.append("not every host was reached in the direct/proxy comparison")
     verdict = "passed." if not problems else "FAILED: " + "; ".join(problems)
-    return not problems, "\n".join(lines) + f"\n\nLatency self-check: {verdict}"
+    return not problems, "\n".join(lines) + f"\n\nLatency self-check: {verdict}", logins
 
 
 LATENCY_HEADING = "## Fan-out under latency: the `host` probe through a delay proxy"
 
 
-def latency_section(rows: list[Measure], check: str, elapsed_s: float | None = None, raw: str = "") -> str:
+def latency_section(rows: list[Measure], check: str, logins: dict[float, float], elapsed_s: float | None = None,
+                    raw: str = "") -> str:
     """The latency section; with `elapsed_s`, as a run of the latency table alone writes it (its command,
     date and raw rows named, since the rest of RESULTS.md comes from other runs)."""
     own = ""
@@ -1013,7 +1016,7 @@ def latency_section(rows: list[Measure], check: str, elapsed_s: float | None = N
         own = (f"Regenerated alone by `python bench/fleet_bench.py {shlex.join(sys.argv[1:])}` on "
                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} ({elapsed_s / 60:.1f} min; raw rows: `{raw}`).\n\n")
     return (f"{LATENCY_HEADING}\n\n{own}{LATENCY_METHOD}\n\n### Latency self-check (before the table)\n\n{check}\n\n"
-            + summarize_latency(rows) + "\n\n" + saturation_note(rows))
+            + summarize_latency(rows) + "\n\n" + saturation_note(rows, logins))
 
 
 def replace_section(path: Path, heading: str, section: str) -> None:
@@ -1028,27 +1031,27 @@ def replace_section(path: Path, heading: str, section: str) -> None:
     path.write_text(doc[:at] + section.rstrip("\n") + "\n\n" + rest)
 
 
-def saturation_note(rows: list[Measure]) -> str:
-    """What bounds the table on this machine: the hosts' CPU per host against the latency floor a fork
-    count allows, measured from the rows themselves (OpenSSH fan-out, the cheapest controller)."""
+def saturation_note(rows: list[Measure], logins: dict[float, float]) -> str:
+    """What bounds the table on this machine: the simulated hosts' CPU per host (the OpenSSH fan-out's
+    runs: the same work for every tool) against what one host takes through the proxy with nothing
+    else running (its `ssh host true` login from the self-check, a lower bound of a host's wall).
+    Below forks = that wall × cores ÷ CPU per host the link bounds a run; above it, the CPU."""
     floor = [r for r in rows if r.rtt_ms is not None and r.tool == "openssh fan-out" and r.n]
     if not floor:
         return ""
     cores = os.cpu_count() or 1
-    per_host_ms = statistics.median(r.host_cpu_s / r.n * 1000 for r in floor)
-    lines = [f"The simulated hosts cost {per_host_ms:.0f} ms of CPU per host (login and the `host` probe; median of "
-             f"the OpenSSH fan-out's runs), on the {cores} cores the tools run on: any tool needs at least "
-             f"{per_host_ms * floor[0].n / 1000 / cores:.1f} s of wall for {floor[0].n} hosts before its own CPU counts. "
-             "A fork count keeps the link, not the CPU, the bound only while "
-             "forks < (one host's wall through the proxy) × cores ÷ (host CPU per host):"]
-    for rtt in sorted({r.rtt_ms for r in floor if r.rtt_ms is not None}):
-        one = [r for r in rows if r.rtt_ms == rtt and r.tool == "openssh fan-out" and r.forks == min(x.forks for x in floor)]
-        if not one:
-            continue
-        # one host's wall at the smallest fork count: wall × forks ÷ hosts
-        host_wall = statistics.median(r.wall_s * r.forks / r.n for r in one)
-        lines.append(f"- {rtt:g} ms: a host takes {host_wall:.2f} s of wall at forks {one[0].forks}, so the hosts' "
-                     f"CPU saturates the cores from about {host_wall * cores / (per_host_ms / 1000):.0f} forks on.")
+    per_host_s = statistics.median(r.host_cpu_s / r.n for r in floor)
+    n = floor[0].n
+    lines = [f"What bounds these rows: the simulated hosts cost {per_host_s * 1000:.0f} ms of CPU per host (sshd's "
+             f"login and `python3` with the `host` probe; median of the OpenSSH fan-out's runs), on the {cores} "
+             f"cores the tools also run on, so {n} hosts take at least {per_host_s * n / cores:.1f} s of wall "
+             "before any tool's own CPU counts.  The link bounds a run only while forks × CPU per host < one "
+             "host's wall × cores:"]
+    for rtt in sorted(r for r in {m.rtt_ms for m in floor} if r is not None and r in logins):
+        wall_s = logins[rtt] / 1000
+        lines.append(f"- {rtt:g} ms: one login through the proxy takes {logins[rtt]:.0f} ms with nothing else "
+                     f"running, so the hosts' CPU saturates the cores from about {wall_s * cores / per_host_s:.0f} "
+                     "forks on.")
     return "\n".join(lines)
 
 
@@ -1217,6 +1220,7 @@ def main() -> int:
     views = {rtt: via_proxy(fleet, rtt) for rtt in sorted(set(rtts) | ({0.0} if rtts else set()))}
     rows: list[Measure] = []
     attribution = latency_check = "(not run)"
+    logins: dict[float, float] = {}
     t_start = time.monotonic()
     try:
         if a.warmup:
@@ -1241,8 +1245,8 @@ def main() -> int:
                   f"{m.wall_s:.2f}s cpu={m.cpu_s:.2f}s host_cpu={m.host_cpu_s:.2f}s peak={m.peak_mb:.0f}MB "
                   f"reached={m.reached} ok={m.ok}{flag}", flush=True)
         if latency_runs:
-            passed, latency_check = latency_selfcheck(fleet, views, works["host"], tmp,
-                                                      min(a.rtt_check_n, len(fleet.addresses)), 32)
+            passed, latency_check, logins = latency_selfcheck(fleet, views, works["host"], tmp,
+                                                              min(a.rtt_check_n, len(fleet.addresses)), 32)
             print(latency_check, flush=True)
             if not passed:
                 print("warning: the latency self-check failed; the latency table below is suspect", file=sys.stderr)
@@ -1267,7 +1271,7 @@ def main() -> int:
     raw.write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
     if a.latency_only:
-        section = latency_section(rows, latency_check, fan_elapsed, raw.name)
+        section = latency_section(rows, latency_check, logins, fan_elapsed, raw.name)
         replace_section(Path(a.out), LATENCY_HEADING, section)
         print(section)
         return 0
@@ -1282,7 +1286,7 @@ def main() -> int:
         w = works["audit"]
         audit = (f"## Audit playbook: `{a.audit_playbook}` ({', '.join(w.probe_names)}) against a simulated "
                  f"`{a.audit_machine}` on N hosts\n\n" + AUDIT_METHOD + "\n\n" + summarize(rows, "audit") + "\n\n")
-    latency = latency_section(rows, latency_check) + "\n\n" if latency_runs else ""
+    latency = latency_section(rows, latency_check, logins) + "\n\n" if latency_runs else ""
     method = METHOD.format(user=fleet.user, forks=a.forks, repeats=a.repeats, cores=os.cpu_count(),
                            host_kb=works["host"].script("host").stat().st_size / 1024)
     text = (f"# Fleet benchmark results\n\nGenerated by `{cmd.strip()}` on "

@@ -214,7 +214,8 @@ def main() -> int:
     ap.add_argument("--replayed", action="store_true",
                     help="merge: parts of replayed hosts, whose identities repeat over the fleet (default: parts "
                          "imported from documents of hosts with identities of their own)")
-    ap.add_argument("--baseline", metavar="REV", help="also run this commit's code, alternately")
+    ap.add_argument("--baseline", metavar="REV", action="append", default=[],
+                    help="also run this commit's code, alternately (repeatable: each, in the order given)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "fleetprobe-stream-bench")
     ap.add_argument("--results-md", type=Path, metavar="FILE",
@@ -224,8 +225,7 @@ def main() -> int:
     home = args.work / "home"
     home.mkdir(exist_ok=True)
     codes = [("this checkout", ROOT)]
-    if args.baseline:
-        codes.insert(0, (f"baseline {args.baseline}", baseline_tree(args.work, args.baseline)))
+    codes[:0] = [(f"baseline {rev}", baseline_tree(args.work, rev)) for rev in args.baseline]
     machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
                f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     command = "python bench/stream_bench.py " + " ".join(sys.argv[1:])
