@@ -63,3 +63,31 @@ def test_the_verdicts_are_what_the_budget_says() -> None:
     assert f"(500 levels, the limit is {MAX_DEPTH})" in _verdict(CASES["far past the limit"])
     assert "nested too deeply" in _verdict(CASES["objects past the limit"])
     assert f"({MAX_DEPTH + 5} levels" in _verdict(CASES["deep after escapes"])
+
+
+def test_the_brackets_outside_strings_are_found_as_a_json_string_scanner_finds_them() -> None:
+    """Strings full of quotes, backslashes and brackets, as json.dumps escapes them: the fast path's
+    brackets equal those left by the regex that matches whole JSON strings (the long path's)."""
+    import random
+    import re
+
+    from orchestrator.engine.envelope import _brackets, _skeleton
+
+    string = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+    rng = random.Random(33)
+    alphabet = ['"', "\\", "[", "]", "{", "}", ",", "a", "é", "\n", "\\\\", '\\"', "\ufffd"]
+
+    def value(depth: int) -> object:
+        pick = rng.random()
+        if depth > 4 or pick < 0.4:
+            return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        if pick < 0.7:
+            return [value(depth + 1) for _ in range(rng.randrange(0, 4))]
+        return {"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 6))): value(depth + 1)
+                for _ in range(rng.randrange(0, 4))}
+
+    for _ in range(500):
+        text = json.dumps(value(0), ensure_ascii=rng.random() < 0.5)
+        want = bytes(c for c in string.sub("", text).encode() if c in b"[]{}")
+        assert _brackets(text) == want, text
+        assert bytes(c for c in _skeleton(text).encode() if c in b"[]{}") == want, text
