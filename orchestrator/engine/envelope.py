@@ -57,8 +57,6 @@ def _str_list(value: Any, name: str) -> list[str]:
     return value
 
 
-# A JSON string (escapes included), unrolled so the regex engine does not backtrack per character.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_MARKS = bytes(b for b in range(256) if b not in b'"[]{}')
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -84,27 +82,20 @@ def _unescaped(text: str) -> str:
 
 
 def _skeleton(text: str) -> str:
-    """`text` without its JSON strings.  Fast path (C-level): drop the escapes that could hide a
-    string's end (`_unescaped`), then the quotes left are exactly the strings' ends, so the string contents are every other piece of a
-    split on '"'.  A text with more escapes than the budget of values takes the regex instead."""
-    if text.count("\\") <= 2 * MAX_VALUES:
-        plain = _unescaped(text)
-        if plain.count('"') // 2 > MAX_VALUES:
-            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
-                                "refused unparsed")
-        return "".join(plain.split('"')[::2])
-    for strings, _ in enumerate(_STRING.finditer(text), 1):
-        if strings > MAX_VALUES:
-            raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
-                                "refused unparsed")
-    return _STRING.sub("", text)
+    """`text` without its JSON strings (C-level): once the escapes that could hide a string's end
+    are gone (`_unescaped`), the quotes left are exactly the strings' ends, so the strings are
+    every other piece of a split on '"'."""
+    plain = _unescaped(text)
+    if plain.count('"') // 2 > MAX_VALUES:
+        raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+                            "refused unparsed")
+    return "".join(plain.split('"')[::2])
 
 
 def _brackets(text: str) -> bytes:
-    """The brackets of `text` outside its JSON strings, for a text short enough that its strings and
-    escapes are within the budget: escape pairs dropped, then only quotes and brackets kept (as
-    UTF-8 bytes, where no other character can look like one), then every other piece of a split on
-    the quotes, as `_skeleton` does over the whole text (C-level, a few times cheaper)."""
+    """The brackets of `text` outside its JSON strings, for a text of at most MAX_VALUES characters
+    (so of fewer strings than the budget): as `_skeleton`, but on the UTF-8 bytes with only quotes
+    and brackets kept (no other character's bytes can look like one), a few times cheaper."""
     marks = _unescaped(text).encode("utf-8", "replace").translate(None, _NOT_MARKS)
     return b"".join(marks.split(b'"')[::2])
 
