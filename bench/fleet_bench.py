@@ -1047,7 +1047,7 @@ def saturation_note(rows: list[Measure], logins: dict[float, float]) -> str:
              f"cores the tools also run on, so {n} hosts take at least {per_host_s * n / cores:.1f} s of wall "
              "before any tool's own CPU counts.  The link bounds a run only while forks × CPU per host < one "
              "host's wall × cores:"]
-    for rtt in sorted(r for r in {m.rtt_ms for m in floor} if r is not None and r in logins):
+    for rtt in sorted(logins.keys() & {m.rtt_ms for m in floor}):
         wall_s = logins[rtt] / 1000
         lines.append(f"- {rtt:g} ms: one login through the proxy takes {logins[rtt]:.0f} ms with nothing else "
                      f"running, so the hosts' CPU saturates the cores from about {wall_s * cores / per_host_s:.0f} "

@@ -70,28 +70,25 @@ def _build(root: Path, n: int, changed: list[int]) -> dict[str, Any]:
 
 def _one(what: str, a: Path, b: Path) -> dict[str, Any]:
     """One command's work on the stored runs, in this (fresh) process."""
-    from orchestrator.cli.history import stored_fleet
+    from orchestrator.cli.history import stored_fleet  # as `probe show/diff/report` open a stored run
     from orchestrator.verdict.drift import diff_fleets
-
-    def read_fleet(path: Path) -> Any:  # as `probe show/diff/report` open a stored run
-        return stored_fleet(path.parent)
 
     t0, c0 = time.monotonic(), time.process_time()
     out: dict[str, Any] = {}
     if what == "diff":
-        d = diff_fleets(read_fleet(a / "fleet.json"), read_fleet(b / "fleet.json"))
+        d = diff_fleets(stored_fleet(a), stored_fleet(b))
         out["hosts_changed"] = sorted({c.host for c in d.changes})
         out["compared"] = d.compared
     elif what == "show":
         os.environ["COLUMNS"] = "120"
         from orchestrator.cli.run import render_fleet_text
 
-        out["chars"] = len(render_fleet_text(read_fleet(b / "fleet.json")))
+        out["chars"] = len(render_fleet_text(stored_fleet(b)))
     elif what == "report":
         from orchestrator.present.report import write_report
 
-        new = read_fleet(b / "fleet.json")
-        page = write_report(new, b / "report.html", drift=diff_fleets(read_fleet(a / "fleet.json"), new))
+        new = stored_fleet(b)
+        page = write_report(new, b / "report.html", drift=diff_fleets(stored_fleet(a), new))
         out["chars"] = page.stat().st_size
     out.update(seconds=time.monotonic() - t0, cpu_s=time.process_time() - c0, peak_rss_mb=_peak_rss_mb())
     return out

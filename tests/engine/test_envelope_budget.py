@@ -66,8 +66,8 @@ def test_the_verdicts_are_what_the_budget_says() -> None:
 
 
 def test_the_brackets_outside_strings_are_found_as_a_json_string_scanner_finds_them() -> None:
-    """Strings full of quotes, backslashes and brackets, as json.dumps escapes them: the fast path's
-    brackets equal those left by the regex that matches whole JSON strings (the long path's)."""
+    """Strings full of quotes, backslashes and brackets, as json.dumps escapes them: both paths find
+    the brackets left once a regex that matches whole JSON strings, escapes and all, blanks them."""
     import random
     import re
 
