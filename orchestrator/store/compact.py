@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import methodcaller
 from pathlib import Path
@@ -128,7 +128,7 @@ def _size(key: Any, value: Any) -> int:
 _HASHED_AS_IS = frozenset((str, int, bool, type(None)))
 
 
-def _encode_list(items: list[Any]) -> Any:
+def _encode_list(items: Sequence[Any]) -> Any:
     n = len(items)
     types = set(map(type, items))
     if n >= _MIN_TABLE and len(types) == 1:
@@ -140,6 +140,17 @@ def _encode_list(items: list[Any]) -> Any:
             return _nest(items)
     if n < _MIN_RUN:
         return [x if type(x) not in _LISTLIKE else encode(x) for x in items]
+    if types <= _STR_INT_NONE:
+        return _COLUMNS.get(items, types, 0, _encode_run)
+    if types <= _BOOL_NONE:
+        return _COLUMNS.get(items, types, 1, _encode_run)
+    return _encode_run(items, types)
+
+
+def _encode_run(items: Sequence[Any], types: set[type]) -> Any:
+    """A list of at least _MIN_RUN items that is neither a table nor lists: as it is, one repeated
+    value, or an enum, whichever is shorter."""
+    n = len(items)
     try:
         if types <= _HASHED_AS_IS and not (bool in types and int in types):
             keys = items
@@ -170,9 +181,48 @@ def _encode_list(items: list[Any]) -> Any:
 
 
 _FLOATS = {float}
+# Scalars whose equality is their JSON text's, as long as the two sets do not meet (True == 1):
+# a column of them can be looked up by its items.
+_STR_INT_NONE = frozenset((str, int, type(None)))
+_BOOL_NONE = frozenset((bool, type(None)))
 
 
-def _nest(lists: list[list[Any]]) -> dict[str, Any]:
+class _Memo:
+    """Encodings of scalar columns, by their items.  A fleet's machines repeat them host after host
+    (the same slots, vendors, link widths, zero counters: in the bench fleet 98 % of the columns a
+    host encodes were encoded for an earlier host), so each is worked out once per process.  The
+    encodings are shared: nothing mutates an encoding once made (it only becomes text).  Bounded by
+    the items its keys hold; full, it starts again."""
+
+    MAX_ITEMS = 1 << 20
+
+    def __init__(self) -> None:
+        self._kinds: tuple[dict[tuple[Any, ...], Any], ...] = ({}, {})
+        self._items = 0
+
+    def get(self, items: Sequence[Any], types: set[type], kind: int, make: Callable[[Sequence[Any], set[type]], Any]) -> Any:
+        key = tuple(items)
+        seen = self._kinds[kind]
+        try:
+            return seen[key]
+        except KeyError:
+            pass
+        value = seen[key] = make(items, types)
+        self._items += len(key)
+        if self._items > self.MAX_ITEMS:
+            self.clear()
+        return value
+
+    def clear(self) -> None:
+        for d in self._kinds:
+            d.clear()
+        self._items = 0
+
+
+_COLUMNS = _Memo()
+
+
+def _nest(lists: Sequence[list[Any]]) -> dict[str, Any]:
     """A list of lists as one list of all their items and the lengths: a matrix's cells, every
     GPU's NVLink links, every NIC's ports can then share one table or one set of values."""
     lens = list(map(len, lists))
@@ -181,7 +231,7 @@ def _nest(lists: list[list[Any]]) -> dict[str, Any]:
     return {"@nest": lens[0] if same else lens, "v": _encode_list(flat)}
 
 
-def _table(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _table(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Rows as columns, or None when the rows' keys cannot be put in one order (or look like markers)."""
     first = tuple(rows[0])
     if all(map(first.__eq__, map(tuple, rows))):  # the usual case: one shape
@@ -189,7 +239,7 @@ def _table(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             return None
         out: dict[str, Any] = {"@table": len(rows)}
         for c, column in zip(first, zip(*map(dict.values, rows))):
-            out[c] = _encode_list(list(column))
+            out[c] = _encode_list(column)
         return out
     if not all(map(_plain_keys, rows)):
         return None

@@ -212,3 +212,36 @@ def test_a_damaged_schema_2_record_costs_only_its_host(tmp_path: Path, indexed: 
     assert (h.outcome, dict(h.facts)) == ("ok", {})
     assert any("does not read back" in e and "schema-2 value that does not decode" in e for e in h.normalize_errors)
     assert dict(g.facts) == recs[1]["facts"] and not g.normalize_errors
+
+
+def test_columns_met_again_encode_as_the_first_time_and_keep_their_types() -> None:
+    """The column memo (compact._Memo) hands back an encoding made for an earlier host: with it
+    kept or cleared, every demo record encodes to the same text, and columns that are equal in
+    Python but not in JSON (1 and True, 0 and False) are never taken for one another."""
+    from orchestrator.store import compact
+
+    records = [json.loads(p.read_text()) for p in sorted((ROOT / "orchestrator" / "demo" / "recordings").glob("*/*.json"))]
+    compact._COLUMNS.clear()
+    kept = [host_text(r) for r in records + records]
+    cleared = []
+    for r in records + records:
+        compact._COLUMNS.clear()
+        cleared.append(host_text(r))
+    assert kept == cleared
+    for first, then in (([1, 0, 1, 1], [True, False, True, True]), ([True, False, True, True], [1, 0, 1, 1]),
+                        ([0, 0, 0], [False, False, False]), ([None, 1, 1, 1], [None, True, True, True])):
+        assert_round_trip({"a": first, "b": then})
+        assert json.dumps(decode(json.loads(json.dumps(encode(then))))) == json.dumps(then)
+
+
+def test_the_column_memo_is_bounded_by_the_items_it_holds() -> None:
+    from orchestrator.store import compact
+
+    memo = compact._Memo()
+    memo.MAX_ITEMS = 100
+    make = compact._encode_run
+    for i in range(50):
+        column = [f"v{i}", "x", "x", "x"]
+        assert memo.get(column, {str}, 0, make) == compact._encode_run(column, {str})
+        assert memo._items <= 100
+    assert 0 < sum(map(len, memo._kinds)) <= 25
