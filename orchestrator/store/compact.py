@@ -285,10 +285,12 @@ def _decode_list(obj: Any) -> list[Any]:
     if first == "@enum":
         values = obj["@enum"]
         codes = obj["i"]
+        if not any(type(v) in _CONTAINERS for v in values):
+            if type(codes) is str:
+                return list(map(dict(zip(_DIGITS, values)).__getitem__, codes))
+            return [values[i] for i in codes]
         if type(codes) is str:
             codes = [_CODE[ch] for ch in codes]
-        if not any(type(v) in _CONTAINERS for v in values):
-            return [values[i] for i in codes]
         return [decode(values[i]) for i in codes]
     if first == "@nest":
         lens = obj["@nest"]
@@ -304,7 +306,7 @@ def _decode_list(obj: Any) -> list[Any]:
         n = obj["@table"]
         cols = [c for c in obj if c != "@table"]
         encs = [obj[c] for c in cols]
-        if not any(type(e) is dict and e and next(iter(e)) == "@some" for e in encs):
+        if not any(type(e) is dict and "@some" in e for e in encs):
             if not cols:
                 return [{} for _ in range(n)]
             return [dict(zip(cols, vals)) for vals in zip(*map(_decode_list, encs))]
