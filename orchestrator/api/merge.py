@@ -29,7 +29,7 @@ from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import Body
-from orchestrator.verdict.carried import carried_verdicts
+from orchestrator.verdict.carried import CarriedPart
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings
@@ -138,34 +138,46 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
     bodies: list[Body] = []
     sizes: list[int] = []
     # one part at a time, its records decoded once each (verdict/carried.py): a record's verdict is
-    # what the fleet-wide steps read, its stored text is what the merged fleet.json gets
-    for r in runs:
+    # what the fleet-wide steps read, its stored text is what the merged fleet.json gets.  The next
+    # part is decoded in workers while this process judges the part before it.
+    def start(r: RunDirectory) -> tuple[FleetResult, CarriedPart]:
         try:
             fleet = FleetResult.load(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
-        warnings.extend(f"{r.dir.name}: {p}" for p in fleet.problems)
-        if r.meta.state != "complete":
-            warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
-                            "merged with the hosts it has")
-        run_rules = _overrides(r)
-        rules.update(run_rules)
-        part_verdicts = []
-        for verdict, body in carried_verdicts(fleet.hosts, worker_count(len(fleet.hosts)), carrier):
-            name = verdict.name
-            if name in owner:
-                raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
-                                 "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
-            owner[name] = r.dir.name
-            part_verdicts.append(verdict)
-            bodies.append(body)
-        sizes.append(len(part_verdicts))
-        own_findings, own_silenced = _hosts_own(fleet, part_verdicts, run_rules)
-        own: dict[str, list[Finding]] = {}
-        for f in own_findings:
-            own.setdefault(f.host, []).append(f)
-        silenced.extend(own_silenced)
-        verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
+        return fleet, CarriedPart(fleet.hosts, worker_count(len(fleet.hosts)), carrier)
+
+    upcoming = start(runs[0])
+    try:
+        for i, r in enumerate(runs):
+            fleet, decoding = upcoming
+            carried = decoding.result()
+            if i + 1 < len(runs):
+                upcoming = start(runs[i + 1])
+            warnings.extend(f"{r.dir.name}: {p}" for p in fleet.problems)
+            if r.meta.state != "complete":
+                warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
+                                "merged with the hosts it has")
+            run_rules = _overrides(r)
+            rules.update(run_rules)
+            part_verdicts = []
+            for verdict, body in carried:
+                name = verdict.name
+                if name in owner:
+                    raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
+                                     "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
+                owner[name] = r.dir.name
+                part_verdicts.append(verdict)
+                bodies.append(body)
+            sizes.append(len(part_verdicts))
+            own_findings, own_silenced = _hosts_own(fleet, part_verdicts, run_rules)
+            own: dict[str, list[Finding]] = {}
+            for f in own_findings:
+                own.setdefault(f.host, []).append(f)
+            silenced.extend(own_silenced)
+            verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
+    finally:
+        upcoming[1].stop()
     metas = [r.meta for r in runs]
     inv_sources = _union([m.inventory for m in metas])
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its

@@ -33,6 +33,7 @@ class Carrier:
         self._file = file
         self._spool: int | None = None
         self._size = 0
+        self._workers = 0
 
     def directory(self) -> Path:
         """The spool directory, made now if it was not."""
@@ -41,9 +42,16 @@ class Carrier:
             self._dir = Path(tempfile.mkdtemp(prefix=".merge-", dir=self._parent))
         return self._dir
 
-    def worker(self, index: int) -> Carrier:
-        """A carrier for a worker process: its own file in this spool, which this carrier owns."""
-        mine = Carrier(self._parent, f"worker{index}.json")
+    @property
+    def name(self) -> str:
+        """Its spool file's name without the suffix (unique within the spool)."""
+        return self._file.rsplit(".", 1)[0]
+
+    def worker(self) -> Carrier:
+        """A carrier for a worker process: a file of its own in this spool, which this carrier owns
+        (each worker of each part, so workers of two parts can run at once)."""
+        self._workers += 1
+        mine = Carrier(self._parent, f"worker{self._workers}.json")
         mine._dir = self.directory()
         return mine
 

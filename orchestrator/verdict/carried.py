@@ -17,40 +17,54 @@ from pathlib import Path
 from orchestrator.store.carry import Carrier
 from orchestrator.store.spool import Body
 from orchestrator.verdict.judge import HostVerdict, stored_verdict
-from orchestrator.verdict.parallel import in_workers, slices
+from orchestrator.verdict.parallel import kill_all, slices, start_workers, wait_workers
 from orchestrator.verdict.result import HostTable
 
 Carried = tuple[HostVerdict, Body]
 
 
-def carried_verdicts(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carried]:
-    """(verdict, where its text sits) of every record of `hosts`, in their order, decoded in
-    `workers` forked processes (1: here).  A worker that fails: the records are read here instead,
-    which raises what the worker met."""
-    if workers > 1:
-        got = _in_workers(hosts, workers, carrier)
-        if got is not None:
-            return got
-    return list(_carried(hosts, 0, len(hosts), carrier))
+class CarriedPart:
+    """(verdict, where its text sits) of every record of a stored run's hosts, in their order:
+    decoded in `workers` forked processes (1: here), started when made and collected by result(),
+    so the caller can work on the part before it meanwhile (`probe merge` judges each part's own
+    fleet-wide steps while the next part is decoded).  A worker that fails: result() reads the
+    records here instead, which raises what the worker met.  Workers not collected (the merge was
+    refused half-way) are stopped by stop()."""
+
+    def __init__(self, hosts: HostTable, workers: int, carrier: Carrier) -> None:
+        self._hosts = hosts
+        self._carrier = carrier
+        self._outs: list[Path] = []
+        self._pids: list[int] | None = None
+        if workers > 1:
+            directory = carrier.directory()
+            jobs = []
+            for a, b in slices(len(hosts), workers):
+                mine = carrier.worker()
+                self._outs.append(directory / f"verdicts-{mine.name}.pickle")
+                jobs.append(functools.partial(_carry_to, hosts, a, b, mine, self._outs[-1]))
+            gc.freeze()  # the collector would walk (and so copy into each worker) every object the parent holds
+            try:
+                self._pids = start_workers(jobs)
+            finally:
+                gc.unfreeze()
+
+    def result(self) -> list[Carried]:
+        pids, self._pids = self._pids, None
+        if pids is not None and wait_workers(pids):
+            return [item for out in self._outs for item in _read(out)]
+        return list(_carried(self._hosts, 0, len(self._hosts), self._carrier))
+
+    def stop(self) -> None:
+        """Stop the workers if they still run (their results are not wanted)."""
+        if self._pids is not None:
+            kill_all(self._pids)
+            self._pids = None
 
 
 def _carried(hosts: HostTable, start: int, stop: int, carrier: Carrier) -> Iterator[Carried]:
     for rec, body in hosts.carried(start, stop):
         yield stored_verdict(dict(rec), []), body or carrier.body(rec)
-
-
-def _in_workers(hosts: HostTable, workers: int, carrier: Carrier) -> list[Carried] | None:
-    directory = carrier.directory()
-    outs = [directory / f"verdicts{i}.pickle" for i in range(workers)]
-    gc.freeze()  # the collector would walk (and so copy into each worker) every object the parent holds
-    try:
-        ok = in_workers([functools.partial(_carry_to, hosts, a, b, carrier.worker(i), out)
-                         for i, (out, (a, b)) in enumerate(zip(outs, slices(len(hosts), workers)))])
-    finally:
-        gc.unfreeze()
-    if not ok:
-        return None
-    return [item for out in outs for item in _read(out)]
 
 
 def _carry_to(hosts: HostTable, start: int, stop: int, carrier: Carrier, out: Path) -> None:

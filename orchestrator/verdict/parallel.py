@@ -130,6 +130,13 @@ def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
     one finished cleanly.  False when one failed (an exception in a job, a signal) or could not be
     forked (no processes left, ulimit -u): the caller then does the work itself, and raises what a
     job met.  No worker outlives this, Ctrl-C or SIGTERM included."""
+    pids = start_workers(jobs)
+    return pids is not None and wait_workers(pids)
+
+
+def start_workers(jobs: Sequence[Callable[[], None]]) -> list[int] | None:
+    """Each job forked into a process of its own, not waited for: their pids, for wait_workers.
+    None when one could not be forked (those already started are stopped)."""
     pids: list[int] = []
     sys.stdout.flush()
     sys.stderr.flush()
@@ -138,7 +145,8 @@ def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
             try:
                 pid = os.fork()
             except OSError:
-                return False
+                kill_all(pids)
+                return None
             if pid == 0:  # the worker: never returns into the parent's code
                 code = 1
                 try:
@@ -147,14 +155,25 @@ def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
                 finally:
                     os._exit(code)
             pids.append(pid)
-        while pids:
-            _, status = os.waitpid(pids[0], 0)
-            pids.pop(0)
+    except BaseException:
+        kill_all(pids)
+        raise
+    return pids
+
+
+def wait_workers(pids: list[int]) -> bool:
+    """Wait for workers start_workers forked: True when every one finished cleanly.  On the first
+    that did not, or on anything raised here (Ctrl-C), the rest are stopped."""
+    pending = list(pids)
+    try:
+        while pending:
+            _, status = os.waitpid(pending[0], 0)
+            pending.pop(0)
             if os.waitstatus_to_exitcode(status) != 0:
                 return False
         return True
     finally:
-        kill_all(pids)
+        kill_all(pending)
 
 
 def kill_all(pids: Sequence[int]) -> None:

@@ -159,3 +159,32 @@ def test_a_rejudged_run_keeps_no_spool(fleet: dict[str, Any]) -> None:
                 and json.loads((d / "run.json").read_text()).get("rejudged_from") == "whole"]
     assert len(rejudged) == 1
     assert not [p.name for p in results.rglob(".verdict-*")], "the rejudge left its spool behind"
+
+
+def test_parts_decoded_at_once_in_workers_each_write_files_of_their_own(fleet: dict[str, Any], tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`probe merge` decodes the next part in workers while it judges the part before: two parts'
+    workers then run at once, and every record they must encode again (here: all of them) goes to
+    a spool file of that worker's own, none to a file another worker writes, and none is left for
+    this process to redo (a worker that fails is redone here, which would hide a clash)."""
+    from orchestrator.store.carry import Carrier
+    from orchestrator.verdict.carried import CarriedPart
+    from orchestrator.verdict.result import FleetResult, HostTable
+
+    real = HostTable.carried
+    monkeypatch.setattr(HostTable, "carried", lambda self, start=0, stop=None: (
+        (rec, None) for rec, _body in real(self, start, stop)))  # forked workers inherit it
+    fleets = [FleetResult.load(p) for p in fleet["parts"][:2]]
+    with Carrier(tmp_path) as carrier:
+        parts = [CarriedPart(f.hosts, 2, carrier) for f in fleets]  # both started before either is read
+        got = [p.result() for p in parts]
+        files = [{body[0].name for _verdict, body in part} for part in got]
+        assert all(files) and not files[0] & files[1], files
+        assert all(name.startswith("worker") for part in files for name in part), files  # none redone here
+        for f, part in zip(fleets, got):
+            assert [v.name for v, _ in part] == f.hosts.names()
+            for _verdict, (path, offset, length) in part:
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    text = fh.read(length) + b"}"
+                assert json.loads(text)["name"] == _verdict.name
