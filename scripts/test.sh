@@ -43,7 +43,7 @@ PY=${PYTHON:-python3}
 # themselves are left to .venv's run (probes are Python 3.6+ and run on the hosts' interpreters,
 # which tests/engine/test_runner_interpreter.py covers from 2.7 to today's).
 FAST_TIER=(tests/verdict tests/facts tests/store tests/present tests/inventory tests/layout tests/engine
-           tests/cli/test_exit_codes.py tests/cli/test_cli_usage_errors.py
+           tests/cli/test_exit_codes.py tests/cli/test_cli_usage_errors.py tests/cli/test_interrupt_edges.py
            --ignore=tests/engine/test_p2p.py --ignore=tests/engine/test_p2p_dmabuf.py
            --ignore=tests/engine/test_runner_latency.py --ignore=tests/engine/test_runner_bundle.py
            --ignore=tests/engine/test_nccl_probe.py --ignore=tests/engine/test_nccl_bundle.py

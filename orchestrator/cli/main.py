@@ -77,7 +77,22 @@ def _streams_never_fail() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `probe` command.  `argv` None: this process is the command (the console script,
+    `python -m orchestrator`), and once its exit status is decided SIGINT and SIGTERM are held
+    until it exits: one arriving while the interpreter shuts down (which puts the default
+    handlers back) would otherwise turn a finished command into one killed by the signal."""
     _sigterm_is_an_interrupt()
+    try:
+        return _command(argv)
+    except KeyboardInterrupt:  # while the options were read, or as the command returned
+        print("probe: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    finally:
+        if argv is None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _command(argv: list[str] | None) -> int:
     _streams_never_fail()
     descriptors.raise_soft_limit()
     parser = build_parser()

@@ -40,8 +40,10 @@ def catches_sigterm(pid: int) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
-def terminate_at_work(cmd: list[str], env: dict[str, str], cwd: str, settle_s: float = 0.3) -> tuple[int, str]:
-    """(exit status, stderr) of `cmd` sent SIGTERM `settle_s` after its handler is in place."""
+def terminate_at_work(cmd: list[str], env: dict[str, str], cwd: str, settle_s: float = 0.3,
+                      ready: Callable[[], bool] | None = None) -> tuple[int, str]:
+    """(exit status, stderr) of `cmd` sent SIGTERM `settle_s` after its handler is in place (and
+    `ready()` holds, when given)."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    return interrupt_when(proc, lambda: catches_sigterm(proc.pid) or proc.poll() is not None, settle_s,
-                          wait_s=60, sig=signal.SIGTERM, exit_s=120)
+    return interrupt_when(proc, lambda: (catches_sigterm(proc.pid) and (ready is None or ready()))
+                          or proc.poll() is not None, settle_s, wait_s=60, sig=signal.SIGTERM, exit_s=120)
