@@ -448,13 +448,18 @@ def _run_step(a, tools, step, t_start, results, lock, cap):
             results.append(rec)
 
 
+def _sleep_until(t):
+    while time.time() < t:
+        time.sleep(max(0.0, min(0.2, t - time.time())))
+
+
 def _pairs(ctx, a):
     # Every host of the wave counts its rounds from the same moment (start_at, on this host's clock),
-    # so a host that came up late on a slow fan-out does not run out of step with its peers.
-    t_start = max(time.time(), float(a.get("start_at") or 0.0))
+    # so a host that came up late on a slow fan-out does not run out of step with its peers: it
+    # skips the windows that passed instead of running them late.
+    t_start = float(a.get("start_at") or time.time())
     ctx.exit_with_controller(_kill_all)
-    while time.time() < t_start:
-        time.sleep(min(0.2, t_start - time.time()))
+    _sleep_until(t_start)
     tools, _ = _find_tools(a)
     steps = a.get("steps") or []
     cap = int(a.get("output_cap", 16384))
@@ -467,6 +472,9 @@ def _pairs(ctx, a):
         by_round.setdefault(s["round"], []).append(s)
     for rnd in sorted(by_round):
         group = by_round[rnd]
+        # a round's ports are those of a round some windows before it (the plan's port layout):
+        # not starting it before its earliest start keeps that round's servers out of reach
+        _sleep_until(t_start + max(float(s.get("not_before_s", 0.0)) for s in group))
         t_round = time.time()
         threads = []
         for step in group:

@@ -15,6 +15,7 @@ same inputs, so a recorded run replays and a re-judged run reads the same rounds
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ DEFAULT_TESTS = ("ib_write_bw", "ib_write_lat")
 MIN_ROUNDS = 3
 MAX_EXTRA_ROUNDS = 4
 DEFAULT_PORT_BASE = 18600  # perftest's default is 18515; a block of its own keeps clear of it
+PORT_SPAN = 4096  # the ports a qualification may listen on, from its port_base (PortLayout)
 
 
 class FabricSpecError(ValueError):
@@ -143,7 +145,7 @@ def spec_from_mapping(raw: Any) -> FabricSpec:
         tests=tuple(tests), rounds=n_rounds, extra_rounds=_num(raw, "extra_rounds", 2, 0, MAX_EXTRA_ROUNDS, int),
         round_s=_num(raw, "round_s", 30.0, 1.0, 600.0), budget_s=_num(raw, "budget_s", 1800.0, 5.0, 86400.0),
         size=_num(raw, "size", 65536, 2, 1 << 30, int), iters=_num(raw, "iters", 5000, 5, 10_000_000, int),
-        duration_s=duration, use_cuda=str(use_cuda), port_base=_num(raw, "port_base", DEFAULT_PORT_BASE, 1024, 60000, int),
+        duration_s=duration, use_cuda=str(use_cuda), port_base=_num(raw, "port_base", DEFAULT_PORT_BASE, 1024, 65536 - PORT_SPAN, int),
         rails=rails, gid_index=gid, bw_ratio=_num(raw, "bw_ratio", 0.9, 0.1, 1.0),
         lat_typical_us=_num(raw, "lat_typical_us", 2.5, 0.1, 1000.0), lat_p99_us=_num(raw, "lat_p99_us", 4.2, 0.1, 1000.0),
         peer_ratio=_num(raw, "peer_ratio", 0.8, 0.1, 1.0), output_cap=_num(raw, "output_cap", 16384, 1024, 1 << 20, int),
@@ -270,6 +272,12 @@ class Schedule:
     def pairs(self) -> set[tuple[str, str, int]]:
         return {(min(s.server, s.client), max(s.server, s.client), s.rail) for s in self.steps}
 
+    @functools.cached_property
+    def rail_slots(self) -> int:
+        """Rail indices up to the highest any step uses (every host of the wave lays out its ports
+        alike)."""
+        return max((s.rail for s in self.steps), default=0) + 1
+
 
 def rail_indices(members: Iterable[Member], limit: int | None = None) -> list[int]:
     """The rails at least two members have (a rail with one host has nobody to meet)."""
@@ -351,21 +359,39 @@ def plan_repair(members: Sequence[Member], suspects: Mapping[int, Sequence[str]]
 # ------------------------------------------------------------------------------- per host
 
 
-# Consecutive rounds listen on different ports: a client still retrying the previous round's server
-# (its host runs late) finds nobody there, instead of the next round's server (another peer).
-PORT_BLOCKS = 4
-MAX_RAILS = 16
+# Each round of a wave listens on ports of its own, as far as PORT_SPAN allows: a server still
+# waiting for a slow partner must never be dialled by a client of a later round (a host whose own
+# partners were quick runs rounds ahead of the rest).  Where rounds `blocks` apart share ports, no
+# host starts a round more than `blocks - 3` windows early: by then the server of the round it
+# could reach has been stopped at its window's end, with two windows to spare for clock error.
+@dataclass(frozen=True)
+class PortLayout:
+    """Where a wave's tests listen: `width` ports a round (one per test per rail index), rounds
+    `blocks` apart on the same ones."""
 
+    width: int
+    blocks: int
+    n_tests: int
 
-def test_port(step: PairStep, test_index: int, n_tests: int) -> int:
-    """The port of one test of a step: its round's block, its rail and its test."""
-    block = (step.round % PORT_BLOCKS) * MAX_RAILS * len(PERFTEST_TOOLS)
-    return step.port_base + block + step.rail * n_tests + test_index
+    @classmethod
+    def of(cls, schedule: Schedule, n_tests: int) -> PortLayout:
+        width = schedule.rail_slots * n_tests
+        return cls(width, max(3, PORT_SPAN // width), n_tests)
+
+    def port(self, step: PairStep, test_index: int) -> int:
+        return step.port_base + (step.round % self.blocks) * self.width + step.rail * self.n_tests + test_index
+
+    def earliest_start(self, k: int, round_s: float) -> float:
+        """The earliest a host may start the wave's k-th round, seconds from the wave's start
+        (negative: as early as its partners are ready)."""
+        return (k - (self.blocks - 3)) * round_s
 
 
 def probe_steps(name: str, schedule: Schedule, spec: FabricSpec, by_name: Mapping[str, Member]) -> list[dict[str, Any]]:
     """What the host `name` is handed: its steps in round order, each with its role, peer, the
-    port of each test and the round's window (seconds from the host's start)."""
+    port of each test, the round's window and the earliest it may start (seconds from the
+    wave's start)."""
+    ports = PortLayout.of(schedule, len(spec.tests))
     out = []
     for s in schedule.for_host(name):
         role = "server" if s.server == name else "client"
@@ -379,8 +405,9 @@ def probe_steps(name: str, schedule: Schedule, spec: FabricSpec, by_name: Mappin
             "peer": peer, "peer_hca": s.client_hca if role == "server" else s.server_hca,
             "peer_lid": peer_rail.lid if peer_rail else None,
             "connect": s.server_address, "bind": rail.address if rail else None,
-            "ports": [test_port(s, i, len(spec.tests)) for i in range(len(spec.tests))],
-            "start_s": round(k * spec.round_s, 3), "end_s": round((k + 1) * spec.round_s, 3), "extra": s.extra,
+            "ports": [ports.port(s, i) for i in range(len(spec.tests))],
+            "start_s": round(k * spec.round_s, 3), "end_s": round((k + 1) * spec.round_s, 3),
+            "not_before_s": round(ports.earliest_start(k, spec.round_s), 3), "extra": s.extra,
         })
     out.sort(key=lambda d: (d["round"], d["rail"]))
     return out

@@ -8,10 +8,11 @@ import pytest
 
 from orchestrator.api.playbook import PlaybookError, parse_playbook
 from orchestrator.engine.fabric_plan import (
-    PORT_BLOCKS,
+    PORT_SPAN,
     FabricSpec,
     FabricSpecError,
     Member,
+    PortLayout,
     Rail,
     circle_rounds,
     plan_pairs,
@@ -106,8 +107,36 @@ def test_a_host_is_handed_its_steps_with_ports_that_differ_between_rails_tests_a
     assert all(len(p) == 2 * len(spec.tests) for p in ports_of_round.values())
     for a, b in zip(sorted(ports_of_round), sorted(ports_of_round)[1:]):
         assert not ports_of_round[a] & ports_of_round[b]  # a late client of round a finds nobody in round b
-    assert PORT_BLOCKS >= 2
     assert wave_seconds(sched, spec) == 30
+    assert all(s["not_before_s"] < 0 for s in steps)  # three rounds: no round shares its ports, none waits
+
+
+@pytest.mark.parametrize(("hosts", "rails", "tests"), [(64, 64, 3), (64, 48, 2), (40, 2, 1)])
+def test_rounds_on_the_same_ports_never_overlap_in_time(hosts: int, rails: int, tests: int) -> None:
+    """A client of one round can only reach servers of its own: two rounds on the same port are
+    apart by more than the window a round may start early, with two windows to spare."""
+    members = _members(hosts, rails)
+    spec = FabricSpec(tests=("ib_write_bw", "ib_write_lat", "ib_send_bw")[:tests], round_s=30, rails=rails)
+    sched = plan_pairs(members, spec, "x")
+    layout = PortLayout.of(sched, tests)
+    assert layout.width == rails * tests
+    assert layout.blocks < sched.rounds or tests == 1  # the ports do repeat (not with one test of two rails)
+    by_name = {m.name: m for m in members}
+    listening: dict[tuple[str, int], list[tuple[float, float, str]]] = {}  # address:port -> (from, to, server)
+    for m in members[:20]:
+        for s in probe_steps(m.name, sched, spec, by_name):
+            assert s["start_s"] - s["not_before_s"] == (layout.blocks - 3) * spec.round_s or s["not_before_s"] < 0
+            for port in s["ports"]:
+                assert spec.port_base <= port < spec.port_base + PORT_SPAN
+                if s["role"] == "server":
+                    listening.setdefault((s["bind"], port), []).append((max(0.0, s["not_before_s"]), s["end_s"], m.name))
+    clients = [(m.name, s) for m in members for s in probe_steps(m.name, sched, spec, by_name) if s["role"] == "client"]
+    for name, s in clients:
+        for port in s["ports"]:
+            for start, end, server in listening.get((s["connect"], port), []):
+                # less than two windows apart, either way round: a host's clock may be off by that
+                near = max(0.0, s["not_before_s"]) < end + 2 * spec.round_s and start < s["end_s"] + 2 * spec.round_s
+                assert not near or server == s["peer"], (name, s["round"], port, server)
 
 
 @pytest.mark.parametrize(("raw", "message"), [

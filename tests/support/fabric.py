@@ -135,6 +135,27 @@ def hang_tool(root: Path, tool: str = "ib_write_bw") -> None:
     path.chmod(0o755)
 
 
+SLOW_TOOL = """#!/usr/bin/env python3
+# a perftest slow to start (CUDA initialising, a loaded host): it waits, then runs the real one
+import os, sys, time
+time.sleep(%r)
+real = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "..", "sbin", os.path.basename(sys.argv[0]))
+os.execv(real, [real] + sys.argv[1:])
+"""
+
+
+def slow_tool(root: Path, delay_s: float, tool: str = "ib_write_bw") -> None:
+    """Make a simulated host's perftest tool start `delay_s` late on every run.  The fake is moved
+    to usr/sbin, as deep as usr/bin, where it still finds the host's fake-fabric/host.conf."""
+    path = root / "usr/bin" / tool
+    moved = root / "usr/sbin" / tool
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    moved.symlink_to(os.readlink(path))
+    path.unlink()
+    path.write_text(SLOW_TOOL % delay_s)
+    path.chmod(0o755)
+
+
 # ------------------------------------------------------------------------------ synthetic facts
 
 
