@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
-from orchestrator.api.session import RunResult, store_streamed
+from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import payload
 from orchestrator.engine.bundle import duration_of
 from orchestrator.engine.outcomes import Outcome
@@ -29,6 +29,7 @@ from orchestrator.files.bounded import read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.history import default_results_dir
 from orchestrator.store.redaction import public_vars
+from orchestrator.store.rundir import RunDirectory
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, CommandResult
 
 COLLECTION = "fleetprobe.gpu."
@@ -167,7 +168,7 @@ def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[s
     hosts_of: dict[str, Host] = {}
     collected: dict[str, Any] = {"via": via, "tasks": 0}
 
-    def results() -> Iterator[tuple[HostResult, dict[str, Any]]]:
+    def results(_run: RunDirectory) -> Iterator[Collected]:
         for a in answers:
             collected["tasks"] += 1
             if a.host not in hosts_of:
@@ -177,7 +178,7 @@ def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[s
                                     "probe_expect")
                 hosts_of[a.host] = known or Host(name=a.host, groups=["all"])
             # a probe in two plays: the later result replaces the earlier, as in a live run
-            yield HostResult(hosts_of[a.host], {a.probe: probe_result(hosts_of[a.host], a)}), {"via": via}
+            yield Collected(HostResult(hosts_of[a.host], {a.probe: probe_result(hosts_of[a.host], a)}), {"via": via})
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, None]:
         if not hosts:
@@ -189,7 +190,7 @@ def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[s
 
     # in the inventory's order, as a live run keeps its hosts (Ansible reports them as they finish)
     pos = {name: i for i, name in enumerate(inv_hosts)}
-    return store_streamed(results(), root, collected, plan_of, lambda name: pos.get(name, len(pos))), warnings
+    return store_streamed(results, root, collected, plan_of, lambda name: pos.get(name, len(pos))), warnings
 
 
 def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,

@@ -18,16 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
+from orchestrator.api.import_workers import read_in_workers, read_one
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
-from orchestrator.api.session import RunResult, store_streamed
+from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_result, document_script
+from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_script
 from orchestrator.files.bounded import UnreadableInput, is_regular, read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
+from orchestrator.store.rundir import RunDirectory
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
+from orchestrator.verdict.parallel import worker_count
 
 ANY_HOST = "(any host)"  # the host a bundle for no particular host is planned for: in group all only
 BUNDLE_PROBE = "bundle"  # the outcome's name for a file that held no usable document
@@ -174,18 +177,24 @@ def _inventory_hosts(inventory: tuple[str, ...], warnings: list[str]) -> dict[st
     return {h.name: h for h in hosts}
 
 
-def _host_of(item: Imported, inv_hosts: Mapping[str, Host], taken: set[str], warnings: list[str]) -> Host:
-    """A file's host: the inventory's host of that name (its groups and variables), else a host in
-    group all only; a file without a document is a host named after the file."""
-    base = item.document.name if item.document else Path(item.source).name
+def _host_of(source: str, base: str | None, ident: Mapping[str, Any], inv_hosts: Mapping[str, Host],
+             taken: set[str], warnings: list[str]) -> Host:
+    """A file's host: named after its document's host (`base`), or after the file when it holds
+    none; a second document of one host is kept under a name of its own."""
+    base = base if base is not None else Path(source).name
     name = _unique(base, taken)
     if name != base:
-        warnings.append(f"{item.source}: a second document of {base!r}, kept as {name!r}")
+        warnings.append(f"{source}: a second document of {base!r}, kept as {name!r}")
     taken.add(name)
+    return _host_named(name, base, ident, inv_hosts)
+
+
+def _host_named(name: str, base: str, ident: Mapping[str, Any], inv_hosts: Mapping[str, Host]) -> Host:
+    """The inventory's host `base` (its groups and variables) as `name`, else a host in group all
+    only, reached at the address the document's identity gives."""
     known = inv_hosts.get(base)
     if known is not None:
         return Host(name=name, vars=dict(known.vars), groups=list(known.groups))
-    ident = item.document.identity if item.document else {}
     return Host(name=name, vars={"ansible_host": ident.get("hostname", "(unknown)")}, groups=["all"])
 
 
@@ -195,26 +204,32 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     """Bundle documents (files, or directories of them) -> one judged run, and the warnings.
 
     One document at a time: read, classified, stored and let go before the next is read (a
-    directory of 10,000 hosts' documents is gigabytes), so the import holds one document."""
+    directory of 10,000 hosts' documents is gigabytes), so the import holds one document; many
+    documents are read by worker processes, each holding one (import_workers)."""
     files = document_files(paths)
     warnings: list[str] = []
     inv_hosts = _inventory_hosts(inventory, warnings)
     plans: list[dict[str, Any]] = []
     first_error = [""]
 
-    def results() -> Iterator[tuple[HostResult, dict[str, Any]]]:
+    def host_for(base: str, ident: dict[str, Any]) -> Host:
+        return _host_named(base, base, ident, inv_hosts)
+
+    def results(run: RunDirectory) -> Iterator[Collected]:
+        workers = worker_count(len(files))
+        read = read_in_workers(files, workers, read_document, host_for, run) if workers > 1 else None
         taken: set[str] = set()
-        for f in files:
-            item = read_document(f)
-            host = _host_of(item, inv_hosts, taken, warnings)
-            origin: dict[str, Any] = {"via": "bundle", "file": item.source}
-            if item.document is None:
-                first_error[0] = first_error[0] or item.error
-                yield HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT, item.error)}), origin
+        for rd in read or (read_one(f, read_document, host_for) for f in files):
+            host = _host_of(rd.source, rd.name, rd.identity, inv_hosts, taken, warnings)
+            origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
+            if rd.result is None:
+                first_error[0] = first_error[0] or rd.error
+                yield Collected(HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT,
+                                                                            rd.error)}), origin)
                 continue
-            plans.append(item.document.plan)
-            origin["identity"] = item.document.identity
-            yield document_result(host, item.document, DEFAULT_MAX_OUTPUT), origin
+            plans.append(rd.plan)
+            origin["identity"] = rd.identity
+            yield Collected(dataclasses.replace(rd.result, host=host), origin, rd.staged)
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:
@@ -228,6 +243,6 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
     # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
     pos = {name: i for i, name in enumerate(inv_hosts)}
-    result = store_streamed(results(), root, {"via": "bundle", "files": len(files)}, plan_of,
+    result = store_streamed(results, root, {"via": "bundle", "files": len(files)}, plan_of,
                             lambda name: pos.get(name, len(pos)))
     return result, warnings

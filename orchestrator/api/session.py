@@ -438,28 +438,41 @@ def _never_started(plan: RunPlan, merged: dict[str, HostResult], store: _StoreOr
                 res.probes.update(extra.probes)
 
 
-def store_streamed(collected: Iterable[tuple[HostResult, dict[str, Any]]], root: Path, via: dict[str, Any],
+@dataclass
+class Collected:
+    """One piece of a host's results that came by another road, and where it came from; `staged`:
+    its probe files, already written by a worker into the run's stage_dir."""
+
+    result: HostResult
+    origin: dict[str, Any]
+    staged: Path | None = None
+
+
+def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root: Path, via: dict[str, Any],
                    plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
                    rank: Callable[[str], int]) -> RunResult:
     """Results that came by another road (bundle documents from srun or cron, an Ansible job's
     events), stored and judged exactly as a live run's: the same run directory writes, the same
     `judge` under the same plan.  They come one piece at a time (a host's probes may come in
-    several): each is written to the run directory, and its data let go, before the next is read,
-    so an import of 10,000 hosts holds one host's data.  The plan comes once every host is known
-    (`plan_of`: the plan and run options, from the hosts' results, data released); `rank`: a
-    host's place in the run's order (its inventory's).  The run is built out of sight and
-    published whole: a road that ends without a host to judge (plan_of raises) leaves nothing."""
+    several) from `collect`, given the run being built: each is written to the run directory, and
+    its data let go, before the next is read, so an import of 10,000 hosts holds one host's data.
+    The plan comes once every host is known (`plan_of`: the plan and run options, from the hosts'
+    results, data released); `rank`: a host's place in the run's order (its inventory's).  The run
+    is built out of sight and published whole: a road that ends without a host to judge (plan_of
+    raises) leaves nothing."""
     with holding(root):
         run = _new_run(root, RunMeta(collected=via), staged=True)
         with _published(run, root):
             by_name: dict[str, HostResult] = {}
-            for res, origin in collected:
-                run.host_finished(res, origin=origin)
+            for piece in collect(run):
+                res = piece.result
+                run.host_finished(res, origin=piece.origin, staged=piece.staged)
                 release_envelope_data(res)
                 if res.host.name in by_name:  # more of a host's probes (a later play's replace an earlier's)
                     by_name[res.host.name].probes.update(res.probes)
                 else:
                     by_name[res.host.name] = res
+            run.drop_staged()
             kept = sorted(by_name.values(), key=lambda r: rank(r.host.name))
             plan, options = plan_of(kept)
             meta = plan.meta(collected=via, options=options)

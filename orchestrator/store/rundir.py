@@ -150,10 +150,12 @@ class RunDirectory:
 
     # ------------------------------------------------------------------ writing
 
-    def host_finished(self, res: HostResult, origin: dict[str, Any] | None = None) -> None:
+    def host_finished(self, res: HostResult, origin: dict[str, Any] | None = None, staged: Path | None = None) -> None:
         """A host's results.  `origin`: where results that did not come over our own transport were
-        collected (a bundle's document: the host's identity and the file; an Ansible job event)."""
-        hdir = self._host_dir(res.host.name)
+        collected (a bundle's document: the host's identity and the file; an Ansible job event).
+        `staged`: a directory of this run (stage_dir) where the probes' files were already written,
+        by a worker that did not know the host's final name yet: moved in, not written again."""
+        hdir = self._host_dir(res.host.name) if staged is None else self._adopt(staged, res.host.name)
         meta_path = hdir / "_host.json"
         summaries = {p: r.summary() for p, r in res.probes.items()}
         if meta_path.is_file():  # a second play on the same host adds its probes
@@ -170,13 +172,17 @@ class RunDirectory:
         if origin is not None:
             host_meta["origin"] = origin
         atomic.write_json(meta_path, host_meta, durable=False, mode=RUN_FILE_MODE)
-        for name, pr in res.probes.items():
-            if pr.envelope is not None:
-                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
-            if pr.stdout:
-                atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False, mode=RUN_FILE_MODE)
-            if pr.stderr.strip():
-                atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False, mode=RUN_FILE_MODE)
+        if staged is None:
+            write_probe_files(hdir, res)
+
+    def stage_dir(self, key: str) -> Path:
+        """A directory of this run, out of raw/, where a worker writes one host's probe files
+        (write_probe_files) before host_finished(..., staged=) moves them under the host's name."""
+        return real_dir(real_dir(self.dir / ".staged") / key)
+
+    def drop_staged(self) -> None:
+        """What is left of the staging directories (none once every host was moved in)."""
+        shutil.rmtree(self.dir / ".staged", ignore_errors=True)
 
     def imported_host(self, host: HostInput, evidence: dict[str, Any]) -> None:
         """A host judged from text evidence: its facts, and the parsed evidence they came from."""
@@ -243,6 +249,22 @@ class RunDirectory:
     def _host_dir(self, name: str) -> Path:
         return real_dir(real_dir(self.dir / "raw") / safe_component(name))
 
+    def _adopt(self, staged: Path, name: str) -> Path:
+        """A staged host directory as the host's: renamed whole where the host has none yet, else
+        its files moved in (later files replace earlier ones, as host_finished writes them)."""
+        target = real_dir(self.dir / "raw") / safe_component(name)
+        try:
+            os.rename(staged, target)  # an empty target is replaced too
+            return target
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        hdir = real_dir(target)
+        for entry in os.listdir(staged):
+            os.replace(staged / entry, hdir / entry)
+        os.rmdir(staged)
+        return hdir
+
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
     """run.json of a run, or {} when it is missing or unreadable."""
@@ -283,6 +305,17 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
+
+
+def write_probe_files(hdir: Path, res: HostResult) -> None:
+    """A host's probe files (envelope, stdout, stderr of each probe) into its directory `hdir`."""
+    for name, pr in res.probes.items():
+        if pr.envelope is not None:
+            atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
+        if pr.stdout:
+            atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False, mode=RUN_FILE_MODE)
+        if pr.stderr.strip():
+            atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False, mode=RUN_FILE_MODE)
 
 
 def release_envelope_data(res: HostResult) -> None:

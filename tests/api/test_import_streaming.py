@@ -10,16 +10,23 @@ recordings.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from orchestrator.api import ansible_job
-from orchestrator.api.collected import import_documents
+from orchestrator.api import ansible_job, import_workers
+from orchestrator.api.collected import document_files, import_documents, read_document
 from orchestrator.engine import bundle
+from orchestrator.inventory.model import Host
 from orchestrator.simulate.record import demo_hosts
+from orchestrator.store.compact import read_plain
+from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict.parallel import WORKERS_ENV
 from tests.support.collected import finding_keys
 from tests.support.fleet import Cli
 
@@ -96,6 +103,109 @@ def test_the_import_judges_what_a_live_run_of_the_same_answers_judges(fleet: dic
     assert proc.returncode in (0, 1, 5), proc.stderr
     assert [h["name"] for h in imported["hosts"]] == [h["name"] for h in live["hosts"]]  # the inventory's order
     assert finding_keys(imported["findings"]) == finding_keys(live["findings"])
+
+
+def _tracking(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """bundle.read_document patched to count the documents read and the most alive at once."""
+    live: set[int] = set()
+    peak = [0]
+    read = [0]
+    real = bundle.read_document
+
+    def tracked(data: bytes) -> bundle.Document:
+        doc = real(data)
+        mine = _Tracked(**{f: getattr(doc, f) for f in doc.__dataclass_fields__})
+        read[0] += 1
+        live.add(id(mine))
+        peak[0] = max(peak[0], len(live))
+        weakref.finalize(mine, live.discard, id(mine))
+        return mine
+
+    monkeypatch.setattr(bundle, "read_document", tracked)
+    return read, peak
+
+
+def test_a_worker_holds_one_document_at_a_time_and_stages_each_hosts_files(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an import's worker process does with its slice of the files, run here to be watched:
+    each document read once, one alive at a time, its probe files staged under the file's place
+    and only names and summaries handed back."""
+    read, peak = _tracking(monkeypatch)
+    files = document_files([fleet["docs"]])[:20]
+    run = RunDirectory.create_staged(tmp_path, RunMeta())
+    host_for = lambda base, ident: Host(name=base, groups=["all"])  # noqa: E731
+    part = tmp_path / "part.pickle"
+    import_workers.read_slice(files, 100, read_document, host_for, run, part)
+    assert read[0] == len(files) and peak[0] <= 2, f"{peak[0]} documents held at once"
+    back = list(import_workers._read_back([part]))
+    assert [rd.source for rd in back] == [str(f) for f in files]
+    for i, rd in enumerate(back):
+        assert rd.result is not None and rd.staged == run.dir / ".staged" / str(100 + i)
+        assert sorted(p.name for p in rd.staged.iterdir() if p.suffix == ".json") == sorted(
+            f"{p}.json" for p in AUDIT if rd.result.probes[p].envelope is not None)
+        assert all(r.envelope is None or r.envelope.data == {} for r in rd.result.probes.values())
+
+
+def _run_of(results: Path) -> Path:
+    (run,) = [d for d in results.iterdir() if (d / "fleet.json").is_file()]
+    return run
+
+
+def _raw_tree(run: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run)): p.read_bytes() for p in sorted((run / "raw").rglob("*")) if p.is_file()}
+
+
+def test_an_import_in_workers_stores_and_judges_what_one_process_does(fleet: dict[str, Any], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same documents (two of one host, one that is not a document) imported by two reading
+    processes and by one: the same raw files, byte for byte, the same host records and findings,
+    and no staging left in the run."""
+    docs = tmp_path / "docs"
+    shutil.copytree(fleet["docs"], docs)
+    first = sorted(docs.iterdir())[0]
+    (docs / "zz-again.json").write_bytes(first.read_bytes())  # a second document of one host
+    (docs / "zz-cut.json").write_text('{"fleetprobe_bundle": 1, "identity": ')
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    real = import_workers.read_slice
+
+    def marked(files: Any, first: int, *rest: Any) -> None:
+        (marks / f"{os.getpid()}-{first}").touch()  # which process read which slice
+        real(files, first, *rest)
+
+    monkeypatch.setattr(import_workers, "read_slice", marked)
+    runs = {}
+    for workers in (1, 2):
+        monkeypatch.setenv(WORKERS_ENV, str(workers))
+        result, _ = import_documents([docs], tmp_path / f"results-{workers}", (str(fleet["inv"]),))
+        runs[workers] = result.run.dir
+    assert sorted(int(m.name.split("-")[1]) for m in marks.iterdir()) == [0, (len(fleet["hosts"]) + 2) // 2]
+    assert all(int(m.name.split("-")[0]) != os.getpid() for m in marks.iterdir())
+    one, two = runs[1], runs[2]
+    assert _raw_tree(two) == _raw_tree(one)
+    assert len({p.split("/")[1] for p in _raw_tree(one)}) == len(fleet["hosts"]) + 2
+    doc_one, doc_two = read_plain(one / "fleet.json"), read_plain(two / "fleet.json")
+    assert doc_two["hosts"] == doc_one["hosts"] and doc_two["findings"] == doc_one["findings"]
+    assert any(h["name"].endswith("#2") for h in doc_one["hosts"])
+    assert not (two / ".staged").exists() and not (one / ".staged").exists()
+
+
+def test_a_failed_reading_worker_leaves_the_import_to_this_process(fleet: dict[str, Any], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that dies (here: every one) costs nothing: the documents are read here instead,
+    and nothing it staged is left behind."""
+    def dying(files: Any, first: int, read: Any, host_for: Any, run: RunDirectory, part: Path) -> None:
+        run.stage_dir(str(first)).joinpath("half-written").write_text("x")
+        (tmp_path / f"died-{first}").touch()
+        raise OSError("the worker's disk went away")
+
+    monkeypatch.setattr(import_workers, "read_slice", dying)
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    result, _ = import_documents([fleet["docs"]], tmp_path / "results")
+    assert list(tmp_path.glob("died-*"))  # a worker ran and died (the first to die stops the others)
+    assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
+    assert not (result.run.dir / ".staged").exists()
+    assert all(len(list(d.glob("*.json"))) > 1 for d in (result.run.dir / "raw").iterdir())
 
 
 def test_no_document_at_all_leaves_no_run_behind(tmp_path: Path) -> None:

@@ -1,0 +1,98 @@
+"""Read, classify and store bundle documents in forked worker processes (`probe import` of many).
+
+An import's documents are independent until each is named: reading one (bounded, parsed, every
+envelope budget-checked and classified as a live run's answer) and writing its probe files is a
+few milliseconds of CPU, and one process doing it for 10,000 documents is most of the import's
+wall time.  Each worker takes a contiguous slice of the files, one document at a time: it writes
+the host's probe files into a staging directory of the run (`RunDirectory.stage_dir`, keyed by the
+file's place, since two documents of one host get their final names only in order) and appends
+what the parent needs to name and plan the host (`ReadDocument`, its envelopes' data let go) to a
+pickle of its own.  The parent then takes the slices in order and moves each host's files in
+under its name (`host_finished(..., staged=)`): nothing but names and summaries crosses over.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.engine.runner import HostResult, document_result
+from orchestrator.inventory.model import Host
+from orchestrator.store.rundir import RunDirectory, release_envelope_data, write_probe_files
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT
+from orchestrator.verdict.parallel import in_workers, slices
+
+if TYPE_CHECKING:
+    from orchestrator.api.collected import Imported
+
+
+@dataclass
+class ReadDocument:
+    """What the parent keeps of one file: the document's host name, identity and plan, its results
+    (envelopes' data let go) and where their files wait; or why the file holds no document."""
+
+    source: str
+    error: str = ""
+    name: str | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    result: HostResult | None = None
+    staged: Path | None = None
+
+
+# collected.read_document, passed in: that module uses this one
+Reader = Callable[[Path], "Imported"]
+# (base name, identity) -> the host a document is classified as (its inventory entry, if any)
+HostFor = Callable[[str, "dict[str, Any]"], Host]
+
+
+def read_one(f: Path, read: Reader, host_for: HostFor) -> ReadDocument:
+    """One file's document read and its answers classified (as its host by the document's name)."""
+    item = read(f)
+    doc = item.document
+    if doc is None:
+        return ReadDocument(item.source, item.error)
+    res = document_result(host_for(doc.name, doc.identity), doc, DEFAULT_MAX_OUTPUT)
+    return ReadDocument(item.source, "", doc.name, doc.identity, doc.plan, res)
+
+
+def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFor, run: RunDirectory,
+               part: Path) -> None:
+    """One worker: files[i] is the run's file first + i; its probe files staged under that number
+    and its ReadDocument pickled to `part` as each is done, so the worker holds one document."""
+    with open(part, "wb", buffering=1 << 20) as out:
+        for i, f in enumerate(files):
+            rd = read_one(f, read, host_for)
+            if rd.result is not None:
+                rd.staged = run.stage_dir(str(first + i))
+                write_probe_files(rd.staged, rd.result)
+                release_envelope_data(rd.result)
+            pickle.dump(rd, out, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for: HostFor,
+                    run: RunDirectory) -> Iterator[ReadDocument] | None:
+    """Every file read by `workers` forked processes, then handed back in the files' order; None
+    when a worker failed (the caller reads them itself and meets what the worker met)."""
+    parts_dir = run.stage_dir("parts")
+    parts = [parts_dir / f"{i}.pickle" for i in range(workers)]
+    jobs = [functools.partial(read_slice, files[a:b], a, read, host_for, run, part)
+            for part, (a, b) in zip(parts, slices(len(files), workers))]
+    if not in_workers(jobs):
+        run.drop_staged()
+        return None
+    return _read_back(parts)
+
+
+def _read_back(parts: list[Path]) -> Iterator[ReadDocument]:
+    for part in parts:
+        with open(part, "rb") as f:
+            while True:
+                try:
+                    yield pickle.load(f)
+                except EOFError:
+                    break
