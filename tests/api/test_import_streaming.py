@@ -70,41 +70,6 @@ class _Tracked(bundle.Document):
     """A parsed document whose life the test can see."""
 
 
-def test_an_import_holds_one_document_at_a_time(fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    live: set[int] = set()
-    peak = [0]
-    read = [0]
-    real = bundle.read_document
-
-    def tracked(data: bytes) -> bundle.Document:
-        doc = real(data)
-        mine = _Tracked(**{f: getattr(doc, f) for f in doc.__dataclass_fields__})
-        read[0] += 1
-        live.add(id(mine))
-        peak[0] = max(peak[0], len(live))
-        weakref.finalize(mine, live.discard, id(mine))
-        return mine
-
-    monkeypatch.setattr(bundle, "read_document", tracked)
-    result, _ = import_documents([fleet["docs"]], fleet["tmp"] / "in-process")
-    assert read[0] == len(fleet["hosts"])  # each document read once
-    assert peak[0] <= 2, f"{peak[0]} documents held at once"
-    assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
-    assert not [p for p in (fleet["tmp"] / "in-process").iterdir() if p.name.endswith(".staging")], \
-        "the import left its staging directory behind"
-
-
-def test_the_import_judges_what_a_live_run_of_the_same_answers_judges(fleet: dict[str, Any]) -> None:
-    cli = Cli.create(fleet["tmp"])
-    proc, imported = cli.run_json("import", str(fleet["docs"]), "-i", str(fleet["inv"]), "--results",
-                                  str(fleet["tmp"] / "imported"))
-    assert proc.returncode in (0, 1, 5), proc.stderr
-    proc, live = cli.run_json("run", "-i", str(fleet["inv"]))
-    assert proc.returncode in (0, 1, 5), proc.stderr
-    assert [h["name"] for h in imported["hosts"]] == [h["name"] for h in live["hosts"]]  # the inventory's order
-    assert finding_keys(imported["findings"]) == finding_keys(live["findings"])
-
-
 def _tracking(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
     """bundle.read_document patched to count the documents read and the most alive at once."""
     live: set[int] = set()
@@ -123,6 +88,27 @@ def _tracking(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
 
     monkeypatch.setattr(bundle, "read_document", tracked)
     return read, peak
+
+
+def test_an_import_holds_one_document_at_a_time(fleet: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    read, peak = _tracking(monkeypatch)
+    result, _ = import_documents([fleet["docs"]], fleet["tmp"] / "in-process")
+    assert read[0] == len(fleet["hosts"])  # each document read once
+    assert peak[0] <= 2, f"{peak[0]} documents held at once"
+    assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
+    assert not [p for p in (fleet["tmp"] / "in-process").iterdir() if p.name.endswith(".staging")], \
+        "the import left its staging directory behind"
+
+
+def test_the_import_judges_what_a_live_run_of_the_same_answers_judges(fleet: dict[str, Any]) -> None:
+    cli = Cli.create(fleet["tmp"])
+    proc, imported = cli.run_json("import", str(fleet["docs"]), "-i", str(fleet["inv"]), "--results",
+                                  str(fleet["tmp"] / "imported"))
+    assert proc.returncode in (0, 1, 5), proc.stderr
+    proc, live = cli.run_json("run", "-i", str(fleet["inv"]))
+    assert proc.returncode in (0, 1, 5), proc.stderr
+    assert [h["name"] for h in imported["hosts"]] == [h["name"] for h in live["hosts"]]  # the inventory's order
+    assert finding_keys(imported["findings"]) == finding_keys(live["findings"])
 
 
 def test_a_worker_holds_one_document_at_a_time_and_stages_each_hosts_files(
