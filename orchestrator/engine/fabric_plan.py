@@ -267,7 +267,17 @@ class Schedule:
     skipped: dict[str, str] = field(default_factory=dict)  # host -> why it takes no part
 
     def for_host(self, name: str) -> list[PairStep]:
-        return [s for s in self.steps if name in (s.server, s.client)]
+        return list(self._by_host.get(name, ()))
+
+    @functools.cached_property
+    def _by_host(self) -> dict[str, list[PairStep]]:
+        # each host's steps, in the plan's order: handing out a wave asks this of every host, and
+        # a scan of every step for each one is hosts x steps (minutes at a thousand hosts)
+        out: dict[str, list[PairStep]] = {}
+        for s in self.steps:
+            out.setdefault(s.server, []).append(s)
+            out.setdefault(s.client, []).append(s)
+        return out
 
     def pairs(self) -> set[tuple[str, str, int]]:
         return {(min(s.server, s.client), max(s.server, s.client), s.rail) for s in self.steps}
