@@ -15,12 +15,12 @@ the schema-1 shape facts/model.py describes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from orchestrator.store import atomic, compact
-from orchestrator.store.spool import SpooledRecords
+from orchestrator.store.spool import FactsLayout, SpooledRecords
 
 INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1
@@ -28,6 +28,10 @@ INDEX_VERSION = 1
 # two runs' records with one digest need not be parsed to be diffed.  Written for fleets judged in
 # workers; without it (small fleets, older runs) diff parses every record, as before.
 DIGESTS_NAME = "fleet.digests.json"
+# Where each record's facts sit in its text (spool.FactsLayout), in index order: readers of a
+# section or two (the terminal, `probe show`) parse those instead of whole records.  Apart from the
+# index, so that a reader that does not know it still reads the index.
+LAYOUTS_NAME = "fleet.layouts.json"
 
 
 def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> str:
@@ -39,22 +43,40 @@ def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> str
     section ("facts.<section>"), cut from the same encoding (verdict/drift.py hashes some of them:
     encoding them apart again cost a fifth of judging a host).  The stored text of an object is its
     members' texts joined, so the text is byte for byte compact.host_text(rec)."""
+    return stored_record(rec, parts)[0]
+
+
+def stored_record(rec: dict[str, Any], parts: dict[str, str] | None = None) -> tuple[str, FactsLayout | None]:
+    """record_text(rec, parts), and where its facts sit in that text (spool.FactsLayout; None when
+    the facts are not stored section by section, or `parts` is not asked for)."""
     stored = compact.encode_host(rec)
     if parts is None or not compact.is_member_wise(rec, stored):
-        return compact.stored_text(stored)
+        return compact.stored_text(stored), None
     enc = compact.stored_text
-    members = []
+    members: list[str] = []
+    layout: FactsLayout | None = None
+    at = 1  # characters so far, the opening brace included; the text is ASCII (json escapes the rest)
     for key, value in stored.items():
+        head = f"{',' if members else ''}{enc(key)}:"
+        at += len(head)
         if key == "facts" and isinstance(value, dict) and compact.is_member_wise(rec[key], value):
-            sections = []
+            sections: list[str] = []
+            spans: list[tuple[str, int, int]] = []
+            inner = at + 1
             for section, facts in value.items():
                 text = parts[f"facts.{section}"] = enc(facts)
-                sections.append(f"{enc(section)}:{text}")
-            parts[key] = "{" + ",".join(sections) + "}"
+                name = f"{',' if sections else ''}{enc(section)}:"
+                spans.append((section, inner + len(name), inner + len(name) + len(text)))
+                inner += len(name) + len(text)
+                sections.append(name + text)
+            parts[key] = "{" + "".join(sections) + "}"
+            layout = (at, at + len(parts[key]), tuple(spans))
         else:
             parts[key] = enc(value)
-        members.append(f"{enc(key)}:{parts[key]}")
-    return "{" + ",".join(members) + "}"
+        at += len(parts[key])
+        members.append(head + parts[key])
+    text = "{" + "".join(members) + "}"
+    return text, (layout if text.isascii() else None)
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
@@ -62,6 +84,7 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     index (both atomically)."""
     fleet = {**fleet, "schema_version": compact.SCHEMA_VERSION}
     entries: list[list[Any]] = []
+    layouts: list[list[Any] | None] = []
 
     def chunks() -> Iterator[bytes]:
         pos = 0
@@ -79,19 +102,13 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
                 yield from map(put, atomic.iter_json(compact.encode(value)))
                 continue
             yield put("[")
-            records: Iterable[tuple[Any, str | bytes]]
-            if isinstance(value, SpooledRecords):  # judged in workers, or a stored file: its text is copied
-                records = zip(value.names(), (value.stored(j) if value.version == compact.SCHEMA_VERSION
-                                              else compact.recode_text(value.text(j), value.version)
-                                              for j in range(len(value))))
-            else:
-                records = ((rec.get("name"), record_text(rec)) for rec in value)
-            for j, (name, text) in enumerate(records):
+            for j, (name, text, layout) in enumerate(_stored_records(value)):
                 if j:
                     yield put(",")
                 start = pos
                 yield put(text)
                 entries.append([name, start, pos - start])
+                layouts.append(_layout_json(layout) if layout else None)
             yield put("]")
         yield put("}\n")
 
@@ -101,16 +118,58 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
                                                    "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
     hosts = fleet.get("hosts")
     digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
-    if any(digests):
-        atomic.write_json(path.with_name(DIGESTS_NAME), {"version": INDEX_VERSION, "size": st.st_size,
-                                                         "mtime_ns": st.st_mtime_ns, "hosts": digests}, mode=mode)
+    for name, per_host in ((DIGESTS_NAME, digests), (LAYOUTS_NAME, layouts)):
+        if any(per_host):
+            atomic.write_json(path.with_name(name), {"version": INDEX_VERSION, "size": st.st_size,
+                                                     "mtime_ns": st.st_mtime_ns, "hosts": per_host}, mode=mode)
     return path
 
 
-def _digests(path: Path, count: int) -> list[str | None]:
-    """The records' drift digests when the digests file belongs to this very fleet.json, else none."""
+def _stored_records(hosts: Any) -> Iterator[tuple[Any, str | bytes, FactsLayout | None]]:
+    """Each host's name, stored text and facts layout, as fleet.json writes them."""
+    if isinstance(hosts, SpooledRecords):  # judged in workers, or a stored file: its text is copied
+        for j, name in enumerate(hosts.names()):
+            if hosts.version == compact.SCHEMA_VERSION:
+                yield name, hosts.stored(j), hosts.layout(j)
+            else:
+                yield name, compact.recode_text(hosts.text(j), hosts.version), None
+        return
+    for rec in hosts:
+        text, layout = stored_record(rec, {})
+        yield rec.get("name"), text, layout
+
+
+def _layout_json(layout: FactsLayout) -> list[Any]:
+    start, end, sections = layout
+    return [start, end, [list(s) for s in sections]]
+
+
+def _layout(stored: Any, length: int) -> FactsLayout | None:
+    """A stored facts layout of a record `length` bytes long, when it fits inside the record (one
+    that does not is ignored: the record is then parsed whole)."""
+    if not isinstance(stored, list) or len(stored) != 3:
+        return None
+    start, end, sections = stored
+    if not (_int(start) and _int(end) and 0 < start < end < length and isinstance(sections, list)):
+        return None
+    spans = []
+    for s in sections:
+        if not (isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and _int(s[1]) and _int(s[2])
+                and start < s[1] < s[2] < end):
+            return None
+        spans.append((s[0], s[1], s[2]))
+    return start, end, tuple(spans)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _per_host(path: Path, name: str, count: int) -> list[Any]:
+    """The per-record list of a file beside fleet.json (`name`: digests, layouts) when it belongs
+    to this very fleet.json, else one None per record."""
     try:
-        doc = json.loads(path.with_name(DIGESTS_NAME).read_text(encoding="utf-8"))
+        doc = json.loads(path.with_name(name).read_text(encoding="utf-8"))
         st = path.stat()
     except (OSError, ValueError):
         return [None] * count
@@ -118,7 +177,7 @@ def _digests(path: Path, count: int) -> list[str | None]:
             or doc.get("mtime_ns") != st.st_mtime_ns or not isinstance(doc.get("hosts"), list) \
             or len(doc["hosts"]) != count:
         return [None] * count
-    return [d if isinstance(d, str) else None for d in doc["hosts"]]
+    return list(doc["hosts"])
 
 
 def _index(path: Path) -> list[list[Any]] | None:
@@ -159,7 +218,10 @@ def read_fleet(path: Path) -> Any:
     version = compact.stored_version(doc)
     doc = compact.decode_fleet(doc)
     records = SpooledRecords(remove=False, version=version)
-    for (name, offset, length), digest in zip(hosts, _digests(path, len(hosts))):
-        records.add(path, offset, length, str(name), digest)
+    digests = _per_host(path, DIGESTS_NAME, len(hosts))
+    layouts = _per_host(path, LAYOUTS_NAME, len(hosts))
+    for (name, offset, length), digest, layout in zip(hosts, digests, layouts):
+        records.add(path, offset, length, str(name), digest if isinstance(digest, str) else None,
+                    _layout(layout, length))
     doc["hosts"] = records
     return doc

@@ -23,6 +23,10 @@ from orchestrator.store.compact import damaged_host, decode_host
 LATE_KEYS = ("fingerprint", "class", "health")
 _NO_LATE = ',"fingerprint":null,"class":null,"health":null}'
 Body = tuple[Path, int, int]  # a record's stored text without its fleet-wide keys: file, offset, length
+# Where a record's facts sit in its stored text, in bytes from the record's start: the facts
+# object's range and each section's value's (section, start, end).  With it a reader of names,
+# outcomes and a section or two parses a few kilobytes of a record instead of all of it.
+FactsLayout = tuple[int, int, tuple[tuple[str, int, int], ...]]
 
 
 def _late_text(keys: Mapping[str, Any]) -> str:
@@ -47,12 +51,14 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         # per entry, the record's drift digest (verdict/drift.py: what `probe diff` reads of it), None
         # where there is none; in the spool without the class, which is mixed in once it is decided
         self._digests: list[str | None] = []
+        self._layouts: list[FactsLayout | None] = []  # per entry, where its facts sit (None: unknown)
         self._classes: dict[str, tuple[Any, Any]] | None = None
         self._tail: dict[str, str] | None = None  # host -> ',"fingerprint":…,"class":…}' (spool only)
         self._where: dict[str, int] | None = None
         self._finalizer = weakref.finalize(self, _cleanup, directory if remove else None, self._fds)
 
-    def add(self, part: int | Path, offset: int, length: int, name: str, digest: str | None = None) -> None:
+    def add(self, part: int | Path, offset: int, length: int, name: str, digest: str | None = None,
+            layout: FactsLayout | None = None) -> None:
         if isinstance(part, int):
             assert self._dir is not None, "a numbered part lives in the spool directory"
             path = self._dir / f"part{part}.json"
@@ -62,6 +68,11 @@ class SpooledRecords(Sequence[dict[str, Any]]):
             self._fds[path] = os.open(path, os.O_RDONLY)
         self._entries.append((path, offset, length, name))
         self._digests.append(digest)
+        self._layouts.append(layout)
+
+    def layout(self, i: int) -> FactsLayout | None:
+        """Where record i's facts sit in its stored text, when known."""
+        return self._layouts[i]
 
     def set_late(self, of_host: dict[str, dict[str, Any]]) -> None:
         """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
@@ -173,7 +184,8 @@ class SpooledRecords(Sequence[dict[str, Any]]):
 
     def with_facts(self, sections: Collection[str]) -> Iterator[dict[str, Any]]:
         """Every record with only the named facts sections: a reader of names, outcomes and a
-        section or two (the terminal's tables) skips decoding the rest, most of a record."""
+        section or two (the terminal's tables) skips decoding the rest, most of a record, and skips
+        parsing it where the record's layout is known."""
         def narrow(rec: dict[str, Any]) -> dict[str, Any]:
             facts = rec.get("facts")
             # facts kept verbatim ({"@v": ...}, odd section names) are decoded whole
@@ -182,7 +194,29 @@ class SpooledRecords(Sequence[dict[str, Any]]):
             return rec
 
         for i in range(len(self._entries)):
-            yield self._read(i, narrow)
+            rec = self._without_facts(i, sections)
+            yield self._read(i, narrow) if rec is None else rec
+
+    def _without_facts(self, i: int, sections: Collection[str]) -> dict[str, Any] | None:
+        """Record i with only the named facts sections, parsed from the parts of its text its
+        layout names; None where there is no layout or the text is not what it describes (the
+        caller then reads it whole, which says what is wrong with it)."""
+        layout = self._layouts[i]
+        if layout is None or self.version == 1:
+            return None
+        start, end, members = layout
+        data = self.stored(i)
+        if not 0 < start < end < len(data) or data[start:start + 1] != b"{" or data[end - 1:end] != b"}":
+            return None
+        try:
+            rec = json.loads(data[:start] + b"{}" + data[end:])
+            if not isinstance(rec, dict) or rec.get("facts") != {}:
+                return None
+            rec["facts"] = {name: json.loads(data[a:b]) for name, a, b in members
+                            if name in sections and start < a < b < end}
+            return decode_host(rec)
+        except (ValueError, RecursionError):
+            return None
 
     def json_pieces(self) -> Iterator[str]:
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""

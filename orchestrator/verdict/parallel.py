@@ -25,11 +25,11 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.store import compact
-from orchestrator.store.fleet_file import record_text
-from orchestrator.store.spool import SpooledRecords
+from orchestrator.store.fleet_file import stored_record
+from orchestrator.store.spool import FactsLayout, SpooledRecords
 from orchestrator.verdict.drift import drift_digest
 
 if TYPE_CHECKING:
@@ -101,10 +101,12 @@ class PartWriter:
         # the fleet-wide keys, decided when every host is judged, end the record: SpooledRecords appends them
         del rec["fingerprint"], rec["class"]
         parts: dict[str, str] = {}
-        data = record_text(rec, parts).encode("utf-8")
+        text, layout = stored_record(rec, parts)
+        data = text.encode("utf-8")
         digest = drift_digest(rec, parts)
         self._out.write(data)
-        pickle.dump((self._offset, len(data), verdict, digest), self._index, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(Spooled(self._offset, len(data), verdict, digest, layout), self._index,
+                    protocol=pickle.HIGHEST_PROTOCOL)
         self._offset += len(data)
 
     def __enter__(self) -> PartWriter:
@@ -115,8 +117,19 @@ class PartWriter:
         self._index.close()
 
 
-def read_part(part: Path) -> Iterator[tuple[int, int, HostVerdict, str | None]]:
-    """(offset, length, verdict, digest) of each host a worker wrote to `part`, in its order."""
+class Spooled(NamedTuple):
+    """One judged host in a worker's spool: where its record's text sits in part.json, its verdict,
+    its drift digest and where its facts sit in the text."""
+
+    offset: int
+    length: int
+    verdict: HostVerdict
+    digest: str | None
+    layout: FactsLayout | None
+
+
+def read_part(part: Path) -> Iterator[Spooled]:
+    """Each host a worker wrote to `part`, in its order."""
     with open(part.with_suffix(".pickle"), "rb") as f:
         while True:
             try:
@@ -217,7 +230,7 @@ def _read_back(records: SpooledRecords, parts: list[Path]) -> list[HostVerdict]:
     """The verdicts the parts hold, in their order; each host's record added to `records`."""
     verdicts: list[HostVerdict] = []
     for i, part in enumerate(parts):
-        for offset, length, verdict, digest in read_part(part):
-            records.add(i, offset, length, verdict.name, digest)
-            verdicts.append(verdict)
+        for s in read_part(part):
+            records.add(i, s.offset, s.length, s.verdict.name, s.digest, s.layout)
+            verdicts.append(s.verdict)
     return verdicts

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from orchestrator.store import compact
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict.parallel import Judge, PartWriter, kill_all, read_part
+from orchestrator.verdict.parallel import Judge, PartWriter, Spooled, kill_all, read_part
 
 if TYPE_CHECKING:
     from orchestrator.engine.results import HostInput
@@ -117,18 +117,18 @@ class JudgingPool:
             if not ok or self._dir is None:
                 return None
             records = SpooledRecords(self._dir, version=compact.SCHEMA_VERSION)
-            judged: dict[str, tuple[int, int, int, HostVerdict, str | None]] = {}
+            judged: dict[str, tuple[int, Spooled]] = {}
             for i in range(workers):
-                for offset, length, verdict, digest in read_part(self._dir / f"part{i}"):
-                    judged[verdict.name] = (i, offset, length, verdict, digest)
+                for spooled in read_part(self._dir / f"part{i}"):
+                    judged[spooled.verdict.name] = (i, spooled)
             if len(judged) != len(inputs):
                 records.close()
                 return None
             verdicts = []
             for h in inputs:
-                part, offset, length, verdict, digest = judged[h.name]
-                records.add(part, offset, length, verdict.name, digest)
-                verdicts.append(verdict)
+                part, s = judged[h.name]
+                records.add(part, s.offset, s.length, s.verdict.name, s.digest, s.layout)
+                verdicts.append(s.verdict)
             self._dir = None  # the records own the spool now
             return records, verdicts
         except (OSError, EOFError, pickle.UnpicklingError, KeyError):

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.compact import decode_fleet, encode_fleet, read_plain
-from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
+from orchestrator.store.fleet_file import INDEX_NAME, LAYOUTS_NAME, read_fleet, write_fleet
 from orchestrator.store.history import load_fleet
 from orchestrator.store.spool import SpooledRecords, records_with
 from orchestrator.verdict.drift import diff_fleets
@@ -127,3 +127,71 @@ def test_facts_kept_verbatim_are_read_whole_by_a_reader_of_a_few_sections(tmp_pa
     write_fleet(tmp_path / "fleet.json", fleet)
     [back] = list(records_with(read_fleet(tmp_path / "fleet.json")["hosts"], ("host",)))
     assert back["facts"] == odd["facts"]
+
+
+def _parsed_texts(monkeypatch: pytest.MonkeyPatch) -> list[bytes | str]:
+    """Every text the spool hands json.loads, from now on."""
+    from orchestrator.store import spool
+
+    seen: list[bytes | str] = []
+    real = spool.json.loads
+
+    def loads(text: bytes | str, *a: object, **k: object) -> object:
+        seen.append(text)
+        return real(text, *a, **k)
+    monkeypatch.setattr(spool.json, "loads", loads)
+    return seen
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_reader_of_a_few_sections_parses_only_those_where_the_layout_is_known(
+        demo_inputs: list[HostInput], tmp_path: Path, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spool of a fleet judged in workers, and a stored fleet.json with its layouts file, know
+    where each record's facts sections sit: a reader of names and a section or two never parses
+    the other sections' text (instrumented), and gets what parsing the whole record gives."""
+    fleet = _fleet(_copies(demo_inputs, 30), workers, tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    write_fleet(run / "fleet.json", fleet)
+    assert (run / LAYOUTS_NAME).is_file()
+    # in memory when judged in this process (a small fleet); read from the file either way
+    spooled = [fleet["hosts"]] if workers > 1 else []
+    for hosts in [*spooled, read_fleet(run / "fleet.json")["hosts"]]:
+        assert isinstance(hosts, SpooledRecords)
+        whole = list(hosts)
+        pcie = [hosts.stored(i)[slice(*_span(hosts, i, "pcie"))] for i in range(len(hosts))]
+        seen = _parsed_texts(monkeypatch)
+        light = list(hosts.with_facts(("host", "gpus")))
+        bare = list(hosts.with_facts(()))
+        monkeypatch.undo()
+        assert seen and not any(p in t for t in seen for p in pcie if isinstance(t, bytes))
+        assert sum(map(len, seen)) < sum(len(hosts.stored(i)) for i in range(len(hosts))) / 2
+        for a, b, c in zip(light, bare, whole):
+            assert list(a["facts"]) == [s for s in c["facts"] if s in ("host", "gpus")]
+            assert a["facts"] == {s: c["facts"][s] for s in a["facts"]} and b["facts"] == {}
+            for r in (a, b):
+                assert {k: v for k, v in r.items() if k != "facts"} == {k: v for k, v in c.items() if k != "facts"}
+
+
+def _span(hosts: SpooledRecords, i: int, section: str) -> tuple[int, int]:
+    layout = hosts.layout(i)
+    assert layout is not None
+    [(a, b)] = [(a, b) for name, a, b in layout[2] if name == section]
+    return a, b
+
+
+def test_a_layout_that_does_not_fit_its_record_costs_only_the_time_of_a_whole_parse(
+        demo_inputs: list[HostInput], tmp_path: Path) -> None:
+    """A layouts file that belongs to another fleet.json, or with entries that point elsewhere in a
+    record, is never trusted: the records are parsed whole and read the same."""
+    fleet = _fleet(_copies(demo_inputs, 12), 2, tmp_path)
+    path = write_fleet(tmp_path / "fleet.json", fleet)
+    want = [dict(r) for r in read_fleet(path)["hosts"].with_facts(("gpus",))]
+    doc = json.loads((tmp_path / LAYOUTS_NAME).read_text())
+    shifted = [[s + 7, e + 7, [[n, a + 7, b + 7] for n, a, b in secs]] for s, e, secs in doc["hosts"]]
+    swapped = doc["hosts"][1:] + doc["hosts"][:1]
+    for bad in ({**doc, "hosts": shifted}, {**doc, "hosts": swapped}, {**doc, "size": 1},
+                {**doc, "hosts": [["x", 1, 2]] * len(doc["hosts"])}, {**doc, "hosts": doc["hosts"][1:]}):
+        (tmp_path / LAYOUTS_NAME).write_text(json.dumps(bad))
+        back = read_fleet(path)["hosts"]
+        assert [dict(r) for r in back.with_facts(("gpus",))] == want
