@@ -69,7 +69,7 @@ def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFo
             rd = read_one(f, read, host_for)
             if rd.result is not None:
                 rd.staged = run.stage_dir(str(first + i))
-                write_probe_files(rd.staged, rd.result)
+                write_probe_files(rd.staged, rd.result, staged=True)
                 release_envelope_data(rd.result)
             pickle.dump(rd, out, protocol=pickle.HIGHEST_PROTOCOL)
 

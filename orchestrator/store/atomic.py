@@ -33,6 +33,16 @@ def write_bytes(path: str | Path, data: bytes, mode: int = 0o644, durable: bool 
     return write_chunks(path, [data], mode, durable)
 
 
+def create_json(path: Path, doc: Any, mode: int) -> Path:
+    """write_json's bytes as a new file in a directory no reader looks into yet (files/atomic.create):
+    one document of bounded size (a probe's envelope), encoded in one piece."""
+    return files_atomic.create(path, (_encode(doc) + "\n").encode("utf-8"), mode)
+
+
+def create_bytes(path: Path, data: bytes, mode: int) -> Path:
+    return files_atomic.create(path, data, mode)
+
+
 def write_chunks(path: str | Path, chunks: Iterable[bytes], mode: int = 0o644, durable: bool = True) -> Path:
     """`chunks` written one after another: a large file produced piece by piece (fleet.json)."""
     return replace(path, lambda f: f.writelines(chunks), mode, durable)

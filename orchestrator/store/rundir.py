@@ -307,15 +307,26 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def write_probe_files(hdir: Path, res: HostResult) -> None:
-    """A host's probe files (envelope, stdout, stderr of each probe) into its directory `hdir`."""
+def write_probe_files(hdir: Path, res: HostResult, staged: bool = False) -> None:
+    """A host's probe files (envelope, stdout, stderr of each probe) into its directory `hdir`.
+    `staged`: a new staging directory (RunDirectory.stage_dir), which no reader sees before it is
+    moved in whole: each file is written in place instead of replacing one atomically."""
+    def put(path: Path, data: bytes) -> None:
+        if staged:
+            atomic.create_bytes(path, data, RUN_FILE_MODE)
+        else:
+            atomic.write_bytes(path, data, durable=False, mode=RUN_FILE_MODE)
+
     for name, pr in res.probes.items():
         if pr.envelope is not None:
-            atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
+            if staged:
+                atomic.create_json(hdir / f"{name}.json", pr.envelope.to_dict(), RUN_FILE_MODE)
+            else:
+                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
         if pr.stdout:
-            atomic.write_bytes(hdir / f"{name}.stdout", pr.stdout, durable=False, mode=RUN_FILE_MODE)
+            put(hdir / f"{name}.stdout", pr.stdout)
         if pr.stderr.strip():
-            atomic.write_bytes(hdir / f"{name}.stderr", pr.stderr, durable=False, mode=RUN_FILE_MODE)
+            put(hdir / f"{name}.stderr", pr.stderr)
 
 
 def release_envelope_data(res: HostResult) -> None:
