@@ -28,7 +28,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts
@@ -114,9 +114,10 @@ def thresholds_with(overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Thr
     return out
 
 
-@dataclass(frozen=True)
-class Measure:
-    """One measured figure of a host: per GPU (`gpu`: its bus id) or of the whole host (None)."""
+class Measure(NamedTuple):
+    """One measured figure of a host: per GPU (`gpu`: its bus id) or of the whole host (None).
+    A tuple, not an object with a __dict__: the controller holds every host's few dozen of them
+    until the fleet baselines are judged (a third of the memory a host's verdict took)."""
 
     metric: str
     kind: str  # what splits the metric further: the pair's link ("NV18"), NCCL's op and size

@@ -162,22 +162,19 @@ def record_not_judged(record: Mapping[str, Any]) -> dict[str, str]:
                       str(record.get("outcome") or ""), str(record.get("reason") or ""))
 
 
-def check_states(host: str, not_judged: Mapping[str, str], findings: Iterable[Finding],
-                 ids: Iterable[str] = FINDING_IDS, fleet_not_judged: Mapping[str, Mapping[str, str]] | None = None,
-                 silenced: Iterable[tuple[str, str, str]] = ()) -> dict[str, CheckState]:
-    """finding id -> its state on `host` (its stored not-judged ids, its findings).  A raised
-    finding wins over "not judged" (a check that found a fault in partial data did judge); a
-    finding the playbook silenced (`silenced`: host, id, reason) is not judged ("silenced:
+def check_states(not_judged: Mapping[str, str], findings: Iterable[Finding], ids: Iterable[str] = FINDING_IDS,
+                 fleet_not_judged: Mapping[str, str] | None = None,
+                 silenced: Iterable[tuple[str, str]] = ()) -> dict[str, CheckState]:
+    """finding id -> its state on one host, from its stored not-judged ids, its findings, the ids
+    fleet-wide checks could not judge on it (`fleet_not_judged`: id -> why) and its findings the
+    playbook silenced (`silenced`: id, reason).  A raised finding wins over "not judged" (a check
+    that found a fault in partial data did judge); a silenced one is not judged ("silenced:
     reason"), since nobody may read it as passed either."""
     raised = {f.id for f in findings}
     quiet: dict[str, str] = {}
-    for where, fid, reason in silenced:
-        if where == host:
-            quiet.setdefault(fid, f"silenced by the playbook: {reason or 'no reason given'}")
-    missing = dict(not_judged)
-    for fid, hosts in (fleet_not_judged or {}).items():
-        if host in hosts and fid not in missing:
-            missing[fid] = str(hosts[host])
+    for fid, reason in silenced:
+        quiet.setdefault(fid, f"silenced by the playbook: {reason or 'no reason given'}")
+    missing = {**(fleet_not_judged or {}), **not_judged}
     out = {}
     for fid in dict.fromkeys([*ids, *sorted(raised)]):
         if fid in raised:

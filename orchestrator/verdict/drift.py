@@ -92,8 +92,8 @@ _NAMED = 3  # hosts named in one expectation line; the rest are counted
 
 def _states(host: JudgedHost, findings: list[Finding], fleet: FleetResult,
             ids: list[str]) -> dict[str, coverage.CheckState]:
-    silenced = [(s.finding.host, s.finding.id, s.reason) for s in fleet.silenced]
-    return coverage.check_states(host.name, host.not_judged, findings, ids, fleet.not_judged, silenced)
+    return coverage.check_states(host.not_judged, findings, ids, fleet.not_judged_on(host.name),
+                                 fleet.silenced_of(host.name))
 
 
 def _class_comparable(o: JudgedHost, n: JudgedHost) -> bool:

@@ -392,6 +392,22 @@ class FleetResult:
     def findings_of(self, host: str) -> list[Finding]:
         return self._index.of(host)
 
+    def not_judged_on(self, host: str) -> dict[str, str]:
+        """finding id -> why a fleet-wide check could not judge `host`."""
+        return {fid: str(hosts[host]) for fid, hosts in self.not_judged.items() if host in hosts}
+
+    def silenced_of(self, host: str) -> list[tuple[str, str]]:
+        """(finding id, why) of each of the host's findings the playbook silenced."""
+        return self._silenced_by_host.get(host, [])
+
+    @cached_property
+    def _silenced_by_host(self) -> dict[str, list[tuple[str, str]]]:
+        # one pass: a playbook that silences an id fleet-wide has a silenced finding on every host
+        out: dict[str, list[tuple[str, str]]] = {}
+        for s in self.silenced:
+            out.setdefault(s.finding.host, []).append((s.finding.id, s.reason))
+        return out
+
     def drawing(self, host: JudgedHost) -> HostDrawing:
         """What the checks decided about each device of `host`, for pictures (verdict/drawing.py)."""
         try:
@@ -431,10 +447,9 @@ class FleetResult:
                      ) -> Iterator[tuple[JudgedHost, dict[str, coverage.CheckState]]]:
         """(host, finding id -> pass / raised / not judged) for every host, in the run's order."""
         wanted = list(FINDING_IDS if ids is None else ids)
-        silenced = [(s.finding.host, s.finding.id, s.reason) for s in self.silenced]
         for host in self.hosts.with_facts(()):
-            yield host, coverage.check_states(host.name, host.not_judged, self.findings_of(host.name), wanted,
-                                              self.not_judged, silenced)
+            yield host, coverage.check_states(host.not_judged, self.findings_of(host.name), wanted,
+                                              self.not_judged_on(host.name), self.silenced_of(host.name))
 
     # ---------------------------------------------------------------- the file edge
 

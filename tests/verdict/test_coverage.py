@@ -41,8 +41,8 @@ def test_unreachable_host_judges_nothing_and_a_raised_finding_wins() -> None:
     assert set(why.values()) == {"host unreachable: connection refused"}
     stored = {"gpu.lost": "partial", "p2p.outlier": "p2p probe not in this run"}
     lost = fault("gpu.lost", "h", "GPU0", "lost")
-    states = check_states("h", stored, [lost], ["gpu.lost", "p2p.outlier", "gpu.mig.enabled"],
-                          silenced=[("h", "gpu.mig.enabled", "known")])
+    states = check_states(stored, [lost], ["gpu.lost", "p2p.outlier", "gpu.mig.enabled"],
+                          silenced=[("gpu.mig.enabled", "known")])
     assert states["gpu.lost"].state == RAISED
     assert states["p2p.outlier"].state == NOT_JUDGED
     assert states["gpu.mig.enabled"].state == NOT_JUDGED and "silenced" in states["gpu.mig.enabled"].reason
@@ -52,7 +52,7 @@ def test_records_without_stored_states_are_worked_out_from_probes() -> None:
     rec = {"name": "h", "outcome": "ok", "reason": "", "probes": _probes(host="ok", nvml="ok"),
            "facts": {"host": {}, "gpus": {"list": [{"index": 0}]}}}
     host = JudgedHost.from_record(rec)
-    states = check_states(host.name, host.not_judged, [], ["gpu.lost", "p2p.outlier"])
+    states = check_states(host.not_judged, [], ["gpu.lost", "p2p.outlier"])
     assert states["gpu.lost"].state == PASS
     assert states["p2p.outlier"].reason == "p2p probe not in this run"
 
@@ -71,7 +71,7 @@ def test_a_stored_fleet_read_by_its_index_gives_the_states_of_the_records(tmp_pa
     fleet = read_fleet(tmp_path / "fleet.json")
     assert isinstance(fleet["hosts"], SpooledRecords)
     states = {h.name: st for h, st in FleetResult.from_document(fleet).check_states(["gpu.lost", "gpu.mig.enabled"])}
-    assert states["new"]["gpu.lost"] == check_states("new", stored["not_judged"], [], ["gpu.lost"])["gpu.lost"]
+    assert states["new"]["gpu.lost"] == check_states(stored["not_judged"], [], ["gpu.lost"])["gpu.lost"]
     assert states["new"]["gpu.lost"].state == NOT_JUDGED
     # judged from its facts: the GPU list was measured, so gpu.lost passed (stripped facts would say
     # "no gpus facts from the nvml probe")
@@ -90,3 +90,24 @@ def test_two_stored_records_of_one_name_keep_their_own_states(tmp_path) -> None:
     stored = FleetResult.from_document(read_fleet(tmp_path / "fleet.json"))
     first, second = (st["gpu.lost"] for _, st in stored.check_states(["gpu.lost"]))
     assert first.state == PASS and second.state == NOT_JUDGED
+
+
+def test_a_finding_silenced_on_one_host_is_not_judged_there_only(demo_inputs: list) -> None:
+    """The playbook silences an id on one host: that host's state says so; another host with the
+    same finding still has it raised, and a host without it passed (one index of the silenced
+    findings by host, not every silenced finding read again for each host)."""
+    from orchestrator.verdict.judge import build_fleet
+    from orchestrator.verdict.overrides import Override
+    from tests.support.demo_inputs import copies
+    from tests.support.judged import meta
+
+    hosts = copies([h for h in demo_inputs if h.name == "dgx-h100-01"], 3)
+    quiet, loud, fine = (h.name for h in hosts)
+    expect = {quiet: Expectations(gpu_count=16), loud: Expectations(gpu_count=16), fine: Expectations(gpu_count=8)}
+    fid = "gpu.count.mismatch"
+    fleet = build_fleet(meta(), hosts, lambda h: expect[h.name],
+                        lambda name: {fid: Override("off", "known short")} if name == quiet else {})
+    assert [(s.finding.host, s.finding.id) for s in fleet.silenced] == [(quiet, fid)]
+    states = {h.name: st[fid] for h, st in fleet.check_states([fid])}
+    assert states[quiet].state == NOT_JUDGED and states[quiet].reason == "silenced by the playbook: known short"
+    assert states[loud].state == RAISED and states[fine].state == PASS

@@ -200,7 +200,8 @@ def test_a_fleet_without_peers_records_busbw_as_not_judged(demo: dict[str, dict[
     views = [HostView(name=n, facts=checks_registry.fleet_facts(f), outcomes=dict(OUTCOMES))
              for n, f in (("lone", unlisted), ("ok", demo["dgx-h100-12"]))]
     fleet_level = {"nccl.busbw.low": checks.peers_not_judged(views)}
-    state = coverage.check_states("lone", {}, [], ["nccl.busbw.low"], fleet_level)["nccl.busbw.low"]
+    on_lone = {fid: hosts["lone"] for fid, hosts in fleet_level.items() if "lone" in hosts}
+    state = coverage.check_states({}, [], ["nccl.busbw.low"], on_lone)["nccl.busbw.low"]
     assert state.state == coverage.NOT_JUDGED and "no published floor for 4x H100-SXM" in state.reason
 
 
