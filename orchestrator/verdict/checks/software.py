@@ -113,7 +113,8 @@ def _peer_key(v: HostView) -> tuple[Any, ...] | None:
 
 
 # What version_outlier reads (checks/__init__.fleet_facts).
-FLEET_READS: FleetReads = {"host": None,
+FLEET_READS: FleetReads = {"host": {"board": {"model": None, "product": None, "bios_version": None},
+                                    "driver": {"version": None}, "kernel": None},
                            "gpus": {"cuda_driver_version": None, "list": {"model": None, "name": None, "vbios": None,
                                                                        "inforom_image": None}}}
 
