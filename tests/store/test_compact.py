@@ -245,3 +245,28 @@ def test_the_column_memo_is_bounded_by_the_items_it_holds() -> None:
         assert memo.get(column, {str}, 0, make) == compact._encode_run(column, {str})
         assert memo._items <= 100
     assert 0 < sum(map(len, memo._kinds)) <= 25
+
+
+def test_objects_keyed_by_hosts_are_not_tables_and_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet's not-judged ids (id -> {host: why}) are rows whose keys are host names: past
+    _MAX_COLUMNS distinct keys no column order is worked out for them (columns x columns: 100,000
+    hosts took over a minute of fleet.json's writing), and they read back as they were."""
+    from orchestrator.store import compact
+
+    ordered: list[int] = []
+    real = compact._column_order
+
+    def counted(shapes: Any) -> Any:
+        ordered.append(len(set().union(*shapes)))
+        return real(shapes)
+    monkeypatch.setattr(compact, "_column_order", counted)
+    hosts = [f"host-{i:05d}" for i in range(1000)]  # more than _MAX_COLUMNS
+    not_judged = {f"check.{k}": {h: "no peers to compare with" for j, h in enumerate(hosts) if (j + k) % 3}
+                  for k in range(5)}
+    stored = encode(not_judged)
+    assert decode(json.loads(json.dumps(stored))) == not_judged
+    assert "@table" not in json.dumps(stored) and ordered == []
+    # records of one kind with optional members still make a table
+    rows = [{"a": 1, "b": 2}, {"a": 3}, {"a": 5, "c": 6}] * 3
+    table = encode(rows)
+    assert next(iter(table)) == "@table" and decode(table) == rows and ordered == [3]
