@@ -311,18 +311,22 @@ def write_probe_files(hdir: Path, res: HostResult, staged: bool = False) -> None
     """A host's probe files (envelope, stdout, stderr of each probe) into its directory `hdir`.
     `staged`: a new staging directory (RunDirectory.stage_dir), which no reader sees before it is
     moved in whole: each file is written in place instead of replacing one atomically."""
-    def put(path: Path, data: bytes) -> None:
-        if staged:
+    if staged:
+        def put_json(path: Path, doc: Any) -> None:
+            atomic.create_json(path, doc, RUN_FILE_MODE)
+
+        def put(path: Path, data: bytes) -> None:
             atomic.create_bytes(path, data, RUN_FILE_MODE)
-        else:
+    else:
+        def put_json(path: Path, doc: Any) -> None:
+            atomic.write_json(path, doc, durable=False, mode=RUN_FILE_MODE)
+
+        def put(path: Path, data: bytes) -> None:
             atomic.write_bytes(path, data, durable=False, mode=RUN_FILE_MODE)
 
     for name, pr in res.probes.items():
         if pr.envelope is not None:
-            if staged:
-                atomic.create_json(hdir / f"{name}.json", pr.envelope.to_dict(), RUN_FILE_MODE)
-            else:
-                atomic.write_json(hdir / f"{name}.json", pr.envelope.to_dict(), durable=False, mode=RUN_FILE_MODE)
+            put_json(hdir / f"{name}.json", pr.envelope.to_dict())
         if pr.stdout:
             put(hdir / f"{name}.stdout", pr.stdout)
         if pr.stderr.strip():

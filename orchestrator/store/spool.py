@@ -206,14 +206,14 @@ class SpooledRecords(Sequence[dict[str, Any]]):
             return None
         start, end, members = layout
         data = self.stored(i)
-        if not 0 < start < end < len(data) or data[start:start + 1] != b"{" or data[end - 1:end] != b"}":
+        if not 0 < start < end < len(data) or data[start:start + 1] != b"{" or data[end - 1:end] != b"}" \
+                or not all(start < a < b < end for _, a, b in members):
             return None
         try:
             rec = json.loads(data[:start] + b"{}" + data[end:])
             if not isinstance(rec, dict) or rec.get("facts") != {}:
                 return None
-            rec["facts"] = {name: json.loads(data[a:b]) for name, a, b in members
-                            if name in sections and start < a < b < end}
+            rec["facts"] = {name: json.loads(data[a:b]) for name, a, b in members if name in sections}
             return decode_host(rec)
         except (ValueError, RecursionError):
             return None
