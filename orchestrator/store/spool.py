@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 import os
 import shutil
 import weakref
@@ -27,6 +28,26 @@ Body = tuple[Path, int, int]  # a record's stored text without its fleet-wide ke
 # object's range and each section's value's (section, start, end).  With it a reader of names,
 # outcomes and a section or two parses a few kilobytes of a record instead of all of it.
 FactsLayout = tuple[int, int, tuple[tuple[str, int, int], ...]]
+# As the spool holds a layout: its section names (one tuple shared by every record with those
+# sections) and its offsets packed (start, end, then each section's start and end).  A layout held
+# as tuples is about 1.5 KB a host, most of it small objects; packed it is a fifth of that.
+_Packed = tuple[tuple[str, ...], array]
+
+
+def _pack(layout: FactsLayout, names: dict[tuple[str, ...], tuple[str, ...]]) -> _Packed:
+    start, end, members = layout
+    key = tuple(name for name, _, _ in members)
+    offsets = array("q", (start, end))
+    for _, a, b in members:
+        offsets.append(a)
+        offsets.append(b)
+    return names.setdefault(key, key), offsets
+
+
+def _unpack(packed: _Packed) -> FactsLayout:
+    names, offsets = packed
+    return offsets[0], offsets[1], tuple(
+        (name, offsets[2 + 2 * k], offsets[3 + 2 * k]) for k, name in enumerate(names))
 
 
 def _late_text(keys: Mapping[str, Any]) -> str:
@@ -51,7 +72,8 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         # per entry, the record's drift digest (verdict/drift.py: what `probe diff` reads of it), None
         # where there is none; in the spool without the class, which is mixed in once it is decided
         self._digests: list[str | None] = []
-        self._layouts: list[FactsLayout | None] = []  # per entry, where its facts sit (None: unknown)
+        self._layouts: list[_Packed | None] = []  # per entry, where its facts sit (None: unknown)
+        self._layout_names: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._classes: dict[str, tuple[Any, Any]] | None = None
         self._tail: dict[str, str] | None = None  # host -> ',"fingerprint":…,"class":…}' (spool only)
         self._where: dict[str, int] | None = None
@@ -68,11 +90,12 @@ class SpooledRecords(Sequence[dict[str, Any]]):
             self._fds[path] = os.open(path, os.O_RDONLY)
         self._entries.append((path, offset, length, name))
         self._digests.append(digest)
-        self._layouts.append(layout)
+        self._layouts.append(None if layout is None else _pack(layout, self._layout_names))
 
     def layout(self, i: int) -> FactsLayout | None:
         """Where record i's facts sit in its stored text, when known."""
-        return self._layouts[i]
+        packed = self._layouts[i]
+        return None if packed is None else _unpack(packed)
 
     def set_late(self, of_host: dict[str, dict[str, Any]]) -> None:
         """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
@@ -201,7 +224,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """Record i with only the named facts sections, parsed from the parts of its text its
         layout names; None where there is no layout or the text is not what it describes (the
         caller then reads it whole, which says what is wrong with it)."""
-        layout = self._layouts[i]
+        layout = self.layout(i)
         if layout is None or self.version == 1:
             return None
         start, end, members = layout
