@@ -29,6 +29,7 @@ from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import Body
+from orchestrator.verdict import handoff
 from orchestrator.verdict.carried import CarriedPart
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.findings import Finding
@@ -140,12 +141,14 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
     # one part at a time, its records decoded once each (verdict/carried.py): a record's verdict is
     # what the fleet-wide steps read, its stored text is what the merged fleet.json gets.  The next
     # part is decoded in workers while this process judges the part before it.
+    strings = handoff.Reader()  # the parts' verdicts are held together: their common words once
+
     def start(r: RunDirectory) -> tuple[FleetResult, CarriedPart]:
         try:
             fleet = FleetResult.load(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
-        return fleet, CarriedPart(fleet.hosts, worker_count(len(fleet.hosts)), carrier)
+        return fleet, CarriedPart(fleet.hosts, worker_count(len(fleet.hosts)), carrier, strings)
 
     upcoming = start(runs[0])
     try:

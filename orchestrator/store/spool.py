@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from array import array
 import os
 import shutil
 import weakref
+from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload

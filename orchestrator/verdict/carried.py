@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import functools
 import gc
-import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.store.carry import Carrier
 from orchestrator.store.spool import Body
+from orchestrator.verdict import handoff
 from orchestrator.verdict.judge import HostVerdict, stored_verdict
 from orchestrator.verdict.parallel import kill_all, slices, start_workers, wait_workers
 from orchestrator.verdict.result import HostTable
@@ -31,8 +31,10 @@ class CarriedPart:
     records here instead, which raises what the worker met.  Workers not collected (the merge was
     refused half-way) are stopped by stop()."""
 
-    def __init__(self, hosts: HostTable, workers: int, carrier: Carrier) -> None:
+    def __init__(self, hosts: HostTable, workers: int, carrier: Carrier,
+                 reader: handoff.Reader | None = None) -> None:
         self._hosts = hosts
+        self._reader = reader or handoff.Reader()  # one for all the parts a merge holds together
         self._carrier = carrier
         self._outs: list[Path] = []
         self._pids: list[int] | None = None
@@ -52,7 +54,7 @@ class CarriedPart:
     def result(self) -> list[Carried]:
         pids, self._pids = self._pids, None
         if pids is not None and wait_workers(pids):
-            return [item for out in self._outs for item in _read(out)]
+            return [item for out in self._outs for item in _read(out, self._reader)]
         return list(_carried(self._hosts, 0, len(self._hosts), self._carrier))
 
     def stop(self) -> None:
@@ -72,16 +74,11 @@ def _carry_to(hosts: HostTable, start: int, stop: int, carrier: Carrier, out: Pa
     gc.disable()  # records are trees: reference counting frees them
     with open(out, "wb", buffering=1 << 20) as f:
         for item in _carried(hosts, start, stop, carrier):
-            pickle.dump(item, f, protocol=pickle.HIGHEST_PROTOCOL)
+            handoff.dump(item, f)
 
 
-def _read(path: Path) -> list[Carried]:
-    out: list[Carried] = []
+def _read(path: Path, reader: handoff.Reader) -> list[Carried]:
     with open(path, "rb") as f:
-        while True:
-            try:
-                out.append(pickle.load(f))
-            except EOFError:
-                break
+        out: list[Carried] = list(reader.load_all(f))
     path.unlink()
     return out

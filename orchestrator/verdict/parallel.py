@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pickle
 import signal
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from orchestrator.store import compact
 from orchestrator.store.fleet_file import stored_record
 from orchestrator.store.spool import FactsLayout, SpooledRecords
+from orchestrator.verdict import handoff
 from orchestrator.verdict.drift import drift_digest
 
 if TYPE_CHECKING:
@@ -105,8 +105,7 @@ class PartWriter:
         data = text.encode("utf-8")
         digest = drift_digest(rec, parts)
         self._out.write(data)
-        pickle.dump(Spooled(self._offset, len(data), verdict, digest, layout), self._index,
-                    protocol=pickle.HIGHEST_PROTOCOL)
+        handoff.dump(Spooled(self._offset, len(data), verdict, digest, layout), self._index)
         self._offset += len(data)
 
     def __enter__(self) -> PartWriter:
@@ -128,14 +127,10 @@ class Spooled(NamedTuple):
     layout: FactsLayout | None
 
 
-def read_part(part: Path) -> Iterator[Spooled]:
+def read_part(part: Path, reader: handoff.Reader | None = None) -> Iterator[Spooled]:
     """Each host a worker wrote to `part`, in its order."""
     with open(part.with_suffix(".pickle"), "rb") as f:
-        while True:
-            try:
-                yield pickle.load(f)
-            except EOFError:
-                return
+        yield from (reader or handoff.Reader()).load_all(f)
 
 
 def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
@@ -229,8 +224,9 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
 def _read_back(records: SpooledRecords, parts: list[Path]) -> list[HostVerdict]:
     """The verdicts the parts hold, in their order; each host's record added to `records`."""
     verdicts: list[HostVerdict] = []
+    reader = handoff.Reader()  # the verdicts are held together: their common words once
     for i, part in enumerate(parts):
-        for s in read_part(part):
+        for s in read_part(part, reader):
             records.add(i, s.offset, s.length, s.verdict.name, s.digest, s.layout)
             verdicts.append(s.verdict)
     return verdicts

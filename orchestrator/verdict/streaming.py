@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from orchestrator.store import compact
 from orchestrator.store.spool import SpooledRecords
+from orchestrator.verdict import handoff
 from orchestrator.verdict.parallel import Judge, PartWriter, Spooled, kill_all, read_part
 
 if TYPE_CHECKING:
@@ -118,8 +119,9 @@ class JudgingPool:
                 return None
             records = SpooledRecords(self._dir, version=compact.SCHEMA_VERSION)
             judged: dict[str, tuple[int, Spooled]] = {}
+            reader = handoff.Reader()  # the verdicts are held together: their common words once
             for i in range(workers):
-                for spooled in read_part(self._dir / f"part{i}"):
+                for spooled in read_part(self._dir / f"part{i}", reader):
                     judged[spooled.verdict.name] = (i, spooled)
             if len(judged) != len(inputs):
                 records.close()

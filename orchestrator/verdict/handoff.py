@@ -1,0 +1,60 @@
+"""Verdicts handed from worker processes to the controller as a stream of pickles, one per host.
+
+Pickle shares a string only within one dump, so every host's verdict arrives with its own copies of
+the same words: dict keys, states ("ACTIVE", "LinkUp"), models, firmware versions, bus ids.  Those
+copies were about 12 of a DGX verdict's 32 KB in the controller, which holds every host's verdict
+for the fleet-wide steps.  Here each string travels by value as a persistent id and the reader
+hands out one object per distinct string (`Reader`), so the controller holds each word once.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import IO, Any
+
+# Identities (GPU UUIDs, serials, host names) never repeat, so the table of strings seen is emptied
+# when it reaches this size rather than kept for a whole fleet: the words that do repeat are back in
+# it within a host or two, and the table stays a few megabytes at any fleet size.
+MAX_STRINGS = 1 << 16
+
+
+class _Writer(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> Any:
+        return obj if type(obj) is str else None
+
+
+class _Words(dict[str, str]):
+    """Each distinct string once.  A word already seen is found by the dict's own lookup, without a
+    call into Python: only new words (a host's identities, a word's first time) come here."""
+
+    def __missing__(self, word: Any) -> str:
+        if type(word) is not str:
+            raise pickle.UnpicklingError(f"a persistent id that is not a string: {type(word).__name__}")
+        if len(self) >= MAX_STRINGS:
+            self.clear()
+        self[word] = word
+        return word
+
+
+def dump(obj: Any, file: IO[bytes]) -> None:
+    """Append one object to a handoff stream."""
+    _Writer(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+
+
+class Reader:
+    """Loads objects from handoff streams; equal strings among everything one Reader loads are one
+    object.  Keep one Reader for the objects that are held together, and let it go with them."""
+
+    def __init__(self) -> None:
+        self._strings = _Words()
+
+    def load_all(self, file: IO[bytes]) -> Iterator[Any]:
+        """Every object of one stream, in order."""
+        while True:
+            loader = pickle.Unpickler(file)
+            loader.persistent_load = self._strings.__getitem__  # type: ignore[method-assign]
+            try:
+                yield loader.load()
+            except EOFError:
+                return
