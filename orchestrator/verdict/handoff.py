@@ -19,17 +19,28 @@ from typing import IO, Any
 MAX_STRINGS = 1 << 16
 
 
+class Shared(tuple):
+    """A tuple of strings (or of tuples of them) that many held objects have equal copies of, such
+    as the keys of a host's measured figures, the same on every host of a model: a Reader hands out
+    one object for all of them, as for a string."""
+
+    __slots__ = ()
+
+
+_BY_VALUE = (str, Shared)
+
+
 class _Writer(pickle.Pickler):
     def persistent_id(self, obj: Any) -> Any:
-        return obj if type(obj) is str else None
+        return obj if type(obj) in _BY_VALUE else None
 
 
-class _Words(dict[str, str]):
-    """Each distinct string once.  A word already seen is found by the dict's own lookup, without a
+class _Words(dict[Any, Any]):
+    """Each distinct string (or Shared tuple) once.  A word already seen is found by the dict's own lookup, without a
     call into Python: only new words (a host's identities, a word's first time) come here."""
 
-    def __missing__(self, word: Any) -> str:
-        if type(word) is not str:
+    def __missing__(self, word: Any) -> Any:
+        if type(word) not in _BY_VALUE:
             raise pickle.UnpicklingError(f"a persistent id that is not a string: {type(word).__name__}")
         if len(self) >= MAX_STRINGS:
             self.clear()

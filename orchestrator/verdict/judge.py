@@ -113,7 +113,7 @@ class HostVerdict:
     fleet_view: HostView  # only the facts sections the fleet checks read
     reason: str = ""  # why the outcome (an unreachable host's: what the transport said)
     unfinished: dict[str, str] = field(default_factory=dict)  # probes that did not finish -> why
-    measures: list[baseline.Measure] = field(default_factory=list)  # what the fleet baselines compare
+    measures: baseline.Measures = field(default_factory=baseline.Measures)  # what the fleet baselines compare
 
 
 def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,
@@ -176,7 +176,7 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
                             rec["reason"], unfinished, _measures(h.name, facts, outcomes, findings))
 
 
-def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding]) -> list[baseline.Measure]:
+def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding]) -> baseline.Measures:
     """The figures the fleet baselines compare, of the probes that ran ok; a value of an odd type
     costs this host its comparisons only."""
     sections: Mapping[str, Any] = facts  # picked by section name
@@ -185,7 +185,7 @@ def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: li
         return baseline.measures(ran)
     except Exception as e:
         findings.append(unjudgeable(name, "the fleet baselines", e))
-        return []
+        return baseline.Measures()
 
 
 @contextmanager
@@ -258,7 +258,7 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     try:
         measured = baseline.measures(facts)
     except Exception:  # judged before: its malformed-data finding is among its findings already
-        measured = []
+        measured = baseline.Measures()
     return HostVerdict(rec["name"], rec["outcome"], findings, descriptor,
                        HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)),
                        str(rec.get("reason") or ""), unfinished, measured)

@@ -208,3 +208,25 @@ def test_a_playbook_overrides_thresholds_per_figure_and_typos_are_errors(tmp_pat
     with pytest.raises(PlaybookError, match="min_hosts must be at least 1"):
         parse_playbook(text.replace("min_hosts: 3", "min_hosts: 0"), probes={"host": True, "p2p": False},
                        finding_ids=())
+
+
+def test_measures_held_packed_read_as_measure_tuples() -> None:
+    import io
+    import pickle
+
+    from orchestrator.verdict import handoff
+
+    figures = [baseline.Measure("temperature_c", "idle", "0000:18:00.0", 41.0),
+               baseline.Measure("nccl_busbw_gbps", "all_reduce 1 GiB", None, 480.5),
+               baseline.Measure("temperature_c", "idle", "0000:2a:00.0", float("inf"))]
+    ms = baseline.Measures(figures)
+    assert list(ms) == figures and ms == figures and len(ms) == 3 and ms[1] == figures[1] and ms[-1] == figures[-1]
+    assert ms[1:] == figures[1:] and bool(baseline.Measures()) is False
+    assert pickle.loads(pickle.dumps(ms)) == ms
+    buf = io.BytesIO()
+    handoff.dump(ms, buf)
+    handoff.dump(baseline.Measures(figures), buf)
+    buf.seek(0)
+    a, b = handoff.Reader().load_all(buf)
+    assert a == b == ms
+    assert a._keys is b._keys  # what was measured: once for every host that measured the same

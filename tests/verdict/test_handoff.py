@@ -66,3 +66,14 @@ def test_a_stream_with_another_kind_of_persistent_id_is_refused() -> None:
     buf.seek(0)
     with pytest.raises(pickle.UnpicklingError, match="not a string"):
         list(handoff.Reader().load_all(buf))
+
+
+def test_shared_tuples_are_held_once_and_their_strings_too() -> None:
+    def keys() -> handoff.Shared:
+        return handoff.Shared((("temperature_c", "idle", "".join(["0000:", "18:00.0"])), ("p2p", "NV18", None)))
+
+    loaded = list(handoff.Reader().load_all(_stream([{"k": keys()}, {"k": keys()}])))
+    assert loaded[0]["k"] == keys() and type(loaded[0]["k"]) is handoff.Shared
+    assert loaded[0]["k"] is loaded[1]["k"]
+    plain = [pickle.loads(pickle.dumps(keys())) for _ in range(2)]
+    assert plain[0] is not plain[1]
