@@ -262,7 +262,10 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.results_md:
-        write_section(args.results_md, args.what + ("-replayed" if args.replayed else ""), text)
+        key = args.what + ("-replayed" if args.replayed else "")
+        if args.what == "merge" and (args.shards, args.hosts_per_shard) != (10, 1000):
+            key += f"-{args.shards}x{args.hosts_per_shard}"  # beside the 10 x 1,000 block, not over it
+        write_section(args.results_md, key, text)
     return 0
 
 
