@@ -77,8 +77,9 @@ for v in ${FLEETPROBE_PYTHONS:-3.9 3.10 3.11 3.12 3.13}; do
 done
 # The fast tiers run one after another beside the full suite, at a lower priority: the full suite
 # waits on sshd, Slurm, ansible and browsers for much of its time (its processes, the daemons it
-# starts included, kept 0.92 of the 2 cores busy on average: 1,617 CPU s in 1,752 s), and the tiers, run before it, added about nine minutes to CI.  Each tier's output
-# is printed once the full suite is done.
+# starts included, kept 0.92 of the 2 cores busy on average: 1,617 CPU s in 1,752 s), and the
+# tiers, run before it, added about nine minutes to CI.  Each tier's output is printed once the full
+# suite is done.
 logs=$(mktemp -d)
 tiers_pid=
 # an interrupted run stops the tiers too
