@@ -484,11 +484,11 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
             findings.extend(_judge_host(h, ref or run_stats, ref is not None, basis, limits(h.name), judged))
     not_judged: dict[str, dict[str, str]] = {fid: {} for fid in FINDING_IDS}
     for h in hosts:
+        metrics = {m.metric for m in h.measures}
         for fid in FINDING_IDS:
             if h.name in judged[fid]:
                 continue
-            has = {m.metric for m in h.measures if BY_KEY[m.metric].finding == fid}
-            if not has:
+            if not any(BY_KEY[metric].finding == fid for metric in metrics):
                 continue  # nothing measured: the host's own coverage says why (its probe did not run)
             if not h.fingerprint:
                 not_judged[fid][h.name] = "the host has no topology class (a shape probe did not finish)"
