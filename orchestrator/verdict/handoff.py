@@ -53,6 +53,18 @@ def dump(obj: Any, file: IO[bytes]) -> None:
     _Writer(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
 
 
+class _Loader(pickle.Unpickler):
+    def __init__(self, file: IO[bytes], words: _Words) -> None:
+        self._words = words
+        super().__init__(file)
+
+    # The table's own lookup, not a method of ours: a word already seen costs no call into Python.
+    # (A property, since Python 3.13 refuses an instance attribute of this name.)
+    @property
+    def persistent_load(self) -> Any:
+        return self._words.__getitem__
+
+
 class Reader:
     """Loads objects from handoff streams; equal strings among everything one Reader loads are one
     object.  Keep one Reader for the objects that are held together, and let it go with them."""
@@ -63,9 +75,7 @@ class Reader:
     def load_all(self, file: IO[bytes]) -> Iterator[Any]:
         """Every object of one stream, in order."""
         while True:
-            loader = pickle.Unpickler(file)
-            loader.persistent_load = self._strings.__getitem__  # type: ignore[method-assign]
             try:
-                yield loader.load()
+                yield _Loader(file, self._strings).load()
             except EOFError:
                 return
