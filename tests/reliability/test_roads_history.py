@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.cli.run import _prune
 from orchestrator.store.compact import read_plain
-from orchestrator.store.lock import RunLock
+from orchestrator.store.lock import LOCK_NAME, RunLock
 from tests.support.hostile import cli_env, run_cli, strict_json
 from tests.support.interrupt import terminate_at_work
 
@@ -211,11 +211,15 @@ def _terminated(tmp_path: Path, shards: tuple[Path, Path], command: str, settle_
 
 @pytest.mark.parametrize("command", ["merge", "rejudge"])
 def test_sigterm_ends_merge_and_rejudge_with_130(tmp_path: Path, shards: tuple[Path, Path], command: str) -> None:
-    """Sent while the command works, SIGTERM ends it with 130.  The shards are small, so on a busy
-    machine the signal can land after the work is done: such a try must have finished cleanly
-    (its own exit status, its run published whole), and another is made."""
+    """Sent while the command works (it holds the results directory's lock: it reads the runs,
+    judges and writes), SIGTERM ends it with 130.  The shards are small: on a quiet machine a
+    rejudge holds the lock for about 0.2 s and a merge 0.3 s, so a fixed delay after the handler
+    was in place landed after the work in all five tries, and on any machine the signal can land
+    after it: such a try must have finished cleanly (its own exit status, its run published whole),
+    and another is made."""
     for attempt in range(5):
-        code, err, results = _terminated(tmp_path / str(attempt), shards, command, settle_s=0.2)
+        code, err, results = _terminated(tmp_path / str(attempt), shards, command, settle_s=0.0,
+                                         at=lambda results: (results / LOCK_NAME).exists())
         if code == 130:
             return
         assert code in (0, 1, 5), err[-2000:]  # finished before the signal: judged and exited as usual
