@@ -82,7 +82,7 @@ done
 # suite is done.
 logs=$(mktemp -d)
 tiers_pid=
-# an interrupted run stops the tiers too
+# the script's exit, however it comes, stops any tier still running
 trap 'if [ -n "$tiers_pid" ]; then pkill -P "$tiers_pid" 2>/dev/null; kill "$tiers_pid" 2>/dev/null; fi; rm -rf "$logs"' EXIT
 if [ ${#tiers[@]} -gt 0 ]; then
   (

@@ -127,10 +127,10 @@ class Spooled(NamedTuple):
     layout: FactsLayout | None
 
 
-def read_part(part: Path, reader: handoff.Reader | None = None) -> Iterator[Spooled]:
-    """Each host a worker wrote to `part`, in its order."""
+def read_part(part: Path, reader: handoff.Reader) -> Iterator[Spooled]:
+    """Each host a worker wrote to `part`, in its order (its words shared through `reader`)."""
     with open(part.with_suffix(".pickle"), "rb") as f:
-        yield from (reader or handoff.Reader()).load_all(f)
+        yield from reader.load_all(f)
 
 
 def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:

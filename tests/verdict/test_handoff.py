@@ -64,7 +64,7 @@ def test_a_stream_with_another_kind_of_persistent_id_is_refused() -> None:
     buf = io.BytesIO()
     Other(buf).dump(["x"])
     buf.seek(0)
-    with pytest.raises(pickle.UnpicklingError, match="not a string"):
+    with pytest.raises(pickle.UnpicklingError, match="neither a string nor a Shared tuple"):
         list(handoff.Reader().load_all(buf))
 
 
