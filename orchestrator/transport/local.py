@@ -109,13 +109,13 @@ class LocalTransport:
             # outputs still open at the deadline: the command (or a child holding them) overran
             timed_out = open_outputs > 0 and not out_trunc
             if out_trunc or timed_out:
-                _kill_group(proc)
+                self._stop(proc)
             else:
                 try:
                     proc.wait(timeout=max(0.0, clock.left(time.monotonic())))
                 except subprocess.TimeoutExpired:
                     timed_out = True
-                    _kill_group(proc)
+                    self._stop(proc)
             proc.wait()
         finally:
             sel.close()
@@ -123,7 +123,7 @@ class LocalTransport:
                 with contextlib.suppress(OSError):
                     f.close()
             if proc.poll() is None:
-                _kill_group(proc)
+                self._stop(proc)
                 proc.wait()
         killed = timed_out or out_trunc
         return CommandResult(
@@ -137,10 +137,15 @@ class LocalTransport:
         )
 
     def close(self) -> None:
-        """Kill a command still running (Ctrl-C closes transports from another thread)."""
+        """Stop a command still running (Ctrl-C closes transports from another thread)."""
         proc = getattr(self, "_proc", None)
         if proc is not None and proc.poll() is None:
-            _kill_group(proc)
+            self._stop(proc)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """End a command this transport started (a deadline, the output cap, close): its whole
+        process group, so a probe that forked children leaves none behind."""
+        _kill_group(proc)
 
     def __enter__(self) -> LocalTransport:
         return self

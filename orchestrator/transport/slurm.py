@@ -22,7 +22,6 @@ import shlex
 import signal
 import subprocess
 from collections.abc import Callable
-from typing import Any
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import CommandResult, TransportCapabilities, TransportOptions
@@ -64,11 +63,11 @@ class SlurmTransport(LocalTransport):
         return super().run(shlex.join(srun_argv(self.slurm_host, command)), stdin, timeout, deadline=deadline,
                            first_output=first_output, clock_on_host=clock_on_host, on_output=on_output)
 
-    def close(self) -> None:
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
         """srun is asked to end the step (SIGTERM: Slurm signals and ends the task on the node), then
-        killed with its process group if it does not."""
-        proc: subprocess.Popen[Any] | None = getattr(self, "_proc", None)
-        if proc is None or proc.poll() is not None:
+        killed with its process group if it does not.  Killing srun alone would leave the step
+        running on the node, outside any deadline."""
+        if proc.poll() is not None:
             return
         srun = _srun_child(proc.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -76,7 +75,7 @@ class SlurmTransport(LocalTransport):
         try:
             proc.wait(timeout=SRUN_GRACE_S)
         except subprocess.TimeoutExpired:
-            super().close()
+            super()._stop(proc)
 
 
 def _srun_child(sh_pid: int) -> int | None:
