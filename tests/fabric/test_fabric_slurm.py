@@ -86,6 +86,7 @@ def test_the_fabric_plan_runs_through_srun(cluster: tuple[SlurmCluster, str], tm
 def test_an_interrupted_run_through_srun_leaves_no_step(cluster: tuple[SlurmCluster, str], tmp_path: Path,
                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
     c, job = cluster
+    _wait_for_no_steps(c, job)  # the earlier run's steps have ended: whatever is left afterwards is this run's
     spec = {"round_s": 60, "iters": 5, "size": 8192, "nccl": False, "tests": ["ib_write_bw"]}
     cli, inventory, book, env = _setup(tmp_path, c, job, tmp_path_factory.mktemp("libs"), FabricScenario(seed=1), spec)
     hang_tool(tmp_path / "hosts/node01")  # it hangs and its peers wait for it: the wave stays busy
@@ -101,8 +102,13 @@ def test_an_interrupted_run_through_srun_leaves_no_step(cluster: tuple[SlurmClus
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any("ib_write_bw" in s for s in steps()):
             time.sleep(0.2)
-        assert any("ib_write_bw" in s for s in steps()), \
-            f"the wave never started on the nodes: {steps()}\n{proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}"
+        if not any("ib_write_bw" in s for s in steps()):
+            running = steps()
+            queue = c.run(["squeue", "-h", "-s", "-j", job], timeout=30).stdout
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the wave never started on the nodes in 120 s (exit {proc.returncode});\n"
+                                 f"processes: {running}\nsteps: {queue}\nstderr: {err[-3000:]}\n{c.logs()}")
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
@@ -115,5 +121,17 @@ def test_an_interrupted_run_through_srun_leaves_no_step(cluster: tuple[SlurmClus
     while steps() and time.monotonic() < give_up:
         time.sleep(0.2)
     assert steps() == []
-    queue = c.run(["squeue", "-h", "-s", "-j", job], timeout=30).stdout
-    assert ".extern" in queue or queue.strip() == "" or all(".extern" in ln for ln in queue.splitlines()), queue
+    _wait_for_no_steps(c, job, 20, "the interrupted run left steps in the allocation")
+
+
+def _steps_left(queue: str) -> list[str]:
+    """The allocation's steps in `squeue -s` output other than its extern step."""
+    return [ln for ln in queue.splitlines() if ln.strip() and ".extern" not in ln]
+
+
+def _wait_for_no_steps(c: SlurmCluster, job: str, timeout: float = 60,
+                       why: str = "steps of an earlier run still in the allocation") -> None:
+    end = time.monotonic() + timeout
+    while _steps_left(queue := c.run(["squeue", "-h", "-s", "-j", job], timeout=30).stdout):
+        assert time.monotonic() < end, f"{why}:\n{queue}\n{c.logs()}"
+        time.sleep(0.5)

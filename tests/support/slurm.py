@@ -61,7 +61,7 @@ class SlurmCluster:
     def logs(self) -> str:
         out = []
         for log in sorted((self.dir / "log").glob("*.log")):
-            out.append(f"== {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+            out.append(f"== {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-40:]))
         return "\n".join(out)
 
     def stop(self) -> None:
@@ -94,6 +94,8 @@ def start_cluster(work: Path, n_nodes: int = 4) -> SlurmCluster:
         f"StateSaveLocation={work}/state", f"SlurmdSpoolDir={work}/spool/%n",
         f"SlurmctldPidFile={work}/slurmctld.pid", f"SlurmdPidFile={work}/slurmd-%n.pid",
         f"SlurmctldLogFile={work}/log/slurmctld.log", f"SlurmdLogFile={work}/log/slurmd-%n.log",
+        # step creation and launch are logged at `verbose`: a stalled step says where it stalled
+        "SlurmctldDebug=verbose", "SlurmdDebug=verbose",
         # no cgroups in a container: the plugins that need nothing from the kernel
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/linear",
         "SchedulerType=sched/builtin", "JobAcctGatherType=jobacct_gather/none",
