@@ -84,6 +84,9 @@ logs=$(mktemp -d)
 tiers_pid=
 # the script's exit, however it comes, stops any tier still running
 trap 'if [ -n "$tiers_pid" ]; then pkill -P "$tiers_pid" 2>/dev/null; kill "$tiers_pid" 2>/dev/null; fi; rm -rf "$logs"' EXIT
+# Ctrl-C: the tiers run in the background, where a script's jobs ignore SIGINT, so without this the
+# script would wait for them after pytest stops
+trap 'exit 130' INT TERM
 if [ ${#tiers[@]} -gt 0 ]; then
   (
     for v in "${tiers[@]}"; do
