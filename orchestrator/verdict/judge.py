@@ -11,7 +11,7 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ from orchestrator.inventory.model import CONNECTION_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict import baseline, causes, coverage, offenders
+from orchestrator.verdict import baseline, causes, coverage, handoff, offenders
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import health as host_health
 from orchestrator.verdict import parallel as fleet_workers
@@ -114,6 +114,21 @@ class HostVerdict:
     reason: str = ""  # why the outcome (an unreachable host's: what the transport said)
     unfinished: dict[str, str] = field(default_factory=dict)  # probes that did not finish -> why
     measures: baseline.Measures = field(default_factory=baseline.Measures)  # what the fleet baselines compare
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to the controller, which holds every host's verdict for the fleet-wide steps: the
+        # facts sections and the descriptor go frozen, so a Reader holds each distinct one once
+        # (most are equal from host to host).
+        facts = {k: handoff.freeze(v) for k, v in self.fleet_view.facts.items()}
+        return _verdict_from, (self.name, self.outcome, self.findings, handoff.freeze(self.descriptor),
+                               replace(self.fleet_view, facts=cast(Facts, facts)), self.reason, self.unfinished, self.measures)
+
+
+def _verdict_from(name: str, outcome: str, findings: list[Finding], descriptor: Any, view: HostView, reason: str,
+                  unfinished: dict[str, str], measures: baseline.Measures) -> HostVerdict:
+    # through a Reader the frozen values are already plain (and shared); through a plain pickle not
+    view.facts = cast(Facts, {k: handoff.thaw(v) for k, v in view.facts.items()})
+    return HostVerdict(name, outcome, findings, handoff.thaw(descriptor), view, reason, unfinished, measures)
 
 
 def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import gc
+import io
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.compact import read_plain
 from orchestrator.store.spool import SpooledRecords
+from orchestrator.verdict import handoff
 from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import FLEET_CHECKS, fleet_facts
 from orchestrator.verdict.checks.base import HostView
@@ -157,6 +160,31 @@ def test_the_spool_lives_in_the_given_directory_until_the_fleet_is_dropped(demo_
     del fleet
     gc.collect()
     assert not spools[0].exists()
+
+
+def test_a_verdict_comes_back_equal_and_holds_equal_facts_once(demo_inputs: list[HostInput]) -> None:
+    """What a worker hands the controller: equal after the trip (through the handoff stream and a
+    plain pickle alike), and the facts sections equal between hosts are one object there."""
+    verdicts = [judge_host(h, _expect(h))[1] for h in _copies(demo_inputs, 2 * len(demo_inputs))]
+    buf = io.BytesIO()
+    for v in verdicts:
+        handoff.dump(v, buf)
+    buf.seek(0)
+    loaded = list(handoff.Reader().load_all(buf))
+    assert loaded == verdicts
+    assert [pickle.loads(pickle.dumps(v)) for v in verdicts] == verdicts
+    assert copy.deepcopy(verdicts) == verdicts
+    # copies of one host under other names: a section equal on two hosts is one object
+    shared = 0
+    for i, v in enumerate(loaded):
+        for w in loaded[i + 1:]:
+            for section, value in v.fleet_view.facts.items():
+                if isinstance(value, (dict, list)) and value and value == w.fleet_view.facts.get(section):
+                    assert value is w.fleet_view.facts[section], (v.name, w.name, section)
+                    shared += 1
+            if v.descriptor and v.descriptor == w.descriptor:
+                assert v.descriptor is w.descriptor
+    assert shared > len(loaded)
 
 
 def test_worker_count() -> None:
