@@ -19,9 +19,9 @@ import pickle
 from collections.abc import Iterator
 from typing import IO, Any
 
-# Identities (GPU UUIDs, serials, host names) never repeat, so the table of strings seen is emptied
-# when it reaches this size rather than kept for a whole fleet: the words that do repeat are back in
-# it within a host or two, and the table stays a few megabytes at any fleet size.
+# Identities (GPU UUIDs, serials, host names, and the values holding them) never repeat, so the
+# table of words seen is emptied when it reaches this size rather than kept for a whole fleet: the
+# words that do repeat are back in it within a host or two, and the table stays bounded.
 MAX_STRINGS = 1 << 16
 
 

@@ -117,18 +117,21 @@ class HostVerdict:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Sent to the controller, which holds every host's verdict for the fleet-wide steps: the
-        # facts sections and the descriptor go frozen, so a Reader holds each distinct one once
-        # (most are equal from host to host).
-        facts = {k: handoff.freeze(v) for k, v in self.fleet_view.facts.items()}
-        return _verdict_from, (self.name, self.outcome, self.findings, handoff.freeze(self.descriptor),
-                               replace(self.fleet_view, facts=cast(Facts, facts)), self.reason, self.unfinished, self.measures)
+        # facts sections, the descriptor and the small dicts most hosts have alike go frozen, so
+        # a Reader holds each distinct one once.
+        v, f = self.fleet_view, handoff.freeze
+        view = replace(v, facts=cast(Facts, {k: f(x) for k, x in v.facts.items()}), outcomes=f(v.outcomes))
+        return _verdict_from, (self.name, self.outcome, self.findings, f(self.descriptor), view, self.reason,
+                               f(self.unfinished), self.measures)
 
 
 def _verdict_from(name: str, outcome: str, findings: list[Finding], descriptor: Any, view: HostView, reason: str,
                   unfinished: dict[str, str], measures: baseline.Measures) -> HostVerdict:
     # through a Reader the frozen values are already plain (and shared); through a plain pickle not
-    view.facts = cast(Facts, {k: handoff.thaw(v) for k, v in view.facts.items()})
-    return HostVerdict(name, outcome, findings, handoff.thaw(descriptor), view, reason, unfinished, measures)
+    t = handoff.thaw
+    view.facts = cast(Facts, {k: t(x) for k, x in view.facts.items()})
+    view.outcomes = t(view.outcomes)
+    return HostVerdict(name, outcome, findings, t(descriptor), view, reason, t(unfinished), measures)
 
 
 def judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | None = None,
