@@ -11,7 +11,6 @@ no step running.
 from __future__ import annotations
 
 import json
-import re
 import signal
 import subprocess
 import time
@@ -24,7 +23,7 @@ from orchestrator.inventory.model import Host
 from orchestrator.simulate.fabric import FabricScenario, build_fleet
 from tests.support.fabric import FAST, FAST_NCCL, finding_keys, hang_tool, names, playbook, require
 from tests.support.fleet import Cli
-from tests.support.slurm import SlurmCluster, missing_reason, start_cluster
+from tests.support.slurm import SlurmCluster, allocation, missing_reason
 
 pytestmark = pytest.mark.slow
 
@@ -32,16 +31,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmCluster, str]]:
     require(missing_reason())
-    c = start_cluster(tmp_path_factory.mktemp("slurm"), 4)
-    try:
-        res = c.run(["salloc", "-N4", "--no-shell", "--job-name=fleetprobe-fabric"], timeout=60)
-        m = re.search(r"allocation (\d+)", res.stderr + res.stdout)
-        assert m, f"salloc: {res.stderr}\n{c.logs()}"
-        yield c, m.group(1)
-        c.run(["scancel", m.group(1)], timeout=30)  # its steps' slurmstepd end with it
-        time.sleep(1)
-    finally:
-        c.stop()
+    with allocation(tmp_path_factory.mktemp("slurm"), 4, "fleetprobe-fabric") as held:
+        yield held
 
 
 def _setup(tmp: Path, cluster: SlurmCluster, job: str, libs: Path, scenario: FabricScenario,

@@ -8,13 +8,15 @@ config, state, spool, logs and munge socket in a private directory, and is stopp
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,3 +152,19 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str, cluster: Slu
         if time.monotonic() > end:
             raise RuntimeError(f"timed out after {timeout}s waiting for {what}:\n{cluster.logs()}")
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def allocation(work: Path, n_nodes: int, name: str) -> Iterator[tuple[SlurmCluster, str]]:
+    """A cluster of `n_nodes` and an allocation of all of them (`salloc --no-shell`): (cluster, job
+    id).  The allocation is cancelled and the cluster stopped after."""
+    c = start_cluster(work, n_nodes)
+    try:
+        res = c.run(["salloc", f"-N{n_nodes}", "--no-shell", f"--job-name={name}"], timeout=60)
+        m = re.search(r"allocation (\d+)", res.stderr + res.stdout)
+        assert m, f"salloc: {res.stderr}\n{c.logs()}"
+        yield c, m.group(1)
+        c.run(["scancel", m.group(1)], timeout=30)  # its steps' slurmstepd end with it
+        time.sleep(1)
+    finally:
+        c.stop()

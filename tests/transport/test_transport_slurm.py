@@ -7,7 +7,6 @@ close() from another thread, as Ctrl-C does) must end the step, not only srun.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import threading
 import time
@@ -19,7 +18,8 @@ import pytest
 from orchestrator.inventory.model import Host
 from orchestrator.transport import TransportOptions
 from orchestrator.transport.slurm import SlurmTransport
-from tests.support.slurm import SlurmCluster, missing_reason, start_cluster
+from tests.support.slurm import SlurmCluster, missing_reason
+from tests.support.slurm import allocation as allocated
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +29,8 @@ def allocation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Slurm
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    c = start_cluster(tmp_path_factory.mktemp("slurm"), 2)
-    try:
-        res = c.run(["salloc", "-N2", "--no-shell", "--job-name=fleetprobe-transport"], timeout=60)
-        m = re.search(r"allocation (\d+)", res.stderr + res.stdout)
-        assert m, f"salloc: {res.stderr}\n{c.logs()}"
-        yield c, m.group(1)
-        c.run(["scancel", m.group(1)], timeout=30)
-    finally:
-        c.stop()
+    with allocated(tmp_path_factory.mktemp("slurm"), 2, "fleetprobe-transport") as held:
+        yield held
 
 
 @pytest.fixture
