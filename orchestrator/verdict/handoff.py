@@ -54,15 +54,20 @@ class _NotJson(Exception):
 
 
 def _node(value: Any) -> Any:
+    # strings and ints, most of the leaves, are their own nodes without a call
     t = type(value)
     if t is str or t is int or value is None:
         return value
     if t is dict:
-        if not all(type(k) is str for k in value):
-            raise _NotJson
-        return (_DICT, tuple((k, _node(v)) for k, v in value.items()))
+        items = []
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotJson
+            tv = type(v)
+            items.append((k, v if tv is str or tv is int or v is None else _node(v)))
+        return (_DICT, tuple(items))
     if t is list:
-        return (_LIST, tuple(_node(v) for v in value))
+        return (_LIST, tuple([v if type(v) is str or type(v) is int or v is None else _node(v) for v in value]))
     if t is float:
         if value == 0.0 and math.copysign(1.0, value) < 0:
             raise _NotJson  # -0.0 equals 0.0: it would be handed out as the other
@@ -96,13 +101,14 @@ def _thawed(node: Any, nodes: dict[Any, Any] | None) -> Any:
     if tag in (_FLOAT, _BOOL):
         return body
     if nodes is not None:
-        got = nodes.get(node)
+        got = nodes.get(node) if type(node) is tuple else None  # a Frozen comes here once missed
         if got is not None:
             return got
         if len(nodes) >= MAX_STRINGS:
             nodes.clear()
-    value: Any = ({k: _thawed(v, nodes) for k, v in body} if tag == _DICT
-                  else [_thawed(v, nodes) for v in body])
+    # a leaf that is not a tuple (a string, an int, None) is its own value, without a call
+    value: Any = ({k: v if type(v) is not tuple else _thawed(v, nodes) for k, v in body} if tag == _DICT
+                  else [v if type(v) is not tuple else _thawed(v, nodes) for v in body])
     if nodes is not None:
         nodes[node] = value
     return value
