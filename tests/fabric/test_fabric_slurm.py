@@ -95,7 +95,7 @@ def test_an_interrupted_run_through_srun_leaves_no_step(cluster: tuple[SlurmClus
             time.sleep(0.2)
         if not any("ib_write_bw" in s for s in steps()):
             running = steps()
-            queue = c.run(["squeue", "-h", "-s", "-j", job], timeout=30).stdout
+            queue = c.steps(job)
             proc.kill()
             _, err = proc.communicate(timeout=30)
             raise AssertionError(f"the wave never started on the nodes in 120 s (exit {proc.returncode});\n"
@@ -115,14 +115,9 @@ def test_an_interrupted_run_through_srun_leaves_no_step(cluster: tuple[SlurmClus
     _wait_for_no_steps(c, job, 20, "the interrupted run left steps in the allocation")
 
 
-def _steps_left(queue: str) -> list[str]:
-    """The allocation's steps in `squeue -s` output other than its extern step."""
-    return [ln for ln in queue.splitlines() if ln.strip() and ".extern" not in ln]
-
-
 def _wait_for_no_steps(c: SlurmCluster, job: str, timeout: float = 60,
                        why: str = "steps of an earlier run still in the allocation") -> None:
     end = time.monotonic() + timeout
-    while _steps_left(queue := c.run(["squeue", "-h", "-s", "-j", job], timeout=30).stdout):
-        assert time.monotonic() < end, f"{why}:\n{queue}\n{c.logs()}"
+    while left := c.steps(job):
+        assert time.monotonic() < end, f"{why}:\n{left}\n{c.logs()}"
         time.sleep(0.5)

@@ -60,6 +60,12 @@ class SlurmCluster:
             return subprocess.run(argv, stdin=f, capture_output=True, timeout=timeout, env=self.env(), check=False,
                                   text=True)
 
+    def steps(self, job: str) -> list[str]:
+        """The steps of allocation `job` other than its extern step ("ID NAME" each), as squeue
+        lists them."""
+        out = self.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"], timeout=30).stdout
+        return [ln for ln in out.splitlines() if ln.strip() and ".extern" not in ln]
+
     def logs(self) -> str:
         out = []
         for log in sorted((self.dir / "log").glob("*.log")):

@@ -41,11 +41,6 @@ def transport(allocation: tuple[SlurmCluster, str], monkeypatch: pytest.MonkeyPa
     return SlurmTransport(host, TransportOptions(max_output=4096))
 
 
-def _steps(c: SlurmCluster, job: str) -> list[str]:
-    out = c.run(["squeue", "-h", "-s", "-j", job, "-o", "%i %j"], timeout=30).stdout
-    return [ln for ln in out.splitlines() if ln.strip() and ".extern" not in ln]
-
-
 def _running(marker: str) -> list[str]:
     out = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True).stdout
     return [ln for ln in out.splitlines() if marker in ln]
@@ -54,10 +49,10 @@ def _running(marker: str) -> list[str]:
 def _assert_ended(c: SlurmCluster, job: str, marker: str) -> None:
     """The step and its task are gone (Slurm needs a moment to reap a step it signalled)."""
     end = time.monotonic() + 20
-    while (_steps(c, job) or _running(marker)) and time.monotonic() < end:
+    while (c.steps(job) or _running(marker)) and time.monotonic() < end:
         time.sleep(0.25)
     assert _running(marker) == [], f"the task still runs on the node:\n{c.logs()}"
-    assert _steps(c, job) == [], f"the step is still in the allocation:\n{c.logs()}"
+    assert c.steps(job) == [], f"the step is still in the allocation:\n{c.logs()}"
 
 
 def _script(marker: str, loop: bool = False) -> bytes:
