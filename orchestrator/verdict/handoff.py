@@ -53,21 +53,23 @@ class _NotJson(Exception):
     pass
 
 
+# strings, ints and None, most of the leaves, are their own nodes (bool is a type of its own here)
+_LEAVES = (str, int, type(None))
+
+
 def _node(value: Any) -> Any:
-    # strings and ints, most of the leaves, are their own nodes without a call
     t = type(value)
-    if t is str or t is int or value is None:
+    if t in _LEAVES:
         return value
     if t is dict:
         items = []
         for k, v in value.items():
             if type(k) is not str:
                 raise _NotJson
-            tv = type(v)
-            items.append((k, v if tv is str or tv is int or v is None else _node(v)))
+            items.append((k, v if type(v) in _LEAVES else _node(v)))
         return (_DICT, tuple(items))
     if t is list:
-        return (_LIST, tuple([v if type(v) is str or type(v) is int or v is None else _node(v) for v in value]))
+        return (_LIST, tuple([v if type(v) in _LEAVES else _node(v) for v in value]))
     if t is float:
         if value == 0.0 and math.copysign(1.0, value) < 0:
             raise _NotJson  # -0.0 equals 0.0: it would be handed out as the other
