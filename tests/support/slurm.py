@@ -13,12 +13,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "srun", "sinfo")
 
@@ -30,12 +31,6 @@ def missing_reason() -> str | None:
     if os.geteuid() != 0:
         return "slurmd launches tasks as root here: run the Slurm test as root"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _exe(name: str) -> str:
@@ -85,7 +80,23 @@ class SlurmCluster:
                 p.wait(timeout=5)
 
 
+class PortTaken(RuntimeError):
+    """A daemon found the port it was given already taken."""
+
+
 def start_cluster(work: Path, n_nodes: int = 4) -> SlurmCluster:
+    """Start the cluster in `work`; a daemon whose port was taken between choosing and binding it
+    costs one more start with new ports, in a fresh directory (`work/2`, `work/3`)."""
+    for attempt in range(1, 4):
+        try:
+            return _start_once(work if attempt == 1 else work / str(attempt), n_nodes)
+        except PortTaken:
+            if attempt == 3:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(work: Path, n_nodes: int) -> SlurmCluster:
     work.mkdir(parents=True, exist_ok=True)
     for sub in ("state", "spool", "log"):
         (work / sub).mkdir(exist_ok=True)
@@ -95,7 +106,9 @@ def start_cluster(work: Path, n_nodes: int = 4) -> SlurmCluster:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o600)
     sock = work / "munge.sock"
-    ctld_port = _free_port()
+    ports: set[int] = set()
+    ctld_port = free_port(ports)
+    ports.add(ctld_port)
     lines = [
         "ClusterName=fptest", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={ctld_port}",
         "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", f"AuthInfo=socket={sock}", "CredType=cred/munge",
@@ -112,7 +125,9 @@ def start_cluster(work: Path, n_nodes: int = 4) -> SlurmCluster:
     ]
     for node in nodes:
         # several slurmd on one machine: each node its own port, all on localhost
-        lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={_free_port()} CPUs=1 "
+        port = free_port(ports)
+        ports.add(port)
+        lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 "
                      "State=UNKNOWN")
     lines.append("PartitionName=fp Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     cluster.conf.write_text("\n".join(lines) + "\n")
@@ -154,7 +169,9 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str, cluster: Slu
         except (subprocess.TimeoutExpired, ValueError):
             pass
         if any(p.poll() is not None for p in cluster.procs):
-            raise RuntimeError(f"a Slurm daemon exited while waiting for {what}:\n{cluster.logs()}")
+            logs = cluster.logs()
+            error = PortTaken if "Address already in use" in logs else RuntimeError
+            raise error(f"a Slurm daemon exited while waiting for {what}:\n{logs}")
         if time.monotonic() > end:
             raise RuntimeError(f"timed out after {timeout}s waiting for {what}:\n{cluster.logs()}")
         time.sleep(0.2)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import TransportOptions
+from tests.support.ports import free_port
 
 ROOT_DIR = Path(__file__).resolve().parents[2]  # the repository root
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
@@ -98,12 +99,6 @@ def loopback_addresses(limit: int = MAX_ADDRESSES) -> list[str]:
                 break
         found.append(addr)
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def known_hosts_line(address: str, port: int, public: str) -> str:
