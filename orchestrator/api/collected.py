@@ -18,22 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.api.errors import UsageError
-from orchestrator.api.import_workers import read_in_workers, read_one
+from orchestrator.api.import_judged import JudgeWhereRead
+from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
 from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
-from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_script
+from orchestrator.engine.runner import HostResult, ProbeCall, document_script
 from orchestrator.files.bounded import UnreadableInput, is_regular, read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
-from orchestrator.store.rundir import RunDirectory
+from orchestrator.store.rundir import RunDirectory, host_input_from_result
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
 from orchestrator.verdict.parallel import worker_count
 
 ANY_HOST = "(any host)"  # the host a bundle for no particular host is planned for: in group all only
-BUNDLE_PROBE = "bundle"  # the outcome's name for a file that held no usable document
 
 
 @dataclass
@@ -215,21 +214,28 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     def host_for(base: str, ident: dict[str, Any]) -> Host:
         return _host_named(base, base, ident, inv_hosts)
 
+    workers = worker_count(len(files))
+    judge = _judge_as_read(files, root, inventory, playbook, probes, expect) if workers > 1 else None
+
     def results(run: RunDirectory) -> Iterator[Collected]:
-        workers = worker_count(len(files))
-        read = read_in_workers(files, workers, read_document, host_for, run) if workers > 1 else None
+        read = read_in_workers(files, workers, read_document, host_for, run, judge) if workers > 1 else None
         taken: set[str] = set()
         for rd in read or (read_one(f, read_document, host_for) for f in files):
             host = _host_of(rd.source, rd.name, rd.identity, inv_hosts, taken, warnings)
             origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
             if rd.result is None:
                 first_error[0] = first_error[0] or rd.error
-                yield Collected(HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT,
-                                                                            rd.error)}), origin)
+                failed = unreadable(host, rd.error)
+                if judge is not None:
+                    judge.named(rd.judged, host_input_from_result(failed))
+                yield Collected(failed, origin)
                 continue
             plans.append(rd.plan)
             origin["identity"] = rd.identity
-            yield Collected(dataclasses.replace(rd.result, host=host), origin, rd.staged)
+            res = dataclasses.replace(rd.result, host=host)
+            if judge is not None:
+                judge.named(rd.judged, host_input_from_result(res))
+            yield Collected(res, origin, rd.staged)
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:
@@ -244,5 +250,27 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
     pos = {name: i for i, name in enumerate(inv_hosts)}
     result = store_streamed(results, root, {"via": "bundle", "files": len(files)}, plan_of,
-                            lambda name: pos.get(name, len(pos)))
+                            lambda name: pos.get(name, len(pos)), judge)
     return result, warnings
+
+
+# the documents looked at for the plan the workers judge under: where the first few files are not
+# documents, the hosts are judged after reading, as for a small import
+_PLAN_FROM_FIRST = 8
+
+
+def _judge_as_read(files: list[Path], root: Path, inventory: tuple[str, ...], playbook: str | None,
+                   probes: tuple[str, ...] | None, expect: tuple[str, ...] | None) -> JudgeWhereRead | None:
+    """The reading workers' judge (api/import_judged.py) under the plan of the first document, as
+    the import judges under it; None where that plan cannot be had before reading (the import
+    then judges after reading, and says there what is wrong with the plan)."""
+    for f in files[:_PLAN_FROM_FIRST]:
+        doc = read_document(f).document
+        if doc is None:
+            continue
+        try:
+            inputs, _ = _plan_inputs([doc.plan], inventory, playbook, probes, expect)
+            return JudgeWhereRead(inputs, root)
+        except (UsageError, ValueError, TypeError):  # a plan the import itself will refuse, in its words
+            return None
+    return None

@@ -9,25 +9,36 @@ file's place, since two documents of one host get their final names only in orde
 what the parent needs to name and plan the host (`ReadDocument`, its envelopes' data let go) to a
 pickle of its own.  The parent then takes the slices in order and moves each host's files in
 under its name (`host_finished(..., staged=)`): nothing but names and summaries crosses over.
+Given a judge (api/import_judged.py), a worker also judges each host while it holds the host's
+data, into a spool part of its own, and says in the ReadDocument what it judged the host as.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.engine.runner import HostResult, document_result
+from orchestrator.engine.outcomes import Outcome
+from orchestrator.engine.runner import HostResult, ProbeResult, document_result
 from orchestrator.inventory.model import Host
-from orchestrator.store.rundir import RunDirectory, release_envelope_data, write_probe_files
+from orchestrator.store.rundir import (
+    RunDirectory,
+    host_input_from_result,
+    release_envelope_data,
+    write_probe_files,
+)
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT
-from orchestrator.verdict.parallel import in_workers, slices
+from orchestrator.verdict.parallel import PartWriter, in_workers, slices
 
 if TYPE_CHECKING:
     from orchestrator.api.collected import Imported
+    from orchestrator.api.import_judged import JudgedAs, JudgeWhereRead
 
 
 @dataclass
@@ -42,6 +53,15 @@ class ReadDocument:
     plan: dict[str, Any] = field(default_factory=dict)
     result: HostResult | None = None
     staged: Path | None = None
+    judged: JudgedAs | None = None  # what the worker judged the host as (api/import_judged.py)
+
+
+BUNDLE_PROBE = "bundle"  # the outcome's name for a file that held no usable document
+
+
+def unreadable(host: Host, error: str) -> HostResult:
+    """A file that held no usable document, as its host's one result."""
+    return HostResult(host, {BUNDLE_PROBE: ProbeResult(BUNDLE_PROBE, Outcome.INVALID_OUTPUT, error)})
 
 
 # collected.read_document, passed in: that module uses this one
@@ -61,13 +81,21 @@ def read_one(f: Path, read: Reader, host_for: HostFor) -> ReadDocument:
 
 
 def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFor, run: RunDirectory,
-               part: Path) -> None:
+               part: Path, judge: JudgeWhereRead | None = None, judged_part: Path | None = None) -> None:
     """One worker: files[i] is the run's file first + i; its probe files staged under that number
-    and its ReadDocument pickled to `part` as each is done, so the worker holds one document."""
-    with open(part, "wb", buffering=1 << 20) as out:
+    and its ReadDocument pickled to `part` as each is done, so the worker holds one document.
+    With `judge`, each host is also judged while its data is held, into `judged_part`."""
+    with open(part, "wb", buffering=1 << 20) as out, contextlib.ExitStack() as stack:
+        verdicts = stack.enter_context(PartWriter(judged_part)) if judge and judged_part else None
         for i, f in enumerate(files):
             rd = read_one(f, read, host_for)
-            if rd.result is not None:
+            if rd.result is None:
+                if judge is not None and verdicts is not None:  # named after its file, as the parent names it
+                    failed = unreadable(host_for(Path(rd.source).name, {}), rd.error)
+                    rd.judged = judge.judge(host_input_from_result(failed), verdicts)
+            else:
+                if judge is not None and verdicts is not None:
+                    rd.judged = judge.judge(host_input_from_result(rd.result), verdicts)
                 rd.staged = run.stage_dir(str(first + i))
                 write_probe_files(rd.staged, rd.result, staged=True)
                 release_envelope_data(rd.result)
@@ -75,17 +103,27 @@ def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFo
 
 
 def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for: HostFor,
-                    run: RunDirectory) -> Iterator[ReadDocument] | None:
+                    run: RunDirectory, judge: JudgeWhereRead | None = None) -> Iterator[ReadDocument] | None:
     """Every file read by `workers` forked processes, then handed back in the files' order; None
-    when a worker failed (the caller reads them itself and meets what the worker met)."""
+    when a worker failed (the caller reads them itself and meets what the worker met).  With
+    `judge`, the workers judge each host too (api/import_judged.py)."""
     parts_dir = run.stage_dir("parts")
     parts = [parts_dir / f"{i}.pickle" for i in range(workers)]
-    jobs = [functools.partial(read_slice, files[a:b], a, read, host_for, run, part)
-            for part, (a, b) in zip(parts, slices(len(files), workers))]
+    judged: list[Path | None] = list(judge.parts(workers)) if judge is not None else [None] * workers
+    jobs = [functools.partial(_without_cyclic_gc, functools.partial(
+                read_slice, files[a:b], a, read, host_for, run, part, judge, judged_part))
+            for part, judged_part, (a, b) in zip(parts, judged, slices(len(files), workers))]
     if not in_workers(jobs):
         run.drop_staged()
         return None
     return _read_back(parts)
+
+
+def _without_cyclic_gc(job: Callable[[], None]) -> None:
+    """A worker's job with the cyclic collector off, as a judging worker has it (verdict/judge.py:
+    documents and facts are trees, freed by reference counting)."""
+    gc.disable()
+    job()
 
 
 def _read_back(parts: list[Path]) -> Iterator[ReadDocument]:

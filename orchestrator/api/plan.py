@@ -10,7 +10,7 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -290,13 +290,9 @@ def load_references(inputs: PlanInputs) -> References:
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
     """The plan of `inputs` over the inventory it names, or over a stored run's hosts (`stored`:
     rejudge, where the limit already chose them)."""
-    from orchestrator.inventory.patterns import select_hosts
-
     check_limits(inputs.forks, inputs.timeout)
-    cli_expect = parse_expect_items(inputs.expect)
+    cli_expect = _cli_expect(inputs)
     refs = load_references(inputs)
-    if inputs.security_floor:
-        cli_expect = Expectations(security_floor=True).merged(cli_expect)
     if stored is None:
         inv, limited, warnings = load_inventory(inputs.inventory, inputs.limit)
         if inputs.shard:
@@ -308,10 +304,7 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     allowed = {h.name for h in limited}
     plays = []
     for play in book.plays:
-        try:
-            hosts = [h for h in select_hosts(inv, play.hosts) if h.name in allowed]
-        except InventoryError:
-            hosts = []  # a play for a group this inventory lacks simply has nothing to do
+        hosts = _selected(inv, play, allowed)
         steps: list[tuple[str, dict[str, Any], float]]
         if inputs.probes and play.probes:
             steps = [(n, {}, inputs.timeout) for n in inputs.probes]
@@ -325,14 +318,9 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
     plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings, refs=refs)
-    # Each host is judged against its inventory expectations, then those of every play that ran on
-    # it (in playbook order), then --expect; and with the finding overrides of those plays.
-    by_play: dict[str, Expectations] = {}
-    for pp in plays:
+    by_play = _play_expectations((pp.play, pp.hosts) for pp in plays)
+    for pp in plays:  # with the finding overrides of every play that ran on the host
         for h in pp.hosts:
-            if h.name not in by_play:
-                by_play[h.name] = host_expectations(h.name, h.vars, Expectations())
-            by_play[h.name] = by_play[h.name].merged(pp.play.expect)
             plan.overrides.setdefault(h.name, {}).update(pp.play.findings)
     plan.hosts = [h for h in limited if h.name in by_play]
     if stored is None:
@@ -340,6 +328,52 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
     plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _cli_expect(inputs: PlanInputs) -> Expectations:
+    """What --expect (and --security-floor) ask of every host, over inventory and plays."""
+    cli_expect = parse_expect_items(inputs.expect)
+    return Expectations(security_floor=True).merged(cli_expect) if inputs.security_floor else cli_expect
+
+
+def _selected(inv: Inventory, play: Play, allowed: set[str]) -> list[Host]:
+    from orchestrator.inventory.patterns import select_hosts
+
+    try:
+        return [h for h in select_hosts(inv, play.hosts) if h.name in allowed]
+    except InventoryError:
+        return []  # a play for a group this inventory lacks simply has nothing to do
+
+
+def _play_expectations(selected: Iterable[tuple[Play, list[Host]]]) -> dict[str, Expectations]:
+    """Each selected host's inventory expectations, then those of every play that runs on it (in
+    playbook order); --expect is merged over these by the caller."""
+    by_play: dict[str, Expectations] = {}
+    for play, hosts in selected:
+        for h in hosts:
+            if h.name not in by_play:
+                by_play[h.name] = host_expectations(h.name, h.vars, Expectations())
+            by_play[h.name] = by_play[h.name].merged(play.expect)
+    return by_play
+
+
+def expectations_alone(inputs: PlanInputs) -> Callable[[HostInput], Expectations]:
+    """host -> what it is judged against under `inputs` were it the only stored host of the run:
+    `build_plan(inputs, stored=[h]).expectations_for(h.name, h.vars)`, with the playbook read once.
+
+    A pattern that picks hosts by their place among the others (`all[0]`, `gpu[2:]`) selects the
+    host differently in the whole run: whoever judges with this compares it with the whole run's
+    plan before keeping the verdict (api/import_judged.py)."""
+    book = load_playbook(find_playbook(inputs.playbook))
+    cli_expect = _cli_expect(inputs)
+    sources = list(inputs.inventory)
+
+    def of(h: HostInput) -> Expectations:
+        inv = stored_inventory([h], sources)
+        found = _play_expectations((play, _selected(inv, play, {h.name})) for play in book.plays).get(h.name)
+        return found.merged(cli_expect) if found is not None else host_expectations(h.name, h.vars, cli_expect)
+
+    return of
 
 
 def _thresholds(plays: list[PlannedPlay]) -> Callable[[str], Mapping[str, baseline.Threshold]] | None:

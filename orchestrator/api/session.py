@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
 from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan
@@ -50,7 +50,10 @@ from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.parallel import worker_count
 from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult
-from orchestrator.verdict.streaming import JudgingPool
+from orchestrator.verdict.streaming import JudgingPool, Prejudged
+
+if TYPE_CHECKING:
+    from orchestrator.api.import_judged import JudgeWhereRead
 
 
 @dataclass
@@ -170,13 +173,13 @@ def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
 
 def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
-          previous: Mapping[str, PreviousFacts] | None = None, pool: JudgingPool | None = None,
+          previous: Mapping[str, PreviousFacts] | None = None, pool: Prejudged | None = None,
           history: tuple[PastRun, ...] | None = None) -> FleetResult:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
-    `pool`: the judges started for this plan by start_judging; `history`: the earlier runs
-    (run_history), None when none was read."""
+    `pool`: hosts judged before, under this plan (start_judging's pool, an import's reading
+    workers); `history`: the earlier runs (run_history), None when none was read."""
     expect_for, overrides_for = _rules(expectations, overrides)
     refs = expectations.refs if isinstance(expectations, RunPlan) else References()
     refs = replace(refs, history=history)
@@ -450,7 +453,7 @@ class Collected:
 
 def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root: Path, via: dict[str, Any],
                    plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
-                   rank: Callable[[str], int]) -> RunResult:
+                   rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None = None) -> RunResult:
     """Results that came by another road (bundle documents from srun or cron, an Ansible job's
     events), stored and judged exactly as a live run's: the same run directory writes, the same
     `judge` under the same plan.  They come one piece at a time (a host's probes may come in
@@ -459,7 +462,18 @@ def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root:
     The plan comes once every host is known (`plan_of`: the plan and run options, from the hosts'
     results, data released); `rank`: a host's place in the run's order (its inventory's).  The run
     is built out of sight and published whole: a road that ends without a host to judge (plan_of
-    raises) leaves nothing."""
+    raises) leaves nothing.  `judged_as_read`: the hosts were judged as they were collected; kept
+    where it vouches for them under the plan (api/import_judged.py), else judged here."""
+    try:
+        return _store_streamed(collect, root, via, plan_of, rank, judged_as_read)
+    finally:
+        if judged_as_read is not None:
+            judged_as_read.close()
+
+
+def _store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root: Path, via: dict[str, Any],
+                    plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
+                    rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None) -> RunResult:
     with holding(root):
         run = _new_run(root, RunMeta(collected=via), staged=True)
         with _published(run, root):
@@ -480,8 +494,9 @@ def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root:
             run.replan(meta)
             inputs = [host_input_from_result(res, run.dir) for res in kept]
             run.stop("complete")
+            pool = judged_as_read.vouched(plan, inputs) if judged_as_read is not None else None
             # the spool beside the run, not in it: the run directory is renamed when it is published
-            fleet = judge(run.meta, inputs, plan, spool=root)
+            fleet = judge(run.meta, inputs, plan, spool=root, pool=pool)
             run.finish(fleet.to_document())
     return RunResult(run, fleet, {r.host.name: r for r in kept})
 

@@ -36,7 +36,7 @@ from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
 from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult, fleet_result
-from orchestrator.verdict.streaming import JudgingPool
+from orchestrator.verdict.streaming import Prejudged
 
 
 def host_record(h: HostInput) -> dict[str, Any]:
@@ -238,15 +238,15 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
                 overrides_for: Callable[[str], Mapping[str, Override]] | None = None,
                 spool: Path | None = None, workers: int | None = None,
                 previous_for: Callable[[str], PreviousFacts | None] | None = None,
-                pool: JudgingPool | None = None, refs: References | None = None) -> FleetResult:
+                pool: Prejudged | None = None, refs: References | None = None) -> FleetResult:
     """`overrides_for(host)` gives the playbook's severity changes and silences for that host.
 
     Big fleets are judged host by host in worker processes (orchestrator/verdict/parallel.py); their
     records then stay on disk under `spool` (default: the temp directory) and `hosts` is a
     read-only sequence that parses a record when it is read.  `workers` overrides the choice.
     `previous_for(host)`: the host's facts in the previous run, None when it has none.
-    `pool`: workers that judged the hosts while the run went on (verdict/streaming.py), started
-    with host_judge(expect_for, previous_for, refs); what they could not vouch for is judged here.
+    `pool`: hosts judged before (verdict/streaming.py: by workers while the run went on, started
+    with host_judge(expect_for, previous_for, refs)); what it cannot vouch for is judged here.
     `refs`: what the run judges against besides expectations (verdict/references.py)."""
     judge = host_judge(expect_for, previous_for, refs)
     with _no_cyclic_gc():

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from orchestrator.store import compact
 from orchestrator.store.spool import SpooledRecords
@@ -40,6 +40,15 @@ if TYPE_CHECKING:
 
 _PIPE_BYTES = 1 << 20  # a backlog of a few hundred hosts per worker before the run waits on judging
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+class Prejudged(Protocol):
+    """Hosts judged before the fleet is built: by a JudgingPool while the run went on, or by the
+    workers that read an import's documents (api/import_judged.py)."""
+
+    def finish(self, inputs: Sequence[HostInput]) -> tuple[SpooledRecords, list[HostVerdict]] | None:
+        """The records and verdicts of `inputs`, in their order, when every one of them was judged
+        exactly as the fleet would judge it; otherwise None, and the caller judges them."""
 
 
 class JudgingPool:
@@ -117,24 +126,10 @@ class JudgingPool:
             ok = self._drain() and not self._broken and self._handed_over(inputs)
             if not ok or self._dir is None:
                 return None
-            records = SpooledRecords(self._dir, version=compact.SCHEMA_VERSION)
-            judged: dict[str, tuple[int, Spooled]] = {}
-            reader = handoff.Reader()  # the verdicts are held together: their common words once
-            for i in range(workers):
-                for spooled in read_part(self._dir / f"part{i}", reader):
-                    judged[spooled.verdict.name] = (i, spooled)
-            if len(judged) != len(inputs):
-                records.close()
-                return None
-            verdicts = []
-            for h in inputs:
-                part, s = judged[h.name]
-                records.add(part, s.offset, s.length, s.verdict.name, s.digest, s.layout)
-                verdicts.append(s.verdict)
-            self._dir = None  # the records own the spool now
-            return records, verdicts
-        except (OSError, EOFError, pickle.UnpicklingError, KeyError):
-            return None
+            judged = spooled_in_order(self._dir, workers, [h.name for h in inputs])
+            if judged is not None:
+                self._dir = None  # the records own the spool now
+            return judged
         finally:
             self.close()
 
@@ -173,6 +168,33 @@ class JudgingPool:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def spooled_in_order(spool: Path, parts: int, names: Sequence[str]) -> tuple[SpooledRecords, list[HostVerdict]] | None:
+    """The records and verdicts of hosts `names`, in that order, that workers judged into the
+    `parts` parts of `spool` in any order; the records then own the spool (and remove it when
+    closed).  None when the parts do not hold exactly those hosts or cannot be read."""
+    try:
+        judged: dict[str, tuple[int, Spooled]] = {}
+        reader = handoff.Reader()  # the verdicts are held together: their common words once
+        for i in range(parts):
+            for spooled in read_part(spool / f"part{i}", reader):
+                judged[spooled.verdict.name] = (i, spooled)
+        if len(judged) != len(names) or not all(n in judged for n in names):
+            return None
+    except (OSError, EOFError, pickle.UnpicklingError):
+        return None
+    records = SpooledRecords(spool, version=compact.SCHEMA_VERSION)
+    verdicts = []
+    try:
+        for name in names:
+            part, s = judged[name]
+            records.add(part, s.offset, s.length, s.verdict.name, s.digest, s.layout)
+            verdicts.append(s.verdict)
+    except OSError:
+        records.close()
+        return None
+    return records, verdicts
 
 
 def _fingerprint(message: bytes) -> bytes:

@@ -9,6 +9,7 @@ recordings.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -18,14 +19,18 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api import ansible_job, import_workers
+from orchestrator.api import ansible_job, collected, import_workers
+from orchestrator.api import plan as plan_mod
 from orchestrator.api.collected import document_files, import_documents, read_document
+from orchestrator.api.plan import PlanInputs, build_plan
 from orchestrator.engine import bundle
+from orchestrator.engine.results import HostInput
 from orchestrator.inventory.model import Host
 from orchestrator.simulate.record import demo_hosts
 from orchestrator.store.compact import read_plain
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.verdict import parallel
 from orchestrator.verdict.parallel import WORKERS_ENV
 from tests.support.collected import finding_keys
 from tests.support.fleet import Cli
@@ -180,7 +185,7 @@ def test_a_failed_reading_worker_leaves_the_import_to_this_process(fleet: dict[s
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker that dies (here: every one) costs nothing: the documents are read here instead,
     and nothing it staged is left behind."""
-    def dying(files: Any, first: int, read: Any, host_for: Any, run: RunDirectory, part: Path) -> None:
+    def dying(files: Any, first: int, read: Any, host_for: Any, run: RunDirectory, *rest: Any) -> None:
         run.stage_dir(str(first)).joinpath("half-written").write_text("x")
         (tmp_path / f"died-{first}").touch()
         raise OSError("the worker's disk went away")
@@ -247,3 +252,136 @@ def test_an_ansible_runner_import_holds_one_event_at_a_time(fleet: dict[str, Any
     assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
     assert all(sorted(h.probes) == ["host", "nvml"] for h in result.fleet.hosts)
     assert result.run.meta.collected == {"via": "ansible-runner", "tasks": counter}
+
+# Hosts judged in the worker that read their document (api/import_judged.py), kept only where the
+# whole run's plan judges every host the same way. Each case imports the same documents in two
+# reading workers and in one process, which judges after reading; a patched `judge_hosts` shows
+# whether the two-worker import kept its workers' verdicts (it is then never called) or judged
+# its hosts again after reading.
+
+
+def _import_both(docs: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, inventory: tuple[str, ...] = (),
+                 playbook: str | None = None) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """(one process's fleet.json, two workers', how often the two-worker import judged after reading)."""
+    judged_after = []
+    real = parallel.judge_hosts
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        judged_after.append(1)
+        return real(*args, **kw)
+
+    runs = {}
+    for workers in (1, 2):
+        monkeypatch.setenv(WORKERS_ENV, str(workers))
+        monkeypatch.setattr(parallel, "judge_hosts", counted)
+        judged_after.clear()
+        result, _ = import_documents([docs], tmp / f"results-{workers}", inventory, playbook)
+        runs[workers] = result.run.dir
+        del result  # its records' spool goes with it
+        gc.collect()
+        assert not list((tmp / f"results-{workers}").glob(".verdict-*")), "a spool left behind"
+    assert _raw_tree(runs[2]) == _raw_tree(runs[1])
+    return read_plain(runs[1] / "fleet.json"), read_plain(runs[2] / "fleet.json"), len(judged_after)
+
+
+def test_hosts_judged_where_they_were_read_are_the_hosts_one_process_judges(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that is not a document is judged where it was read too (as the host named after it)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(fleet["docs"], docs)
+    (docs / "zz-cut.json").write_text('{"fleetprobe_bundle": 1, "identity": ')
+    for inventory in ((), (str(fleet["inv"]),)):
+        one, two, judged_after = _import_both(docs, tmp_path / str(len(inventory)), monkeypatch, inventory)
+        assert judged_after == 0, "the workers' verdicts were not kept"
+        assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+        assert two["summary"] == one["summary"]
+        assert "zz-cut.json" in {h["name"] for h in two["hosts"]} and len(two["hosts"]) == len(fleet["hosts"]) + 1
+
+
+def test_a_second_document_of_a_host_has_every_host_judged_after_reading(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker judged it under its document's name; the run keeps it as name#2."""
+    docs = tmp_path / "docs"
+    shutil.copytree(fleet["docs"], docs)
+    first = sorted(docs.iterdir())[0]
+    (docs / "zz-again.json").write_bytes(first.read_bytes())
+    one, two, judged_after = _import_both(docs, tmp_path, monkeypatch)
+    assert judged_after == 1
+    assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+    assert any(h["name"].endswith("#2") for h in two["hosts"])
+
+
+def test_a_play_that_selects_by_the_other_hosts_has_every_host_judged_after_reading(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`all[0]` is every host when each is judged alone, and only the first in the whole run: the
+    workers' expectations are wrong for the others, so none of their verdicts is kept."""
+    book = tmp_path / "book.yml"
+    book.write_text("- name: audit\n  hosts: all\n  probes: [host, pcie, nvml, nvlink, kmsg, nic]\n"
+                    "- name: the first host is held to more\n  hosts: all[0]\n  expect:\n    gpu_count: 99\n"
+                    "  probes: [host]\n")
+    one, two, judged_after = _import_both(fleet["docs"], tmp_path, monkeypatch, playbook=str(book))
+    assert judged_after == 1
+    assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+    held = [h["name"] for h in two["hosts"] if h["expect"].get("gpu_count") == 99]
+    assert len(held) == 1  # the first host only, as the whole run's plan says
+
+
+def test_documents_of_another_plan_are_judged_under_the_first_documents(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers judge under the first document's plan, which is the run's plan: a later
+    document's other plan changes nothing of the verdicts (the import warns about it)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(fleet["docs"], docs)
+    last = sorted(docs.iterdir())[-1]
+    doc = json.loads(last.read_text())
+    doc["plan"] = {"playbook": "premigration", "probes": [], "expect": ["gpu_count=3"], "timeout": 60.0}
+    last.write_text(json.dumps(doc))
+    one, two, judged_after = _import_both(docs, tmp_path, monkeypatch)
+    assert judged_after == 0
+    assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+    assert not any(h["expect"].get("gpu_count") == 3 for h in two["hosts"])
+
+
+@pytest.mark.parametrize("playbook", ["audit", "premigration", "quick"])
+def test_a_host_alone_is_expected_what_the_whole_run_expects_of_it_where_plays_select_by_group(
+        fleet: dict[str, Any], playbook: str) -> None:
+    """The demo inventory's groups, expectations per group and per play, and --expect."""
+    inputs = PlanInputs(inventory=(str(fleet["inv"]),), playbook=playbook, expect=("nic_count=2",))
+    stored = [HostInput(name=n, address=n, groups=["all", "demo", m.split("-")[0]], probes={}, data={},
+                        vars={"probe_expect": {"gpu_count": 8}} if i % 2 else {})
+              for i, (n, m) in enumerate(fleet["hosts"].items())]
+    whole = build_plan(inputs, stored=stored)
+    alone = plan_mod.expectations_alone(inputs)
+    assert [alone(h) for h in stored] == [whole.expectations_for(h.name, h.vars) for h in stored]
+    assert any(alone(h).gpu_count == 8 for h in stored) and all(alone(h).nic_count == 2 for h in stored)
+
+
+def test_a_document_big_enough_for_workers_is_read_once_for_the_plan(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the first file is read for the plan before the workers start; where it is not a
+    document, the next few are tried."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "000.json").write_text("not json")
+    for i in range(1, 4):
+        (docs / f"{i:03d}.json").write_text(json.dumps(_document(f"h{i}", "dgx-h100-01")))
+    one, two, judged_after = _import_both(docs, tmp_path, monkeypatch)
+    assert judged_after == 0
+    assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+
+
+def test_a_host_the_parent_names_otherwise_than_its_worker_has_every_host_judged_after_reading(
+        fleet: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run keeps the host as the parent names it: a worker's verdict of the host with other
+    groups or variables is not the run's verdict of it."""
+    real = collected._host_of
+
+    def regrouped(*args: Any) -> Host:
+        host = real(*args)
+        return Host(name=host.name, vars=host.vars, groups=[*host.groups, "named-here"])
+
+    monkeypatch.setattr(collected, "_host_of", regrouped)
+    one, two, judged_after = _import_both(fleet["docs"], tmp_path, monkeypatch)
+    assert judged_after == 1
+    assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
+    assert all("named-here" in h["groups"] for h in two["hosts"])
