@@ -20,7 +20,14 @@ from typing import Any
 from orchestrator.api.errors import UsageError
 from orchestrator.api.import_judged import JudgeWhereRead
 from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
-from orchestrator.api.plan import PlanInputs, RunPlan, build_plan, load_inventory
+from orchestrator.api.plan import (
+    PlanError,
+    PlanInputs,
+    RunPlan,
+    build_plan,
+    load_inventory,
+    parse_expect_items,
+)
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.results import HostInput
@@ -30,6 +37,7 @@ from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
 from orchestrator.store.rundir import RunDirectory, host_input_from_result
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT, DEFAULT_MAX_STDERR
+from orchestrator.verdict.expectations import ExpectationError
 from orchestrator.verdict.parallel import worker_count
 
 ANY_HOST = "(any host)"  # the host a bundle for no particular host is planned for: in group all only
@@ -134,7 +142,12 @@ def read_document(f: Path) -> Imported:
     except UnreadableInput as e:
         return Imported(str(f), None, str(e))
     try:
-        return Imported(str(f), bundle.read_document(data))
+        doc = bundle.read_document(data)
+        # the plan the import may be judged under: a malformed one costs this file, not the import
+        parse_expect_items(PlanInputs.from_dict(doc.plan).expect)
+        return Imported(str(f), doc)
+    except (PlanError, UsageError, ExpectationError) as e:
+        return Imported(str(f), None, f"{f.name}: the document's plan is malformed ({e})")
     except bundle.DocumentError as e:
         tail = data.decode("utf-8", "replace").strip().splitlines()[-1:] if data.strip() else []
         more = f"; it ends: {tail[0][:160]}" if tail else "; the file is empty"

@@ -10,6 +10,7 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -63,16 +64,49 @@ class PlanInputs:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PlanInputs:
-        def strings(key: str) -> tuple[str, ...]:
-            value = d.get(key) or ()
-            return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
+        """The inputs a stored plan (run.json's `plan`, a bundle document's) names.  PlanError
+        names the first field of a type this program never writes there."""
+        def text(key: str) -> str | None:
+            value = d.get(key)
+            if value is None or isinstance(value, str):
+                return value
+            raise PlanError(f"{key}: {_shown(value)} is not a string")
 
-        return cls(inventory=strings("inventory"), limit=d.get("limit"), playbook=d.get("playbook"),
-                   probes=strings("probes"), expect=strings("expect"),
-                   forks=int(d.get("forks") or DEFAULT_FORKS), timeout=float(d.get("timeout") or DEFAULT_TIMEOUT_S),
-                   become=bool(d.get("become")), shard=d.get("shard") if isinstance(d.get("shard"), str) else None,
-                   security_floor=d["security_floor"] if isinstance(d.get("security_floor"), str) else None,
-                   baseline_file=d["baseline_file"] if isinstance(d.get("baseline_file"), str) else None)
+        def strings(key: str) -> tuple[str, ...]:
+            value = d.get(key)
+            if value is None:
+                return ()
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return tuple(value)
+            raise PlanError(f"{key}: {_shown(value)} is not a list of strings")
+
+        def number(key: str, default: float) -> float:
+            value = d.get(key)
+            if value is None:
+                return default
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return value
+            raise PlanError(f"{key}: {_shown(value)} is not a number")
+
+        become = d.get("become")
+        if become is not None and not isinstance(become, bool):
+            raise PlanError(f"become: {_shown(become)} is not true or false")
+        forks = number("forks", DEFAULT_FORKS)
+        if forks != int(forks):
+            raise PlanError(f"forks: {_shown(forks)} is not a whole number")
+        return cls(inventory=strings("inventory"), limit=text("limit"), playbook=text("playbook"),
+                   probes=strings("probes"), expect=strings("expect"), forks=int(forks),
+                   timeout=float(number("timeout", DEFAULT_TIMEOUT_S)), become=bool(become), shard=text("shard"),
+                   security_floor=text("security_floor"), baseline_file=text("baseline_file"))
+
+
+class PlanError(ValueError):
+    """A stored plan with a field of a type this program never writes there."""
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass

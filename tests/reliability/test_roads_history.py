@@ -128,6 +128,7 @@ def _run_json_truncated(run: Path) -> None:
 CORRUPTIONS = [_facts_wrong_type, _facts_inner_wrong_type, _facts_a_list, _probes_wrong_type, _nan_duration,
                _host_without_name, _finding_unknown_kind, _finding_without_message, _schema_version_string,
                _run_json("plan", "x"), _run_json("plan", {"plays": 5, "expect": {"a": 1}}),
+               _run_json("plan", {"playbook": 7, "timeout": "abc"}), _run_json("plan", {"forks": [1]}),
                _run_json("inventory", 5), _run_json("inventory", [1, {"a": 2}]), _run_json("probes", {"x": 1}),
                _run_json("probes", [1, None]), _run_json("id", "x\nscontrol update NodeName=all State=DOWN"),
                _run_json_truncated]
@@ -146,6 +147,7 @@ def test_a_damaged_stored_run_costs_only_what_is_damaged(tmp_path: Path, shards:
         "show-table": ["show", str(b), "--show", "gpus,pcie,nvlink,p2p,nic"],
         "report": ["report", str(b), "-o", str(tmp_path / "r.html")],
         "diff": ["diff", str(a), str(b)],
+        "rejudge": ["rejudge", str(b), "--results", str(tmp_path / "rejudged"), "-q"],
     }
     for what, args in commands.items():
         got = run_cli(args, timeout=300)

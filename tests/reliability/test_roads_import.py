@@ -88,6 +88,36 @@ def test_a_bundle_document_of_millions_of_values_is_refused_before_they_are_buil
     assert got.rss_kib is not None and got.rss_kib < 250_000, f"{got.rss_kib} KiB"
 
 
+@pytest.mark.parametrize("plan", [{"playbook": 123}, {"playbook": ["audit"]}, {"timeout": "abc"}, {"timeout": [1]},
+                                  {"forks": 2.5}, {"expect": "gpu_count=8"}, {"expect": ["gpu_count=many"]},
+                                  {"limit": 5}, {"become": "yes"}])
+def test_a_document_whose_plan_is_malformed_costs_only_that_file(tmp_path: Path, plan: dict[str, Any]) -> None:
+    """The plan a bundle was written from is read from each document: a field of the wrong type
+    makes that file unreadable, said under its own name, and the other documents are judged."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, doc_plan in (("a-good", {}), ("b-forged", plan)):
+        doc = _document(name)
+        doc["plan"] = {**doc["plan"], **doc_plan}
+        (docs / f"{name}.json").write_text(json.dumps(doc))
+    got = _import(tmp_path, str(docs), "--format", "json")
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    hosts = {h["name"]: h for h in _strict_stdout(got.stdout)["hosts"]}
+    assert hosts["a-good"]["probes"]["host"]["outcome"] == "ok"
+    reason = hosts["b-forged.json"]["probes"]["bundle"]["reason"]
+    assert "b-forged.json: the document's plan is malformed" in reason and next(iter(plan)) in reason, reason
+
+
+def _document(name: str) -> dict[str, Any]:
+    out = json.dumps(recorded("dgx-h100-12", "host"))
+    return {"fleetprobe_bundle": 1, "identity": {"hostname": name}, "for_host": None,
+            "plan": {"playbook": "audit", "probes": ["host"], "expect": [], "timeout": 60.0},
+            "calls": [{"name": "host", "args": {}, "timeout_s": 60.0}],
+            "probes": [{"probe": "host", "state": "ran", "exit": 0, "timed_out": False, "out_trunc": False,
+                        "err_trunc": False, "duration_s": 0.05, "out": len(out.encode()), "err": 0,
+                        "stdout": {"text": out}, "stderr": {"text": ""}}]}
+
+
 # ------------------------------------------------------------------------------ text as users save it
 
 
