@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 import tests.support.slurm as slurm
-from tests.support.ports import _ephemeral_low, free_port
+from tests.support.ports import _ephemeral_low, free_port, port_range
 
 
 def test_a_port_is_free_below_the_ephemeral_range_and_not_one_already_given() -> None:
     taken: set[int] = set()
     for _ in range(50):
         port = free_port(taken)
-        assert 1024 <= port < _ephemeral_low() and port not in taken
+        low, high = port_range()
+        assert low <= port < high and port not in taken
+        assert high <= _ephemeral_low() or (low, high) == (1024, 65536)
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
         taken.add(port)

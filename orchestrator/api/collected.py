@@ -20,14 +20,7 @@ from typing import Any
 from orchestrator.api.errors import UsageError
 from orchestrator.api.import_judged import JudgeWhereRead
 from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
-from orchestrator.api.plan import (
-    PlanError,
-    PlanInputs,
-    RunPlan,
-    build_plan,
-    load_inventory,
-    parse_expect_items,
-)
+from orchestrator.api.plan import PlanError, PlanInputs, RunPlan, build_plan, load_inventory
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.results import HostInput
@@ -143,10 +136,9 @@ def read_document(f: Path) -> Imported:
         return Imported(str(f), None, str(e))
     try:
         doc = bundle.read_document(data)
-        # the plan the import may be judged under: a malformed one costs this file, not the import
-        parse_expect_items(PlanInputs.from_dict(doc.plan).expect)
+        PlanInputs.from_dict(doc.plan)  # a plan no fleetprobe writes costs this file, not the import
         return Imported(str(f), doc)
-    except (PlanError, UsageError, ExpectationError) as e:
+    except PlanError as e:
         return Imported(str(f), None, f"{f.name}: the document's plan is malformed ({e})")
     except bundle.DocumentError as e:
         tail = data.decode("utf-8", "replace").strip().splitlines()[-1:] if data.strip() else []
@@ -257,7 +249,13 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
         warnings.extend(more)
         stored = [HostInput(name=r.host.name, address=r.host.address, groups=r.host.groups, probes={}, data={},
                             vars=public_vars(r.host.vars)) for r in hosts]
-        return build_plan(inputs, stored=stored), {"timeout": inputs.timeout}
+        try:
+            return build_plan(inputs, stored=stored), {"timeout": inputs.timeout}
+        except ExpectationError as e:
+            if expect is not None:
+                raise
+            raise UsageError(f"the documents' plan expects what this fleetprobe cannot read ({e}); give --expect to "
+                             "judge against expectations of your own") from None
 
     # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
     # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found

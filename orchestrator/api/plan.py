@@ -10,7 +10,6 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -84,9 +83,10 @@ class PlanInputs:
             value = d.get(key)
             if value is None:
                 return default
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            # compared, not math.isfinite: an int past a float's range would raise OverflowError
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and -1e15 < value < 1e15:
                 return value
-            raise PlanError(f"{key}: {_shown(value)} is not a number")
+            raise PlanError(f"{key}: {_shown(value)} is not a number of a sane size")
 
         become = d.get("become")
         if become is not None and not isinstance(become, bool):

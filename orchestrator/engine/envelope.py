@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator.facts.normalize.budget import MAX_FIGURE, MAX_STRING, cut_long_strings
 from orchestrator.files.jsontext import loads_strict
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT
 
 ENVELOPE_VERSION = 1
 STATUSES = ("ok", "error", "unsupported")
@@ -22,6 +23,12 @@ STATUSES = ("ok", "error", "unsupported")
 # refused at the cost of scanning it.  docs/reliability.md has the measured figures.
 MAX_DEPTH = 32
 MAX_VALUES = 200_000
+# A stored envelope (the run's raw file: Envelope.to_dict() of what was accepted) may hold more
+# values than the host sent: the fields a host left out (8 at most, each a string key and a value)
+# and the note of the strings the parse cut (a key and one length per string: at most one string
+# per MAX_STRING characters of the output cap).  It is read back within the budget plus these, so
+# a host accepted live is judged from its raw files as it was accepted.
+STORED_MAX_VALUES = MAX_VALUES + 16 + DEFAULT_MAX_OUTPUT // MAX_STRING + 2
 # Hosts finish together; at most this many envelopes are parsed at once, so the parse peaks of
 # 32 forks do not add up (each is bounded by MAX_VALUES and the 16 MiB output cap).
 MAX_CONCURRENT_PARSES = 2
@@ -81,13 +88,13 @@ def _unescaped(text: str) -> str:
     return text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text
 
 
-def _skeleton(text: str) -> str:
+def _skeleton(text: str, max_values: int = MAX_VALUES) -> str:
     """`text` without its JSON strings (C-level): once the escapes that could hide a string's end
     are gone (`_unescaped`), the quotes left are exactly the strings' ends, so the strings are
     every other piece of a split on '"'."""
     plain = _unescaped(text)
-    if plain.count('"') // 2 > MAX_VALUES:
-        raise EnvelopeError(f"stdout holds more than {MAX_VALUES} JSON strings, more than an envelope may; "
+    if plain.count('"') // 2 > max_values:
+        raise EnvelopeError(f"stdout holds more than {max_values} JSON strings, more than an envelope may; "
                             "refused unparsed")
     return "".join(plain.split('"')[::2])
 
@@ -114,8 +121,8 @@ def _check_depth(brackets: bytes) -> None:
                             "refused unparsed")
 
 
-def check_budget(text: str) -> None:
-    """Refuse JSON text past MAX_VALUES values or MAX_DEPTH nesting, before any object is built.
+def check_budget(text: str, max_values: int = MAX_VALUES) -> None:
+    """Refuse JSON text past `max_values` values or MAX_DEPTH nesting, before any object is built.
 
     Strings are blanked first (a bracket or comma inside one is text); then every value but the
     first in its container is preceded by a comma, so commas + non-empty containers + 1 is the
@@ -123,20 +130,20 @@ def check_budget(text: str) -> None:
     innermost empty pairs depth times.  Each step is a C-level scan whose cost is bounded by the
     budget itself (no step makes an object per match past MAX_VALUES matches), so refusing 15 MiB
     of `[],[],...` costs a few copies of the text.  Malformed text is json's to refuse."""
-    if len(text) <= MAX_VALUES:
+    if len(text) <= max_values:
         # every value takes at least a character, so only the nesting can be past the budget
         brackets = _brackets(text)
         if len(brackets) > MAX_DEPTH:
             _check_depth(brackets)
         return
-    skeleton = _skeleton(text)
+    skeleton = _skeleton(text, max_values)
     containers = skeleton.count("[") + skeleton.count("{")
-    if MAX_DEPTH < containers <= 2 * MAX_VALUES:  # else too shallow to matter, or refused by the count below
+    if MAX_DEPTH < containers <= 2 * max_values:  # else too shallow to matter, or refused by the count below
         _check_depth(skeleton.encode("utf-8", "replace").translate(None, _NOT_BRACKETS))
     # a container holds commas + 1 values unless it is empty
     values = skeleton.count(",") + containers - skeleton.count("[]") - skeleton.count("{}") + 1
-    if values > MAX_VALUES:
-        raise EnvelopeError(f"stdout holds {values} JSON values, more than the {MAX_VALUES} an envelope may; "
+    if values > max_values:
+        raise EnvelopeError(f"stdout holds {values} JSON values, more than the {max_values} an envelope may; "
                             "refused unparsed")
 
 
@@ -151,16 +158,17 @@ def clean_strings(value: Any) -> Any:
     return value
 
 
-def loads_bounded(text: str) -> Any:
+def loads_bounded(text: str, max_values: int = MAX_VALUES) -> Any:
     """json.loads within the budget: strict JSON (no NaN/Infinity, finite floats), no lone surrogates.
+    `max_values`: STORED_MAX_VALUES for an envelope this program stored.
 
     Raises EnvelopeError past the budget, ValueError/RecursionError as json.loads does."""
     with _PARSE_SLOTS:
-        return _loads(text)
+        return _loads(text, max_values)
 
 
-def _loads(text: str) -> Any:
-    check_budget(text)
+def _loads(text: str, max_values: int = MAX_VALUES) -> Any:
+    check_budget(text, max_values)
     doc = loads_strict(text, MAX_FIGURE)
     if _SURROGATE_ESCAPE.search(text):
         doc = clean_strings(doc)

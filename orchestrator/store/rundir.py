@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engine.envelope import loads_bounded
+from orchestrator.engine.envelope import STORED_MAX_VALUES, loads_bounded
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
@@ -370,7 +370,7 @@ def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any
         if not env_path.is_file():
             continue
         try:
-            doc = loads_bounded(env_path.read_text(encoding="utf-8"))
+            doc = loads_bounded(env_path.read_text(encoding="utf-8"), STORED_MAX_VALUES)
         except (UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"{env_path.name}: {type(e).__name__}") from None
         except ValueError as e:

@@ -130,6 +130,8 @@ class JudgingPool:
             if judged is not None:
                 self._dir = None  # the records own the spool now
             return judged
+        except OSError:  # a worker that could not be waited for: judged by the caller
+            return None
         finally:
             self.close()
 

@@ -356,10 +356,11 @@ def test_a_host_alone_is_expected_what_the_whole_run_expects_of_it_where_plays_s
     assert any(alone(h).gpu_count == 8 for h in stored) and all(alone(h).nic_count == 2 for h in stored)
 
 
-def test_a_document_big_enough_for_workers_is_read_once_for_the_plan(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only the first file is read for the plan before the workers start; where it is not a
-    document, the next few are tried."""
+def test_a_first_file_that_is_not_a_document_leaves_the_plan_to_the_next(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan the workers judge under is read before they start, from the first file that is a
+    document (the run's plan too): a first file that is not one does not cost the workers'
+    verdicts."""
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "000.json").write_text("not json")

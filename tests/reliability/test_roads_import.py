@@ -89,7 +89,7 @@ def test_a_bundle_document_of_millions_of_values_is_refused_before_they_are_buil
 
 
 @pytest.mark.parametrize("plan", [{"playbook": 123}, {"playbook": ["audit"]}, {"timeout": "abc"}, {"timeout": [1]},
-                                  {"forks": 2.5}, {"expect": "gpu_count=8"}, {"expect": ["gpu_count=many"]},
+                                  {"timeout": 10**400}, {"forks": 10**400}, {"forks": 2.5}, {"expect": "gpu_count=8"},
                                   {"limit": 5}, {"become": "yes"}])
 def test_a_document_whose_plan_is_malformed_costs_only_that_file(tmp_path: Path, plan: dict[str, Any]) -> None:
     """The plan a bundle was written from is read from each document: a field of the wrong type
@@ -106,6 +106,24 @@ def test_a_document_whose_plan_is_malformed_costs_only_that_file(tmp_path: Path,
     assert hosts["a-good"]["probes"]["host"]["outcome"] == "ok"
     reason = hosts["b-forged.json"]["probes"]["bundle"]["reason"]
     assert "b-forged.json: the document's plan is malformed" in reason and next(iter(plan)) in reason, reason
+
+
+def test_expectations_a_document_asks_that_this_version_cannot_read_are_one_message_or_replaced(
+        tmp_path: Path) -> None:
+    """A bundle from a newer fleetprobe may expect what this one has no name for: the import says
+    so in one message, and judges with --expect given instead."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b"):
+        doc = _document(name)
+        doc["plan"]["expect"] = ["gpu_count=many", "a_newer_key=1"]
+        (docs / f"{name}.json").write_text(json.dumps(doc))
+    got = _import(tmp_path, str(docs))
+    assert got.code == 2 and "Traceback" not in got.stderr, got.stderr
+    assert "the documents' plan expects" in got.stderr and "give --expect" in got.stderr, got.stderr
+    got = _import(tmp_path, str(docs), "--expect", "gpu_count=8", "--format", "json")
+    assert got.code in (1, 4, 5), got.stderr
+    assert {h["name"]: h["expect"].get("gpu_count") for h in _strict_stdout(got.stdout)["hosts"]} == {"a": 8, "b": 8}
 
 
 def _document(name: str) -> dict[str, Any]:

@@ -34,11 +34,16 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_port(taken: set[int] | None = None) -> int:
-    """A port on 127.0.0.1 that is free now, below the ephemeral range and not in `taken`."""
+def port_range() -> tuple[int, int]:
+    """Where the ports come from: below the ephemeral range, or any unprivileged port on a machine
+    that made (nearly) every port ephemeral."""
     low, high = _LOWEST, _ephemeral_low()
-    if high - low < 1000:  # a machine that made (nearly) every port ephemeral: any unprivileged one
-        low, high = 1024, 65536
+    return (low, high) if high - low >= 1000 else (1024, 65536)
+
+
+def free_port(taken: set[int] | None = None) -> int:
+    """A port on 127.0.0.1 that is free now, from `port_range()` and not in `taken`."""
+    low, high = port_range()
     for _ in range(200):
         port = random.randrange(low, high)
         if port not in (taken or set()) and _bindable(port):

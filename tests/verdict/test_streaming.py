@@ -104,6 +104,30 @@ def test_a_worker_that_dies_costs_the_pool_not_the_fleet(demo_inputs: list[HostI
     assert _no_children_left()
 
 
+def test_a_pool_whose_workers_cannot_be_waited_for_gives_way_to_judging_after_the_run(
+        demo_inputs: list[HostInput], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """waitpid failing (ECHILD: something else reaped the judges) costs the pool, not the run."""
+    inputs = copies(demo_inputs, 6)
+    pool = _pool(tmp_path)
+    for h in inputs:
+        pool.submit(h)
+    real = os.waitpid
+
+    def lost(pid: int, options: int) -> tuple[int, int]:
+        if pid in pool._pids:
+            real(pid, options)  # reaped here, as by someone else, then reported lost
+            raise ChildProcessError(10, "No child processes")
+        return real(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", lost)
+    fleet = build_fleet(meta("t"), inputs, _expect, _overrides, workers=1, pool=pool).to_document()
+    monkeypatch.setattr(os, "waitpid", real)
+    assert isinstance(fleet["hosts"], list)  # judged again here
+    assert _text(fleet) == _text(build_fleet(meta("t"), inputs, _expect, _overrides, workers=1).to_document())
+    assert not list(tmp_path.glob(".verdict-*"))
+    assert _no_children_left()
+
+
 def test_closing_a_pool_stops_its_workers_and_removes_their_files(demo_inputs: list[HostInput],
                                                                  tmp_path: Path) -> None:
     pool = _pool(tmp_path)
