@@ -230,14 +230,11 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
             origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
             if rd.result is None:
                 first_error[0] = first_error[0] or rd.error
-                failed = unreadable(host, rd.error)
-                if judge is not None:
-                    judge.named(rd.judged, host_input_from_result(failed))
-                yield Collected(failed, origin)
-                continue
-            plans.append(rd.plan)
-            origin["identity"] = rd.identity
-            res = dataclasses.replace(rd.result, host=host)
+                res = unreadable(host, rd.error)
+            else:
+                plans.append(rd.plan)
+                origin["identity"] = rd.identity
+                res = dataclasses.replace(rd.result, host=host)
             if judge is not None:
                 judge.named(rd.judged, host_input_from_result(res))
             yield Collected(res, origin, rd.staged)

@@ -89,13 +89,11 @@ def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFo
         verdicts = stack.enter_context(PartWriter(judged_part)) if judge and judged_part else None
         for i, f in enumerate(files):
             rd = read_one(f, read, host_for)
-            if rd.result is None:
-                if judge is not None and verdicts is not None:  # named after its file, as the parent names it
-                    failed = unreadable(host_for(Path(rd.source).name, {}), rd.error)
-                    rd.judged = judge.judge(host_input_from_result(failed), verdicts)
-            else:
-                if judge is not None and verdicts is not None:
-                    rd.judged = judge.judge(host_input_from_result(rd.result), verdicts)
+            if judge is not None and verdicts is not None:  # while its data is held
+                # a file with no document: its host named after the file, as the parent names it
+                res = rd.result or unreadable(host_for(Path(rd.source).name, {}), rd.error)
+                rd.judged = judge.judge(host_input_from_result(res), verdicts)
+            if rd.result is not None:
                 rd.staged = run.stage_dir(str(first + i))
                 write_probe_files(rd.staged, rd.result, staged=True)
                 release_envelope_data(rd.result)
