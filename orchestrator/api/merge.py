@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError
-from orchestrator.api.plan import PlanError, PlanInputs, build_plan, load_inventory
+from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs
 from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.carry import Carrier
@@ -47,11 +47,7 @@ def _overrides(run: RunDirectory) -> dict[str, dict[str, Override]]:
     hosts = run.host_inputs(with_data=False)
     if not hosts:
         return {}
-    try:
-        inputs = PlanInputs.from_dict({**meta.plan, "inventory": meta.inventory})
-    except PlanError as e:
-        raise UsageError(f"{run.dir.name}: the plan in its run.json is malformed ({e}); it was not written by "
-                         "fleetprobe") from None
+    inputs = run_plan_inputs({**meta.plan, "inventory": meta.inventory}, run.dir.name)
     return build_plan(inputs, stored=hosts).overrides
 
 

@@ -104,6 +104,16 @@ class PlanError(ValueError):
     """A stored plan with a field of a type this program never writes there."""
 
 
+def run_plan_inputs(plan: dict[str, Any], run: str) -> PlanInputs:
+    """The inputs of stored run `run`'s plan (its run.json `plan`, for rejudge and merge): one
+    message naming the run where it is malformed."""
+    try:
+        return PlanInputs.from_dict(plan)
+    except PlanError as e:
+        raise UsageError(f"{run}: the plan in its run.json is malformed ({e}); it was not written by "
+                         "fleetprobe") from None
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

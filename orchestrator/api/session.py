@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError
-from orchestrator.api.plan import PlanError, PlanInputs, PlannedPlay, RunPlan, build_plan
+from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan, run_plan_inputs
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
@@ -564,11 +564,8 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
     if not inputs:
         raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
-    try:
-        inputs_of_run = PlanInputs.from_dict(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory})
-    except PlanError as e:
-        raise UsageError(f"{source.name}: the plan in its run.json is malformed ({e}); it was not written by "
-                         "fleetprobe") from None
+    inputs_of_run = run_plan_inputs(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory},
+                                    source.name)
     new_inputs = PlanInputs(inventory=tuple(meta.inventory), limit=meta.limit,
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
