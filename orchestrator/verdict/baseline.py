@@ -153,6 +153,11 @@ class Measures(Sequence[Measure]):
         for (metric, kind, gpu), value in zip(self._keys, self._values):
             yield Measure(metric, kind, gpu, value)
 
+    def rows(self) -> list[tuple[str, str, str | None, float]]:
+        """The figures as plain (metric, kind, gpu, value) tuples: the fleet baselines read every
+        host's figures three times, and a Measure made for each was most of their cost."""
+        return [(*key, value) for key, value in zip(self._keys, self._values)]
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Measures):
             return self._keys == other._keys and self._values == other._values
@@ -336,19 +341,27 @@ def class_stats(name: str, hosts: Mapping[str, Sequence[Measure]]) -> ClassStats
     host_values: dict[tuple[str, str], list[float]] = defaultdict(list)
     gpu_values: dict[tuple[str, str], list[float]] = defaultdict(list)
     for ms in hosts.values():
-        for key, values in _host_figures(ms).items():
+        rows = _rows(ms)
+        for key, values in _host_figures(rows).items():
             host_values[key].append(statistics.median(values))
-        for m in ms:
-            if m.gpu is not None:
-                gpu_values[(m.metric, m.kind)].append(m.value)
+        for metric, kind, gpu, value in rows:
+            if gpu is not None:
+                gpu_values[(metric, kind)].append(value)
     return ClassStats(name, len(hosts), {k: Stats.of(v) for k, v in host_values.items()},
                       {k: Stats.of(v) for k, v in gpu_values.items()})
 
 
-def _host_figures(ms: Iterable[Measure]) -> dict[tuple[str, str], list[float]]:
+_Row = tuple[str, str, "str | None", float]  # a Measure's fields, without building one
+
+
+def _rows(ms: Sequence[Measure]) -> Sequence[_Row]:
+    return ms.rows() if isinstance(ms, Measures) else ms  # a Measure is such a tuple
+
+
+def _host_figures(rows: Iterable[_Row]) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for m in ms:
-        out[(m.metric, m.kind)].append(m.value)
+    for metric, kind, _, value in rows:
+        out[(metric, kind)].append(value)
     return out
 
 
@@ -484,7 +497,7 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
             findings.extend(_judge_host(h, ref or run_stats, ref is not None, basis, limits(h.name), judged))
     not_judged: dict[str, dict[str, str]] = {fid: {} for fid in FINDING_IDS}
     for h in hosts:
-        metrics = {m.metric for m in h.measures}
+        metrics = {row[0] for row in _rows(h.measures)}
         for fid in FINDING_IDS:
             if h.name in judged[fid]:
                 continue
@@ -501,10 +514,14 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
 
 def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits: Mapping[str, Threshold],
                 judged: dict[str, set[str]]) -> Iterable[Finding]:
-    measured = list(h.measures)  # read here once for each of its figures
+    measured = _rows(h.measures)  # read here once for each of its figures
     own = _host_figures(measured)
+    # each figure's values by GPU, for a GPU against its siblings (one pass, not one per GPU)
+    by_gpu: dict[tuple[str, str], list[tuple[str | None, float]]] = defaultdict(list)
+    for metric, kind, gpu, value in measured:
+        by_gpu[(metric, kind)].append((gpu, value))
     # "GPU3": the GPU's place in PCI order, which is NVML's index order
-    index = {g: i for i, g in enumerate(sorted({x.gpu for x in measured if x.gpu}))}
+    index = {g: i for i, g in enumerate(sorted({row[2] for row in measured if row[2]}))}
     named_whole: set[tuple[str, str]] = set()
     for (metric_key, kind), values in sorted(own.items()):
         m, t = BY_KEY[metric_key], limits[metric_key]
@@ -521,30 +538,30 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
             of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
             yield _finding(h.name, m, _subject(m, kind, None, index) + of_gpus, value, stats,
                            f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
-    for x in measured:
-        m, t = BY_KEY[x.metric], limits[x.metric]
-        if x.gpu is None or not m.gpu or (x.metric, x.kind) in named_whole:
+    for metric, kind, gpu, value in measured:
+        m, t = BY_KEY[metric], limits[metric]
+        if gpu is None or not m.gpu or (metric, kind) in named_whole:
             continue
         if m.gpu == "siblings":
-            sibs = [y.value for y in measured if y.metric == x.metric and y.kind == x.kind and y.gpu != x.gpu]
+            sibs = [v for g, v in by_gpu[(metric, kind)] if g != gpu]
             if len(sibs) < t.min_gpus:
                 continue
             stats, peers = Stats.of(sibs), f"its {len(sibs)} sibling GPUs on this host"
             where = "the host's other GPUs"
         else:
-            found = cls.gpu.get((x.metric, x.kind))
+            found = cls.gpu.get((metric, kind))
             n = (found.n if from_file else found.n - 1) if found else 0
             # peers are other machines: a GPU is compared across its class only where enough other
             # hosts measured the figure too (the GPUs of one host share its slot, cooling and driver)
-            host_stats = cls.host.get((x.metric, x.kind))
+            host_stats = cls.host.get((metric, kind))
             other_hosts = (host_stats.n if from_file else host_stats.n - 1) if host_stats else 0
             if found is None or n < t.min_gpus or other_hosts < t.min_hosts:
                 continue
             stats, where = found, basis
             peers = f"{n} GPUs of class {cls.name}" + (" in the baseline" if from_file else "")
         judged[m.finding].add(h.name)
-        if beyond(x.value, stats, m, t):
-            yield _finding(h.name, m, _subject(m, x.kind, x.gpu, index), x.value, stats, peers, where, t)
+        if beyond(value, stats, m, t):
+            yield _finding(h.name, m, _subject(m, kind, gpu, index), value, stats, peers, where, t)
 
 
 # A figure below its class often has a cause the host's own checks name: one fault, one root.
