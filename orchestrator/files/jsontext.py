@@ -9,8 +9,11 @@ not finite is written as null, which every surface shows as "not measured".
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 
@@ -40,20 +43,37 @@ def finite(value: Any) -> Any:
     return value
 
 
+def text_of(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """`encoder.encode`, its C encoder made once.  json makes it anew for every value it writes,
+    about a third of the cost of a small value's text, and the record codec (store/compact.py)
+    writes thousands of small values a host.  The same C encoder with the same settings writes the
+    same text; where json would not use it (no C accelerator, an indent, circular checks, whose
+    state lives in one call) json's own path is kept."""
+    plain = functools.partial(json.JSONEncoder.encode, encoder)
+    if c_make_encoder is None or encoder.indent is not None or encoder.check_circular:
+        return plain
+    write = c_make_encoder(None, encoder.default,
+                           encode_basestring_ascii if encoder.ensure_ascii else encode_basestring, None,
+                           encoder.key_separator, encoder.item_separator, encoder.sort_keys, encoder.skipkeys,
+                           encoder.allow_nan)
+    return lambda o: "".join(write(o, 0))
+
+
 class StrictEncoder(json.JSONEncoder):
     """A JSONEncoder that writes a non-finite float as null.  The C encoder does the work; only a
     document that holds such a float (rare: a forged or overflowing figure) is walked once more."""
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**{**kw, "allow_nan": False})
+        self._text = text_of(self)
 
     def encode(self, o: Any) -> str:
         try:
-            return super().encode(o)
+            return self._text(o)
         except ValueError as e:
             if "JSON compliant" not in str(e):  # json's words for a non-finite float
                 raise
-            return super().encode(finite(o))
+            return self._text(finite(o))
 
 
 def dumps(value: Any, **kw: Any) -> str:

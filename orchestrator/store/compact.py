@@ -34,11 +34,11 @@ from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
-from orchestrator.files.jsontext import StrictEncoder
+from orchestrator.files.jsontext import StrictEncoder, text_of
 
 SCHEMA_VERSION = 2  # fleet.json files written by this codec; 1: the plain records (no codec)
 
-_text: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+_text: Callable[[Any], str] = text_of(json.JSONEncoder(separators=(",", ":"), check_circular=False))
 _MARK = "@"
 _MIN_TABLE = 2  # rows: a table of one row is longer than the object
 _MIN_RUN = 3  # items: shorter lists are written as they are
