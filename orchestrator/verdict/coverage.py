@@ -60,14 +60,27 @@ def _section_missing(section: str, facts: Mapping[str, Any], outcomes: Mapping[s
 
 
 class _HostFacts:
-    """What several ids' needs ask of the same host, worked out once per host: its GPU count and
-    each distinct `Needs.unjudged` function's answer (about 80 ids share a dozen of them; asking
-    each anew read the host's GPU list ~40 times and was a fifth of judging a DGX host)."""
+    """What several ids' needs ask of the same host, worked out once per host: whether each section
+    was measured (107 ids ask about 10 sections), its GPU count and each distinct `Needs.unjudged`
+    function's answer (about 80 ids share a dozen of them; asking each anew read the host's GPU
+    list ~40 times and was a fifth of judging a DGX host)."""
 
-    def __init__(self, facts: Facts) -> None:
+    def __init__(self, facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any]) -> None:
         self.facts = facts
+        self._outcomes = outcomes
+        self._probes = probes
+        self._missing: dict[tuple[str, bool], str | None] = {}
         self._gpu_count: int | None = -1
         self._unjudged: dict[Any, Mapping[str, str]] = {}
+
+    def missing(self, section: str, unreadable_ok: bool) -> str | None:
+        key = (section, unreadable_ok)
+        try:
+            return self._missing[key]
+        except KeyError:
+            why = self._missing[key] = _section_missing(section, self.facts, self._outcomes, self._probes,
+                                                         unreadable_ok)
+            return why
 
     def gpu_count(self) -> int | None:
         if self._gpu_count == -1:
@@ -81,15 +94,13 @@ class _HostFacts:
         return out
 
 
-def _why_not(fid: str, need: Needs, facts: Facts, outcomes: Mapping[str, str],
-             probes: Mapping[str, Any], expect: Expectations | None, host: _HostFacts | None = None) -> str | None:
-    host = host or _HostFacts(facts)
+def _why_not(fid: str, need: Needs, expect: Expectations | None, host: _HostFacts) -> str | None:
     for section in need.sections:
-        why = _section_missing(section, facts, outcomes, probes, need.unreadable_ok)
+        why = host.missing(section, need.unreadable_ok)
         if why:
             return why
     if need.any_of:
-        whys = [_section_missing(s, facts, outcomes, probes, need.unreadable_ok) for s in need.any_of]
+        whys = [host.missing(s, need.unreadable_ok) for s in need.any_of]
         if all(whys):
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
@@ -122,9 +133,9 @@ def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, A
         why = f"no probe ran: {first} {outcomes[first]}" + (f": {reason}" if reason else "")
         return dict.fromkeys(needs, why)
     out = {}
-    host = _HostFacts(facts)
+    host = _HostFacts(facts, outcomes, probes)
     for fid, need in needs.items():
-        missing = _why_not(fid, need, facts, outcomes, probes, expect, host)
+        missing = _why_not(fid, need, expect, host)
         if missing:
             out[fid] = missing
     return out
