@@ -96,3 +96,14 @@ def test_correctable_growth_is_judged_against_the_links_width_and_speed(tmp_path
             lk["gen_current"], lk["width_current"] = gen, width
         [f] = health.aer_counters(_view(grown, previous=previous))
         assert f.severity.value == "warn" and "correctable +15" in f.message and expected in str(f.expected)
+
+
+def test_a_links_total_is_the_kernels_total_line_else_the_sum_of_its_counters() -> None:
+    from orchestrator.facts.normalize.pcie import _aer_total
+    # the kernel's TOTAL line is the count, whatever the lines above it say
+    assert _aer_total({"RxErr": 3, "TOTAL_ERR_COR": 7}, "TOTAL_ERR_COR") == 7
+    # without it (or with a total that is not a count) the counters are summed, other totals left out
+    assert _aer_total({"RxErr": 3, "BadTLP": 2, "TOTAL_ERR_FATAL": 9}, "TOTAL_ERR_COR") == 5
+    assert _aer_total({"RxErr": 3, "TOTAL_ERR_COR": True}, "TOTAL_ERR_COR") == 3
+    assert _aer_total({"RxErr": 3, "TOTAL_ERR_COR": "7"}, "TOTAL_ERR_COR") == 3
+    assert _aer_total({"RxErr": "x"}, "TOTAL_ERR_COR") is None and _aer_total(None, "TOTAL_ERR_COR") is None

@@ -54,10 +54,9 @@ def _per_fleet(fn: Callable[..., T], maxsize: int = 4096) -> Callable[..., T]:
     @functools.wraps(fn)
     def call(*args: Any) -> T:
         try:
-            hash(args)
-        except TypeError:
+            return cached(*args)
+        except TypeError:  # unhashable; or fn's own TypeError, which the call below raises again
             return fn(*args)
-        return cached(*args)
     return call
 
 
@@ -561,6 +560,8 @@ _AER_TOTALS = (("correctable", "TOTAL_ERR_COR"), ("nonfatal", "TOTAL_ERR_NONFATA
 def _aer_total(counts: Any, total_key: str) -> int | None:
     if not isinstance(counts, dict):
         return None
+    if type(counts.get(total_key)) is int:  # the kernel's own total: the usual case, without the copy below
+        return counts[total_key]
     nums = {str(k): v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
     if total_key in nums:
         return nums[total_key]
