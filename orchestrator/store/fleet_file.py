@@ -83,8 +83,7 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     """fleet.json in schema 2 (store/compact.py: each value as compact.encode writes it), then its
     index (both atomically)."""
     fleet = {**fleet, "schema_version": compact.SCHEMA_VERSION}
-    entries: list[list[Any]] = []
-    layouts: list[list[Any] | None] = []
+    entries, layouts = _JsonRows(), _JsonRows()
 
     def chunks() -> Iterator[bytes]:
         pos = 0
@@ -119,10 +118,33 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
     hosts = fleet.get("hosts")
     digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
     for name, per_host in ((DIGESTS_NAME, digests), (LAYOUTS_NAME, layouts)):
-        if any(per_host):
+        if any(per_host) if isinstance(per_host, list) else per_host.any_set:
             atomic.write_json(path.with_name(name), {"version": INDEX_VERSION, "size": st.st_size,
                                                      "mtime_ns": st.st_mtime_ns, "hosts": per_host}, mode=mode)
     return path
+
+
+class _JsonRows:
+    """A list written beside fleet.json with a row per host (the index, the facts layouts), each
+    row held as its JSON text.  As lists the rows were over a million small objects at 100,000
+    hosts, all alive until the end, and each one counted towards the cyclic collector's next full
+    pass over them: most of writing fleet.json (30,000 hosts: 1.3 of 1.7 CPU s) and growing
+    faster than the fleet.  A string is not tracked by the collector."""
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        self.any_set = False  # a row other than null
+
+    def append(self, row: Any) -> None:
+        self._texts.append(atomic.encode_json(row))
+        self.any_set = self.any_set or row is not None
+
+    def json_pieces(self) -> Iterator[str]:
+        """The list's JSON text, as atomic.iter_json writes a list of the rows."""
+        yield "["
+        for i, text in enumerate(self._texts):
+            yield ("," if i else "") + text
+        yield "]"
 
 
 def _stored_records(hosts: Any) -> Iterator[tuple[Any, str | bytes, FactsLayout | None]]:

@@ -195,3 +195,28 @@ def test_a_layout_that_does_not_fit_its_record_costs_only_the_time_of_a_whole_pa
         (tmp_path / LAYOUTS_NAME).write_text(json.dumps(bad))
         back = read_fleet(path)["hosts"]
         assert [dict(r) for r in back.with_facts(("gpus",))] == want
+
+
+def test_the_index_and_layouts_have_a_row_per_host_that_points_into_fleet_json(
+        demo_inputs: list[HostInput], tmp_path: Path) -> None:
+    """Each index row is the host's byte range in fleet.json; each layout row where its facts and
+    sections sit in that range, or null for a record whose facts are kept verbatim."""
+    fleet = _fleet(_copies(demo_inputs, 6), 2, tmp_path)
+    odd = {"name": "odd", "outcome": "ok", "facts": {"@odd": {"x": 1}}, "fingerprint": None, "class": None}
+    fleet = {**fleet, "hosts": [*list(fleet["hosts"]), odd]}
+    path = write_fleet(tmp_path / "fleet.json", fleet)
+    data = path.read_bytes()
+    rows = json.loads((tmp_path / INDEX_NAME).read_text())["hosts"]
+    layouts = json.loads((tmp_path / LAYOUTS_NAME).read_text())["hosts"]
+    assert [r[0] for r in rows] == [h["name"] for h in fleet["hosts"]] and len(layouts) == len(rows)
+    for (name, start, length), layout in zip(rows, layouts):
+        rec = json.loads(data[start:start + length])
+        assert rec["name"] == name
+        if name == "odd":
+            assert layout is None
+            continue
+        facts_start, facts_end, sections = layout
+        stored_facts = json.loads(data[start + facts_start:start + facts_end])
+        assert stored_facts == rec["facts"] and [s[0] for s in sections] == list(rec["facts"])
+        for section, a, b in sections:
+            assert json.loads(data[start + a:start + b]) == rec["facts"][section]
