@@ -296,18 +296,25 @@ class Stats:
 
 def beyond(value: float, stats: Stats, metric: Metric, t: Threshold) -> bool:
     """Whether `value` lies beyond the threshold in the metric's bad direction."""
-    dev = value - stats.median
+    dev = _deviation(value, stats.median, metric, t)
+    return dev is not None and dev >= t.z * stats.spread
+
+
+def _deviation(value: float, median: float, metric: Metric, t: Threshold) -> float | None:
+    """How far `value` lies from `median` in the metric's bad direction, where that is at least
+    the threshold's pct and delta; None where it is not (then the spread need not be known)."""
+    dev = value - median
     if metric.direction == "low":
         dev = -dev
     elif metric.direction == "both":
         dev = abs(dev)
     if dev <= 0:
-        return False
-    if t.pct is not None and dev < abs(stats.median) * t.pct / 100.0:
-        return False
+        return None
+    if t.pct is not None and dev < abs(median) * t.pct / 100.0:
+        return None
     if t.delta is not None and dev < t.delta:
-        return False
-    return dev >= t.z * stats.spread
+        return None
+    return dev
 
 
 # ----------------------------------------------------------------------------- the baseline file
@@ -546,6 +553,9 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
             sibs = [v for g, v in by_gpu[(metric, kind)] if g != gpu]
             if len(sibs) < t.min_gpus:
                 continue
+            if _deviation(value, statistics.median(sibs), m, t) is None:
+                judged[m.finding].add(h.name)
+                continue  # close to its siblings' median: their spread (a second median) is not needed
             stats, peers = Stats.of(sibs), f"its {len(sibs)} sibling GPUs on this host"
             where = "the host's other GPUs"
         else:
