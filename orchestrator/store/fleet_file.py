@@ -128,8 +128,8 @@ class _JsonRows:
     """A list written beside fleet.json with a row per host (the index, the facts layouts), each
     row held as its JSON text.  As lists the rows were over a million small objects at 100,000
     hosts, all alive until the end, and each one counted towards the cyclic collector's next full
-    pass over them: most of writing fleet.json (30,000 hosts: 1.3 of 1.7 CPU s) and growing
-    faster than the fleet.  A string is not tracked by the collector."""
+    pass over them: at 30,000 hosts writing took 1.68 s, and 0.91 s with the collector paused,
+    and it grew faster than the fleet.  A string is not tracked by the collector."""
 
     def __init__(self) -> None:
         self._texts: list[str] = []
