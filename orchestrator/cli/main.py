@@ -17,6 +17,7 @@ from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
 from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run
 from orchestrator.engine import descriptors
+from orchestrator.engine.runner import ctrl_c_of
 from orchestrator.store.lock import LockHeld
 
 
@@ -119,6 +120,11 @@ def _command(argv: list[str] | None) -> int:
         return exitcodes.INTERRUPTED
     except BrokenPipeError:
         return exitcodes.OK
+    except RuntimeError as e:
+        if ctrl_c_of(e) is None:
+            return _internal_error()
+        print("probe: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
     except OSError as e:
         if not descriptors.is_exhaustion(e) and e.errno not in (errno.EAGAIN, errno.ENOMEM):
             return _internal_error()

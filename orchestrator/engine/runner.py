@@ -498,6 +498,16 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
     return HostResult(host=host, probes=results, duration_s=time.monotonic() - t0)
 
 
+def ctrl_c_of(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C that `e` stands for: itself, or the one that cut a lock's release short.  When the
+    signal lands inside threading's Condition.wait, CPython raises RuntimeError("release unlocked
+    lock") while handling the KeyboardInterrupt, and the interrupt is only its context."""
+    if isinstance(e, KeyboardInterrupt):
+        return e
+    context = e.__context__
+    return context if isinstance(e, RuntimeError) and isinstance(context, KeyboardInterrupt) else None
+
+
 def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
               sink: EventSink, stop: threading.Event | None = None) -> list[HostResult]:
     """Run `calls` on every host; returns results in inventory order.
@@ -540,8 +550,11 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
                     sink.host_finished(res)
                 delivering = None
             submit_more()
-    except KeyboardInterrupt as e:
-        interrupted = e
+    except (KeyboardInterrupt, RuntimeError) as e:
+        ctrl_c = ctrl_c_of(e)
+        if ctrl_c is None:
+            raise
+        interrupted = ctrl_c
         stop.set()
         if delivering is not None:  # the interrupt beat the deferral: record that host again, whole
             sink.host_finished(delivering)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from orchestrator.cli import info
 from orchestrator.cli import main as cli
 
 HELD = {signal.SIGINT, signal.SIGTERM}
@@ -50,3 +51,36 @@ def test_the_command_holds_interrupts_once_its_status_is_decided(monkeypatch: py
 def test_a_caller_in_this_process_keeps_its_signals() -> None:
     assert cli.main(["probes"]) == 0
     assert not HELD & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _cut_lock_release(*_: object) -> None:
+    """What CPython raises when Ctrl-C lands inside threading's Condition.wait: the interrupt is
+    only the context of a RuntimeError from the lock it cut short."""
+    try:
+        raise KeyboardInterrupt()
+    except KeyboardInterrupt:
+        raise RuntimeError("release unlocked lock") from None
+
+
+def test_an_interrupt_that_cut_a_locks_release_short_is_130_not_an_internal_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from orchestrator.engine.runner import ctrl_c_of
+
+    monkeypatch.setattr(info, "list_probes", _cut_lock_release)
+    assert cli.main(["probes"]) == 130
+    assert "probe: interrupted" in capsys.readouterr().err
+    try:
+        _cut_lock_release()
+    except RuntimeError as e:
+        assert isinstance(ctrl_c_of(e), KeyboardInterrupt)
+    assert ctrl_c_of(RuntimeError("another")) is None and ctrl_c_of(ValueError()) is None
+
+
+def test_another_runtime_error_is_still_an_internal_error(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(info, "list_probes", broken)
+    assert cli.main(["probes"]) == 70
+    assert "internal error" in capsys.readouterr().err
