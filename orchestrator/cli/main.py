@@ -115,16 +115,13 @@ def _command(argv: list[str] | None) -> int:
               f"(files already there are complete). Free space or choose another directory with --results",
               file=sys.stderr)
         return exitcodes.RESULTS_UNWRITABLE
-    except KeyboardInterrupt:
-        print("probe: interrupted", file=sys.stderr)
-        return exitcodes.INTERRUPTED
-    except BrokenPipeError:
-        return exitcodes.OK
-    except RuntimeError as e:
+    except (KeyboardInterrupt, RuntimeError) as e:
         if ctrl_c_of(e) is None:
             return _internal_error()
         print("probe: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED
+    except BrokenPipeError:
+        return exitcodes.OK
     except OSError as e:
         if not descriptors.is_exhaustion(e) and e.errno not in (errno.EAGAIN, errno.ENOMEM):
             return _internal_error()
