@@ -522,11 +522,11 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
 def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits: Mapping[str, Threshold],
                 judged: dict[str, set[str]]) -> Iterable[Finding]:
     measured = _rows(h.measures)  # read here once for each of its figures
-    own = _host_figures(measured)
     # each figure's values by GPU, for a GPU against its siblings (one pass, not one per GPU)
     by_gpu: dict[tuple[str, str], list[tuple[str | None, float]]] = defaultdict(list)
     for metric, kind, gpu, value in measured:
         by_gpu[(metric, kind)].append((gpu, value))
+    own = {key: [value for _, value in pairs] for key, pairs in by_gpu.items()}
     # "GPU3": the GPU's place in PCI order, which is NVML's index order
     index = {g: i for i, g in enumerate(sorted({row[2] for row in measured if row[2]}))}
     named_whole: set[tuple[str, str]] = set()
