@@ -117,8 +117,8 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
                                                    "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
     hosts = fleet.get("hosts")
     digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
-    for name, per_host in ((DIGESTS_NAME, digests), (LAYOUTS_NAME, layouts)):
-        if any(per_host) if isinstance(per_host, list) else per_host.any_set:
+    for name, per_host, known in ((DIGESTS_NAME, digests, any(digests)), (LAYOUTS_NAME, layouts, layouts.any_set)):
+        if known:
             atomic.write_json(path.with_name(name), {"version": INDEX_VERSION, "size": st.st_size,
                                                      "mtime_ns": st.st_mtime_ns, "hosts": per_host}, mode=mode)
     return path
