@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,7 @@ _CODE = {ch: i for i, ch in enumerate(_DIGITS)}
 _LISTLIKE = (dict, list, tuple)
 
 
-def _plain_keys(d: dict[Any, Any]) -> bool:
+def _plain_keys(d: Iterable[Any]) -> bool:
     """Keys json writes as they are and no marker's ("@..."): such an object is written as it is."""
     try:
         return not any(map(_AT_MARK, d))
@@ -251,10 +251,10 @@ def _table(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         for c, column in zip(first, zip(*map(dict.values, rows))):
             out[c] = _encode_list(column)
         return out
-    if not all(map(_plain_keys, rows)):
-        return None
-    row_shapes = [tuple(row) for row in rows]
+    row_shapes = list(map(tuple, rows))
     shapes = list(dict.fromkeys(row_shapes))  # the few distinct key sequences, in first-seen order
+    if not all(map(_plain_keys, shapes)):  # a row's keys are its shape's: asked once per shape
+        return None
     if len(set(chain.from_iterable(shapes))) > _MAX_COLUMNS:
         return None
     cols = _column_order(shapes)
@@ -264,7 +264,7 @@ def _table(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     out = {"@table": len(rows)}
     for c in cols:
         if all(c in ks for ks in keysets.values()):
-            out[c] = _encode_list([row[c] for row in rows])
+            out[c] = _encode_list(list(map(itemgetter(c), rows)))
         else:
             present = [i for i, shape in enumerate(row_shapes) if c in keysets[shape]]
             out[c] = {"@some": present, "v": _encode_list([rows[i][c] for i in present])}

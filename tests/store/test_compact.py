@@ -140,6 +140,8 @@ HOSTILE: list[Any] = [
     {"a": {"@v": [1]}, "b": [{"@enum": [1], "i": [0, 0]}] * 4},
     {"x": [{"b": 1, "a": 2}, {"a": 2, "b": 1}]},  # rows whose keys come in different orders
     {"x": [{"a": 1, "b": 2}, {"b": 3}, {"a": 4, "c": 5}, {"c": 6, "a": 7}]},
+    [{"a": 1}, {"a": 2, "@b": 3}, {"a": 3}],  # rows of two shapes, a marker's key in the second only
+    [{"a": 1}, {"a": 2}, {1: 3}],  # rows of two shapes, a key that is not a string in the second only
     [1, 1.0, True, "1", None, 0, -0.0, 0.0, False, [1], {"1": 1}, 1, True, 1.0],
     [True] * 5 + [1] * 5,
     [-0.0] * 3 + [0.0] * 3,
