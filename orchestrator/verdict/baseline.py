@@ -29,6 +29,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from orchestrator.facts import read as F
@@ -522,11 +523,13 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
 def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits: Mapping[str, Threshold],
                 judged: dict[str, set[str]]) -> Iterable[Finding]:
     measured = _rows(h.measures)  # read here once for each of its figures
-    # each figure's values by GPU, for a GPU against its siblings (one pass, not one per GPU)
-    by_gpu: dict[tuple[str, str], list[tuple[str | None, float]]] = defaultdict(list)
-    for metric, kind, gpu, value in measured:
-        by_gpu[(metric, kind)].append((gpu, value))
-    own = {key: [value for _, value in pairs] for key, pairs in by_gpu.items()}
+    # each figure's values by GPU with their places among the host's figures: a figure's metric,
+    # thresholds and class figures are then looked up once for all its GPUs, and the findings
+    # still come in the order of the figures
+    by_gpu: dict[tuple[str, str], list[tuple[int, str | None, float]]] = defaultdict(list)
+    for at, (metric, kind, gpu, value) in enumerate(measured):
+        by_gpu[(metric, kind)].append((at, gpu, value))
+    own = {key: [value for _, _, value in rows] for key, rows in by_gpu.items()}
     # "GPU3": the GPU's place in PCI order, which is NVML's index order
     index = {g: i for i, g in enumerate(sorted({row[2] for row in measured if row[2]}))}
     named_whole: set[tuple[str, str]] = set()
@@ -545,33 +548,45 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
             of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
             yield _finding(h.name, m, _subject(m, kind, None, index) + of_gpus, value, stats,
                            f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
-    for metric, kind, gpu, value in measured:
+    gpu_findings: list[tuple[int, Finding]] = []
+    for (metric, kind), rows in by_gpu.items():
         m, t = BY_KEY[metric], limits[metric]
-        if gpu is None or not m.gpu or (metric, kind) in named_whole:
+        if not m.gpu or (metric, kind) in named_whole:
             continue
         if m.gpu == "siblings":
-            sibs = [v for g, v in by_gpu[(metric, kind)] if g != gpu]
-            if len(sibs) < t.min_gpus:
-                continue
-            if _deviation(value, statistics.median(sibs), m, t) is None:
+            for at, gpu, value in rows:
+                if gpu is None:
+                    continue
+                sibs = [v for _, g, v in rows if g != gpu]
+                if len(sibs) < t.min_gpus:
+                    continue
                 judged[m.finding].add(h.name)
-                continue  # close to its siblings' median: their spread (a second median) is not needed
-            stats, peers = Stats.of(sibs), f"its {len(sibs)} sibling GPUs on this host"
-            where = "the host's other GPUs"
-        else:
-            found = cls.gpu.get((metric, kind))
-            n = (found.n if from_file else found.n - 1) if found else 0
-            # peers are other machines: a GPU is compared across its class only where enough other
-            # hosts measured the figure too (the GPUs of one host share its slot, cooling and driver)
-            host_stats = cls.host.get((metric, kind))
-            other_hosts = (host_stats.n if from_file else host_stats.n - 1) if host_stats else 0
-            if found is None or n < t.min_gpus or other_hosts < t.min_hosts:
+                if _deviation(value, statistics.median(sibs), m, t) is None:
+                    continue  # close to its siblings' median: their spread (a second median) is not needed
+                stats = Stats.of(sibs)
+                if beyond(value, stats, m, t):
+                    gpu_findings.append((at, _finding(h.name, m, _subject(m, kind, gpu, index), value, stats,
+                                                 f"its {len(sibs)} sibling GPUs on this host",
+                                                 "the host's other GPUs", t)))
+            continue
+        found = cls.gpu.get((metric, kind))
+        n = (found.n if from_file else found.n - 1) if found else 0
+        # peers are other machines: a GPU is compared across its class only where enough other
+        # hosts measured the figure too (the GPUs of one host share its slot, cooling and driver)
+        host_stats = cls.host.get((metric, kind))
+        other_hosts = (host_stats.n if from_file else host_stats.n - 1) if host_stats else 0
+        if found is None or n < t.min_gpus or other_hosts < t.min_hosts:
+            continue
+        peers = f"{n} GPUs of class {cls.name}" + (" in the baseline" if from_file else "")
+        for at, gpu, value in rows:
+            if gpu is None:
                 continue
-            stats, where = found, basis
-            peers = f"{n} GPUs of class {cls.name}" + (" in the baseline" if from_file else "")
-        judged[m.finding].add(h.name)
-        if beyond(value, stats, m, t):
-            yield _finding(h.name, m, _subject(m, kind, gpu, index), value, stats, peers, where, t)
+            judged[m.finding].add(h.name)
+            if beyond(value, found, m, t):
+                gpu_findings.append((at, _finding(h.name, m, _subject(m, kind, gpu, index), value, found, peers, basis, t)))
+    gpu_findings.sort(key=itemgetter(0))
+    for _, finding in gpu_findings:
+        yield finding
 
 
 # A figure below its class often has a cause the host's own checks name: one fault, one root.
