@@ -230,3 +230,24 @@ def test_measures_held_packed_read_as_measure_tuples() -> None:
     a, b = handoff.Reader().load_all(buf)
     assert a == b == ms
     assert a._keys is b._keys  # what was measured: once for every host that measured the same
+
+
+def test_a_hosts_gpu_findings_come_in_the_order_of_its_figures() -> None:
+    """Each GPU's figures in turn (temperature, then copy): GPU0's slow copy comes before GPU1's
+    heat, although the host's first figure is a temperature and temperatures are judged apart."""
+    buses = [f"0000:{0x18 + i:02x}:00.0" for i in range(8)]
+
+    def host(name: str, slow: int | None = None, hot: int | None = None) -> baseline.Judged:
+        rng = random.Random(name)
+        figures = []
+        for i, bus in enumerate(buses):
+            copy_gbps = 55.0 * (0.7 if i == slow else 1.0) * (1 + rng.uniform(-0.01, 0.01))
+            figures.append(baseline.Measure("temperature_c", "idle", bus, 60.0 if i == hot else 40.0 + i % 2))
+            figures.append(baseline.Measure("h2d_gbps", "", bus, round(copy_gbps, 2)))
+        return baseline.Judged(name, "fp", "8xH100", baseline.Measures(figures))
+
+    hosts = [host(f"ok{i}") for i in range(9)] + [host("gray", slow=0, hot=1)]
+    found, _ = baseline.judge(hosts)
+    assert [(f.host, f.subject.split(" ", 2)[:2]) for f in found] == [
+        ("gray", ["GPU0", f"({buses[0]})"]), ("gray", ["GPU1", f"({buses[1]})"])]
+    assert [f.id for f in found] == [baseline.BANDWIDTH_LOW, baseline.TEMPERATURE_HIGH]
