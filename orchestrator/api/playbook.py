@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 import yaml
 
 from orchestrator.engine.fabric_plan import FabricSpec, FabricSpecError, spec_from_mapping
+from orchestrator.files.bounded import UnreadableInput, read_regular
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.overrides import Override
 
@@ -43,6 +44,11 @@ _PLAY_KEYS = ("name", "hosts", "probes", "become", "forks", "expect", "findings"
               "baselines")
 _PROBE_KEYS = ("name", "args", "timeout")
 _OVERRIDE_KEYS = ("severity", "reason")
+
+
+# A playbook is a few kilobytes of YAML; a path to anything far bigger (a log, a disk image, a
+# path a stored plan or a bundle document names) is refused unread.
+MAX_PLAYBOOK = 1 << 20
 
 
 class PlaybookError(ValueError):
@@ -134,6 +140,9 @@ def find_playbook(ref: str | None) -> Path:
     shipped = {name: path for name, path, _ in shipped_playbooks()}
     if ref in shipped:
         return shipped[ref]
+    if p.exists():
+        raise PlaybookError(f"{ref}: {'a directory' if p.is_dir() else 'not a regular file (a FIFO, socket or device)'}"
+                            ", not a playbook file")
     near = difflib.get_close_matches(ref, list(shipped), n=1)
     tip = f"; did you mean {near[0]!r}?" if near else ""
     raise PlaybookError(
@@ -167,9 +176,11 @@ def load_playbook(path: str | Path, probes: Mapping[str, bool] | None = None,
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise PlaybookError(f"{path}: cannot read playbook: {e.strerror or e}") from None
+        text = read_regular(path, MAX_PLAYBOOK, "playbook").decode("utf-8")
+    except UnreadableInput as e:
+        raise PlaybookError(f"{path}: cannot read playbook: {e.why}") from None
+    except UnicodeDecodeError as e:
+        raise PlaybookError(f"{path}: not a playbook: byte {e.start} is not UTF-8 text") from None
     return parse_playbook(text, path, probes, finding_ids)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from orchestrator.api.playbook import (
     DEFAULT_PLAYBOOK,
+    MAX_PLAYBOOK,
     PlaybookError,
     find_playbook,
     load_playbook,
@@ -217,3 +219,25 @@ def test_override_ids_are_checked_against_the_registry_by_default():
     msg = error_of("- name: a\n  probes: [host]\n  findings:\n    nvlink.link.dwn: {severity: warn, reason: r}\n")
     assert msg.startswith("pb.yml:4: ") and "did you mean 'nvlink.link.down'?" in msg
 
+
+
+def test_a_playbook_path_that_is_no_file_or_too_big_is_one_error_and_never_read(tmp_path: Path) -> None:
+    """`-p`, a stored run's plan and a bundle document's plan name a path: a FIFO would block the
+    read for ever, a directory is no file, a path to gigabytes would be held in memory."""
+    fifo = tmp_path / "plan.yml"
+    os.mkfifo(fifo)
+    with pytest.raises(PlaybookError, match="not a regular file"):
+        find_playbook(str(fifo))
+    with pytest.raises(PlaybookError, match="a directory, not a playbook file"):
+        find_playbook(str(tmp_path))
+    huge = tmp_path / "huge.yml"
+    with open(huge, "wb") as f:
+        f.truncate(MAX_PLAYBOOK + 1)
+    with pytest.raises(PlaybookError, match=f"over the {MAX_PLAYBOOK:,} a playbook may have"):
+        load_playbook(find_playbook(str(huge)))
+    binary = tmp_path / "binary.yml"
+    binary.write_bytes(b"- name: x\n  hosts: all\n\xff\n")
+    with pytest.raises(PlaybookError, match="byte 23 is not UTF-8 text"):
+        load_playbook(binary)
+    with pytest.raises(PlaybookError, match="cannot read playbook: no such playbook"):
+        load_playbook(tmp_path / "gone.yml")
