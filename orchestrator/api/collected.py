@@ -12,15 +12,17 @@ bundle was written for, else the scheduler's node name, else the hostname), neve
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.api.errors import UsageError
+from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.import_judged import JudgeWhereRead
 from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
 from orchestrator.api.plan import PlanError, PlanInputs, RunPlan, build_plan, load_inventory
+from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.results import HostInput
@@ -157,20 +159,66 @@ def _unique(name: str, taken: set[str]) -> str:
     return f"{name}#{n}"
 
 
-def _plan_inputs(plans: list[dict[str, Any]], inventory: tuple[str, ...], playbook: str | None,
-                 probes: tuple[str, ...] | None, expect: tuple[str, ...] | None) -> tuple[PlanInputs, list[str]]:
-    """The plan the bundles were written from (the documents' `plans`, or the one given instead),
-    over `inventory`."""
-    first = plans[0] if plans else {}
-    warnings = []
-    if any(p != first for p in plans[1:]) and playbook is None and expect is None:
-        warnings.append("the documents come from bundles of different plans; judged under the first one's "
-                        "(give -p / --expect to choose)")
-    stored = PlanInputs.from_dict(first)
+def _plan_inputs(plan: dict[str, Any], inventory: tuple[str, ...], playbook: str | None,
+                 probes: tuple[str, ...] | None, expect: tuple[str, ...] | None) -> PlanInputs:
+    """The plan a bundle was written from (a document's `plan`, with what is given instead), over
+    `inventory`."""
+    stored = PlanInputs.from_dict(plan)
     return PlanInputs(inventory=inventory, playbook=playbook if playbook is not None else stored.playbook,
                       probes=tuple(probes) if probes else stored.probes,
                       expect=tuple(expect) if expect is not None else stored.expect,
-                      timeout=stored.timeout), warnings
+                      timeout=stored.timeout)
+
+
+# The most distinct plans tried, most documents first: each try builds the plan over every host,
+# and documents forged with a plan each must not make that quadratic.
+_PLANS_TRIED = 8
+
+
+def _judged_plan(plans: list[dict[str, Any]], stored: list[HostInput], inventory: tuple[str, ...],
+                 playbook: str | None, probes: tuple[str, ...] | None, expect: tuple[str, ...] | None
+                 ) -> tuple[RunPlan, PlanInputs, list[str]]:
+    """The plan the documents are judged under: the one most of them were written from (the first
+    met among equals) that this fleetprobe can use, with what is given instead.  A plan it cannot
+    use (a probe or expectation it has no name for, a playbook it cannot read here) costs the
+    documents written from it their plan only: they are judged under the others'.  UsageError,
+    saying what to give instead, when no document's plan can be used."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for written in plans:
+        groups.setdefault(json.dumps(written, sort_keys=True, default=str), []).append(written)
+    ranked = sorted(groups.values(), key=len, reverse=True)  # sorted() is stable: first met among equals
+    unusable: list[tuple[int, Exception]] = []
+    for group in ranked[:_PLANS_TRIED]:
+        inputs = _plan_inputs(group[0], inventory, playbook, probes, expect)
+        try:
+            plan = build_plan(inputs, stored=stored)
+        except (UsageError, PlaybookError, ExpectationError) as e:
+            if _given_wrong(e, playbook, probes, expect):
+                raise
+            unusable.append((len(group), e))
+            continue
+        warnings = [f"{n} document(s) come from a bundle whose plan this fleetprobe cannot use "
+                    f"({usage_message(why)}); judged under the plan of {len(group)} other document(s)"
+                    for n, why in unusable]
+        if len(ranked) > len(unusable) + 1 and playbook is None and expect is None:
+            warnings.append(f"the documents come from bundles of {len(ranked)} different plans; judged under the "
+                            f"one of {len(group)} of the {len(plans)} documents (give -p / --expect to choose)")
+        return plan, inputs, warnings
+    why = unusable[0][1]
+    if isinstance(why, ExpectationError):
+        raise UsageError(f"the documents' plan expects what this fleetprobe cannot read ({why}); give --expect to "
+                         "judge against expectations of your own")
+    hint = ("give -p PLAYBOOK to judge them under a playbook of your own" if isinstance(why, PlaybookError)
+            else "the bundle may come from a newer fleetprobe: import its documents with that version")
+    raise UsageError(f"the documents' plan cannot be used here ({usage_message(why)}); {hint}")
+
+
+def _given_wrong(e: Exception, playbook: str | None, probes: tuple[str, ...] | None,
+                 expect: tuple[str, ...] | None) -> bool:
+    """Whether `e` is about what the user gave (-p, --probe, --expect), not the documents' plan."""
+    return ((isinstance(e, PlaybookError) and playbook is not None)
+            or (isinstance(e, ExpectationError) and expect is not None)
+            or (isinstance(e, UsageError) and bool(probes)))
 
 
 def _inventory_hosts(inventory: tuple[str, ...], warnings: list[str]) -> dict[str, Host]:
@@ -242,17 +290,11 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:
             raise UsageError(f"none of the {len(files)} file(s) is a fleetprobe bundle document ({first_error[0]})")
-        inputs, more = _plan_inputs(plans, inventory, playbook, probes, expect)
-        warnings.extend(more)
         stored = [HostInput(name=r.host.name, address=r.host.address, groups=r.host.groups, probes={}, data={},
                             vars=public_vars(r.host.vars)) for r in hosts]
-        try:
-            return build_plan(inputs, stored=stored), {"timeout": inputs.timeout}
-        except ExpectationError as e:
-            if expect is not None:
-                raise
-            raise UsageError(f"the documents' plan expects what this fleetprobe cannot read ({e}); give --expect to "
-                             "judge against expectations of your own") from None
+        plan, inputs, more = _judged_plan(plans, stored, inventory, playbook, probes, expect)
+        warnings.extend(more)
+        return plan, {"timeout": inputs.timeout}
 
     # in the inventory's order, as a live run keeps its hosts: fleet-wide messages name hosts in
     # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
@@ -277,8 +319,7 @@ def _judge_as_read(files: list[Path], root: Path, inventory: tuple[str, ...], pl
         if doc is None:
             continue
         try:
-            inputs, _ = _plan_inputs([doc.plan], inventory, playbook, probes, expect)
-            return JudgeWhereRead(inputs, root)
+            return JudgeWhereRead(_plan_inputs(doc.plan, inventory, playbook, probes, expect), root)
         except (UsageError, ValueError, TypeError):  # a plan the import itself will refuse, in its words
             return None
     return None

@@ -126,6 +126,75 @@ def test_expectations_a_document_asks_that_this_version_cannot_read_are_one_mess
     assert {h["name"]: h["expect"].get("gpu_count") for h in _strict_stdout(got.stdout)["hosts"]} == {"a": 8, "b": 8}
 
 
+def _unreadable_playbook(tmp_path: Path, kind: str) -> str:
+    """A path a forged or stale plan may name, that is no playbook this controller can read."""
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "plan.yml")
+        return str(tmp_path / "plan.yml")
+    if kind == "huge":
+        with open(tmp_path / "huge.yml", "wb") as f:
+            f.truncate(64 << 20)  # sparse: costs no disk
+        return str(tmp_path / "huge.yml")
+    if kind == "directory":
+        return str(tmp_path)
+    return str(tmp_path / "gone" / "site.yml")
+
+
+UNUSABLE_PLANS = [{"probes": ["host", "a_newer_probe"]}, {"playbook": "fifo"}, {"playbook": "huge"},
+                  {"playbook": "directory"}, {"playbook": "missing"}]
+
+
+def _with_plan(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
+    if "playbook" in plan:
+        return {"playbook": _unreadable_playbook(tmp_path, plan["playbook"])}
+    return plan
+
+
+@pytest.mark.parametrize("plan", UNUSABLE_PLANS, ids=lambda p: str(next(iter(p.values()))))
+def test_a_document_whose_plan_cannot_be_used_here_costs_only_its_plan(tmp_path: Path, plan: dict[str, Any]) -> None:
+    """The first document's plan (first among as many) names a probe this fleetprobe has no name
+    for, or a playbook it cannot read here (a FIFO, 64 MB, a directory, a path that is gone): the
+    documents are judged under the plan the other was written from, every host is kept, and a
+    warning says so; the controller neither blocks on the FIFO nor reads the big file."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, doc_plan in (("a-odd", _with_plan(tmp_path, plan)), ("b-good", {})):
+        doc = _document(name)
+        doc["plan"] = {**doc["plan"], **doc_plan}
+        (docs / f"{name}.json").write_text(json.dumps(doc))
+    got = _import(tmp_path, str(docs), "--format", "json", measure_rss=tmp_path / "rss", timeout=120)
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    hosts = {h["name"]: h for h in _strict_stdout(got.stdout)["hosts"]}
+    assert set(hosts) == {"a-odd", "b-good"}
+    assert all(h["probes"]["host"]["outcome"] == "ok" for h in hosts.values())
+    assert "1 document(s) come from a bundle whose plan this fleetprobe cannot use" in got.stderr, got.stderr
+    assert "judged under the plan of 1 other document(s)" in got.stderr, got.stderr
+    assert got.rss_kib is not None and got.rss_kib < 250_000, f"{got.rss_kib} KiB"
+
+
+@pytest.mark.parametrize("plan", UNUSABLE_PLANS, ids=lambda p: str(next(iter(p.values()))))
+def test_documents_that_all_name_a_plan_unusable_here_are_one_message(tmp_path: Path, plan: dict[str, Any]) -> None:
+    """No document's plan can be used: one message that names what is wrong and what to do (-p for
+    a playbook; a newer fleetprobe for a probe); with -p the playbook's are judged."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    forged = _with_plan(tmp_path, plan)
+    for name in ("a", "b"):
+        doc = _document(name)
+        doc["plan"] = {**doc["plan"], **forged}
+        (docs / f"{name}.json").write_text(json.dumps(doc))
+    got = _import(tmp_path, str(docs), timeout=120)
+    assert got.code == 2 and "Traceback" not in got.stderr, got.stderr
+    assert got.stderr.count("\n") == 1 and "the documents' plan cannot be used here" in got.stderr, got.stderr
+    if "playbook" in plan:
+        assert "give -p PLAYBOOK" in got.stderr, got.stderr
+        got = _import(tmp_path, str(docs), "-p", "quick", "--format", "json", timeout=120)
+        assert got.code in (1, 4, 5), got.stderr
+        assert sorted(h["name"] for h in _strict_stdout(got.stdout)["hosts"]) == ["a", "b"]
+    else:
+        assert "a_newer_probe" in got.stderr and "newer fleetprobe" in got.stderr, got.stderr
+
+
 def _document(name: str) -> dict[str, Any]:
     out = json.dumps(recorded("dgx-h100-12", "host"))
     return {"fleetprobe_bundle": 1, "identity": {"hostname": name}, "for_host": None,
