@@ -19,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from orchestrator.api.errors import UsageError
+from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs
+from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.carry import Carrier
@@ -32,6 +33,7 @@ from orchestrator.store.spool import Body
 from orchestrator.verdict import handoff
 from orchestrator.verdict.carried import CarriedPart
 from orchestrator.verdict.checks import is_fleet_finding
+from orchestrator.verdict.expectations import ExpectationError
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings
 from orchestrator.verdict.overrides import Override, Silenced
@@ -39,8 +41,10 @@ from orchestrator.verdict.parallel import worker_count
 from orchestrator.verdict.result import FleetResult
 
 
-def _overrides(run: RunDirectory) -> dict[str, dict[str, Override]]:
-    """host -> the finding overrides of the plays that ran on it, from the run's own plan."""
+def _overrides(run: RunDirectory, warnings: list[str]) -> dict[str, dict[str, Override]]:
+    """host -> the finding overrides of the plays that ran on it, from the run's own plan.  A plan
+    that cannot be had here (a part made on another controller, whose playbook or reference files
+    are not on this one) leaves its hosts' fleet-wide findings unsilenced, and says so."""
     meta = run.meta
     if meta.imported or not meta.plan:
         return {}  # text evidence: judged without a playbook
@@ -48,7 +52,12 @@ def _overrides(run: RunDirectory) -> dict[str, dict[str, Override]]:
     if not hosts:
         return {}
     inputs = run_plan_inputs({**meta.plan, "inventory": meta.inventory}, run.dir.name)
-    return build_plan(inputs, stored=hosts).overrides
+    try:
+        return build_plan(inputs, stored=hosts).overrides
+    except (UsageError, PlaybookError, ExpectationError) as e:
+        warnings.append(f"{run.dir.name}: its plan cannot be used here ({usage_message(e)}); its hosts keep their "
+                        "own findings, and the fleet-wide findings over them are not silenced by its playbook")
+        return {}
 
 
 def _plan_of(runs: list[RunDirectory], warnings: list[str]) -> dict[str, Any]:
@@ -161,7 +170,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
             if r.meta.state != "complete":
                 warnings.append(f"{r.dir.name} is {r.meta.state if r.meta.started else 'without run.json'}: "
                                 "merged with the hosts it has")
-            run_rules = _overrides(r)
+            run_rules = _overrides(r, warnings)
             rules.update(run_rules)
             part_verdicts = []
             for verdict, body in carried:

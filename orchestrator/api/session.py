@@ -20,8 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from orchestrator.api.errors import ResultsUnwritable, UsageError
+from orchestrator.api.errors import ResultsUnwritable, UsageError, usage_message
 from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan, run_plan_inputs
+from orchestrator.api.playbook import PlaybookError
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
@@ -554,6 +555,18 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         return _rejudge_locked(source, root, playbook, expect, security_floor, baseline_file)
 
 
+def _stored_plan(inputs: PlanInputs, hosts: list[HostInput], run: str, playbook: str | None) -> RunPlan:
+    """The plan a stored run is judged again under; UsageError saying what to give when the
+    playbook its plan names cannot be used here (moved, or the run was made on another controller)."""
+    try:
+        return build_plan(inputs, stored=hosts)
+    except PlaybookError as e:
+        if playbook is not None:
+            raise
+        raise UsageError(f"{run}: the run's plan names playbook {inputs.playbook!r}, which cannot be used here "
+                         f"({usage_message(e)}); give -p PLAYBOOK to re-judge it under a playbook of your own") from None
+
+
 def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
                     security_floor: str | None, baseline_file: str | None) -> RunResult:
     stored = RunDirectory.open(source)
@@ -582,7 +595,7 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
                            hosts_order=meta.hosts_order, imported=True, playbook=None, plan=new_inputs.to_dict(),
                            rejudged_from=source.name)
     else:
-        plan = build_plan(new_inputs, stored=inputs)
+        plan = _stored_plan(new_inputs, inputs, source.name, playbook)
         new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
         new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
     # built in a staging directory and renamed into the history only once complete

@@ -6,6 +6,7 @@ finding) and is said; a file that cannot be read at all is one message; never ex
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -164,6 +165,38 @@ def test_a_damaged_stored_run_costs_only_what_is_damaged(tmp_path: Path, shards:
             assert line.startswith(("#", "scontrol update NodeName=")), line
     for run in (p for p in results.glob("*") if p.is_dir()):
         strict_json(run / "fleet.json")
+
+
+@pytest.mark.parametrize("where", ["gone", "fifo", "huge"])
+def test_parts_whose_playbook_is_not_on_this_controller_merge_and_rejudge_says_what_to_give(
+        tmp_path: Path, shards: tuple[Path, Path], where: str) -> None:
+    """Parts run on other controllers name a playbook path this one lacks (or that is a FIFO, or
+    far too big to be one): the merge keeps every host's own judgement and says that the parts'
+    playbook could not silence the fleet-wide findings over their hosts; `rejudge` of such a part,
+    which needs the playbook's expectations, is one line that says to give -p, and works with it."""
+    a, b = (shutil.copytree(s, tmp_path / s.name) for s in shards)
+    playbook = tmp_path / "site.yml"
+    if where == "fifo":
+        os.mkfifo(playbook)
+    elif where == "huge":
+        with open(playbook, "wb") as f:
+            f.truncate(64 << 20)  # sparse: costs no disk
+    for run in (a, b):
+        doc = _load(run / "run.json")
+        doc["plan"] = {**doc["plan"], "playbook": str(playbook)}
+        _save(run / "run.json", doc)
+    merged = run_cli(["merge", str(a), str(b), "--results", str(tmp_path / "results"), "--format", "json"],
+                     timeout=300)
+    assert merged.code in (1, 4, 5) and "Traceback" not in merged.stderr, merged.stderr
+    for run in (a, b):
+        assert f"warning: {run.name}: its plan cannot be used here ({playbook}" in merged.stderr, merged.stderr
+    hosts = {h["name"] for h in _strict(merged.stdout)["hosts"]}
+    assert hosts == {h["name"] for run in (a, b) for h in _plain(run)["hosts"]}
+    got = run_cli(["rejudge", str(b), "--results", str(tmp_path / "rejudged"), "-q"], timeout=300)
+    assert got.code == 2 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert f"{b.name}: the run's plan names playbook" in got.stderr and "give -p PLAYBOOK" in got.stderr, got.stderr
+    got = run_cli(["rejudge", str(b), "-p", "audit", "--results", str(tmp_path / "rejudged"), "-q"], timeout=300)
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
 
 
 def _strict(text: str) -> Any:
