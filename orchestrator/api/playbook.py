@@ -25,6 +25,8 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib.util
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,14 +137,20 @@ def find_playbook(ref: str | None) -> Path:
     """A `-p` argument: an existing file, or the name of a shipped playbook; None: the default."""
     ref = ref or DEFAULT_PLAYBOOK
     p = Path(ref)
-    if p.is_file():
+    try:
+        mode: int | None = os.stat(p).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except (OSError, ValueError) as e:  # a directory we may not enter, a name with a NUL, too long a path
+        raise PlaybookError(f"{ref}: cannot read playbook: {getattr(e, 'strerror', None) or e}") from None
+    if mode is not None and stat.S_ISREG(mode):
         return p
     shipped = {name: path for name, path, _ in shipped_playbooks()}
     if ref in shipped:
         return shipped[ref]
-    if p.exists():
-        raise PlaybookError(f"{ref}: {'a directory' if p.is_dir() else 'not a regular file (a FIFO, socket or device)'}"
-                            ", not a playbook file")
+    if mode is not None:
+        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+        raise PlaybookError(f"{ref}: {what}, not a playbook file")
     near = difflib.get_close_matches(ref, list(shipped), n=1)
     tip = f"; did you mean {near[0]!r}?" if near else ""
     raise PlaybookError(

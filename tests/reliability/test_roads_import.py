@@ -137,11 +137,13 @@ def _unreadable_playbook(tmp_path: Path, kind: str) -> str:
         return str(tmp_path / "huge.yml")
     if kind == "directory":
         return str(tmp_path)
+    if kind == "escapes":  # a forged path that would clear the terminal and ring its bell
+        return str(tmp_path / "\x1b[2Jsite\x07.yml")
     return str(tmp_path / "gone" / "site.yml")
 
 
 UNUSABLE_PLANS = [{"probes": ["host", "a_newer_probe"]}, {"playbook": "fifo"}, {"playbook": "huge"},
-                  {"playbook": "directory"}, {"playbook": "missing"}]
+                  {"playbook": "directory"}, {"playbook": "missing"}, {"playbook": "escapes"}]
 
 
 def _with_plan(tmp_path: Path, plan: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +171,7 @@ def test_a_document_whose_plan_cannot_be_used_here_costs_only_its_plan(tmp_path:
     assert all(h["probes"]["host"]["outcome"] == "ok" for h in hosts.values())
     assert "1 document(s) come from a bundle whose plan this fleetprobe cannot use" in got.stderr, got.stderr
     assert "judged under the plan of 1 other document(s)" in got.stderr, got.stderr
+    assert "\x1b" not in got.stderr and "\x07" not in got.stderr, got.stderr
     assert got.rss_kib is not None and got.rss_kib < 250_000, f"{got.rss_kib} KiB"
 
 
@@ -186,6 +189,7 @@ def test_documents_that_all_name_a_plan_unusable_here_are_one_message(tmp_path: 
     got = _import(tmp_path, str(docs), timeout=120)
     assert got.code == 2 and "Traceback" not in got.stderr, got.stderr
     assert got.stderr.count("\n") == 1 and "the documents' plan cannot be used here" in got.stderr, got.stderr
+    assert "\x1b" not in got.stderr and "\x07" not in got.stderr, got.stderr
     if "playbook" in plan:
         assert "give -p PLAYBOOK" in got.stderr, got.stderr
         got = _import(tmp_path, str(docs), "-p", "quick", "--format", "json", timeout=120)
