@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,17 @@ from typing import Any
 from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.import_judged import JudgeWhereRead
 from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
-from orchestrator.api.plan import PlanError, PlanInputs, RunPlan, build_plan, load_inventory
-from orchestrator.api.playbook import PlaybookError
+from orchestrator.api.plan import (
+    PlanError,
+    PlanInputs,
+    RunPlan,
+    build_plan,
+    check_limits,
+    load_inventory,
+    parse_expect_items,
+    probe_calls,
+)
+from orchestrator.api.playbook import PlaybookError, find_playbook, load_playbook
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
 from orchestrator.engine.results import HostInput
@@ -170,8 +179,8 @@ def _plan_inputs(plan: dict[str, Any], inventory: tuple[str, ...], playbook: str
                       timeout=stored.timeout)
 
 
-# The most distinct plans tried, most documents first: each try builds the plan over every host,
-# and documents forged with a plan each must not make that quadratic.
+# The most distinct plans tried, most documents first: each try reads the plan's playbook, and
+# documents forged with a plan each must not make that a read per document.
 _PLANS_TRIED = 8
 
 
@@ -182,43 +191,53 @@ def _judged_plan(plans: list[dict[str, Any]], stored: list[HostInput], inventory
     met among equals) that this fleetprobe can use, with what is given instead.  A plan it cannot
     use (a probe or expectation it has no name for, a playbook it cannot read here) costs the
     documents written from it their plan only: they are judged under the others'.  UsageError,
-    saying what to give instead, when no document's plan can be used."""
+    saying what to give instead, when no document's plan can be used.  What goes wrong past the
+    documents' own plan (the inventory, what the user gave) is raised as building any plan raises it."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for written in plans:
         groups.setdefault(json.dumps(written, sort_keys=True, default=str), []).append(written)
     ranked = sorted(groups.values(), key=len, reverse=True)  # sorted() is stable: first met among equals
-    unusable: list[tuple[int, Exception]] = []
+    unusable: list[tuple[int, str, Exception]] = []
     for group in ranked[:_PLANS_TRIED]:
         inputs = _plan_inputs(group[0], inventory, playbook, probes, expect)
-        try:
-            plan = build_plan(inputs, stored=stored)
-        except (UsageError, PlaybookError, ExpectationError) as e:
-            if _given_wrong(e, playbook, probes, expect):
-                raise
-            unusable.append((len(group), e))
+        problem = _plan_problem(inputs, playbook is None, expect is None)
+        if problem is not None:
+            unusable.append((len(group), *problem))
             continue
+        plan = build_plan(inputs, stored=stored)
         warnings = [f"{n} document(s) come from a bundle whose plan this fleetprobe cannot use "
                     f"({usage_message(why)}); judged under the plan of {len(group)} other document(s)"
-                    for n, why in unusable]
+                    for n, _, why in unusable]
         if len(ranked) > len(unusable) + 1 and playbook is None and expect is None:
             warnings.append(f"the documents come from bundles of {len(ranked)} different plans; judged under the "
                             f"one of {len(group)} of the {len(plans)} documents (give -p / --expect to choose)")
         return plan, inputs, warnings
-    why = unusable[0][1]
-    if isinstance(why, ExpectationError):
-        raise UsageError(f"the documents' plan expects what this fleetprobe cannot read ({why}); give --expect to "
-                         "judge against expectations of your own")
-    hint = ("give -p PLAYBOOK to judge them under a playbook of your own" if isinstance(why, PlaybookError)
+    _, part, why = unusable[0]
+    if part == "expect":
+        raise UsageError(f"the documents' plan expects what this fleetprobe cannot read ({usage_message(why)}); "
+                         "give --expect to judge against expectations of your own")
+    hint = ("give -p PLAYBOOK to judge them under a playbook of your own" if part == "playbook"
             else "the bundle may come from a newer fleetprobe: import its documents with that version")
     raise UsageError(f"the documents' plan cannot be used here ({usage_message(why)}); {hint}")
 
 
-def _given_wrong(e: Exception, playbook: str | None, probes: tuple[str, ...] | None,
-                 expect: tuple[str, ...] | None) -> bool:
-    """Whether `e` is about what the user gave (-p, --probe, --expect), not the documents' plan."""
-    return ((isinstance(e, PlaybookError) and playbook is not None)
-            or (isinstance(e, ExpectationError) and expect is not None)
-            or (isinstance(e, UsageError) and bool(probes)))
+def _plan_problem(inputs: PlanInputs, own_playbook: bool, own_expect: bool) -> tuple[str, Exception] | None:
+    """What keeps this fleetprobe from judging under a document's plan, in the parts the plan itself
+    gives (its probes and timeout, and its playbook and expectations where none are given instead),
+    as (which part, the error); None when it can be used."""
+    checks: list[tuple[str, Callable[[], object]]] = [
+        ("probes", lambda: probe_calls([(name, {}, inputs.timeout) for name in inputs.probes])),
+        ("probes", lambda: check_limits(inputs.forks, inputs.timeout))]
+    if own_playbook:
+        checks.append(("playbook", lambda: load_playbook(find_playbook(inputs.playbook))))
+    if own_expect:
+        checks.append(("expect", lambda: parse_expect_items(inputs.expect)))
+    for part, check in checks:
+        try:
+            check()
+        except (UsageError, PlaybookError, ExpectationError) as e:
+            return part, e
+    return None
 
 
 def _inventory_hosts(inventory: tuple[str, ...], warnings: list[str]) -> dict[str, Host]:

@@ -201,7 +201,10 @@ def parse_expect_items(items: tuple[str, ...] | list[str]) -> Expectations:
         if "=" not in item:
             raise UsageError(f"--expect takes KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
-        raw[k.strip()] = json.loads(v) if v.strip() in ("true", "false") or v.strip().lstrip("-").replace(".", "", 1).isdigit() else v
+        try:
+            raw[k.strip()] = json.loads(v) if v.strip() in ("true", "false") or v.strip().lstrip("-").replace(".", "", 1).isdigit() else v
+        except ValueError:  # past the digits Python reads as an int (4,300)
+            raise UsageError(f"--expect {k.strip()}: a number of {len(v.strip()):,} characters is no expectation") from None
     return Expectations.from_mapping(raw, where="--expect")
 
 

@@ -199,6 +199,45 @@ def test_documents_that_all_name_a_plan_unusable_here_are_one_message(tmp_path: 
         assert "a_newer_probe" in got.stderr and "newer fleetprobe" in got.stderr, got.stderr
 
 
+@pytest.mark.parametrize("expect", [["gpu_count=" + "1" * 5000], ["foo\nwarning: forged=1"]],
+                         ids=["5000-digit", "newline"])
+def test_a_plan_expecting_what_no_expectation_is_costs_its_plan_in_one_line(tmp_path: Path,
+                                                                            expect: list[str]) -> None:
+    """A forged plan's expectation of 5,000 digits (past what Python reads as an int) or with a line
+    break that would print a forged line: the documents are judged under the other plan, the
+    warning is one line; when every document has it, one line saying to give --expect."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, doc_expect in (("a-odd", expect), ("b-good", [])):
+        doc = _document(name)
+        doc["plan"] = {**doc["plan"], "expect": doc_expect}
+        (docs / f"{name}.json").write_text(json.dumps(doc))
+    got = _import(tmp_path, str(docs), "--format", "json")
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    assert sorted(h["name"] for h in _strict_stdout(got.stdout)["hosts"]) == ["a-odd", "b-good"]
+    assert len(got.stderr.splitlines()) == 1, got.stderr  # the one warning, no forged line after it
+    assert got.stderr.startswith("warning: 1 document(s) come from a bundle whose plan"), got.stderr
+    (docs / "b-good.json").unlink()
+    got = _import(tmp_path, str(docs))
+    assert got.code == 2 and got.stderr.count("\n") == 1, got.stderr
+    assert "the documents' plan expects what this fleetprobe cannot read" in got.stderr, got.stderr
+    assert "give --expect" in got.stderr, got.stderr
+
+
+def test_an_inventory_error_is_the_inventorys_not_the_documents_plan(tmp_path: Path) -> None:
+    """-i names an inventory whose probe_expect has a typo: the import says so in its own words,
+    not as a fault of the documents' plan (every plan would fail alike)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b"):
+        (docs / f"{name}.json").write_text(json.dumps(_document(name)))
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    a:\n      probe_expect: {gpu_cnt: 8}\n    b: {}\n")
+    got = _import(tmp_path, str(docs), "-i", str(inv))
+    assert got.code == 2 and "Traceback" not in got.stderr, got.stderr
+    assert "gpu_cnt" in got.stderr and "the documents' plan" not in got.stderr, got.stderr
+
+
 def _document(name: str) -> dict[str, Any]:
     out = json.dumps(recorded("dgx-h100-12", "host"))
     return {"fleetprobe_bundle": 1, "identity": {"hostname": name}, "for_host": None,
