@@ -137,17 +137,21 @@ def find_playbook(ref: str | None) -> Path:
     """A `-p` argument: an existing file, or the name of a shipped playbook; None: the default."""
     ref = ref or DEFAULT_PLAYBOOK
     p = Path(ref)
+    mode: int | None = None
+    unreadable: Exception | None = None
     try:
-        mode: int | None = os.stat(p).st_mode
+        mode = os.stat(p).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        mode = None
+        pass
     except (OSError, ValueError) as e:  # a directory we may not enter, a name with a NUL, too long a path
-        raise PlaybookError(f"{ref}: cannot read playbook: {getattr(e, 'strerror', None) or e}") from None
+        unreadable = e
     if mode is not None and stat.S_ISREG(mode):
         return p
     shipped = {name: path for name, path, _ in shipped_playbooks()}
     if ref in shipped:
         return shipped[ref]
+    if unreadable is not None:
+        raise PlaybookError(f"{ref}: cannot read playbook: {getattr(unreadable, 'strerror', None) or unreadable}")
     if mode is not None:
         what = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
         raise PlaybookError(f"{ref}: {what}, not a playbook file")
@@ -186,7 +190,8 @@ def load_playbook(path: str | Path, probes: Mapping[str, bool] | None = None,
     try:
         text = read_regular(path, MAX_PLAYBOOK, "playbook").decode("utf-8")
     except UnreadableInput as e:
-        raise PlaybookError(f"{path}: cannot read playbook: {e.why}") from None
+        why = e.why[len("cannot read it: "):] if e.why.startswith("cannot read it: ") else e.why
+        raise PlaybookError(f"{path}: cannot read playbook: {why}") from None
     except UnicodeDecodeError as e:
         raise PlaybookError(f"{path}: not a playbook: byte {e.start} is not UTF-8 text") from None
     return parse_playbook(text, path, probes, finding_ids)
