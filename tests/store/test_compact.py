@@ -159,6 +159,16 @@ HOSTILE: list[Any] = [
 ]
 
 
+@pytest.mark.parametrize("rows", [[{"a": 1}, {"a": 2, "@b": 3}, {"a": 3}], [{"a": 1}, {"a": 2}, {1: 3}],
+                                  [{"@a": 1}, {"@a": 2, "b": 3}]])
+def test_rows_of_several_shapes_one_with_a_marker_or_non_string_key_are_no_table(rows: list[Any]) -> None:
+    """Whether a table's keys can be columns is asked of each shape of its rows: one shape whose
+    key looks like a marker, or is no string, keeps every row as it is."""
+    assert not (isinstance(encode(rows), dict) and "@table" in encode(rows)), encode(rows)
+    assert isinstance(encode([{"a": 1}, {"a": 2, "b": 3}, {"a": 3}]), dict)  # plain keys: a table
+    assert_round_trip(rows)
+
+
 @pytest.mark.parametrize("case", range(len(HOSTILE)))
 def test_odd_and_hostile_shapes_round_trip(case: int) -> None:
     value = HOSTILE[case]
