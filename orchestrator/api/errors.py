@@ -37,12 +37,11 @@ USAGE_ERRORS: tuple[type[Exception], ...] = (
 def usage_message(error: BaseException) -> str:
     """What the user reads for a usage error, one line of safe text.  A playbook's YAML error quotes
     the offending line with a caret underneath: its first line already names file and line."""
-    from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
+    from orchestrator.facts.textsafe import one_line
     from orchestrator.store.redaction import redact_message
 
     text = str(error).strip()
     if isinstance(error, PlaybookError) and text:
         text = text.splitlines()[0]
-    # the text may quote what a host or a file handed over (a document's plan, a stored run's):
-    # none of it may move the cursor, nor start a line that reads as another message
-    return redact_message(LINE_BREAKS.sub(" ", display_safe(text or type(error).__name__)))
+    # the text may quote what a host or a file handed over (a document's plan, a stored run's)
+    return redact_message(one_line(text or type(error).__name__))

@@ -14,7 +14,7 @@ from orchestrator.api.plan import PlanInputs
 from orchestrator.api.session import RunResult
 from orchestrator.cli import exitcodes
 from orchestrator.cli.run import deliver, results_root
-from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
+from orchestrator.facts.textsafe import one_line
 from orchestrator.store import atomic
 
 
@@ -42,7 +42,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) -> int:
     for w in warnings:  # they quote what documents, file names and stored runs hand over: one safe line each
-        print(f"warning: {LINE_BREAKS.sub(' ', display_safe(w))}", file=sys.stderr)
+        print(f"warning: {one_line(w)}", file=sys.stderr)
     return deliver(args, result.fleet, result.run.dir, result.drift)
 
 

@@ -21,3 +21,9 @@ LINE_BREAKS = re.compile("[\r\n\u0085\u2028\u2029]")
 def display_safe(value: Any, replacement: str = "?") -> str:
     """`value` as text with every unsafe character replaced (line breaks and tabs kept)."""
     return UNSAFE.sub(replacement, "" if value is None else str(value))
+
+
+def one_line(value: Any) -> str:
+    """`value` as display_safe text with every line break a space: a message that must stay one
+    line, so that nothing it quotes can start a line of its own that reads as another message."""
+    return LINE_BREAKS.sub(" ", display_safe(value))
