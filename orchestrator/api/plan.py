@@ -315,22 +315,36 @@ def _fit_descriptors(plays: list[PlannedPlay], warnings: list[str]) -> list[Plan
     return out
 
 
+class ReferenceFileError(UsageError):
+    """A file the inputs judge against (`option`: --security-floor or --baseline-file) that cannot
+    be used; `why` names the file and what is wrong with it."""
+
+    def __init__(self, option: str, why: str) -> None:
+        super().__init__(f"{option}: {why}")
+        self.option = option
+        self.why = why
+
+
 def load_references(inputs: PlanInputs) -> References:
     """The files the inputs name (--security-floor, --baseline-file), read and checked before
     anything runs."""
     try:
         floor = security.load(inputs.security_floor) if inputs.security_floor else None
     except security.FloorError as e:
-        raise UsageError(f"--security-floor: {e}") from None
+        raise ReferenceFileError("--security-floor", str(e)) from None
     reference = None
     if inputs.baseline_file:
+        file = inputs.baseline_file
         try:
-            doc = json.loads(Path(inputs.baseline_file).read_text(encoding="utf-8"))
-            reference = baseline.parse_reference(doc, inputs.baseline_file)
+            doc = json.loads(Path(file).read_text(encoding="utf-8"))
         except OSError as e:
-            raise UsageError(f"--baseline-file: cannot read {inputs.baseline_file}: {e.strerror or e}") from None
-        except ValueError as e:  # not JSON, or not a baseline file
-            raise UsageError(f"--baseline-file: {e}") from None
+            raise ReferenceFileError("--baseline-file", f"cannot read {file}: {e.strerror or e}") from None
+        except ValueError as e:  # not UTF-8, or not JSON
+            raise ReferenceFileError("--baseline-file", f"{file}: not a JSON file ({e})") from None
+        try:
+            reference = baseline.parse_reference(doc, file)
+        except ValueError as e:  # BaselineError: not a baseline file, named in the message
+            raise ReferenceFileError("--baseline-file", str(e)) from None
     return References(security_floor=floor, baseline=reference)
 
 

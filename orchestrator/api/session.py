@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.api.errors import ResultsUnwritable, UsageError, usage_message
-from orchestrator.api.plan import PlanInputs, PlannedPlay, RunPlan, build_plan, run_plan_inputs
+from orchestrator.api.plan import (
+    PlanInputs,
+    PlannedPlay,
+    ReferenceFileError,
+    RunPlan,
+    build_plan,
+    run_plan_inputs,
+)
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
@@ -555,16 +562,24 @@ def rejudge(source: Path, root: Path, playbook: str | None = None, expect: list[
         return _rejudge_locked(source, root, playbook, expect, security_floor, baseline_file)
 
 
-def _stored_plan(inputs: PlanInputs, hosts: list[HostInput], run: str, playbook: str | None) -> RunPlan:
-    """The plan a stored run is judged again under; UsageError saying what to give when the
-    playbook its plan names cannot be used here (moved, or the run was made on another controller)."""
+def _stored_plan(inputs: PlanInputs, hosts: list[HostInput], run: str, given: frozenset[str]) -> RunPlan:
+    """The plan a stored run is judged again under; UsageError saying what to give when a file its
+    plan names (the playbook, the files judged against) cannot be used here: moved, or the run was
+    made on another controller or from another directory.  `given`: the options the user gave,
+    whose own errors are theirs."""
     try:
         return build_plan(inputs, stored=hosts)
     except PlaybookError as e:
-        if playbook is not None:
+        if "-p" in given:
             raise
         raise UsageError(f"{run}: the run's plan names playbook {inputs.playbook!r}, which cannot be used here "
                          f"({usage_message(e)}); give -p PLAYBOOK to re-judge it under a playbook of your own") from None
+    except ReferenceFileError as e:
+        if e.option in given:
+            raise
+        raise UsageError(f"{run}: the run was judged against a file its plan names with {e.option}, which cannot "
+                         f"be used here ({e.why}); give {e.option} FILE to re-judge it "
+                         "against a file of your own") from None
 
 
 def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
@@ -595,7 +610,9 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
                            hosts_order=meta.hosts_order, imported=True, playbook=None, plan=new_inputs.to_dict(),
                            rejudged_from=source.name)
     else:
-        plan = _stored_plan(new_inputs, inputs, source.name, playbook)
+        given = frozenset(option for option, value in (("-p", playbook), ("--security-floor", security_floor),
+                                                       ("--baseline-file", baseline_file)) if value is not None)
+        plan = _stored_plan(new_inputs, inputs, source.name, given)
         new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
         new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
     # built in a staging directory and renamed into the history only once complete

@@ -199,6 +199,41 @@ def test_parts_whose_playbook_is_not_on_this_controller_merge_and_rejudge_says_w
     assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
 
 
+@pytest.mark.parametrize("option", ["--baseline-file", "--security-floor"])
+@pytest.mark.parametrize("where", ["gone", "garbage"])
+def test_rejudge_of_a_run_whose_reference_file_is_gone_says_it_in_the_runs_words(
+        tmp_path: Path, shards: tuple[Path, Path], option: str, where: str) -> None:
+    """A run judged against a file (--baseline-file, --security-floor) that is gone or was
+    rewritten since, or that was named relative to another directory: `rejudge` of it is one line
+    that names the run and the option its plan used, not an error of an option the user never
+    gave, and works once the user gives the option; a bad file the user gives is the user's."""
+    b = shutil.copytree(shards[1], tmp_path / shards[1].name)
+    good = tmp_path / "good.json"
+    if option == "--baseline-file":
+        made = run_cli(["baseline", str(b), "-o", str(good)], timeout=120)
+        assert made.code == 0, made.stderr
+    else:
+        shutil.copy(ROOT / "tests" / "fixtures" / "security" / "floor-2024.json", good)
+    stored = tmp_path / "stored.json"
+    if where == "garbage":
+        stored.write_text("{ not json")
+    doc = _load(b / "run.json")
+    doc["plan"] = {**doc["plan"], option.removeprefix("--").replace("-", "_"): str(stored)}
+    _save(b / "run.json", doc)
+    results = str(tmp_path / "rejudged")
+    got = run_cli(["rejudge", str(b), "--results", results, "-q"], timeout=300)
+    assert got.code == 2 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+    assert got.stderr.startswith(f"probe: error: {b.name}: the run was judged against a file its plan names with "
+                                 f"{option}, which cannot be used here ("), got.stderr
+    assert str(stored) in got.stderr and f"give {option} FILE" in got.stderr, got.stderr
+    got = run_cli(["rejudge", str(b), option, str(tmp_path / "missing.json"), "--results", results, "-q"],
+                  timeout=300)
+    assert got.code == 2 and got.stderr.startswith(f"probe: error: {option}: "), got.stderr
+    assert "the run was judged" not in got.stderr, got.stderr
+    got = run_cli(["rejudge", str(b), option, str(good), "--results", results, "-q"], timeout=300)
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+
+
 def _strict(text: str) -> Any:
     def refuse(constant: str) -> None:
         raise AssertionError(f"printed the non-JSON constant {constant}")
