@@ -23,6 +23,7 @@ from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
+from orchestrator.facts.textsafe import one_line
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.carry import Carrier
 from orchestrator.store.history import RunNotFound
@@ -129,16 +130,19 @@ def _value_key(v: Any) -> Any:
     return json.dumps(v, sort_keys=True, default=str)
 
 
-def merge_runs(sources: list[Path], root: Path) -> tuple[RunResult, list[str]]:
+def merge_runs(sources: list[Path], root: Path,
+               step: Callable[[str], None] | None = None) -> tuple[RunResult, list[str]]:
+    """One run of `sources`, and the warnings; `step` hears where the merge stands (a line of safe text)."""
     if len({s.resolve() for s in sources}) != len(sources):
         raise UsageError("a run is named twice")
     # held from the first read of a part to the merged run's last write: a concurrent `--keep`
     # must not prune a part half-way
     with holding(root, *(s.parent for s in sources if (s.parent / LOCK_NAME).exists())), Carrier(root) as carrier:
-        return _merge_locked(sources, root, carrier)
+        return _merge_locked(sources, root, carrier, step or (lambda _text: None))
 
 
-def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[RunResult, list[str]]:
+def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
+                  step: Callable[[str], None]) -> tuple[RunResult, list[str]]:
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
     owner: dict[str, str] = {}
@@ -162,6 +166,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
     upcoming = start(runs[0])
     try:
         for i, r in enumerate(runs):
+            step(f"part {i + 1}/{len(runs)} ({one_line(r.dir.name)}), {len(verdicts):,} hosts read")
             fleet, decoding = upcoming
             carried = decoding.result()
             if i + 1 < len(runs):
@@ -207,10 +212,13 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier) -> tuple[Ru
                      for r, n in zip(runs, sizes)],
         imported=all(m.imported for m in metas))
     merged = RunDirectory.create(root, meta)
+    step(f"the parts' raw files, {len(verdicts):,} hosts")
     for r in runs:
         if (r.dir / "raw").is_dir():
             merged.copy_raw_from(r)
     merged.stop("complete")
+    step(f"the fleet-wide steps over {len(verdicts):,} hosts")
     fleet = assemble_judged(merged.meta, records, verdicts, silenced, lambda host: rules.get(host, {}))
+    step("writing the merged run")
     merged.finish(fleet.to_document())
     return RunResult(merged, fleet), warnings

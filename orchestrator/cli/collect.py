@@ -67,6 +67,7 @@ def cmd_import_collected(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from orchestrator.api.merge import merge_runs
+    from orchestrator.present.progress import Steps
     from orchestrator.store.history import RunNotFound, resolve_run
 
     root = results_root(args)
@@ -74,7 +75,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
         sources = [resolve_run(root, ref) for ref in args.runs]
     except RunNotFound as e:
         raise UsageError(str(e)) from None
-    result, warnings = merge_runs(sources, root)
+    steps = Steps("merge", enabled=False if args.quiet else None)
+    try:
+        result, warnings = merge_runs(sources, root, steps.step)
+    finally:
+        steps.close()
     return present(args, result, warnings)
 
 

@@ -38,6 +38,32 @@ class Progress:
             self.stream.flush()
 
 
+class Steps:
+    """Where a long command that has no hosts to count as they answer stands (`probe merge` of many
+    parts): one line on stderr, rewritten in place, only on a terminal."""
+
+    def __init__(self, command: str, stream: TextIO | None = None, enabled: bool | None = None):
+        self.command = command
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.t0 = time.monotonic()
+        self._shown = False
+
+    def step(self, text: str) -> None:
+        """`text`: what it is doing now; the caller makes it safe to print."""
+        if self.enabled:
+            # \x1b[K clears the rest of the line a longer step left
+            self.stream.write(f"\r{self.command}: {text}, elapsed {time.monotonic() - self.t0:.1f}s\x1b[K")
+            self.stream.flush()
+            self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._shown = False
+
+
 class Fanout:
     """Hands each result to several sinks, in order."""
 
