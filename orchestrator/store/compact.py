@@ -376,7 +376,10 @@ def decode_host(stored: dict[str, Any]) -> dict[str, Any]:
 def damaged_host(raw: Any, error: ValueError, name: str | None = None) -> dict[str, Any]:
     """What a host record that does not read back leaves readers: its name, how the host answered
     where that survived, and why its facts are gone (a damaged record costs only its host)."""
-    kept = {k: raw[k] for k in ("name", "outcome", "reason") if isinstance(raw, dict) and isinstance(raw.get(k), str)}
+    kept: dict[str, Any] = {k: raw[k] for k in ("name", "outcome", "reason")
+                            if isinstance(raw, dict) and isinstance(raw.get(k), str)}
+    if isinstance(raw, dict) and isinstance(raw.get("health"), dict):
+        kept["health"] = raw["health"]  # the judgement of the host, made when its record was whole
     if name is not None:
         kept["name"] = name
     return {**kept, "facts": {}, "probes": {},

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from orchestrator.engine.outcomes import Outcome, is_problem
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, Severity
 
 
@@ -72,6 +73,20 @@ class HostHealth:
         return cls(Health(d["state"]), counts, reason if isinstance(reason, str) else "")
 
 
+# A stored record that no longer says how its host answered (damaged on disk: store/compact's
+# damaged_host keeps what survived) reads as a host that failed and was not judged here, never as
+# one that answered and passed.
+LOST = "its stored record does not read back, nor say how the host answered: not judged here"
+
+
+def stored_answer(rec: Mapping[str, Any]) -> tuple[str, str]:
+    """(outcome, reason) of a stored host record, read tolerantly."""
+    outcome, reason = rec.get("outcome"), rec.get("reason")
+    if not isinstance(outcome, str) or not outcome:
+        return Outcome.FAILED.value, reason if isinstance(reason, str) and reason else LOST
+    return outcome, reason if isinstance(reason, str) else ""
+
+
 def _count(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
@@ -102,6 +117,8 @@ def decide(outcome: str, reason: str, unfinished: Mapping[str, str], findings: I
     if unfinished:
         return HostHealth(Health.INCOMPLETE, counts, "; ".join(
             f"{probe} {why}" for probe, why in unfinished.items()) + ": judged on what finished")
+    if is_problem(outcome):  # no probe says why (a host with none left, a stored record that lost them)
+        return HostHealth(Health.INCOMPLETE, counts, f"{outcome}: {reason or 'no probe finished'}")
     warning = [f.id for f, sev in roots if sev is Severity.WARN]
     if warning:
         return HostHealth(Health.DEGRADED, counts, _faults_text(warning))

@@ -277,9 +277,10 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
         measured = baseline.measures(facts)
     except Exception:  # judged before: its malformed-data finding is among its findings already
         measured = baseline.Measures()
-    return HostVerdict(rec["name"], rec["outcome"], findings, descriptor,
+    outcome, reason = host_health.stored_answer(rec)
+    return HostVerdict(rec["name"], outcome, findings, descriptor,
                        HostView(name=rec["name"], facts=slim, outcomes=outcomes, expect=_stored_expect(rec)),
-                       str(rec.get("reason") or ""), unfinished, measured)
+                       reason, unfinished, measured)
 
 
 def _stored_expect(rec: dict[str, Any]) -> Expectations:

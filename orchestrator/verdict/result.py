@@ -37,7 +37,14 @@ from orchestrator.verdict.actions import ACTIONS, Action, action_of
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, FindingRef, Kind, Severity
-from orchestrator.verdict.health import HEALTH_ORDER, Health, HostHealth, decide, fault_severities
+from orchestrator.verdict.health import (
+    HEALTH_ORDER,
+    Health,
+    HostHealth,
+    decide,
+    fault_severities,
+    stored_answer,
+)
 from orchestrator.verdict.overrides import Silenced
 
 _CAUSES = causes.by_consequence(CAUSES)
@@ -117,8 +124,7 @@ class JudgedHost:
         probes = {str(p): ProbeRun.from_dict(r) for p, r in probes_raw.items() if isinstance(r, dict)}
         stored_facts = rec.get("facts")
         facts = stored_facts if isinstance(stored_facts, dict) else {}
-        outcome = str(rec.get("outcome") or "skipped")
-        reason = str(rec.get("reason") or "")
+        outcome, reason = stored_answer(rec)
         stored_not_judged = rec.get("not_judged")
         if isinstance(stored_not_judged, dict):
             not_judged = {str(k): str(v) for k, v in stored_not_judged.items()}

@@ -150,6 +150,34 @@ def test_a_damaged_record_is_carried_as_what_readers_get(fleet: dict[str, Any], 
     assert len(merged["hosts"]) == len(_names())
 
 
+def test_a_record_that_is_not_json_any_more_is_merged_as_not_judged(fleet: dict[str, Any], tmp_path: Path) -> None:
+    """A byte of a stored record broken so that it no longer parses (the index still matches):
+    the merge keeps the host, as every reader of the part has it, as failed and not judged with
+    why, never as a host that answered and passed; the other records are merged as they were."""
+    from orchestrator.store.history import load_fleet
+    from orchestrator.verdict.result import FleetResult
+
+    part = tmp_path / "s1"
+    shutil.copytree(fleet["parts"][0], part)
+    healthy = {h["name"] for h in read_plain(part / "fleet.json")["hosts"] if h["health"]["state"] == "healthy"}
+    name, offset, _length = next(e for e in json.loads((part / "fleet.index.json").read_text())["hosts"]
+                                 if e[0] in healthy)  # no finding of its own says it failed
+    data = bytearray((part / "fleet.json").read_bytes())
+    at = data.index(b'"outcome"', offset)
+    data[at] = ord("x")  # an unquoted key: not JSON, same length
+    st = (part / "fleet.json").stat()
+    (part / "fleet.json").write_bytes(bytes(data))
+    os.utime(part / "fleet.json", ns=(st.st_atime_ns, st.st_mtime_ns))
+    shown = FleetResult.from_document(load_fleet(part)).hosts.by_name(name)
+    result, _ = merge_runs([part, *fleet["parts"][1:]], tmp_path / "out")
+    for host in (shown, result.fleet.hosts.by_name(name)):
+        assert host is not None
+        assert (host.outcome, host.health.state.value) == ("failed", "incomplete"), host
+        assert "does not read back" in host.reason and "not judged" in host.health.reason, host
+    assert result.fleet.summary.health["incomplete"] >= 1
+    assert len(result.fleet.hosts) == len(_names())
+
+
 def test_a_rejudged_run_keeps_no_spool(fleet: dict[str, Any]) -> None:
     """A rejudge judged in workers spools its records beside the staged run, not in it: a spool in
     it would be renamed into the published run and outlive the command (a copy of every record)."""
