@@ -135,6 +135,12 @@ def _fp_watch_loop():
             return
 
 
+def fp_is_digits(text):
+    """Whether a text the host gave is a whole number: ASCII digits only (str.isdigit also takes
+    superscripts and other digits that int() refuses)."""
+    return bool(text) and all("0" <= c <= "9" for c in text)
+
+
 def needs_root(reason="needs root"):
     """The marker a probe stores where a field exists but is unreadable without privilege."""
     return {"unknown": reason}

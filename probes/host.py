@@ -195,7 +195,7 @@ def _gpu_processes(ctx):
     file descriptors are readable: `unreadable` counts the others."""
     proc = _p(ctx, "/proc")
     try:
-        pids = sorted((n for n in os.listdir(proc) if n.isdigit()), key=int)
+        pids = sorted((n for n in os.listdir(proc) if fp_is_digits(n)), key=int)
     except OSError as e:
         return {"holders": [], "unreadable": None, "scanned": 0, "error": str(e)}
     holders, unreadable = [], 0

@@ -77,7 +77,7 @@ def _ib_port(base, port):
     ndev = _read(os.path.join(d, "gid_attrs", "ndevs", "0"))
     return {
         "port_guid": _port_guid(_read(os.path.join(d, "gids", "0"))),
-        "port": int(port) if port.isdigit() else port,
+        "port": int(port) if fp_is_digits(port) else port,
         "state": _read(os.path.join(d, "state")),
         "phys_state": _read(os.path.join(d, "phys_state")),
         "rate": _read(os.path.join(d, "rate")),

@@ -219,7 +219,7 @@ def _aer(ctx, link):
         counts = {}
         for line in text.splitlines():
             parts = line.split()
-            if len(parts) == 2 and parts[1].isdigit():
+            if len(parts) == 2 and fp_is_digits(parts[1]):
                 counts[parts[0]] = int(parts[1])
         out[key] = counts
     return out or None
@@ -238,7 +238,7 @@ def _device(ctx, bdf, devices_dir, sys_devices):
         d[a] = _read(ctx, os.path.join(link, a))
     d["driver"] = _link_name(os.path.join(link, "driver"))
     g = _link_name(os.path.join(link, "iommu_group"))
-    d["iommu_group"] = int(g) if g and g.isdigit() else None
+    d["iommu_group"] = int(g) if g and fp_is_digits(g) else None
     d["vf"] = os.path.exists(os.path.join(link, "physfn"))
     buf, why = _read_config(os.path.join(link, "config"))
     d["config"] = _parse_config(buf) if buf is not None else {"unreadable": why}

@@ -25,6 +25,7 @@ from orchestrator.engine.bundle import duration_of
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, classify
+from orchestrator.facts.textsafe import is_digits, json_shown
 from orchestrator.files.bounded import read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.history import default_results_dir
@@ -109,7 +110,7 @@ def _place(f: Path) -> tuple[int, str]:
     """An event file's place in the job: ansible-runner names it `<counter>-<uuid>.json`; a file named
     otherwise is read for its counter."""
     head = f.name.split("-", 1)[0]
-    if head.isdigit():
+    if is_digits(head):
         return int(head), f.name
     ev = _event(f)
     return (_counter(ev) if ev is not None else 0), f.name
@@ -127,7 +128,8 @@ def _text(value: Any) -> bytes:
 
 def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) -> ProbeResult:
     res = answer.res
-    msg = str(res.get("msg") or "").strip().splitlines()
+    raw_msg = res.get("msg")
+    msg = (raw_msg if isinstance(raw_msg, str) else json_shown(raw_msg, 300) if raw_msg else "").strip().splitlines()
     why = msg[0][:300] if msg else ""
     if answer.status == "unreachable":
         return ProbeResult(answer.probe, Outcome.UNREACHABLE, f"unreachable (Ansible): {why}".rstrip(": "))
@@ -143,7 +145,7 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
     duration = duration_of(got.get("duration_s", 0.0))
     if duration is None:  # a forged or broken answer: what else it says is not trusted either
         return ProbeResult(answer.probe, Outcome.FAILED, f"the {COLLECTION}{answer.probe} answer is malformed: "
-                                                         f"duration_s {str(got.get('duration_s'))[:40]} is not a "
+                                                         f"duration_s {json_shown(got.get('duration_s'), 40)} is not a "
                                                          "run time in seconds")
     result = CommandResult(exit_code=exit_code, stdout=stdout, stderr=_text(got.get("stderr")),
                            duration_s=duration, timed_out=got.get("timed_out") is True,

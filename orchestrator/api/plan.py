@@ -21,6 +21,7 @@ from orchestrator.engine import descriptors, payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.facts import security
+from orchestrator.facts.textsafe import is_digits, json_shown
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
@@ -69,7 +70,7 @@ class PlanInputs:
             value = d.get(key)
             if value is None or isinstance(value, str):
                 return value
-            raise PlanError(f"{key}: {_shown(value)} is not a string")
+            raise PlanError(f"{key}: {json_shown(value)} is not a string")
 
         def strings(key: str) -> tuple[str, ...]:
             value = d.get(key)
@@ -77,7 +78,7 @@ class PlanInputs:
                 return ()
             if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
                 return tuple(value)
-            raise PlanError(f"{key}: {_shown(value)} is not a list of strings")
+            raise PlanError(f"{key}: {json_shown(value)} is not a list of strings")
 
         def number(key: str, default: float) -> float:
             value = d.get(key)
@@ -86,14 +87,14 @@ class PlanInputs:
             # compared, not math.isfinite: an int past a float's range would raise OverflowError
             if isinstance(value, (int, float)) and not isinstance(value, bool) and -1e15 < value < 1e15:
                 return value
-            raise PlanError(f"{key}: {_shown(value)} is not a number of a sane size")
+            raise PlanError(f"{key}: {json_shown(value)} is not a number of a sane size")
 
         become = d.get("become")
         if become is not None and not isinstance(become, bool):
-            raise PlanError(f"become: {_shown(become)} is not true or false")
+            raise PlanError(f"become: {json_shown(become)} is not true or false")
         forks = number("forks", DEFAULT_FORKS)
         if forks != int(forks):
-            raise PlanError(f"forks: {_shown(forks)} is not a whole number")
+            raise PlanError(f"forks: {json_shown(forks)} is not a whole number")
         return cls(inventory=strings("inventory"), limit=text("limit"), playbook=text("playbook"),
                    probes=strings("probes"), expect=strings("expect"), forks=int(forks),
                    timeout=float(number("timeout", DEFAULT_TIMEOUT_S)), become=bool(become), shard=text("shard"),
@@ -112,11 +113,6 @@ def run_plan_inputs(plan: dict[str, Any], run: str) -> PlanInputs:
     except PlanError as e:
         raise UsageError(f"{run}: the plan in its run.json is malformed ({e}); it was not written by "
                          "fleetprobe") from None
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass
@@ -202,7 +198,7 @@ def parse_expect_items(items: tuple[str, ...] | list[str]) -> Expectations:
             raise UsageError(f"--expect takes KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         try:
-            raw[k.strip()] = json.loads(v) if v.strip() in ("true", "false") or v.strip().lstrip("-").replace(".", "", 1).isdigit() else v
+            raw[k.strip()] = json.loads(v) if v.strip() in ("true", "false") or is_digits(v.strip().lstrip("-").replace(".", "", 1)) else v
         except ValueError:  # past the digits Python reads as an int (4,300)
             raise UsageError(f"--expect {k.strip()}: a number of {len(v.strip()):,} characters is no expectation") from None
     return Expectations.from_mapping(raw, where="--expect")

@@ -9,6 +9,7 @@ pattern: the terminal, CSV, JUnit, Prometheus and the HTML report.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -27,3 +28,17 @@ def one_line(value: Any) -> str:
     """`value` as display_safe text with every line break a space: a message that must stay one
     line, so that nothing it quotes can start a line of its own that reads as another message."""
     return LINE_BREAKS.sub(" ", display_safe(value))
+
+
+def is_digits(text: str) -> bool:
+    """Whether `text` is a whole number as machines write one: ASCII digits only.  str.isdigit
+    also says yes to superscripts and other digits that int() refuses ('²'), which a host, a file
+    or a user can hand over."""
+    return text.isascii() and text.isdigit()
+
+
+def json_shown(value: Any, limit: int = 60) -> str:
+    """A value of a JSON document as that document writes it (null, true, [1, null]), never as
+    Python's repr ('None'), cut to `limit` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -44,6 +44,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.inventory import connections
 from orchestrator.inventory.external import export_inventory
 from orchestrator.inventory.ini import IniChild, IniGroup, IniHost, IniVar, looks_like_ini, parse_ini
@@ -154,7 +155,7 @@ def _split_port(pattern: str) -> tuple[str, int | None]:
     if len(colons) != 1:
         return pattern, None
     head, tail = pattern[: colons[0]], pattern[colons[0] + 1 :]
-    if head and tail.isdigit():
+    if head and is_digits(tail):
         return head, int(tail)
     return pattern, None
 
@@ -246,7 +247,7 @@ class _Builder:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, str))
-                or not str(value).strip().isdigit()
+                or not is_digits(str(value).strip())
             ):
                 raise InventoryError(
                     f"{where}: ansible_group_priority must be a whole number, found {value!r}"
@@ -627,7 +628,7 @@ class _Builder:
                 continue
             value = port.value
             ok = (
-                not isinstance(value, bool) and isinstance(value, (int, str)) and str(value).strip().isdigit()
+                not isinstance(value, bool) and isinstance(value, (int, str)) and is_digits(str(value).strip())
             )
             if not ok or not 1 <= int(value) <= 65535:
                 extra = " (Jinja2 templates are not evaluated)" if "{{" in str(value) else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import string
 
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.inventory.model import InventoryError
 
 # One typo (gpu[1:100000000]) must not eat the controller's memory.
@@ -26,7 +27,7 @@ def has_range(name: str) -> bool:
 
 
 def _span(beg: str, end: str, step: int, body: str) -> list[str]:
-    if beg.isdigit() and end.isdigit() and beg.isascii() and end.isascii():
+    if is_digits(beg) and is_digits(end):
         width = len(beg) if beg.startswith("0") and len(beg) > 1 else 0
         if width and len(end) != width:
             raise RangeError(f"[{body}]: zero-padded start {beg!r} and end {end!r} must have the same width")
@@ -57,7 +58,7 @@ def _expand_body(body: str) -> list[str]:
         step = 1
         if len(parts) == 3:
             raw = parts[2].strip()
-            if not raw.isdigit() or int(raw) < 1:
+            if not is_digits(raw) or int(raw) < 1:
                 raise RangeError(f"[{body}]: step {raw!r} must be a whole number of at least 1")
             step = int(raw)
         return _span(beg, end, step, body)

@@ -87,11 +87,9 @@ class RunMeta:
                 setattr(meta, name, d[name])
         if d.get("state") in STATES:
             meta.state = d["state"]
-        for name in ("inventory", "hosts_order"):
-            if isinstance(d.get(name), list):
-                setattr(meta, name, [str(x) for x in d[name]])
-        if isinstance(d.get("probes"), list):
-            meta.probes = [str(x) for x in d["probes"]]
+        for name in ("inventory", "hosts_order", "probes"):
+            if isinstance(d.get(name), list):  # names: anything else in them was not written by a run
+                setattr(meta, name, [x for x in d[name] if isinstance(x, str)])
         for name in ("plan", "options", "collected", "summary", "security_floor"):
             if isinstance(d.get(name), dict):
                 setattr(meta, name, d[name])

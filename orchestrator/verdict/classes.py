@@ -29,6 +29,7 @@ from orchestrator.facts.model import (
     TopologyFacts,
 )
 from orchestrator.facts.shown import shown
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -119,7 +120,7 @@ def _link_part(desc: dict[str, Any]) -> str | None:
         return None
     if len(levels) == 1:
         return next(iter(levels))
-    nv = sorted((lv for lv in levels if lv.startswith("NV")), key=lambda lv: int(lv[2:]) if lv[2:].isdigit() else 0)
+    nv = sorted((lv for lv in levels if lv.startswith("NV")), key=lambda lv: int(lv[2:]) if is_digits(lv[2:]) else 0)
     if not nv:
         # PCIe only: name the spread, nearest first ("PIX/SYS"); more than three says little.
         pcie = sorted(levels, key=lambda lv: _RANK.get(lv, 9))

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.store import compact
 from orchestrator.store.fleet_file import stored_record
 from orchestrator.store.spool import FactsLayout, SpooledRecords
@@ -54,7 +55,7 @@ def worker_count(hosts: int, requested: int | None = None) -> int:
     CPU this process may run on, fewer for small fleets; 1 means judge in this process."""
     if requested is None:
         env = os.environ.get(WORKERS_ENV, "").strip()
-        if env.isdigit():
+        if is_digits(env):
             requested = int(env)
     if requested is not None:
         wanted = max(1, min(requested, MAX_WORKERS, hosts))

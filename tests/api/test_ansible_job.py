@@ -65,7 +65,11 @@ def test_runner_artifacts_are_read_in_event_order(tmp_path: Path) -> None:
                                                                        "fleetprobe_answer": _answer()}}}))
     (events / "2-y.json").write_text('{"counter": 2, "event": "runner_on_ok", "event_da')  # killed mid-write
     (events / "4-z.json").write_text(json.dumps({"counter": 4, "event": "playbook_on_stats", "event_data": {}}))
-    assert [a.host for a in read_runner_artifacts(tmp_path)] == ["early", "late"]
+    # a name that starts with a digit int() refuses ("\u00b2", which str.isdigit takes): read for its counter
+    (events / "\u00b2-w.json").write_text(json.dumps({"counter": 2, "event": "runner_on_ok", "event_data": {
+        "host": "middle", "task_action": "fleetprobe.gpu.host", "res": {"envelope": ENVELOPE,
+                                                                     "fleetprobe_answer": _answer()}}}))
+    assert [a.host for a in read_runner_artifacts(tmp_path)] == ["early", "middle", "late"]
     with pytest.raises(UsageError, match="no job_events"):
         read_runner_artifacts(tmp_path / "job_events")
 
@@ -83,3 +87,13 @@ def test_hostile_events_and_task_results_cost_only_themselves(tmp_path: Path) ->
     assert [a.host for a in answers] == ["good", "second"]
     got = probe_result(HOST, answers[0])  # module_args not a mapping: the default timeout, no AttributeError
     assert got.outcome == Outcome.OK, got
+
+
+@pytest.mark.parametrize("msg, said", [(["x", None], '["x", null]'), ({"a": None}, '{"a": null}'), (7, "7")])
+def test_a_message_that_is_no_text_is_shown_as_its_json(msg: Any, said: str) -> None:
+    """Ansible's `msg` is text, but a module or a forged event can make it any JSON value: shown as
+    the event writes it, never as Python's repr (None)."""
+    got = probe_result(HOST, TaskAnswer("gpu01", "host", "unreachable", {"msg": msg}))
+    assert got.reason == f"unreachable (Ansible): {said}"
+    got = probe_result(HOST, TaskAnswer("gpu01", "host", "ok", {"fleetprobe_answer": _answer(duration_s=None)}))
+    assert "None" not in got.reason and "duration_s null" in got.reason, got.reason

@@ -107,3 +107,15 @@ def test_a_links_total_is_the_kernels_total_line_else_the_sum_of_its_counters() 
     assert _aer_total({"RxErr": 3, "TOTAL_ERR_COR": True}, "TOTAL_ERR_COR") == 3
     assert _aer_total({"RxErr": 3, "TOTAL_ERR_COR": "7"}, "TOTAL_ERR_COR") == 3
     assert _aer_total({"RxErr": "x"}, "TOTAL_ERR_COR") is None and _aer_total(None, "TOTAL_ERR_COR") is None
+
+
+def test_a_counter_line_whose_count_is_no_ascii_number_is_left_out(tmp_path: Path) -> None:
+    """A counter file of a host's sysfs with a superscript where the count goes (str.isdigit says
+    yes to it, int() refuses it): that line is left out, the probe answers with the rest."""
+    root = build_machine(_with_aer({}), tmp_path / "odd")
+    (root / "sys/bus/pci/devices" / GPU0 / "aer_dev_correctable").write_text(
+        "RxErr \u00b2\nBadTLP 3\nTOTAL_ERR_COR 3\n", encoding="utf-8")
+    env = run_probe(root)
+    assert env["status"] == "ok", env["errors"]
+    gpu = next(d for d in env["data"]["devices"] if d["bdf"] == GPU0)
+    assert gpu["aer"]["correctable"] == {"BadTLP": 3, "TOTAL_ERR_COR": 3}

@@ -90,7 +90,7 @@ def test_a_bundle_document_of_millions_of_values_is_refused_before_they_are_buil
 
 @pytest.mark.parametrize("plan", [{"playbook": 123}, {"playbook": ["audit"]}, {"timeout": "abc"}, {"timeout": [1]},
                                   {"timeout": 10**400}, {"forks": 10**400}, {"forks": 2.5}, {"expect": "gpu_count=8"},
-                                  {"limit": 5}, {"become": "yes"}])
+                                  {"limit": 5}, {"become": "yes"}, {"probes": [1, None]}])
 def test_a_document_whose_plan_is_malformed_costs_only_that_file(tmp_path: Path, plan: dict[str, Any]) -> None:
     """The plan a bundle was written from is read from each document: a field of the wrong type
     makes that file unreadable, said under its own name, and the other documents are judged."""
@@ -106,6 +106,7 @@ def test_a_document_whose_plan_is_malformed_costs_only_that_file(tmp_path: Path,
     assert hosts["a-good"]["probes"]["host"]["outcome"] == "ok"
     reason = hosts["b-forged.json"]["probes"]["bundle"]["reason"]
     assert "b-forged.json: the document's plan is malformed" in reason and next(iter(plan)) in reason, reason
+    assert "None" not in reason, reason  # the document's values as JSON writes them: null, not Python's None
 
 
 def test_expectations_a_document_asks_that_this_version_cannot_read_are_one_message_or_replaced(

@@ -170,3 +170,20 @@ def test_forty_thousand_hosts_directly_under_all_load(tmp_path: Path) -> None:
     inv = load_inventory([str(path)])
     assert len(inv.hosts) == 40_000
     assert len(select_hosts(inv, "ungrouped")) == 40_000
+
+
+@pytest.mark.parametrize("text, said", [
+    ('all:\n  hosts:\n    gpu01:\n      ansible_port: "\u00b2"\n', "ansible_port must be a port number 1-65535, found '\u00b2'"),
+    ('all:\n  hosts:\n    gpu01:\n      ansible_ssh_port: "\u0663"\n', "must be a port number 1-65535, found '\u0663'"),
+    ('all:\n  hosts:\n    "gpu[1:3:\u00b2]":\n', "step '\u00b2' must be a whole number of at least 1"),
+    ('all:\n  hosts:\n    "gpu[\u00b9:\u00b3]":\n', "gpu[\u00b9:\u00b3]"),
+])
+def test_digits_that_are_not_ascii_are_no_number_in_an_inventory(tmp_path: Path, text: str, said: str) -> None:
+    """A superscript or another script's digit where the inventory wants a number (a port, a range's
+    bounds or step): str.isdigit says yes to them and int() refuses them, which was exit 70.  Now it
+    is the inventory's own one-line message, or the text is a name like any other."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(text, encoding="utf-8")
+    got = run_cli(["hosts", "-i", str(inv)], timeout=60)
+    assert got.code in (0, 2) and "Traceback" not in got.stderr and "internal error" not in got.stderr, got.stderr
+    assert said in got.stderr + got.stdout, (got.stdout, got.stderr)

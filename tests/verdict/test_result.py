@@ -58,10 +58,13 @@ def test_run_meta_round_trips_and_reads_a_damaged_run_json_tolerantly() -> None:
     assert RunMeta.from_dict(json.loads(json.dumps(meta.to_dict()))) == meta
     assert meta.playbook_name == "audit" and meta.interrupted
     assert meta.header()["stopped"] == {"finished": 3, "cut": 1, "never": 2} and "plan" not in meta.header()
-    bad = RunMeta.from_dict({"id": 5, "state": "exploded", "inventory": "fleet.yml", "probes": [1, "x"],
+    bad = RunMeta.from_dict({"id": 5, "state": "exploded", "inventory": "fleet.yml", "probes": [1, "x", None],
                              "stopped": {"finished": "3", "cut": 1}, "plan": []})
     assert (bad.id, bad.state, bad.inventory, bad.probes, bad.stopped, bad.plan) == \
-        ("", "running", [], ["1", "x"], {"cut": 1}, None)
+        ("", "running", [], ["x"], {"cut": 1}, None)
+    # names only: a null among them is no source named "None" (a merge would go looking for it)
+    odd = RunMeta.from_dict({"inventory": [None, 1, "fleet.yml"], "hosts_order": ["a", None, {"b": 1}]})
+    assert (odd.inventory, odd.hosts_order) == (["fleet.yml"], ["a"])
 
 
 def test_a_host_record_of_odd_types_reads_as_a_host() -> None:

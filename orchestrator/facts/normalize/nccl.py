@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.facts.model import NcclFacts, NcclResult
 from orchestrator.facts.normalize.gpus import model_key
+from orchestrator.facts.textsafe import is_digits
 
 # The settings that only decide where NCCL logs (the probe sets them itself) change no result.
 LOGGING_SETTINGS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_CONF_FILE"})
@@ -129,7 +130,7 @@ def _busy(data: dict[str, Any], gpus: list[dict[str, Any]], selected: list[int])
     busy: dict[str, Any] = raw_busy if isinstance(raw_busy, dict) else {}
     out = []
     for key in busy:
-        i = int(key) if isinstance(key, str) and key.isdigit() else None
+        i = int(key) if isinstance(key, str) and is_digits(key) else None
         if i is not None and 0 <= i < len(gpus) and i not in selected:
             out.append(str(gpus[i].get("bus_id") or "").lower())
     return out

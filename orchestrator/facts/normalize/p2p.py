@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
+from orchestrator.facts.textsafe import is_digits
 
 MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
                "verified")
@@ -152,7 +153,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "mismatches": mismatches,
         "guard": {"ran": bool(guard.get("ran")), "reason": guard.get("reason"),
                   "forced": bool(guard.get("forced")),
-                  "busy": {order[int(k)]: v for k, v in busy.items() if str(k).isdigit() and int(k) < n}},
+                  "busy": {order[int(k)]: v for k, v in busy.items() if is_digits(str(k)) and int(k) < n}},
         "errors": [e for e in data.get("errors") or [] if isinstance(e, dict)],
         "budget_exhausted": bool(data.get("budget_exhausted")),
         "not_reached": list(data.get("not_reached") or []),

@@ -24,6 +24,7 @@ from orchestrator.facts.textparse.common import (
     text_lines,
     untag,
 )
+from orchestrator.facts.textsafe import is_digits
 
 _NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -78,9 +79,9 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
     if i >= len(lines):
         return [], i, None
     head = lines[i].split()
-    if head and not head[0].isdigit():
+    if head and not is_digits(head[0]):
         head = head[1:]
-    if not head or not all(t.isdigit() for t in head):
+    if not head or not all(is_digits(t) for t in head):
         return [], i, None
     cols = [int(t) for t in head]
     if max(cols) >= MAX_GPUS:  # a claim no host makes (a glitch or a forgery) must not size the matrix
@@ -92,7 +93,7 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
     i += 1
     while i < len(lines):
         toks = lines[i].split()
-        if not toks or not toks[0].isdigit():
+        if not toks or not is_digits(toks[0]):
             break
         r = int(toks[0])
         if r >= MAX_GPUS:
@@ -234,11 +235,11 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
             rows: list[list[float | None]] = []
             j = i + 1
             cols = lines[j].split() if j < len(lines) else []
-            if cols and all(c.isdigit() for c in cols):
+            if cols and all(is_digits(c) for c in cols):
                 j += 1
                 while j < len(lines):
                     toks = lines[j].split()
-                    if not toks or not toks[0].isdigit():
+                    if not toks or not is_digits(toks[0]):
                         break
                     row = [_num(t) for t in toks[1:]]
                     rows.append(row)
@@ -377,7 +378,7 @@ def _wrong(tok: str) -> int | None:
 
 def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]] | None:
     """One data row -> out-of-place and in-place records; None when it is not a data row."""
-    if len(toks) < 5 or not toks[0].isdigit() or not toks[1].isdigit() or toks[2] not in _DTYPES:
+    if len(toks) < 5 or not is_digits(toks[0]) or not is_digits(toks[1]) or toks[2] not in _DTYPES:
         return None
     if cols is None or len(cols) != len(toks):
         # No header seen (or it does not fit): the layouts nccl-tests has printed.  13 cells: redop
@@ -565,7 +566,7 @@ def _nccl_json(text: str, source: str) -> NcclRun:
 
 def _int_or_none(v: Any) -> int | None:
     try:
-        return int(v) if v is not None and str(v).strip().lstrip("-").isdigit() else None
+        return int(v) if v is not None and is_digits(str(v).strip().lstrip("-")) else None
     except ValueError:
         return None
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts.textparse.common import Note, clean_lines, is_redacted
+from orchestrator.facts.textsafe import is_digits
 
 _IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
 _IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
@@ -165,7 +166,7 @@ def parse_ib(text: str, source: str) -> IbReport:
             port[key] = int(mtu.group(1)) if mtu else None
         elif key in ("ca type",):
             dev["hca_type"] = _value(value)
-        elif key == "vendor_part_id" and value.strip().isdigit():
+        elif key == "vendor_part_id" and is_digits(value.strip()):
             dev["hca_type"] = f"MT{value.strip()}"
         elif key in ("firmware version", "fw_ver"):
             dev["fw_ver"] = _value(value)

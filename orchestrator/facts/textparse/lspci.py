@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.facts.gpu_models import gen_from_speed
 from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, norm_bus_id
+from orchestrator.facts.textsafe import is_digits
 
 _IDS = re.compile(r"\s\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\](?=\s|$)")
 _ROOT = re.compile(r"\[(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2})\]")
@@ -329,7 +330,7 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
         elif key == "NUMA node":
             cur.numa_node = int(value) if re.fullmatch(r"-?\d+", value) and int(value) >= 0 else None
         elif key == "IOMMU group":
-            cur.iommu_group = int(value) if value.isdigit() else None
+            cur.iommu_group = int(value) if is_digits(value) else None
         elif key == "Kernel driver in use":
             cur.driver = value
         elif key == "Physical Slot":

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, text_lines
+from orchestrator.facts.textsafe import is_digits
 
 # title -> (tool, kind); the Bidirectional variants set `bidirectional`
 _TITLES = (
@@ -131,7 +132,7 @@ def _lid(tok: str) -> int | None:
 
 
 def _bw_row(toks: list[str], factor: float) -> dict[str, Any] | None:
-    if len(toks) < 4 or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 4 or not is_digits(toks[0]) or not is_digits(toks[1]):
         return None
     peak, avg = _num(toks[2]), _num(toks[3])
     if avg is None:
@@ -155,7 +156,7 @@ def _lat_columns(rest: str) -> list[str]:
 
 
 def _lat_row(toks: list[str], cols: list[str]) -> dict[str, Any] | None:
-    if len(toks) < 2 + len(cols) or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 2 + len(cols) or not is_digits(toks[0]) or not is_digits(toks[1]):
         return None
     vals = [_num(t) for t in toks[2:2 + len(cols)]]
     if any(v is None for v in vals):

@@ -21,6 +21,7 @@ from orchestrator.facts.textparse.common import (
     decode_input,
     is_redacted,
 )
+from orchestrator.facts.textsafe import is_digits
 
 LEVEL_TOKEN = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC")
 _LEVEL_RUN = re.compile(r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)+")
@@ -487,7 +488,7 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
             elif col == "cpu_affinity":
                 dev.cpu_affinity = v
             elif col == "numa_affinity":
-                if v.isdigit():
+                if is_digits(v):
                     dev.numa_affinity = int(v)
                 else:
                     # A GPU close to several NUMA nodes (Grace, some AMD boards): no single node.

@@ -16,6 +16,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from orchestrator.facts.textsafe import is_digits
+
 MIN_COLUMN = 8  # a column is never wrapped narrower than this (or its header)
 COMFORT = 18  # columns are dropped (the droppable ones) rather than wrapped narrower than this
 _GAP = 2  # tabulate's "simple" format puts two spaces between columns
@@ -23,7 +25,7 @@ _GAP = 2  # tabulate's "simple" format puts two spaces between columns
 
 def terminal_width() -> int | None:
     """Columns to fit into, or None for "no limit" (stdout is not a terminal and COLUMNS is unset)."""
-    if os.environ.get("COLUMNS", "").strip().isdigit():
+    if is_digits(os.environ.get("COLUMNS", "").strip()):
         return max(20, int(os.environ["COLUMNS"]))
     try:
         tty = sys.stdout.isatty()

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import GpuRecord, NvlinkGpu
 from orchestrator.facts.shown import shown
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import (
     FleetCheck,
@@ -383,7 +384,7 @@ def check_fabric_count(view: HostView) -> Iterator[Finding]:
     if len(cells) != 1:
         return
     cell = next(iter(cells))
-    if not (isinstance(cell, str) and cell.startswith("NV") and cell[2:].isdigit()):
+    if not (isinstance(cell, str) and cell.startswith("NV") and is_digits(cell[2:])):
         return
     boards = FABRIC_COUNTS.get(int(cell[2:]))
     if boards is None or len(idx) in boards:

@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import shown
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -39,7 +40,7 @@ def _gpu_bus_ids(facts: Facts) -> list[str]:
 def _subject(facts: Facts, subject: Any) -> str:
     text = str(subject or "the driver")
     parts = text.split()
-    if len(parts) == 2 and parts[0] == "GPU" and parts[1].isdigit():
+    if len(parts) == 2 and parts[0] == "GPU" and is_digits(parts[1]):
         buses = _gpu_bus_ids(facts)
         i = int(parts[1])
         return f"GPU{i} ({buses[i]})" if i < len(buses) else f"GPU{i}"
