@@ -145,7 +145,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
                   step: Callable[[str], None]) -> tuple[RunResult, list[str]]:
     runs = [RunDirectory.open(s) for s in sources]
     warnings: list[str] = []
-    owner: dict[str, str] = {}
+    owner: dict[str, Path] = {}
     verdicts: list[HostVerdict] = []
     silenced: list[Silenced] = []
     rules: dict[str, Mapping[str, Override]] = {}
@@ -181,9 +181,12 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
             for verdict, body in carried:
                 name = verdict.name
                 if name in owner:
-                    raise UsageError(f"host {name!r} is in both {owner[name]} and {r.dir.name}: the runs overlap "
-                                     "(merge parts of one fleet, e.g. --shard K/N of one inventory)")
-                owner[name] = r.dir.name
+                    # one run copied twice shares its name: then only the paths tell the parts apart
+                    there, here = ((owner[name].name, r.dir.name) if owner[name].name != r.dir.name
+                                   else (str(owner[name]), str(r.dir)))
+                    raise UsageError(f"host {name!r} is in both {one_line(there)} and {one_line(here)}: the runs "
+                                     "overlap (merge parts of one fleet, e.g. --shard K/N of one inventory)")
+                owner[name] = r.dir
                 part_verdicts.append(verdict)
                 bodies.append(body)
             sizes.append(len(part_verdicts))

@@ -126,6 +126,15 @@ def test_overlapping_runs_are_refused(runs: dict[str, Any]) -> None:
     assert proc.returncode == 2 and "named twice" in proc.stderr
 
 
+def test_one_run_copied_twice_is_refused_naming_both_copies(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Two copies of one run share its id: the message names the two directories, not the id twice."""
+    cli: Cli = runs["cli"]
+    a, b = (shutil.copytree(cli.results / "shard1", tmp_path / where / "shard1") for where in ("a", "b"))
+    proc = cli.run("merge", str(a), str(b), "--results", str(tmp_path / "out"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"is in both {a} and {b}: the runs overlap" in proc.stderr, proc.stderr
+
+
 def test_the_partition_does_not_depend_on_the_interpreter(tmp_path: Path) -> None:
     """str hash is salted per process; the shard of a name must not be."""
     code = ("from orchestrator.inventory.shard import shard_of; "
