@@ -203,7 +203,8 @@ def _per_host(path: Path, name: str, count: int) -> list[Any]:
 
 
 def _index(path: Path) -> list[list[Any]] | None:
-    """The host records' byte ranges, when the index belongs to this very file."""
+    """The host records' byte ranges, when the index belongs to this very file and its ranges
+    follow one another as the records do in fleet.json."""
     try:
         idx = json.loads(path.with_name(INDEX_NAME).read_text(encoding="utf-8"))
         st = path.stat()
@@ -213,13 +214,21 @@ def _index(path: Path) -> list[list[Any]] | None:
             or idx.get("mtime_ns") != st.st_mtime_ns or not isinstance(idx.get("hosts"), list):
         return None
     hosts = idx["hosts"]
-    last = 0
-    for e in hosts:
-        if not (isinstance(e, list) and len(e) == 3 and isinstance(e[1], int) and isinstance(e[2], int)
-                and e[1] >= last and e[2] > 0):
-            return None
-        last = e[1] + e[2]
-    return hosts if last <= st.st_size else None
+    return hosts if _contiguous(hosts, st.st_size) else None
+
+
+def _contiguous(rows: list[Any], size: int) -> bool:
+    """Do the rows' ranges lie one separator apart, inside a file of `size` bytes?  The records of
+    fleet.json's host list do, so a row left out (or a length off) leaves a gap or an overlap that
+    this sees; the head and tail read_fleet parses around them see one left out at either end."""
+    end = None
+    for e in rows:
+        if not (isinstance(e, list) and len(e) == 3 and _int(e[1]) and _int(e[2]) and e[1] > 0 and e[2] > 0):
+            return False
+        if end is not None and e[1] != end + 1:
+            return False
+        end = e[1] + e[2]
+    return end is None or end <= size
 
 
 def read_fleet(path: Path) -> Any:
@@ -233,7 +242,10 @@ def read_fleet(path: Path) -> Any:
         head = f.read(start)
         f.seek(end)
         tail = f.read()
-    doc = json.loads((head + tail).decode("utf-8"))  # '"hosts":[' + ']': the rest, with no hosts
+    try:
+        doc = json.loads((head + tail).decode("utf-8"))  # '"hosts":[' + ']': the rest, with no hosts
+    except ValueError:
+        doc = None  # cut inside a record: the index is wrong, the file may well be whole
     if not isinstance(doc, dict) or doc.get("hosts") != []:
         # not the layout the index describes
         return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))

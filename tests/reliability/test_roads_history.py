@@ -263,6 +263,65 @@ def test_a_newer_schema_is_one_message(tmp_path: Path, shards: tuple[Path, Path]
     assert got.code == 2 and "schema_version is 3" in got.stderr, got.stderr
 
 
+def _index_rows(edit: Callable[[list[Any]], None]) -> Callable[[Path], None]:
+    """fleet.index.json with its rows edited, still stamped as fleet.json's (so it is read)."""
+    def damage(run: Path) -> None:
+        doc = _load(run / "fleet.index.json")
+        edit(doc["hosts"])
+        _save(run / "fleet.index.json", doc)
+    return damage
+
+
+def _index_row_gone(run: Path) -> None:
+    _index_rows(lambda rows: rows.pop(3))(run)
+
+
+def _index_length_short(run: Path) -> None:
+    _index_rows(lambda rows: rows[3].__setitem__(2, rows[3][2] - 1))(run)
+
+
+def _index_last_row_gone(run: Path) -> None:
+    _index_rows(lambda rows: rows.pop())(run)
+
+
+# A fleet.json that is whole beside a side file that is wrong: the side file is not believed.
+WRONG_SIDE_FILES = [_index_row_gone, _index_length_short, _index_last_row_gone]
+
+
+@pytest.fixture(scope="module")
+def clean_views(shards: tuple[Path, Path]) -> dict[str, str]:
+    """What show (JSON and table) and merge print for the undamaged shards."""
+    a, b = shards
+    show = run_cli(["show", str(a), "--format", "json"], timeout=120)
+    table = run_cli(["show", str(a)], timeout=120)
+    merged = run_cli(["merge", str(a), str(b), "--results", str(a.parent / "merged"), "--format", "json"],
+                     timeout=300)
+    return {"show": show.stdout, "table": table.stdout, "merge": merged.stdout}
+
+
+@pytest.mark.parametrize("damage", WRONG_SIDE_FILES, ids=lambda f: f.__name__.strip("_"))
+def test_a_wrong_index_or_layout_costs_no_host_and_no_fact(tmp_path: Path, shards: tuple[Path, Path],
+                                                           clean_views: dict[str, str],
+                                                           damage: Callable[[Path], None]) -> None:
+    """The index and layouts beside fleet.json only say where to look: when they do not describe
+    the records as they are, every reader reads the file whole and sees what it holds, every host
+    under its own name with all its facts, as from an undamaged run."""
+    a = shutil.copytree(shards[0], tmp_path / shards[0].name)
+    damage(a)
+    show = run_cli(["show", str(a), "--format", "json"], timeout=120)
+    table = run_cli(["show", str(a)], timeout=120)
+    merged = run_cli(["merge", str(a), str(shards[1]), "--results", str(tmp_path / "merged"), "--format", "json"],
+                     timeout=300)
+    diff = run_cli(["diff", str(shards[0]), str(a)], timeout=120)
+    for got in (show, table, merged, diff):
+        assert got.code != 70 and "Traceback" not in got.stderr, got.stderr
+    assert _strict(show.stdout)["hosts"] == _strict(clean_views["show"])["hosts"]
+    assert table.stdout.replace(str(a), str(shards[0])) == clean_views["table"]  # its last line names the run
+    assert [h["name"] for h in _strict(merged.stdout)["hosts"]] == \
+        [h["name"] for h in _strict(clean_views["merge"])["hosts"]]
+    assert diff.code == 0 and "no changes" in diff.stdout and "not in" not in diff.stdout, diff.stdout
+
+
 def _terminated(tmp_path: Path, shards: tuple[Path, Path], command: str, settle_s: float,
                 at: Callable[[Path], bool] | None = None) -> tuple[int, str, Path]:
     """(exit status, stderr, results directory) of `probe merge` / `rejudge` of the shards sent

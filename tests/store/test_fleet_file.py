@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,3 +221,47 @@ def test_the_index_and_layouts_have_a_row_per_host_that_points_into_fleet_json(
         assert stored_facts == rec["facts"] and [s[0] for s in sections] == list(rec["facts"])
         for section, a, b in sections:
             assert json.loads(data[start + a:start + b]) == rec["facts"][section]
+
+
+def _rows_edited(path: Path, side: str, edit: Any) -> None:
+    """Rewrite a file beside fleet.json (the index, the layouts) with its rows edited, keeping it
+    stamped with fleet.json's size and time so that only the rows can make it wrong."""
+    doc = json.loads((path.parent / side).read_text())
+    doc["hosts"] = edit(json.loads(json.dumps(doc["hosts"])))
+    (path.parent / side).write_text(json.dumps(doc))
+
+
+def _row(i: int, field: int, value: Any) -> Any:
+    def edit(rows: list[Any]) -> list[Any]:
+        rows[i][field] = value(rows[i][field]) if callable(value) else value
+        return rows
+    return edit
+
+
+# Index rows that do not describe fleet.json's records one for one: each would lose, rename or
+# damage a host if it were trusted.
+BAD_INDEX_ROWS = {
+    "a middle row gone": lambda rows: rows[:3] + rows[4:],
+    "the first row gone": lambda rows: rows[1:],
+    "the last row gone": lambda rows: rows[:-1],
+    "a row twice": lambda rows: rows[:3] + rows[2:],
+    "a middle length one short": _row(3, 2, lambda n: n - 1),
+    "the last length one short": _row(-1, 2, lambda n: n - 1),
+    "the last length one long": _row(-1, 2, lambda n: n + 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INDEX_ROWS))
+def test_an_index_that_does_not_name_every_record_exactly_is_not_trusted(
+        demo_inputs: list[HostInput], tmp_path: Path, case: str) -> None:
+    """fleet.json itself is whole: every host is read, under the name its record carries, as a
+    full parse reads it (no host left out, none read as damaged, no name taken from the index)."""
+    path = write_fleet(tmp_path / "fleet.json", _fleet(_copies(demo_inputs, 12), 2, tmp_path))
+    whole = decode_fleet(json.loads(path.read_text()))
+    _rows_edited(path, INDEX_NAME, BAD_INDEX_ROWS[case])
+    back = read_fleet(path)
+    assert back == whole
+    hosts = back["hosts"]
+    names = hosts.names() if isinstance(hosts, SpooledRecords) else [h["name"] for h in hosts]
+    assert names == [h["name"] for h in whole["hosts"]]
+
