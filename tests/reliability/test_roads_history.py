@@ -284,8 +284,19 @@ def _index_last_row_gone(run: Path) -> None:
     _index_rows(lambda rows: rows.pop())(run)
 
 
+def _index_name_null(run: Path) -> None:
+    _index_rows(lambda rows: rows[3].__setitem__(0, None))(run)
+
+
+def _index_names_swapped(run: Path) -> None:
+    def swap(rows: list[Any]) -> None:
+        rows[1][0], rows[2][0] = rows[2][0], rows[1][0]
+    _index_rows(swap)(run)
+
+
 # A fleet.json that is whole beside a side file that is wrong: the side file is not believed.
-WRONG_SIDE_FILES = [_index_row_gone, _index_length_short, _index_last_row_gone]
+WRONG_SIDE_FILES = [_index_row_gone, _index_length_short, _index_last_row_gone, _index_name_null,
+                    _index_names_swapped]
 
 
 @pytest.fixture(scope="module")
@@ -320,6 +331,7 @@ def test_a_wrong_index_or_layout_costs_no_host_and_no_fact(tmp_path: Path, shard
     assert [h["name"] for h in _strict(merged.stdout)["hosts"]] == \
         [h["name"] for h in _strict(clean_views["merge"])["hosts"]]
     assert diff.code == 0 and "no changes" in diff.stdout and "not in" not in diff.stdout, diff.stdout
+    assert "None" not in diff.stdout + table.stdout
 
 
 def _terminated(tmp_path: Path, shards: tuple[Path, Path], command: str, settle_s: float,

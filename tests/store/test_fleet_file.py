@@ -238,6 +238,11 @@ def _row(i: int, field: int, value: Any) -> Any:
     return edit
 
 
+def _swapped_names(rows: list[Any]) -> list[Any]:
+    rows[1][0], rows[2][0] = rows[2][0], rows[1][0]
+    return rows
+
+
 # Index rows that do not describe fleet.json's records one for one: each would lose, rename or
 # damage a host if it were trusted.
 BAD_INDEX_ROWS = {
@@ -248,6 +253,11 @@ BAD_INDEX_ROWS = {
     "a middle length one short": _row(3, 2, lambda n: n - 1),
     "the last length one short": _row(-1, 2, lambda n: n - 1),
     "the last length one long": _row(-1, 2, lambda n: n + 1),
+    "a name null": _row(3, 0, None),
+    "a name a number": _row(3, 0, 7),
+    "a name another host's": _swapped_names,
+    "a name no host's": _row(0, 0, "not-a-host"),
+    "a name a prefix of the host's": _row(0, 0, lambda name: name[:-1]),
 }
 
 
