@@ -229,8 +229,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
             return None
         start, end, members = layout
         data = self.stored(i)
-        if not 0 < start < end < len(data) or data[start:start + 1] != b"{" or data[end - 1:end] != b"}" \
-                or not all(start < a < b < end for _, a, b in members):
+        if not 0 < start < end < len(data) or not _sections_where_laid_out(data, start, end, members):
             return None
         try:
             rec = json.loads(data[:start] + b"{}" + data[end:])
@@ -250,6 +249,20 @@ class SpooledRecords(Sequence[dict[str, Any]]):
 
     def close(self) -> None:
         self._finalizer()
+
+
+def _sections_where_laid_out(data: bytes, start: int, end: int, members: Sequence[tuple[str, int, int]]) -> bool:
+    """Do the spans tile the facts object data[start:end], each right after its own section's key?
+    The layout is kept apart from the record: one that fits the record's size but not its text
+    (sections swapped, one left out) would hand a reader another section's facts, or none, under
+    a section's name.  Comparing the few bytes between the spans costs nothing beside parsing."""
+    at = start
+    for k, (name, a, b) in enumerate(members):
+        key = ("{" if k == 0 else ",") + encode_json(name) + ":"
+        if not at < a < b or data[at:a] != key.encode("utf-8"):
+            return False
+        at = b
+    return data[at:end] == (b"}" if members else b"{}")
 
 
 def records_with(hosts: Iterable[Any], sections: Collection[str]) -> Iterable[Any]:

@@ -294,9 +294,29 @@ def _index_names_swapped(run: Path) -> None:
     _index_rows(swap)(run)
 
 
+def _layout_sections(edit: Callable[[list[Any]], list[Any]]) -> Callable[[Path], None]:
+    """fleet.layouts.json with the first record's section spans edited, still stamped as fleet.json's."""
+    def damage(run: Path) -> None:
+        doc = _load(run / "fleet.layouts.json")
+        doc["hosts"][0][2] = edit(doc["hosts"][0][2])
+        _save(run / "fleet.layouts.json", doc)
+    return damage
+
+
+def _layout_names_swapped(run: Path) -> None:
+    def swap(spans: list[Any]) -> list[Any]:
+        spans[0][0], spans[2][0] = spans[2][0], spans[0][0]
+        return spans
+    _layout_sections(swap)(run)
+
+
+def _layout_gpus_gone(run: Path) -> None:
+    _layout_sections(lambda spans: [s for s in spans if s[0] != "gpus"])(run)
+
+
 # A fleet.json that is whole beside a side file that is wrong: the side file is not believed.
 WRONG_SIDE_FILES = [_index_row_gone, _index_length_short, _index_last_row_gone, _index_name_null,
-                    _index_names_swapped]
+                    _index_names_swapped, _layout_names_swapped, _layout_gpus_gone]
 
 
 @pytest.fixture(scope="module")

@@ -275,3 +275,43 @@ def test_an_index_that_does_not_name_every_record_exactly_is_not_trusted(
     names = hosts.names() if isinstance(hosts, SpooledRecords) else [h["name"] for h in hosts]
     assert names == [h["name"] for h in whole["hosts"]]
 
+
+
+def _sections_edited(edit: Any) -> Any:
+    def rows_edit(rows: list[Any]) -> list[Any]:
+        rows[0][2] = edit(rows[0][2])
+        return rows
+    return rows_edit
+
+
+def _names_swapped(sections: list[Any]) -> list[Any]:
+    sections[0][0], sections[2][0] = sections[2][0], sections[0][0]
+    return sections
+
+
+def _renamed(sections: list[Any]) -> list[Any]:
+    sections[1][0] = "gpus"
+    return sections
+
+
+# Layout rows whose every span lies inside its record's facts but says the wrong thing of it.
+BAD_SECTION_SPANS = {
+    "two sections' names swapped": _names_swapped,
+    "a section named as another": _renamed,
+    "the gpus span gone": lambda sections: [s for s in sections if s[0] != "gpus"],
+    "the first span gone": lambda sections: sections[1:],
+    "a span twice": lambda sections: sections[:2] + sections[1:],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SECTION_SPANS))
+def test_a_layout_whose_sections_are_not_where_it_says_is_not_trusted(
+        demo_inputs: list[HostInput], tmp_path: Path, case: str) -> None:
+    """A reader of a few sections gets each record's facts as a whole parse gives them: a span
+    is used only where its own section's key stands just before it."""
+    path = write_fleet(tmp_path / "fleet.json", _fleet(_copies(demo_inputs, 6), 2, tmp_path))
+    want = [dict(r) for r in read_fleet(path)["hosts"].with_facts(("host", "gpus", "pcie"))]
+    assert all(r["facts"].get("gpus") for r in want)  # the demo's first host has GPUs to lose
+    _rows_edited(path, LAYOUTS_NAME, _sections_edited(BAD_SECTION_SPANS[case]))
+    back = read_fleet(path)["hosts"]
+    assert [dict(r) for r in back.with_facts(("host", "gpus", "pcie"))] == want
