@@ -93,6 +93,13 @@ def _host_without_name(run: Path) -> None:
     _save(run / "fleet.json", doc)
 
 
+def _host_without_outcome(run: Path) -> None:
+    doc = _plain(run)
+    del doc["hosts"][0]["outcome"]
+    doc["hosts"][1]["outcome"] = 5
+    _save(run / "fleet.json", doc)
+
+
 def _finding_unknown_kind(run: Path) -> None:
     doc = _load(run / "findings.json")
     doc[0]["kind"] = "bogus"
@@ -127,7 +134,7 @@ def _run_json_truncated(run: Path) -> None:
 
 
 CORRUPTIONS = [_facts_wrong_type, _facts_inner_wrong_type, _facts_a_list, _probes_wrong_type, _nan_duration,
-               _host_without_name, _finding_unknown_kind, _finding_without_message, _schema_version_string,
+               _host_without_name, _host_without_outcome, _finding_unknown_kind, _finding_without_message, _schema_version_string,
                _run_json("plan", "x"), _run_json("plan", {"plays": 5, "expect": {"a": 1}}),
                _run_json("plan", {"playbook": 7, "timeout": "abc"}), _run_json("plan", {"forks": 10**400}),
                _run_json("inventory", 5), _run_json("inventory", [1, {"a": 2}]), _run_json("probes", {"x": 1}),
