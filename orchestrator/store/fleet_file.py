@@ -253,7 +253,29 @@ def read_fleet(path: Path) -> Any:
     Raises OSError/UnicodeDecodeError/ValueError like json.loads(path.read_text())."""
     hosts = _index(path)
     if not hosts:
-        return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
+        return _parsed_whole(path)
+    rest, named = _rest_by_index(path, hosts)
+    if rest is None:
+        return _parsed_whole(path)
+    if not named:
+        try:
+            return _parsed_whole(path)
+        except ValueError:
+            # Damaged as well, and its ranges fit the index: read by it, a damaged record costs
+            # only its host (named by the index), as where the names match.  Never under a name
+            # that is not one.
+            if not all(isinstance(h[0], str) for h in hosts):
+                raise
+    return _spooled(path, rest, hosts)
+
+
+def _parsed_whole(path: Path) -> Any:
+    return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _rest_by_index(path: Path, hosts: list[list[Any]]) -> tuple[dict[str, Any] | None, bool]:
+    """fleet.json without its host records, parsed (None when the index's ranges do not leave the
+    document with an empty host list), and whether each range starts with the record it names."""
     start, end = hosts[0][1], hosts[-1][1] + hosts[-1][2]
     with open(path, "rb") as f:
         head = f.read(start)
@@ -263,12 +285,14 @@ def read_fleet(path: Path) -> Any:
     try:
         doc = json.loads((head + tail).decode("utf-8"))  # '"hosts":[' + ']': the rest, with no hosts
     except ValueError:
-        doc = None  # cut inside a record: the index is wrong, the file may well be whole
-    if not named or not isinstance(doc, dict) or doc.get("hosts") != []:
-        # not the layout the index describes
-        return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
-    version = compact.stored_version(doc)
-    doc = compact.decode_fleet(doc)
+        return None, named  # cut inside a record: the index is wrong, the file may well be whole
+    return (doc if isinstance(doc, dict) and doc.get("hosts") == [] else None), named
+
+
+def _spooled(path: Path, rest: dict[str, Any], hosts: list[list[Any]]) -> dict[str, Any]:
+    """The document with its hosts read on demand, from the ranges the index gives."""
+    version = compact.stored_version(rest)
+    doc: dict[str, Any] = compact.decode_fleet(rest)
     records = SpooledRecords(remove=False, version=version)
     digests = _per_host(path, DIGESTS_NAME, len(hosts))
     layouts = _per_host(path, LAYOUTS_NAME, len(hosts))

@@ -315,3 +315,23 @@ def test_a_layout_whose_sections_are_not_where_it_says_is_not_trusted(
     _rows_edited(path, LAYOUTS_NAME, _sections_edited(BAD_SECTION_SPANS[case]))
     back = read_fleet(path)["hosts"]
     assert [dict(r) for r in back.with_facts(("host", "gpus", "pcie"))] == want
+
+
+@pytest.mark.parametrize("where", ["its name", "its closing brace"])
+def test_a_record_damaged_where_the_index_checks_it_costs_only_its_host(
+        demo_inputs: list[HostInput], tmp_path: Path, where: str) -> None:
+    """The bytes the index's names are checked against can be damaged themselves: the file no
+    longer parses whole, and it is read by its index, as damage anywhere else in a record is."""
+    path = write_fleet(tmp_path / "fleet.json", _fleet(_copies(demo_inputs, 6), 2, tmp_path))
+    whole = decode_fleet(json.loads(path.read_text()))
+    rows = json.loads((tmp_path / INDEX_NAME).read_text())["hosts"]
+    name, offset, length = rows[2]
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    data[offset + len('{"name":') if where == "its name" else offset + length - 1] = ord("X")
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot: the file's size and time unchanged
+    hosts = read_fleet(path)["hosts"]
+    assert hosts.names() == [h["name"] for h in whole["hosts"]]
+    assert [h for i, h in enumerate(hosts) if i != 2] == [h for i, h in enumerate(whole["hosts"]) if i != 2]
+    assert hosts[2]["name"] == name and "does not read back" in hosts[2]["normalize_errors"][0]
