@@ -588,10 +588,13 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
     problems: list[str] = []
     inputs = stored.host_inputs(problems=problems)
     for why in problems:
-        print(f"warning: {source.name}: {why}; that host is left out", file=sys.stderr)
+        print(f"warning: {source.name}: {why}", file=sys.stderr)
     if not inputs:
         raise UsageError(f"{source} has no readable raw host results to re-judge")
     meta = stored.meta
+    # the hosts this run has: a host left out above (or never finished) is not in it, so
+    # re-judging it again does not say so again
+    judged = [h.name for h in inputs]
     inputs_of_run = run_plan_inputs(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory},
                                     source.name)
     new_inputs = PlanInputs(inventory=tuple(meta.inventory), limit=meta.limit,
@@ -607,14 +610,14 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
 
         cli_expect = parse_expect_items(new_inputs.expect)
         new_meta = RunMeta(inventory=meta.inventory, limit=meta.limit, probes=meta.probes, options=meta.options,
-                           hosts_order=meta.hosts_order, imported=True, playbook=None, plan=new_inputs.to_dict(),
+                           hosts_order=judged, imported=True, playbook=None, plan=new_inputs.to_dict(),
                            rejudged_from=source.name)
     else:
         given = frozenset(option for option, value in (("-p", playbook), ("--security-floor", security_floor),
                                                        ("--baseline-file", baseline_file)) if value is not None)
         plan = _stored_plan(new_inputs, inputs, source.name, given)
         new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
-        new_meta.hosts_order, new_meta.probes = meta.hosts_order, meta.probes
+        new_meta.hosts_order, new_meta.probes = judged, meta.probes
     # built in a staging directory and renamed into the history only once complete
     run = RunDirectory.create_staged(root, new_meta)
     with _published(run, root):

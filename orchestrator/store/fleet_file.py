@@ -248,6 +248,12 @@ def _named_as_indexed(fd: int, rows: list[list[Any]]) -> bool:
     return True
 
 
+def fleet_index_names(path: Path) -> list[str]:
+    """The host names fleet.json's index lists, in its order; [] without an index of this very
+    file (the names are then only in the records, which this does not read)."""
+    return [e[0] for e in _index(path) or [] if isinstance(e[0], str)]
+
+
 def read_fleet(path: Path) -> Any:
     """A stored fleet.json: its hosts read on demand when it has an index, else parsed whole.
     Raises OSError/UnicodeDecodeError/ValueError like json.loads(path.read_text())."""

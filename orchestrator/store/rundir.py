@@ -31,8 +31,9 @@ from orchestrator.engine.envelope import STORED_MAX_VALUES, loads_bounded
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
+from orchestrator.facts.textsafe import one_line
 from orchestrator.store import atomic
-from orchestrator.store.fleet_file import write_fleet
+from orchestrator.store.fleet_file import fleet_index_names, write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
 from orchestrator.store.redaction import public_vars
 from orchestrator.store.runmeta import RunMeta
@@ -403,41 +404,120 @@ def load_host_inputs(run_dir: Path, with_data: bool = True, problems: list[str] 
     Each host's envelopes are read when it is judged (HostInput.load_data); with_data=False: not at
     all, nor its facts (merge needs the hosts' groups only).
 
-    A host whose files cannot be read or are not of the stored shape is left out and named in
-    `problems` (when given) with why; the others are read."""
-    out: list[HostInput] = []
+    Each host is read once, from one directory (see _one_per_name).  What cannot be read is said in
+    `problems` (when given), one line each: a directory whose files are not of the stored shape,
+    a second directory naming a host already read, a host of the run (run.json's hosts_order)
+    with no usable directory at all; the others are read."""
     raw = run_dir / "raw"
     if not raw.is_dir() or raw.is_symlink():
-        return out
-    entries = []
-    for hdir in raw.iterdir():
-        meta_path = hdir / "_host.json"
-        if hdir.is_symlink() or not meta_path.is_file():
-            continue
-        meta = _json_object(meta_path)
-        why = "_host.json is unreadable or not a JSON object" if not meta else _host_meta_problem(meta)
-        facts = None
-        facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
-        if not why and with_data and facts_path.is_file():
-            facts = _json_object(facts_path).get("facts")
-            if not isinstance(facts, dict):
-                why = "_facts.json is unreadable or holds no facts"
-        if why:
-            if problems is not None:
-                problems.append(f"raw/{hdir.name}: {why}")
-            continue
-        groups = [str(g) for g in meta.get("groups", [])]
-        # the envelopes are read when the host is judged, one host at a time (a stored 10,000-host
-        # run is gigabytes of them); one that does not read back then costs its host only
-        load = functools.partial(read_envelope_data, hdir, [str(p) for p in meta.get("probes", {})]) \
-            if with_data and facts is None else None
-        entries.append((meta_path.stat().st_mtime, HostInput(
-            name=meta["name"], address=str(meta.get("address", meta["name"])), groups=groups,
-            probes=meta.get("probes", {}), data={}, vars=meta.get("vars", {}), facts=facts, load_data=load)))
-    order = read_meta(run_dir).get("hosts_order")
-    pos = {n: i for i, n in enumerate(order if isinstance(order, list) else []) if isinstance(n, str)}
-    entries.sort(key=lambda e: (pos.get(e[1].name, len(pos)), e[0]))
-    return [e[1] for e in entries]
+        return []
+    said: list[str] = problems if problems is not None else []
+    found: list[_StoredHost] = []
+    unreadable: set[str] = set()
+    for hdir in sorted(raw.iterdir()):  # sorted: which of two copies of a host comes first is stable
+        got = _read_host_dir(hdir, with_data)
+        if isinstance(got, str):
+            unreadable.add(hdir.name)
+            said.append(f"raw/{hdir.name}: {got}; that host is left out")
+        elif got is not None:
+            found.append(got)
+    kept = _one_per_name(found, said)
+    meta = read_meta(run_dir)
+    order = meta.get("hosts_order")
+    names = [n for n in order if isinstance(n, str)] if isinstance(order, list) else []
+    named = {s.dir: s.host.name for s in found}
+    said.extend(_hosts_without_files(raw, names or fleet_index_names(run_dir / "fleet.json"),
+                                     {s.host.name for s in kept}, named, unreadable, str(meta.get("state", ""))))
+    pos = {n: i for i, n in enumerate(names)}
+    kept.sort(key=lambda s: (pos.get(s.host.name, len(pos)), s.mtime))
+    return [s.host for s in kept]
+
+
+@dataclass(frozen=True)
+class _StoredHost:
+    """One host as read from its raw directory `dir` (its _host.json written at `mtime`)."""
+
+    dir: str
+    mtime: float
+    host: HostInput
+
+
+def _read_host_dir(hdir: Path, with_data: bool) -> _StoredHost | str | None:
+    """A raw directory's host; why it cannot be judged; or None for what is no host's directory
+    (a stray file, a planted link: hosts of the run left without one are said by name)."""
+    meta_path = hdir / "_host.json"
+    if hdir.is_symlink() or not meta_path.is_file():
+        return None
+    meta = _json_object(meta_path)
+    why = "_host.json is unreadable or not a JSON object" if not meta else _host_meta_problem(meta)
+    facts = None
+    facts_path = hdir / "_facts.json"  # imported text evidence: facts, no envelopes
+    if not why and with_data and facts_path.is_file():
+        facts = _json_object(facts_path).get("facts")
+        if not isinstance(facts, dict):
+            why = "_facts.json is unreadable or holds no facts"
+    if why:
+        return why
+    # the envelopes are read when the host is judged, one host at a time (a stored 10,000-host
+    # run is gigabytes of them); one that does not read back then costs its host only
+    load = functools.partial(read_envelope_data, hdir, [str(p) for p in meta.get("probes", {})]) \
+        if with_data and facts is None else None
+    return _StoredHost(hdir.name, meta_path.stat().st_mtime, HostInput(
+        name=meta["name"], address=str(meta.get("address", meta["name"])), groups=[str(g) for g in meta.get("groups", [])],
+        probes=meta.get("probes", {}), data={}, vars=meta.get("vars", {}), facts=facts, load_data=load))
+
+
+def _one_per_name(found: list[_StoredHost], said: list[str]) -> list[_StoredHost]:
+    """One directory per host name: two records of one host would judge and count it twice (a
+    backup copy beside the original, a _host.json edited to name another host).  The directory
+    the run itself writes for that name wins, else the first in name order; each other is said."""
+    by_name: dict[str, list[_StoredHost]] = {}
+    for s in found:
+        by_name.setdefault(s.host.name, []).append(s)
+    kept = []
+    for name, copies in by_name.items():
+        own = [s for s in copies if s.dir == safe_component(name)]
+        best = own[0] if own else copies[0]
+        kept.append(best)
+        for other in copies:
+            if other is not best:
+                said.append(f"raw/{other.dir}: its _host.json names host {one_line(name)}, whose results raw/{best.dir} "
+                            f"holds; raw/{other.dir} is left out (move it out of raw/ if it is a copy, or restore "
+                            "its _host.json if it is another host's)")
+    return kept
+
+
+def _hosts_without_files(raw: Path, names: list[str], read: set[str], named: dict[str, str], unreadable: set[str],
+                         state: str) -> list[str]:
+    """One line for each host the run had (`names`) that no raw directory gave (`read`), unless
+    its directory was already said to be unreadable; `named`: directory -> the host its
+    _host.json names.  A run that was killed or could not write
+    (state running/failed) never wrote the hosts it had not finished: one line counts them."""
+    missing = [n for n in dict.fromkeys(names) if n not in read and safe_component(n) not in unreadable]
+    if not missing:
+        return []
+    if state not in ("complete", "interrupted"):
+        return [f"{len(missing)} of the run's {len(set(names))} host(s) had not finished when it stopped "
+                f"(run.json state {one_line(state or 'missing')}); they have no results to judge and are left out"]
+    return [f"host {one_line(n)}: {_why_no_files(raw / safe_component(n), named)}, so there is nothing of it to judge; "
+            f"that host is left out (restore raw/{safe_component(n)} from a copy of the run to judge it)"
+            for n in missing]
+
+
+def _why_no_files(hdir: Path, named: dict[str, str]) -> str:
+    """What stands where a host's raw directory should be (`named`: as in _hosts_without_files)."""
+    where = f"raw/{hdir.name}"
+    if hdir.name in named:
+        return f"{where}/_host.json names host {one_line(named[hdir.name])} instead"
+    if hdir.is_symlink():
+        return f"{where} is a symbolic link, which fleetprobe does not read through"
+    if not hdir.exists():
+        return f"{where} is missing"
+    if not hdir.is_dir():
+        return f"{where} is not a directory"
+    if not (hdir / "_host.json").exists():
+        return f"{where}/_host.json is missing"
+    return f"{where}/_host.json is not a file"
 
 
 def elapsed_since(t0: float) -> float:

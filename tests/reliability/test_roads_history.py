@@ -459,3 +459,109 @@ def test_rejudge_and_a_pruning_run_side_by_side_never_break(tmp_path: Path, shar
     assert all(c in (1, 4, 5, 75) for c in codes["run"]), codes
     assert all(c in (1, 2, 4, 5, 75) for c in codes["rejudge"]), codes
     assert not any("Traceback" in e or "internal error" in e for e in errors), errors
+
+
+def _rejudged(tmp_path: Path, run: Path, *more: str) -> tuple[dict[str, Any], list[str]]:
+    """`probe rejudge RUN --format json`: the fleet it prints and its warning lines."""
+    got = run_cli(["rejudge", str(run), "--results", str(tmp_path / "rejudged"), "--format", "json", *more],
+                  timeout=300)
+    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    return _strict(got.stdout), [line for line in got.stderr.splitlines() if line.startswith("warning:")]
+
+
+def _run_with_unreachable(shards: tuple[Path, Path]) -> Path:
+    return next(s for s in shards if any(h["outcome"] == "unreachable" for h in _plain_copy(s)["hosts"]))
+
+
+def _plain_copy(run: Path) -> dict[str, Any]:
+    return dict(read_plain(run / "fleet.json"))
+
+
+def _gone(hdir: Path) -> None:
+    shutil.rmtree(hdir)
+
+
+def _a_file(hdir: Path) -> None:
+    shutil.rmtree(hdir)
+    hdir.write_text("not a directory")
+
+
+def _no_host_file(hdir: Path) -> None:
+    (hdir / "_host.json").unlink()
+
+
+def _host_file_a_directory(hdir: Path) -> None:
+    (hdir / "_host.json").unlink()
+    (hdir / "_host.json").mkdir()
+
+
+@pytest.mark.parametrize("damage", [_gone, _a_file, _no_host_file, _host_file_a_directory],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_rejudge_names_a_host_of_the_run_whose_raw_files_are_gone(
+        tmp_path: Path, shards: tuple[Path, Path], damage: Callable[[Path], None]) -> None:
+    """A host the run had (run.json hosts_order) whose raw directory or _host.json is gone or is
+    not what it should be: one warning names it, says it is left out and what would bring it
+    back; every other host is judged as before, the unreachable one still unreachable."""
+    run = shutil.copytree(_run_with_unreachable(shards), tmp_path / "run")
+    before = {h["name"]: h["outcome"] for h in _plain_copy(run)["hosts"]}
+    lost = next(n for n, outcome in before.items() if outcome == "ok")
+    damage(run / "raw" / lost)
+    fleet, warnings = _rejudged(tmp_path, run)
+    assert len(warnings) == 1, warnings
+    assert f"host {lost}: raw/{lost}" in warnings[0] and "that host is left out" in warnings[0], warnings
+    assert "restore" in warnings[0], warnings
+    after = {h["name"]: h["outcome"] for h in fleet["hosts"]}
+    assert len(fleet["hosts"]) == len(before) - 1
+    assert after == {n: o for n, o in before.items() if n != lost}  # unreachable stays unreachable
+
+
+def test_rejudge_of_a_killed_run_counts_the_hosts_it_never_finished_in_one_line(
+        tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    """A SIGKILLed run never wrote the hosts it had not finished: not damage, one line counts them."""
+    run = shutil.copytree(shards[0], tmp_path / "run")
+    names = _load(run / "run.json")["hosts_order"]
+    for name in names[:2]:
+        shutil.rmtree(run / "raw" / name)
+    for name in ("fleet.json", "fleet.index.json", "findings.json"):
+        (run / name).unlink(missing_ok=True)
+    doc = _load(run / "run.json")
+    doc["state"] = "running"
+    _save(run / "run.json", doc)
+    fleet, warnings = _rejudged(tmp_path, run)
+    assert warnings == [f"warning: run: 2 of the run's {len(names)} host(s) had not finished when it stopped "
+                        "(run.json state running); they have no results to judge and are left out"], warnings
+    assert [h["name"] for h in fleet["hosts"]] == names[2:]
+
+
+@pytest.mark.parametrize("how", ["backup copy", "renamed"])
+def test_rejudge_reads_each_host_once_when_two_raw_directories_name_it(
+        tmp_path: Path, shards: tuple[Path, Path], how: str) -> None:
+    """Two raw directories naming one host (a backup copy beside the original; another host's
+    _host.json edited to name it): the host is judged once, from the directory the run writes
+    for that name, and the other directory is named in one warning."""
+    run = shutil.copytree(shards[0], tmp_path / "run")
+    stored = _plain_copy(run)
+    faulty = {f["host"] for f in stored["findings"]}
+    host = next(h["name"] for h in stored["hosts"] if h["name"] not in faulty and h["outcome"] == "ok")
+    other = next(h["name"] for h in stored["hosts"] if h["name"] in faulty and h["outcome"] == "ok")
+    if how == "backup copy":
+        extra = f"backup-{host}"  # sorts before the original: the name, not the order, picks it
+        shutil.copytree(run / "raw" / host, run / "raw" / extra)
+    else:
+        extra = other
+        meta = _load(run / "raw" / other / "_host.json")
+        meta["name"] = host
+        _save(run / "raw" / other / "_host.json", meta)
+    fleet, warnings = _rejudged(tmp_path, run)
+    names = [h["name"] for h in fleet["hosts"]]
+    assert names.count(host) == 1, names
+    assert not [f for f in fleet["findings"] if f["host"] == host], "judged from its own directory"
+    skipped = [w for w in warnings if f"raw/{extra}: its _host.json names host {host}" in w]
+    assert len(skipped) == 1 and f"raw/{host} holds" in skipped[0], warnings
+    if how == "backup copy":
+        assert len(warnings) == 1 and len(names) == len(stored["hosts"]), warnings
+    else:  # the host whose directory was taken over is left out, and said
+        assert other not in names and len(names) == len(stored["hosts"]) - 1
+        assert any(w.startswith(f"warning: run: host {other}: raw/{other}/_host.json names host {host}")
+                   for w in warnings), warnings
+
