@@ -26,7 +26,7 @@ from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import baseline
-from orchestrator.verdict.expectations import ExpectationError, Expectations
+from orchestrator.verdict.expectations import ExpectationError, Expectations, usable_part
 from orchestrator.verdict.overrides import Override
 from orchestrator.verdict.references import References
 
@@ -211,6 +211,19 @@ def host_expectations(name: str, vars: dict[str, Any], override: Expectations) -
     except ExpectationError as e:
         raise UsageError(str(e)) from None
     return base.merged(override)
+
+
+def with_usable_expect(h: HostInput) -> tuple[HostInput, str]:
+    """A stored host judged with the part of its probe_expect this program can use, and what was
+    left out ('' when nothing was): the host's record says it (HostInput.notes), the caller warns."""
+    raw = h.vars.get("probe_expect")
+    kept, left = usable_part(raw, where="probe_expect")
+    if not left:
+        return h, ""
+    lost = "it" if not isinstance(raw, dict) or not kept else ", ".join(str(k) for k in raw if k not in kept)
+    why = f"its stored probe_expect cannot be used whole ({'; '.join(left)}); it is judged without {lost}"
+    host = replace(h, vars={**h.vars, "probe_expect": kept}, notes=[*h.notes, why])
+    return host, why
 
 
 def load_inventory(sources: tuple[str, ...], limit: str | None) -> tuple[Inventory, list[Host], list[str]]:

@@ -28,12 +28,14 @@ from orchestrator.api.plan import (
     RunPlan,
     build_plan,
     run_plan_inputs,
+    with_usable_expect,
 )
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
 from orchestrator.facts.model import PreviousFacts
+from orchestrator.facts.textsafe import one_line
 from orchestrator.present.progress import Fanout, Progress
 from orchestrator.store.history import (
     RunNotFound,
@@ -582,6 +584,20 @@ def _stored_plan(inputs: PlanInputs, hosts: list[HostInput], run: str, given: fr
                          "against a file of your own") from None
 
 
+def _usable_expectations(inputs: list[HostInput], run: str) -> list[HostInput]:
+    """The stored hosts, each with the part of its probe_expect this program can judge with: one
+    host's unreadable expectations cost that host's expectations, not the whole rejudge."""
+    out = []
+    for h in inputs:
+        host, why = with_usable_expect(h)
+        if why:
+            print(f"warning: {run}: host {one_line(h.name)}: {one_line(why)}; correct probe_expect in its _host.json "
+                  "under raw/ and rejudge to judge it against what was meant",
+                  file=sys.stderr)
+        out.append(host)
+    return out
+
+
 def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
                     security_floor: str | None, baseline_file: str | None) -> RunResult:
     stored = RunDirectory.open(source)
@@ -591,6 +607,7 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         print(f"warning: {source.name}: {why}", file=sys.stderr)
     if not inputs:
         raise UsageError(f"{source} has no readable raw host results to re-judge")
+    inputs = _usable_expectations(inputs, source.name)
     meta = stored.meta
     # the hosts this run has: a host left out above (or never finished) is not in it, so
     # re-judging it again does not say so again

@@ -23,3 +23,7 @@ class HostInput:
     # `data` kept on disk instead (a run's raw files): read when the host is judged, so a run
     # does not hold every host's envelopes until the end
     load_data: Callable[[], dict[str, dict[str, Any]]] | None = None
+    # what of its stored inputs could not be used (a probe_expect this program cannot read): said
+    # in its record, beside what it was judged against, so the record never reads as if the host
+    # had asked for nothing
+    notes: list[str] = field(default_factory=list)

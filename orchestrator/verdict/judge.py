@@ -154,7 +154,7 @@ def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple
     reason = f"this host's results could not be judged ({type(error).__name__}: {str(error)[:200]})"
     rec = {"name": h.name, "address": h.address, "groups": h.groups, "connection": {}, "outcome": outcome.value,
            "reason": reason if outcome == Outcome.FAILED else "", "probes": probes, "facts": {},
-           "normalize_errors": [reason], "fingerprint": None, "class": None}
+           "normalize_errors": [reason, *h.notes], "fingerprint": None, "class": None}
     finding = Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data", reason,
                       hint="the host sent data of an unexpected shape; check the probe version")
     return rec, HostVerdict(h.name, outcome.value, [finding], None,
@@ -179,6 +179,7 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     # What was compared with, and which ids could not be judged and why (verdict/coverage.py):
     # JUnit, drift and the terminal read these instead of calling a silent check "passed".
     rec["expect"] = {f.name: getattr(expect, f.name) for f in fields(expect) if getattr(expect, f.name) is not None}
+    rec["normalize_errors"].extend(h.notes)  # its inputs, not its data: no probe.data.malformed finding
     rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"])
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)

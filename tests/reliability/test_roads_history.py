@@ -565,3 +565,31 @@ def test_rejudge_reads_each_host_once_when_two_raw_directories_name_it(
         assert any(w.startswith(f"warning: run: host {other}: raw/{other}/_host.json names host {host}")
                    for w in warnings), warnings
 
+
+@pytest.mark.parametrize("bad", ["unknown key", "not a mapping", "bad value"])
+def test_one_hosts_unusable_stored_probe_expect_costs_only_its_expectations(
+        tmp_path: Path, shards: tuple[Path, Path], bad: str) -> None:
+    """A stored probe_expect this fleetprobe cannot read (a key of another version, a hand edit):
+    that host is judged without what cannot be used (the rest of it, the playbook's and --expect
+    still apply), one warning names the host and what was wrong, its record says the same; every
+    other host is judged.  A whole rejudge refused for one host's expectations was the old way."""
+    run = shutil.copytree(shards[0], tmp_path / "run")
+    stored = _plain_copy(run)
+    host = next(h["name"] for h in stored["hosts"] if h.get("expect"))
+    meta = _load(run / "raw" / host / "_host.json")
+    expect = meta["vars"]["probe_expect"]
+    meta["vars"]["probe_expect"] = {"unknown key": {**expect, "gpu_count_min": 8}, "not a mapping": "str",
+                                    "bad value": {**expect, "gpu_count": "eight"}}[bad]
+    _save(run / "raw" / host / "_host.json", meta)
+    for more in ((), ("-p", "audit", "--expect", "nic_count=99")):
+        fleet, warnings = _rejudged(tmp_path / "_".join(more), run, *more)
+        assert len(warnings) == 1 and warnings[0].startswith(f"warning: run: host {host}: its stored probe_expect "
+                                                             "cannot be used whole ("), warnings
+        assert "correct probe_expect" in warnings[0], warnings
+        assert len(fleet["hosts"]) == len(stored["hosts"])
+        record = next(h for h in fleet["hosts"] if h["name"] == host)
+        assert [e for e in record["normalize_errors"] if e.startswith("its stored probe_expect cannot be used")]
+        before = next(h for h in stored["hosts"] if h["name"] == host)["expect"]
+        lost = {"unknown key": set(), "not a mapping": set(expect), "bad value": {"gpu_count"}}[bad]
+        judged = {k: v for k, v in before.items() if k not in lost}
+        assert record["expect"] == ({**judged, "nic_count": 99} if more else judged), record["expect"]
