@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError, usage_message
-from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs
+from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs, with_usable_expect
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
 from orchestrator.facts.textsafe import one_line
@@ -53,6 +53,9 @@ def _overrides(run: RunDirectory, warnings: list[str]) -> dict[str, dict[str, Ov
     if not hosts:
         return {}
     inputs = run_plan_inputs({**meta.plan, "inventory": meta.inventory}, run.dir.name)
+    # the plays' overrides do not depend on a host's own expectations: one host's stored
+    # probe_expect this program cannot read must not cost the whole part its playbook
+    hosts = [with_usable_expect(h)[0] for h in hosts]
     try:
         return build_plan(inputs, stored=hosts).overrides
     except (UsageError, PlaybookError, ExpectationError) as e:

@@ -593,3 +593,18 @@ def test_one_hosts_unusable_stored_probe_expect_costs_only_its_expectations(
         lost = {"unknown key": set(), "not a mapping": set(expect), "bad value": {"gpu_count"}}[bad]
         judged = {k: v for k, v in before.items() if k not in lost}
         assert record["expect"] == ({**judged, "nic_count": 99} if more else judged), record["expect"]
+
+
+def test_one_hosts_unusable_stored_probe_expect_does_not_cost_a_merge_its_parts_playbook(
+        tmp_path: Path, shards: tuple[Path, Path]) -> None:
+    """The plays' overrides a merge reads from each part's plan do not depend on one host's own
+    expectations: a stored probe_expect it cannot read leaves the part's playbook in force, with no
+    warning that the plan cannot be used."""
+    a, b = (shutil.copytree(s, tmp_path / s.name) for s in shards)
+    host = next(h["name"] for h in _plain_copy(a)["hosts"] if h.get("expect"))
+    meta = _load(a / "raw" / host / "_host.json")
+    meta["vars"]["probe_expect"] = {**meta["vars"]["probe_expect"], "gpu_count_min": 8}
+    _save(a / "raw" / host / "_host.json", meta)
+    merged = run_cli(["merge", str(a), str(b), "--results", str(tmp_path / "merged"), "-q"], timeout=300)
+    assert merged.code in (1, 4, 5) and "Traceback" not in merged.stderr, merged.stderr
+    assert "cannot be used here" not in merged.stderr, merged.stderr
