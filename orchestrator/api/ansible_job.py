@@ -25,7 +25,8 @@ from orchestrator.engine.bundle import duration_of
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, classify
-from orchestrator.facts.textsafe import is_digits, json_shown
+from orchestrator.facts.shown import json_shown
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.files.bounded import read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.history import default_results_dir

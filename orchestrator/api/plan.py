@@ -21,7 +21,8 @@ from orchestrator.engine import descriptors, payload
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.facts import security
-from orchestrator.facts.textsafe import is_digits, json_shown
+from orchestrator.facts.shown import json_shown
+from orchestrator.facts.textsafe import is_digits
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta

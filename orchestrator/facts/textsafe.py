@@ -5,11 +5,13 @@ bidi overrides that make a reader see text reversed, zero-width characters and (
 escapes) lone surrogates that no UTF-8 writer can encode.  Lone surrogates are replaced once at
 the boundary (engine/envelope.py); every output then escapes the rest its own way, with this
 pattern: the terminal, CSV, JUnit, Prometheus and the HTML report.
+
+The same text read as a number: `is_digits` says which host text int() can read, since Python's
+own test (str.isdigit) also takes digits that int() refuses.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -35,10 +37,3 @@ def is_digits(text: str) -> bool:
     also says yes to superscripts and other digits that int() refuses ('²'), which a host, a file
     or a user can hand over."""
     return text.isascii() and text.isdigit()
-
-
-def json_shown(value: Any, limit: int = 60) -> str:
-    """A value of a JSON document as that document writes it (null, true, [1, null]), never as
-    Python's repr ('None'), cut to `limit` characters."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
