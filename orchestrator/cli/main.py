@@ -59,13 +59,26 @@ def _suggest_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         target.error("unrecognized arguments: " + ", ".join(hints))
 
 
-def _sigterm_is_an_interrupt() -> None:
+class _ExitGate:
+    """Whether an interrupt may still change the command's exit status: once it is decided, a
+    SIGINT or SIGTERM that arrives (or was already pending) changes nothing."""
+    open = True
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    if _ExitGate.open:
+        raise KeyboardInterrupt()
+
+
+def _signals_are_interrupts(whole_process: bool) -> None:
     """SIGTERM (a scheduler's or an operator's kill) stops any command as Ctrl-C does: what it
-    finished is kept, and it exits 130 as the exit table says, at whatever point it arrives."""
+    finished is kept, and it exits 130 as the exit table says, at whatever point it arrives.
+    Ctrl-C passes the same gate only where the command is the whole process."""
     if threading.current_thread() is threading.main_thread():
-        def raise_interrupt(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt()
-        signal.signal(signal.SIGTERM, raise_interrupt)
+        _ExitGate.open = True
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        if whole_process:
+            signal.signal(signal.SIGINT, _raise_interrupt)
 
 
 def _streams_never_fail() -> None:
@@ -79,18 +92,28 @@ def _streams_never_fail() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The `probe` command.  `argv` None: this process is the command (the console script,
-    `python -m orchestrator`), and once its exit status is decided SIGINT and SIGTERM are held
-    until it exits: one arriving while the interpreter shuts down (which puts the default
-    handlers back) would otherwise turn a finished command into one killed by the signal."""
-    _sigterm_is_an_interrupt()
+    `python -m orchestrator`), and once its exit status is decided SIGINT and SIGTERM change
+    nothing: a handler that Python runs late (at the next bytecode after the signal) would
+    otherwise raise outside any handler, and one arriving while the interpreter shuts down (which
+    puts the default handlers back) would turn a finished command into one killed by the signal."""
     try:
-        return _command(argv)
+        try:
+            _signals_are_interrupts(whole_process=argv is None)  # its handler may run as it returns
+            return _command(argv)
+        finally:
+            _decided(argv)
     except KeyboardInterrupt:  # while the options were read, or as the command returned
+        _decided(argv)
         print("probe: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED
     finally:
         if argv is None:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _decided(argv: list[str] | None) -> None:
+    if argv is None:
+        _ExitGate.open = False
 
 
 def _command(argv: list[str] | None) -> int:

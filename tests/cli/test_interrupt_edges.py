@@ -4,6 +4,7 @@ puts the default handlers back, so a signal then killed a finished command: stat
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -19,12 +20,13 @@ HELD = {signal.SIGINT, signal.SIGTERM}
 @pytest.fixture(autouse=True)
 def _signals_restored() -> Iterator[None]:
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {s: signal.getsignal(s) for s in HELD}
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        signal.signal(signal.SIGTERM, handler)
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
 
 
 def test_an_interrupt_while_the_options_are_read_is_130_not_a_traceback(
@@ -48,9 +50,32 @@ def test_the_command_holds_interrupts_once_its_status_is_decided(monkeypatch: py
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) >= HELD  # pending until the process exits
 
 
+@pytest.mark.parametrize("sig", sorted(HELD), ids=lambda s: s.name)
+def test_a_signal_whose_handler_runs_once_the_status_is_decided_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], sig: signal.Signals) -> None:
+    """The signal lands as the command returns: Python runs its handler at a later bytecode, here
+    inside the call that holds the signals, outside any handler of the command's own."""
+    real = signal.pthread_sigmask
+
+    def lands_first(how: int, mask: object) -> object:
+        os.kill(os.getpid(), sig)
+        return real(how, mask)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sys, "argv", ["probe", "probes"])
+    monkeypatch.setattr(signal, "pthread_sigmask", lands_first)
+    try:
+        code = cli.main()
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt escaped the command: a traceback for the user")
+    assert code == 0
+    assert "interrupted" not in capsys.readouterr().err
+
+
 def test_a_caller_in_this_process_keeps_its_signals() -> None:
+    handler = signal.getsignal(signal.SIGINT)
     assert cli.main(["probes"]) == 0
     assert not HELD & signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 def _cut_lock_release(*_: object) -> None:
