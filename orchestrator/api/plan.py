@@ -218,12 +218,12 @@ def with_usable_expect(h: HostInput) -> tuple[HostInput, str]:
     """A stored host judged with the part of its probe_expect this program can use, and what was
     left out ('' when nothing was): the host's record says it (HostInput.notes), the caller warns."""
     raw = h.vars.get("probe_expect")
-    kept, left = usable_part(raw, where="probe_expect")
+    kept, left, unusable = usable_part(raw, where="probe_expect")
     if not left:
         return h, ""
-    lost = "it" if not isinstance(raw, dict) or not kept else ", ".join(str(k) for k in raw if k not in kept)
+    lost = "it" if not isinstance(raw, dict) or not kept else ", ".join(unusable)
     why = f"its stored probe_expect cannot be used whole ({'; '.join(left)}); it is judged without {lost}"
-    host = replace(h, vars={**h.vars, "probe_expect": kept}, notes=[*h.notes, why])
+    host = replace(h, vars={**h.vars, "probe_expect": kept}, notes=[*h.notes, why], unusable_expect=unusable)
     return host, why
 
 

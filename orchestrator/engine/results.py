@@ -27,3 +27,6 @@ class HostInput:
     # in its record, beside what it was judged against, so the record never reads as if the host
     # had asked for nothing
     notes: list[str] = field(default_factory=list)
+    # the expectation keys of its stored probe_expect left out for that reason: an id they would
+    # have judged says so, not that nothing was asked
+    unusable_expect: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ for JUnit, Prometheus, drift and the terminal).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -94,7 +94,8 @@ class _HostFacts:
         return out
 
 
-def _why_not(fid: str, need: Needs, expect: Expectations | None, host: _HostFacts) -> str | None:
+def _why_not(fid: str, need: Needs, expect: Expectations | None, host: _HostFacts,
+             unusable: Collection[str]) -> str | None:
     for section in need.sections:
         why = host.missing(section, need.unreadable_ok)
         if why:
@@ -104,10 +105,10 @@ def _why_not(fid: str, need: Needs, expect: Expectations | None, host: _HostFact
         if all(whys):
             return "; ".join(w for w in whys if w)
     if need.expect and expect is not None and all(getattr(expect, k) is None for k in need.expect):
-        return "no expectation " + " or ".join(need.expect) + " set"
+        return _unset(need.expect, unusable)
     if need.switched_on and expect is not None and not any(getattr(expect, k) is True for k in need.switched_on):
-        # the wording of an expectation not written (below), for a switch left off or set false
-        return "no expectation " + " or ".join(need.switched_on) + " set"
+        # the wording of an expectation not written (above), for a switch left off or set false
+        return _unset(need.switched_on, unusable)
     if need.gpus and host.gpu_count() == 0:  # NVML's list, else the PCI bus's
         return "no GPUs on this host"
     if need.unjudged is not None:
@@ -115,14 +116,25 @@ def _why_not(fid: str, need: Needs, expect: Expectations | None, host: _HostFact
     return None
 
 
+def _unset(keys: tuple[str, ...], unusable: Collection[str]) -> str:
+    """Why an id that needs one of `keys` set is not judged: none was asked for, or what was asked
+    for (the host's stored probe_expect) could not be read here."""
+    lost = [k for k in keys if k in unusable]
+    if lost:
+        return "its stored expectation " + " or ".join(lost) + " cannot be used here: correct probe_expect in " \
+               "its _host.json under raw/ and rejudge"
+    return "no expectation " + " or ".join(keys) + " set"
+
+
 def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any],
                expect: Expectations | None = None, host_outcome: str = "", host_reason: str = "",
-               needs: Mapping[str, Needs] = NEEDS) -> dict[str, str]:
+               needs: Mapping[str, Needs] = NEEDS, unusable_expect: Collection[str] = ()) -> dict[str, str]:
     """finding id -> why its check could not judge this host (ids judged are absent).
 
     `outcomes`: probe -> outcome as the checks saw them (judged_outcomes: raw mode counts);
     `probes`: the host's probe records (their reasons); `expect` None: expectations unknown (a
-    record from before they were stored), so no id is held back for a missing one."""
+    record from before they were stored), so no id is held back for a missing one;
+    `unusable_expect`: keys of the host's stored probe_expect left out as unreadable here."""
     if host_outcome == "unreachable":
         why = "host unreachable" + (f": {host_reason}" if host_reason else "")
         return dict.fromkeys(needs, why)
@@ -135,7 +147,7 @@ def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, A
     out = {}
     host = _HostFacts(facts, outcomes, probes)
     for fid, need in needs.items():
-        missing = _why_not(fid, need, expect, host)
+        missing = _why_not(fid, need, expect, host, unusable_expect)
         if missing:
             out[fid] = missing
     return out

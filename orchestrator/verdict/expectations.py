@@ -118,16 +118,17 @@ def _coerce(key: str, type_name: Any, value: Any, where: str) -> Any:
         raise ExpectationError(f"{where}.{key}: {value!r} is not a valid {t.split(' ')[0]}") from None
 
 
-def usable_part(raw: Any, where: str = "probe_expect") -> tuple[dict[str, Any], list[str]]:
-    """The keys of a stored probe_expect this program can judge with, and why each other was left
-    out (one phrase each).  A run is not its inventory: where a typo in an inventory stops the run
-    before it starts, a run stored by another fleetprobe or a hand-edited _host.json costs only
-    the keys it got wrong (a mapping that is not one: all of it)."""
-    if raw is None:
-        return {}, []
-    if not isinstance(raw, dict):
-        return {}, [f"{where} must be a mapping of expectation keys, got {type(raw).__name__}"]
+def usable_part(raw: Any, where: str = "probe_expect") -> tuple[dict[str, Any], list[str], tuple[str, ...]]:
+    """The keys of a stored probe_expect this program can judge with, why each other was left out
+    (one phrase each), and the keys left out.  A run is not its inventory: where a typo in an
+    inventory stops the run before it starts, a run stored by another fleetprobe or a hand-edited
+    _host.json costs only the keys it got wrong (a mapping that is not one: all of it, and it may
+    have meant any key)."""
     known = {f.name: f for f in fields(Expectations)}
+    if raw is None:
+        return {}, [], ()
+    if not isinstance(raw, dict):
+        return {}, [f"{where} must be a mapping of expectation keys, got {type(raw).__name__}"], tuple(known)
     kept: dict[str, Any] = {}
     left: list[str] = []
     for key, value in raw.items():
@@ -140,4 +141,4 @@ def usable_part(raw: Any, where: str = "probe_expect") -> tuple[dict[str, Any], 
             left.append(str(e))
             continue
         kept[key] = value
-    return kept, left
+    return kept, left, tuple(str(k) for k in raw if k not in kept)

@@ -180,7 +180,8 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     # JUnit, drift and the terminal read these instead of calling a silent check "passed".
     rec["expect"] = {f.name: getattr(expect, f.name) for f in fields(expect) if getattr(expect, f.name) is not None}
     rec["normalize_errors"].extend(h.notes)  # its inputs, not its data: no probe.data.malformed finding
-    rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"])
+    rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"],
+                                            unusable_expect=h.unusable_expect)
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)
     slim = fleet_facts(facts)

@@ -593,6 +593,11 @@ def test_one_hosts_unusable_stored_probe_expect_costs_only_its_expectations(
         lost = {"unknown key": set(), "not a mapping": set(expect), "bad value": {"gpu_count"}}[bad]
         judged = {k: v for k, v in before.items() if k not in lost}
         assert record["expect"] == ({**judged, "nic_count": 99} if more else judged), record["expect"]
+        # an id that a lost key would have judged says that, not that nothing was asked for
+        reasons = list(record["not_judged"].values())
+        unset = lost - set(record["expect"])
+        assert not [r for r in reasons if r.startswith("no expectation") and unset & set(r.split())], reasons
+        assert bool(unset) == any("stored expectation" in r and "cannot be used here" in r for r in reasons), reasons
 
 
 def test_one_hosts_unusable_stored_probe_expect_does_not_cost_a_merge_its_parts_playbook(

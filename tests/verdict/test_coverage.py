@@ -34,6 +34,18 @@ def test_not_judged_names_the_missing_probe_expectation_or_gpus() -> None:
     assert "host.virtualized" not in why and "pcie.link.downgraded" not in why
 
 
+def test_an_expectation_stored_but_unusable_is_not_called_unset() -> None:
+    probes = _probes(host="ok", pcie="ok")
+    outcomes = {p: "ok" for p in probes}
+    facts = {"host": {}, "pcie": {"gpus": []}}
+    why = not_judged(facts, outcomes, probes, Expectations(), unusable_expect=("board_model", "nic_count_min"))
+    assert why["host.board.mismatch"] == ("its stored expectation board_model cannot be used here: correct "
+                                          "probe_expect in its _host.json under raw/ and rejudge")
+    assert why["gpu.count.mismatch"] == "no expectation gpu_count set"  # not among the unusable
+    assert not_judged(facts, outcomes, probes, Expectations(board_model="X"),
+                      unusable_expect=("board_model",)).get("host.board.mismatch") is None  # set elsewhere: judged
+
+
 def test_unreachable_host_judges_nothing_and_a_raised_finding_wins() -> None:
     probes = _probes(host="unreachable", pcie="unreachable")
     why = not_judged({}, {p: "unreachable" for p in probes}, probes, None, "unreachable", "connection refused")
