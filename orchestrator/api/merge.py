@@ -13,6 +13,7 @@ the merged run, so it can be shown, diffed, reported and re-judged like any othe
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError, usage_message
-from orchestrator.api.plan import build_plan, load_inventory, run_plan_inputs, with_usable_expect
+from orchestrator.api.plan import anchored, build_plan, load_inventory, stored_plan_inputs, with_usable_expect
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
 from orchestrator.facts.textsafe import one_line
@@ -52,7 +53,7 @@ def _overrides(run: RunDirectory, warnings: list[str]) -> dict[str, dict[str, Ov
     hosts = run.host_inputs(with_data=False)
     if not hosts:
         return {}
-    inputs = run_plan_inputs({**meta.plan, "inventory": meta.inventory}, run.dir.name)
+    inputs, _moved = stored_plan_inputs(meta, run.dir.name)  # a part's files are often on its own controller
     # the plays' overrides do not depend on a host's own expectations: one host's stored
     # probe_expect this program cannot read must not cost the whole part its playbook
     hosts = [with_usable_expect(h)[0] for h in hosts]
@@ -73,12 +74,22 @@ def _plan_of(runs: list[RunDirectory], warnings: list[str]) -> dict[str, Any]:
     return plans[0]
 
 
-def _union(lists: list[list[Any]]) -> list[Any]:
-    seen: dict[Any, None] = {}
+def _union(lists: list[list[Any]], key: Callable[[Any], Any] = lambda x: x) -> list[Any]:
+    seen: dict[Any, Any] = {}
     for items in lists:
         for x in items:
-            seen.setdefault(x, None)
-    return list(seen)
+            seen.setdefault(key(x), x)
+    return list(seen.values())
+
+
+def _inventories(metas: list[RunMeta]) -> list[str]:
+    """The parts' inventory sources, each as its run read it (plan.anchored), one file once however
+    the parts named it: shards of one controller name it from where each was run, parts of others
+    by the path they gave, read from here."""
+    def same_file(p: str) -> str:
+        return os.path.realpath(p) if os.path.exists(p) else p
+
+    return _union([[anchored(p, m.cwd) for p in m.inventory] for m in metas], key=same_file)
 
 
 def _inventory_order(sources: list[str], demo: bool, warnings: list[str]) -> list[str]:
@@ -202,7 +213,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
     finally:
         upcoming[1].stop()
     metas = [r.meta for r in runs]
-    inv_sources = _union([m.inventory for m in metas])
+    inv_sources = _inventories(metas)
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
     # shards says word for word what one run over the whole inventory says.
     order = _inventory_order(inv_sources, all(m.inventory == [] for m in metas), warnings)

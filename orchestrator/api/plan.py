@@ -10,6 +10,7 @@ expectations and finding overrides of the plays that ran on it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -104,6 +105,45 @@ class PlanInputs:
 
 class PlanError(ValueError):
     """A stored plan with a field of a type this program never writes there."""
+
+
+def stored_plan_inputs(meta: RunMeta, run: str) -> tuple[PlanInputs, list[str]]:
+    """The inputs of stored run `run`'s plan, its files as the run read them (`anchored`), and one
+    note for each relative path read from here instead, because it is gone from where it was."""
+    inputs = run_plan_inputs({**(meta.plan or {"playbook": meta.playbook}), "inventory": meta.inventory}, run)
+    notes: list[str] = []
+
+    def at(option: str, path: str | None) -> str | None:
+        if path is None:
+            return None
+        found = anchored(path, meta.cwd)
+        if found == path and meta.cwd and not os.path.isabs(path) and os.path.lexists(path) \
+                and not _same_dir(meta.cwd, os.curdir):
+            notes.append(f"{run}: its {option} {path} is no longer in {meta.cwd}, where the run was made: "
+                         f"{path} here is read instead")
+        return found
+
+    return replace(inputs, inventory=tuple(at("inventory", p) or p for p in inputs.inventory),
+                   playbook=at("playbook", inputs.playbook), security_floor=at("security floor", inputs.security_floor),
+                   baseline_file=at("baseline file", inputs.baseline_file)), notes
+
+
+def anchored(path: str, cwd: str | None) -> str:
+    """A path a run stored as it was given, as that run read it: a relative one under the directory
+    the run was made in (`cwd`), while something is there; else as stored, read from here (a run
+    made on another controller, a file moved).  A shipped playbook's name and a comma list of
+    hosts name no file in `cwd`, and stay as they are."""
+    if not cwd or os.path.isabs(path):
+        return path
+    there = os.path.join(cwd, path)
+    return there if os.path.lexists(there) else path
+
+
+def _same_dir(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def run_plan_inputs(plan: dict[str, Any], run: str) -> PlanInputs:

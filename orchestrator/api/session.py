@@ -27,7 +27,7 @@ from orchestrator.api.plan import (
     ReferenceFileError,
     RunPlan,
     build_plan,
-    run_plan_inputs,
+    stored_plan_inputs,
     with_usable_expect,
 )
 from orchestrator.api.playbook import PlaybookError
@@ -612,9 +612,10 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
     # the hosts this run has: a host left out above (or never finished) is not in it, so
     # re-judging it again does not say so again
     judged = [h.name for h in inputs]
-    inputs_of_run = run_plan_inputs(meta.plan or {"playbook": meta.playbook, "inventory": meta.inventory},
-                                    source.name)
-    new_inputs = PlanInputs(inventory=tuple(meta.inventory), limit=meta.limit,
+    inputs_of_run, moved = stored_plan_inputs(meta, source.name)
+    for note in moved:
+        print(f"warning: {note}", file=sys.stderr)
+    new_inputs = PlanInputs(inventory=inputs_of_run.inventory, limit=meta.limit,
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
                             expect=tuple(expect) if expect is not None else inputs_of_run.expect,

@@ -119,7 +119,7 @@ class RunDirectory:
         raw = d / "raw"
         if os.path.lexists(raw):
             real_dir(raw)  # -o DIR given again: its raw/ must not be a planted link
-        meta = dataclasses.replace(meta, id=d.name, state="running", started=_now(), user=_user())
+        meta = dataclasses.replace(meta, id=d.name, state="running", started=_now(), user=_user(), cwd=_cwd())
         if run_dir is not None and run_dir.name.endswith(".staging"):
             meta.id = run_dir.name[1:-len(".staging")]
         w = cls(d, meta)
@@ -299,6 +299,13 @@ def _json_object(path: Path) -> dict[str, Any]:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under the command: its relative paths cannot be told apart later
+        return None
 
 
 def _user() -> str:

@@ -25,6 +25,7 @@ class RunMeta:
     state: str = "running"  # running, complete, interrupted (Ctrl-C, SIGTERM), failed (results unwritable)
     started: str | None = None  # ISO 8601, UTC
     user: str | None = None
+    cwd: str | None = None  # where the command ran: the directory the plan's relative paths were given in
     inventory: list[str] = field(default_factory=list)  # [] is the bundled demo fleet
     limit: str | None = None
     playbook: str | None = None  # the playbook's path
@@ -82,7 +83,7 @@ class RunMeta:
         d = raw if isinstance(raw, dict) else {}
         known = {f.name for f in fields(cls)} - {"extra"}
         meta = cls(extra={str(k): v for k, v in d.items() if k not in known})
-        for name in ("id", "started", "finished", "user", "limit", "playbook", "rejudged_from"):
+        for name in ("id", "started", "finished", "user", "cwd", "limit", "playbook", "rejudged_from"):
             if isinstance(d.get(name), str):
                 setattr(meta, name, d[name])
         if d.get("state") in STATES:
