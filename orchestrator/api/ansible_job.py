@@ -12,7 +12,7 @@ and judged by `session.store_streamed`, one answer at a time.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,9 +159,10 @@ def probe_result(host: Host, answer: TaskAnswer, cap: int = DEFAULT_MAX_OUTPUT) 
 
 
 def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[str, ...], playbook: str | None,
-                   expect: tuple[str, ...] | None, via: str) -> tuple[RunResult, list[str]]:
+                   expect: tuple[str, ...] | None, via: str,
+                   step: Callable[[str], None] = lambda _text: None) -> tuple[RunResult, list[str]]:
     """Every host's task answers -> one judged run; each answer stored and let go as it comes
-    (session.store_streamed)."""
+    (session.store_streamed); `step` hears where it stands (a line of safe text)."""
     warnings: list[str] = []
     inv_hosts: dict[str, Host] = {}
     if inventory:
@@ -173,6 +174,8 @@ def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[s
 
     def results(_run: RunDirectory) -> Iterator[Collected]:
         for a in answers:
+            if collected["tasks"] % _SAY_EVERY == 0:
+                step(f"{collected['tasks']:,} task results read, {len(hosts_of):,} hosts")
             collected["tasks"] += 1
             if a.host not in hosts_of:
                 known = inv_hosts.get(a.host)
@@ -193,14 +196,21 @@ def import_answers(answers: Iterable[TaskAnswer], root: Path, inventory: tuple[s
 
     # in the inventory's order, as a live run keeps its hosts (Ansible reports them as they finish)
     pos = {name: i for i, name in enumerate(inv_hosts)}
-    return store_streamed(results, root, collected, plan_of, lambda name: pos.get(name, len(pos))), warnings
+    return store_streamed(results, root, collected, plan_of, lambda name: pos.get(name, len(pos)),
+                          step=step), warnings
+
+
+# task results between two progress lines
+_SAY_EVERY = 100
 
 
 def import_runner_artifacts(artifacts: Path, root: Path, inventory: tuple[str, ...], playbook: str | None,
-                            expect: tuple[str, ...] | None) -> tuple[RunResult, list[str]]:
+                            expect: tuple[str, ...] | None,
+                            step: Callable[[str], None] = lambda _text: None) -> tuple[RunResult, list[str]]:
     if not artifacts.is_dir():
         raise UsageError(f"no such directory: {artifacts}")
-    return import_answers(read_runner_artifacts(artifacts), root, inventory, playbook, expect, "ansible-runner")
+    return import_answers(read_runner_artifacts(artifacts), root, inventory, playbook, expect, "ansible-runner",
+                          step)
 
 
 def write_callback_run(records: list[dict[str, Any]], results: str | None, inventory: list[str],

@@ -270,14 +270,17 @@ def _host_named(name: str, base: str, ident: Mapping[str, Any], inv_hosts: Mappi
 
 
 def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] = (), playbook: str | None = None,
-                     probes: tuple[str, ...] | None = None,
-                     expect: tuple[str, ...] | None = None) -> tuple[RunResult, list[str]]:
+                     probes: tuple[str, ...] | None = None, expect: tuple[str, ...] | None = None,
+                     step: Callable[[str], None] | None = None) -> tuple[RunResult, list[str]]:
     """Bundle documents (files, or directories of them) -> one judged run, and the warnings.
 
     One document at a time: read, classified, stored and let go before the next is read (a
     directory of 10,000 hosts' documents is gigabytes), so the import holds one document; many
-    documents are read by worker processes, each holding one (import_workers)."""
+    documents are read by worker processes, each holding one (import_workers).  `step` hears
+    where the import stands (a line of safe text)."""
     files = document_files(paths)
+    say = step or _quiet
+    total = len(files)
     warnings: list[str] = []
     inv_hosts = _inventory_hosts(inventory, warnings)
     plans: list[dict[str, Any]] = []
@@ -290,9 +293,14 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     judge = _judge_as_read(files, root, inventory, playbook, probes, expect) if workers > 1 else None
 
     def results(run: RunDirectory) -> Iterator[Collected]:
-        read = read_in_workers(files, workers, read_document, host_for, run, judge) if workers > 1 else None
+        say(f"0/{total:,} documents read")
+        read = read_in_workers(files, workers, read_document, host_for, run, judge,
+                               heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read")
+                               ) if workers > 1 else None
         taken: set[str] = set()
-        for rd in read or (read_one(f, read_document, host_for) for f in files):
+        for k, rd in enumerate(read or (read_one(f, read_document, host_for) for f in files)):
+            if k % _SAY_EVERY == 0:
+                say(f"{k:,}/{total:,} documents {'stored' if read is not None else 'read'}")
             host = _host_of(rd.source, rd.name, rd.identity, inv_hosts, taken, warnings)
             origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
             if rd.result is None:
@@ -319,8 +327,16 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     # fleet order, and so read as the live run's; hosts the inventory lacks come after, as found
     pos = {name: i for i, name in enumerate(inv_hosts)}
     result = store_streamed(results, root, {"via": "bundle", "files": len(files)}, plan_of,
-                            lambda name: pos.get(name, len(pos)), judge)
+                            lambda name: pos.get(name, len(pos)), judge, step=say)
     return result, warnings
+
+
+# documents between two progress lines where they come one by one (the workers' count is read on a clock)
+_SAY_EVERY = 100
+
+
+def _quiet(_text: str) -> None:
+    pass
 
 
 # the documents looked at for the plan the workers judge under: where the first few files are not

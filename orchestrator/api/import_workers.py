@@ -34,7 +34,7 @@ from orchestrator.store.rundir import (
     write_probe_files,
 )
 from orchestrator.transport.base import DEFAULT_MAX_OUTPUT
-from orchestrator.verdict.parallel import PartWriter, in_workers, slices
+from orchestrator.verdict.parallel import PartWriter, Tally, in_workers, slices
 
 if TYPE_CHECKING:
     from orchestrator.api.collected import Imported
@@ -81,10 +81,12 @@ def read_one(f: Path, read: Reader, host_for: HostFor) -> ReadDocument:
 
 
 def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFor, run: RunDirectory,
-               part: Path, judge: JudgeWhereRead | None = None, judged_part: Path | None = None) -> None:
+               part: Path, judge: JudgeWhereRead | None = None, judged_part: Path | None = None,
+               done: Callable[[int], None] | None = None) -> None:
     """One worker: files[i] is the run's file first + i; its probe files staged under that number
     and its ReadDocument pickled to `part` as each is done, so the worker holds one document.
-    With `judge`, each host is also judged while its data is held, into `judged_part`."""
+    With `judge`, each host is also judged while its data is held, into `judged_part`; `done`
+    hears how many of its files it has finished."""
     with open(part, "wb", buffering=1 << 20) as out, contextlib.ExitStack() as stack:
         verdicts = stack.enter_context(PartWriter(judged_part)) if judge and judged_part else None
         for i, f in enumerate(files):
@@ -98,20 +100,27 @@ def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFo
                 write_probe_files(rd.staged, rd.result, staged=True)
                 release_envelope_data(rd.result)
             pickle.dump(rd, out, protocol=pickle.HIGHEST_PROTOCOL)
+            if done is not None:
+                done(i + 1)
 
 
 def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for: HostFor,
-                    run: RunDirectory, judge: JudgeWhereRead | None = None) -> Iterator[ReadDocument] | None:
+                    run: RunDirectory, judge: JudgeWhereRead | None = None,
+                    heard: Callable[[int], None] | None = None) -> Iterator[ReadDocument] | None:
     """Every file read by `workers` forked processes, then handed back in the files' order; None
     when a worker failed (the caller reads them itself and meets what the worker met).  With
-    `judge`, the workers judge each host too (api/import_judged.py)."""
+    `judge`, the workers judge each host too (api/import_judged.py).  `heard`: told how many
+    files the workers have finished, a few times a second while they work."""
     parts_dir = run.stage_dir("parts")
     parts = [parts_dir / f"{i}.pickle" for i in range(workers)]
     judged: list[Path | None] = list(judge.parts(workers)) if judge is not None else [None] * workers
+    tally = Tally(workers) if heard is not None else None
     jobs = [functools.partial(_without_cyclic_gc, functools.partial(
-                read_slice, files[a:b], a, read, host_for, run, part, judge, judged_part))
-            for part, judged_part, (a, b) in zip(parts, judged, slices(len(files), workers))]
-    if not in_workers(jobs):
+                read_slice, files[a:b], a, read, host_for, run, part, judge, judged_part,
+                None if tally is None else tally.setter(w)))
+            for w, (part, judged_part, (a, b)) in enumerate(zip(parts, judged, slices(len(files), workers)))]
+    while_waiting = None if tally is None or heard is None else (lambda: heard(tally.total()))
+    if not in_workers(jobs, while_waiting):
         run.drop_staged()
         return None
     return _read_back(parts)

@@ -463,7 +463,8 @@ class Collected:
 
 def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root: Path, via: dict[str, Any],
                    plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
-                   rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None = None) -> RunResult:
+                   rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None = None,
+                   step: Callable[[str], None] = lambda _text: None) -> RunResult:
     """Results that came by another road (bundle documents from srun or cron, an Ansible job's
     events), stored and judged exactly as a live run's: the same run directory writes, the same
     `judge` under the same plan.  They come one piece at a time (a host's probes may come in
@@ -473,9 +474,10 @@ def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root:
     results, data released); `rank`: a host's place in the run's order (its inventory's).  The run
     is built out of sight and published whole: a road that ends without a host to judge (plan_of
     raises) leaves nothing.  `judged_as_read`: the hosts were judged as they were collected; kept
-    where it vouches for them under the plan (api/import_judged.py), else judged here."""
+    where it vouches for them under the plan (api/import_judged.py), else judged here.  `step`
+    hears where it stands once the hosts are collected."""
     try:
-        return _store_streamed(collect, root, via, plan_of, rank, judged_as_read)
+        return _store_streamed(collect, root, via, plan_of, rank, judged_as_read, step)
     finally:
         if judged_as_read is not None:
             judged_as_read.close()
@@ -483,7 +485,8 @@ def store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root:
 
 def _store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root: Path, via: dict[str, Any],
                     plan_of: Callable[[list[HostResult]], tuple[RunPlan, dict[str, Any] | None]],
-                    rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None) -> RunResult:
+                    rank: Callable[[str], int], judged_as_read: JudgeWhereRead | None,
+                    step: Callable[[str], None]) -> RunResult:
     with holding(root):
         run = _new_run(root, RunMeta(collected=via), staged=True)
         with _published(run, root):
@@ -505,8 +508,10 @@ def _store_streamed(collect: Callable[[RunDirectory], Iterable[Collected]], root
             inputs = [host_input_from_result(res, run.dir) for res in kept]
             run.stop("complete")
             pool = judged_as_read.vouched(plan, inputs) if judged_as_read is not None else None
+            step(f"{'the fleet-wide steps over' if pool is not None else 'judging'} {len(inputs):,} hosts")
             # the spool beside the run, not in it: the run directory is renamed when it is published
             fleet = judge(run.meta, inputs, plan, spool=root, pool=pool)
+            step("writing the run")
             run.finish(fleet.to_document())
     return RunResult(run, fleet, {r.host.name: r for r in kept})
 

@@ -48,20 +48,26 @@ def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) ->
 
 def cmd_import_collected(args: argparse.Namespace) -> int:
     """`probe import` of bundle documents (files/directories) or of an ansible-runner job."""
+    from orchestrator.present.progress import Steps
+
     inventory = tuple(args.inventory or ())
     expect = tuple(args.expect) if args.expect else None
-    if args.ansible_runner:
-        if args.files:
-            raise UsageError("give either --ansible-runner DIR or bundle output files, not both")
-        from orchestrator.api.ansible_job import import_runner_artifacts
+    if args.ansible_runner and args.files:
+        raise UsageError("give either --ansible-runner DIR or bundle output files, not both")
+    steps = Steps("import", enabled=False if args.quiet else None)
+    try:
+        if args.ansible_runner:
+            from orchestrator.api.ansible_job import import_runner_artifacts
 
-        result, warnings = import_runner_artifacts(Path(args.ansible_runner), results_root(args), inventory,
-                                                   args.playbook, expect)
-    else:
-        from orchestrator.api.collected import import_documents
+            result, warnings = import_runner_artifacts(Path(args.ansible_runner), results_root(args), inventory,
+                                                       args.playbook, expect, steps.step)
+        else:
+            from orchestrator.api.collected import import_documents
 
-        result, warnings = import_documents([Path(f) for f in args.files], results_root(args), inventory,
-                                            args.playbook, None, expect)
+            result, warnings = import_documents([Path(f) for f in args.files], results_root(args), inventory,
+                                                args.playbook, None, expect, steps.step)
+    finally:
+        steps.close()
     return present(args, result, warnings)
 
 

@@ -17,11 +17,14 @@ parent, which then raises the same error the way a serial run would.
 from __future__ import annotations
 
 import functools
+import mmap
 import os
 import signal
+import struct
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -134,13 +137,30 @@ def read_part(part: Path, reader: handoff.Reader) -> Iterator[Spooled]:
         yield from reader.load_all(f)
 
 
-def in_workers(jobs: Sequence[Callable[[], None]]) -> bool:
+def in_workers(jobs: Sequence[Callable[[], None]], while_waiting: Callable[[], None] | None = None) -> bool:
     """Run each job in a forked process of its own, all at once, and wait for them: True when every
     one finished cleanly.  False when one failed (an exception in a job, a signal) or could not be
     forked (no processes left, ulimit -u): the caller then does the work itself, and raises what a
-    job met.  No worker outlives this, Ctrl-C or SIGTERM included."""
+    job met.  No worker outlives this, Ctrl-C or SIGTERM included.  `while_waiting`: called a few
+    times a second until they are done (a progress line)."""
     pids = start_workers(jobs)
-    return pids is not None and wait_workers(pids)
+    return pids is not None and wait_workers(pids, while_waiting)
+
+
+class Tally:
+    """A count for each worker that the parent reads while they work: how far each has got, for a
+    progress line.  Shared memory the workers inherit across fork; a count is one aligned 8-byte
+    word, so a read sees each count whole."""
+
+    def __init__(self, workers: int) -> None:
+        self._counts = mmap.mmap(-1, 8 * max(1, workers))
+
+    def setter(self, worker: int) -> Callable[[int], None]:
+        """What worker `worker` calls with its count."""
+        return functools.partial(struct.pack_into, "q", self._counts, 8 * worker)
+
+    def total(self) -> int:
+        return sum(n for (n,) in struct.iter_unpack("q", self._counts))
 
 
 def start_workers(jobs: Sequence[Callable[[], None]]) -> list[int] | None:
@@ -170,13 +190,21 @@ def start_workers(jobs: Sequence[Callable[[], None]]) -> list[int] | None:
     return pids
 
 
-def wait_workers(pids: list[int]) -> bool:
+# how often `while_waiting` is called while workers run
+_POLL_S = 0.25
+
+
+def wait_workers(pids: list[int], while_waiting: Callable[[], None] | None = None) -> bool:
     """Wait for workers start_workers forked: True when every one finished cleanly.  On the first
     that did not, or on anything raised here (Ctrl-C), the rest are stopped."""
     pending = list(pids)
     try:
         while pending:
-            _, status = os.waitpid(pending[0], 0)
+            pid, status = os.waitpid(pending[0], 0 if while_waiting is None else os.WNOHANG)
+            if pid == 0 and while_waiting is not None:  # still working
+                while_waiting()
+                time.sleep(_POLL_S)
+                continue
             pending.pop(0)
             if os.waitstatus_to_exitcode(status) != 0:
                 return False

@@ -13,6 +13,7 @@ import gc
 import json
 import os
 import shutil
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -386,3 +387,61 @@ def test_a_host_the_parent_names_otherwise_than_its_worker_has_every_host_judged
     assert judged_after == 1
     assert two["hosts"] == one["hosts"] and two["findings"] == one["findings"]
     assert all("named-here" in h["groups"] for h in two["hosts"])
+
+
+def _counts(steps: list[str], what: str) -> list[int]:
+    return [int(s.split("/")[0].replace(",", "")) for s in steps if s.endswith(f" documents {what}")]
+
+
+def test_an_import_in_workers_says_how_far_its_workers_have_read(fleet: dict[str, Any], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent learns nothing of the documents until the workers are done: they count what they
+    have finished where it reads it as they work, and it says so a few times a second."""
+    real = collected.read_document
+
+    def slow(f: Path) -> Any:
+        time.sleep(0.03)  # the workers are still reading when the parent looks
+        return real(f)
+
+    monkeypatch.setattr(collected, "read_document", slow)
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    steps: list[str] = []
+    result, _ = import_documents([fleet["docs"]], tmp_path / "results", step=steps.append)
+    total = len(fleet["hosts"])
+    read = _counts(steps, "read")
+    assert read[0] == 0 and read == sorted(read) and any(0 < n < total for n in read), steps
+    assert all(s.endswith(f"/{total:,} documents read") for s in steps if s.endswith(" documents read"))
+    assert _counts(steps, "stored")[0] == 0, steps
+    assert steps[-2:] == [f"the fleet-wide steps over {total} hosts", "writing the run"], steps
+    assert sorted(result.fleet.hosts.names()) == sorted(fleet["hosts"])
+
+
+def test_an_import_says_where_it_stands_on_a_terminal_only(fleet: dict[str, Any], tmp_path: Path) -> None:
+    cli = Cli.create(tmp_path)
+    args = ["import", str(fleet["docs"]), "--results", str(tmp_path / "r")]
+    code, seen = cli.on_a_terminal(*args, "-q")
+    assert code in (1, 4, 5) and "import:" not in seen, seen
+    code, seen = cli.on_a_terminal(*args)
+    assert code in (1, 4, 5), seen
+    steps = [s.split("\x1b[K")[0].split(", elapsed ")[0] for s in seen.split("\r") if s.startswith("import: ")]
+    assert steps[0] == f"import: 0/{len(fleet['hosts'])} documents read" and steps[-1] == "import: writing the run", seen
+    piped = cli.run(*args)
+    assert "import:" not in piped.stderr, piped.stderr
+
+
+def test_an_ansible_runner_import_says_where_it_stands(tmp_path: Path) -> None:
+    events = tmp_path / "artifacts" / "job_events"
+    events.mkdir(parents=True)
+    envelope = json.loads((RECORDINGS / next(iter(demo_hosts())) / "host.json").read_text())
+    for counter in range(1, 251):
+        (events / f"{counter}-h{counter}-host.json").write_text(json.dumps(
+            {"counter": counter, "event": "runner_on_ok", "event_data": {
+                "host": f"h{counter}", "task_action": "fleetprobe.gpu.host",
+                "res": {"envelope": envelope, "fleetprobe_answer": {
+                    "probe": "host", "exit": 0, "timed_out": False, "out_trunc": False, "err_trunc": False,
+                    "duration_s": 0.2, "stderr": ""}}}}))
+    steps: list[str] = []
+    ansible_job.import_runner_artifacts(tmp_path / "artifacts", tmp_path / "results", (), None, None, steps.append)
+    assert steps[:3] == ["0 task results read, 0 hosts", "100 task results read, 100 hosts",
+                         "200 task results read, 200 hosts"], steps
+    assert steps[-2:] == ["judging 250 hosts", "writing the run"], steps

@@ -222,36 +222,15 @@ def test_a_stored_host_is_judged_by_the_fleet_checks_against_its_own_expectation
     assert stored_verdict(rec, []).fleet_view.expect.nic_ports_up is None
 
 
-def _stderr_on_a_terminal(cli: Cli, *args: str) -> tuple[int, str]:
-    """`probe ARGS` with its stderr on a pseudo-terminal, as a user at a shell sees it: (exit, stderr)."""
-    import pty
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(cli.argv(*args), env=cli.env(), cwd=str(cli.home), stdout=subprocess.DEVNULL,
-                            stderr=follower, stdin=subprocess.DEVNULL)
-    os.close(follower)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 1 << 16)
-        except OSError:  # EIO: every writer of the terminal is gone
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(leader)
-    return proc.wait(timeout=120), seen.decode("utf-8", "replace")
-
-
 def test_a_merge_says_where_it_stands_on_a_terminal_only(runs: dict[str, Any], tmp_path: Path) -> None:
     """A merge of many parts takes minutes: on a terminal it says which part it reads and what it
     does after (one line, rewritten in place), with -q or into a file or pipe it says nothing."""
     cli: Cli = runs["cli"]
     parts = [str(cli.results / "shard1"), str(cli.results / "shard2")]
-    code, seen = _stderr_on_a_terminal(cli, "merge", *parts, "--results", str(tmp_path / "a"), "-q", "--force")
+    code, seen = cli.on_a_terminal("merge", *parts, "--results", str(tmp_path / "a"), "-q", "--force")
     assert code in (0, 1), seen
     assert "merge:" not in seen, seen
-    code, seen = _stderr_on_a_terminal(cli, "merge", *parts, "--results", str(tmp_path / "b"), "--force")
+    code, seen = cli.on_a_terminal("merge", *parts, "--results", str(tmp_path / "b"), "--force")
     assert code in (0, 1), seen
     steps = [s.split("\x1b[K")[0] for s in seen.split("\r") if s.startswith("merge: ")]
     assert [s.split(", elapsed ")[0] for s in steps] == [

@@ -74,6 +74,26 @@ class Cli:
         return subprocess.Popen(self.argv(*args), env=self.env(), cwd=str(self.home), stdout=stdout,
                                 stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
+    def on_a_terminal(self, *args: str, timeout: float = 120) -> tuple[int, str]:
+        """`probe ARGS` with its stderr on a pseudo-terminal, as a user at a shell sees it: (exit, stderr)."""
+        import pty
+
+        leader, follower = pty.openpty()
+        proc = subprocess.Popen(self.argv(*args), env=self.env(), cwd=str(self.home), stdout=subprocess.DEVNULL,
+                                stderr=follower, stdin=subprocess.DEVNULL)
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # EIO: every writer of the terminal is gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(leader)
+        return proc.wait(timeout=timeout), seen.decode("utf-8", "replace")
+
     def run_json(self, *args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
         """`probe run ... --format json`: the process and the fleet.json it printed."""
         proc = self.run(*args, "--format", "json", timeout=timeout)
