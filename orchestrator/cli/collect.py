@@ -55,6 +55,7 @@ def cmd_import_collected(args: argparse.Namespace) -> int:
     if args.ansible_runner and args.files:
         raise UsageError("give either --ansible-runner DIR or bundle output files, not both")
     steps = Steps("import", enabled=False if args.quiet else None)
+    step = steps.step if steps.enabled else None  # None: the reading workers are waited for without a clock
     try:
         if args.ansible_runner:
             from orchestrator.api.ansible_job import import_runner_artifacts
@@ -65,7 +66,7 @@ def cmd_import_collected(args: argparse.Namespace) -> int:
             from orchestrator.api.collected import import_documents
 
             result, warnings = import_documents([Path(f) for f in args.files], results_root(args), inventory,
-                                                args.playbook, None, expect, steps.step)
+                                                args.playbook, None, expect, step)
     finally:
         steps.close()
     return present(args, result, warnings)
