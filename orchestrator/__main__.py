@@ -1,5 +1,5 @@
 import sys
 
-from orchestrator.cli.main import main
+from orchestrator.cli.entry import main
 
 sys.exit(main())

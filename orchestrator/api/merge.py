@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.api.errors import UsageError, usage_message
-from orchestrator.api.plan import anchored, build_plan, load_inventory, stored_plan_inputs, with_usable_expect
+from orchestrator.api.plan import (
+    anchored,
+    build_plan,
+    inventory_source,
+    load_inventory,
+    stored_plan_inputs,
+    with_usable_expect,
+)
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
 from orchestrator.facts.textsafe import one_line
@@ -66,12 +73,22 @@ def _overrides(run: RunDirectory, warnings: list[str]) -> dict[str, dict[str, Ov
 
 
 def _plan_of(runs: list[RunDirectory], warnings: list[str]) -> dict[str, Any]:
-    """The plan the merged run is re-judged under: the parts' (without --shard) when they agree."""
-    plans = [{**(r.meta.plan or {}), "shard": None} for r in runs]
+    """The plan the merged run is re-judged under: the parts' (without --shard) when they agree,
+    its paths as the parts read them (the merged run is made elsewhere)."""
+    plans = [{**(r.meta.plan or {}), **_paths_read(r), "shard": None} for r in runs]
     if any(p != plans[0] for p in plans[1:]):
         warnings.append("the runs were made under different plans; `probe rejudge` of the merged run uses the "
                         f"first one's ({runs[0].dir.name}); each host keeps the judgement of its own run here")
     return plans[0]
+
+
+def _paths_read(run: RunDirectory) -> dict[str, Any]:
+    """The files a part's plan names, as that part read them (plan.anchored)."""
+    if not run.meta.plan:
+        return {}
+    inputs, _moved = stored_plan_inputs(run.meta, run.dir.name)
+    return {"inventory": list(inputs.inventory), "playbook": inputs.playbook, "security_floor": inputs.security_floor,
+            "baseline_file": inputs.baseline_file}
 
 
 def _union(lists: list[list[Any]], key: Callable[[Any], Any] = lambda x: x) -> list[Any]:
@@ -89,7 +106,7 @@ def _inventories(metas: list[RunMeta]) -> list[str]:
     def same_file(p: str) -> str:
         return os.path.realpath(p) if os.path.exists(p) else p
 
-    return _union([[anchored(p, m.cwd) for p in m.inventory] for m in metas], key=same_file)
+    return _union([[anchored(p, m.cwd, inventory_source) for p in m.inventory] for m in metas], key=same_file)
 
 
 def _inventory_order(sources: list[str], demo: bool, warnings: list[str]) -> list[str]:
@@ -222,7 +239,8 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
     verdicts = [verdicts[i] for i in ranked]
     records = carrier.records([(v.name, bodies[i]) for v, i in zip(verdicts, ranked)])
     meta = RunMeta(
-        inventory=inv_sources, limit=None, playbook=metas[0].playbook,
+        inventory=inv_sources, limit=None,
+        playbook=metas[0].playbook and anchored(metas[0].playbook, metas[0].cwd),
         probes=sorted(_union([m.probes or [] for m in metas])), hosts_order=[v.name for v in verdicts],
         plan=_plan_of(runs, warnings), options=metas[0].options,
         merged_from=[{"id": r.dir.name, "hosts": n, "shard": (r.meta.plan or {}).get("shard")}

@@ -107,36 +107,48 @@ class PlanError(ValueError):
     """A stored plan with a field of a type this program never writes there."""
 
 
-def stored_plan_inputs(meta: RunMeta, run: str) -> tuple[PlanInputs, list[str]]:
-    """The inputs of stored run `run`'s plan, its files as the run read them (`anchored`), and one
-    note for each relative path read from here instead, because it is gone from where it was."""
+def stored_plan_inputs(meta: RunMeta, run: str) -> tuple[PlanInputs, dict[str, str]]:
+    """The inputs of stored run `run`'s plan, its files as the run read them (`anchored`), and for
+    each relative path read from here instead, because nothing of its kind is where the run was
+    made, a note (keyed by the PlanInputs field: a caller that replaces the path says nothing)."""
     inputs = run_plan_inputs({**(meta.plan or {"playbook": meta.playbook}), "inventory": meta.inventory}, run)
-    notes: list[str] = []
+    notes: dict[str, str] = {}
 
-    def at(option: str, path: str | None) -> str | None:
+    def at(field: str, what: str, path: str | None) -> str | None:
         if path is None:
             return None
-        found = anchored(path, meta.cwd)
-        if found == path and meta.cwd and not os.path.isabs(path) and os.path.lexists(path) \
-                and not _same_dir(meta.cwd, os.curdir):
-            notes.append(f"{run}: its {option} {path} is no longer in {meta.cwd}, where the run was made: "
-                         f"{path} here is read instead")
+        kind = inventory_source if field == "inventory" else regular_file
+        found = anchored(path, meta.cwd, kind)
+        if found == path and meta.cwd and not os.path.isabs(path) and kind(path) and not _same_dir(meta.cwd, "."):
+            notes.setdefault(field, f"{run}: its {what} {path} is no longer in {meta.cwd}, where the run was made: "
+                                    f"{path} here is read instead")
         return found
 
-    return replace(inputs, inventory=tuple(at("inventory", p) or p for p in inputs.inventory),
-                   playbook=at("playbook", inputs.playbook), security_floor=at("security floor", inputs.security_floor),
-                   baseline_file=at("baseline file", inputs.baseline_file)), notes
+    return replace(inputs, inventory=tuple(at("inventory", "inventory", p) or p for p in inputs.inventory),
+                   playbook=at("playbook", "playbook", inputs.playbook),
+                   security_floor=at("security_floor", "security floor", inputs.security_floor),
+                   baseline_file=at("baseline_file", "baseline file", inputs.baseline_file)), notes
 
 
-def anchored(path: str, cwd: str | None) -> str:
+def regular_file(path: str) -> bool:
+    """A playbook or reference file: a regular one (a playbook's name else names a shipped one)."""
+    return os.path.isfile(path)
+
+
+def inventory_source(path: str) -> bool:
+    """An inventory source: a file or a directory (else a comma list of hosts)."""
+    return os.path.isfile(path) or os.path.isdir(path)
+
+
+def anchored(path: str, cwd: str | None, kind: Callable[[str], bool] = regular_file) -> str:
     """A path a run stored as it was given, as that run read it: a relative one under the directory
-    the run was made in (`cwd`), while something is there; else as stored, read from here (a run
-    made on another controller, a file moved).  A shipped playbook's name and a comma list of
-    hosts name no file in `cwd`, and stay as they are."""
+    the run was made in (`cwd`), while what is there is of the `kind` its reader takes; else as
+    stored, read from here (a run made on another controller, a file moved).  A shipped
+    playbook's name and a comma list of hosts name nothing of their kind there, and stay."""
     if not cwd or os.path.isabs(path):
         return path
     there = os.path.join(cwd, path)
-    return there if os.path.lexists(there) else path
+    return there if kind(there) else path
 
 
 def _same_dir(a: str, b: str) -> bool:

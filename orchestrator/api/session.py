@@ -618,8 +618,10 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
     # re-judging it again does not say so again
     judged = [h.name for h in inputs]
     inputs_of_run, moved = stored_plan_inputs(meta, source.name)
-    for note in moved:
-        print(f"warning: {note}", file=sys.stderr)
+    replaced = {"playbook": playbook, "security_floor": security_floor, "baseline_file": baseline_file}
+    for field_name, note in moved.items():
+        if replaced.get(field_name) is None:
+            print(f"warning: {note}", file=sys.stderr)
     new_inputs = PlanInputs(inventory=inputs_of_run.inventory, limit=meta.limit,
                             playbook=playbook if playbook is not None else inputs_of_run.playbook,
                             probes=inputs_of_run.probes,
@@ -632,7 +634,7 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         from orchestrator.api.plan import parse_expect_items
 
         cli_expect = parse_expect_items(new_inputs.expect)
-        new_meta = RunMeta(inventory=meta.inventory, limit=meta.limit, probes=meta.probes, options=meta.options,
+        new_meta = RunMeta(inventory=list(new_inputs.inventory), limit=meta.limit, probes=meta.probes, options=meta.options,
                            hosts_order=judged, imported=True, playbook=None, plan=new_inputs.to_dict(),
                            rejudged_from=source.name)
     else:

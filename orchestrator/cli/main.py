@@ -6,16 +6,14 @@ import argparse
 import difflib
 import errno
 import io
-import signal
 import sys
 import tempfile
-import threading
 import traceback
 from typing import Any
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
-from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run
+from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run, signals
 from orchestrator.engine import descriptors
 from orchestrator.engine.runner import ctrl_c_of
 from orchestrator.store.lock import LockHeld
@@ -59,28 +57,6 @@ def _suggest_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         target.error("unrecognized arguments: " + ", ".join(hints))
 
 
-class _ExitGate:
-    """Whether an interrupt may still change the command's exit status: once it is decided, a
-    SIGINT or SIGTERM that arrives (or was already pending) changes nothing."""
-    open = True
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    if _ExitGate.open:
-        raise KeyboardInterrupt()
-
-
-def _signals_are_interrupts(whole_process: bool) -> None:
-    """SIGTERM (a scheduler's or an operator's kill) stops any command as Ctrl-C does: what it
-    finished is kept, and it exits 130 as the exit table says, at whatever point it arrives.
-    Ctrl-C passes the same gate only where the command is the whole process."""
-    if threading.current_thread() is threading.main_thread():
-        _ExitGate.open = True
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        if whole_process:
-            signal.signal(signal.SIGINT, _raise_interrupt)
-
-
 def _streams_never_fail() -> None:
     """stdout/stderr that cannot fail to encode: cron's environment may say PYTHONIOENCODING=ascii
     or LANG=C, and a host name, GPU model or message can hold any character.  What the terminal's
@@ -91,29 +67,25 @@ def _streams_never_fail() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `probe` command.  `argv` None: this process is the command (the console script,
-    `python -m orchestrator`), and once its exit status is decided SIGINT and SIGTERM change
-    nothing: a handler that Python runs late (at the next bytecode after the signal) would
-    otherwise raise outside any handler, and one arriving while the interpreter shuts down (which
-    puts the default handlers back) would turn a finished command into one killed by the signal."""
+    """The `probe` command.  `argv` None: this process is the command (cli/entry.py), and once its
+    exit status is decided SIGINT and SIGTERM change nothing (cli/signals.py).  Given `argv`, a
+    caller in a process of its own, SIGTERM is an interrupt while the command runs, and the
+    caller's handler is put back after."""
+    whole = argv is None
+    replaced: dict[int, Any] = {}
     try:
         try:
-            _signals_are_interrupts(whole_process=argv is None)  # its handler may run as it returns
+            replaced = signals.as_interrupts(whole)  # its handler may run as it returns
             return _command(argv)
         finally:
-            _decided(argv)
+            signals.decided(whole)
     except KeyboardInterrupt:  # while the options were read, or as the command returned
-        _decided(argv)
+        signals.decided(whole)
         print("probe: interrupted", file=sys.stderr)
         return exitcodes.INTERRUPTED
     finally:
-        if argv is None:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
-def _decided(argv: list[str] | None) -> None:
-    if argv is None:
-        _ExitGate.open = False
+        if not whole:
+            signals.restore(replaced)
 
 
 def _command(argv: list[str] | None) -> int:

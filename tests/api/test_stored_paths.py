@@ -131,3 +131,54 @@ def test_a_merge_elsewhere_reads_the_parts_inventory_where_they_were_made(tmp_pa
     (new,) = _runs(merged)
     meta = json.loads((merged / new / "run.json").read_text())
     assert meta["hosts_order"] == order and meta["inventory"] == [str(there / "fleet.yml")], meta
+
+
+def test_a_shipped_playbooks_name_stays_a_name_where_a_directory_of_that_name_was(tmp_path: Path) -> None:
+    there, here, results = tmp_path / "there", tmp_path / "here", tmp_path / "results"
+    (there / "quick").mkdir(parents=True)  # not a playbook file: the run took the shipped one
+    here.mkdir()
+    got = _probe(["run", "-p", "quick", "--results", str(results), "-q"], there)
+    assert got.returncode in (0, 1, 4, 5), got.stderr
+    (run_id,) = _runs(results)
+    got, new = _rejudge(run_id, results, here)
+    assert got.stderr == "", got.stderr
+    assert json.loads((results / new / "run.json").read_text())["plan"]["playbook"] == "quick"
+
+
+def test_a_merged_run_keeps_the_paths_its_parts_read(made: tuple[Path, Path, str], tmp_path: Path) -> None:
+    """The merge is made elsewhere, beside another pb.yml: the merged run's plan names the parts'
+    own, so a rejudge of it (from anywhere) judges what the parts were judged against."""
+    there, _results, _run_id = made
+    results, elsewhere, anywhere = tmp_path / "results", tmp_path / "elsewhere", tmp_path / "anywhere"
+    elsewhere.mkdir()
+    anywhere.mkdir()
+    (elsewhere / "pb.yml").write_text(PLAY.format(count=65))
+    (anywhere / "pb.yml").write_text(PLAY.format(count=66))
+    for part in ("1/2", "2/2"):
+        got = _probe(["run", "-p", "pb.yml", "--shard", part, "--results", str(results), "-q"], there)
+        assert got.returncode in (1, 4, 5), got.stderr
+    a, b = sorted(_runs(results))
+    got = _probe(["merge", str(results / a), str(results / b), "--results", str(results), "-q"], elsewhere)
+    assert got.returncode in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    (merged,) = _runs(results) - {a, b}
+    assert json.loads((results / merged / "run.json").read_text())["plan"]["playbook"] == str(there / "pb.yml")
+    got, new = _rejudge(merged, results, anywhere)
+    assert got.stderr == "", got.stderr
+    assert {f["expected"] for f in _fleet(results, new)["findings"] if f["id"] == "gpu.count.mismatch"} == {64}
+
+
+def test_a_path_the_rejudge_replaces_is_not_said_to_be_read_from_here(
+        made: tuple[Path, Path, str], tmp_path: Path) -> None:
+    _there, results, run_id = made
+    copy, here = tmp_path / "results", tmp_path / "here"
+    shutil.copytree(results / run_id, copy / run_id)
+    here.mkdir()
+    (here / "pb.yml").write_text(PLAY.format(count=65))
+    meta_path = copy / run_id / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["cwd"] = str(tmp_path / "gone")
+    meta_path.write_text(json.dumps(meta))
+    before = _runs(copy)
+    got = _probe(["rejudge", run_id, "-p", "quick", "--results", str(copy), "-q"], here)
+    assert got.returncode in (0, 1, 4, 5) and got.stderr == "", got.stderr
+    assert len(_runs(copy) - before) == 1
