@@ -293,7 +293,6 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     judge = _judge_as_read(files, root, inventory, playbook, probes, expect) if workers > 1 else None
 
     def results(run: RunDirectory) -> Iterator[Collected]:
-        say(f"0/{total:,} documents read")
         read = read_in_workers(files, workers, read_document, host_for, run, judge,
                                heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read")
                                ) if workers > 1 else None

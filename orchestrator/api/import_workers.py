@@ -120,7 +120,12 @@ def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for:
                 None if tally is None else tally.setter(w)))
             for w, (part, judged_part, (a, b)) in enumerate(zip(parts, judged, slices(len(files), workers)))]
     while_waiting = None if tally is None or heard is None else (lambda: heard(tally.total()))
-    if not in_workers(jobs, while_waiting):
+    try:
+        finished = in_workers(jobs, while_waiting)
+    finally:
+        if tally is not None:
+            tally.close()
+    if not finished:
         run.drop_staged()
         return None
     return _read_back(parts)

@@ -162,6 +162,9 @@ class Tally:
     def total(self) -> int:
         return sum(n for (n,) in struct.iter_unpack("q", self._counts))
 
+    def close(self) -> None:
+        self._counts.close()
+
 
 def start_workers(jobs: Sequence[Callable[[], None]]) -> list[int] | None:
     """Each job forked into a process of its own, not waited for: their pids, for wait_workers.

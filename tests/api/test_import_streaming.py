@@ -409,7 +409,7 @@ def test_an_import_in_workers_says_how_far_its_workers_have_read(fleet: dict[str
     result, _ = import_documents([fleet["docs"]], tmp_path / "results", step=steps.append)
     total = len(fleet["hosts"])
     read = _counts(steps, "read")
-    assert read[0] == 0 and read == sorted(read) and any(0 < n < total for n in read), steps
+    assert read == sorted(read) and any(0 < n < total for n in read), steps
     assert all(s.endswith(f"/{total:,} documents read") for s in steps if s.endswith(" documents read"))
     assert _counts(steps, "stored")[0] == 0, steps
     assert steps[-2:] == [f"the fleet-wide steps over {total} hosts", "writing the run"], steps
