@@ -53,6 +53,16 @@ def decided(whole_process: bool) -> None:
     _Gate.open = False
     for s in HELD:
         signal.signal(s, signal.SIG_IGN)
+    _forget_handled_interrupt()
+
+
+def _forget_handled_interrupt() -> None:
+    """CPython runs `exec` of a string (dataclasses and namedtuple write their methods so, on import
+    and after) the way it runs a script, and marks an interrupt raised inside one as never handled,
+    even where the command handled it.  Under `python -m` the interpreter then ends itself with
+    SIGINT (status -2) after the command has exited 130.  The mark is cleared as each such exec
+    starts, and the gate is closed, so nothing sets it again."""
+    exec("")
 
 
 def restore(replaced: dict[int, Any]) -> None:

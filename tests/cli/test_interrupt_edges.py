@@ -135,3 +135,19 @@ def test_another_runtime_error_is_still_an_internal_error(monkeypatch: pytest.Mo
     monkeypatch.setattr(info, "list_probes", broken)
     assert cli.main(["probes"]) == 70
     assert "internal error" in capsys.readouterr().err
+
+
+def test_an_interrupt_handled_inside_a_string_exec_still_exits_130_under_python_m(tmp_path) -> None:
+    """dataclasses and namedtuple write their methods as source and `exec` it, on import and after:
+    an interrupt that lands there and that the command handles had CPython end a `python -m`
+    process with SIGINT (status -2) after `probe: interrupted`."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "from orchestrator.cli import info\n"
+        "def interrupted(*_args, **_kwargs):\n"
+        "    exec('raise KeyboardInterrupt')  # where a signal's handler raises it\n"
+        "info.list_probes = interrupted\n")
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "probes"], capture_output=True, text=True,
+                          timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 130 and proc.stderr == "probe: interrupted\n", (proc.returncode, proc.stderr)
