@@ -17,6 +17,7 @@ from orchestrator.api.errors import UsageError
 from orchestrator.cli import exitcodes
 from orchestrator.cli.history import results_option, stored_fleet, stored_run
 from orchestrator.cli.run import add_guard_arguments, max_share
+from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.store.atomic import encode_json
 from orchestrator.verdict import baseline, remedy
@@ -62,6 +63,9 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     for h in plan.hosts:
         counts[h.action.value] = counts.get(h.action.value, 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in counts.items()) or "nothing to do"
+    for left in plan.left_out:  # the playbook's header says it too; the status stays the writer's
+        print(f"probe: warning: {shown(left.host)} left out of {args.output}: {left.why}; act on it by hand if it is "
+              "a host of yours", file=sys.stderr)
     print(f"remediation: {args.output}: {summary}; review it, then run it with ansible-playbook (fleetprobe never does)")
     return exitcodes.OK
 
@@ -79,7 +83,9 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("remediate", help="write an Ansible playbook of the actions a run's faults ask for",
                        description="Write an Ansible playbook, grouped by action and host, of what RUN's faults ask "
                                    "for: drain in Slurm, reset idle GPUs, restart services, reboot; what needs hands or "
-                                   "a configuration change is listed in its header. fleetprobe never runs it.",
+                                   "a configuration change is listed in its header. fleetprobe never runs it. A host "
+                                   "whose name Ansible would read as a pattern or template is left out, named on "
+                                   "stderr and in the header; the status stays 0.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=exitcodes.TABLE)
     p.add_argument("run", nargs="?", help="run id, 'latest', -1, or a run directory (default: the latest)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the playbook to write (YAML)")

@@ -12,6 +12,7 @@ from orchestrator.api.plan import DEMO_INVENTORY, PlanInputs, build_plan
 from orchestrator.api.session import RunResult, execute, holding
 from orchestrator.cli import exitcodes, views
 from orchestrator.engine.runner import DEFAULT_FORKS
+from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs.emit import OutputError, requested, write_outputs
 from orchestrator.present.outputs.emit import add_arguments as add_output_arguments
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
@@ -126,6 +127,9 @@ def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDi
             print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: no node drained, the list is refused: "
                   f"{drain.refusal_text()}; check the rule, then rerun with --force (or a larger --max-drain)",
                   file=sys.stderr)
+        for left in drain.left_out:
+            print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: {shown(left.host)} left out: {left.why}; "
+                  "drain it by hand if it is a node of yours", file=sys.stderr)
     try:
         write_outputs(fleet, drain=drain, **wanted)
     except OutputError as e:

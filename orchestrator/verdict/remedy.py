@@ -13,6 +13,10 @@ call a whole fleet faulty.  A list that would disrupt (drain, reset, restart, re
 names the rules (finding ids) that would have taken the hosts.  At least one host is always
 allowed: one host is never a blast.
 
+The plan holds only hosts an artefact can name as exactly one host (inventory/targets.py: a name
+Ansible would read as a pattern or template, or Slurm as a list, is refused): a refused host is in
+`left_out`, with why, and is not counted as taken out, since nothing written will touch it.
+
 Pure: the judged fleet in, the plan out.
 """
 
@@ -24,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from orchestrator.inventory.targets import name_problem
 from orchestrator.verdict.actions import ACTIONS, Action, action_of
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.result import FleetResult
@@ -100,6 +105,14 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A host with a fault that asks for something whose name no artefact may carry."""
+
+    host: str
+    why: str  # inventory/targets.py name_problem
+
+
+@dataclass(frozen=True)
 class Plan:
     run_id: str
     hosts: tuple[HostPlan, ...]  # hosts with a fault that asks for something, in the run's order
@@ -108,6 +121,7 @@ class Plan:
     refused: tuple[Refusal, ...] = ()
     fleet_size: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    left_out: tuple[LeftOut, ...] = ()  # hosts the plan needs but cannot name: not in `hosts`, not counted
 
     @property
     def blocked(self) -> bool:
@@ -166,6 +180,19 @@ def guard(disrupted: Mapping[str, list[str]], classes: Mapping[str, str | None],
     return tuple(out)
 
 
+def _nameable(hosts: Iterable[HostPlan]) -> tuple[tuple[HostPlan, ...], tuple[LeftOut, ...]]:
+    """The hosts an artefact may name, and the others with why (a refused name targets no one)."""
+    kept: list[HostPlan] = []
+    left: list[LeftOut] = []
+    for hp in hosts:
+        why = name_problem(hp.host)
+        if why is None:
+            kept.append(hp)
+        else:
+            left.append(LeftOut(hp.host, why))
+    return tuple(kept), tuple(left)
+
+
 def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False,
          min_severity: Severity = Severity.WARN) -> Plan:
     """What to do about every host's faults of `min_severity` or worse, guarded."""
@@ -176,9 +203,10 @@ def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool =
         hp = host_plan(h.name, fleet.findings_of(h.name), min_severity)
         if hp is not None:
             hosts.append(hp)
-    disrupted = {hp.host: hp.rules for hp in hosts if hp.disruptive}
+    kept, left = _nameable(hosts)
+    disrupted = {hp.host: hp.rules for hp in kept if hp.disruptive}
     refused = guard(disrupted, classes, max_share)
-    return Plan(fleet.run.id or "run", tuple(hosts), max_share, force, refused, len(classes))
+    return Plan(fleet.run.id or "run", kept, max_share, force, refused, len(classes), left_out=left)
 
 
 def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False) -> Plan:
@@ -189,7 +217,8 @@ def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: 
         failing[fault.host].append(fault.root)
     for host in failing:  # a host only in the findings (a hand-made document) still counts in the fleet
         classes.setdefault(host, None)
-    hosts = tuple(HostPlan(h, tuple(Step(f, action_of(f), ACTIONS[f.id].because if f.id in ACTIONS else "")
-                                    for f in roots)) for h, roots in failing.items())
+    hosts, left = _nameable(HostPlan(h, tuple(Step(f, action_of(f), ACTIONS[f.id].because if f.id in ACTIONS else "")
+                                              for f in roots)) for h, roots in failing.items())
     disrupted = {hp.host: sorted({s.finding.id for s in hp.steps}) for hp in hosts}
-    return Plan(fleet.run.id or "run", hosts, max_share, force, guard(disrupted, classes, max_share), len(classes))
+    return Plan(fleet.run.id or "run", hosts, max_share, force, guard(disrupted, classes, max_share), len(classes),
+                left_out=left)

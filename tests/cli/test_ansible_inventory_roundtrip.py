@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.support.hostile import run_cli
+from tests.support.hostile_strings import ansible_yaml
 from tests.support.sshd import SshdServer
 
 ANSIBLE = Path(sys.executable).parent / "ansible"
@@ -41,7 +41,7 @@ def test_the_written_inventory_pings_every_host_as_the_source_did(sshd: SshdServ
     run = run_cli(["run", "-i", str(src), "--probe", "host", "--results", str(tmp_path / "runs"),
                    "--ssh-config", str(sshd.ssh_config), "--ansible-inventory", str(out)], timeout=120)
     assert run.code == 0, run.stdout + run.stderr
-    doc = yaml.safe_load(out.read_text())
+    doc = ansible_yaml(out.read_text())
     hv = doc["all"]["hosts"]
     assert hv["ssh01"]["ansible_port"] == sshd.port and hv["ssh01"]["ansible_host"] == sshd.addresses[-1]
     assert hv["ssh01"]["ansible_user"] == sshd.user

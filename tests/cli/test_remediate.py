@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from orchestrator.present.outputs.remediation import render_playbook
 from orchestrator.verdict import remedy
 from orchestrator.verdict.actions import Action
 from orchestrator.verdict.findings import Severity
+from tests.support.hostile_strings import ansible_yaml
 from tests.support.judged import judged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_remediation_is_refused_without_force_and_written_with_it(ten_hosts: Pat
     proc = _probe("remediate", "--results", str(ten_hosts / "runs"), "-o", str(fix), "--force", tmp=ten_hosts)
     assert proc.returncode == 0, proc.stderr
     _syntax_check(fix)
-    plays = yaml.safe_load(fix.read_text())
+    plays = ansible_yaml(fix.read_text())
     by_name = {p["name"].split(": ", 1)[1]: p for p in plays}
     assert list(by_name) == ["drain in Slurm", "reboot"]
     assert by_name["drain in Slurm"]["hosts"] == FAILED
@@ -131,16 +131,18 @@ def test_every_automated_action_as_a_playbook_ansible_accepts(tmp_path: Path) ->
     out = tmp_path / "fix.yml"
     out.write_text(text)
     _syntax_check(out)
-    plays = yaml.safe_load(text)
+    plays = ansible_yaml(text)
     names = [p["name"].split(": ", 1)[1] for p in plays]
     assert names == ["drain in Slurm", "reset GPUs where idle", "restart services", "reboot"]
     play = {n: p for n, p in zip(names, plays)}
     assert play["drain in Slurm"]["hosts"] == ["n1", "n2", "n3", "n4"]  # n5 only needs configuring
-    assert play["reset GPUs where idle"]["vars"] == {"fleetprobe_reset_gpus": {"n1": ["0000:5d:00.0"]}}
+    assert play["reset GPUs where idle"]["vars"] == {"fleetprobe_targets": ["n1"],
+                                                     "fleetprobe_reset_gpus": {"n1": ["0000:5d:00.0"]}}
     reset_tasks = play["reset GPUs where idle"]["tasks"]
     assert reset_tasks[1]["ansible.builtin.fail"] and "length > 0" in reset_tasks[1]["when"]  # refuses a busy GPU
     assert reset_tasks[2]["ansible.builtin.command"]["argv"][:2] == ["nvidia-smi", "-r"]
-    assert play["restart services"]["vars"] == {"fleetprobe_services": {"n2": ["nvidia-fabricmanager"]}}
+    assert play["restart services"]["vars"] == {"fleetprobe_targets": ["n2"],
+                                                "fleetprobe_services": {"n2": ["nvidia-fabricmanager"]}}
     assert play["reboot"]["hosts"] == ["n3"]
     # the hostile subject stays inside one comment line: no play of its own
     assert len(plays) == 4 and all("$(reboot)" not in str(p) for p in plays)

@@ -27,6 +27,7 @@ from orchestrator.present.outputs.prometheus import escape_label, render_prometh
 from orchestrator.present.outputs.tabular import render_findings, render_hosts, render_rows
 from orchestrator.verdict.result import FleetResult
 from tests.support.ansible import ANSIBLE_INVENTORY, SKIP_REASON, ansible_list
+from tests.support.hostile_strings import ansible_yaml
 from tests.support.judged import judged
 from tests.verdict.test_diff import finding, fleet, host
 
@@ -172,8 +173,9 @@ def test_junit_warn_can_fail_and_control_chars_are_made_xml_safe(run: FleetResul
 def test_ansible_inventory_groups_and_hostvars(run: FleetResult, tmp_path: Path):
     inv = render_inventory(run)
     assert inv["finding_nvlink_link_down"] == {"hosts": ["gpu01"]}
-    assert inv["finding_pcie_link_downgraded"] == {"hosts": [EVIL]}
-    assert inv["class_a"]["hosts"] == ["gpu01", "gpu03", EVIL]
+    # EVIL (a quote, a backslash, a newline) is no name Ansible reads as one host: in no group (issue 45)
+    assert "finding_pcie_link_downgraded" not in inv and EVIL not in inv["all"]["hosts"]
+    assert inv["class_a"]["hosts"] == ["gpu01", "gpu03"]
     assert inv["class_b"]["hosts"] == ["gpu02"]
     assert inv["severity_fail"]["hosts"] == ["gpu01"]
     assert inv["outcome_unreachable"]["hosts"] == ["gpu03"]
@@ -188,7 +190,9 @@ def test_ansible_inventory_groups_and_hostvars(run: FleetResult, tmp_path: Path)
     write_inventory(run, tmp_path / "inv.json", shape="script-json")
     assert json.loads((tmp_path / "inv.json").read_text()) == inv
     write_inventory(run, tmp_path / "inv.yml")  # what --ansible-inventory writes: the YAML inventory
-    assert yaml.safe_load((tmp_path / "inv.yml").read_text()) == static
+    assert ansible_yaml((tmp_path / "inv.yml").read_text()) == static
+    assert "# not an Ansible host name, left out: 'odd\"host\\\\name\\nx': not one literal host name" in \
+        (tmp_path / "inv.yml").read_text()
 
 
 def test_group_names_are_sanitized_and_distinct_ids_stay_apart():

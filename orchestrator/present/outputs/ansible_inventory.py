@@ -15,6 +15,14 @@ it as the source inventory did.
 FILE` writes the YAML inventory, which `ansible-inventory -i FILE --list` and `ansible -i FILE`
 read through the yaml inventory plugin (the script shape in a plain file is refused by Ansible:
 "Invalid hosts entry ... requires a dictionary").
+
+A host's name is a key Ansible expands (`a[1:3]` is three hosts, `a:22` a port) and a play
+targets by pattern: a name inventory/targets.py refuses is left out of every shape, and the YAML
+inventory names it in a comment line.  Every string value of the YAML inventory that Ansible could
+template (one holding a `{`) is `!unsafe` (inert.py): a finding id or a connection value of a
+stored run is never templated when a play reads the host's variables; the others stay plain, so
+`ansible-inventory --list` shows them as they are.  The JSON shapes cannot carry that tag: they are for tools that read
+JSON, and hold the same checked names.
 """
 
 from __future__ import annotations
@@ -23,11 +31,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestrator.facts import read as F
 from orchestrator.files import jsontext
+from orchestrator.inventory.targets import name_problem, shown
 from orchestrator.present.outputs import write_atomic
+from orchestrator.present.outputs.inert import dump, inert
 from orchestrator.verdict.result import FleetResult
 
 _BAD = re.compile(r"[^A-Za-z0-9_]+")
@@ -57,6 +65,8 @@ def _groups_and_vars(fleet: FleetResult) -> tuple[dict[str, list[str]], dict[str
 
     for h in fleet.hosts:
         name = h.name
+        if name_problem(name) is not None:  # left_out() names it
+            continue
         mine = fleet.findings_of(name)
         add("health", h.health.state.value, name)
         if h.topology_class:
@@ -81,6 +91,11 @@ def _groups_and_vars(fleet: FleetResult) -> tuple[dict[str, list[str]], dict[str
         })
         hostvars[name] = hv
     return {g: list(members) for g, members in groups.items()}, hostvars
+
+
+def left_out(fleet: FleetResult) -> list[tuple[str, str]]:
+    """The hosts no inventory shape holds, with why (inventory/targets.py)."""
+    return [(h.name, why) for h in fleet.hosts if (why := name_problem(h.name)) is not None]
 
 
 def render_inventory(fleet: FleetResult) -> dict[str, Any]:
@@ -109,7 +124,11 @@ def write_inventory(fleet: FleetResult, path: str | Path, shape: str = "yaml") -
     JSON; `script-json`: what an inventory script prints for `--list`."""
     if shape == "yaml":
         text = "# Ansible inventory written by fleetprobe (groups: health_*, class_*, finding_*, severity_*, outcome_*)\n"
-        text += yaml.safe_dump(render_static_inventory(fleet), sort_keys=False, allow_unicode=True, width=1000)
+        text += "".join(f"# not an Ansible host name, left out: {shown(name)}: {why}\n" for name, why in left_out(fleet))
+        doc = render_static_inventory(fleet)
+        hosts = doc["all"]["hosts"]
+        doc["all"]["hosts"] = {name: inert(hv, every=False) for name, hv in hosts.items()}
+        text += dump(doc, width=1000, allow_unicode=True)
     elif shape in SHAPES:
         doc = render_static_inventory(fleet) if shape == "static-json" else render_inventory(fleet)
         text = jsontext.dumps(doc, indent=2, sort_keys=False) + "\n"

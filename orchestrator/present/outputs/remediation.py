@@ -13,6 +13,15 @@ needs in the play's variables keyed by host (grouped by action and host):
 Hosts that need hands (reseat, inspect, RMA) are drained and listed in the header; configuration
 changes are listed there too, never automated.  Everything host-controlled goes into the YAML as
 data (safe_dump), into commands as argv items: nothing is ever parsed by a shell.
+
+Nothing a run says is code to Ansible: every string of the run (its id in play names, finding ids
+in drain reasons, bus ids, units, messages) is written `!unsafe` (inert.py), so neither
+`--syntax-check` nor a run templates it; `hosts:` is an explicit list of names that passed
+inventory/targets.py (no pattern, no template, no implicit group or localhost), and a host whose
+name did not is left out of every play and named in the header (verdict/remedy.py does not count
+it).  Each play's pre_task ends, before anything runs, any host the play was not written for: a
+name that the operator's inventory also uses as a group lists that group's hosts, and only the
+named host goes on.
 """
 
 from __future__ import annotations
@@ -20,10 +29,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from orchestrator.present.outputs import write_atomic
+from orchestrator.present.outputs.inert import Unsafe, dump, inert
 from orchestrator.verdict.actions import Action
+from orchestrator.inventory.targets import shown
 from orchestrator.verdict.remedy import HostPlan, Plan
 
 _REASON_MAX = 200  # Slurm keeps longer reasons; `sinfo -R` shows the start
@@ -34,12 +43,21 @@ def _reason(run_id: str, ids: list[str]) -> str:
     return text if len(text) <= _REASON_MAX else text[: _REASON_MAX - 8] + " +more"
 
 
+# Ends every host the play was not written for before any task (a host name that is also a group
+# in the operator's inventory would otherwise bring the group's hosts in).
+_ONLY_NAMED = {"name": "only the hosts this play names", "ansible.builtin.meta": "end_host",
+               "when": "inventory_hostname not in fleetprobe_targets"}
+
+
 def _play(name: str, hosts: list[str], vars: dict[str, Any], tasks: list[dict[str, Any]], serial: int | None = None
           ) -> dict[str, Any]:
-    play: dict[str, Any] = {"name": name, "hosts": hosts, "gather_facts": False, "become": True}
+    """One play over `hosts` (names inventory/targets.py accepted); `name` and every string of
+    `vars` are the run's data, written `!unsafe`."""
+    play: dict[str, Any] = {"name": Unsafe(name), "hosts": list(hosts), "gather_facts": False, "become": True}
     if serial is not None:
         play["serial"] = serial
-    play["vars"] = vars
+    play["vars"] = {"fleetprobe_targets": inert(list(hosts)), **{k: inert(v) for k, v in vars.items()}}
+    play["pre_tasks"] = [dict(_ONLY_NAMED)]
     play["tasks"] = tasks
     return play
 
@@ -88,7 +106,8 @@ def _restart(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
 def _reboot(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
     return _play(f"fleetprobe {plan.run_id}: reboot", [h.host for h in hosts], {}, [{
         "name": "reboot the node",
-        "ansible.builtin.reboot": {"reboot_timeout": 1800, "msg": f"fleetprobe {plan.run_id}: reboot to clear a fault"},
+        "ansible.builtin.reboot": {"reboot_timeout": 1800,
+                                   "msg": Unsafe(f"fleetprobe {plan.run_id}: reboot to clear a fault")},
     }], serial=1)
 
 
@@ -100,6 +119,9 @@ def _header(plan: Plan) -> list[str]:
            "(scontrol update NodeName=... State=RESUME)."]
     if plan.refused:
         out.append(f"Written with --force over the blast-radius guard: {plan.refusal_text()}")
+    for left in plan.left_out:
+        out.append(f"LEFT OUT, in no play: host {shown(left.host)}: {left.why}; act on it by hand, after finding out "
+                   "where its name came from")
     for h in plan.hosts:
         for s in h.steps:
             out.append(f"{h.host}: {s.action.value}: {s.finding.id} on {s.finding.subject}: {s.because}")
@@ -131,10 +153,10 @@ def render_playbook(plan: Plan) -> str:
     if rebooted:
         plays.append(_reboot(plan, rebooted))
     if not plays:  # an empty playbook is no playbook to Ansible: one play that says so
-        plays.append({"name": f"fleetprobe {plan.run_id}: nothing to do on any host", "hosts": [],
+        plays.append({"name": Unsafe(f"fleetprobe {plan.run_id}: nothing to do on any host"), "hosts": [],
                       "gather_facts": False, "tasks": []})
     header = "".join(f"# {_comment(line)}\n" for line in _header(plan))
-    return header + yaml.safe_dump(plays, sort_keys=False, width=120, allow_unicode=False)
+    return header + dump(plays)
 
 
 def write_playbook(plan: Plan, path: Path) -> Path:

@@ -8,7 +8,9 @@ One line per host with at least one finding of severity fail:
 Host names are taken as Slurm node names (they are for `probe import` of srun output: the node
 name comes from inside each document).  Slurm caps a reason's length, so the ids are listed up
 to a limit and the rest counted; a name Slurm or the shell would misread is left out, with a
-comment line saying why, rather than quoted into something that drains another node.
+comment line saying why, rather than quoted into something that drains another node
+(inventory/targets.py is the grammar; verdict/remedy.py drain_plan keeps such a host out of the
+plan and out of the guard's count: the file cannot drain it).
 
 Which nodes, and whether the list may be written at all, is the verdict's decision
 (verdict/remedy.py drain_plan: a list that would drain more than the stated share of the fleet or
@@ -21,11 +23,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.remedy import Plan, drain_plan
 from orchestrator.verdict.result import FleetResult
 
-_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # what a Slurm NodeName is (no ranges, no commas)
 _ID_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_REASON = 200  # characters; slurmctld keeps longer reasons, `sinfo -R` shows the start of them
 
@@ -49,19 +51,19 @@ def render_drain(fleet: FleetResult, decision: Plan | None = None) -> str:
     # a stored run's id is only what its run.json says: nothing of it may reach the shell unsafe
     run_id = _ID_SAFE.sub("_", decision.run_id or "run")
     failing = {hp.host: {s.finding.id for s in hp.steps} for hp in decision.hosts}
+    left = [f"# not a Slurm node name, left out: {shown(lo.host)}: {lo.why}" for lo in decision.left_out]
     if decision.blocked:
         return "\n".join([
             f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings: NOT drained, the list is refused",
             *(f"# refused: {r.text(decision.max_share)}" for r in decision.refused),
             "# a rule that calls this many nodes faulty may itself be wrong: check it, then rerun with --force "
             "(or a larger --max-drain) to write the drain lines",
+            *left,
         ]) + "\n"
     forced = (f"; written with --force over the guard ({decision.refusal_text()})" if decision.refused else "")
-    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh{forced}"]
+    lines = [f"# fleetprobe run {run_id}: {len(failing)} node(s) with fail findings; review, then apply with sh{forced}",
+             *left]
     for host in sorted(failing):
-        if not _NODE.fullmatch(host):
-            lines.append(f"# not a Slurm node name, left out: {host!r}")
-            continue
         lines.append(f'scontrol update NodeName={host} State=DRAIN Reason="{_reason(run_id, sorted(failing[host]))}"')
     return "\n".join(lines) + "\n"
 

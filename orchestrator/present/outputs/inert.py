@@ -1,0 +1,52 @@
+"""YAML that Ansible reads as data, never as a template: every string a run, a host or a shard
+supplied is written with Ansible's `!unsafe` tag, which ansible-playbook and the yaml inventory
+plugin take as a literal (no `{{ }}`, `{% %}`, lookup is ever evaluated in it, also when a
+template of ours refers to it).  PyYAML's safe_dump cannot write a tag; `dump` is safe_dump's
+dumper with one representer more, for `Unsafe`.
+
+Used by the playbook of `probe remediate` (remediation.py) and the YAML inventory
+(ansible_inventory.py).  The templates fleetprobe itself writes (`{{ item }}`, the task's
+`when:`) stay plain strings: they are ours, and they only refer to `Unsafe` values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class Unsafe(str):
+    """A string Ansible must not template: written as `!unsafe "..."`."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
+    # double-quoted: every character survives (line breaks, \u2028, controls as escapes)
+    return dumper.represent_scalar("!unsafe", str(data), style='"')
+
+
+_Dumper.add_representer(Unsafe, _represent_unsafe)
+
+
+def inert(value: Any, every: bool = True) -> Any:
+    """`value` with every string in it (keys excepted: callers validate them) made `Unsafe`; with
+    `every=False` only the strings Ansible could template: those holding a `{` (every Jinja
+    delimiter, `{{`, `{%`, `{#`, starts with one), so that the rest reads back as plain strings
+    (`ansible-inventory --list` prints an unsafe value as `{"__ansible_unsafe": ...}`)."""
+    if isinstance(value, str):
+        return Unsafe(value) if every or "{" in value else value
+    if isinstance(value, dict):
+        return {k: inert(v, every) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [inert(v, every) for v in value]
+    return value
+
+
+def dump(data: Any, width: int = 120, allow_unicode: bool = False) -> str:
+    """safe_dump's YAML, `Unsafe` strings tagged `!unsafe`."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=width, allow_unicode=allow_unicode,
+                     default_flow_style=False)
