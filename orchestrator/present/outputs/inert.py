@@ -29,7 +29,16 @@ def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
     return dumper.represent_scalar("!unsafe", str(data), style='"')
 
 
+_BREAKS = "\n\r\x85\u2028\u2029"  # YAML line breaks: a single-quoted scalar folds them into spaces
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data,
+                                   style='"' if any(c in data for c in _BREAKS) else None)
+
+
 _Dumper.add_representer(Unsafe, _represent_unsafe)
+_Dumper.add_representer(str, _represent_str)
 
 
 def inert(value: Any, every: bool = True) -> Any:

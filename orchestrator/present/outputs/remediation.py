@@ -8,7 +8,7 @@ needs in the play's variables keyed by host (grouped by action and host):
                         `fleetprobe_slurm_controller` when set, the node itself otherwise)
     reset GPUs          `nvidia-smi -r` per GPU, refused (the play fails) where the GPU runs processes
     restart services    systemd units (the fabric manager, persistenced)
-    reboot              one host at a time
+    reboot              one host at a time (tagged `reboot`: `--skip-tags reboot` runs the rest)
 
 Hosts that need hands (reseat, inspect, RMA) are drained and listed in the header; configuration
 changes are listed there too, never automated.  Everything host-controlled goes into the YAML as
@@ -49,13 +49,15 @@ _ONLY_NAMED = {"name": "only the hosts this play names", "ansible.builtin.meta":
                "when": "inventory_hostname not in fleetprobe_targets"}
 
 
-def _play(name: str, hosts: list[str], vars: dict[str, Any], tasks: list[dict[str, Any]], serial: int | None = None
-          ) -> dict[str, Any]:
+def _play(name: str, hosts: list[str], vars: dict[str, Any], tasks: list[dict[str, Any]], serial: int | None = None,
+          tags: list[str] | None = None) -> dict[str, Any]:
     """One play over `hosts` (names inventory/targets.py accepted); `name` and every string of
     `vars` are the run's data, written `!unsafe`."""
     play: dict[str, Any] = {"name": Unsafe(name), "hosts": list(hosts), "gather_facts": False, "become": True}
     if serial is not None:
         play["serial"] = serial
+    if tags:
+        play["tags"] = tags
     play["vars"] = {"fleetprobe_targets": inert(list(hosts)), **{k: inert(v) for k, v in vars.items()}}
     play["pre_tasks"] = [dict(_ONLY_NAMED)]
     play["tasks"] = tasks
@@ -108,7 +110,7 @@ def _reboot(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
         "name": "reboot the node",
         "ansible.builtin.reboot": {"reboot_timeout": 1800,
                                    "msg": Unsafe(f"fleetprobe {plan.run_id}: reboot to clear a fault")},
-    }], serial=1)
+    }], serial=1, tags=["reboot"])
 
 
 def _header(plan: Plan) -> list[str]:

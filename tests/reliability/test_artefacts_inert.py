@@ -1,0 +1,268 @@
+"""Generated artefacts are inert (issue 45): whatever a stored run says (its id, its hosts' names,
+finding ids, subjects) reaches the playbook of `probe remediate`, the `--slurm-drain` lines and the
+Ansible inventory as data.  The shared corpus (tests/support/hostile_strings.py) goes in through
+real stored runs (a fleet.json on disk, as a tampered run or a merged shard would have it), and
+the real `ansible-playbook` checks, lists the hosts of, and runs each playbook against stub
+commands: no lookup runs (the marker file never appears), every play targets exactly the plan's
+hosts among many decoys, and each logged argv holds the hostile strings verbatim as one argument.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.inventory.targets import name_problem
+from orchestrator.present.outputs.ansible_inventory import write_inventory
+from orchestrator.present.outputs.remediation import write_playbook
+from orchestrator.present.outputs.slurm_drain import render_drain
+from orchestrator.verdict import remedy
+from orchestrator.verdict.findings import Severity
+from orchestrator.verdict.result import FleetResult
+from tests.support.ansible import ansible_list
+from tests.support.hostile import cli_env, run_cli
+from tests.support.hostile_strings import ALL, CLASSES, ansible_yaml, armed
+
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+PLAN = ["node01", "node02", "node03", "node04"]  # reboot, reset a GPU, restart a service, a hostile finding id
+DECOYS = ["node00", "node0", "node001", "node05", "node10", "node11", "node12", "node20", "node21", "node30",
+          "evil01", "evil02", "node01x", "xnode01", "node-01", "node_02", "Node03", "n04"]
+PLAYS = {"drain in Slurm": PLAN, "reset GPUs where idle": ["node02"], "restart services": ["node03"],
+         "reboot": ["node01"]}
+
+
+def _finding(host: str, fid: str, subject: str = "s") -> dict[str, Any]:
+    return {"id": fid, "host": host, "severity": "fail", "kind": "fault", "subject": subject, "message": "m",
+            "evidence": [], "hint": ""}
+
+
+def _stored_run(where: Path, hostile: str) -> Path:
+    """A run directory whose fleet.json carries `hostile` as its run id, a subject, a finding id and
+    the name of a failed host, beside four honest failed hosts and healthy ones."""
+    names = [*PLAN, hostile, *(f"ok{i:02d}" for i in range(15))]
+    doc = {"schema_version": 1, "run": {"id": hostile}, "summary": {}, "classes": [],
+           "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in names],
+           "findings": [_finding("node01", "gpu.lost", hostile),
+                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {hostile}"),
+                        _finding("node03", "nvlink.fabric.incomplete", hostile),
+                        _finding("node04", hostile, hostile),
+                        _finding(hostile, "gpu.lost", hostile)]}
+    where.mkdir(parents=True)
+    (where / "fleet.json").write_text(json.dumps(doc))
+    return where
+
+
+def _reason(run_id: str, rule: str) -> str:
+    """The drain reason the playbook states (remediation.py: cut to 200 characters)."""
+    text = f"fleetprobe {run_id}: {rule}"
+    return text if len(text) <= 200 else text[:192] + " +more"
+
+
+def _env(tmp: Path, path: str | None = None) -> dict[str, str]:
+    return {**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"), "ANSIBLE_HOME": str(tmp / "ansible-home"),
+            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_HOST_KEY_CHECKING": "0",
+            "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_FORKS": "25", "PATH": path or os.environ["PATH"]}
+
+
+def _playbook(*args: str, tmp: Path, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert ANSIBLE_PLAYBOOK.is_file(), f"{ANSIBLE_PLAYBOOK} missing: install the test extra (ansible-core)"
+    return subprocess.run([str(ANSIBLE_PLAYBOOK), *args], capture_output=True, text=True, timeout=600,
+                          env=_env(tmp, path), cwd=tmp)
+
+
+def _inventory(tmp: Path) -> Path:
+    """The plan's hosts and many similarly named decoys, all reached locally, become off."""
+    hosts = {n: None for n in [*PLAN, *DECOYS]}
+    inv = tmp / "inventory.yml"
+    inv.write_text(json.dumps({"all": {"hosts": hosts, "vars": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False}}}))
+    return inv
+
+
+_STUB = """#!{python}
+import json, sys
+with open({log!r}, "a") as f:
+    f.write(json.dumps([{name!r}, *sys.argv[1:]]) + "\\n")
+if sys.argv[1:2] == ["show"]:  # what ansible.builtin.systemd reads of a unit
+    print("Id=" + sys.argv[2] + "\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\nUnitFileState=enabled")
+"""
+
+
+def _stubs(tmp: Path) -> tuple[str, Path]:
+    """scontrol, nvidia-smi, systemctl as scripts that log their argv (JSON, one call a line)."""
+    bin_, log = tmp / "stub-bin", tmp / "argv.log"
+    bin_.mkdir()
+    for name in ("scontrol", "nvidia-smi", "systemctl", "shutdown", "reboot"):
+        (bin_ / name).write_text(_STUB.format(python=sys.executable, log=str(log), name=name))
+        (bin_ / name).chmod(0o755)
+    return f"{bin_}{os.pathsep}{os.environ['PATH']}", log
+
+
+def _listed(stdout: str) -> dict[str, list[str]]:
+    """`--list-hosts` output: play name's action part -> its hosts (several playbooks concatenated)."""
+    out: dict[str, list[str]] = {}
+    play = None
+    for line in stdout.splitlines():  # a play name with a line break spans lines: its end is found
+        m = re.search(r": (drain in Slurm|reset GPUs where idle|restart services|reboot)\tTAGS: \[", line)
+        if m:
+            play = m.group(1)
+        elif play and re.match(r" {6}\S", line):
+            out.setdefault(play, []).append(line.strip())
+    return out
+
+
+@pytest.fixture(scope="module")
+def playbooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[tuple[str, Path]]]:
+    """One stored run and its playbook per hostile string (guard forced: 4 of 20 hosts)."""
+    tmp = tmp_path_factory.mktemp("inert")
+    marker = tmp / "PWNED"
+    books = []
+    for i, raw in enumerate(ALL):
+        hostile = armed(raw, marker)
+        run = _stored_run(tmp / "runs" / f"r{i:02d}", hostile)
+        plan = remedy.plan(FleetResult.load(run), force=True)
+        books.append((hostile, write_playbook(plan, tmp / f"fix{i:02d}.yml")))
+    return tmp, marker, books
+
+
+def test_every_hostile_string_is_refused_as_a_host_name() -> None:
+    assert [s for s in ALL if name_problem(s) is None] == []
+    assert [n for n in [*PLAN, *DECOYS] if name_problem(n) is not None] == []
+
+
+def test_the_playbooks_hold_only_the_plan_and_the_strings_as_data(playbooks: tuple[Path, Path, list[Any]]) -> None:
+    _tmp, _marker, books = playbooks
+    for hostile, book in books:
+        plays = ansible_yaml(book.read_text())
+        assert {p["name"]: p["hosts"] for p in plays} == {f"fleetprobe {hostile}: {k}": v for k, v in PLAYS.items()}
+        drain = plays[0]["vars"]["fleetprobe_drain_reason"]
+        assert drain["node04"] == _reason(hostile, hostile)  # the finding id, verbatim
+        # every string of the run is tagged; the hostile host is only named in the header
+        assert re.findall(r"^- name: (\S+)", book.read_text(), re.M) == ["!unsafe"] * 4
+        header = [ln for ln in book.read_text().splitlines() if ln.startswith("#")]
+        assert sum("LEFT OUT, in no play: host " in ln for ln in header) == 1, header
+
+
+def test_ansible_playbook_checks_and_lists_exactly_the_plan(playbooks: tuple[Path, Path, list[Any]]) -> None:
+    tmp, marker, books = playbooks
+    inv = _inventory(tmp)
+    files = [str(b) for _h, b in books]
+    check = _playbook("--syntax-check", "-i", str(inv), *files, tmp=tmp)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    assert not marker.exists()
+    listed = _playbook("--list-hosts", "-i", str(inv), *files, tmp=tmp)
+    assert listed.returncode == 0, listed.stdout[-3000:] + listed.stderr[-3000:]
+    assert not marker.exists()
+    for hostile, _b in books:  # each play name printed as written: nothing templated in it
+        if not any(c in hostile for c in "\n\r\u2028\u0085\u2029\t"):
+            assert f"fleetprobe {hostile}: drain in Slurm" in listed.stdout, hostile
+    seen = _listed(listed.stdout)
+    assert {play: len(hosts) for play, hosts in seen.items()} == {p: len(h) * len(books) for p, h in PLAYS.items()}
+    for play, hosts in PLAYS.items():
+        assert set(seen[play]) == set(hosts), (play, set(seen[play]) - set(hosts))
+
+
+def test_a_real_run_against_stub_commands_executes_nothing_of_the_run(playbooks: tuple[Path, Path, list[Any]]
+                                                                         ) -> None:
+    tmp, marker, books = playbooks
+    path, log = _stubs(tmp)
+    run = _playbook("-i", str(_inventory(tmp)), "--skip-tags", "reboot", *[str(b) for _h, b in books], tmp=tmp, path=path)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
+    assert not marker.exists()
+    calls = [tuple(json.loads(ln)) for ln in log.read_text().splitlines()]
+    expected: list[tuple[str, ...]] = []
+    for hostile, _b in books:
+        rules = {"node01": "gpu.lost", "node02": "gpu.row_remap.pending", "node03": "nvlink.fabric.incomplete",
+                 "node04": hostile}
+        expected += [("scontrol", "update", f"NodeName={h}", "State=DRAIN", f"Reason={_reason(hostile, r)}")
+                     for h, r in rules.items()]
+        expected += [("nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", "--id=0000:5d:00.0"),
+                     ("nvidia-smi", "-r", "--id=0000:5d:00.0"), ("systemctl", "restart", "nvidia-fabricmanager")]
+    ours = [c for c in calls if not (c[0] == "systemctl" and c[1] != "restart")]  # the module's own `show`
+    assert sorted(ours) == sorted(expected)
+    assert not [c for c in calls if c[0] in ("shutdown", "reboot")]
+
+
+def test_probe_remediate_names_each_refused_host_and_the_guard_does_not_count_it(tmp_path: Path) -> None:
+    """Before issue 45 the hostile names were counted (5 of 20 > 2 allowed: refused) and written."""
+    marker = tmp_path / "PWNED"
+    for cls, members in CLASSES.items():
+        names = [armed(m, marker) for m in members]
+        doc = {"schema_version": 1, "run": {"id": "r1"}, "summary": {}, "classes": [],
+               "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in ["node01", *names]]
+               + [{"name": f"ok{i:02d}", "outcome": "ok", "class": "8xH100"} for i in range(20)],
+               "findings": [_finding(n, "gpu.lost") for n in ["node01", *names]]}
+        run = tmp_path / cls
+        run.mkdir()
+        (run / "fleet.json").write_text(json.dumps(doc))
+        out = tmp_path / f"{cls}.yml"
+        res = run_cli(["remediate", str(run), "-o", str(out)], env=cli_env(XDG_STATE_HOME=str(tmp_path / "state")))
+        assert res.code == 0, (cls, res.stderr)
+        warned = [ln for ln in res.stderr.splitlines() if " left out of " in ln]
+        assert len(warned) == len(names), (cls, res.stderr)
+        assert all(ln.startswith("probe: warning: ") and "act on it by hand" in ln for ln in warned)
+        plays = ansible_yaml(out.read_text())
+        assert {p["name"]: p["hosts"] for p in plays} == {"fleetprobe r1: drain in Slurm": ["node01"],
+                                                          "fleetprobe r1: reboot": ["node01"]}
+        fleet = FleetResult.load(run)
+        decision = remedy.drain_plan(fleet)
+        assert not decision.blocked and [h.host for h in decision.hosts] == ["node01"]
+        assert sorted(lo.host for lo in decision.left_out) == sorted(names)
+        assert not remedy.plan(fleet, min_severity=Severity.FAIL).blocked
+    assert not marker.exists()
+
+
+def test_the_drain_lines_under_sh_run_only_scontrol_once_per_named_node(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    path, log = _stubs(tmp_path)
+    hostile = [armed(s, marker) for s in ALL]
+    doc = {"schema_version": 1, "run": {"id": " ".join(hostile)}, "summary": {}, "classes": [],
+           "hosts": [{"name": n, "outcome": "ok"} for n in ["node01", "node02", *hostile]],
+           "findings": [_finding("node01", "gpu.lost"), *(_finding("node02", h) for h in hostile),
+                        *(_finding(h, "gpu.lost") for h in hostile)]}
+    fleet = FleetResult.from_document(doc)
+    text = render_drain(fleet, remedy.drain_plan(fleet, force=True))
+    script = tmp_path / "drain.sh"
+    script.write_text(text)
+    proc = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": path}, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert not marker.exists()
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert sorted(c[2] for c in calls) == ["NodeName=node01", "NodeName=node02"]
+    assert all(c[:2] == ["scontrol", "update"] and c[3] == "State=DRAIN" and len(c) == 5 for c in calls)
+    lines = text.splitlines()
+    assert sum(ln.startswith("# not a Slurm node name, left out: ") for ln in lines) == len(hostile)
+    assert [shlex.split(ln)[2] for ln in lines if not ln.startswith("#")] == ["NodeName=node01", "NodeName=node02"]
+
+
+def test_the_inventory_holds_no_refused_name_and_no_value_ansible_templates(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    hostile = [armed(s, marker) for s in ALL]
+    doc = {"schema_version": 1, "run": {"id": "r1"}, "summary": {}, "classes": [],
+           "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in ["node01", *hostile]],
+           "findings": [*(_finding("node01", h, h) for h in hostile), *(_finding(h, "gpu.lost") for h in hostile)]}
+    inv = write_inventory(FleetResult.from_document(doc), tmp_path / "inv.yml")
+    text = inv.read_text()
+    assert sum(ln.startswith("# not an Ansible host name, left out: ") for ln in text.splitlines()) == len(hostile)
+    listed = ansible_list(inv)
+    assert sorted(listed["_meta"]["hostvars"]) == ["node01"]
+    # a play reading the host's variables templates them: the finding ids stay what they are
+    play = tmp_path / "read.yml"
+    play.write_text("- hosts: node01\n  gather_facts: false\n  tasks:\n"
+                    "  - ansible.builtin.copy: {content: '{{ fleetprobe_findings | to_json }}', dest: "
+                    + json.dumps(str(tmp_path / "seen.json")) + "}\n")
+    run = _playbook("-i", str(inv), "-e", json.dumps({"ansible_connection": "local",
+                                                       "ansible_python_interpreter": sys.executable}),
+                    str(play), tmp=tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert not marker.exists()
+    assert sorted(json.loads((tmp_path / "seen.json").read_text())) == sorted(set(hostile))
