@@ -13,8 +13,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 PLAN = ["node01", "node02", "node03", "node04"]  # reboot, reset a GPU, restart a service, a hostile finding id
 DECOYS = ["node00", "node0", "node001", "node05", "node10", "node11", "node12", "node20", "node21", "node30",
           "evil01", "evil02", "node01x", "xnode01", "node-01", "node_02", "Node03", "n04"]
+FIDS = [f"fid{j:02d}" for j in range(1, 1 + max(len(m) for m in CLASSES.values()))]
 PLAYS = {"drain in Slurm": PLAN, "reset GPUs where idle": ["node02"], "restart services": ["node03"],
          "reboot": ["node01"]}
 
@@ -60,6 +64,23 @@ def _stored_run(where: Path, hostile: str) -> Path:
     return where
 
 
+def _class_run(where: Path, run_id: str, members: list[str]) -> Path:
+    """A run directory per class of the corpus, for the real run: `run_id` (the class's members
+    together), the honest hosts' faults, and each member as the finding id of a host of its own
+    (fid01, fid02, ...) and as the name of a failed host."""
+    fids = {f"fid{j:02d}": m for j, m in enumerate(members, 1)}
+    names = [*PLAN[:3], *fids, *members, *(f"ok{i:02d}" for i in range(20))]
+    doc = {"schema_version": 1, "run": {"id": run_id}, "summary": {}, "classes": [],
+           "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in names],
+           "findings": [_finding("node01", "gpu.lost", run_id),
+                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {run_id}"),
+                        _finding("node03", "nvlink.fabric.incomplete", run_id),
+                        *(_finding(h, m, m) for h, m in fids.items()), *(_finding(m, "gpu.lost") for m in members)]}
+    where.mkdir(parents=True)
+    (where / "fleet.json").write_text(json.dumps(doc))
+    return where
+
+
 def _reason(run_id: str, rule: str) -> str:
     """The drain reason the playbook states (remediation.py: cut to 200 characters)."""
     text = f"fleetprobe {run_id}: {rule}"
@@ -69,7 +90,7 @@ def _reason(run_id: str, rule: str) -> str:
 def _env(tmp: Path, path: str | None = None) -> dict[str, str]:
     return {**os.environ, "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"), "ANSIBLE_HOME": str(tmp / "ansible-home"),
             "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_HOST_KEY_CHECKING": "0",
-            "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_FORKS": "25", "PATH": path or os.environ["PATH"]}
+            "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_FORKS": "25", "ANSIBLE_PIPELINING": "1", "PATH": path or os.environ["PATH"]}
 
 
 def _playbook(*args: str, tmp: Path, path: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -80,7 +101,7 @@ def _playbook(*args: str, tmp: Path, path: str | None = None) -> subprocess.Comp
 
 def _inventory(tmp: Path) -> Path:
     """The plan's hosts and many similarly named decoys, all reached locally, become off."""
-    hosts = {n: None for n in [*PLAN, *DECOYS]}
+    hosts = {n: None for n in [*PLAN, *DECOYS, *FIDS]}
     inv = tmp / "inventory.yml"
     inv.write_text(json.dumps({"all": {"hosts": hosts, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False}}}))
@@ -133,6 +154,25 @@ def playbooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, lis
     return tmp, marker, books
 
 
+@pytest.fixture(scope="module")
+def class_playbooks(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[tuple[Path, Path, list[tuple[str, list[str], Path]]]]:
+    """One stored run and its playbook per class of the corpus (fewer playbooks for the real run:
+    each costs seconds of ansible-playbook); its run id the class's first member, so that every
+    member fits whole in a drain reason beside it (the marker's path is short for that)."""
+    tmp = tmp_path_factory.mktemp("inert-run")
+    short = Path(tempfile.mkdtemp(prefix="fp45-"))
+    marker = short / "M"
+    books = []
+    for cls, raw in CLASSES.items():
+        members = [armed(m, marker) for m in raw]
+        plan = remedy.plan(FleetResult.load(_class_run(tmp / "runs" / cls, members[0], members)), force=True)
+        assert sorted(lo.host for lo in plan.left_out) == sorted(members)
+        books.append((members[0], members, write_playbook(plan, tmp / f"{cls}.yml")))
+    yield tmp, marker, books
+    shutil.rmtree(short)
+
+
 def test_every_hostile_string_is_refused_as_a_host_name() -> None:
     assert [s for s in ALL if name_problem(s) is None] == []
     assert [n for n in [*PLAN, *DECOYS] if name_problem(n) is not None] == []
@@ -170,24 +210,28 @@ def test_ansible_playbook_checks_and_lists_exactly_the_plan(playbooks: tuple[Pat
         assert set(seen[play]) == set(hosts), (play, set(seen[play]) - set(hosts))
 
 
-def test_a_real_run_against_stub_commands_executes_nothing_of_the_run(playbooks: tuple[Path, Path, list[Any]]
-                                                                         ) -> None:
-    tmp, marker, books = playbooks
+def test_a_real_run_against_stub_commands_executes_nothing_of_the_run(
+        class_playbooks: tuple[Path, Path, list[tuple[str, list[str], Path]]]) -> None:
+    tmp, marker, books = class_playbooks
     path, log = _stubs(tmp)
-    run = _playbook("-i", str(_inventory(tmp)), "--skip-tags", "reboot", *[str(b) for _h, b in books], tmp=tmp, path=path)
+    run = _playbook("-i", str(_inventory(tmp)), "--skip-tags", "reboot", *[str(b) for _r, _m, b in books], tmp=tmp,
+                    path=path)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-3000:]
     assert not marker.exists()
     calls = [tuple(json.loads(ln)) for ln in log.read_text().splitlines()]
     expected: list[tuple[str, ...]] = []
-    for hostile, _b in books:
+    for run_id, members, _b in books:
         rules = {"node01": "gpu.lost", "node02": "gpu.row_remap.pending", "node03": "nvlink.fabric.incomplete",
-                 "node04": hostile}
-        expected += [("scontrol", "update", f"NodeName={h}", "State=DRAIN", f"Reason={_reason(hostile, r)}")
+                 **{f"fid{j:02d}": m for j, m in enumerate(members, 1)}}
+        expected += [("scontrol", "update", f"NodeName={h}", "State=DRAIN", f"Reason={_reason(run_id, r)}")
                      for h, r in rules.items()]
         expected += [("nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", "--id=0000:5d:00.0"),
                      ("nvidia-smi", "-r", "--id=0000:5d:00.0"), ("systemctl", "restart", "nvidia-fabricmanager")]
     ours = [c for c in calls if not (c[0] == "systemctl" and c[1] != "restart")]  # the module's own `show`
     assert sorted(ours) == sorted(expected)
+    # every member reaches scontrol verbatim, as one argument: no reason was cut
+    assert all(len(_reason(r, m)) < 200 and ("scontrol", "update") + (f"Reason={_reason(r, m)}",) in
+               {c[:2] + c[-1:] for c in calls} for r, ms, _b in books for m in ms)
     assert not [c for c in calls if c[0] in ("shutdown", "reboot")]
 
 
