@@ -59,4 +59,4 @@ _AnsibleLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_
 
 def ansible_yaml(text: str) -> Any:
     """YAML fleetprobe wrote for Ansible, its `!unsafe` strings read as the strings they are."""
-    return yaml.load(text, Loader=_AnsibleLoader)  # noqa: S506 - a SafeLoader with one scalar tag more
+    return yaml.load(text, Loader=_AnsibleLoader)

@@ -29,10 +29,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.inert import Unsafe, dump, inert
 from orchestrator.verdict.actions import Action
-from orchestrator.inventory.targets import shown
 from orchestrator.verdict.remedy import HostPlan, Plan
 
 _REASON_MAX = 200  # Slurm keeps longer reasons; `sinfo -R` shows the start
