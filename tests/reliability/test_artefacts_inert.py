@@ -310,3 +310,27 @@ def test_the_inventory_holds_no_refused_name_and_no_value_ansible_templates(tmp_
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert not marker.exists()
     assert sorted(json.loads((tmp_path / "seen.json").read_text())) == sorted(set(hostile))
+
+
+def test_a_name_that_is_also_a_group_of_the_operator_runs_nothing_on_the_group(tmp_path: Path) -> None:
+    """`compute` is a valid host name, and a group of the operator's inventory: the play lists the
+    group's hosts, and its first task ends each of them (not the host it was written for)."""
+    doc = {"schema_version": 1, "run": {"id": "r1"}, "summary": {}, "classes": [],
+           "hosts": [{"name": n, "outcome": "ok"} for n in ["node01", "compute", *(f"ok{i:02d}" for i in range(20))]],
+           "findings": [_finding("node01", "gpu.lost"), _finding("compute", "gpu.lost")]}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "fleet.json").write_text(json.dumps(doc))
+    book = write_playbook(remedy.plan(FleetResult.load(run)), tmp_path / "fix.yml")
+    members = {f"node1{i}": None for i in range(10)}
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(json.dumps({"all": {
+        "hosts": {"node01": None}, "children": {"compute": {"hosts": members}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False}}}))
+    path, log = _stubs(tmp_path)
+    ran = _playbook("-i", str(inv), "--skip-tags", "reboot", str(book), tmp=tmp_path, path=path)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert [c[2] for c in calls] == ["NodeName=node01"]
+    listed = _playbook("--list-hosts", "-i", str(inv), str(book), tmp=tmp_path)
+    assert set(_listed(listed.stdout)["drain in Slurm"]) == {"node01", *members}  # what the guard task is for
