@@ -31,6 +31,7 @@ from orchestrator.verdict import remedy
 from orchestrator.verdict.findings import Severity
 from orchestrator.verdict.result import FleetResult
 from tests.support.ansible import ansible_list
+from tests.support.collected import run_script
 from tests.support.hostile import cli_env, run_cli
 from tests.support.hostile_strings import ALL, CLASSES, ansible_yaml, armed
 
@@ -334,3 +335,33 @@ def test_a_name_that_is_also_a_group_of_the_operator_runs_nothing_on_the_group(t
     assert [c[2] for c in calls] == ["NodeName=node01"]
     listed = _playbook("--list-hosts", "-i", str(inv), str(book), tmp=tmp_path)
     assert set(_listed(listed.stdout)["drain in Slurm"]) == {"node01", *members}  # what the guard task is for
+
+
+def test_node_names_from_imported_bundle_documents_are_left_out_and_said(tmp_path: Path) -> None:
+    """The road of the report: `probe import` of srun output whose documents name themselves
+    (SLURMD_NODENAME) with the corpus, then `--slurm-drain` and `probe remediate`."""
+    marker = tmp_path / "PWNED"
+    env = cli_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    bundle = tmp_path / "b.py"
+    made = run_cli(["bundle", "--probe", "host", "--expect", "gpu_count=3", "-o", str(bundle)], env=env)
+    assert made.code == 0, made.stderr
+    out = tmp_path / "out"
+    out.mkdir()
+    names = ["node01", *(armed(m, marker) for m in ALL)]
+    for i, name in enumerate(names):
+        run_script(bundle, out / f"{i}.json", env={"SLURMD_NODENAME": name, "SLURM_JOB_ID": "42",
+                                                    "SLURM_PROCID": str(i), "SLURM_STEP_ID": "0"})
+    drain = tmp_path / "drain.sh"
+    imp = run_cli(["import", str(out), "--results", str(tmp_path / "runs"), "-q", "--force", "--slurm-drain", str(drain)],
+                  env=env, timeout=180)
+    assert imp.code in (0, 1), imp.stderr[-3000:]
+    assert len([ln for ln in imp.stderr.splitlines() if ln.startswith(f"probe: warning: --slurm-drain {drain}: ")
+                and " left out: " in ln]) == len(ALL), imp.stderr[-3000:]
+    lines = drain.read_text().splitlines()
+    assert [ln.split()[2] for ln in lines if not ln.startswith("#")] == ["NodeName=node01"]
+    fix = tmp_path / "fix.yml"
+    rem = run_cli(["remediate", "--results", str(tmp_path / "runs"), "-o", str(fix)], env=env)
+    assert rem.code == 0, rem.stderr[-3000:]
+    assert len([ln for ln in rem.stderr.splitlines() if f" left out of {fix}: " in ln]) == len(ALL), rem.stderr
+    assert all(p["hosts"] in ([], ["node01"]) for p in ansible_yaml(fix.read_text()))
+    assert not marker.exists()
