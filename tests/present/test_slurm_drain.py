@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from orchestrator.present.outputs import slurm_drain as drain
 from orchestrator.present.outputs.slurm_drain import MAX_REASON
 from orchestrator.verdict.remedy import drain_plan
+from tests.support.hostile_strings import corpus
 from tests.support.judged import judged
 
 
@@ -65,3 +67,15 @@ def test_a_long_reason_is_cut_and_counts_the_rest() -> None:
     assert reason.endswith(" more")
     assert render_drain({"run": {}, "findings": []}).splitlines() == ["# fleetprobe run run: 0 node(s) with fail "
                                                                       "findings; review, then apply with sh"]
+
+
+def test_the_hostile_corpus_as_names_ids_and_run_id_stays_words_of_scontrol(tmp_path: Path) -> None:
+    hostile = corpus(tmp_path / "PWNED")
+    fleet = {"run": {"id": " ".join(hostile)},
+             "findings": [*(_finding(h, "gpu.lost") for h in hostile), *(_finding("node1", h) for h in hostile)]}
+    lines = render_drain(fleet).splitlines()
+    assert sum(ln.startswith("# not a Slurm node name, left out: ") for ln in lines) == len(hostile)
+    [line] = [ln for ln in lines if not ln.startswith("#")]
+    words = shlex.split(line)
+    assert words[:4] == ["scontrol", "update", "NodeName=node1", "State=DRAIN"] and len(words) == 5
+    assert not set(words[4]) & set("$`;|&'\\\"\n\r\u2028\u0085{}")  # nothing a shell or a reader expands
