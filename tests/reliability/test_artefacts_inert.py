@@ -365,3 +365,52 @@ def test_node_names_from_imported_bundle_documents_are_left_out_and_said(tmp_pat
     assert len([ln for ln in rem.stderr.splitlines() if f" left out of {fix}: " in ln]) == len(ALL), rem.stderr
     assert all(p["hosts"] in ([], ["node01"]) for p in ansible_yaml(fix.read_text()))
     assert not marker.exists()
+
+
+def test_a_finding_id_of_a_merged_shard_reaches_the_playbook_as_data(tmp_path: Path) -> None:
+    """The stored-run road of the report: one shard's findings carry a hostile id (one member of
+    every class in one string), `probe merge` keeps it, `probe remediate` writes it, and the real
+    ansible-playbook checks and runs the playbook: scontrol gets it verbatim, nothing runs."""
+    short = Path(tempfile.mkdtemp(prefix="fp45-"))  # the whole id fits in the 200 characters of a reason
+    marker = short / "M"
+    hostile = " ".join(armed(members[0], marker) for members in CLASSES.values())
+    env = cli_env(XDG_STATE_HOME=str(tmp_path / "state"))
+    bundle = tmp_path / "b.py"
+    assert run_cli(["bundle", "--probe", "host", "--expect", "gpu_count=3", "-o", str(bundle)], env=env).code == 0
+    shards = []
+    for k in (1, 2):
+        out = tmp_path / f"out{k}"
+        out.mkdir()
+        for i in range(2):
+            run_script(bundle, out / f"{i}.json", env={"SLURMD_NODENAME": f"node{k}{i}", "SLURM_JOB_ID": str(k),
+                                                        "SLURM_PROCID": str(i), "SLURM_STEP_ID": "0"})
+        imp = run_cli(["import", str(out), "--results", str(tmp_path / f"runs{k}"), "-q"], env=env)
+        assert imp.code in (0, 1), imp.stderr[-2000:]
+        [shard] = [p for p in (tmp_path / f"runs{k}").iterdir() if p.is_dir()]
+        shards.append(shard)
+    faults = json.loads((shards[0] / "findings.json").read_text())
+    [fid] = {f["id"] for f in faults if f["severity"] == "fail"}
+    for name in ("fleet.json", "findings.json"):  # the shard as a tampered copy would have it
+        path = shards[0] / name
+        path.write_text(path.read_text().replace(json.dumps(fid), json.dumps(hostile)))
+    merged = run_cli(["merge", *map(str, shards), "--results", str(tmp_path / "merged"), "-q"], env=env)
+    assert merged.code in (0, 1), merged.stderr[-2000:]
+    fix = tmp_path / "fix.yml"
+    rem = run_cli(["remediate", "--results", str(tmp_path / "merged"), "-o", str(fix), "--force"], env=env)
+    assert rem.code == 0, rem.stderr[-2000:]
+    assert hostile in ansible_yaml(fix.read_text())[0]["vars"]["fleetprobe_drain_reason"]["node10"]
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(json.dumps({"all": {"hosts": dict.fromkeys(["node10", "node11", "node20", "node21", *DECOYS]),
+                                       "vars": {"ansible_connection": "local", "ansible_become": False,
+                                                "ansible_python_interpreter": sys.executable}}}))
+    check = _playbook("--syntax-check", "-i", str(inv), str(fix), tmp=tmp_path)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    path, log = _stubs(tmp_path)
+    ran = _playbook("-i", str(inv), "--skip-tags", "reboot", str(fix), tmp=tmp_path, path=path)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    assert not marker.exists()
+    calls = [json.loads(ln) for ln in log.read_text().splitlines()]
+    drained = {c[2]: c[4] for c in calls if c[0] == "scontrol"}
+    assert sorted(drained) == ["NodeName=node10", "NodeName=node11"]
+    assert all(reason.endswith(f": {hostile}") for reason in drained.values())
+    shutil.rmtree(short)
