@@ -200,14 +200,75 @@ def _plan(raw: Any) -> FabricPlan | None:
             "spec": _dict(d.get("spec"))}
 
 
+# A planned step as the controller handed it (api/fabric.py stores them in the host's plan):
+# (round, rail, role, peer, hca).  A result is taken only for one of these, each test once.
+StepKey = tuple[int, int, str, str, str]
+REFUSED_SHOWN = 8  # refused results named one by one; the rest counted
+
+
+def planned_steps(plan: dict[str, Any]) -> set[StepKey] | None:
+    """The steps the controller planned for this host; None for a run stored before plans said
+    them (its results are then bounded by the plan's round count alone)."""
+    raw = plan.get("steps")
+    if not isinstance(raw, list):
+        return None
+    out: set[StepKey] = set()
+    for s in raw:
+        if isinstance(s, list) and len(s) == 5 and isinstance(s[0], int) and isinstance(s[1], int):
+            out.add((s[0], s[1], str(s[2]), str(s[3]), str(s[4])))
+    return out
+
+
+def _out_of_plan(m: FabricMeasure, steps: set[StepKey] | None, tests: list[str], rounds: int | None) -> str | None:
+    """Why a result is not one the plan asked this host for, None when it is."""
+    where = f"round {m['round']} rail {m['rail']} {m['test']} as {m['role'] or '?'} with {m['peer'] or '?'}"
+    if tests and m["test"] not in tests:
+        return f"{where}: a test the plan did not ask for"
+    if steps is not None and (m["round"], m["rail"], m["role"], m["peer"], m["hca"]) not in steps:
+        return f"{where} on {m['hca'] or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
+    if steps is None and rounds is not None and not 0 <= m["round"] < rounds:
+        return f"{where}: outside the plan's {rounds} round(s)"
+    return None
+
+
+def planned_measurements(results: list[FabricMeasure], plan: dict[str, Any]) -> tuple[list[FabricMeasure], list[str]]:
+    """The results the plan asked for, each (step, test) once; and one line per refused one (a
+    host speaks only for its own planned steps: anything else would move the fleet's medians)."""
+    steps = planned_steps(plan)
+    tests = [str(t) for t in _list(plan.get("tests"))]
+    rounds = None
+    if isinstance(plan.get("rounds"), int):
+        rounds = plan["rounds"] + (plan.get("extra_rounds") if isinstance(plan.get("extra_rounds"), int) else 0)
+    kept: list[FabricMeasure] = []
+    refused: list[str] = []
+    seen: set[tuple[Any, ...]] = set()
+    for m in results:
+        why = _out_of_plan(m, steps, tests, rounds)
+        key = (m["round"], m["rail"], m["role"], m["peer"], m["hca"], m["test"])
+        if why is None and key in seen:
+            why = f"round {m['round']} rail {m['rail']} {m['test']} with {m['peer']}: a second result for one test"
+        if why is None:
+            seen.add(key)
+            kept.append(m)
+        else:
+            refused.append(why)
+    return kept, _counted(refused)
+
+
+def _counted(lines: list[str]) -> list[str]:
+    if len(lines) <= REFUSED_SHOWN:
+        return lines
+    return [*lines[:REFUSED_SHOWN], f"... and {len(lines) - REFUSED_SHOWN} more result(s) outside the plan"]
+
+
 def normalize(data: dict[str, Any]) -> FabricFacts:
     if not isinstance(data, dict):
         raise ValueError("fabric data must be a mapping")
     discover = _dict(data.get("discover"))
     plan = _dict(data.get("plan"))
-    measurements: list[FabricMeasure] = []
     errors = [str(e)[:300] for e in _list(data.get("errors"))]
     tools: dict[str, Any] = dict(_dict(_dict(discover.get("perftest")).get("tools")))
+    answered: list[FabricMeasure] = []
     for wave in _list(data.get("waves")):
         if not isinstance(wave, dict):
             continue
@@ -216,7 +277,9 @@ def normalize(data: dict[str, Any]) -> FabricFacts:
         for rec in _list(_dict(wave.get("data")).get("results")):
             m = measurement(rec) if isinstance(rec, dict) else None
             if m is not None:
-                measurements.append(m)
+                answered.append(m)
+    measurements, refused = planned_measurements(answered, plan)
+    refused = [str(r)[:300] for r in _list(data.get("refused"))] + refused
     groups = [g for g in (_group(x) for x in _list(data.get("nccl")) if isinstance(x, dict)) if g is not None]
     perftest = _dict(discover.get("perftest"))
     wanted = [str(t) for t in _list(plan.get("tests"))]
@@ -236,4 +299,5 @@ def normalize(data: dict[str, Any]) -> FabricFacts:
         "nccl": groups,
         "plan": _plan(plan),
         "errors": errors,
+        "refused": _counted(refused),
     }
