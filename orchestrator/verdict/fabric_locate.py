@@ -319,7 +319,20 @@ def locate(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> Loc
         if open_:
             suspects[rail] = sorted(open_)
     faults.extend(_hosts_or_hcas(bad_ports, facts, rail_faults))
+    basis = evidence_basis(found, facts)
+    for f in faults:
+        f.evidence.append(basis)
     return Localisation(faults, suspects, cleared, found, sum(len(p) for p in by_rail.values()))
+
+
+def evidence_basis(found: list[Sample], facts: Mapping[str, FabricFacts]) -> str:
+    """Which evidence the localisation used, said in every fault it names."""
+    judged = [s for s in found if s.bad is not None]
+    refused = sum(len(f.get("refused") or []) for f in facts.values())
+    left = f"; {refused} answer line(s) outside the plan left out" if refused else ""
+    return (f"evidence: {len(judged)} planned pair test(s) of {len(facts)} host(s), each pair once (the client's "
+            f"figure, else the server's), judged against line rate, PCIe and the fleet's medians of those "
+            f"tests{left}")
 
 
 def _rails_of(f: FabricFacts | None) -> set[int]:
