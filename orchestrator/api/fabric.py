@@ -51,7 +51,7 @@ from orchestrator.engine.fabric_plan import (
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import ProbeCall, ProbeResult, RunOptions, TransportFactory
 from orchestrator.facts.model import FabricFacts
-from orchestrator.facts.normalize.fabric import normalize
+from orchestrator.facts.normalize.fabric import normalize, refused_answers
 from orchestrator.facts.textsafe import one_line
 from orchestrator.inventory.model import Host
 from orchestrator.verdict.fabric_locate import Thresholds, locate
@@ -122,7 +122,7 @@ def unfinished(data: Mapping[str, Any], stopped: bool) -> tuple[Outcome, str]:
         if hit:
             return outcome, hit[:300]
         if outcome is Outcome.INVALID_OUTPUT:
-            refused = normalize_refused(data)  # the controller's own refusals and the waves' results
+            refused = refused_answers(dict(data))  # the controller's own refusals and the waves' results
             if refused:
                 return outcome, f"{len(refused)} answer(s) outside the plan refused: {refused[0]}"[:300]
     idle = next((g.get("group") for g in data.get("nccl") or [] if g.get("outcome") == "ok"
@@ -130,11 +130,6 @@ def unfinished(data: Mapping[str, Any], stopped: bool) -> tuple[Outcome, str]:
     if idle:
         return Outcome.FAILED, f"NCCL {idle}: no collective ran (the communicator never came up)"
     return Outcome.OK, ""
-
-
-def normalize_refused(data: Mapping[str, Any]) -> list[str]:
-    """The results of its waves that its plan did not ask for (facts/normalize/fabric.py decides)."""
-    return list(normalize(dict(data)).get("refused") or [])
 
 
 def _skip_reason(d: dict[str, Any]) -> str | None:

@@ -38,7 +38,6 @@ from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult, fleet_result
 from orchestrator.verdict.streaming import Prejudged
 
-
 # Probes whose stored answer is judged on what it finished though the probe did not end ok: a
 # host's part of the fabric qualification (api/fabric.py) takes the outcome of its worst step (a
 # wave timed out, answers the plan refused, a communicator that never ran) while its finished

@@ -395,3 +395,16 @@ def test_peers_of_a_timed_out_host_are_not_blamed() -> None:
     findings = judged(raw, outcomes)
     assert [(f.id, f.host) for f in findings if f.severity is Severity.FAIL] == []
     assert not [f for f in findings if f.host != ATTACKER and f.id != "fabric.step.failed"]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "failed"])
+def test_junit_never_passes_nccl_cases_of_a_communicator_that_never_ran(outcome: str) -> None:
+    """The JUnit cases come from coverage's check states: `fabric.nccl.*` of a member whose
+    communicator ran no collective are not judged (a run stored before: outcome ok), never passed."""
+    from orchestrator.verdict.coverage import check_states, not_judged
+
+    facts = normalize(raw_fleet()[HOSTS[0]])
+    facts["nccl"] = [_idle_nccl("failed: ncclCommInitRank: unhandled system error")]
+    missing = not_judged({"fabric": facts}, {"fabric": outcome}, {"fabric": {"outcome": outcome, "reason": ""}})
+    states = check_states(missing, [], ids=NCCL_IDS)
+    assert all(states[i].state == "not_judged" for i in NCCL_IDS), states

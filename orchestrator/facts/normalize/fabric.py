@@ -219,37 +219,51 @@ def planned_steps(plan: dict[str, Any]) -> set[StepKey] | None:
     return out
 
 
-def _out_of_plan(m: FabricMeasure, steps: set[StepKey] | None, tests: list[str], rounds: int | None) -> str | None:
+def _step_of(rec: dict[str, Any]) -> tuple[int, int, str, str, str, str] | None:
+    """(round, rail, role, peer, hca, test) of a result, read as `measurement` reads them; None
+    for a record that is no result (a window that passed before its test could start)."""
+    test, rnd, rail = rec.get("test"), rec.get("round"), rec.get("rail")
+    if not isinstance(test, str) or not isinstance(rnd, int) or not isinstance(rail, int):
+        return None
+    return rnd, rail, str(rec.get("role") or ""), str(rec.get("peer") or ""), str(rec.get("hca") or ""), test
+
+
+def _out_of_plan(key: tuple[int, int, str, str, str, str], steps: set[StepKey] | None, tests: list[str],
+                 rounds: int | None) -> str | None:
     """Why a result is not one the plan asked this host for, None when it is."""
-    where = f"round {m['round']} rail {m['rail']} {m['test']} as {m['role'] or '?'} with {m['peer'] or '?'}"
-    if tests and m["test"] not in tests:
+    rnd, rail, role, peer, hca, test = key
+    where = f"round {rnd} rail {rail} {test} as {role or '?'} with {peer or '?'}"[:160]
+    if tests and test not in tests:
         return f"{where}: a test the plan did not ask for"
-    if steps is not None and (m["round"], m["rail"], m["role"], m["peer"], m["hca"]) not in steps:
-        return f"{where} on {m['hca'] or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
-    if steps is None and rounds is not None and not 0 <= m["round"] < rounds:
+    if steps is not None and key[:5] not in steps:
+        return f"{where} on {hca[:40] or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
+    if steps is None and rounds is not None and not 0 <= rnd < rounds:
         return f"{where}: outside the plan's {rounds} round(s)"
     return None
 
 
-def planned_measurements(results: list[FabricMeasure], plan: dict[str, Any]) -> tuple[list[FabricMeasure], list[str]]:
-    """The results the plan asked for, each (step, test) once; and one line per refused one (a
-    host speaks only for its own planned steps: anything else would move the fleet's medians)."""
+def planned_results(results: list[dict[str, Any]], plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The results the plan asked for, each (step, test) once, and one line per refused one: a
+    host speaks only for its own planned steps, anything else would move the fleet's medians.
+    Decided before any output is parsed, so a flood of invented results costs no parsing."""
     steps = planned_steps(plan)
     tests = [str(t) for t in _list(plan.get("tests"))]
     rounds = None
     if isinstance(plan.get("rounds"), int):
         rounds = plan["rounds"] + (plan.get("extra_rounds") if isinstance(plan.get("extra_rounds"), int) else 0)
-    kept: list[FabricMeasure] = []
+    kept: list[dict[str, Any]] = []
     refused: list[str] = []
     seen: set[tuple[Any, ...]] = set()
-    for m in results:
-        why = _out_of_plan(m, steps, tests, rounds)
-        key = (m["round"], m["rail"], m["role"], m["peer"], m["hca"], m["test"])
+    for rec in results:
+        key = _step_of(rec)
+        if key is None:
+            continue
+        why = _out_of_plan(key, steps, tests, rounds)
         if why is None and key in seen:
-            why = f"round {m['round']} rail {m['rail']} {m['test']} with {m['peer']}: a second result for one test"
+            why = f"round {key[0]} rail {key[1]} {key[5]} with {key[3]}: a second result for one test"[:200]
         if why is None:
             seen.add(key)
-            kept.append(m)
+            kept.append(rec)
         else:
             refused.append(why)
     return kept, _counted(refused)
@@ -261,6 +275,18 @@ def _counted(lines: list[str]) -> list[str]:
     return [*lines[:REFUSED_SHOWN], f"... and {len(lines) - REFUSED_SHOWN} more result(s) outside the plan"]
 
 
+def _wave_results(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rec for wave in _list(data.get("waves")) if isinstance(wave, dict)
+            for rec in _list(_dict(wave.get("data")).get("results")) if isinstance(rec, dict)]
+
+
+def refused_answers(data: dict[str, Any]) -> list[str]:
+    """What of a host's raw fabric data the plan refuses (the controller's own refusals, then its
+    waves' results outside the plan), without parsing any output: the driver's outcome reads it."""
+    own = [str(r)[:300] for r in _list(data.get("refused"))]
+    return _counted(own + planned_results(_wave_results(data), _dict(data.get("plan")))[1])
+
+
 def normalize(data: dict[str, Any]) -> FabricFacts:
     if not isinstance(data, dict):
         raise ValueError("fabric data must be a mapping")
@@ -268,17 +294,11 @@ def normalize(data: dict[str, Any]) -> FabricFacts:
     plan = _dict(data.get("plan"))
     errors = [str(e)[:300] for e in _list(data.get("errors"))]
     tools: dict[str, Any] = dict(_dict(_dict(discover.get("perftest")).get("tools")))
-    answered: list[FabricMeasure] = []
     for wave in _list(data.get("waves")):
-        if not isinstance(wave, dict):
-            continue
-        if wave.get("outcome") not in (None, "ok"):
+        if isinstance(wave, dict) and wave.get("outcome") not in (None, "ok"):
             errors.append(f"wave {wave.get('wave')}: {wave.get('outcome')}: {wave.get('reason') or ''}"[:300])
-        for rec in _list(_dict(wave.get("data")).get("results")):
-            m = measurement(rec) if isinstance(rec, dict) else None
-            if m is not None:
-                answered.append(m)
-    measurements, refused = planned_measurements(answered, plan)
+    kept, refused = planned_results(_wave_results(data), plan)
+    measurements = [m for m in (measurement(rec) for rec in kept) if m is not None]
     refused = [str(r)[:300] for r in _list(data.get("refused"))] + refused
     groups = [g for g in (_group(x) for x in _list(data.get("nccl")) if isinstance(x, dict)) if g is not None]
     perftest = _dict(discover.get("perftest"))
