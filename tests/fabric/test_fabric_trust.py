@@ -133,10 +133,18 @@ def _self_pairs(raw: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             for r in range(RAILS) for _ in range(1)]
 
 
+HOSTILE_NAMES = ["node01\n-x", "{{ lookup('pipe','touch PWNED') }}", "\x1b[31mnode02", "node0\u2028x", "-x", "*",
+                 "n" * 5000]
+
+
+def _hostile_names(raw: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [result(k, 0, "client", ATTACKER, name, 470.0) for k in range(len(HOSTS) - 1) for name in HOSTILE_NAMES]
+
+
 INVENTED = {"rounds outside the plan": _rounds_outside, "peers it did not meet": _wrong_peers,
             "roles it did not have": _wrong_roles, "hosts outside the fleet": _unknown_peers,
             "a result many times": _duplicates, "a test the plan did not ask for": _unplanned_test,
-            "itself as its peer": _self_pairs}
+            "itself as its peer": _self_pairs, "hostile peer names": _hostile_names}
 
 
 def test_an_honest_fleet_with_a_slightly_slower_host_has_no_finding() -> None:
@@ -154,6 +162,7 @@ def test_results_outside_the_plan_are_dropped_and_named_on_their_sender_only(inv
     refused = [f for f in findings if f.id == ANSWER_REFUSED]
     assert [f.host for f in refused] == [ATTACKER]
     assert refused[0].severity is Severity.WARN and refused[0].evidence
+    assert all("\n" not in line and "\u2028" not in line and len(line) <= 300 for line in refused[0].evidence)
     assert {f.host for f in findings} == {ATTACKER}
     # the facts keep what the plan asked, each step's test once
     kept = normalize(raw[ATTACKER])["measurements"]

@@ -24,6 +24,7 @@ from orchestrator.facts.model import (
 from orchestrator.facts.normalize.nccl import _result as nccl_result
 from orchestrator.facts.normalize.nccl import largest_allreduce
 from orchestrator.facts.textparse.perftest import ERRORS, parse_perftest
+from orchestrator.facts.textsafe import one_line
 
 # NCCL's channel lines across hosts: "... [send] via NET/IB/0/GDRDMA", "via NET/Socket/1"
 _NET_VIA = re.compile(r"\bvia (NET/(\w+)(?:/\d+)?(/GDRDMA)?)")
@@ -232,11 +233,12 @@ def _out_of_plan(key: tuple[int, int, str, str, str, str], steps: set[StepKey] |
                  rounds: int | None) -> str | None:
     """Why a result is not one the plan asked this host for, None when it is."""
     rnd, rail, role, peer, hca, test = key
-    where = f"round {rnd} rail {rail} {test} as {role or '?'} with {peer or '?'}"[:160]
+    # the host's own words, shown one line each and bounded: they are what it invented
+    where = one_line(f"round {rnd} rail {rail} {test[:40]} as {role[:20] or '?'} with {peer[:80] or '?'}")
     if tests and test not in tests:
         return f"{where}: a test the plan did not ask for"
     if steps is not None and key[:5] not in steps:
-        return f"{where} on {hca[:40] or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
+        return f"{where} on {one_line(hca[:40]) or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
     if steps is None and rounds is not None and not 0 <= rnd < rounds:
         return f"{where}: outside the plan's {rounds} round(s)"
     return None
@@ -260,7 +262,7 @@ def planned_results(results: list[dict[str, Any]], plan: dict[str, Any]) -> tupl
             continue
         why = _out_of_plan(key, steps, tests, rounds)
         if why is None and key in seen:
-            why = f"round {key[0]} rail {key[1]} {key[5]} with {key[3]}: a second result for one test"[:200]
+            why = one_line(f"round {key[0]} rail {key[1]} {key[5][:40]} with {key[3][:80]}: a second result for one test")
         if why is None:
             seen.add(key)
             kept.append(rec)

@@ -277,8 +277,8 @@ def refused_findings(facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
         lines = [*(f.get("refused") or []), *nccl_refused.get(host, [])]
         if lines:
             yield unknown(ANSWER_REFUSED, host, "fabric answers",
-                          f"{len(lines)} of the host's fabric answers are not what the plan asked of it and were "
-                          f"dropped before judging: {lines[0]}", severity=Severity.WARN, evidence=lines[:10],
+                          f"fabric answers the plan did not ask of this host were dropped before judging (its "
+                          f"peers are judged without them): {lines[0]}", severity=Severity.WARN, evidence=lines[:10],
                           hint="a host answering outside its plan is broken or hostile: compare its probes/fabric.py "
                                "with the controller's, check what runs on it, and look at raw/<host>/fabric.json")
 
