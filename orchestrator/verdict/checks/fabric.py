@@ -166,11 +166,6 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
 # ------------------------------------------------------------------------------- NCCL groups
 
 
-def _groups(facts: Mapping[str, FabricFacts]) -> dict[str, FabricNcclGroup]:
-    """Every communicator once, as its members' records agree on it (fabric_locate.ring_verdicts)."""
-    return {name: v.group for name, v in ring_verdicts(facts, _spec(facts)).items()}
-
-
 def _bisect_culprits(root: FabricNcclGroup, groups: dict[str, FabricNcclGroup], slow: set[str]) -> list[str]:
     """Hosts the bisection pinned down: in a slow group of two whose other member is in a fast group."""
     rail = root["rail"]
