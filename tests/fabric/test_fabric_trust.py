@@ -31,7 +31,7 @@ from orchestrator.facts.normalize.fabric import normalize
 from orchestrator.inventory.model import Host
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.checks.fabric import ANSWER_REFUSED, NCCL_IDS, NCCL_WRONG, check_fabric, unjudged
-from orchestrator.verdict.findings import Finding, Severity
+from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.health import Health, decide
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -373,8 +373,8 @@ def test_a_host_whose_part_did_not_finish_is_incomplete_and_exit_4(data: dict[st
     got, reason = unfinished({"discover": {}, "waves": [], "nccl": [], **data}, False)
     assert got is outcome and reason and "None" not in reason
     assert got.is_problem  # exit status 4 (cli/exitcodes.py: for_fleet)
-    warn = Finding(id="fabric.step.failed", severity=Severity.WARN, kind=__import__(
-        "orchestrator.verdict.findings", fromlist=["Kind"]).Kind.UNKNOWN, host="h", subject="fabric steps", message="m")
+    warn = Finding(id="fabric.step.failed", severity=Severity.WARN, kind=Kind.UNKNOWN, host="h",
+                   subject="fabric steps", message="m")
     health = decide(got.value, reason, {"fabric": f"{got.value} ({reason})"}, [warn])
     assert health.state is Health.INCOMPLETE
 
