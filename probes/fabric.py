@@ -53,6 +53,11 @@ _TOOL_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/opt/perftest/bin", "/
 _CONNECT_FAILED = re.compile(r"Couldn't connect to|Unable to open file descriptor for socket connection|"
                              r"Unable to init the socket connection|Failed to establish connection", re.I)
 _GDR_FAILED = re.compile(r"Couldn't allocate MR|ibv_reg_mr failed|failed to register|Couldn't allocate CUDA", re.I)
+# The server address a client dials is a peer's word (relayed by the controller, which checks it
+# too: engine/fabric_plan.py:address_problem, the same grammar): an IPv4/IPv6 address or an RFC
+# 1123 host name, at most 253 ASCII characters, never an option; it is passed after "--".
+_ADDR_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
+_ADDR_IP = re.compile(r"[0-9A-Fa-f:.]{2,45}\Z")  # IPv6 or a GID; IPv4 reads as labels
 _LIVE = []  # tool processes running now (killed when the controller goes away)
 _LIVE_LOCK = threading.Lock()
 
@@ -375,6 +380,16 @@ def _run_tool(argv, deadline, cap):
     return (None if timed_out else p.returncode), bytes(out), bytes(err), timed_out
 
 
+def address_ok(text):
+    """Whether a server address may go on a perftest command line (see _ADDR_LABEL)."""
+    if not isinstance(text, str) or not text or len(text) > 253 or any(ord(c) > 127 for c in text):
+        return False
+    if ":" in text:
+        return bool(_ADDR_IP.match(text))
+    labels = text[:-1].split(".") if text.endswith(".") else text.split(".")
+    return all(_ADDR_LABEL.match(label) for label in labels)
+
+
 def _argv(a, tool_path, test, step, port, cuda):
     lat = test.endswith("_lat")
     argv = [tool_path, "-d", step["hca"], "-i", str(step.get("ib_port") or 1), "-p", str(port), "-F"]
@@ -393,7 +408,7 @@ def _argv(a, tool_path, test, step, port, cuda):
         if a.get("cuda_dmabuf"):  # GPU memory registered through DMA-BUF (no peer-memory module)
             argv.append("--use_cuda_dmabuf")
     if step["role"] == "client":
-        argv.append(step["connect"])
+        argv += ["--", step["connect"]]  # the server's address, never read as an option
     return argv
 
 
@@ -408,6 +423,9 @@ def _one_test(a, tools, step, test, port, test_end, cap):
     path = tools.get(test)
     if path is None:
         rec["error"] = "%s not installed on this host" % test
+        return rec
+    if step["role"] == "client" and not address_ok(step.get("connect")):
+        rec["error"] = "the server address is not an IP address or host name: not run"
         return rec
     cuda = None if test.endswith("_lat") else (a.get("cuda") or {}).get(step["hca"])
     t0 = time.time()

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.engine import payload
 from orchestrator.engine.envelope import Envelope
@@ -42,6 +42,7 @@ from orchestrator.engine.fabric_plan import (
     Member,
     Rail,
     Schedule,
+    address_problem,
     plan_pairs,
     plan_repair,
     probe_steps,
@@ -50,7 +51,8 @@ from orchestrator.engine.fabric_plan import (
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import ProbeCall, ProbeResult, RunOptions, TransportFactory
 from orchestrator.facts.model import FabricFacts
-from orchestrator.facts.normalize.fabric import normalize
+from orchestrator.facts.normalize.fabric import normalize, refused_answers
+from orchestrator.facts.textsafe import one_line
 from orchestrator.inventory.model import Host
 from orchestrator.verdict.fabric_locate import Thresholds, locate
 
@@ -82,10 +84,12 @@ class HostPart:
     waves: list[dict[str, Any]] = field(default_factory=list)
     nccl: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # what of its answers the controller refused (a bad address)
+    stopped: bool = False  # the qualification was stopped while this host took part
 
     def data(self) -> dict[str, Any]:
         return {"discover": self.discover, "skipped": self.skipped, "plan": self.plan, "waves": self.waves,
-                "nccl": self.nccl, "errors": self.errors}
+                "nccl": self.nccl, "errors": self.errors, "refused": self.refused}
 
     def result(self, t0: float) -> ProbeResult:
         if self.discover is None:
@@ -95,7 +99,37 @@ class HostPart:
                        errors=[], warnings=list(self.errors), duration_s=round(time.monotonic() - t0, 3))
         if self.skipped:
             return ProbeResult(PROBE, Outcome.SKIPPED, self.skipped, envelope=env, duration_s=env.duration_s)
-        return ProbeResult(PROBE, Outcome.OK, "", envelope=env, duration_s=env.duration_s)
+        outcome, reason = unfinished(self.data(), self.stopped)
+        return ProbeResult(PROBE, outcome, reason, envelope=env, duration_s=env.duration_s)
+
+
+# Worst first: the outcome a host's fabric part takes from its steps (engine/outcomes.py's order).
+_STEP_OUTCOMES = (Outcome.TIMEOUT, Outcome.INVALID_OUTPUT, Outcome.FAILED)
+
+
+def unfinished(data: Mapping[str, Any], stopped: bool) -> tuple[Outcome, str]:
+    """How far a host's part of the qualification got (pure): ok; interrupted (the run was
+    stopped); timeout, invalid output or failed when one of its steps was, or when the plan refused
+    its answers; failed when a communicator it was a rank of never ran a collective.  Not ok makes
+    it `incomplete`, judged on what finished, and is exit status 4 (interrupted: 130)."""
+    if stopped:
+        return Outcome.INTERRUPTED, "the qualification was stopped before its end"
+    steps = [(f"wave {w.get('wave')}", w) for w in data.get("waves") or []]
+    steps += [(f"NCCL {g.get('group')}", g) for g in data.get("nccl") or []]
+    for outcome in _STEP_OUTCOMES:
+        hit = next((f"{name}: {step.get('reason') or outcome.value}" for name, step in steps
+                    if step.get("outcome") == outcome.value), None)
+        if hit:
+            return outcome, hit[:300]
+        if outcome is Outcome.INVALID_OUTPUT:
+            refused = refused_answers(dict(data))  # the controller's own refusals and the waves' results
+            if refused:
+                return outcome, f"{len(refused)} answer(s) outside the plan refused: {refused[0]}"[:300]
+    idle = next((g.get("group") for g in data.get("nccl") or [] if g.get("outcome") == "ok"
+                 and not ((g.get("data") or {}).get("results"))), None)
+    if idle:
+        return Outcome.FAILED, f"NCCL {idle}: no collective ran (the communicator never came up)"
+    return Outcome.OK, ""
 
 
 def _skip_reason(d: dict[str, Any]) -> str | None:
@@ -116,10 +150,40 @@ def _member(part: HostPart) -> Member:
     # a rail is a port's place among all of the host's ports (mlx5_3 is rail 3 even when mlx5_2 is
     # down), so hosts of one model line their rails up; only active ports take part
     ports = sorted(d.get("hcas") or [], key=lambda h: (h["hca"], h["port"] or 0))
-    rails = tuple(Rail(i, h["hca"], h.get("port") or 1, str(override.get(h["hca"]) or h.get("address") or "") or None,
-                       _lid(h.get("lid")))
-                  for i, h in enumerate(ports) if h.get("state") == "ACTIVE")
-    return Member(part.host.name, part.host.address, rails)
+    rails = []
+    for i, h in enumerate(ports):
+        if h.get("state") != "ACTIVE":
+            continue
+        address = _rail_address(part, h["hca"], override.get(h["hca"]), h.get("address"))
+        if address is not False:
+            rails.append(Rail(i, h["hca"], h.get("port") or 1, address, _lid(h.get("lid"))))
+    return Member(part.host.name, part.host.address, tuple(rails))
+
+
+def _rail_address(part: HostPart, hca: str, override: Any, said: Any) -> str | Literal[False] | None:
+    """The address peers dial for one port, checked before it reaches any command line: the
+    inventory's override, else what the host said, else None (its SSH address); False when it is
+    no address (the port sits out: its pairs are not measured, and the host is named for it)."""
+    if override not in (None, ""):
+        why = address_problem(override)
+        if why:
+            part.errors.append(f"probe_fabric_addresses {hca}: {one_line(str(override))[:80]!r} is {why}: "
+                               "the port sits out; fix the inventory")
+            return False
+        return str(override)
+    if said in (None, ""):
+        why = address_problem(part.host.address)
+        if why:
+            part.errors.append(f"{hca}: the host's address {one_line(part.host.address)[:80]!r} is {why}: the "
+                               "port sits out; set probe_fabric_addresses")
+            return False
+        return None
+    why = address_problem(said)
+    if why:
+        part.refused.append(f"{hca}: the rail address it said, {one_line(str(said))[:80]!r}, is {why}: the port "
+                            "sits out, its pairs are not measured")
+        return False
+    return str(said)
 
 
 def _lid(text: Any) -> int | None:
@@ -194,7 +258,7 @@ def qualify(hosts: list[Host], spec: FabricSpec, options: RunOptions, factory: T
             if p.discover is None:
                 p.outcome, p.reason = Outcome.INTERRUPTED, "the qualification was stopped"
             else:
-                p.errors.append("the qualification was stopped before its end")
+                p.stopped = True  # cut off part-way: interrupted, not finished
         raise FabricInterrupted({n: p.result(t0) for n, p in parts.items()}) from e
     finally:
         conns.close_all()
@@ -237,7 +301,7 @@ def _run(parts: dict[str, HostPart], spec: FabricSpec, options: RunOptions, conn
     for p in live:
         m = by_name[p.host.name]
         p.plan = {**plan_meta, "rail_of": {r.hca: r.index for r in m.rails},
-                  "addresses": {r.hca: r.address or m.address for r in m.rails}}
+                  "addresses": {r.hca: r.address or m.address for r in m.rails}, "steps": []}
     if ceiling > spec.budget_s:
         why = (f"the plan needs up to {ceiling:.0f} s, over the budget of {spec.budget_s:g} s: lower fabric.rounds "
                "or fabric.round_s, or raise fabric.budget_s")
@@ -266,6 +330,8 @@ def _wave(n: int, schedule: Schedule, live: list[HostPart], by_name: Mapping[str
         steps = probe_steps(p.host.name, schedule, spec, by_name)
         if not steps:
             continue
+        # what the host was asked, in its plan: only results for these steps are taken from it
+        p.plan.setdefault("steps", []).extend([s["round"], s["rail"], s["role"], s["peer"], s["hca"]] for s in steps)
         args = {"role": "pairs", "step_id": f"wave{n}", "steps": steps, "tests": list(spec.tests), "size": spec.size,
                 "iters": spec.iters, "lat_iters": min(1000, spec.iters), "duration_s": spec.duration_s,
                 "gid_index": spec.gid_index, "cuda": _cuda_map(p, spec), "cuda_dmabuf": _dmabuf_only(p),

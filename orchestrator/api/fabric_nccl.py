@@ -27,7 +27,13 @@ from orchestrator.engine.fabric_exec import Connections, StepResult, Stopped, en
 from orchestrator.engine.fabric_plan import FabricSpec, Member
 from orchestrator.engine.runner import ProbeCall, RunOptions
 from orchestrator.facts.model import FabricFacts, FabricNcclGroup
-from orchestrator.verdict.fabric_locate import Thresholds, all_faults, ring_explained, ring_slow
+from orchestrator.verdict.fabric_locate import (
+    Thresholds,
+    all_faults,
+    ring_explained,
+    ring_slow,
+    ring_verdicts,
+)
 
 NCCL = "nccl"
 
@@ -71,7 +77,7 @@ def _run_ring(ring: _Ring, parts: Mapping[str, HostPart], spec: FabricSpec, conn
     results = run_gated((parts[lead].host, ProbeCall(NCCL, _nccl_args(spec, ring, lead, 0, nranks, None),
                                                      spec.nccl.timeout_s)),
                         [(parts[h].host, make(h)) for h in ring.members[1:]], conns, stop, SAY_TIMEOUT_S,
-                        options.become)
+                        options.become, refuse=said_id_problem)
     for h in ring.members:
         r: StepResult | None = results.get(h)
         parts[h].nccl.append({"group": ring.name, "kind": ring.kind, "rail": ring.rail, "hca": ring.hca_of.get(h),
@@ -79,6 +85,19 @@ def _run_ring(ring: _Ring, parts: Mapping[str, HostPart], spec: FabricSpec, conn
                               "outcome": r.result.outcome.value if r else "skipped",
                               "reason": r.result.reason if r else "not started",
                               "data": envelope_data(r) if r else None})
+
+
+NCCL_ID_HEX = 256  # an ncclUniqueId is 128 bytes; rank 0's probe says it in hex (probes/nccl.py)
+_HEX = frozenset("0123456789abcdef")
+
+
+def said_id_problem(said: dict[str, Any]) -> str | None:
+    """Why rank 0's said line is no ncclUniqueId (it goes into every other rank's arguments)."""
+    uid = said.get("nccl_id")
+    if isinstance(uid, str) and len(uid) == NCCL_ID_HEX and set(uid) <= _HEX:
+        return None
+    shown = f"{len(uid)} characters" if isinstance(uid, str) else type(uid).__name__
+    return f"rank 0 said no ncclUniqueId ({shown}, not {NCCL_ID_HEX} hex digits): no other rank was started"
 
 
 def _batches(rings: list[_Ring]) -> list[list[_Ring]]:
@@ -185,12 +204,9 @@ def run_rings(live: list[HostPart], by_name: Mapping[str, Member], spec: FabricS
 
 
 def _group_of(ring: _Ring, facts: Mapping[str, FabricFacts]) -> FabricNcclGroup | None:
-    for h in ring.members:
-        f = facts.get(h)
-        for g in f["nccl"] if f else []:
-            if g["group"] == ring.name:
-                return g
-    return None
+    """The ring as its members' records agree on it (no one member steers the bisection)."""
+    v = ring_verdicts({h: f for h in ring.members if (f := facts.get(h)) is not None}).get(ring.name)
+    return v.group if v else None
 
 
 def _bisect(rings: list[_Ring], parts: Mapping[str, HostPart], spec: FabricSpec, conns: Connections,

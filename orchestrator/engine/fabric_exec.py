@@ -241,10 +241,12 @@ def run_wave(calls: list[tuple[Host, ProbeCall]], conns: Connections, stop: thre
 
 
 def run_gated(first: tuple[Host, ProbeCall], rest: list[tuple[Host, Callable[[dict[str, Any]], ProbeCall]]],
-              conns: Connections, stop: threading.Event, say_timeout: float, become: bool = False
-              ) -> dict[str, StepResult]:
+              conns: Connections, stop: threading.Event, say_timeout: float, become: bool = False,
+              refuse: Callable[[dict[str, Any]], str | None] = lambda _said: None) -> dict[str, StepResult]:
     """`first` alone until it says its first line (or `say_timeout` passes, or it ends); then each
-    of `rest`, its call made from what `first` said.  Without a said line the rest never start."""
+    of `rest`, its call made from what `first` said.  Without a said line, or with one `refuse`
+    finds fault with (what the first host says goes into the others' arguments), the rest never
+    start; the first's result is then invalid output."""
     lead = _Proc(first[0], first[1], conns, become)
     lead.start()
     give_up = time.monotonic() + say_timeout
@@ -255,9 +257,14 @@ def run_gated(first: tuple[Host, ProbeCall], rest: list[tuple[Host, Callable[[di
             break
         lead.first_say.wait(0.1)
     out: dict[str, StepResult] = {}
-    if not lead.said:
+    bad = refuse(lead.said[0]) if lead.said else None
+    if not lead.said or bad:
         _wait([lead], stop, give_up + first[1].timeout)
         lead_res = _result_of(lead)
+        if bad:
+            lead_res = StepResult(lead_res.host, ProbeResult(first[1].name, Outcome.INVALID_OUTPUT, bad,
+                                                             envelope=lead_res.result.envelope),
+                                  lead_res.said, answered_at=lead_res.answered_at)
         why = lead_res.result.reason or "it said nothing"
         for h, _make in rest:
             out[h.name] = StepResult(h.name, ProbeResult(first[1].name, Outcome.SKIPPED,

@@ -16,7 +16,9 @@ same inputs, so a recorded run replays and a re-judged run reads the same rounds
 from __future__ import annotations
 
 import functools
+import ipaddress
 import random
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,35 @@ MIN_ROUNDS = 3
 MAX_EXTRA_ROUNDS = 4
 DEFAULT_PORT_BASE = 18600  # perftest's default is 18515; a block of its own keeps clear of it
 PORT_SPAN = 4096  # the ports a qualification may listen on, from its port_base (PortLayout)
+
+
+# A rail address goes into a peer's perftest command line (its server argument) and NCCL's
+# environment: it must be an address and nothing else.  IPv4, IPv6 (a RoCE GID is written as one)
+# or an RFC 1123 host name: ASCII letters, digits, dots and inner hyphens, labels of 1-63, at most
+# 253 in all; never starting with "-", so no tool can read it as an option.
+ADDRESS_MAX = 253
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
+
+
+def address_problem(text: Any) -> str | None:
+    """Why `text` is not a rail address (None: it is one)."""
+    if not isinstance(text, str) or not text:
+        return "empty"
+    if len(text) > ADDRESS_MAX:
+        return f"{len(text)} characters, over {ADDRESS_MAX}"
+    if not text.isascii():
+        return "not ASCII"
+    if "%" in text:  # an IPv6 scope id takes any text: none is needed between hosts
+        return "an IPv6 scope id (%...) is not taken"
+    try:
+        ipaddress.ip_address(text)
+        return None
+    except ValueError:
+        pass
+    labels = text[:-1].split(".") if text.endswith(".") else text.split(".")
+    if all(_LABEL.match(label) for label in labels) and not text.replace(".", "").isdigit():
+        return None
+    return "not an IP address, GID or host name"
 
 
 class FabricSpecError(ValueError):

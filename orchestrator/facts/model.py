@@ -723,6 +723,9 @@ class FabricFacts(TextOrigin):
     nccl: list[FabricNcclGroup]
     plan: FabricPlan | None
     errors: list[str]  # what of this host's fabric processes failed, one line each
+    # what of this host's answers the plan refused (a round, peer, role or test it was not given, a
+    # result twice, an address that is none): dropped before judging, one line each (at most 8, then a count)
+    refused: NotRequired[list[str]]
 
 
 # ---------------------------------------------------------------------------------------------

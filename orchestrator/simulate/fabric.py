@@ -65,6 +65,7 @@ class FabricScenario:
     no_perftest: set[str] = field(default_factory=set)  # hosts without perftest installed
     busy: set[str] = field(default_factory=set)  # hosts whose GPU0 runs a job
     dmabuf_only: set[str] = field(default_factory=set)  # no peer-memory module: GDR through DMA-BUF (healthy)
+    forge_id: set[str] = field(default_factory=set)  # hostile: the NCCL id it says as rank 0 is forged
 
     def text(self) -> str:
         lines = [f"seed {self.seed}"]
@@ -73,6 +74,7 @@ class FabricScenario:
         lines += [f"pair {a} {b} {c} {f}" for (a, b, c), f in sorted(self.pairs.items())]
         lines += [f"rail {c} {f}" for c, f in sorted(self.rails.items())]
         lines += [f"nogdr {h}" for h in sorted(self.nogdr)]
+        lines += [f"forgeid {h}" for h in sorted(self.forge_id)]
         return "\n".join(lines) + "\n"
 
     def planted(self) -> dict[str, set[tuple[str, ...]]]:

@@ -65,6 +65,7 @@ static int read_conf_in(const char *dir)
         else if (!strcmp(r.kind, "rail") && n >= 3) { snprintf(r.hca, sizeof r.hca, "%s", f1); r.factor = atof(f2); }
         else if (!strcmp(r.kind, "pair") && n >= 5) { snprintf(r.a, sizeof r.a, "%s", f1); snprintf(r.b, sizeof r.b, "%s", f2); snprintf(r.hca, sizeof r.hca, "%s", f3); r.factor = atof(f4); }
         else if (!strcmp(r.kind, "nogdr")) { snprintf(r.a, sizeof r.a, "%s", f1); }
+        else if (!strcmp(r.kind, "forgeid")) { snprintf(r.a, sizeof r.a, "%s", f1); }
         else continue;
         rules[nrules++] = r;
     }
@@ -82,6 +83,13 @@ static int has_gdr(const char *host)
 {
     for (int i = 0; i < nrules; i++) if (!strcmp(rules[i].kind, "nogdr") && !strcmp(rules[i].a, host)) return 0;
     return 1;
+}
+
+/* A hostile host: the ncclUniqueId it hands out names a port nobody listens on (a forged id). */
+static inline int forges_id(const char *host)
+{
+    for (int i = 0; i < nrules; i++) if (!strcmp(rules[i].kind, "forgeid") && !strcmp(rules[i].a, host)) return 1;
+    return 0;
 }
 
 /* The product of every factor that applies to this pair on this rail. */

@@ -719,7 +719,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
     unsigned long nonce = (unsigned long)getpid() * 2654435761ul ^ (unsigned long)time(NULL);
     memcpy(id->internal, "FKNC", 4);
     memcpy(id->internal + 4, &ip, 4);
-    uint16_t p16 = htons((uint16_t)port);
+    uint16_t p16 = htons((uint16_t)(forges_id(me.host) ? 1 : port)); /* port 1: nobody's bootstrap */
     memcpy(id->internal + 8, &p16, 2);
     memcpy(id->internal + 10, &nonce, 4);
     memcpy(root_key, id->internal, sizeof root_key);

@@ -79,6 +79,11 @@ static void parse(int argc, char **argv)
     opt.tool = b ? b + 1 : argv[0];
     for (int i = 1; i < argc; i++) {
         char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "--")) {  /* getopt's end of options, as perftest's parser: one server name may follow */
+            if (i + 2 < argc) die(" Invalid Command line. Please check command rerun \n");
+            if (i + 1 < argc) opt.server = argv[i + 1];
+            break;
+        }
         char key[64];
         snprintf(key, sizeof key, "%s", a);
         char *eq = strchr(key, '=');

@@ -179,6 +179,7 @@ ACTIONS: dict[str, Rule] = {
     "fabric.nccl.slow": Rule(H, "a multi-host all_reduce below the ports' line rate, bisected to this host"),
     "fabric.nccl.data_wrong": Rule(H, "a multi-host collective returned wrong elements"),
     "fabric.nccl.transport": Rule(C, "NCCL moved data between hosts over sockets though HCAs are there"),
+    "fabric.answer.refused": Rule(N, "the host answered outside its plan: its answers were dropped, nothing to fix on its peers"),
     # software and the security floor
     "software.version.outlier": Rule(C, "driver/CUDA/kernel/BIOS/VBIOS differ from the host's peers"),
     "software.security.driver": Rule(C, "the driver lacks the fixes of an NVIDIA security bulletin"),

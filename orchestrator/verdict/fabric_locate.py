@@ -140,11 +140,15 @@ def line_floor(facts: Mapping[str, FabricFacts], s: Sample, t: Thresholds) -> tu
 
 
 def samples(facts: Mapping[str, FabricFacts]) -> list[Sample]:
-    """Every pair test once: the client's measurement where it has a figure, else the server's."""
+    """Every pair test once: the client's measurement where it has a figure, else the server's.
+    Only pairs of two hosts that took part: a host speaks of its planned peers, never of a host
+    outside the qualification or of itself (the normalizer already dropped steps outside its plan)."""
     by_key: dict[tuple[int, int, str, tuple[str, str]], Sample] = {}
     for host, f in facts.items():
         for m in f.get("measurements") or []:
             if not isinstance(m, dict) or m.get("error_kind") in ("missing", "not_run"):
+                continue
+            if m["peer"] == host or m["peer"] not in facts:
                 continue
             a, b = (host, m["peer"]) if m["role"] == "client" else (m["peer"], host)
             a_hca, b_hca = (m["hca"], m["peer_hca"] or m["hca"]) if m["role"] == "client" else (m["peer_hca"] or m["hca"], m["hca"])
@@ -315,7 +319,20 @@ def locate(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> Loc
         if open_:
             suspects[rail] = sorted(open_)
     faults.extend(_hosts_or_hcas(bad_ports, facts, rail_faults))
+    basis = evidence_basis(found, facts)
+    for f in faults:
+        f.evidence.append(basis)
     return Localisation(faults, suspects, cleared, found, sum(len(p) for p in by_rail.values()))
+
+
+def evidence_basis(found: list[Sample], facts: Mapping[str, FabricFacts]) -> str:
+    """Which evidence the localisation used, said in every fault it names."""
+    judged = [s for s in found if s.bad is not None]
+    refused = sum(len(f.get("refused") or []) for f in facts.values())
+    left = f"; {refused} answer line(s) outside the plan left out" if refused else ""
+    return (f"evidence: {len(judged)} planned pair test(s) of {len(facts)} host(s), each pair once (the client's "
+            f"figure, else the server's), judged against line rate, PCIe and the fleet's medians of those "
+            f"tests{left}")
 
 
 def _rails_of(f: FabricFacts | None) -> set[int]:
@@ -447,3 +464,71 @@ def ring_explained(g: FabricNcclGroup, faults: list[Fault]) -> list[Fault]:
         return f.kind in ("hca", "rail") and on_rail and bool(set(f.hosts) & members)
 
     return [f for f in faults if slows(f)]
+
+
+# ------------------------------------------------------------------------------- NCCL: the members' word
+
+@dataclass
+class RingVerdict:
+    """A communicator as its members' records agree on it: each member speaks for its own rank, so
+    no single record (the longest, the first) decides for the others."""
+
+    group: FabricNcclGroup  # the agreed record: the median member's figures, wrong only by a majority
+    claims: int  # members whose record was counted
+    wrong_by: list[str]  # members whose own verification found wrong elements
+    lone_wrong: list[str]  # ... when they are not a majority: their own claim, judged on them alone
+    refused: dict[str, str]  # member -> why its record was not counted (more results than the plan)
+
+    def evidence(self) -> str:
+        said = f"{len(self.wrong_by)} of {self.claims} member record(s) report wrong elements" if self.wrong_by \
+            else f"all {self.claims} member record(s) verified their data"
+        return f"judged on {self.claims} member record(s) of {len(self.group['members'])}: {said} (majority rule)"
+
+
+def planned_results(spec: Mapping[str, Any] | None) -> int | None:
+    """How many results one rank's record may hold: the plan's ops x its sizes (probes/nccl.py:_sizes,
+    the step factor api/fabric_nccl.py gives); None when the stored plan does not say."""
+    n = (spec or {}).get("nccl")
+    if not isinstance(n, dict):
+        return None
+    lo, hi, ops = n.get("min_bytes"), n.get("max_bytes"), n.get("ops")
+    if not isinstance(lo, int) or not isinstance(hi, int) or not isinstance(ops, list) or lo <= 0 or hi < lo:
+        return None
+    sizes, s = 1, lo // 4 * 4
+    while 0 < s < hi and sizes < 64:
+        sizes += 1
+        s *= NCCL_STEP_FACTOR
+    return len(ops) * sizes
+
+
+NCCL_STEP_FACTOR = 4  # api/fabric_nccl.py hands every rank this step between sizes
+
+
+def _agreed(name: str, by_host: Mapping[str, FabricNcclGroup], limit: int | None) -> RingVerdict:
+    refused = {h: f"NCCL {name}: {len(g['results'])} results where the plan asks for at most {limit}"
+               for h, g in by_host.items() if limit is not None and len(g["results"]) > limit}
+    counted = {h: g for h, g in by_host.items() if h not in refused} or dict(by_host)
+    ranked = sorted(counted.items(), key=lambda kv: (kv[1]["busbw_gbps"] is None, kv[1]["busbw_gbps"] or 0.0, kv[0]))
+    measured = [kv for kv in ranked if kv[1]["busbw_gbps"] is not None]
+    # a figure most members measured (the low median of theirs); else the record of one that did not
+    pool = measured if len(measured) * 2 > len(ranked) else [kv for kv in ranked if kv[1]["busbw_gbps"] is None]
+    pick = pool[(len(pool) - 1) // 2][1]
+    wrong_by = sorted(h for h, g in counted.items() if g["wrong"])
+    majority = len(wrong_by) * 2 > len(counted)
+    wrong = statistics.median_low([counted[h]["wrong"] or 0 for h in wrong_by]) if majority else None
+    transports = [g["transport"] for g in counted.values() if g["transport"]]
+    transport = max(sorted(set(transports)), key=transports.count) if transports else None
+    group: FabricNcclGroup = {**pick, "wrong": wrong, "transport": transport}
+    return RingVerdict(group, len(counted), wrong_by, [] if majority else wrong_by, refused)
+
+
+def ring_verdicts(facts: Mapping[str, FabricFacts], spec: Mapping[str, Any] | None = None) -> dict[str, RingVerdict]:
+    """Every communicator once, from the records of its own members only (a host's record of a
+    group it is not a member of, or of another host's rank, is not read)."""
+    claims: dict[str, dict[str, FabricNcclGroup]] = {}
+    for host, f in facts.items():
+        for g in f.get("nccl") or []:
+            if host in g["members"]:
+                claims.setdefault(g["group"], {}).setdefault(host, g)
+    limit = planned_results(spec)
+    return {name: _agreed(name, by_host, limit) for name, by_host in sorted(claims.items())}

@@ -38,6 +38,19 @@ from orchestrator.verdict.references import References
 from orchestrator.verdict.result import FleetResult, fleet_result
 from orchestrator.verdict.streaming import Prejudged
 
+# Probes whose stored answer is judged on what it finished though the probe did not end ok: a
+# host's part of the fabric qualification (api/fabric.py) takes the outcome of its worst step (a
+# wave timed out, answers the plan refused, a communicator that never ran) while its finished
+# steps stay evidence; its health says incomplete.
+_PARTIAL_PROBES = frozenset({"fabric"})
+_PARTIAL_OUTCOMES = frozenset({Outcome.TIMEOUT.value, Outcome.FAILED.value, Outcome.INVALID_OUTPUT.value,
+                               Outcome.INTERRUPTED.value})
+
+
+def _judged_on(probe: str, run: Mapping[str, Any]) -> bool:
+    outcome = run.get("outcome")
+    return outcome == "ok" or (probe in _PARTIAL_PROBES and outcome in _PARTIAL_OUTCOMES)
+
 
 def host_record(h: HostInput) -> dict[str, Any]:
     errors: list[str] = []
@@ -50,7 +63,7 @@ def host_record(h: HostInput) -> dict[str, Any]:
                 data = h.load_data()
             except (OSError, ValueError) as e:
                 errors.append(f"stored probe data could not be read back ({e})")
-        facts, more = normalize_host({p: d for p, d in data.items() if h.probes.get(p, {}).get("outcome") == "ok"})
+        facts, more = normalize_host({p: d for p, d in data.items() if _judged_on(p, h.probes.get(p, {}))})
         errors.extend(more)
     outcome = worst([Outcome(p["outcome"]) for p in h.probes.values()])
     reasons = [p["reason"] for p in h.probes.values() if p["outcome"] == outcome.value and p.get("reason")]

@@ -34,7 +34,14 @@ def test_the_demo_names_the_planted_host_rail_and_pair(tmp_path: Path) -> None:
     # this machine without an active port, the unreachable host (skipped)
     assert "24 host(s) x 8 rail(s): 23 round(s) of 30 s (+ at most 2 extra)" in proc.stderr
     by_name = {h["name"]: h for h in fleet["hosts"]}
-    assert all(by_name[h]["probes"]["fabric"]["outcome"] == "ok" for h in H100)
+    # the recording's ring over every GPU left no answer on 8 hosts (their processes were cut off:
+    # nccl-all.stdout.gz holds the start mark alone): their fabric part did not finish, so it is
+    # not ok (incomplete, exit status 4), and they are judged on the steps that did finish
+    cut = {f"dgx-h100-{i:02d}" for i in (1, 2, 8, 11, 14, 17, 19, 23)}
+    assert {h for h in H100 if by_name[h]["probes"]["fabric"]["outcome"] != "ok"} == cut
+    assert all(by_name[h]["probes"]["fabric"] == {**by_name[h]["probes"]["fabric"], "outcome": "invalid_output",
+                                                   "reason": "NCCL all: probe printed nothing on stdout"} for h in cut)
+    assert by_name["dgx-h100-19"]["health"]["state"] == "failed"  # its slow HCA, from the pairs it finished
     others = [h for h in by_name if h not in H100]
     assert others and all(by_name[h]["probes"]["fabric"]["outcome"] in ("unsupported", "skipped") for h in others)
     # dgx-h100-18's mlx5_3 is down: rail 3 is measured without it, and nothing is blamed for it

@@ -24,6 +24,7 @@ from orchestrator.facts.model import (
 from orchestrator.facts.normalize.nccl import _result as nccl_result
 from orchestrator.facts.normalize.nccl import largest_allreduce
 from orchestrator.facts.textparse.perftest import ERRORS, parse_perftest
+from orchestrator.facts.textsafe import one_line
 
 # NCCL's channel lines across hosts: "... [send] via NET/IB/0/GDRDMA", "via NET/Socket/1"
 _NET_VIA = re.compile(r"\bvia (NET/(\w+)(?:/\d+)?(/GDRDMA)?)")
@@ -200,23 +201,107 @@ def _plan(raw: Any) -> FabricPlan | None:
             "spec": _dict(d.get("spec"))}
 
 
+# A planned step as the controller handed it (api/fabric.py stores them in the host's plan):
+# (round, rail, role, peer, hca).  A result is taken only for one of these, each test once.
+StepKey = tuple[int, int, str, str, str]
+REFUSED_SHOWN = 8  # refused results named one by one; the rest counted
+
+
+def planned_steps(plan: dict[str, Any]) -> set[StepKey] | None:
+    """The steps the controller planned for this host; None for a run stored before plans said
+    them (its results are then bounded by the plan's round count alone)."""
+    raw = plan.get("steps")
+    if not isinstance(raw, list):
+        return None
+    out: set[StepKey] = set()
+    for s in raw:
+        if isinstance(s, list) and len(s) == 5 and isinstance(s[0], int) and isinstance(s[1], int):
+            out.add((s[0], s[1], str(s[2]), str(s[3]), str(s[4])))
+    return out
+
+
+def _step_of(rec: dict[str, Any]) -> tuple[int, int, str, str, str, str] | None:
+    """(round, rail, role, peer, hca, test) of a result, read as `measurement` reads them; None
+    for a record that is no result (a window that passed before its test could start)."""
+    test, rnd, rail = rec.get("test"), rec.get("round"), rec.get("rail")
+    if not isinstance(test, str) or not isinstance(rnd, int) or not isinstance(rail, int):
+        return None
+    return rnd, rail, str(rec.get("role") or ""), str(rec.get("peer") or ""), str(rec.get("hca") or ""), test
+
+
+def _out_of_plan(key: tuple[int, int, str, str, str, str], steps: set[StepKey] | None, tests: list[str],
+                 rounds: int | None) -> str | None:
+    """Why a result is not one the plan asked this host for, None when it is."""
+    rnd, rail, role, peer, hca, test = key
+    # the host's own words, shown one line each and bounded: they are what it invented
+    where = one_line(f"round {rnd} rail {rail} {test[:40]} as {role[:20] or '?'} with {peer[:80] or '?'}")
+    if tests and test not in tests:
+        return f"{where}: a test the plan did not ask for"
+    if steps is not None and key[:5] not in steps:
+        return f"{where} on {one_line(hca[:40]) or '?'}: not a step of the plan (round, rail, peer, role or HCA)"
+    if steps is None and rounds is not None and not 0 <= rnd < rounds:
+        return f"{where}: outside the plan's {rounds} round(s)"
+    return None
+
+
+def planned_results(results: list[dict[str, Any]], plan: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The results the plan asked for, each (step, test) once, and one line per refused one: a
+    host speaks only for its own planned steps, anything else would move the fleet's medians.
+    Decided before any output is parsed, so a flood of invented results costs no parsing."""
+    steps = planned_steps(plan)
+    tests = [str(t) for t in _list(plan.get("tests"))]
+    rounds = None
+    if isinstance(plan.get("rounds"), int):
+        rounds = plan["rounds"] + (plan.get("extra_rounds") if isinstance(plan.get("extra_rounds"), int) else 0)
+    kept: list[dict[str, Any]] = []
+    refused: list[str] = []
+    seen: set[tuple[Any, ...]] = set()
+    for rec in results:
+        key = _step_of(rec)
+        if key is None:
+            continue
+        why = _out_of_plan(key, steps, tests, rounds)
+        if why is None and key in seen:
+            why = one_line(f"round {key[0]} rail {key[1]} {key[5][:40]} with {key[3][:80]}: a second result for one test")
+        if why is None:
+            seen.add(key)
+            kept.append(rec)
+        else:
+            refused.append(why)
+    return kept, _counted(refused)
+
+
+def _counted(lines: list[str]) -> list[str]:
+    if len(lines) <= REFUSED_SHOWN:
+        return lines
+    return [*lines[:REFUSED_SHOWN], f"... and {len(lines) - REFUSED_SHOWN} more result(s) outside the plan"]
+
+
+def _wave_results(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [rec for wave in _list(data.get("waves")) if isinstance(wave, dict)
+            for rec in _list(_dict(wave.get("data")).get("results")) if isinstance(rec, dict)]
+
+
+def refused_answers(data: dict[str, Any]) -> list[str]:
+    """What of a host's raw fabric data the plan refuses (the controller's own refusals, then its
+    waves' results outside the plan), without parsing any output: the driver's outcome reads it."""
+    own = [str(r)[:300] for r in _list(data.get("refused"))]
+    return _counted(own + planned_results(_wave_results(data), _dict(data.get("plan")))[1])
+
+
 def normalize(data: dict[str, Any]) -> FabricFacts:
     if not isinstance(data, dict):
         raise ValueError("fabric data must be a mapping")
     discover = _dict(data.get("discover"))
     plan = _dict(data.get("plan"))
-    measurements: list[FabricMeasure] = []
     errors = [str(e)[:300] for e in _list(data.get("errors"))]
     tools: dict[str, Any] = dict(_dict(_dict(discover.get("perftest")).get("tools")))
     for wave in _list(data.get("waves")):
-        if not isinstance(wave, dict):
-            continue
-        if wave.get("outcome") not in (None, "ok"):
+        if isinstance(wave, dict) and wave.get("outcome") not in (None, "ok"):
             errors.append(f"wave {wave.get('wave')}: {wave.get('outcome')}: {wave.get('reason') or ''}"[:300])
-        for rec in _list(_dict(wave.get("data")).get("results")):
-            m = measurement(rec) if isinstance(rec, dict) else None
-            if m is not None:
-                measurements.append(m)
+    kept, refused = planned_results(_wave_results(data), plan)
+    measurements = [m for m in (measurement(rec) for rec in kept) if m is not None]
+    refused = [str(r)[:300] for r in _list(data.get("refused"))] + refused
     groups = [g for g in (_group(x) for x in _list(data.get("nccl")) if isinstance(x, dict)) if g is not None]
     perftest = _dict(discover.get("perftest"))
     wanted = [str(t) for t in _list(plan.get("tests"))]
@@ -236,4 +321,5 @@ def normalize(data: dict[str, Any]) -> FabricFacts:
         "nccl": groups,
         "plan": _plan(plan),
         "errors": errors,
+        "refused": _counted(refused),
     }

@@ -17,6 +17,7 @@ from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
 from orchestrator.verdict.fabric_locate import (
     Fault,
+    RingVerdict,
     Thresholds,
     all_faults,
     downtrained,
@@ -26,6 +27,7 @@ from orchestrator.verdict.fabric_locate import (
     nccl_floor,
     ring_explained,
     ring_slow,
+    ring_verdicts,
 )
 from orchestrator.verdict.findings import Finding, Severity, fault, unknown
 
@@ -39,13 +41,19 @@ STEP_FAILED = "fabric.step.failed"
 NCCL_SLOW = "fabric.nccl.slow"
 NCCL_WRONG = "fabric.nccl.data_wrong"
 NCCL_TRANSPORT = "fabric.nccl.transport"
+ANSWER_REFUSED = "fabric.answer.refused"
 PAIRWISE = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED)
 NCCL_IDS = (NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT)
 
 
+# A host whose fabric step timed out, failed, was cut off or sent answers the plan refused is
+# judged on what it finished (its health says incomplete); one that never took part is not read.
+_NOT_TAKEN = (None, "skipped", "unsupported", "unreachable")
+
+
 def _fabric(view: HostView) -> FabricFacts | None:
     f = view.facts.get("fabric")
-    if not isinstance(f, dict) or (view.outcomes and not view.ran("fabric")):
+    if not isinstance(f, dict) or (view.outcomes and view.outcomes.get("fabric") in _NOT_TAKEN):
         return None
     return f
 
@@ -158,17 +166,6 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
 # ------------------------------------------------------------------------------- NCCL groups
 
 
-def _groups(facts: Mapping[str, FabricFacts]) -> dict[str, FabricNcclGroup]:
-    """Every communicator once (each member stores it): the record with the most results wins."""
-    out: dict[str, FabricNcclGroup] = {}
-    for f in facts.values():
-        for g in f.get("nccl") or []:
-            old = out.get(g["group"])
-            if old is None or len(g["results"]) > len(old["results"]) or (old["busbw_gbps"] is None and g["busbw_gbps"]):
-                out[g["group"]] = g
-    return out
-
-
 def _bisect_culprits(root: FabricNcclGroup, groups: dict[str, FabricNcclGroup], slow: set[str]) -> list[str]:
     """Hosts the bisection pinned down: in a slow group of two whose other member is in a fast group."""
     rail = root["rail"]
@@ -185,20 +182,37 @@ def _bisect_culprits(root: FabricNcclGroup, groups: dict[str, FabricNcclGroup], 
     return sorted(out)
 
 
+def _wrong_findings(name: str, v: RingVerdict) -> Iterable[Finding]:
+    """Data corruption a majority of the members saw is the communicator's (every member); one a
+    minority claims is theirs alone: their own rank's receive path, or a record that is wrong."""
+    g = v.group
+    members = g["members"]
+    if g["wrong"]:
+        for h in members:
+            yield fault(NCCL_WRONG, h, f"NCCL {name} ({len(members)} hosts)",
+                        f"multi-host all_reduce/all_gather results differ from the expected values "
+                        f"({g['wrong']} wrong elements) in the communicator over {', '.join(members)}",
+                        expected=0, actual=g["wrong"], evidence=[v.evidence()],
+                        hint="silent data corruption between hosts: test the hosts' HCAs and GPUs pairwise")
+    for h in v.lone_wrong:
+        yield fault(NCCL_WRONG, h, f"NCCL {name} (this rank)",
+                    f"only this member's record reports wrong elements in the communicator over "
+                    f"{', '.join(members)}; the other members verified their data: this host's own rank (its "
+                    "HCA, GPU or memory) or its record is wrong, not the communicator",
+                    expected=0, actual="wrong elements on this rank alone", evidence=[v.evidence()],
+                    hint="run the host's NCCL and perftest steps again with a known-good peer; compare its record "
+                         "with the others' in raw/<host>/fabric.json")
+
+
 def nccl_findings(facts: Mapping[str, FabricFacts], faults: list[Fault]) -> Iterable[Finding]:
-    groups = _groups(facts)
+    verdicts = ring_verdicts(facts, _spec(facts))
+    groups = {name: v.group for name, v in verdicts.items()}
     floors = {name: nccl_floor(g, facts) for name, g in groups.items()}
     min_bytes = floor_min_bytes(_spec(facts))
     slow = {n for n, g in groups.items() if ring_slow(g, facts, min_bytes)}
     for name, g in sorted(groups.items()):
         members = g["members"]
-        if g["wrong"]:
-            for h in members:
-                yield fault(NCCL_WRONG, h, f"NCCL {name} ({len(members)} hosts)",
-                            f"multi-host all_reduce/all_gather results differ from the expected values "
-                            f"({g['wrong']} wrong elements) in the communicator over {', '.join(members)}",
-                            expected=0, actual=g["wrong"],
-                            hint="silent data corruption between hosts: test the hosts' HCAs and GPUs pairwise")
+        yield from _wrong_findings(name, verdicts[name])
         if g["transport"] and g["transport"].startswith("NET/Socket") and any(
                 (f := facts.get(h)) and f["hcas"] for h in members):
             for h in members:
@@ -246,8 +260,27 @@ def nccl_findings(facts: Mapping[str, FabricFacts], faults: list[Fault]) -> Iter
 # ------------------------------------------------------------------------------- the check
 
 
+def refused_findings(facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
+    """What each host answered outside its plan (a round, peer, role or test it was not given, a
+    result twice, an address that is none, an NCCL record longer than the plan): dropped before
+    judging, named on the host that sent it, never on the peers it named."""
+    nccl_refused: dict[str, list[str]] = {}
+    for v in ring_verdicts(facts, _spec(facts)).values():
+        for h, why in v.refused.items():
+            nccl_refused.setdefault(h, []).append(why)
+    for host, f in sorted(facts.items()):
+        lines = [*(f.get("refused") or []), *nccl_refused.get(host, [])]
+        if lines:
+            yield unknown(ANSWER_REFUSED, host, "fabric answers",
+                          f"fabric answers the plan did not ask of this host were dropped before judging (its "
+                          f"peers are judged without them): {lines[0]}", severity=Severity.WARN, evidence=lines[:10],
+                          hint="a host answering outside its plan is broken or hostile: compare its probes/fabric.py "
+                               "with the controller's, check what runs on it, and look at raw/<host>/fabric.json")
+
+
 def check_fabric(views: list[HostView]) -> Iterable[Finding]:
     facts = _taking_part(views)
+    yield from refused_findings(facts)
     if len(facts) < 2:
         return
     loc, faults = all_faults(facts, Thresholds.of(_spec(facts)))
@@ -294,6 +327,11 @@ def unjudged(facts: Facts) -> dict[str, str]:
         out[GDR_MISSING] = "no step used GPU memory (perftest without CUDA, no NCCL communicator)"
     if not f.get("nccl"):
         out.update(dict.fromkeys(NCCL_IDS, "no multi-host NCCL communicator ran on this host"))
+    elif not any(g.get("results") for g in f["nccl"]):
+        # a communicator that never ran a collective (its bootstrap failed: a forged or stale rank-0
+        # id, a member that never joined) measured nothing: not a pass
+        why = next((g["error"] for g in f["nccl"] if g.get("error")), None) or "no result"
+        out.update(dict.fromkeys(NCCL_IDS, f"no NCCL collective ran on this host ({why[:200]})"))
     return out
 
 
@@ -301,7 +339,7 @@ FLEET_CHECKS = [check_fabric]
 FLEET_READS: FleetReads = {"fabric": None}
 
 FINDING_IDS: tuple[str, ...] = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED, GDR_MISSING, STEP_FAILED,
-                                NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT)
+                                NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT, ANSWER_REFUSED)
 FLEET_FINDING_IDS: tuple[str, ...] = FINDING_IDS
 
 _FABRIC = Needs(sections=("fabric",), unjudged=unjudged)
