@@ -18,9 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api import claims
+from orchestrator.api.claims import Claim, Named
 from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.import_judged import JudgeWhereRead
-from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
+from orchestrator.api.import_workers import (
+    HostFor,
+    ReadBack,
+    ReadDocument,
+    read_in_workers,
+    read_slice,
+    unreadable,
+)
 from orchestrator.api.plan import (
     PlanError,
     PlanInputs,
@@ -34,8 +43,9 @@ from orchestrator.api.plan import (
 from orchestrator.api.playbook import PlaybookError, find_playbook, load_playbook
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, ProbeCall, document_script
+from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_script
 from orchestrator.files.bounded import UnreadableInput, is_regular, read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
@@ -260,6 +270,41 @@ def _host_of(source: str, base: str | None, ident: Mapping[str, Any], inv_hosts:
     return _host_named(name, base, ident, inv_hosts)
 
 
+def _named(read: Iterable[ReadDocument], inv_hosts: Mapping[str, Host]) -> list[Named]:
+    """What each document (in the files' order, files without one left out) is in the run
+    (api/claims.py), from the read records (read back once more: names only)."""
+    found = [Claim(rd.source, rd.name) for rd in read if rd.result is not None and rd.name is not None]
+    return claims.decide(found, inv_hosts)
+
+
+def _read_here(files: list[Path], run: RunDirectory, host_for: HostFor, say: Callable[[str], None]) -> ReadBack:
+    """Every file read in this process as one worker reads its slice (import_workers.read_slice):
+    one document held at a time, its probe files staged, its record kept to be read back."""
+    part = run.stage_dir("parts") / "here.pickle"
+    say(f"0/{len(files):,} documents read")
+    read_slice(files, 0, read_document, host_for, run, part,
+               done=lambda n: say(f"{n:,}/{len(files):,} documents read") if n % _SAY_EVERY == 0 else None)
+    return ReadBack([part])
+
+
+def _host_claiming(rd: ReadDocument, named: Named | None, inv_hosts: Mapping[str, Host], taken: set[str],
+                   warnings: list[str]) -> tuple[Host, str]:
+    """A document's host, and why it does not speak for the name it claims ("" where it does)."""
+    claimed = rd.name or Path(rd.source).name
+    if named is None or named.name in taken:  # the file changed between the two readings
+        named = Named(_unique(claimed, taken | {claimed}), f"claims {claims.quoted(claimed)}, but its file "
+                                                          "changed while it was read: a host speaks only for itself")
+    if named.refused:
+        warnings.append(f"{rd.source}: {named.refused}; kept as {named.name!r}, not judged")
+    return _host_of(rd.source, named.name, rd.identity, inv_hosts, taken, warnings), named.refused
+
+
+def claimant(host: Host, why: str) -> HostResult:
+    """A document that speaks for a host it cannot be shown to be, as its host's one result
+    (verdict/checks/host.py turns it into the host's identity.name.claimed)."""
+    return HostResult(host, {claims.CLAIM_PROBE: ProbeResult(claims.CLAIM_PROBE, Outcome.INVALID_OUTPUT, why)})
+
+
 def _host_named(name: str, base: str, ident: Mapping[str, Any], inv_hosts: Mapping[str, Host]) -> Host:
     """The inventory's host `base` (its groups and variables) as `name`, else a host in group all
     only, reached at the address the document's identity gives."""
@@ -293,25 +338,34 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     judge = _judge_as_read(files, root, inventory, playbook, probes, expect) if workers > 1 else None
 
     def results(run: RunDirectory) -> Iterator[Collected]:
-        read = read_in_workers(files, workers, read_document, host_for, run, judge,
-                               heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read")
-                               ) if workers > 1 else None
+        read = (read_in_workers(files, workers, read_document, host_for, run, judge,
+                                heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read"))
+                if workers > 1 else None) or _read_here(files, run, host_for, say)
+        # every document's claim is weighed before any is named: the order of the files decides nothing
+        decided = _named(read, inv_hosts)
+        named = iter(decided)
         taken: set[str] = set()
-        for k, rd in enumerate(read or (read_one(f, read_document, host_for) for f in files)):
+        others = {n.name for n in decided}  # a file without a document is named around the documents' names
+        for k, rd in enumerate(read):
             if k % _SAY_EVERY == 0:
-                say(f"{k:,}/{total:,} documents {'stored' if read is not None else 'read'}")
-            host = _host_of(rd.source, rd.name, rd.identity, inv_hosts, taken, warnings)
+                say(f"{k:,}/{total:,} documents stored")
             origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
+            staged = rd.staged
             if rd.result is None:
+                host = _host_of(rd.source, None, rd.identity, inv_hosts, others, warnings)
                 first_error[0] = first_error[0] or rd.error
                 res = unreadable(host, rd.error)
             else:
+                host, refused = _host_claiming(rd, next(named, None), inv_hosts, taken, warnings)
                 plans.append(rd.plan)
                 origin["identity"] = rd.identity
                 res = dataclasses.replace(rd.result, host=host)
+                if refused:
+                    origin["claimed"] = rd.name
+                    res, staged = claimant(host, refused), None  # its answers speak for no host: not kept
             if judge is not None:
                 judge.named(rd.judged, host_input_from_result(res))
-            yield Collected(res, origin, rd.staged)
+            yield Collected(res, origin, staged)
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:
