@@ -126,6 +126,7 @@ def test_three_claimants_of_one_placed_name(tmp_path: Path) -> None:
             "zz-evil.json": _hostile("for_host"), "mm-evil.json": _hostile("hostname")}
     cli = Cli.create(tmp_path)
     code, fleet, drain, playbook = _import(cli, tmp_path, [_write(tmp_path / "out", docs)[0].parent])
+    assert code == 4
     hosts = _hosts(fleet)
     assert hosts[VICTIM]["health"]["state"] == "healthy"
     claimants = sorted(n for n in hosts if n.startswith(VICTIM + "#"))
