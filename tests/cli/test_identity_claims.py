@@ -180,3 +180,58 @@ def test_a_claim_its_own_file_place_disproves(tmp_path: Path, field: str) -> Non
     _assert_claimant(fleet, claimant)
     assert "its file's place names 'node07'" in _findings_of(fleet, claimant)[0]["message"]
     assert VICTIM not in drain.read_text()
+
+
+# ------------------------------------------------------------------------ the ansible-runner road
+
+
+def _event(counter: int, host: str, probe: str, envelope: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    return {"counter": counter, "event": "runner_on_ok", "event_data": {
+        "host": host, "task_action": f"fleetprobe.gpu.{probe}",
+        "res": {"envelope": envelope, "fleetprobe_answer": {
+            "probe": probe, "exit": 0, "timed_out": False, "out_trunc": False, "err_trunc": False,
+            "duration_s": 0.2, "stderr": ""}, **more}}}
+
+
+# what an answer's payload may say to speak for node05: the host probe's hostname, a host key and an
+# inventory name of its own in the result, Ansible's delegation record
+PAYLOAD_CLAIMS: dict[str, dict[str, Any]] = {
+    "hostname": {},
+    "host-key": {"host": VICTIM, "inventory_hostname": VICTIM},
+    "delegated": {"_ansible_delegated_vars": {"ansible_host": VICTIM, "inventory_hostname": VICTIM}},
+}
+
+
+@pytest.mark.parametrize("claim", sorted(PAYLOAD_CLAIMS))
+@pytest.mark.parametrize("hostile_first", [True, False], ids=["hostile-first", "hostile-second"])
+def test_an_ansible_answer_is_the_event_hosts_whatever_its_payload_claims(tmp_path: Path, claim: str,
+                                                                          hostile_first: bool) -> None:
+    """Ansible (the controller) names the host of each event: node03's answers that say they are
+    node05's are node03's, and node05 is judged on its own answers only."""
+    from tests.support.collected import RECORDINGS
+
+    def envelopes(machine: str) -> dict[str, dict[str, Any]]:
+        return {p: json.loads((RECORDINGS / machine / f"{p}.json").read_text()) for p in ("host", "nvml", "pcie")}
+
+    hostile = envelopes(FAULTY)
+    hostile["host"]["data"]["hostname"] = VICTIM
+    sides = [("node03", hostile, PAYLOAD_CLAIMS[claim]), (VICTIM, envelopes(HEALTHY), {})]
+    events = tmp_path / "artifacts" / "job_events"
+    events.mkdir(parents=True)
+    counter = 0
+    for host, answers, more in (sides if hostile_first else sides[::-1]):
+        for probe, envelope in answers.items():
+            counter += 1
+            (events / f"{counter}-e{counter}.json").write_text(json.dumps(_event(counter, host, probe, envelope,
+                                                                                  more)))
+    cli = Cli.create(tmp_path)
+    drain = tmp_path / "drain.sh"
+    proc = cli.run("import", "--ansible-runner", str(tmp_path / "artifacts"), "--results", str(cli.results),
+                   "--format", "json", "--slurm-drain", str(drain))
+    assert proc.returncode in (1, 5), proc.stderr
+    fleet = json.loads(proc.stdout)
+    assert sorted(_hosts(fleet)) == ["node03", VICTIM]
+    assert any(f["severity"] == "fail" for f in _findings_of(fleet, "node03"))
+    assert not any(f["severity"] == "fail" for f in _findings_of(fleet, VICTIM)), _findings_of(fleet, VICTIM)
+    lines = [line for line in drain.read_text().splitlines() if line.startswith("scontrol")]
+    assert len(lines) == 1 and "NodeName=node03 " in lines[0], drain.read_text()
