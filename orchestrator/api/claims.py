@@ -10,7 +10,9 @@ operator) names the file after the node Slurm ran the task on.  So:
   the claim false;
 - a name several documents claim is the one whose file's place is that name (its name up to the
   first dot), when exactly one's is; the others are claimants;
-- when no place, or several, decide, no claimant is the host: none is judged under that name.
+- when no place, or several, decide, no claimant is the host: none is judged under that name;
+- a document whose file's place is a job step slot (`srun -o out/%j.%t.json`) other than the one it
+  says it ran in claims another rank's slot: a claimant, whatever name it gives.
 
 A claimant keeps a name of its own (NAME#k, never NAME) and is not judged at all: its answers speak
 for a host it cannot be shown to be, so they must not become findings, a drain line or a playbook
@@ -27,7 +29,7 @@ from pathlib import Path
 from orchestrator.facts.textsafe import one_line
 from orchestrator.verdict.checks.host import CLAIM_PROBE
 
-__all__ = ["CLAIM_PROBE", "Claim", "Named", "decide", "place_name", "quoted"]
+__all__ = ["CLAIM_PROBE", "Claim", "Named", "decide", "place_name", "place_slot", "quoted"]
 
 # what of a claimed name a message quotes: names are the host's own words
 _QUOTED = 80
@@ -41,6 +43,8 @@ class Claim:
 
     source: str
     name: str
+    # the job step slot it says it ran in: (job id, step id, task id) from SLURM_*, "" where not said
+    slot: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,15 +69,42 @@ def _file(source: str) -> str:
     return Path(source).name
 
 
+def place_slot(source: str) -> tuple[str, str] | None:
+    """The job and rank a file's place gives (`srun -o out/%j.%t.json`: JOB.RANK.EXT, both digits)."""
+    parts = Path(source).name.split(".")
+    if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+        return parts[0], parts[1]
+    return None
+
+
+def _slot_lie(c: Claim) -> str:
+    """Why a document's own slot claim is false by its file's place ("" where it is not): it says it
+    was another rank (or job) than the one whose output srun wrote there."""
+    place = place_slot(c.source)
+    if place is None or c.slot is None or not c.slot[0]:
+        return ""
+    job, step, task = c.slot
+    if place[0] == job and place[1] in (task, step):  # `%j.%s` places by step: not a lie either
+        return ""
+    return (f"claims {quoted(c.name)} as rank {quoted(task)} of job {quoted(job)}, but its file's place is "
+            f"rank {place[1]} of job {place[0]}: another rank's slot; a host speaks only for itself")
+
+
 def decide(claims: Sequence[Claim], known: Collection[str] = ()) -> list[Named]:
     """What each document is in the run, in the claims' order.  `known`: the inventory's host names
-    (a file placed under one of them is that host's; a claimant's name is never one of them)."""
+    (a file placed under one of them is that host's; a claimant's name is never one of them).  A
+    document its own place proves false about its job step is a claimant first; the others are
+    weighed by name."""
     by_name: dict[str, list[int]] = {}
-    for i, c in enumerate(claims):
-        by_name.setdefault(c.name, []).append(i)
-    names = set(by_name) | set(known)
-    out: dict[int, Named] = {}
     refused: list[tuple[int, bool, str]] = []  # (claim, whether a winner holds its name, why)
+    for i, c in enumerate(claims):
+        lie = _slot_lie(c)
+        if lie:
+            refused.append((i, False, lie))
+        else:
+            by_name.setdefault(c.name, []).append(i)
+    names = set(by_name) | {c.name for c in claims} | set(known)
+    out: dict[int, Named] = {}
     for name, group in by_name.items():
         group = sorted(group, key=lambda i: (claims[i].source, i))  # the order of the files decides nothing
         proven = [i for i in group if place_name(claims[i].source) == name]

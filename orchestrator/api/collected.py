@@ -273,8 +273,15 @@ def _host_of(source: str, base: str | None, ident: Mapping[str, Any], inv_hosts:
 def _named(read: Iterable[ReadDocument], inv_hosts: Mapping[str, Host]) -> list[Named]:
     """What each document (in the files' order, files without one left out) is in the run
     (api/claims.py), from the read records (read back once more: names only)."""
-    found = [Claim(rd.source, rd.name) for rd in read if rd.result is not None and rd.name is not None]
+    found = [Claim(rd.source, rd.name, _slot(rd.identity)) for rd in read if rd.result is not None and rd.name is not None]
     return claims.decide(found, inv_hosts)
+
+
+def _slot(identity: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The job step slot a document says it ran in, None where no scheduler is named."""
+    if not identity.get("job_id"):
+        return None
+    return str(identity["job_id"]), str(identity.get("step_id") or ""), str(identity.get("task_id") or "")
 
 
 def _read_here(files: list[Path], run: RunDirectory, host_for: HostFor, say: Callable[[str], None]) -> ReadBack:

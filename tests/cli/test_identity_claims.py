@@ -24,13 +24,13 @@ VICTIM = "node05"
 BYSTANDERS = {"node01": "dgx-h100-02", "node02": "dgx-a100-01"}
 
 
-def _claim(field: str, name: str) -> tuple[dict[str, str], str | None]:
-    """The identity (and for_host) of a document claiming `name` through `field`."""
+def _claim(field: str, name: str, task: int = 1) -> tuple[dict[str, str], str | None]:
+    """The identity (and for_host) of a document claiming `name` through `field` (as rank `task`)."""
     if field == "for_host":
         return {"hostname": "evil03"}, name
     if field == "hostname":
         return {"hostname": name}, None
-    return {"hostname": "evil03", "node_name": name, "job_id": "42", "task_id": "1", "scheduler": "slurm"}, None
+    return {"hostname": "evil03", "node_name": name, "job_id": "42", "task_id": str(task), "scheduler": "slurm"}, None
 
 
 # how a hostile document claims node05: the scheduler's node name, the bundle's own host, the hostname,
@@ -38,16 +38,16 @@ def _claim(field: str, name: str) -> tuple[dict[str, str], str | None]:
 CLAIMS = ["node_name", "for_host", "hostname", "node_name+hostname"]
 
 
-def _hostile(field: str) -> dict[str, Any]:
+def _hostile(field: str, task: int = 1) -> dict[str, Any]:
     if field == "node_name+hostname":
-        ident, _ = _claim("node_name", VICTIM)
+        ident, _ = _claim("node_name", VICTIM, task)
         return recorded_document({**ident, "hostname": VICTIM}, FAULTY)
-    ident, for_host = _claim(field, VICTIM)
+    ident, for_host = _claim(field, VICTIM, task)
     return recorded_document(ident, FAULTY, for_host)
 
 
-def _real(name: str = VICTIM) -> dict[str, Any]:
-    return recorded_document({"hostname": name, "node_name": name, "job_id": "42", "task_id": "0",
+def _real(name: str = VICTIM, task: int = 0) -> dict[str, Any]:
+    return recorded_document({"hostname": name, "node_name": name, "job_id": "42", "task_id": str(task),
                               "scheduler": "slurm"}, BYSTANDERS.get(name, HEALTHY))
 
 
@@ -139,12 +139,12 @@ def test_three_claimants_of_one_placed_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hostile_task", [0, 1, 2])
 @pytest.mark.parametrize("field", ["node_name", "hostname", "node_name+hostname"])
 def test_an_undecidable_name_is_acted_on_for_nobody(tmp_path: Path, field: str, hostile_task: int) -> None:
-    """srun -o out/%j.%t.json: no file's place names a node.  A hostname (the host's own word) that
-    agrees proves nothing: neither document is judged as node05, no drain line nor playbook
-    targets it, and both carry the finding."""
+    """srun -o out/%j.%t.json: no file's place names a node, and the claimant says the rank its file
+    is placed at.  A hostname (the host's own word) that agrees proves nothing: neither document is
+    judged as node05, no drain line nor playbook targets it, and both carry the finding."""
     tasks = [t for t in range(3) if t != hostile_task]
-    docs = {f"42.{hostile_task}.json": _hostile(field), f"42.{tasks[0]}.json": _real(),
-            f"42.{tasks[1]}.json": _real("node01")}
+    docs = {f"42.{hostile_task}.json": _hostile(field, hostile_task), f"42.{tasks[0]}.json": _real(task=tasks[0]),
+            f"42.{tasks[1]}.json": _real("node01", tasks[1])}
     cli = Cli.create(tmp_path)
     code, fleet, drain, playbook = _import(cli, tmp_path, [_write(tmp_path / "out", docs)[0].parent])
     hosts = _hosts(fleet)
@@ -157,6 +157,35 @@ def test_an_undecidable_name_is_acted_on_for_nobody(tmp_path: Path, field: str, 
     assert hosts["node01"]["health"]["state"] == "healthy"
     _assert_nobody_acts_on_the_victim(drain, playbook)
     assert code == 4
+
+
+@pytest.mark.parametrize("forged", [("42", "0"), ("42", "2"), ("41", "1"), ("", "0")],
+                         ids=["the-victims-rank", "a-free-rank", "another-job", "no-job"])
+@pytest.mark.parametrize("hostile_first", [True, False], ids=["hostile-first", "hostile-second"])
+def test_a_document_claiming_another_ranks_slot_is_its_own_finding(tmp_path: Path, forged: tuple[str, str],
+                                                                   hostile_first: bool) -> None:
+    """srun -o out/%j.%t.json: the claimant's output is placed as rank 1 of job 42, and it says it
+    is node05 as another rank (or job): its place proves it false, and the real node05 (rank 0 by
+    its place and its word) keeps its name.  Without a job id it claims no slot, and the name is
+    contested instead."""
+    job, task = forged
+    ident, _ = _claim("node_name", VICTIM)
+    ident = {**ident, "job_id": job, "task_id": task} if job else {"hostname": "evil03", "node_name": VICTIM}
+    hostile = "42.1.json"
+    real = "42.0.json" if hostile_first else "42.2.json"  # read after the claimant, or before
+    docs = {hostile: recorded_document(ident, FAULTY), real: _real(task=int(real.split(".")[1])),
+            "42.3.json": _real("node01", 3)}
+    cli = Cli.create(tmp_path)
+    _code, fleet, drain, playbook = _import(cli, tmp_path, [_write(tmp_path / "out", docs)[0].parent])
+    hosts = _hosts(fleet)
+    if job:
+        assert hosts[VICTIM]["health"]["state"] == "healthy", hosts[VICTIM]
+        (claimant,) = [n for n in hosts if n.startswith(VICTIM + "#")]
+        _assert_claimant(fleet, claimant)
+        assert "another rank's slot" in _findings_of(fleet, claimant)[0]["message"]
+    else:
+        assert VICTIM not in hosts and len([n for n in hosts if n.startswith(VICTIM + "#")]) == 2
+    _assert_nobody_acts_on_the_victim(drain, playbook)
 
 
 @pytest.mark.parametrize("field", CLAIMS)
