@@ -5,8 +5,9 @@ the bundle runner prints one document instead of frames), and `import_documents`
 documents those hosts printed back into a run: each answer classified as a live one
 (runner.document_result), stored and judged by `session.store_streamed` under the plan the
 bundle was written from.  Host names come from inside the documents (the inventory name the
-bundle was written for, else the scheduler's node name, else the hostname), never from file names:
-`srun -o %N` is not reliable everywhere.
+bundle was written for, else the scheduler's node name, else the hostname); but a host speaks only
+for itself, so every document's claim is weighed before any is named, and the file's place (which
+the controller writes, not the host) decides between documents that claim one name (api/claims.py).
 """
 
 from __future__ import annotations
@@ -168,8 +169,7 @@ def read_document(f: Path) -> Imported:
 
 
 def _unique(name: str, taken: set[str]) -> str:
-    """Two documents of one host (two tasks on one node, a file given twice): both are kept, the
-    second as name#2, so nothing is dropped and the fleet checks see both."""
+    """`name`, else the first of name#2, name#3 ... not taken: two files named alike are both kept."""
     if name not in taken:
         return name
     n = 2
@@ -298,9 +298,9 @@ def _host_claiming(rd: ReadDocument, named: Named | None, inv_hosts: Mapping[str
                    warnings: list[str]) -> tuple[Host, str]:
     """A document's host, and why it does not speak for the name it claims ("" where it does)."""
     claimed = rd.name or Path(rd.source).name
-    if named is None or named.name in taken:  # the file changed between the two readings
-        named = Named(_unique(claimed, taken | {claimed}), f"claims {claims.quoted(claimed)}, but its file "
-                                                          "changed while it was read: a host speaks only for itself")
+    if named is None or named.name in taken:  # not met: both passes read the same records; never a shared name
+        named = Named(_unique(claimed, taken | {claimed}), f"claims {claims.quoted(claimed)}, which could not "
+                                                          "be weighed with the other documents' claims")
     if named.refused:
         warnings.append(f"{rd.source}: {named.refused}; kept as {named.name!r}, not judged")
     return _host_of(rd.source, named.name, rd.identity, inv_hosts, taken, warnings), named.refused
