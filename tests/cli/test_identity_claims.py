@@ -264,3 +264,28 @@ def test_an_ansible_answer_is_the_event_hosts_whatever_its_payload_claims(tmp_pa
     assert not any(f["severity"] == "fail" for f in _findings_of(fleet, VICTIM)), _findings_of(fleet, VICTIM)
     lines = [line for line in drain.read_text().splitlines() if line.startswith("scontrol")]
     assert len(lines) == 1 and "NodeName=node03 " in lines[0], drain.read_text()
+
+
+# ------------------------------------------------------------------------------- the shards road
+
+
+@pytest.mark.parametrize("hostile_first", [True, False], ids=["hostile-first", "hostile-second"])
+def test_two_shards_claiming_one_host_refuse_the_merge(tmp_path: Path, hostile_first: bool) -> None:
+    """A part whose node05 is a hostile document's and a part with the real node05: which is node05
+    cannot be told from stored runs, so the merge is refused, naming both parts; no run, no drain list."""
+    cli = Cli.create(tmp_path)
+    parts = []
+    for part, docs in (("real", {"node05.json": _real(), "node01.json": _real("node01")}),
+                       ("hostile", {"node05.json": _hostile("node_name"), "node02.json": _real("node02")})):
+        files = _write(tmp_path / part, docs)
+        proc = cli.run("import", str(files[0].parent), "--results", str(cli.results), "--format", "json")
+        assert proc.returncode in (0, 1), proc.stderr
+        parts.append(cli.results / Path(json.loads(proc.stdout)["run"]["id"]).name)
+    before = sorted(p.name for p in cli.results.iterdir())
+    drain = tmp_path / "drain.sh"
+    order = parts[::-1] if hostile_first else parts
+    proc = cli.run("merge", *map(str, order), "--results", str(cli.results), "--slurm-drain", str(drain))
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("probe: error:")]
+    assert f"host {VICTIM!r} is in both {order[0].name} and {order[1].name}" in line, line
+    assert sorted(p.name for p in cli.results.iterdir()) == before and not drain.exists()
