@@ -121,20 +121,23 @@ def decide(claims: Sequence[Claim], known: Collection[str] = ()) -> list[Named]:
                                      "proves is another host's: a host speaks only for itself")
                            for i in group if i != proven[0])
         else:
-            refused.extend((i, False, _contested(name, [claims[i].source for i in group])) for i in group)
+            why = _contested(name, [claims[i].source for i in group[:_LISTED]], len(group))
+            refused.extend((i, False, why) for i in group)
     taken = {n.name for n in out.values()} | names
+    following: dict[str, int] = {}  # name -> the k to try next (10,000 claimants of one name: no rescans)
     for i, held, why in sorted(refused, key=lambda r: (claims[r[0]].name, claims[r[0]].source, r[0])):
         name = claims[i].name
-        k = 2 if held else 1
+        k = following.get(name, 2 if held else 1)
         while f"{name}#{k}" in taken:
             k += 1
         taken.add(f"{name}#{k}")
+        following[name] = k + 1
         out[i] = Named(f"{name}#{k}", why)
     return [out[i] for i in range(len(claims))]
 
 
-def _contested(name: str, sources: list[str]) -> str:
-    listed = ", ".join(quoted(_file(s)) for s in sources[:_LISTED])
-    more = f" and {len(sources) - _LISTED} more" if len(sources) > _LISTED else ""
-    return (f"{len(sources)} documents claim {quoted(name)} ({listed}{more}) and no file's place (srun -o "
+def _contested(name: str, first: list[str], count: int) -> str:
+    listed = ", ".join(quoted(_file(s)) for s in first)
+    more = f" and {count - len(first)} more" if count > len(first) else ""
+    return (f"{count} documents claim {quoted(name)} ({listed}{more}) and no file's place (srun -o "
             f"out/%N.json) decides which is that host: none is judged as {quoted(name)}")

@@ -302,8 +302,15 @@ def _host_claiming(rd: ReadDocument, named: Named | None, inv_hosts: Mapping[str
         named = Named(_unique(claimed, taken | {claimed}), f"claims {claims.quoted(claimed)}, which could not "
                                                           "be weighed with the other documents' claims")
     if named.refused:
-        warnings.append(f"{rd.source}: {named.refused}; kept as {named.name!r}, not judged")
+        said = sum(1 for w in warnings if w.endswith(_CLAIMANT_SAID))
+        if said < _CLAIMANTS_SAID:  # a flood of claimants is one line each up to here; the findings name every one
+            warnings.append(f"{rd.source}: {named.refused}; kept as {named.name!r}{_CLAIMANT_SAID}")
     return _host_of(rd.source, named.name, rd.identity, inv_hosts, taken, warnings), named.refused
+
+
+# claimants named one warning line each; past them, the run's identity.name.claimed findings name them
+_CLAIMANTS_SAID = 20
+_CLAIMANT_SAID = ", not judged"
 
 
 def claimant(host: Host, why: str) -> HostResult:
@@ -373,6 +380,10 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
             if judge is not None:
                 judge.named(rd.judged, host_input_from_result(res))
             yield Collected(res, origin, staged)
+        unsaid = sum(1 for n in decided if n.refused) - _CLAIMANTS_SAID
+        if unsaid > 0:
+            warnings.append(f"{unsaid:,} more document(s) claim a name they cannot be shown to own, kept under "
+                            "names of their own and not judged: their identity.name.claimed findings name each")
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:

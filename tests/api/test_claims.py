@@ -56,3 +56,15 @@ def test_what_each_case_decides() -> None:
                                        ("42.-3.json", None)])
 def test_a_files_place_as_a_slot(name: str, slot: tuple[str, str] | None) -> None:
     assert place_slot(f"out/{name}") == slot
+
+
+def test_ten_thousand_claimants_of_one_name_are_named_in_linear_time() -> None:
+    """A flood of documents claiming one name: each numbered once, without rescanning the names
+    taken (quadratic: 50 million lookups)."""
+    import time
+
+    claims = [Claim(f"out/42.{i}.json", "node05", ("42", "", str(i))) for i in range(10_000)]
+    started = time.monotonic()
+    named = decide(claims)
+    assert time.monotonic() - started < 5
+    assert len({n.name for n in named}) == 10_000 and all(n.refused for n in named)

@@ -289,3 +289,22 @@ def test_two_shards_claiming_one_host_refuse_the_merge(tmp_path: Path, hostile_f
     (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("probe: error:")]
     assert f"host {VICTIM!r} is in both {order[0].name} and {order[1].name}" in line, line
     assert sorted(p.name for p in cli.results.iterdir()) == before and not drain.exists()
+
+
+def test_a_flood_of_claimants_is_twenty_lines_and_a_count(tmp_path: Path) -> None:
+    """45 documents claim node05 and no place decides: each is its own finding, the warnings name the
+    first 20 and count the rest, and nothing acts on node05."""
+    docs = {f"42.{t}.json": _hostile("node_name", t) for t in range(45)}
+    cli = Cli.create(tmp_path)
+    drain = tmp_path / "drain.sh"
+    proc = cli.run("import", str(_write(tmp_path / "out", docs)[0].parent), "--results", str(cli.results),
+                   "--format", "json", "--slurm-drain", str(drain))
+    assert proc.returncode == 4, proc.stderr
+    fleet = json.loads(proc.stdout)
+    assert sorted(_hosts(fleet)) == sorted(f"{VICTIM}#{k}" for k in range(1, 46))
+    assert all([f["id"] for f in _findings_of(fleet, h)] == ["identity.name.claimed"] for h in _hosts(fleet))
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning: ") and ln.endswith(", not judged")]
+    assert len(said) == 20, proc.stderr
+    assert "warning: 25 more document(s) claim a name they cannot be shown to own" in proc.stderr
+    assert "45 documents claim 'node05' ('42.0.json', '42.1.json', '42.10.json' and 42 more)" in said[0]
+    assert VICTIM not in drain.read_text()
