@@ -5,8 +5,9 @@ the bundle runner prints one document instead of frames), and `import_documents`
 documents those hosts printed back into a run: each answer classified as a live one
 (runner.document_result), stored and judged by `session.store_streamed` under the plan the
 bundle was written from.  Host names come from inside the documents (the inventory name the
-bundle was written for, else the scheduler's node name, else the hostname), never from file names:
-`srun -o %N` is not reliable everywhere.
+bundle was written for, else the scheduler's node name, else the hostname); but a host speaks only
+for itself, so every document's claim is weighed before any is named, and the file's place (which
+the controller writes, not the host) decides between documents that claim one name (api/claims.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api import claims
+from orchestrator.api.claims import Claim, Named
 from orchestrator.api.errors import UsageError, usage_message
 from orchestrator.api.import_judged import JudgeWhereRead
-from orchestrator.api.import_workers import read_in_workers, read_one, unreadable
+from orchestrator.api.import_workers import (
+    HostFor,
+    ReadBack,
+    ReadDocument,
+    read_in_workers,
+    read_slice,
+    unreadable,
+)
 from orchestrator.api.plan import (
     PlanError,
     PlanInputs,
@@ -34,8 +44,9 @@ from orchestrator.api.plan import (
 from orchestrator.api.playbook import PlaybookError, find_playbook, load_playbook
 from orchestrator.api.session import Collected, RunResult, store_streamed
 from orchestrator.engine import bundle
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
-from orchestrator.engine.runner import HostResult, ProbeCall, document_script
+from orchestrator.engine.runner import HostResult, ProbeCall, ProbeResult, document_script
 from orchestrator.files.bounded import UnreadableInput, is_regular, read_regular
 from orchestrator.inventory.model import Host
 from orchestrator.store.redaction import public_vars
@@ -158,8 +169,7 @@ def read_document(f: Path) -> Imported:
 
 
 def _unique(name: str, taken: set[str]) -> str:
-    """Two documents of one host (two tasks on one node, a file given twice): both are kept, the
-    second as name#2, so nothing is dropped and the fleet checks see both."""
+    """`name`, else the first of name#2, name#3 ... not taken: two files named alike are both kept."""
     if name not in taken:
         return name
     n = 2
@@ -260,6 +270,55 @@ def _host_of(source: str, base: str | None, ident: Mapping[str, Any], inv_hosts:
     return _host_named(name, base, ident, inv_hosts)
 
 
+def _named(read: Iterable[ReadDocument], inv_hosts: Mapping[str, Host]) -> list[Named]:
+    """What each document (in the files' order, files without one left out) is in the run
+    (api/claims.py), from the read records (read back once more: names only)."""
+    found = [Claim(rd.source, rd.name, _slot(rd.identity)) for rd in read if rd.result is not None and rd.name is not None]
+    return claims.decide(found, inv_hosts)
+
+
+def _slot(identity: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The job step slot a document says it ran in, None where no scheduler is named."""
+    if not identity.get("job_id"):
+        return None
+    return str(identity["job_id"]), str(identity.get("step_id") or ""), str(identity.get("task_id") or "")
+
+
+def _read_here(files: list[Path], run: RunDirectory, host_for: HostFor, say: Callable[[str], None]) -> ReadBack:
+    """Every file read in this process as one worker reads its slice (import_workers.read_slice):
+    one document held at a time, its probe files staged, its record kept to be read back."""
+    part = run.stage_dir("parts") / "here.pickle"
+    say(f"0/{len(files):,} documents read")
+    read_slice(files, 0, read_document, host_for, run, part,
+               done=lambda n: say(f"{n:,}/{len(files):,} documents read") if n % _SAY_EVERY == 0 else None)
+    return ReadBack([part])
+
+
+def _host_claiming(rd: ReadDocument, named: Named | None, inv_hosts: Mapping[str, Host], taken: set[str],
+                   warnings: list[str]) -> tuple[Host, str]:
+    """A document's host, and why it does not speak for the name it claims ("" where it does)."""
+    claimed = rd.name or Path(rd.source).name
+    if named is None or named.name in taken:  # not met: both passes read the same records; never a shared name
+        named = Named(_unique(claimed, taken | {claimed}), f"claims {claims.quoted(claimed)}, which could not "
+                                                          "be weighed with the other documents' claims")
+    if named.refused:
+        said = sum(1 for w in warnings if w.endswith(_CLAIMANT_SAID))
+        if said < _CLAIMANTS_SAID:  # a flood of claimants is one line each up to here; the findings name every one
+            warnings.append(f"{rd.source}: {named.refused}; kept as {named.name!r}{_CLAIMANT_SAID}")
+    return _host_of(rd.source, named.name, rd.identity, inv_hosts, taken, warnings), named.refused
+
+
+# claimants named one warning line each; past them, the run's identity.name.claimed findings name them
+_CLAIMANTS_SAID = 20
+_CLAIMANT_SAID = ", not judged"
+
+
+def claimant(host: Host, why: str) -> HostResult:
+    """A document that speaks for a host it cannot be shown to be, as its host's one result
+    (verdict/checks/host.py turns it into the host's identity.name.claimed)."""
+    return HostResult(host, {claims.CLAIM_PROBE: ProbeResult(claims.CLAIM_PROBE, Outcome.INVALID_OUTPUT, why)})
+
+
 def _host_named(name: str, base: str, ident: Mapping[str, Any], inv_hosts: Mapping[str, Host]) -> Host:
     """The inventory's host `base` (its groups and variables) as `name`, else a host in group all
     only, reached at the address the document's identity gives."""
@@ -293,25 +352,38 @@ def import_documents(paths: list[Path], root: Path, inventory: tuple[str, ...] =
     judge = _judge_as_read(files, root, inventory, playbook, probes, expect) if workers > 1 else None
 
     def results(run: RunDirectory) -> Iterator[Collected]:
-        read = read_in_workers(files, workers, read_document, host_for, run, judge,
-                               heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read")
-                               ) if workers > 1 else None
+        read = (read_in_workers(files, workers, read_document, host_for, run, judge,
+                                heard=None if step is None else lambda n: say(f"{n:,}/{total:,} documents read"))
+                if workers > 1 else None) or _read_here(files, run, host_for, say)
+        # every document's claim is weighed before any is named: the order of the files decides nothing
+        decided = _named(read, inv_hosts)
+        named = iter(decided)
         taken: set[str] = set()
-        for k, rd in enumerate(read or (read_one(f, read_document, host_for) for f in files)):
+        others = {n.name for n in decided}  # a file without a document is named around the documents' names
+        for k, rd in enumerate(read):
             if k % _SAY_EVERY == 0:
-                say(f"{k:,}/{total:,} documents {'stored' if read is not None else 'read'}")
-            host = _host_of(rd.source, rd.name, rd.identity, inv_hosts, taken, warnings)
+                say(f"{k:,}/{total:,} documents stored")
             origin: dict[str, Any] = {"via": "bundle", "file": rd.source}
+            staged = rd.staged
             if rd.result is None:
+                host = _host_of(rd.source, None, rd.identity, inv_hosts, others, warnings)
                 first_error[0] = first_error[0] or rd.error
                 res = unreadable(host, rd.error)
             else:
+                host, refused = _host_claiming(rd, next(named, None), inv_hosts, taken, warnings)
                 plans.append(rd.plan)
                 origin["identity"] = rd.identity
                 res = dataclasses.replace(rd.result, host=host)
+                if refused:
+                    origin["claimed"] = rd.name
+                    res, staged = claimant(host, refused), None  # its answers speak for no host: not kept
             if judge is not None:
                 judge.named(rd.judged, host_input_from_result(res))
-            yield Collected(res, origin, rd.staged)
+            yield Collected(res, origin, staged)
+        unsaid = sum(1 for n in decided if n.refused) - _CLAIMANTS_SAID
+        if unsaid > 0:
+            warnings.append(f"{unsaid:,} more document(s) claim a name they cannot be shown to own, kept under "
+                            "names of their own and not judged: their identity.name.claimed findings name each")
 
     def plan_of(hosts: list[HostResult]) -> tuple[RunPlan, dict[str, Any]]:
         if not plans:

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import gc
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,11 +106,12 @@ def read_slice(files: Sequence[Path], first: int, read: Reader, host_for: HostFo
 
 def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for: HostFor,
                     run: RunDirectory, judge: JudgeWhereRead | None = None,
-                    heard: Callable[[int], None] | None = None) -> Iterator[ReadDocument] | None:
+                    heard: Callable[[int], None] | None = None) -> Iterable[ReadDocument] | None:
     """Every file read by `workers` forked processes, then handed back in the files' order; None
     when a worker failed (the caller reads them itself and meets what the worker met).  With
     `judge`, the workers judge each host too (api/import_judged.py).  `heard`: told how many
-    files the workers have finished, a few times a second while they work."""
+    files the workers have finished, a few times a second while they work.  The records can be
+    read back more than once (the import weighs every document's claim before it names any)."""
     parts_dir = run.stage_dir("parts")
     parts = [parts_dir / f"{i}.pickle" for i in range(workers)]
     judged: list[Path | None] = list(judge.parts(workers)) if judge is not None else [None] * workers
@@ -128,7 +129,17 @@ def read_in_workers(files: Sequence[Path], workers: int, read: Reader, host_for:
     if not finished:
         run.drop_staged()
         return None
-    return _read_back(parts)
+    return ReadBack(parts)
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """The workers' records, in the files' order, each time they are iterated."""
+
+    parts: list[Path]
+
+    def __iter__(self) -> Iterator[ReadDocument]:
+        return _read_back(self.parts)
 
 
 def _without_cyclic_gc(job: Callable[[], None]) -> None:

@@ -27,9 +27,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     for w in made.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if args.output in (None, "-"):
-        sys.stdout.buffer.write(made.script)
-        sys.stdout.flush()
-        return exitcodes.OK
+        return _to_stdout(made.script)
     try:
         atomic.write_output(Path(args.output), made.script)
     except OSError as e:
@@ -38,6 +36,41 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     print(f"bundle: {args.output} ({len(made.script):,} bytes; probes {names}); on a host: "
           f"python3 -I -S - < {args.output} > HOST.json; then: probe import DIR", file=sys.stderr)
     return exitcodes.OK
+
+
+def _to_stdout(script: bytes) -> exitcodes.ExitStatus:
+    """The bundle on stdout, whole, or one line saying why not and RESULTS_UNWRITABLE (73): a bundle
+    cut short is no bundle (a closed stdout, a full device, a reader that closed the pipe early)."""
+    out = sys.stdout
+    if out is None:  # started with stdout closed (`>&-`): Python gives no stream at all
+        why = "stdout is closed"
+    else:
+        try:
+            out.flush()
+            out.buffer.write(script)
+            out.flush()
+            return exitcodes.OK
+        except BrokenPipeError:
+            why = "the reader closed the pipe before the whole bundle was written"
+        except (OSError, ValueError) as e:  # ENOSPC (/dev/full), EBADF, a stream already closed
+            why = getattr(e, "strerror", None) or str(e)
+        _drop_unwritten(out)
+    print(f"probe: cannot write the bundle to stdout: {why}; what reached it, if anything, is no bundle: give "
+          "-o FILE, or a stdout that takes it whole", file=sys.stderr)
+    return exitcodes.RESULTS_UNWRITABLE
+
+
+def _drop_unwritten(out: Any) -> None:
+    """Point stdout at /dev/null: what is left in its buffer would fail again as the interpreter
+    exits (a second message, and status 120 instead of ours)."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, out.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
 
 
 def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) -> int:

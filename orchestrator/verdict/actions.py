@@ -81,6 +81,8 @@ ACTIONS: dict[str, Rule] = {
     "host.segfault.gpu_library": Rule(C, "processes crashed inside libnccl/libcuda: user-space and driver versions"),
     "identity.serial.needs_root": Rule(N, "serials are root-only: run with become to record them"),
     "identity.hostname.duplicate": Rule(C, "two inventory hosts report one hostname"),
+    "identity.name.claimed": Rule(N, "a document spoke for a host it cannot be shown to be: nothing of it is "
+                                     "judged, so there is nothing to do on any host under that name"),
     "identity.system_serial.duplicate": Rule(H, "two hosts report one DMI serial: a cloned or forged identity"),
     "identity.uuid.duplicate": Rule(H, "one GPU UUID on two GPUs: ask which physical GPU this is"),
     "identity.gpu_serial.duplicate": Rule(H, "one GPU serial twice in the fleet"),

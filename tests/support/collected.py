@@ -43,3 +43,24 @@ def latest_run(results: Path) -> Path:
     runs = sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert runs, f"no run under {results}"
     return runs[-1]
+
+
+AUDIT_PROBES = ["host", "pcie", "nvml", "nvlink", "kmsg", "nic"]  # playbooks/audit.yml
+RECORDINGS = Path(__file__).resolve().parents[2] / "orchestrator" / "demo" / "recordings"
+
+
+def recorded_document(identity: dict[str, str], machine: str, for_host: str | None = None) -> dict[str, Any]:
+    """A bundle document as the bundle runner prints it on `machine` of the demo recordings (each
+    answer the recorded envelope), claiming `identity` (hostname, node_name ...) and `for_host`."""
+    answers = []
+    for p in AUDIT_PROBES:
+        f = RECORDINGS / machine / f"{p}.json"
+        out = f.read_text() if f.is_file() else json.dumps(
+            {"envelope_version": 1, "probe": p, "probe_version": "replay", "status": "unsupported", "data": {},
+             "warnings": [], "duration_s": 0, "errors": ["no recording of this probe for this host"]})
+        answers.append({"probe": p, "state": "ran", "exit": 0, "timed_out": False, "out_trunc": False,
+                        "err_trunc": False, "duration_s": 0.05, "out": len(out.encode()), "err": 0,
+                        "stdout": {"text": out}, "stderr": {"text": ""}})
+    return {"fleetprobe_bundle": 1, "identity": identity, "for_host": for_host,
+            "plan": {"playbook": "audit", "probes": [], "expect": [], "timeout": 60.0},
+            "calls": [{"name": p, "args": {}, "timeout_s": 60.0} for p in AUDIT_PROBES], "probes": answers}

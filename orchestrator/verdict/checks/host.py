@@ -256,7 +256,23 @@ def raw_mode(view: HostView) -> Iterator[Finding]:
                       "for the full probes")
 
 
-CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode]
+# The result a host's only answer is where its document claims a name it cannot be shown to own
+# (api/claims.py): its reason says which and why; nothing of it is judged.
+CLAIM_PROBE = "identity"
+
+
+def claimed_name(view: HostView) -> Iterator[Finding]:
+    """A document that speaks for a host it cannot be shown to be is its own finding, never a
+    verdict on the host it names; unknown, so no remedy or drain line ever acts on it."""
+    if CLAIM_PROBE in view.outcomes:
+        why = view.reasons.get(CLAIM_PROBE) or "its document claims a name it cannot be shown to own"
+        yield unknown("identity.name.claimed", view.name, "host name", why, severity=Severity.WARN,
+                      evidence=["bundle.identity", "bundle.file"],
+                      hint="find which machine wrote it (the job's node list, the file's place) and probe that "
+                           "node again with srun -o out/%N.json, one task per node")
+
+
+CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode, claimed_name]
 FLEET_CHECKS = [duplicate_identities]
 FLEET_READS: FleetReads = {"host": {"hostname": None, "board": {"system_serial": None}}}
 # The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
@@ -271,6 +287,7 @@ FINDING_IDS: tuple[str, ...] = (
     "identity.serial.needs_root",
     "identity.hostname.duplicate",
     "identity.system_serial.duplicate",
+    "identity.name.claimed",
     "probe.raw_mode",
     "nvlink.nvswitch.count",
     "nvlink.nvswitch.hidden",
@@ -288,6 +305,7 @@ NEEDS: dict[str, Needs] = {
     "identity.serial.needs_root": _HOST,
     "identity.hostname.duplicate": _HOST,
     "identity.system_serial.duplicate": _HOST,
+    "identity.name.claimed": Needs(),
     "probe.raw_mode": Needs(),
     "nvlink.nvswitch.count": Needs(any_of=("pcie", "nvlink"), expect=("nvswitch_count",)),
     "nvlink.nvswitch.hidden": Needs(sections=("pcie", "nvlink")),
