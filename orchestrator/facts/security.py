@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from orchestrator.facts.shown import json_shown
 from orchestrator.files.bounded import UnreadableInput
 from orchestrator.files.jsontext import read_json_file
 
@@ -31,7 +32,7 @@ FILE_LIMIT = 4 << 20
 # this century is a typo or a forgery, and it would be printed in every finding.
 DATE_MIN, DATE_MAX = Date(2000, 1, 1), Date(2099, 12, 31)
 # A driver version as NVIDIA numbers them: branch, then one or two numbers (535.183.01, 390.157).
-DRIVER_VERSION = re.compile(r"(\d{3})\.\d{1,4}(?:\.\d{1,4})?")
+DRIVER_VERSION = re.compile(r"([0-9]{3})\.[0-9]{1,4}(?:\.[0-9]{1,4})?")  # ASCII: \d takes any script's digits
 FW_NUMBER_MAX = 99_999  # a firmware train or build (28.39.1002): NVIDIA's have at most 4 digits
 TEXT_MAX = 1_000  # characters of a bulletin's id, title, url or source: printed in findings
 
@@ -190,12 +191,11 @@ def _str(d: Mapping[str, Any], key: str, where: str) -> str:
 def floor_date(v: Any, where: str) -> str:
     """A YYYY-MM-DD that is a real calendar date between DATE_MIN and DATE_MAX; FloorError naming `where`."""
     try:
-        day = Date.fromisoformat(v) if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v) else None
+        day = Date.fromisoformat(v) if isinstance(v, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v) else None
     except ValueError:  # 2024-02-30, 9999-99-99
         day = None
     if day is None or not DATE_MIN <= day <= DATE_MAX:
-        shown = repr(v)[:40] if isinstance(v, str) else type(v).__name__
-        raise FloorError(f"{where}: {shown} is not a date YYYY-MM-DD between {DATE_MIN} and {DATE_MAX}")
+        raise FloorError(f"{where}: {_shown(v)} is not a date YYYY-MM-DD between {DATE_MIN} and {DATE_MAX}")
     return str(v)
 
 
@@ -205,10 +205,9 @@ def _fixed_drivers(fixed: Any, where: str) -> dict[str, str]:
         raise FloorError(f"{where}: fixed must map branches (R535) to versions of that branch (535.309.01)")
     for branch, version in fixed.items():
         m = DRIVER_VERSION.fullmatch(version) if isinstance(version, str) else None
-        if not (re.fullmatch(r"R\d{3}", branch) and m and m.group(1) == branch[1:]):
-            shown = repr(version)[:40] if isinstance(version, str) else type(version).__name__
+        if not (re.fullmatch(r"R[0-9]{3}", branch) and m and m.group(1) == branch[1:]):
             raise FloorError(f"{where}: fixed must map branches (R535) to versions of that branch: {branch[:20]!r}: "
-                             f"{shown} is not one (the branch's three digits, then one or two numbers of at most "
+                             f"{_shown(version)} is not one (the branch's three digits, then one or two numbers of at most "
                              "4 digits: 535.309.01)")
     return dict(fixed)
 
@@ -256,9 +255,15 @@ def _firmware_fix(r: dict[str, Any], where: str) -> FirmwareFix:
         raise FloorError(f"{where}: each fix needs families, of {', '.join(sorted(FW_FAMILY_NAMES))}")
     for name, v in (("train", train), ("build", build)):
         if not _count(v):
-            shown = repr(v)[:40] if isinstance(v, (str, int, float)) else type(v).__name__
-            raise FloorError(f"{where}: {name} {shown} is not a whole number from 0 to {FW_NUMBER_MAX}")
+            raise FloorError(f"{where}: {name} {_shown(v)} is not a whole number from 0 to {FW_NUMBER_MAX}")
     return FirmwareFix(tuple(fams), train, build)
+
+
+def _shown(v: Any) -> str:
+    """A value as the file writes it (null, "12"), an integer of hundreds of digits by its size."""
+    if isinstance(v, int) and v.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    return json_shown(v, 40)
 
 
 def _count(v: Any) -> bool:

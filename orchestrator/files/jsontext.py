@@ -108,12 +108,18 @@ def read_json_file(path: str | Path, limit: int, what: str) -> Any:
     parsed first and then named by their place, so the message says which field to correct."""
     data = read_regular(path, limit, what)
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"), parse_int=_int_or_inf)
     except RecursionError:
         raise ValueError("nested deeper than a JSON document this program reads") from None
     except ValueError as e:  # not UTF-8, not JSON, an integer of more digits than Python converts
         raise ValueError(f"not a JSON file ({e})") from None
     bad = non_finite_at(doc)
     if bad is not None:
-        raise ValueError(f"{bad}: not a finite number (NaN, Infinity and numbers past 1.8e308 are not JSON)")
+        raise ValueError(f"{bad}: not a finite number (NaN, Infinity and numbers past 1.8e308 are not read)")
     return doc
+
+
+def _int_or_inf(digits: str) -> int | float:
+    """An integer of JSON text; one of more than 400 digits (past any float, and past the 4,300
+    Python converts at all) as infinity, so that non_finite_at names its field."""
+    return int(digits) if len(digits) <= 400 else math.inf

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts
+from orchestrator.facts.shown import json_shown
 from orchestrator.verdict import handoff
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -421,10 +422,10 @@ def _count(v: Any, where: str, least: int) -> int:
 
 
 def _shown(v: Any) -> str:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        text = repr(v)
-        return text if len(text) <= 24 else f"a number of {len(text)} characters"
-    return f"{type(v).__name__} {str(v)[:24]!r}" if isinstance(v, str) else type(v).__name__
+    """A value as the file writes it (null, "12"), an integer of hundreds of digits by its size."""
+    if isinstance(v, int) and v.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    return json_shown(v, 40)
 
 
 def _stats(d: Any, where: str) -> Stats:
