@@ -256,7 +256,7 @@ def _firmware_fix(r: dict[str, Any], where: str) -> FirmwareFix:
     for name, v in (("train", train), ("build", build)):
         if not _count(v):
             raise FloorError(f"{where}: {name} {_shown(v)} is not a whole number from 0 to {FW_NUMBER_MAX}")
-    return FirmwareFix(tuple(fams), train, build)
+    return FirmwareFix(tuple(fams), int(train), int(build))  # checked by _count: whole numbers
 
 
 def _shown(v: Any) -> str:

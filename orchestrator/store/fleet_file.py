@@ -330,7 +330,7 @@ def _rest_streamed(f: IO[bytes], hosts: list[list[Any]], max_findings: int) -> t
     try:
         doc = json.loads(f.read(start).decode("utf-8") + "]}")  # '"hosts":[' closed: the head alone
     except ValueError:
-        return None, 0, 0
+        return None, 0, False
     if not isinstance(doc, dict) or doc.get("hosts") != []:
         return None, 0, False
     f.seek(end)

@@ -19,8 +19,8 @@ from orchestrator.files.jsonstream import JsonStream
 from orchestrator.store import fleet_file
 from orchestrator.store.fleet_file import read_fleet, read_fleet_bounded
 from orchestrator.store.history import HISTORY_FINDINGS
-from tests.support.hostile import cli_env, run_cli
 from tests.support.history import swell_findings
+from tests.support.hostile import cli_env, run_cli
 
 THREE = ["dgx-h100-01", "dgx-h100-02", "dgx-h100-03"]
 # The controller of a 3-host demo run with a sane history peaks near 45 MiB; with the previous run
