@@ -253,10 +253,12 @@ def _firmware_fix(r: dict[str, Any], where: str) -> FirmwareFix:
     fams, train, build = r.get("families"), r.get("train"), r.get("build")
     if not (isinstance(fams, list) and fams and all(isinstance(x, str) and x in FW_FAMILY_NAMES for x in fams)):
         raise FloorError(f"{where}: each fix needs families, of {', '.join(sorted(FW_FAMILY_NAMES))}")
+    numbers: list[int] = []
     for name, v in (("train", train), ("build", build)):
-        if not _count(v):
+        if not isinstance(v, int) or not _count(v):
             raise FloorError(f"{where}: {name} {_shown(v)} is not a whole number from 0 to {FW_NUMBER_MAX}")
-    return FirmwareFix(tuple(fams), int(train), int(build))  # checked by _count: whole numbers
+        numbers.append(v)
+    return FirmwareFix(tuple(fams), numbers[0], numbers[1])
 
 
 def _shown(v: Any) -> str:
