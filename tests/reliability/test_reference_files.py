@@ -201,3 +201,25 @@ def test_rejudge_of_a_run_whose_plan_names_a_reference_that_became_no_file_is_re
     line = [ln for ln in again.stderr.splitlines() if ln.strip()][-1]
     assert "Traceback" not in again.stderr and "--baseline-file" in line and str(base) in line, line
     assert "give --baseline-file FILE" in line, line
+
+
+def test_merge_of_shards_whose_plan_names_a_baseline_file_that_became_a_fifo_warns_and_finishes(tmp_path: Path) -> None:
+    """Each part's plan is rebuilt for its overrides: the FIFO its plan now names costs that part
+    its playbook's silencing, with a warning naming the file; the merge is not left waiting."""
+    base = tmp_path / "base.json"
+    base.write_text('{"format": "fleetprobe-baseline/1", "made_from": "t", "classes": {}}')
+    hosts = ",".join(f"dgx-h100-{i:02d}" for i in range(1, 9))
+    parts = []
+    for shard in ("1/2", "2/2"):
+        results = tmp_path / f"part{shard[0]}"
+        made = _probe(tmp_path, "run", "-l", hosts, "--shard", shard, "--baseline-file", str(base),
+                      "--results", str(results))
+        assert made.returncode in (0, 1, 4, 5), made.stderr[-2000:]
+        parts += [str(p) for p in results.iterdir() if p.is_dir()]
+    base.unlink()
+    os.mkfifo(base)
+    merged = _probe(tmp_path, "merge", *parts, "--results", str(tmp_path / "merged"))
+    assert merged.returncode in (0, 1, 4, 5), (merged.returncode, merged.stderr[-2000:])
+    assert "Traceback" not in merged.stderr
+    warned = [ln for ln in merged.stderr.splitlines() if "--baseline-file" in ln]
+    assert len(warned) == 2 and all(str(base) in ln and "not a regular file" in ln for ln in warned), merged.stderr
