@@ -24,6 +24,8 @@ from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.facts import security
 from orchestrator.facts.shown import json_shown
 from orchestrator.facts.textsafe import is_digits
+from orchestrator.files.bounded import UnreadableInput
+from orchestrator.files.jsontext import read_json_file
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
@@ -397,12 +399,12 @@ def load_references(inputs: PlanInputs) -> References:
     reference = None
     if inputs.baseline_file:
         file = inputs.baseline_file
-        try:
-            doc = json.loads(Path(file).read_text(encoding="utf-8"))
-        except OSError as e:
-            raise ReferenceFileError("--baseline-file", f"cannot read {file}: {e.strerror or e}") from None
-        except ValueError as e:  # not UTF-8, or not JSON
-            raise ReferenceFileError("--baseline-file", f"{file}: not a JSON file ({e})") from None
+        try:  # a FIFO, a device or a file of gigabytes is refused, never waited on or read whole
+            doc = read_json_file(file, baseline.FILE_LIMIT, "baseline file")
+        except UnreadableInput as e:
+            raise ReferenceFileError("--baseline-file", f"cannot read {e}") from None
+        except ValueError as e:  # not UTF-8, not strict JSON: the message names the field
+            raise ReferenceFileError("--baseline-file", f"{file}: {e}") from None
         try:
             reference = baseline.parse_reference(doc, file)
         except ValueError as e:  # BaselineError: not a baseline file, named in the message

@@ -134,16 +134,19 @@ def previous_baseline(root: Path, before: Path) -> Baseline:
 def load_baseline(path: Path, warnings: list[str] | None = None) -> Baseline:
     """A stored run as a baseline; without its fleet (and why) when fleet.json cannot be read."""
     warnings = warnings or []
-    try:
-        return Baseline(path, FleetResult.load(path), warnings)
+    try:  # its findings read up to a bound: a past run of millions costs its own reading, and says so
+        fleet, note = FleetResult.load_past(path)
+        return Baseline(path, fleet, [*warnings, note] if note else warnings)
     except (RunNotFound, OSError, ValueError) as e:
         return Baseline(path, None, [*warnings, f"no drift shown: {e}"])
 
 
-def run_history(root: Path, before: Path, warnings: list[str] | None = None) -> tuple[PastRun, ...]:
+def run_history(root: Path, before: Path, warnings: list[str] | None = None,
+                read: Baseline | None = None) -> tuple[PastRun, ...]:
     """What the last complete runs of the same inventory, playbook and limit before `before` said
     of their hosts (verdict/offenders.py: repeat offenders), oldest first; a run that cannot be
-    read is passed over (and said in `warnings`)."""
+    read is passed over (and said in `warnings`).  `read`: the drift baseline, already read (the
+    newest of those runs, as a rule): not read again."""
     try:
         me = summarize_run(before)
         same = [s for s in list_runs(root) if s.id < before.name and s.complete
@@ -152,15 +155,24 @@ def run_history(root: Path, before: Path, warnings: list[str] | None = None) -> 
         return ()
     out = []
     for s in same[-(offenders.WINDOW - 1):]:
+        if read is not None and read.fleet is not None and read.path == s.path:
+            out.append(_past_run(s.id, read.fleet))
+            continue
         try:
-            fleet = FleetResult.load(s.path)
+            fleet, note = FleetResult.load_past(s.path)
         except (RunNotFound, OSError, ValueError) as e:
             if warnings is not None:
                 warnings.append(f"run {s.id} is left out of the repeat-offender history: {e}")
             continue
-        judged = [h.name for h in fleet.hosts.with_facts(()) if h.health.state.value not in ("unreachable", "incomplete")]
-        out.append(offenders.run_of(s.id, judged, fleet.findings))
+        if note and warnings is not None:
+            warnings.append(note)
+        out.append(_past_run(s.id, fleet))
     return tuple(out)
+
+
+def _past_run(run_id: str, fleet: FleetResult) -> PastRun:
+    judged = [h.name for h in fleet.hosts.with_facts(()) if h.health.state.value not in ("unreachable", "incomplete")]
+    return offenders.run_of(run_id, judged, fleet.findings)
 
 
 def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
@@ -346,7 +358,7 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     store = _StoreOrStop(run, stop)
     prev = previous_baseline(root, run.dir)
     previous = previous_facts(prev.fleet)
-    history = run_history(root, run.dir, prev.warnings)
+    history = run_history(root, run.dir, prev.warnings, prev)
     pool = start_judging(plan, previous, run.dir)
     try:
         result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history)

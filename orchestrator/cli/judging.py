@@ -17,6 +17,7 @@ from orchestrator.api.errors import UsageError
 from orchestrator.cli import exitcodes
 from orchestrator.cli.history import results_option, stored_fleet, stored_run
 from orchestrator.cli.run import add_guard_arguments, max_share
+from orchestrator.facts.textsafe import one_line
 from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.store.atomic import encode_json
@@ -29,7 +30,11 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     fleet = stored_fleet(run_dir)
     hosts = ((h.name, h.fingerprint, h.topology_class, h.health.state.value, h.facts) for h in fleet.hosts)
     made = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-    doc, left_out = baseline.class_baseline(hosts, fleet.run.id or run_dir.name, made)
+    flagged: dict[str, set[str]] = {}
+    for f in fleet.findings:  # a figure the run itself flagged is not known-good
+        if f.severity in (Severity.FAIL, Severity.WARN):
+            flagged.setdefault(f.host, set()).add(f.id)
+    doc, left_out = baseline.class_baseline(hosts, fleet.run.id or run_dir.name, made, flagged)
     if not doc["classes"]:
         raise UsageError(f"{run_dir.name}: no healthy or degraded host measured anything the baselines compare "
                          "(run the p2p / nccl probes, e.g. -p premigration)")
@@ -38,11 +43,24 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"probe: could not write -o {args.output}: {e.strerror or e}", file=sys.stderr)
         return exitcodes.RESULTS_UNWRITABLE
-    for name, why in sorted(left_out.items())[:10]:
-        print(f"probe: {name} left out: {why}", file=sys.stderr)
+    _say_left_out(left_out)
     classes = ", ".join(f"{c['name']} ({c['hosts']} host(s))" for c in doc["classes"].values())
     print(f"baseline: {args.output}: {classes}")
     return exitcodes.OK
+
+
+def _say_left_out(left_out: dict[str, baseline.LeftOut]) -> None:
+    """The hosts and figures the baseline does not hold, counted, and the first ten named."""
+    whole = sum(1 for why in left_out.values() if why.whole)
+    part = len(left_out) - whole
+    if left_out:
+        print(f"probe: baseline: {whole} host(s) left out (their health, class, or every figure flagged by the "
+              f"run), {part} more with some figures left out (flagged by the run's own findings)", file=sys.stderr)
+    for name, why in sorted(left_out.items())[:10]:
+        print(f"probe: {one_line(name)} {'left out' if why.whole else 'partly left out'}: {one_line(why.why)}",
+              file=sys.stderr)
+    if len(left_out) > 10:
+        print(f"probe: ... and {len(left_out) - 10} more", file=sys.stderr)
 
 
 def cmd_remediate(args: argparse.Namespace) -> int:

@@ -12,16 +12,29 @@ Pure but for `load`, which reads one file (cached): version strings in, verdicts
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date as Date
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from orchestrator.facts.shown import json_shown
+from orchestrator.files.bounded import UnreadableInput
+from orchestrator.files.jsontext import read_json_file
+
 FORMAT = "fleetprobe-security-floor/1"
 SHIPPED = Path(__file__).resolve().with_name("security_floor.json")
+# A floor file is read whole: the shipped one is 14 KB; NVIDIA's whole bulletin history fits in far less.
+FILE_LIMIT = 4 << 20
+# Dates a bulletin may carry: NVIDIA's product security bulletins start in the 2000s; a date past
+# this century is a typo or a forgery, and it would be printed in every finding.
+DATE_MIN, DATE_MAX = Date(2000, 1, 1), Date(2099, 12, 31)
+# A driver version as NVIDIA numbers them: branch, then one or two numbers (535.183.01, 390.157).
+DRIVER_VERSION = re.compile(r"([0-9]{3})\.[0-9]{1,4}(?:\.[0-9]{1,4})?")  # ASCII: \d takes any script's digits
+FW_NUMBER_MAX = 99_999  # a firmware train or build (28.39.1002): NVIDIA's have at most 4 digits
+TEXT_MAX = 1_000  # characters of a bulletin's id, title, url or source: printed in findings
 
 # Firmware major number -> adapter family: NVIDIA names each family's firmware by its first number
 # (mlxup 4.24 release notes, "Supported Adapters Cards and Firmware Versions": 12.28 ConnectX-4,
@@ -31,6 +44,7 @@ SHIPPED = Path(__file__).resolve().with_name("security_floor.json")
 FW_FAMILIES: dict[int, str] = {12: "ConnectX-4", 14: "ConnectX-4 Lx", 16: "ConnectX-5", 18: "BlueField",
                                20: "ConnectX-6", 22: "ConnectX-6 Dx", 24: "BlueField-2", 26: "ConnectX-6 Lx",
                                28: "ConnectX-7", 32: "BlueField-3", 40: "ConnectX-8"}
+FW_FAMILY_NAMES = frozenset(FW_FAMILIES.values())
 
 
 class FloorError(ValueError):
@@ -169,17 +183,43 @@ def _str(d: Mapping[str, Any], key: str, where: str) -> str:
     v = d.get(key)
     if not isinstance(v, str):
         raise FloorError(f"{where}: {key} must be a string")
+    if len(v) > TEXT_MAX or not v.isprintable():
+        raise FloorError(f"{where}: {key} must be one line of at most {TEXT_MAX} printable characters")
     return v
+
+
+def floor_date(v: Any, where: str) -> str:
+    """A YYYY-MM-DD that is a real calendar date between DATE_MIN and DATE_MAX; FloorError naming `where`."""
+    try:
+        day = Date.fromisoformat(v) if isinstance(v, str) and re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v) else None
+    except ValueError:  # 2024-02-30, 9999-99-99
+        day = None
+    if day is None or not DATE_MIN <= day <= DATE_MAX:
+        raise FloorError(f"{where}: {_shown(v)} is not a date YYYY-MM-DD between {DATE_MIN} and {DATE_MAX}")
+    return str(v)
+
+
+def _fixed_drivers(fixed: Any, where: str) -> dict[str, str]:
+    """A driver bulletin's fixed versions: branch (R535) -> a version of that branch (535.309.01)."""
+    if not isinstance(fixed, dict) or not fixed:
+        raise FloorError(f"{where}: fixed must map branches (R535) to versions of that branch (535.309.01)")
+    for branch, version in fixed.items():
+        m = DRIVER_VERSION.fullmatch(version) if isinstance(version, str) else None
+        if not (re.fullmatch(r"R[0-9]{3}", branch) and m and m.group(1) == branch[1:]):
+            raise FloorError(f"{where}: fixed must map branches (R535) to versions of that branch: {branch[:20]!r}: "
+                             f"{_shown(version)} is not one (the branch's three digits, then one or two numbers of at most "
+                             "4 digits: 535.309.01)")
+    return dict(fixed)
 
 
 def _bulletin(d: Any, where: str) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise FloorError(f"{where}: a bulletin must be an object")
-    out: dict[str, Any] = {k: _str(d, k, where) for k in ("id", "title", "date", "url", "source")}
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", out["date"]):
-        raise FloorError(f"{where}: bulletin {out['id']}: date {out['date']!r} is not YYYY-MM-DD")
+    out: dict[str, Any] = {k: _str(d, k, where) for k in ("id", "title", "url", "source")}
+    out["date"] = floor_date(d.get("date"), f"{where}: bulletin {out['id']}: date")
     cves = d.get("cves")
-    if not isinstance(cves, list) or not all(isinstance(c, str) and c.startswith("CVE-") for c in cves):
+    if not isinstance(cves, list) or not all(isinstance(c, str) and c.startswith("CVE-") and len(c) <= 40
+                                             and c.isprintable() for c in cves):
         raise FloorError(f"{where}: bulletin {out['id']}: cves must be a list of CVE ids")
     out["cves"] = tuple(cves)
     return out
@@ -192,32 +232,45 @@ def parse(doc: Any, file: str = "shipped") -> SecurityFloor:
         raise FloorError(f"{where}: not a security floor file (its format must be {FORMAT!r}; "
                          "make one with tools/security_floor.py)")
     drivers = []
-    for d in _list(doc.get("driver"), where, "driver"):
-        fixed = d.get("fixed")
-        if not isinstance(fixed, dict) or not fixed or not all(
-                isinstance(k, str) and re.fullmatch(r"R\d{3}", k) and isinstance(v, str) and v.startswith(k[1:] + ".")
-                for k, v in fixed.items()):
-            raise FloorError(f"{where}: driver bulletin {d.get('id')}: fixed must map branches (R535) to "
-                             "versions of that branch (535.309.01)")
-        drivers.append(DriverBulletin(**_bulletin(d, where), fixed=dict(fixed)))
+    for i, d in enumerate(_list(doc.get("driver"), where, "driver")):
+        bulletin = _bulletin(d, f"{where}: driver[{i}]")
+        fixed = _fixed_drivers(d.get("fixed"), f"{where}: driver bulletin {bulletin['id']}")
+        drivers.append(DriverBulletin(**bulletin, fixed=fixed))
     firmware = []
-    for d in _list(doc.get("nic_firmware"), where, "nic_firmware"):
-        rows = []
-        for r in _list(d.get("fixed"), where, f"nic_firmware bulletin {d.get('id')} fixed"):
-            fams, train, build = r.get("families"), r.get("train"), r.get("build")
-            if not (isinstance(fams, list) and fams and all(isinstance(x, str) for x in fams)
-                    and isinstance(train, int) and _count(train) and isinstance(build, int) and _count(build)):
-                raise FloorError(f"{where}: nic_firmware bulletin {d.get('id')}: each fix needs families, train, build")
-            rows.append(FirmwareFix(tuple(fams), train, build))
-        firmware.append(FirmwareBulletin(**_bulletin(d, where), fixed=tuple(rows)))
-    date = doc.get("date")
-    if not isinstance(date, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
-        raise FloorError(f"{where}: date must be YYYY-MM-DD (the newest bulletin it holds)")
-    return SecurityFloor(date, str(doc.get("made") or ""), file, tuple(drivers), tuple(firmware))
+    for i, d in enumerate(_list(doc.get("nic_firmware"), where, "nic_firmware")):
+        bulletin = _bulletin(d, f"{where}: nic_firmware[{i}]")
+        at = f"{where}: nic_firmware bulletin {bulletin['id']}"
+        rows = [_firmware_fix(r, at) for r in _list(d.get("fixed"), at, "fixed")]
+        firmware.append(FirmwareBulletin(**bulletin, fixed=tuple(rows)))
+    date = floor_date(doc.get("date"), f"{where}: date (the newest bulletin it holds)")
+    made = doc.get("made")
+    if made is not None and (not isinstance(made, str) or len(made) > TEXT_MAX or not made.isprintable()):
+        raise FloorError(f"{where}: made must be one line of text (when the file was made)")
+    return SecurityFloor(date, made or "", file, tuple(drivers), tuple(firmware))
+
+
+def _firmware_fix(r: dict[str, Any], where: str) -> FirmwareFix:
+    fams, train, build = r.get("families"), r.get("train"), r.get("build")
+    if not (isinstance(fams, list) and fams and all(isinstance(x, str) and x in FW_FAMILY_NAMES for x in fams)):
+        raise FloorError(f"{where}: each fix needs families, of {', '.join(sorted(FW_FAMILY_NAMES))}")
+    numbers: list[int] = []
+    for name, v in (("train", train), ("build", build)):
+        if not isinstance(v, int) or not _count(v):
+            raise FloorError(f"{where}: {name} {_shown(v)} is not a whole number from 0 to {FW_NUMBER_MAX}")
+        numbers.append(v)
+    return FirmwareFix(tuple(fams), numbers[0], numbers[1])
+
+
+def _shown(v: Any) -> str:
+    """A value as the file writes it (null, "12"), an integer of hundreds of digits by its size."""
+    if isinstance(v, int) and v.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    return json_shown(v, 40)
 
 
 def _count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    # compared, never converted: a 4,000-digit integer is not a firmware number
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= FW_NUMBER_MAX
 
 
 def _list(v: Any, where: str, what: str) -> Iterable[dict[str, Any]]:
@@ -230,10 +283,10 @@ def _list(v: Any, where: str, what: str) -> Iterable[dict[str, Any]]:
 def load(path: str | None = None) -> SecurityFloor:
     """The shipped floor (path None) or the file at `path`; FloorError when it cannot be used."""
     file = Path(path) if path else SHIPPED
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise FloorError(f"cannot read the security floor {file}: {e.strerror or e}") from None
+    try:  # a FIFO, a device or a file of gigabytes is refused, never waited on or read whole
+        doc = read_json_file(file, FILE_LIMIT, "security floor file")
+    except UnreadableInput as e:
+        raise FloorError(f"cannot read the security floor {e}") from None
     except ValueError as e:
-        raise FloorError(f"{file}: not valid JSON ({e})") from None
+        raise FloorError(f"{file}: {e}") from None
     return parse(doc, "shipped" if path is None else str(path))

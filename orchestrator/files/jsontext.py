@@ -14,7 +14,10 @@ import json
 import math
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring, encode_basestring_ascii  # type: ignore[attr-defined]
+from pathlib import Path
 from typing import Any
+
+from orchestrator.files.bounded import read_regular
 
 
 def no_constant(name: str) -> Any:
@@ -79,3 +82,44 @@ class StrictEncoder(json.JSONEncoder):
 def dumps(value: Any, **kw: Any) -> str:
     """json.dumps that writes null for a non-finite float (never NaN or Infinity)."""
     return StrictEncoder(**kw).encode(value)
+
+
+def non_finite_at(value: Any) -> str | None:
+    """The path (`classes.x.host.p2p.median`, `driver[3].fixed`) of the first float in `value`
+    that is not finite, or None.  Walked without recursion: a document nested as deep as json
+    allows must not end the walk in a RecursionError."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return path or "the document"
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", x) for i, x in reversed(list(enumerate(v))))
+    return None
+
+
+def read_json_file(path: str | Path, limit: int, what: str) -> Any:
+    """The strict JSON document in file `path` (a reference file a run judges against: a baseline
+    file, a security floor).  Read through read_regular (no FIFO, device or directory, at most
+    `limit` bytes): UnreadableInput.  Not UTF-8, not JSON, nested past json's depth, or holding
+    NaN / Infinity / a float past 1.8e308: ValueError naming the field.  NaN and Infinity are
+    parsed first and then named by their place, so the message says which field to correct."""
+    data = read_regular(path, limit, what)
+    try:
+        doc = json.loads(data.decode("utf-8"), parse_int=_int_or_inf)
+    except RecursionError:
+        raise ValueError("nested deeper than a JSON document this program reads") from None
+    except ValueError as e:  # not UTF-8, not JSON, an integer of more digits than Python converts
+        raise ValueError(f"not a JSON file ({e})") from None
+    bad = non_finite_at(doc)
+    if bad is not None:
+        raise ValueError(f"{bad}: not a finite number (NaN, Infinity and numbers past 1.8e308 are not read)")
+    return doc
+
+
+def _int_or_inf(digits: str) -> int | float:
+    """An integer of JSON text; one of more than 400 digits (past any float, and past the 4,300
+    Python converts at all) as infinity, so that non_finite_at names its field."""
+    return int(digits) if len(digits) <= 400 else math.inf

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from orchestrator.files.jsonstream import JsonStream
 from orchestrator.store import atomic, compact
 from orchestrator.store.spool import FactsLayout, SpooledRecords
 
@@ -273,6 +275,86 @@ def read_fleet(path: Path) -> Any:
             if not all(isinstance(h[0], str) for h in hosts):
                 raise
     return _spooled(path, rest, hosts)
+
+
+# What a reader of the history (the previous run for drift, the earlier runs for repeat offenders)
+# reads of a stored run, whatever the run holds: a past run costs its own reading, bounded.
+HEAD_LIMIT = 16 << 20  # bytes before the host records: the run's header and summary
+VALUE_LIMIT = 64 << 20  # characters of any one other member (classes, not_judged) or finding
+WHOLE_LIMIT = 64 << 20  # bytes of a fleet.json without a valid index, which is parsed whole
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A stored fleet read for the history: the document, and whether it held more findings than
+    the `kept` read (the rest of the file, after them, is then not read)."""
+
+    doc: dict[str, Any]
+    kept: int
+    more: bool
+
+
+def read_fleet_bounded(path: Path, max_findings: int) -> Bounded:
+    """read_fleet for a reader of the history: the first `max_findings` findings only (what follows
+    them, the silenced findings and the not-judged table, is not read then), and no part of the
+    file held past its bound.
+    Raises OSError/ValueError (the file is unreadable, or a part of it is over its bound)."""
+    hosts = _index(path)
+    if hosts:
+        with open(path, "rb") as f:
+            named = _named_as_indexed(f.fileno(), hosts)
+            rest, kept, more = _rest_streamed(f, hosts, max_findings)
+        if named and rest is not None:
+            return Bounded(_spooled(path, rest, hosts), kept, more)
+    size = path.stat().st_size
+    if size > WHOLE_LIMIT:
+        raise ValueError(f"fleet.json is {size:,} bytes without a valid index of its host records; a past run is "
+                         f"read whole only up to {WHOLE_LIMIT:,}")
+    doc = _parsed_whole(path)
+    if not isinstance(doc, dict):
+        return Bounded(doc, 0, False)
+    found = doc.get("findings")
+    if isinstance(found, list) and len(found) > max_findings:
+        doc["findings"] = found[:max_findings]
+        return Bounded(doc, max_findings, True)
+    return Bounded(doc, len(found) if isinstance(found, list) else 0, False)
+
+
+def _rest_streamed(f: IO[bytes], hosts: list[list[Any]], max_findings: int) -> tuple[dict[str, Any] | None, int, bool]:
+    """fleet.json without its host records, read up to its first `max_findings` findings, and
+    whether it has more (None when the index's ranges do not leave a document with an empty
+    host list)."""
+    start, end = hosts[0][1], hosts[-1][1] + hosts[-1][2]
+    if start > HEAD_LIMIT:
+        raise ValueError(f"fleet.json has {start:,} bytes before its host records, over the {HEAD_LIMIT:,} read")
+    try:
+        doc = json.loads(f.read(start).decode("utf-8") + "]}")  # '"hosts":[' closed: the head alone
+    except ValueError:
+        return None, 0, False
+    if not isinstance(doc, dict) or doc.get("hosts") != []:
+        return None, 0, False
+    f.seek(end)
+    stream = JsonStream(f, os.fstat(f.fileno()).st_size, VALUE_LIMIT)
+    try:
+        stream.expect("]")
+        while stream.peek() == ",":
+            stream.expect(",")
+            key = stream.value()
+            stream.expect(":")
+            if key != "findings" or stream.peek() != "[":
+                doc[str(key)] = stream.value()
+                continue
+            kept: list[Any] = []
+            for finding in stream.elements():
+                if len(kept) == max_findings:
+                    doc["findings"] = kept
+                    return doc, len(kept), True  # one more: the rest is not read
+                kept.append(finding)
+            doc["findings"] = kept
+        stream.expect("}")
+    except ValueError:
+        return None, 0, False  # cut inside a record, or not the document the index describes
+    return doc, len(doc.get("findings") or ()), False
 
 
 def _parsed_whole(path: Path) -> Any:

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts
+from orchestrator.facts.shown import json_shown
 from orchestrator.verdict import handoff
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Severity, fault
@@ -400,11 +401,38 @@ class BaselineError(ValueError):
     """A baseline file that cannot be used; the message names what is wrong."""
 
 
+# Bounds of a baseline file's figures.  Every metric compared is a bandwidth, a clock, a power, a
+# temperature or a rate of errors: never below zero, and none near a billion in its unit.
+FIGURE_MAX = 1e9
+COUNT_MAX = 10_000_000  # hosts or GPUs a figure was measured on: more than any fleet
+FILE_LIMIT = 16 << 20  # bytes of a baseline file: a few hundred classes of every figure fit in far less
+
+
+def _figure(v: Any, where: str) -> float:
+    # compared before converted: float() of a 4,000-digit integer raises OverflowError
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= FIGURE_MAX:
+        return float(v)
+    raise BaselineError(f"{where}: {_shown(v)} is not a number from 0 to {FIGURE_MAX:g}")
+
+
+def _count(v: Any, where: str, least: int) -> int:
+    if isinstance(v, int) and not isinstance(v, bool) and least <= v <= COUNT_MAX:
+        return v
+    raise BaselineError(f"{where}: {_shown(v)} is not a whole number from {least} to {COUNT_MAX:,}")
+
+
+def _shown(v: Any) -> str:
+    """A value as the file writes it (null, "12"), an integer of hundreds of digits by its size."""
+    if isinstance(v, int) and v.bit_length() > 1000:
+        return "an integer of more than 300 digits"
+    return json_shown(v, 40)
+
+
 def _stats(d: Any, where: str) -> Stats:
-    if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) and not isinstance(d.get(k), bool)
-                                          for k in ("median", "mad", "n")):
+    if not isinstance(d, dict) or not all(k in d for k in ("median", "mad", "n")):
         raise BaselineError(f"{where}: each figure needs median, mad and n")
-    return Stats(float(d["median"]), float(d["mad"]), int(d["n"]))
+    return Stats(_figure(d["median"], f"{where} median"), _figure(d["mad"], f"{where} mad"),
+                 _count(d["n"], f"{where} n", 1))
 
 
 def parse_reference(doc: Any, source: str) -> Reference:
@@ -416,8 +444,9 @@ def parse_reference(doc: Any, source: str) -> Reference:
     if not isinstance(raw, dict):
         raise BaselineError(f"{source}: classes must map class fingerprints to their figures")
     for fp, c in raw.items():
-        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-            raise BaselineError(f"{source}: class {fp}: needs a name")
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"].isprintable() \
+                or not 0 < len(c["name"]) <= 200:
+            raise BaselineError(f"{source}: class {fp[:80]}: needs a name (one line of at most 200 characters)")
         parts = {}
         for scope in ("host", "gpu"):
             figures = c.get(scope) or {}
@@ -426,7 +455,8 @@ def parse_reference(doc: Any, source: str) -> Reference:
             parts[scope] = {_unkey(str(k)): _stats(v, f"{source}: class {fp} {k}") for k, v in figures.items()
                             if _unkey(str(k))[0] in BY_KEY}
         hosts = c.get("hosts")
-        classes[str(fp)] = ClassStats(c["name"], hosts if isinstance(hosts, int) else 0, parts["host"], parts["gpu"])
+        hosts = 0 if hosts is None else _count(hosts, f"{source}: class {fp} hosts", 0)
+        classes[str(fp)] = ClassStats(c["name"], hosts, parts["host"], parts["gpu"])
     made_from = doc.get("made_from")
     return Reference(classes, f"{source} (from run {made_from})" if isinstance(made_from, str) else source)
 
@@ -635,26 +665,76 @@ def unjudged(facts: Facts) -> dict[str, str]:
 # The hosts a class baseline is made of: those judged healthy or degraded (a failed, unreachable or
 # incomplete host's figures are not what the class should look like).
 BASELINE_HEALTH = ("healthy", "degraded")
+# A figure the same run flagged is not known-good either, on a host otherwise fit to be a baseline:
+# the figure's own finding, a finding CAUSES names as its root, or any finding of the probe that
+# measured it (p2p's copies, NCCL's bus bandwidth).  A root of the other probe's family does not
+# flag it: an NCCL environment override says nothing of a host->GPU copy.
+_PROBE_OF = {"p2p_pair_gbps": "p2p.", "h2d_gbps": "p2p.", "d2h_gbps": "p2p.", "local_copy_gbps": "p2p.",
+             "nccl_busbw_gbps": "nccl."}
+_PROBES = frozenset(_PROBE_OF.values())
+_ROOTS_OF: dict[str, frozenset[str]] = {fid: frozenset(c.root for c in CAUSES if c.consequence == fid)
+                                        for fid in FINDING_IDS}
 
 
-def class_baseline(hosts: Iterable[tuple[str, str | None, str | None, str, Facts]], made_from: str, made: str
-                   ) -> tuple[dict[str, Any], dict[str, str]]:
+def flagged_figures(finding_ids: Iterable[str]) -> dict[str, str]:
+    """metric -> the finding (of a host's warn and fail findings, `finding_ids`) that keeps the
+    host's figure of that metric out of a known-good baseline."""
+    ids = sorted(set(finding_ids))
+    out: dict[str, str] = {}
+    for m in METRICS:
+        probe = _PROBE_OF.get(m.key)
+        others = tuple(p for p in _PROBES if p != probe)
+        hit = next((fid for fid in ids if fid == m.finding or (probe is not None and fid.startswith(probe))
+                    or (fid in _ROOTS_OF[m.finding] and not fid.startswith(others))), None)
+        if hit is not None:
+            out[m.key] = hit
+    return out
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Why a host, or some of its figures (`whole` False), is not in a baseline file."""
+
+    why: str
+    whole: bool = True
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def _fit_figures(ms: Measures, flagged: Iterable[str]) -> tuple[Measures, LeftOut | None]:
+    """A host's figures less those the run flagged, and what was left out (None: nothing)."""
+    bad = flagged_figures(flagged)
+    if not bad or not any(m.metric in bad for m in ms):
+        return ms, None
+    kept = Measures(m for m in ms if m.metric not in bad)
+    named = ", ".join(f"{metric} ({fid})" for metric, fid in bad.items() if any(m.metric == metric for m in ms))
+    return kept, LeftOut(f"the run flagged its figures {named}", whole=not kept)
+
+
+def class_baseline(hosts: Iterable[tuple[str, str | None, str | None, str, Facts]], made_from: str, made: str,
+                   flagged: Mapping[str, Iterable[str]] | None = None
+                   ) -> tuple[dict[str, Any], dict[str, LeftOut]]:
     """The baseline file of a judged run (`probe baseline RUN -o FILE`) from (host, fingerprint,
-    class, health, facts), and host -> why it was left out."""
+    class, health, facts), and host -> what of it was left out and why.  `flagged`: host -> the ids
+    of its warn and fail findings (a figure they flag is left out: flagged_figures)."""
     members: dict[str, dict[str, Measures]] = defaultdict(dict)
     names: dict[str, str] = {}
-    left_out: dict[str, str] = {}
+    left_out: dict[str, LeftOut] = {}
     for name, fp, cls, health, facts in hosts:
         if health not in BASELINE_HEALTH:
-            left_out[name] = f"its health is {health}"
-        elif not fp:
-            left_out[name] = "it has no topology class"
-        else:
-            ms = measures(facts)
-            if not ms:
-                left_out[name] = "it measured nothing the baselines compare"
-                continue
-            members[fp][name] = ms
-            names[fp] = cls or fp
+            left_out[name] = LeftOut(f"its health is {health}")
+            continue
+        if not fp:
+            left_out[name] = LeftOut("it has no topology class")
+            continue
+        ms, dropped = _fit_figures(measures(facts), (flagged or {}).get(name, ()))
+        if dropped is not None:
+            left_out[name] = dropped
+        if not ms:
+            left_out.setdefault(name, LeftOut("it measured nothing the baselines compare"))
+            continue
+        members[fp][name] = ms
+        names[fp] = cls or fp
     classes = {fp: class_stats(names[fp], hs) for fp, hs in members.items()}
     return export(classes, made_from, made), left_out

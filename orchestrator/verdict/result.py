@@ -28,7 +28,7 @@ from orchestrator.engine.outcomes import Outcome, finished, is_problem
 from orchestrator.facts.conform import conform_facts, conform_probes
 from orchestrator.facts.model import Facts
 from orchestrator.store.atomic import encode_json
-from orchestrator.store.history import load_fleet
+from orchestrator.store.history import load_fleet, load_past_fleet
 from orchestrator.store.rundir import read_meta
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import Body, SpooledRecords, records_with
@@ -482,14 +482,25 @@ class FleetResult:
         return cls.from_document(load_fleet(run_dir), RunMeta.from_dict(meta) if meta else None)
 
     @classmethod
-    def from_document(cls, doc: Mapping[str, Any], run: RunMeta | None = None) -> FleetResult:
+    def load_past(cls, run_dir: Path) -> tuple[FleetResult, str]:
+        """A stored run read for the history (drift, repeat offenders): load, its findings read up
+        to store/history.py's HISTORY_FINDINGS, and the note that says so ('' when all were read)."""
+        meta = read_meta(run_dir)
+        doc, note = load_past_fleet(run_dir)
+        # roots are not decided again: drift compares (id, host, subject), repeat offenders ids and
+        # severities, and deciding them pairs each host's findings (a past run of 200,000 findings on
+        # one host took minutes)
+        return cls.from_document(doc, RunMeta.from_dict(meta) if meta else None, grouped=False), note
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any], run: RunMeta | None = None, grouped: bool = True) -> FleetResult:
         """A stored fleet.json (store/history.py:load_fleet), as the verdict would hand it over now;
         `run`: the run's run.json, when the caller has it (else fleet.json's header)."""
         problems: list[str] = []
         findings = [f for f in (_finding(x, problems) for x in _list(doc.get("findings"))) if f is not None]
         # roots are decided again: a document from before they were stored has none, and one that
         # has them gets the same answer from the same tables
-        findings = causes.group(findings, _CAUSES)
+        findings = causes.group(findings, _CAUSES) if grouped else findings
         silenced = []
         for s in _list(doc.get("silenced")):
             f = _finding(s.get("finding"), problems) if isinstance(s, dict) else None

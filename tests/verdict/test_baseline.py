@@ -174,6 +174,11 @@ def test_probe_baseline_exports_a_class_and_baseline_file_judges_three_hosts_aga
     # dgx-h100-13 (NCCL over SHM: a fail) is no baseline; the warn hosts are
     assert cls["hosts"] == 7 and cls["gpu"]["h2d_gbps"]["n"] == 56
     assert "dgx-h100-13 left out: its health is failed" in proc.stderr
+    # dgx-h100-15's NCCL environment override (a warn) keeps its NCCL figures out, its copies in; counted
+    assert "dgx-h100-15 partly left out: the run flagged its figures nccl_busbw_gbps (nccl.env.override)" in proc.stderr
+    assert "1 host(s) left out" in proc.stderr and "1 more with some figures left out" in proc.stderr
+    # two of the known-good hosts measured NCCL (ec1b3e5 exported n 2): dgx-h100-15's figures are left out
+    assert [s["n"] for k, s in cls["host"].items() if k.startswith("nccl_busbw_gbps")] == [1] * 5, cls["host"]
     three = "dgx-h100-25,dgx-h100-07,rent-h100-03"
     _rc, alone, err = run_cli(["-l", three, "-p", "premigration"], tmp_path / "alone")
     assert alone is not None, err
@@ -251,3 +256,30 @@ def test_a_hosts_gpu_findings_come_in_the_order_of_its_figures() -> None:
     assert [(f.host, f.subject.split(" ", 2)[:2]) for f in found] == [
         ("gray", ["GPU0", f"({buses[0]})"]), ("gray", ["GPU1", f"({buses[1]})"])]
     assert [f.id for f in found] == [baseline.BANDWIDTH_LOW, baseline.TEMPERATURE_HIGH]
+
+
+# Findings that make a host's figure no known-good figure (issue 45): the figure's own finding, a
+# cause the baselines name, any finding of the probe that measured it.  Each leaves out exactly the
+# figures it names, and a finding of another probe leaves the copy figures in.
+FLAGGING = [("baseline.bandwidth.low", {"p2p_pair_gbps", "h2d_gbps", "d2h_gbps", "local_copy_gbps"}),
+            ("p2p.bandwidth.low", {"p2p_pair_gbps", "h2d_gbps", "d2h_gbps", "local_copy_gbps"}),
+            ("p2p.anything.new", {"p2p_pair_gbps", "h2d_gbps", "d2h_gbps", "local_copy_gbps"}),
+            ("pcie.link.downgraded", {"p2p_pair_gbps", "h2d_gbps", "d2h_gbps", "local_copy_gbps"}),
+            ("gpu.clocks.slowdown", {"p2p_pair_gbps", "h2d_gbps", "d2h_gbps", "local_copy_gbps", "sm_clock_mhz",
+                                     "power_w", "temperature_c"}),
+            ("baseline.temperature.high", {"temperature_c", "sm_clock_mhz", "power_w"}),  # a hot GPU: slow, unlike
+            ("gpu.ecc.uncorrectable", {"ecc_corrected_per_day", "pcie_replays_per_day"})]
+
+
+@pytest.mark.parametrize("finding,figures", FLAGGING)
+def test_probe_baseline_leaves_out_the_figures_the_run_flagged(finding: str, figures: set[str]) -> None:
+    rng = random.Random(13)
+    good = _fleet([_host(f"good{i:02d}", rng) for i in range(6)])
+    rows = [(h.name, h.fingerprint, h.topology_class, h.health.state.value, h.facts) for h in good.hosts]
+    doc, left_out = baseline.class_baseline(rows, "t", "now", {"good00": {finding}, "good01": {"nccl.env.override"}})
+    assert set(left_out) == {"good00", "good01"} and not left_out["good00"].whole
+    assert "nccl_busbw_gbps (nccl.env.override)" in str(left_out["good01"]) and "h2d" not in str(left_out["good01"])
+    assert all(f in str(left_out["good00"]) for f in figures if f in baseline.flagged_figures([finding]))
+    (cls,) = doc["classes"].values()
+    for key, stats in cls["gpu"].items():  # 6 hosts of 8 GPUs; good00's flagged figures left out
+        assert stats["n"] == (40 if key.split("[")[0] in figures else 48), (key, stats)
