@@ -32,6 +32,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
 from orchestrator.facts.textsafe import one_line
+from orchestrator.files.bounded import UnreadableInput, read_regular
 from orchestrator.store import atomic
 from orchestrator.store.fleet_file import fleet_index_names, write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
@@ -272,14 +273,19 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     return read_run_json(run_dir)[0] or {}
 
 
+# run.json holds the plan and the hosts' order: about 40 bytes a host, so 100,000 hosts fit in a
+# few MiB; a stored run's file past this was not written by fleetprobe and costs only its own reading.
+RUN_JSON_MAX = 64 << 20
+
+
 def read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
     """run.json of a run and '' , or None and why it cannot be read (history lists it with that)."""
     path = run_dir / "run.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None, "no run.json"
-    except (OSError, UnicodeDecodeError) as e:
+        doc = json.loads(read_regular(path, RUN_JSON_MAX, "run.json").decode("utf-8"))
+    except UnreadableInput as e:
+        return None, "no run.json" if e.errno == errno.ENOENT else f"run.json unreadable: {e.why}"
+    except UnicodeDecodeError as e:
         return None, f"run.json unreadable: {e}"
     except (ValueError, RecursionError) as e:
         return None, f"run.json is not valid JSON ({e})"
@@ -291,7 +297,7 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
 def _json_object(path: Path) -> dict[str, Any]:
     """A stored JSON object, or {} when the file is missing, unreadable, not JSON or not an object."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_regular(path, RUN_JSON_MAX).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
