@@ -137,6 +137,18 @@ def text_lines(text: str, source: str | None = "<text>") -> list[str]:
     return out
 
 
+def lines_within(text: str) -> tuple[list[str], list[int]]:
+    """text_lines for a log, where one line past MAX_LINE costs only itself: it reads as blank
+    (index i is still line i + 1), and its number is in the second list for the caller's note."""
+    out, long = [], []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE:
+            long.append(i)
+            line = ""
+        out.append(strip_ansi(line).rstrip())
+    return out, long
+
+
 # What posters add to a paste.  An annotation marker (`<<<`, `<--`, `<==`, `# ` after two spaces or a
 # tab) starts a comment to the end of the line; a whole line of `# ...` is a comment; a line that
 # is only dots (or `[...]`, `<snip>`) marks rows left out.  nvidia-smi's own legend writes "a
