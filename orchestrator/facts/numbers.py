@@ -50,7 +50,7 @@ NET_GBITS = Bound("network bandwidth", 0, 3200, "Gb/s", "twice a 1.6 Tb/s port (
 # and nccl probes): a GPU's own memory copy is the fastest thing measured (B300 HBM3e: 8 TB/s).
 GPU_GBYTES = Bound("GPU bandwidth", 0, 20000, "GB/s", "2.5 x the 8 TB/s of today's fastest GPU memory")
 # Ethernet speed as /sys/class/net/*/speed prints it (Mb/s): the same 3,200 Gb/s.
-NET_MBITS = Bound("link speed", 0, 3_200_000, "Mb/s", "the 3,200 Gb/s network ceiling")
+NET_MBITS = Bound("link speed", -1, 3_200_000, "Mb/s", "the 3,200 Gb/s network ceiling; -1: no link, as sysfs says")
 # Latency and times, microseconds: an hour; a benchmark step is cut long before.
 LATENCY_US = Bound("latency", 0, 3.6e9, "us", "one hour; no run step lasts that long")
 # Message and buffer sizes, bytes: 1 TiB, more than any GPU's memory (B300: 288 GB).

@@ -163,7 +163,7 @@ _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(
 
 # A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`
 # (job, rank, stream).  The rank is kept: several ranks' lines interleave in one output.
-_LAUNCHER_TAG = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+_LAUNCHER_TAG = re.compile(r"^\[\d{1,9},(\d{1,9})\]<(?:stdout|stderr)>:")  # ranks past 9 digits: no launcher's
 
 
 def untag(line: str) -> tuple[int | None, str]:
@@ -221,7 +221,7 @@ def norm_bus_id(raw: str | None) -> str | None:
     return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
-CPULIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+CPULIST = re.compile(r"\d{1,7}(?:-\d{1,7})?(?:,\d{1,7}(?:-\d{1,7})?)*")  # CPU numbers: at most 7 digits
 
 
 def parse_cpulist(s: str) -> list[int] | None:
