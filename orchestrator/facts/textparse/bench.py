@@ -35,8 +35,9 @@ from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
     decode_input,
+    lines_within,
+    long_line_notes,
     norm_bus_id,
-    text_lines,
     untag,
 )
 from orchestrator.facts.textsafe import is_digits
@@ -150,8 +151,8 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
 
 def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    lines = text_lines(text, source)
-    notes: list[Note] = []
+    lines, long = lines_within(text)  # a long line costs only itself
+    notes: list[Note] = long_line_notes(long)
     devices: dict[int, BenchDevice] = {}
     access: dict[tuple[int, int], bool] = {}
     matrices: dict[str, list[list[float | None]]] = {}
@@ -220,8 +221,8 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if text.lstrip().startswith("{"):
         return _nvbandwidth_json(text, source)
-    lines = text_lines(text, source)
-    notes: list[Note] = []
+    lines, long = lines_within(text)  # a long line costs only itself
+    notes: list[Note] = long_line_notes(long)
     version = driver = cuda = None
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     devices: dict[int, BenchDevice] = {}
@@ -472,11 +473,12 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if text.lstrip().startswith(("{", "[")) and untag(text.lstrip())[0] is None:
         return _nccl_json(text, source)
-    tagged = [untag(x) for x in text_lines(text, source)]
+    within, long = lines_within(text)  # a long line costs only itself
+    tagged = [untag(x) for x in within]
     lines = [x for _, x in tagged]
     # mpirun --tag-output: every rank's lines interleave; the results are those of the rank that printed them
     result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)[0]})
-    notes: list[Note] = []
+    notes: list[Note] = long_line_notes(long)
     op = version = None
     devices: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []

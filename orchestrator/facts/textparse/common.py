@@ -149,6 +149,14 @@ def lines_within(text: str) -> tuple[list[str], list[int]]:
     return out, long
 
 
+def long_line_notes(long: list[int]) -> list[Note]:
+    """One note per line lines_within blanked (at most 20, then how many more)."""
+    notes = [Note(n, f"line over {MAX_LINE} characters (no tool prints one), skipped") for n in long[:20]]
+    if len(long) > 20:
+        notes.append(Note(None, f"{len(long) - 20} more line(s) over {MAX_LINE} characters skipped"))
+    return notes
+
+
 # What posters add to a paste.  An annotation marker (`<<<`, `<--`, `<==`, `# ` after two spaces or a
 # tab) starts a comment to the end of the line; a whole line of `# ...` is a comment; a line that
 # is only dots (or `[...]`, `<snip>`) marks rows left out.  nvidia-smi's own legend writes "a
