@@ -98,10 +98,11 @@ _P2P_TITLES = (
 )
 
 
-def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[Note], what: str
-                 ) -> tuple[list[list[float | None]], int, int | None]:
+def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[Note], what: str,
+                 skip: frozenset[int] = frozenset()) -> tuple[list[list[float | None]], int, int | None]:
     """Read `D\\D 0 1 ...` / `GPU 0 1 ...` / `0 1 ...` header plus rows from lines[start].
-    Returns (matrix, next line index, column count)."""
+    Returns (matrix, next line index, column count).  `skip`: indexes of lines too long to read
+    (blank now), passed over inside the table rather than ending it."""
     i = start
     while i < len(lines) and not lines[i].strip():
         i += 1
@@ -121,6 +122,9 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
     rows: dict[int, list[float | None]] = {}
     i += 1
     while i < len(lines):
+        if i in skip:
+            i += 1
+            continue
         toks = lines[i].split()
         if not toks or not is_digits(toks[0]):
             break
@@ -153,6 +157,7 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     lines, long = lines_within(text)  # a long line costs only itself
     notes: list[Note] = long_line_notes(long)
+    skip = frozenset(n - 1 for n in long)
     devices: dict[int, BenchDevice] = {}
     access: dict[tuple[int, int], bool] = {}
     matrices: dict[str, list[list[float | None]]] = {}
@@ -182,7 +187,7 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
             key = last_key.replace("latency", "latency_cpu")
             header = i  # the CPU line is itself the matrix header (no title line)
         if key is not None:
-            mat, nxt, _ = _read_square(lines, header, len(devices) or None, notes, key)
+            mat, nxt, _ = _read_square(lines, header, len(devices) or None, notes, key, skip)
             if mat:
                 matrices[key] = mat
                 last_key = key if key.startswith("latency") else None
@@ -223,6 +228,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
         return _nvbandwidth_json(text, source)
     lines, long = lines_within(text)  # a long line costs only itself
     notes: list[Note] = long_line_notes(long)
+    skip = frozenset(n - 1 for n in long)
     version = driver = cuda = None
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     devices: dict[int, BenchDevice] = {}
@@ -268,6 +274,9 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
             if cols and all(is_digits(c) for c in cols):
                 j += 1
                 while j < len(lines):
+                    if j in skip:
+                        j += 1
+                        continue
                     toks = lines[j].split()
                     if not toks or not is_digits(toks[0]):
                         break

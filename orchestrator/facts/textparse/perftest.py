@@ -149,11 +149,15 @@ def _size_iters(toks: list[str]) -> tuple[tuple[int, int] | None, str | None]:
     return (size, iters), None
 
 
-def _bw_row(toks: list[str], factor: float) -> tuple[dict[str, Any] | None, str | None]:
-    """(row, None), (None, why it is refused), or (None, None) for a line that is no row."""
+def _bw_row(toks: list[str], factor: float, width: int = 4) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None), (None, why it is refused), or (None, None) for a line that is no row.
+    `width`: the header's columns (5 with MsgRate): a row short of them has a cell missing, and
+    its figures would be read from the wrong columns."""
     head, why = _size_iters(toks)
     if head is None or len(toks) < 4:
         return None, why
+    if len(toks) < width:
+        return None, f"{width - len(toks)} of the header's {width} cells missing"
     avg, why = _figure(toks[3], factor, NET_GBITS)
     if avg is None:
         return None, f"BW average: {why}"
@@ -199,6 +203,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
     notes: list[Note] = []
     run: PerftestRun | None = None
     factor: float | None = None
+    bw_width = 4
     lat_cols: list[str] = []
     gid_for: dict[str, Any] | None = None
     for i, raw in enumerate(lines, start=1):
@@ -239,6 +244,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
         if m:
             run.unit = m.group(2)
             factor = _unit_factor(m.group(2))
+            bw_width = len(re.findall(r"#bytes|#iterations|BW peak|BW average|MsgRate", s))
             if factor is None:
                 notes.append(Note(i, f"bandwidth unit {m.group(2)!r} not understood: the rows are left out"))
             continue
@@ -247,7 +253,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
             lat_cols = _lat_columns(m.group(1))
             continue
         toks = s.split()
-        row, why = (_bw_row(toks, factor) if factor is not None and run.kind == "bw"
+        row, why = (_bw_row(toks, factor, bw_width) if factor is not None and run.kind == "bw"
                     else _lat_row(toks, lat_cols) if lat_cols and run.kind == "lat" else (None, None))
         if row is not None:
             run.rows.append(row)
