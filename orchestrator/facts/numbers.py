@@ -75,8 +75,16 @@ BOUNDS = (NET_GBITS, GPU_GBYTES, NET_MBITS, LATENCY_US, SIZE_BYTES, COUNT, SECON
 
 def _range(value: float, bound: Bound) -> str | None:
     if not bound.lo <= value <= bound.hi:
-        return f"{bound.name} {value:g} {bound.unit}".rstrip() + f" is outside {bound.lo:g}..{bound.hi:g} ({bound.why})"
+        return f"{bound.name} {_shown(value)} {bound.unit}".rstrip() + f" is outside {bound.lo:g}..{bound.hi:g} ({bound.why})"
     return None
+
+
+def _shown(value: float) -> str:
+    """A refused value for a message: an integer of hundreds of digits (strict JSON reads up to
+    4,300) has no float form, so it is described, not converted."""
+    if isinstance(value, int) and abs(value) > 10**15:
+        return f"of {len(str(abs(value)))} digits"
+    return f"{value:g}"
 
 
 def read_int(text: str | None, bound: Bound = COUNT, base: int = 10) -> tuple[int | None, str | None]:

@@ -262,3 +262,12 @@ def test_a_fabric_perftest_stdout_with_hostile_numbers_is_one_failed_measurement
         spoiled = re.sub(r"(?m)^(\s*\d+\s+\d+\s+\S+\s+)\S+", lambda m, t=token: m.group(1) + t, text)
         got = measurement({**rec, "stdout": spoiled, "exit": 0})
         assert got is not None and got["value"] is None and got["error_kind"] == "failed", got
+
+
+@pytest.mark.parametrize("huge", [10**25, 10**400, -(10**400)])
+def test_an_envelope_integer_of_hundreds_of_digits_is_refused_not_formatted(huge: int) -> None:
+    # strict JSON reads integers of up to 4,300 digits: no float form, so a message must not convert one
+    good = {"op": "all_reduce", "size_bytes": 1 << 30, "busbw_gbps": 350.0}
+    facts, errors = normalize_host({"nccl": {"results": [good, {**good, "size_bytes": huge, "busbw_gbps": huge}]}})
+    assert [r["size_bytes"] for r in facts["nccl"]["results"]] == [1 << 30]
+    assert any("digits" in e and "size_bytes refused" in e for e in errors), errors
