@@ -5,6 +5,7 @@ one row exits as a good import does, never 70, and keeps the good rows' facts in
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,53 @@ def test_a_kernel_log_import_keeps_the_xid_after_a_hostile_line(tmp_path: Path, 
     codes = [e["code"] for e in host["facts"]["kmsg"]["events"] if e["kind"] == "xid"]
     assert codes[:3] == [48, 63, 94], codes
     assert "None" not in got.stderr
+
+
+# ------------------------------------------------------------------------------ the live road: fabric qualification
+
+HOSTILE_TOOL = """#!/usr/bin/env python3
+# a perftest whose table carries hostile numbers: a 5,000-digit #bytes in its first row, NaN and
+# a negative bandwidth in the next ones; the rest is the real (simulated) tool's output
+import os, re, subprocess, sys
+real = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "..", "sbin", os.path.basename(sys.argv[0]))
+proc = subprocess.run([real] + sys.argv[1:], stdout=subprocess.PIPE)
+rows = 0
+out = []
+for line in proc.stdout.decode().split("\\n"):
+    m = re.match(r"^(\\s*)(\\d+)(\\s+\\d+\\s+)(\\S+)(\\s+)(\\S+)(.*)$", line)
+    if m:
+        rows += 1
+        out.append(m.group(1) + "9" * 5000 + m.group(3) + m.group(4) + m.group(5) + m.group(6) + m.group(7))
+        out.append(line.replace(m.group(6), "nan", 1) if rows == 1 else line)
+        out.append(line.replace(m.group(6), "-5", 1) if rows == 1 else line)
+        out.append(line)
+    else:
+        out.append(line)
+sys.stdout.write("\\n".join(out))
+sys.exit(proc.returncode)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.ssh
+def test_a_host_s_hostile_perftest_numbers_cost_only_its_rows_in_a_fabric_run(sshd: Any, tmp_path: Path) -> None:
+    import os
+
+    from orchestrator.simulate.fabric import random_scenario
+    from tests.support.fabric import FAST, fabric_run, fabric_setup, names
+
+    hosts = 4
+    setup = fabric_setup(tmp_path, sshd, tmp_path / "libs", hosts, 1, random_scenario(names(hosts), 1, 0, ()), dict(FAST))
+    root = setup.fleet.hosts[0].root
+    path, moved = root / "usr/bin/ib_write_bw", root / "usr/sbin/ib_write_bw"
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    moved.symlink_to(os.readlink(path))
+    path.unlink()
+    path.write_text(HOSTILE_TOOL)
+    path.chmod(0o755)
+    rc, err, doc = fabric_run(setup)  # a fleet document, not exit 70
+    assert rc != 70 and "Traceback" not in err, err[-3000:]
+    assert {h["name"] for h in doc["hosts"]} == set(names(hosts))
+    hostile = next(h for h in doc["hosts"] if h["name"] == names(hosts)[0])
+    values = [m["value"] for m in hostile["facts"]["fabric"]["measurements"] if m["test"] == "ib_write_bw"]
+    assert values and all(v is not None and math.isfinite(v) and 0 < v <= 3200 for v in values), values
