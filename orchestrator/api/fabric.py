@@ -51,6 +51,7 @@ from orchestrator.engine.fabric_plan import (
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import ProbeCall, ProbeResult, RunOptions, TransportFactory
 from orchestrator.facts.model import FabricFacts
+from orchestrator.facts.normalize.budget import check_fields
 from orchestrator.facts.normalize.fabric import normalize, refused_answers
 from orchestrator.facts.textsafe import one_line
 from orchestrator.inventory.model import Host
@@ -348,7 +349,8 @@ def _wave(n: int, schedule: Schedule, live: list[HostPart], by_name: Mapping[str
 
 
 def _facts_of(live: list[HostPart]) -> dict[str, FabricFacts]:
-    return {p.host.name: normalize(p.data()) for p in live}
+    # figures out of their range (a negative busbw) are unknown here too, before any peer is judged
+    return {p.host.name: normalize(check_fields("fabric", p.data())[0]) for p in live}
 
 
 def _extra_waves(first: Schedule, live: list[HostPart], by_name: Mapping[str, Member], members: list[Member],

@@ -7,7 +7,8 @@ the boundary (engine/envelope.py); every output then escapes the rest its own wa
 pattern: the terminal, CSV, JUnit, Prometheus and the HTML report.
 
 The same text read as a number: `is_digits` says which host text int() can read, since Python's
-own test (str.isdigit) also takes digits that int() refuses.
+own test (str.isdigit) also takes digits that int() refuses.  How many digits, and which range a
+field's value may have, is facts/numbers.py's (read_int, read_float): parsers read numbers there.
 """
 
 from __future__ import annotations

@@ -12,6 +12,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from orchestrator.facts.numbers import (
+    COUNT,
+    GPU_GBYTES,
+    INDEX,
+    LATENCY_US,
+    NET_GBITS,
+    NET_MBITS,
+    PERCENT,
+    POWER_W,
+    SIZE_BYTES,
+    TEMPERATURE_C,
+    Bound,
+    check,
+    value_int,
+)
+
 MAX_GPUS = 64  # the largest single-host systems today have 8-16 GPUs (NVL72 nodes: 4)
 MAX_LINKS = 64  # NVLink links per GPU (H100/B200: 18)
 MAX_PCI_DEVICES = 4096  # PCI functions per host, SR-IOV virtual functions included
@@ -66,6 +82,68 @@ RULES: dict[str, tuple[_Rule, ...]] = {
 }
 
 
+# probe -> (path, range) of the figures a check compares: a value outside its range (a negative
+# bandwidth, 1e17 GB/s, a temperature of 5,000 C) is made unknown before any normalizer runs, with
+# a note (-> `probe.data.malformed`), so it is never a measurement.  NaN and Infinity never get
+# this far: envelopes are strict JSON (engine/envelope.py).  The ranges: facts/numbers.py.
+_NCCL_FIGURES = (("busbw_gbps", GPU_GBYTES), ("algbw_gbps", GPU_GBYTES), ("time_us", LATENCY_US),
+                 ("size_bytes", SIZE_BYTES), ("count", COUNT), ("wrong", COUNT))
+_FieldRule = tuple[tuple[str, ...], Bound]
+FIELD_RULES: dict[str, tuple[_FieldRule, ...]] = {
+    "nccl": tuple((("results", "*", k), b) for k, b in _NCCL_FIGURES),
+    "fabric": (*((("nccl", "*", "data", "results", "*", k), b) for k, b in _NCCL_FIGURES),
+               (("discover", "hcas", "*", "rate_gbps"), NET_GBITS)),
+    "p2p": (*((("gpus", "*", k), GPU_GBYTES) for k in ("h2d_gbps", "d2h_gbps", "local_ce_gbps", "local_sm_gbps")),
+            (("pairs", "*", "ce_gbps"), GPU_GBYTES), (("pairs", "*", "sm_read_gbps"), GPU_GBYTES),
+            (("pairs", "*", "latency_us"), LATENCY_US), (("bidirectional", "*", "total_gbps"), GPU_GBYTES),
+            (("all_to_host", "d2h_total_gbps"), GPU_GBYTES), (("all_to_host", "h2d_total_gbps"), GPU_GBYTES)),
+    "nvml": ((("gpus", "*", "temperature_c"), TEMPERATURE_C), (("gpus", "*", "power_w"), POWER_W),
+             (("gpus", "*", "fans", "*", "speed_pct"), PERCENT)),
+    "nic": ((("infiniband", "*", "ports", "*", "port"), INDEX), (("net", "*", "speed"), NET_MBITS), (("net", "*", "carrier_changes"), COUNT), (("net", "*", "mtu"), COUNT),
+            (("infiniband", "*", "ports", "*", "counters", "*"), COUNT),
+            (("infiniband", "*", "ports", "*", "hw_counters", "*"), COUNT)),
+}
+
+
+def check_fields(probe: str, data: Any) -> tuple[Any, list[str]]:
+    """`data` with every figure of FIELD_RULES[probe] outside its range made None (copies only
+    where one was), and one note per field path: '<probe>: 2 value(s) of results.*.busbw_gbps
+    refused (GPU bandwidth -5 GB/s is outside 0..20000 ...): unknown'."""
+    notes: list[str] = []
+    for path, rng in FIELD_RULES.get(probe, ()):
+        refused: list[str] = []
+        data = _refuse(data, path, rng, refused)
+        if refused:
+            notes.append(f"{probe}: {len(refused)} value(s) of {'.'.join(path)} refused ({refused[0]}): unknown")
+    return data, notes
+
+
+def _refuse(value: Any, path: tuple[str, ...], rng: Bound, refused: list[str]) -> Any:
+    if not path:
+        if rng is INDEX and isinstance(value, str):  # a number (a port) that text may carry: read it
+            index, why = value_int(value, rng)
+            if index is None:
+                refused.append(str(why))
+            return index
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            ok, why = check(value, rng)
+            if ok is None:
+                refused.append(str(why))
+                return None
+        return value
+    key, rest = path[0], path[1:]
+    if key == "*" and isinstance(value, list):
+        out = [_refuse(v, rest, rng, refused) for v in value]
+        return out if any(a is not b for a, b in zip(out, value)) else value
+    if key == "*" and isinstance(value, dict):
+        new = {k: _refuse(v, rest, rng, refused) for k, v in value.items()}
+        return new if any(new[k] is not value[k] for k in value) else value
+    if not isinstance(value, dict) or key not in value:
+        return value
+    inner = _refuse(value[key], rest, rng, refused)
+    return value if inner is value[key] else {**value, key: inner}
+
+
 # Raw mode (nvidia-smi / lspci text parsed on the controller) gives facts sections directly: the
 # same caps, on the sections, before the topology merge squares them.
 _TOPO = MAX_GPUS + MAX_NICS
@@ -104,6 +182,8 @@ def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
                                                    f"is judged on; judged on the first {cap}"))
     if probe == "pcie":
         data = _cut_kinds(data, notes)
+    data, refused = check_fields(probe, data)
+    notes.extend(refused)
     if isinstance(data, dict) and STRING_NOTE in data:  # the parse cut long strings (engine/envelope.py)
         longest = data[STRING_NOTE]
         data = {k: v for k, v in data.items() if k != STRING_NOTE}

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from orchestrator.facts import xid as xids
 from orchestrator.facts.model import KmsgEvent, KmsgFacts
+from orchestrator.facts.numbers import INDEX, SECONDS, Bound, check, int_or_none
 
 _BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 # The device in parentheses may be a bus id with or without `PCI:`, or what a poster left of it (`PCI:...`).
@@ -48,6 +49,7 @@ _MLX5 = (("slot_power", re.compile(r"insufficient power on the PCIe slot", re.IG
          ("tx_timeout", re.compile(r"NETDEV WATCHDOG: .*transmit queue \d+ timed out")))
 _TX_TIMEOUT = re.compile(r"NETDEV WATCHDOG: (\S+) \((mlx5_core)\): transmit queue (\d+) timed out")
 _PEERMEM = re.compile(r"nvidia[-_]peermem.*\bERROR\b", re.IGNORECASE)
+_LINK_NO = Bound("NVLink link", -1, 1024, "", "a GPU has at most 18 links; -1: none named")
 _SEGFAULT = re.compile(r"^(\S+?)\[(\d+)\]: segfault at .* in (libnccl[^\[ ]*|libcuda[^\[ ]*)")
 
 KINDS = ("xid", "sxid", "fallen_off_bus", "aer", "mlx5", "peermem", "segfault")
@@ -83,9 +85,9 @@ def when_of(wall: Any) -> str | None:
 
 
 def _event(kind: str, at: dict[str, Any], text: str, **kw: Any) -> KmsgEvent:
-    t, wall = at.get("t"), at.get("wall")
-    ev: dict[str, Any] = {"kind": kind, "t": t if isinstance(t, (int, float)) else None,
-                          "wall": wall if isinstance(wall, (int, float)) else None,
+    # a time out of range (negative, past 317 years, not a number) is unknown, never a key or an order
+    t, wall = check(at.get("t"), SECONDS)[0], check(at.get("wall"), SECONDS)[0]
+    ev: dict[str, Any] = {"kind": kind, "t": t, "wall": wall,
                           "bus_id": None, "code": None, "text": text[:400]}
     when = at.get("when") if isinstance(at.get("when"), str) else when_of(ev["wall"])
     if when:
@@ -102,7 +104,8 @@ def _key(ev: dict[str, Any]) -> str:
 
 def _link(text: str) -> dict[str, int]:
     m = _LINK.search(text)
-    return {"link": int(m.group(1))} if m else {}
+    link = int_or_none(m.group(1), _LINK_NO) if m else None
+    return {"link": link} if link is not None else {}
 
 
 def _device(text: str) -> dict[str, Any]:
@@ -116,20 +119,21 @@ def parse_line(msg: str, t: Any = None, wall: Any = None, when: Any = None) -> K
     msg = msg.replace("\n", " ")
     at = {"t": t, "wall": wall, "when": when}
     m = _XID.search(msg)
-    if m:
-        code, rest = int(m.group(2)), m.group(3)
+    code = int_or_none(m.group(2), INDEX) if m else None
+    if m and code is not None:  # an Xid code of 20 digits is no Xid: the line is no event
+        rest = m.group(3)
         pid = _PID.search(rest)
         name = _NAME.search(rest)
         process = name.group(1).strip().strip("'") if name else None
         return _event("xid", at, rest, **_device(m.group(1)), code=code,
-                      pid=int(pid.group(1)) if pid and pid.group(1) else None,
+                      pid=int_or_none(pid.group(1), INDEX) if pid else None,
                       process=None if process in (None, "<unknown>") else process,
                       severity=xids.line_severity(rest), action=xids.action_of(code, rest), **_link(rest))
     m = _SXID.search(msg)
-    if m:
+    if m and int_or_none(m.group(3), INDEX) is not None:
         if _SXID_COMPANION.match(m.group(4)):
             return None
-        return _event("sxid", at, m.group(4), **_device(m.group(2)), code=int(m.group(3)),
+        return _event("sxid", at, m.group(4), **_device(m.group(2)), code=int_or_none(m.group(3), INDEX),
                       device=m.group(1), severity=xids.line_severity(m.group(4)), **_link(m.group(4)))
     m = _FALLEN.search(msg)
     if m:
@@ -151,7 +155,7 @@ def parse_line(msg: str, t: Any = None, wall: Any = None, when: Any = None) -> K
         return _event("peermem", at, msg)
     m = _SEGFAULT.search(msg)
     if m:
-        return _event("segfault", at, msg, process=m.group(1), pid=int(m.group(2)), library=m.group(3))
+        return _event("segfault", at, msg, process=m.group(1), pid=int_or_none(m.group(2), INDEX), library=m.group(3))
     return None
 
 
@@ -245,11 +249,11 @@ def events_from_lines(lines: list[Any]) -> list[KmsgEvent]:
                 sxid_errors.add((ev.get("device"), ev["bus_id"], ev["code"]))
             continue
         s = _SXID.search(msg)
-        if s and _SXID_COMPANION.match(s.group(4)):
-            key = (s.group(1), _bus(s.group(2)), int(s.group(3)))
+        if s and _SXID_COMPANION.match(s.group(4)) and int_or_none(s.group(3), INDEX) is not None:
+            key = (s.group(1), _bus(s.group(2)), int_or_none(s.group(3), INDEX))
             if not companions or companions[-1][0] != key or companions[-1][1] != len(out):
                 companions.append((key, len(out), _event("sxid", at, s.group(4), **_device(s.group(2)),
-                                                         code=int(s.group(3)), device=s.group(1), severity=None)))
+                                                         code=key[2], device=s.group(1), severity=None)))
     # Register lines of an SXid whose own line is not in the text (a grep, a cut paste) still say it happened.
     for key, pos, ev in reversed(companions):
         if key not in sxid_errors:

@@ -14,6 +14,7 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import NetDev, NicDevice, NicFacts, NicGdr, NicPort
 from orchestrator.facts.normalize.gpus import bus_id
+from orchestrator.facts.numbers import INDEX, NET_GBITS, float_or_none, value_int
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
@@ -26,7 +27,7 @@ def _state(text: Any) -> str | None:
 
 def rate_gbps(text: Any) -> float | None:
     m = _RATE.match(text) if isinstance(text, str) else None
-    return float(m.group(1)) if m else None
+    return float_or_none(m.group(1), NET_GBITS) if m else None  # '9999...9 Gb/sec' is no rate: unknown
 
 
 def _counters(raw: Any) -> dict[str, int]:
@@ -35,10 +36,14 @@ def _counters(raw: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _port(raw: dict[str, Any]) -> NicPort:
-    port = raw.get("port")
+def _port(raw: dict[str, Any]) -> NicPort | None:
+    """A port's readings; None for a port without a port number (ibstat text can write one of any
+    length): it costs only itself."""
+    port = value_int(raw.get("port"), INDEX)[0]
+    if port is None:
+        return None
     out: NicPort = {
-        "port": port if isinstance(port, int) else int(str(port)),
+        "port": port,
         "link_layer": raw.get("link_layer") or None,
         "state": _state(raw.get("state")),
         "phys_state": _state(raw.get("phys_state")),
@@ -65,7 +70,7 @@ def _device(raw: dict[str, Any]) -> NicDevice:
         "fw_ver": raw.get("fw_ver") or None,
         "node_guid": raw.get("node_guid") or None,
         "driver": raw.get("driver") or None,
-        "ports": [_port(p) for p in raw.get("ports") or [] if isinstance(p, dict)],
+        "ports": [x for x in (_port(p) for p in raw.get("ports") or [] if isinstance(p, dict)) if x is not None],
         "sys_image_guid": raw.get("sys_image_guid") or None,
         "model": gpu_models.nic_model(raw.get("hca_type")),
     }

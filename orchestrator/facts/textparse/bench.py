@@ -15,22 +15,51 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.normalize.budget import MAX_GPUS, figure
+from orchestrator.facts.normalize.budget import MAX_GPUS
+from orchestrator.facts.numbers import (
+    COUNT,
+    GPU_GBYTES,
+    INDEX,
+    LATENCY_US,
+    SIZE_BYTES,
+    Bound,
+    float_or_none,
+    int_or_none,
+    loads_numbers_as_found,
+    read_float,
+    read_int,
+    value_float,
+    value_int,
+)
 from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
     decode_input,
+    lines_within,
+    long_line_notes,
     norm_bus_id,
-    text_lines,
     untag,
 )
 from orchestrator.facts.textsafe import is_digits
 
-_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_NA = ("N/A", "-")  # a cell the tool left unmeasured: unknown, no reason to note
 
 
-def _num(tok: str) -> float | None:
-    return figure(float(tok)) if _NUM.fullmatch(tok) else None
+def _num(tok: str, bound: Bound = GPU_GBYTES) -> float | None:
+    return float_or_none(tok, bound)
+
+
+def _gpu(tok: str) -> int:
+    """A GPU index; one past any host's GPUs (so refused by the caller) when it is no index."""
+    index = int_or_none(tok, INDEX)
+    return MAX_GPUS if index is None else index
+
+
+def _bound_of(key: str) -> Bound:
+    """The range of a matrix's cells by the matrix's name (facts key or nvbandwidth unit)."""
+    if "latency" in key or key in ("ns", "us"):
+        return LATENCY_US
+    return GPU_GBYTES if "gbps" in key or key == "GB/s" else COUNT
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,10 +98,11 @@ _P2P_TITLES = (
 )
 
 
-def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[Note], what: str
-                 ) -> tuple[list[list[float | None]], int, int | None]:
+def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[Note], what: str,
+                 skip: frozenset[int] = frozenset()) -> tuple[list[list[float | None]], int, int | None]:
     """Read `D\\D 0 1 ...` / `GPU 0 1 ...` / `0 1 ...` header plus rows from lines[start].
-    Returns (matrix, next line index, column count)."""
+    Returns (matrix, next line index, column count).  `skip`: indexes of lines too long to read
+    (blank now), passed over inside the table rather than ending it."""
     i = start
     while i < len(lines) and not lines[i].strip():
         i += 1
@@ -83,7 +113,7 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
         head = head[1:]
     if not head or not all(is_digits(t) for t in head):
         return [], i, None
-    cols = [int(t) for t in head]
+    cols = [_gpu(t) for t in head]
     if max(cols) >= MAX_GPUS:  # a claim no host makes (a glitch or a forgery) must not size the matrix
         notes.append(Note(i + 1, f"{what}: GPU index {max(cols)} is beyond the {MAX_GPUS} a host can have: "
                                  "the table is ignored"))
@@ -92,19 +122,22 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
     rows: dict[int, list[float | None]] = {}
     i += 1
     while i < len(lines):
+        if i in skip:
+            i += 1
+            continue
         toks = lines[i].split()
         if not toks or not is_digits(toks[0]):
             break
-        r = int(toks[0])
+        r = _gpu(toks[0])
         if r >= MAX_GPUS:
             notes.append(Note(i + 1, f"{what}: row {r} is beyond the {MAX_GPUS} GPUs a host can have: ignored"))
             i += 1
             continue
         vals: list[float | None] = []
         for t in toks[1:1 + n]:
-            v = _num(t)
-            if v is None and t.upper() not in ("N/A", "-"):
-                notes.append(Note(i + 1, f"{what}: value {t!r} not understood: unknown"))
+            v, why = read_float(t, _bound_of(what))
+            if v is None and t.upper() not in _NA:
+                notes.append(Note(i + 1, f"{what}: value {t[:40]!r} left unknown: {why}"))
             vals.append(v)
         if len(vals) < n:
             notes.append(Note(i + 1, f"{what}: row {r} has {len(vals)} of {n} values (truncated?)"))
@@ -122,8 +155,9 @@ def _read_square(lines: list[str], start: int, n_hint: int | None, notes: list[N
 
 def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    lines = text_lines(text, source)
-    notes: list[Note] = []
+    lines, long = lines_within(text)  # a long line costs only itself
+    notes: list[Note] = long_line_notes(long)
+    skip = frozenset(n - 1 for n in long)
     devices: dict[int, BenchDevice] = {}
     access: dict[tuple[int, int], bool] = {}
     matrices: dict[str, list[list[float | None]]] = {}
@@ -132,7 +166,7 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
     while i < len(lines):
         line = lines[i]
         m = _DEVICE.match(line)
-        if m and int(m.group(1)) >= MAX_GPUS:
+        if m and _gpu(m.group(1)) >= MAX_GPUS:
             notes.append(Note(i + 1, f"device {m.group(1)} is beyond the {MAX_GPUS} GPUs a host can have: ignored"))
             i += 1
             continue
@@ -142,8 +176,9 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
             i += 1
             continue
         m = _ACCESS.match(line)
-        if m:
-            access[(int(m.group(1)), int(m.group(3)))] = m.group(2).upper() == "CAN"
+        a, b = (int_or_none(m.group(1), INDEX), int_or_none(m.group(3), INDEX)) if m else (None, None)
+        if m and a is not None and b is not None:
+            access[(a, b)] = m.group(2).upper() == "CAN"
             i += 1
             continue
         key = next((k for rx, k in _P2P_TITLES if rx.search(line)), None)
@@ -152,7 +187,7 @@ def parse_p2p_bwlat(text: str | bytes, source: str = "<text>") -> BwLatency:
             key = last_key.replace("latency", "latency_cpu")
             header = i  # the CPU line is itself the matrix header (no title line)
         if key is not None:
-            mat, nxt, _ = _read_square(lines, header, len(devices) or None, notes, key)
+            mat, nxt, _ = _read_square(lines, header, len(devices) or None, notes, key, skip)
             if mat:
                 matrices[key] = mat
                 last_key = key if key.startswith("latency") else None
@@ -191,8 +226,9 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if text.lstrip().startswith("{"):
         return _nvbandwidth_json(text, source)
-    lines = text_lines(text, source)
-    notes: list[Note] = []
+    lines, long = lines_within(text)  # a long line costs only itself
+    notes: list[Note] = long_line_notes(long)
+    skip = frozenset(n - 1 for n in long)
     version = driver = cuda = None
     cases: dict[str, list[tuple[str, list[list[float | None]]]]] = {}
     devices: dict[int, BenchDevice] = {}
@@ -211,7 +247,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
         if m:
             cuda = m.group(1)
         m = _NVB_DEVICE.match(s)
-        if m and int(m.group(1)) >= MAX_GPUS:
+        if m and _gpu(m.group(1)) >= MAX_GPUS:
             m = None  # beyond any host's GPUs: a glitch or a forgery, never a size for the tables
         if m and not s.startswith("Device to"):
             bus = m.group(3)
@@ -238,10 +274,13 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
             if cols and all(is_digits(c) for c in cols):
                 j += 1
                 while j < len(lines):
+                    if j in skip:
+                        j += 1
+                        continue
                     toks = lines[j].split()
                     if not toks or not is_digits(toks[0]):
                         break
-                    row = [_num(t) for t in toks[1:]]
+                    row = [_num(t, _bound_of(s.rsplit("(", 1)[-1].rstrip(")"))) for t in toks[1:]]
                     rows.append(row)
                     j += 1
                 cases.setdefault(current, []).append((s, _within_budget(rows, notes, current, i + 1)))
@@ -261,7 +300,7 @@ def parse_nvbandwidth(text: str | bytes, source: str = "<text>") -> NvBandwidth:
 
 def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
     try:
-        doc = json.loads(text)
+        doc = loads_numbers_as_found(text)
     except json.JSONDecodeError as e:
         raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
     top = doc.get("nvbandwidth", doc) if isinstance(doc, dict) else {}
@@ -276,7 +315,9 @@ def _nvbandwidth_json(text: str, source: str) -> NvBandwidth:
             notes.append(Note(None, f"testcase {tc.get('name')}: status {tc.get('status')!r}, not read"))
             continue
         matrix = tc.get("bandwidth_matrix") or tc.get("latency_matrix") or []
-        rows = [[_num(str(c)) for c in r] for r in matrix if isinstance(r, list)] if isinstance(matrix, list) else []
+        bound = GPU_GBYTES if tc.get("bandwidth_matrix") else LATENCY_US
+        rows = [[value_float(c, bound)[0] for c in r] for r in matrix if isinstance(r, list)] \
+            if isinstance(matrix, list) else []
         rows = _within_budget(rows, notes, str(tc["name"]), None)
         cases.setdefault(str(tc["name"]), []).append((str(tc.get("bandwidth_description") or
                                                           tc.get("latency_description") or ""), rows))
@@ -364,59 +405,89 @@ def _header_columns(s: str) -> list[str] | None:
     return out
 
 
-def _wrong(tok: str) -> int | None:
+def _wrong(tok: str) -> tuple[int | None, str | None]:
     """#wrong (a count of wrong elements) or the old `error` column, the largest deviation printed
     as `5e-07` (within tolerance or not, "Out of bounds values" says): zero is none wrong, any other
     deviation counts nothing; N/A: not checked (-c 0)."""
-    v = _num(tok)
-    if v is None:
-        return None
+    if tok.upper() in _NA:
+        return None, None
     if re.fullmatch(r"-?\d+", tok):
-        return int(v)
-    return 0 if v == 0 else None
+        return read_int(tok, COUNT)
+    v, why = read_float(tok, COUNT)
+    return (0 if v == 0 else None), why
 
 
-def _result_rows(toks: list[str], cols: list[str] | None) -> list[dict[str, Any]] | None:
-    """One data row -> out-of-place and in-place records; None when it is not a data row."""
-    if len(toks) < 5 or not is_digits(toks[0]) or not is_digits(toks[1]) or toks[2] not in _DTYPES:
-        return None
-    if cols is None or len(cols) != len(toks):
-        # No header seen (or it does not fit): the layouts nccl-tests has printed.  13 cells: redop
-        # and root; 12: redop (older) or root (rooted ops: broadcast, reduce); 11: neither (2.x).
-        tail = ["time", "algbw", "busbw", "wrong", "ip_time", "ip_algbw", "ip_busbw", "ip_wrong"]
-        if len(toks) == 13:
-            cols = ["size", "count", "type", "redop", "root", *tail]
-        elif len(toks) == 12:
-            cols = ["size", "count", "type", "root" if re.fullmatch(r"-?\d+", toks[3]) else "redop", *tail]
-        elif len(toks) == 11:
-            cols = ["size", "count", "type", *tail]
-        else:
-            return None
-    row = dict(zip(cols, toks))
+def _layout(toks: list[str], cols: list[str] | None) -> list[str] | None:
+    """The columns of a data row: the header's, or (no header seen, or it does not fit) the
+    layouts nccl-tests has printed.  13 cells: redop and root; 12: redop (older) or root (rooted
+    ops: broadcast, reduce); 11: neither (2.x)."""
+    if cols is not None and len(cols) == len(toks):
+        return cols
+    tail = ["time", "algbw", "busbw", "wrong", "ip_time", "ip_algbw", "ip_busbw", "ip_wrong"]
+    if len(toks) == 13:
+        return ["size", "count", "type", "redop", "root", *tail]
+    if len(toks) == 12:
+        return ["size", "count", "type", "root" if re.fullmatch(r"-?\d+", toks[3]) else "redop", *tail]
+    return ["size", "count", "type", *tail] if len(toks) == 11 else None
+
+
+# a data row's figures: column -> range; a cell out of its range (or no number) costs the row
+_ROW_FIGURES = (("time", LATENCY_US), ("algbw", GPU_GBYTES), ("busbw", GPU_GBYTES))
+
+
+def _placement(row: dict[str, str], pre: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The figures of one placement (out-of-place "", in-place "ip_") of a row, or why not."""
+    out: dict[str, Any] = {}
+    for col, bound in _ROW_FIGURES:
+        tok = row.get(pre + col, "N/A")
+        out[col], why = (None, None) if tok.upper() in _NA else read_float(tok, bound)
+        if why is not None:
+            return None, f"{pre}{col}: {why}"
+    wrong, why = _wrong(row[pre + "wrong"]) if pre + "wrong" in row else (None, None)
+    if why is not None:
+        return None, f"{pre}wrong: {why}"
+    return {"time_us": out["time"], "algbw_gbps": out["algbw"], "busbw_gbps": out["busbw"], "wrong": wrong}, None
+
+
+def _result_rows(toks: list[str], cols: list[str] | None) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """One data row -> out-of-place and in-place records; (None, None) when it is not a data row,
+    (None, why) when it is one with a number no nccl-tests prints (the row alone is left out)."""
+    if len(toks) < 5 or not toks[0].lstrip("-").isdigit() or not toks[1].lstrip("-").isdigit() \
+            or toks[2] not in _DTYPES:
+        return None, None
+    layout = _layout(toks, cols)
+    if layout is None:
+        return None, None
+    row = dict(zip(layout, toks))
+    size, why_size = read_int(row["size"], SIZE_BYTES)
+    count, why_count = read_int(row["count"], COUNT)
+    if size is None or count is None:
+        return None, f"size: {why_size}" if size is None else f"count: {why_count}"
+    root = read_int(row["root"], INDEX)[0] if "root" in row else None  # -1: no root (unrooted op)
     out = []
-    root = _num(row["root"]) if "root" in row else None
     for in_place, pre in ((False, ""), (True, "ip_")):
         if pre + "busbw" not in row:
             continue
-        if in_place and all(_num(row.get(pre + k, "")) is None for k in ("time", "algbw", "busbw")):
+        if in_place and all(row.get(pre + k, "N/A").upper() in _NA for k in ("time", "algbw", "busbw")):
             continue  # `N/A`: the op has no in-place form (alltoall, sendrecv): nothing was measured
-        out.append({"size_bytes": int(row["size"]), "count": int(row["count"]), "dtype": row["type"],
-                    "redop": row.get("redop"), "root": int(root) if root is not None else None,
-                    "time_us": _num(row.get(pre + "time", "")),
-                    "algbw_gbps": _num(row.get(pre + "algbw", "")), "busbw_gbps": _num(row[pre + "busbw"]),
-                    "in_place": in_place, "wrong": _wrong(row[pre + "wrong"]) if pre + "wrong" in row else None})
-    return out
+        figures, why = _placement(row, pre)
+        if figures is None:
+            return None, why
+        out.append({"size_bytes": size, "count": count, "dtype": row["type"], "redop": row.get("redop"),
+                    "root": root, **figures, "in_place": in_place})
+    return out, None
 
 
 def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if text.lstrip().startswith(("{", "[")) and untag(text.lstrip())[0] is None:
         return _nccl_json(text, source)
-    tagged = [untag(x) for x in text_lines(text, source)]
+    within, long = lines_within(text)  # a long line costs only itself
+    tagged = [untag(x) for x in within]
     lines = [x for _, x in tagged]
     # mpirun --tag-output: every rank's lines interleave; the results are those of the rank that printed them
-    result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)})
-    notes: list[Note] = []
+    result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)[0]})
+    notes: list[Note] = long_line_notes(long)
     op = version = None
     devices: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -446,9 +517,12 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         if m:
             bus = m.group(4)
             bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
-            dev = {"rank": int(m.group(1)), "host": m.group(2), "device": int(m.group(3)), "bus_id": bus_id,
-                   "name": m.group(5)}
-            if dev not in devices:  # a header printed by several ranks lists the same devices again
+            dev = {"rank": int_or_none(m.group(1), INDEX), "host": m.group(2), "device": int_or_none(m.group(3), INDEX),
+                   "bus_id": bus_id, "name": m.group(5)}
+            if dev["rank"] is None or dev["device"] is None:
+                notes.append(Note(i, f"rank line left out: rank or device {m.group(1)[:20]!r}/{m.group(3)[:20]!r} "
+                                     "is no index"))
+            elif dev not in devices:  # a header printed by several ranks lists the same devices again
                 devices.append(dev)
             continue
         header = _header_columns(s)
@@ -457,13 +531,16 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             continue
         m = _AVG.match(s)
         if m:
-            avg = _num(m.group(1))
+            avg = _num(m.group(1), GPU_GBYTES)
             continue
         m = _OOB.match(s)
         if m:
-            oob = int(m.group(1))
+            oob = int_or_none(m.group(1), COUNT)
             continue
-        rows = _result_rows(s.lstrip("#").split(), cols)
+        rows, why = _result_rows(s.lstrip("#").split(), cols)
+        if why is not None:
+            notes.append(Note(i, f"result row left out: {why}"))
+            continue
         if rows is not None:
             rank = tagged[i - 1][0]
             if len(result_ranks) > 1 and rank != result_ranks[0]:
@@ -522,7 +599,7 @@ def _nccl_json(text: str, source: str) -> NcclRun:
     """nccl-tests `-J FILE`: the same figures as the table, as records.  Keys are read by their
     spelling in lower case without `_` (busBw, bus_bw, busbw ...), so minor format revisions read."""
     try:
-        doc = json.loads(text)
+        doc = loads_numbers_as_found(text)
     except json.JSONDecodeError as e:
         raise TextParseError(f"not valid JSON ({e.msg}; truncated?)", source, e.lineno) from None
 
@@ -532,6 +609,7 @@ def _nccl_json(text: str, source: str) -> NcclRun:
     top = norm(doc) if isinstance(doc, dict) else {}
     records = doc if isinstance(doc, list) else (top.get("results") or top.get("tests") or [])
     results: list[dict[str, Any]] = []
+    notes: list[Note] = []
     op = top.get("collective") or top.get("op") or top.get("name")
     for rec in records if isinstance(records, list) else []:
         if not isinstance(rec, dict):
@@ -546,33 +624,43 @@ def _nccl_json(text: str, source: str) -> NcclRun:
         if not placements:
             placements = [(r, bool(r.get("inplace")) if not isinstance(r.get("inplace"), dict) else False)]
         for p, in_place in placements:
-            size = r.get("size") or r.get("sizebytes") or r.get("bytes")
-            if size is None:
-                continue
-            wrong = p.get("wrong", p.get("nwrong", p.get("errors")))
-            results.append({"size_bytes": int(size), "count": _int_or_none(r.get("count")),
-                            "dtype": r.get("type") or r.get("dtype") or r.get("datatype"),
-                            "redop": r.get("redop") or r.get("op") if r.get("redop") else r.get("redop"),
-                            "time_us": _float_or_none(p.get("time") or p.get("timeus")),
-                            "algbw_gbps": _float_or_none(p.get("algbw")), "busbw_gbps": _float_or_none(p.get("busbw")),
-                            "in_place": in_place, "wrong": _int_or_none(wrong)})
+            record, why = _json_result(r, p, in_place)
+            if record is not None:
+                results.append(record)
+            elif why is not None:
+                notes.append(Note(None, f"a result record left out: {why}"))
     if not results:
         raise TextParseError("nccl-tests JSON without result records (size, algbw, busbw)", source, 1)
     avg = _float_or_none(top.get("avgbusbandwidth") or top.get("avgbusbw"))
     op_name = str(op).replace("_perf", "") if op else None
     return NcclRun(op_name, top.get("ncclversion") or top.get("version"), _int_or_none(top.get("nranks")), [], [],
-                   results, avg, _int_or_none(top.get("outofbounds")), Counter(), [], source)
+                   results, avg, _int_or_none(top.get("outofbounds")), Counter(), notes, source)
+
+
+def _json_result(r: dict[str, Any], p: dict[str, Any], in_place: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """One `-J` record's placement -> a result, or why it is left out (a size, count or figure out
+    of its range); (None, None) for a record without a size."""
+    size_raw = r.get("size") or r.get("sizebytes") or r.get("bytes")
+    if size_raw is None:
+        return None, None
+    size, why = value_int(size_raw, SIZE_BYTES)
+    if size is None:
+        return None, f"size: {why}"
+    figures: dict[str, float | None] = {}
+    for name, raw, bound in (("time_us", p.get("time") or p.get("timeus"), LATENCY_US),
+                             ("algbw_gbps", p.get("algbw"), GPU_GBYTES), ("busbw_gbps", p.get("busbw"), GPU_GBYTES)):
+        figures[name], why = value_float(raw, bound) if raw is not None else (None, None)
+        if why is not None:
+            return None, f"{name}: {why}"
+    return {"size_bytes": size, "count": _int_or_none(r.get("count")),
+            "dtype": r.get("type") or r.get("dtype") or r.get("datatype"),
+            "redop": r.get("redop") or r.get("op") if r.get("redop") else r.get("redop"),
+            **figures, "in_place": in_place, "wrong": _int_or_none(p.get("wrong", p.get("nwrong", p.get("errors"))))}, None
 
 
 def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None and is_digits(str(v).strip().lstrip("-")) else None
-    except ValueError:
-        return None
+    return value_int(v, COUNT)[0] if v is not None else None
 
 
 def _float_or_none(v: Any) -> float | None:
-    try:
-        return figure(float(v)) if v is not None else None
-    except (TypeError, ValueError):
-        return None
+    return value_float(v, GPU_GBYTES)[0] if v is not None else None

@@ -137,6 +137,26 @@ def text_lines(text: str, source: str | None = "<text>") -> list[str]:
     return out
 
 
+def lines_within(text: str) -> tuple[list[str], list[int]]:
+    """text_lines for a log, where one line past MAX_LINE costs only itself: it reads as blank
+    (index i is still line i + 1), and its number is in the second list for the caller's note."""
+    out, long = [], []
+    for i, line in enumerate(text.split("\n"), start=1):
+        if len(line) > MAX_LINE:
+            long.append(i)
+            line = ""
+        out.append(strip_ansi(line).rstrip())
+    return out, long
+
+
+def long_line_notes(long: list[int]) -> list[Note]:
+    """One note per line lines_within blanked (at most 20, then how many more)."""
+    notes = [Note(n, f"line over {MAX_LINE} characters (no tool prints one), skipped") for n in long[:20]]
+    if len(long) > 20:
+        notes.append(Note(None, f"{len(long) - 20} more line(s) over {MAX_LINE} characters skipped"))
+    return notes
+
+
 # What posters add to a paste.  An annotation marker (`<<<`, `<--`, `<==`, `# ` after two spaces or a
 # tab) starts a comment to the end of the line; a whole line of `# ...` is a comment; a line that
 # is only dots (or `[...]`, `<snip>`) marks rows left out.  nvidia-smi's own legend writes "a
@@ -151,7 +171,7 @@ _REDACTED = re.compile(r"x{4,}|\*{3,}|<\s*(?:redacted|removed|hidden)\s*>|\[\s*(
 
 # A launcher's prefix on every line of its ranks: `mpirun --tag-output` writes `[1,0]<stdout>:`
 # (job, rank, stream).  The rank is kept: several ranks' lines interleave in one output.
-_LAUNCHER_TAG = re.compile(r"^\[\d+,(\d+)\]<(?:stdout|stderr)>:")
+_LAUNCHER_TAG = re.compile(r"^\[\d{1,9},(\d{1,9})\]<(?:stdout|stderr)>:")  # ranks past 9 digits: no launcher's
 
 
 def untag(line: str) -> tuple[int | None, str]:
@@ -209,7 +229,7 @@ def norm_bus_id(raw: str | None) -> str | None:
     return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
-CPULIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+CPULIST = re.compile(r"\d{1,7}(?:-\d{1,7})?(?:,\d{1,7}(?:-\d{1,7})?)*")  # CPU numbers: at most 7 digits
 
 
 def parse_cpulist(s: str) -> list[int] | None:

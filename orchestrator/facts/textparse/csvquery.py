@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orchestrator.facts.numbers import SIZE_BYTES, int_or_none
 from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
@@ -20,7 +21,17 @@ from orchestrator.facts.textparse.common import (
     is_redacted,
     norm_bus_id,
 )
-from orchestrator.facts.textparse.smi import SmiGpu, SmiQuery, _bool, _dev_id, _float, _int, _virt
+from orchestrator.facts.textparse.smi import (
+    SmiGpu,
+    SmiQuery,
+    _bool,
+    _dev_id,
+    _float,
+    _int,
+    _pct,
+    _temp,
+    _virt,
+)
 
 _QUERY = re.compile(r"--query-gpu[= ]([\w.,]+)")
 _HEADER_FIELD = re.compile(r"^[a-z_]+(?:\.[a-z_0-9]+)*(?:\s*\[[^\]]*\])?$", re.I)
@@ -29,10 +40,11 @@ _NUMBER_UNIT = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(MiB|GiB|KiB|W|%|C|MHz)?\s*$
 
 def _mib(v: str) -> int | None:
     m = re.fullmatch(r"\s*(\d+)\s*(MiB|GiB|KiB)?\s*", v)
-    if not m:
+    size = int_or_none(m.group(1), SIZE_BYTES) if m else None
+    if m is None or size is None:
         return None
     unit = m.group(2) or "MiB"  # nounits: memory.* is in MiB
-    return int(m.group(1)) * {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[unit]
+    return size * {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[unit]
 
 
 def _num(v: str) -> str:
@@ -59,9 +71,9 @@ FIELDS: dict[str, tuple[str, Any]] = {
     "pcie.link.width.current": ("pcie_width_current", lambda v: _int(_num(v))),
     "pcie.link.width.max": ("pcie_width_max", lambda v: _int(_num(v))),
     "memory.total": ("memory_total_bytes", _mib), "memory.used": ("memory_used_bytes", _mib),
-    "temperature.gpu": ("temperature_c", lambda v: _int(_num(v))),
-    "temperature.memory": ("memory_temperature_c", lambda v: _int(_num(v))),
-    "fan.speed": ("fan_speed_pct", lambda v: _int(_num(v))),
+    "temperature.gpu": ("temperature_c", lambda v: _temp(_num(v))),
+    "temperature.memory": ("memory_temperature_c", lambda v: _temp(_num(v))),
+    "fan.speed": ("fan_speed_pct", lambda v: _pct(_num(v))),
     "power.draw": ("power_w", lambda v: _float(_num(v))),
     "power.limit": ("power_limit_w", lambda v: _float(_num(v))),
     "ecc.mode.current": ("ecc_current", _bool),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.facts.textparse import csvquery, ibstat, kernel_log, perftest
-from orchestrator.facts.textparse.common import text_lines, untagged
+from orchestrator.facts.textparse.common import MAX_LINE, text_lines, untagged
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
 
@@ -71,9 +71,24 @@ def _matrix_kind(lines: list[str]) -> str | None:
     return None
 
 
+def _head(text: str, size: int = 200000) -> str:
+    """The first `size` characters of the lines a tool prints: a line past MAX_LINE (a 1 MiB
+    line at the top) is left out rather than hiding every line after it from detection."""
+    if len(text) <= MAX_LINE or max(map(len, text[:size + MAX_LINE].split("\n"))) <= MAX_LINE:
+        return text[:size]
+    kept, total = [], 0
+    for line in text.split("\n"):
+        if len(line) <= MAX_LINE:
+            kept.append(line)
+            total += len(line) + 1
+            if total >= size:
+                break
+    return "\n".join(kept)[:size]
+
+
 def detect_kind(text: str) -> str:
     """One of KINDS, or "unknown"."""
-    head = untagged(text[:200000])
+    head = untagged(_head(text))
     stripped = head.lstrip()
     if stripped.startswith("<?xml") or "<nvidia_smi_log" in head:
         return "smi_query_xml"

@@ -18,6 +18,8 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
+from orchestrator.facts.normalize.budget import MAX_GPUS
+from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
 from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
 from orchestrator.facts.textparse.common import Note
@@ -246,7 +248,9 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     if p.topo:
         counts["nvidia-smi topo -m"] = len(p.topo.gpus)
         for d in p.topo.gpus:
-            k = int(d.label[3:])
+            k = int_or_none(d.label[3:], INDEX)
+            if k is None or k >= MAX_GPUS:  # `GPU99999...`: no GPU a host has
+                continue
             g = gpu(k)
             _known(g, "cpu_affinity", d.cpu_affinity, d.unknown.get("cpu_affinity"))
             _known(g, "numa_node", d.gpu_numa_id, d.unknown.get("gpu_numa_id"))
@@ -273,8 +277,9 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         at_least = max([at_least or 0, *(len({x.index for x in rep.gpus if x.index is not None}) for rep in p.nvlink)]) or None
     for pm in p.p2p:
         for lab in pm.labels:
-            if re.fullmatch(r"GPU\d+", lab):
-                gpu(int(lab[3:]))
+            k = int_or_none(lab[3:], INDEX) if re.fullmatch(r"GPU\d+", lab) else None
+            if k is not None and k < MAX_GPUS:
+                gpu(k)
         if not counts:
             counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
     if bench is not None:
@@ -466,8 +471,8 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
         # topo -m gets a record, its links unknown where nvlink -s did not list it.
         have = {g["index"] for g in out_gpus}
         for d in p.topo.gpus:
-            k = int(d.label[3:])
-            if k not in have:
+            k = int_or_none(d.label[3:], INDEX)
+            if k is not None and k < MAX_GPUS and k not in have:
                 out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
                                  "links_up": None, "inactive": None, "version": None, "links": [],
                                  "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
@@ -502,7 +507,7 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
 
 def _nv(level: str | None) -> int | None:
     if level and re.fullmatch(r"NV\d+", level):
-        return int(level[2:])
+        return int_or_none(level[2:], INDEX)  # NV<20 digits>: no link count
     return None
 
 

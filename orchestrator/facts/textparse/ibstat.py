@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.numbers import COUNT, INDEX, NET_GBITS, float_or_none, int_or_none
 from orchestrator.facts.textparse.common import Note, clean_lines, is_redacted
 from orchestrator.facts.textsafe import is_digits
 
@@ -61,7 +62,8 @@ def _device(name: str) -> dict[str, Any]:
             "node_guid": None, "sys_image_guid": None, "ports": []}
 
 
-def _port(n: int) -> dict[str, Any]:
+def _port(n: int | None) -> dict[str, Any]:
+    """A port record; n None (a port number no HCA has) is dropped by the normalizer, with its lines."""
     return {"port": n, "state": None, "phys_state": None, "rate": None, "link_layer": None, "netdev": None,
             "port_guid": None, "counters": {}, "hw_counters": {}}
 
@@ -83,7 +85,8 @@ def _word(table: dict[str, str], value: str) -> str | None:
 def _rate(value: str) -> str | None:
     v = value.strip()
     if re.match(r"^\d+(\.\d+)?$", v):
-        return f"{v} Gb/sec"  # ibstat prints the number only
+        # ibstat prints the number only; past NET_GBITS it is no rate (unknown, not 'inf')
+        return f"{v} Gb/sec" if float_or_none(v, NET_GBITS) is not None else None
     return v or None
 
 
@@ -133,12 +136,12 @@ def parse_ib(text: str, source: str) -> IbReport:
         m = _IBSTATUS.match(line)
         if m:
             dev = devs.setdefault(m.group(1), _device(m.group(1)))
-            port = _port(int(m.group(2)))
+            port = _port(int_or_none(m.group(2), INDEX))
             dev["ports"].append(port)
             continue
         m = re.match(r"^\s*Port (\d+):\s*$", line) or re.match(r"^\s*port:\s*(\d+)\s*$", line)
         if m and dev is not None:
-            port = _port(int(m.group(1)))
+            port = _port(int_or_none(m.group(1), INDEX))
             dev["ports"].append(port)
             continue
         m = _KV.match(line)
@@ -163,7 +166,7 @@ def parse_ib(text: str, source: str) -> IbReport:
             port["port_guid"] = _gid_guid(value)
         elif port is not None and key in ("active_mtu", "max_mtu"):
             mtu = _MTU.match(value)
-            port[key] = int(mtu.group(1)) if mtu else None
+            port[key] = int_or_none(mtu.group(1), COUNT) if mtu else None
         elif key in ("ca type",):
             dev["hca_type"] = _value(value)
         elif key == "vendor_part_id" and is_digits(value.strip()):

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
+from orchestrator.facts.numbers import COUNT, int_or_none
 from orchestrator.facts.textparse import log_time
-from orchestrator.facts.textparse.common import Note, text_lines
+from orchestrator.facts.textparse.common import MAX_LINE, Note, TextParseError, lines_within
 from orchestrator.facts.textparse.log_time import Stamp
 
 _KMSG = re.compile(r"^(\d+),(\d+),(\d+)(?:,[^;]*)?;(.*)$")
@@ -117,7 +118,9 @@ def line_of(raw: str) -> tuple[str, Line | None]:
     m = _KMSG.match(raw)
     if m:
         # /dev/kmsg escapes the newlines of a multi-line message; the probe joins them with spaces too.
-        return KERNEL, Line(m.group(4).replace("\\x0a", " ").strip(), Stamp(t=int(m.group(3)) / 1e6), True)
+        usec = int_or_none(m.group(3), COUNT)  # 20 digits or more: no time, the message is still read
+        return KERNEL, Line(m.group(4).replace("\\x0a", " ").strip(),
+                            Stamp(t=usec / 1e6 if usec is not None else None), True)
     kind, line = _peel(raw)
     if not kind:
         g = _GREP.match(raw)
@@ -157,7 +160,10 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
     minute: str | None = None  # dmesg -H: the minute the offset lines below belong to
     last: dict[str, Any] | None = None
     last_indent = 0  # a record's own indentation: only lines indented deeper continue it
-    for n, raw in enumerate(text_lines(text, source), 1):  # refuses a line no kernel prints (over MAX_LINE)
+    lines, long = lines_within(text)
+    if long:  # a line no kernel prints: it costs only itself, the Xid below it is still read
+        skipped[f"lines over {MAX_LINE} characters (no kernel prints one), skipped"] = long
+    for n, raw in enumerate(lines, 1):
         if not raw.strip():
             last = None if last is None or not last.get("kmsg") else last
             continue
@@ -195,6 +201,9 @@ def parse_kernel_log(text: str, source: str) -> KernelLog:
         out.notes.append(Note(numbers[0], f"{why} (line{'s' if len(numbers) > 1 else ''} {_spans(numbers)})"))
     if quoted:
         out.notes.append(Note(None, f"{quoted} line(s) carried a quote mark ('> '), removed"))
+    if not out.lines and long:  # nothing but lines no kernel prints: not a kernel log at all
+        raise TextParseError(f"line is {len(text.split(chr(10))[long[0] - 1])} characters long (over {MAX_LINE}): "
+                             "not command output", source, long[0])
     if not out.lines:
         out.notes.append(Note(None, "no kernel-log line in this file"))
     return out

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts.gpu_models import gen_from_speed
+from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, norm_bus_id
-from orchestrator.facts.textsafe import is_digits
 
 _IDS = re.compile(r"\s\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\](?=\s|$)")
 _ROOT = re.compile(r"\[(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2})\]")
@@ -264,7 +264,7 @@ def _link(value: str) -> LinkInfo:
             info.speed_downgraded = m.group(3).lower() == "downgraded"
     m = re.search(r"Width\s+x(\d+)(\s*\((downgraded|ok)\))?", value, re.I)
     if m:
-        info.width = int(m.group(1))
+        info.width = int_or_none(m.group(1), INDEX)  # x99999...: unknown, not a crash
         if m.group(3):
             info.width_downgraded = m.group(3).lower() == "downgraded"
     return info
@@ -328,9 +328,9 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
         elif key == "ACSCtl":
             cur.acs_ctl = _flags(value)
         elif key == "NUMA node":
-            cur.numa_node = int(value) if re.fullmatch(r"-?\d+", value) and int(value) >= 0 else None
+            cur.numa_node = int_or_none(value, INDEX)  # -1 (no NUMA node) and garbage: unknown
         elif key == "IOMMU group":
-            cur.iommu_group = int(value) if is_digits(value) else None
+            cur.iommu_group = int_or_none(value, INDEX)
         elif key == "Kernel driver in use":
             cur.driver = value
         elif key == "Physical Slot":

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.normalize.budget import figure
+from orchestrator.facts.numbers import GPU_GBYTES, INDEX, float_or_none, int_or_none
 from orchestrator.facts.textparse.common import Note, TextParseError, clean_lines, decode_input, is_redacted
 
 # Some drivers print their verdict on the GPU line itself: `GPU 1: ... (UUID: ...) NVML: Unable to
@@ -127,7 +127,11 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             if is_redacted(uuid):
                 notes.append(Note(i, f"GPU {m.group(1)}: UUID redacted in the source: unknown"))
                 uuid = None
-            gkey = (int(m.group(1)), uuid or "")
+            index = int_or_none(m.group(1), INDEX)
+            if index is None:
+                notes.append(Note(i, f"GPU {m.group(1)[:20]!r}... is no GPU index: its block is read as unplaced"))
+                continue
+            gkey = (index, uuid or "")
             cur = by_key.get(gkey)
             if cur is None:
                 cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, uuid)
@@ -153,17 +157,24 @@ def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
             if val not in ("true", "false"):
                 notes.append(Note(i, f"capability {m.group(2)!r} has value {m.group(3)!r}, not true/false"))
                 continue
-            current(i).link(int(m.group(1))).caps[key] = val == "true"
+            link = int_or_none(m.group(1), INDEX)
+            if link is None:
+                notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
+                continue
+            current(i).link(link).caps[key] = val == "true"
             has_caps = True
             continue
         m = _STATUS.match(line)
         if m:
+            n, value = int_or_none(m.group(1), INDEX), m.group(2)
+            if n is None:
+                notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
+                continue
             g = current(i)
-            n, value = int(m.group(1)), m.group(2)
             lk = g.link(n)
             sm = _SPEED.match(value)
             if sm:
-                lk.active, lk.speed_gbps = True, figure(float(sm.group(1)))
+                lk.active, lk.speed_gbps = True, float_or_none(sm.group(1), GPU_GBYTES)
             elif _INACTIVE.match(value):
                 lk.active = False
             elif not value:

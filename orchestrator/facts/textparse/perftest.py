@@ -20,8 +20,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.numbers import (
+    COUNT,
+    LATENCY_US,
+    NET_GBITS,
+    SIZE_BYTES,
+    Bound,
+    float_or_none,
+    int_or_none,
+    read_float,
+    read_int,
+)
 from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, text_lines
-from orchestrator.facts.textsafe import is_digits
 
 # title -> (tool, kind); the Bidirectional variants set `bidirectional`
 _TITLES = (
@@ -52,6 +62,7 @@ ERRORS = (
 _NOISE = re.compile(r"^(?:Conflicting CPU frequency values detected|WARNING:|Disabling dynamic polling|"
                     r"Requested SQ size might be too big|Current TX depth is|\*+$|\* Waiting for client|"
                     r"Waiting for client rdma_cm|Please run the same command|-+$)")
+LID = Bound("LID", 0, 0xFFFF, "", "an InfiniBand LID is 16 bits")
 MIB_BITS = 1048576 * 8 / 1e9  # perftest's MB/sec and MiB/sec are 2^20 bytes: Gb/s per unit
 
 
@@ -67,11 +78,10 @@ def _unit_factor(unit: str) -> float | None:
     return None
 
 
-def _num(tok: str) -> float | None:
-    try:
-        return float(tok)
-    except ValueError:
-        return None
+def _figure(tok: str, factor: float, bound: Bound) -> tuple[float | None, str | None]:
+    """A column's figure in Gb/s (or usec, factor 1), refused past `bound` (read_float's reasons)."""
+    value, why = read_float(tok, Bound(bound.name, bound.lo / factor, bound.hi / factor, "", bound.why))
+    return (value * factor, None) if value is not None else (None, why)
 
 
 @dataclass
@@ -124,23 +134,38 @@ def _settings(line: str, into: dict[str, str]) -> None:
 
 
 def _lid(tok: str) -> int | None:
-    """perftest prints LIDs with %#04x: `0x40`, or `0000` for LID 0 (RoCE): hex either way."""
-    try:
-        return int(tok, 16)
-    except ValueError:
-        return None
+    """perftest prints LIDs with %#04x: `0x40`, or `0000` for LID 0 (RoCE): hex either way, 16 bits."""
+    return int_or_none(tok, LID, base=16)
 
 
-def _bw_row(toks: list[str], factor: float) -> dict[str, Any] | None:
-    if len(toks) < 4 or not is_digits(toks[0]) or not is_digits(toks[1]):
-        return None
-    peak, avg = _num(toks[2]), _num(toks[3])
+def _size_iters(toks: list[str]) -> tuple[tuple[int, int] | None, str | None]:
+    """The `#bytes #iterations` cells of a table row: (None, None) for a line that is no row."""
+    if len(toks) < 2 or not toks[0].lstrip("-").isdigit():
+        return None, None
+    size, why = read_int(toks[0], SIZE_BYTES)
+    iters, why_iters = read_int(toks[1], COUNT)
+    if size is None or iters is None:
+        return None, f"#bytes: {why}" if size is None else f"#iterations: {why_iters}"
+    return (size, iters), None
+
+
+def _bw_row(toks: list[str], factor: float, width: int = 4) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None), (None, why it is refused), or (None, None) for a line that is no row.
+    `width`: the header's columns (5 with MsgRate): a row short of them has a cell missing, and
+    its figures would be read from the wrong columns."""
+    head, why = _size_iters(toks)
+    if head is None or len(toks) < 4:
+        return None, why
+    if len(toks) < width:
+        return None, f"{width - len(toks)} of the header's {width} cells missing"
+    avg, why = _figure(toks[3], factor, NET_GBITS)
     if avg is None:
-        return None
-    rate = _num(toks[4]) if len(toks) > 4 else None
-    return {"size": int(toks[0]), "iters": int(toks[1]),
-            "bw_peak_gbps": round(peak * factor, 3) if peak is not None and peak > 0 else None,
-            "bw_avg_gbps": round(avg * factor, 3), "msg_rate_mpps": rate}
+        return None, f"BW average: {why}"
+    peak = _figure(toks[2], factor, NET_GBITS)[0]  # a peak is shown only: a bad one is unknown
+    rate = float_or_none(toks[4], COUNT) if len(toks) > 4 else None
+    return {"size": head[0], "iters": head[1],
+            "bw_peak_gbps": round(peak, 3) if peak is not None and peak > 0 else None,
+            "bw_avg_gbps": round(avg, 3), "msg_rate_mpps": rate}, None
 
 
 _LAT_KEYS = {"t_min": "t_min_us", "t_max": "t_max_us", "t_typical": "t_typical_us", "t_avg": "t_avg_us",
@@ -155,15 +180,17 @@ def _lat_columns(rest: str) -> list[str]:
     return out
 
 
-def _lat_row(toks: list[str], cols: list[str]) -> dict[str, Any] | None:
-    if len(toks) < 2 + len(cols) or not is_digits(toks[0]) or not is_digits(toks[1]):
-        return None
-    vals = [_num(t) for t in toks[2:2 + len(cols)]]
-    if any(v is None for v in vals):
-        return None
-    row: dict[str, Any] = {"size": int(toks[0]), "iters": int(toks[1])}
-    row.update(zip(cols, vals))
-    return row
+def _lat_row(toks: list[str], cols: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None), (None, why it is refused), or (None, None) for a line that is no row."""
+    head, why = _size_iters(toks)
+    if head is None or len(toks) < 2 + len(cols):
+        return None, why
+    row: dict[str, Any] = {"size": head[0], "iters": head[1]}
+    for col, tok in zip(cols, toks[2:2 + len(cols)]):
+        row[col], why = _figure(tok, 1.0, LATENCY_US)
+        if row[col] is None:
+            return None, f"{col}: {why}"
+    return row, None
 
 
 def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
@@ -176,6 +203,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
     notes: list[Note] = []
     run: PerftestRun | None = None
     factor: float | None = None
+    bw_width = 4
     lat_cols: list[str] = []
     gid_for: dict[str, Any] | None = None
     for i, raw in enumerate(lines, start=1):
@@ -216,6 +244,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
         if m:
             run.unit = m.group(2)
             factor = _unit_factor(m.group(2))
+            bw_width = len(re.findall(r"#bytes|#iterations|BW peak|BW average|MsgRate", s))
             if factor is None:
                 notes.append(Note(i, f"bandwidth unit {m.group(2)!r} not understood: the rows are left out"))
             continue
@@ -224,16 +253,14 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
             lat_cols = _lat_columns(m.group(1))
             continue
         toks = s.split()
-        if factor is not None and run.kind == "bw":
-            row = _bw_row(toks, factor)
-            if row is not None:
-                run.rows.append(row)
-                continue
-        if lat_cols and run.kind == "lat":
-            row = _lat_row(toks, lat_cols)
-            if row is not None:
-                run.rows.append(row)
-                continue
+        row, why = (_bw_row(toks, factor, bw_width) if factor is not None and run.kind == "bw"
+                    else _lat_row(toks, lat_cols) if lat_cols and run.kind == "lat" else (None, None))
+        if row is not None:
+            run.rows.append(row)
+            continue
+        if why is not None:  # a row with a number no tool prints: that row only is left out
+            notes.append(Note(i, f"row left out: {why}"))
+            continue
         if ":" in s and not run.rows:
             _settings(raw, run.settings)
             continue

@@ -12,7 +12,17 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.normalize.budget import figure
+from orchestrator.facts.numbers import (
+    COUNT,
+    INDEX,
+    PERCENT,
+    POWER_W,
+    SIZE_BYTES,
+    TEMPERATURE_C,
+    Bound,
+    float_or_none,
+    int_or_none,
+)
 from orchestrator.facts.textparse.common import (
     Note,
     TextParseError,
@@ -95,7 +105,10 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
             continue
         m = GPU_LINE.match(line)
         if m:
-            idx = int(m.group(1))
+            idx = int_or_none(m.group(1), INDEX)
+            if idx is None:
+                notes.append(Note(i, f"GPU line with no index a host has ({m.group(1)[:20]!r}...), skipped"))
+                continue
             if idx in seen:
                 notes.append(Note(i, f"GPU {idx} is listed twice: the first line is kept, this one skipped"))
                 continue
@@ -113,7 +126,11 @@ def parse_smi_list(text: str | bytes, source: str = "<text>") -> SmiList:
                 notes.append(Note(i, "MIG device before any GPU line, ignored"))
                 continue
             mig_uuid = None if is_redacted(m.group(3)) else (m.group(3) or None)
-            gpus[-1].mig_devices.append(MigDevice(int(m.group(2)), m.group(1), mig_uuid))
+            mig_index = int_or_none(m.group(2), INDEX)
+            if mig_index is None:
+                notes.append(Note(i, "MIG line with no index a host has, skipped"))
+                continue
+            gpus[-1].mig_devices.append(MigDevice(mig_index, m.group(1), mig_uuid))
             continue
         if re.match(r"^\s*(GPU|MIG)\b", line):
             notes.append(Note(i, f"GPU/MIG line not understood (truncated?), skipped: {line.strip()[:80]!r}"))
@@ -233,21 +250,30 @@ def _na_reason(v: str | None) -> str | None:
     return None
 
 
-def _int(v: str) -> int | None:
+def _int(v: str, bound: Bound = COUNT) -> int | None:
+    """A printed whole number (a count unless `bound` says otherwise); None past its range."""
     m = re.fullmatch(r"\s*(-?\d+)\s*(?:x|C|%|bank\(s\))?\s*", v)
-    return int(m.group(1)) if m else None
+    return int_or_none(m.group(1), bound) if m else None
+
+
+def _temp(v: str) -> int | None:
+    return _int(v, TEMPERATURE_C)
+
+
+def _pct(v: str) -> int | None:
+    return _int(v, PERCENT)
 
 
 def _float(v: str) -> float | None:
+    """Watts as printed (`350.00 W`): None past POWER_W."""
     m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*W?\s*", v)
-    return figure(float(m.group(1))) if m else None
+    return float_or_none(m.group(1), POWER_W) if m else None
 
 
 def _mib(v: str) -> int | None:
     m = re.fullmatch(r"\s*(\d+)\s*(MiB|GiB|KiB)\s*", v)
-    if not m:
-        return None
-    return int(m.group(1)) * {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[m.group(2)]
+    size = int_or_none(m.group(1), SIZE_BYTES) if m else None
+    return None if m is None or size is None else size * {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[m.group(2)]
 
 
 def _bool(v: str) -> bool | None:
@@ -309,9 +335,9 @@ _FIELDS: list[tuple[str, Any, list[tuple[str, ...]], list[str]]] = [
     ("pcie_width_max", _int, [("PCI", "GPU Link Info", "Link Width", "Max")],
      ["pci/pci_gpu_link_info/link_widths/max_link_width"]),
     ("pcie_replays", _int, [("PCI", "Replays Since Reset")], ["pci/replay_counter"]),
-    ("fan_speed_pct", _int, [("Fan Speed",)], ["fan_speed"]),
-    ("temperature_c", _int, [("Temperature", "GPU Current Temp")], ["temperature/gpu_temp"]),
-    ("memory_temperature_c", _int, [("Temperature", "Memory Current Temp")], ["temperature/memory_temp"]),
+    ("fan_speed_pct", _pct, [("Fan Speed",)], ["fan_speed"]),
+    ("temperature_c", _temp, [("Temperature", "GPU Current Temp")], ["temperature/gpu_temp"]),
+    ("memory_temperature_c", _temp, [("Temperature", "Memory Current Temp")], ["temperature/memory_temp"]),
     ("power_w", _float, [("GPU Power Readings", "Power Draw"), ("GPU Power Readings", "Instantaneous Power Draw"),
                          ("Power Readings", "Power Draw")],
      ["gpu_power_readings/power_draw", "gpu_power_readings/instant_power_draw", "power_readings/power_draw"]),

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.common import (
     CPULIST,
     Note,
@@ -489,13 +490,17 @@ def parse_topo_matrix(text: str | bytes, source: str = "<text>") -> TopoMatrix:
                 dev.cpu_affinity = v
             elif col == "numa_affinity":
                 if is_digits(v):
-                    dev.numa_affinity = int(v)
+                    dev.numa_affinity = int_or_none(v, INDEX)
+                    if dev.numa_affinity is None:
+                        dev.unknown[col] = f"{v[:20]!r}... is no NUMA node"
                 else:
                     # A GPU close to several NUMA nodes (Grace, some AMD boards): no single node.
                     dev.numa_nodes = v
                     dev.unknown[col] = f"spans NUMA nodes {v}"
             else:
-                dev.gpu_numa_id = int(v)
+                dev.gpu_numa_id = int_or_none(v, INDEX)
+                if dev.gpu_numa_id is None:
+                    dev.unknown[col] = f"{v[:20]!r}... is no NUMA node"
         for col in ("cpu_affinity", "numa_affinity", "gpu_numa_id"):
             if col not in header.affinity:
                 dev.unknown[col] = "column not printed by this nvidia-smi"
@@ -545,7 +550,11 @@ def parse_topo_cpu(text: str | bytes, source: str = "<text>") -> CpuAffinity:
                 notes.append(Note(i + 1, f"not part of a topo -c answer, ignored: {lines[i].strip()[:80]!r}"))
             i += 1
             continue
-        cpu = int(m.group(1))
+        cpu = int_or_none(m.group(1), INDEX)
+        if cpu is None:
+            notes.append(Note(i + 1, f"CPU {m.group(1)[:20]!r}... is no CPU number: skipped"))
+            i += 1
+            continue
         rest = m.group(2).strip()
         j = i + 1
         if not rest:
@@ -562,7 +571,11 @@ def parse_topo_cpu(text: str | bytes, source: str = "<text>") -> CpuAffinity:
             continue
         if cpu in nearest:
             notes.append(Note(i + 1, f"CPU {cpu} answered twice; the later answer is kept"))
-        nearest[cpu] = [int(x) for x in re.findall(r"\d+", rest)]
+        listed = [int_or_none(x, INDEX) for x in re.findall(r"\d+", rest)]
+        if None in listed:
+            notes.append(Note(j, f"GPU list for CPU {cpu} holds a number no GPU index has: skipped"))
+        else:
+            nearest[cpu] = [g for g in listed if g is not None]
         i = j
     if not nearest:
         raise TextParseError("no 'The GPUs that have an affinity with CPU N are:' line found", source, 1)
