@@ -12,6 +12,7 @@ facts come from stored runs that may be partial or old, and a report must render
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ class FindingRow:
     caused_by: str = ""  # "gpu.count.pci_vs_nvml 0000:ba:00.0": the root this finding follows from
     caused_by_id: str = ""  # its id alone
     consequences: int = 0  # findings that follow from this one
+    action: str = ""  # the finding's action class (verdict/actions.py) and its reason
+    because: str = ""
+    devices: str = ""  # its devices as JSON (fleet.json's form), for the row's data-devices
 
 
 @dataclass
@@ -636,7 +640,8 @@ def finding_row(f: Finding, classes: dict[str, str], anchors: dict[str, str]) ->
         anchor=anchors.get(f.host, ""),
         caused_by=visible(f"{f.caused_by.id} {f.caused_by.subject}") if f.caused_by else "",
         caused_by_id=visible(f.caused_by.id) if f.caused_by else "",
-        consequences=len(f.consequences))
+        consequences=len(f.consequences), action=f.action.value, because=_str(f.because),
+        devices=json.dumps([d.to_dict() for d in f.devices], sort_keys=True))
 
 
 @dataclass
