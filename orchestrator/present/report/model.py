@@ -12,7 +12,6 @@ facts come from stored runs that may be partial or old, and a report must render
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ class FindingRow:
     consequences: int = 0  # findings that follow from this one
     action: str = ""  # the finding's action class (verdict/actions.py) and its reason
     because: str = ""
-    devices: str = ""  # its devices as JSON (fleet.json's form), for the row's data-devices
+    devices: str = ""  # its devices, one line ("gpu gpu=2 bus_id=0000:3a:00.0"): the subject cell's title
 
 
 @dataclass
@@ -641,7 +640,8 @@ def finding_row(f: Finding, classes: dict[str, str], anchors: dict[str, str]) ->
         caused_by=visible(f"{f.caused_by.id} {f.caused_by.subject}") if f.caused_by else "",
         caused_by_id=visible(f.caused_by.id) if f.caused_by else "",
         consequences=len(f.consequences), action=f.action.value, because=_str(f.because),
-        devices=json.dumps([d.to_dict() for d in f.devices], sort_keys=True))
+        devices=visible("; ".join(" ".join(f"{k}={v}" if k != "kind" else str(v) for k, v in d.to_dict().items())
+                                  for d in f.devices)))
 
 
 @dataclass
