@@ -24,7 +24,7 @@ from orchestrator.verdict.findings import Finding, FindingRef
 class Scope(str, Enum):
     HOST = "host"  # anywhere on the host: a host-wide cause (a missing GPU changes the host's shape)
     DEVICE = "device"  # the same PCI device: the two findings' devices share a bus id
-    SUBJECT = "subject"  # the same subject (the GPU, the link, the port)
+    SUBJECT = "subject"  # the same devices (the GPU, the link, the port); the same subject where none
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ def _meet(scope: Scope, root: Finding, consequence: Finding) -> bool:
     if scope is Scope.HOST:
         return True
     if scope is Scope.SUBJECT:
+        # the same devices; the same text only where neither names one (the driver, the host)
+        if root.devices or consequence.devices:
+            return set(root.devices) == set(consequence.devices)
         return root.subject == consequence.subject
     return bool(_bus_ids(root) & _bus_ids(consequence))
 

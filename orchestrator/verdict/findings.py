@@ -95,7 +95,7 @@ class Device:
     @classmethod
     def from_dict(cls, d: Any) -> Device | None:
         """A stored device, or None when it is not one (a damaged file: the finding keeps the others)."""
-        if not isinstance(d, dict) or d.get("kind") not in _DEVICE_KINDS:
+        if not isinstance(d, dict) or not isinstance(d.get("kind"), str) or d["kind"] not in _DEVICE_KINDS:
             return None
         kw: dict[str, Any] = {}
         for f, typ in _DEVICE_FIELDS.items():
@@ -260,7 +260,7 @@ def devices_from(stored: Any) -> tuple[Device, ...]:
 def stored_action(action: Any, because: Any) -> tuple[Action, str]:
     """A stored action and its reason; anything else (an older run, a damaged file) reads as unset,
     so the finding is given its id's (Finding.__post_init__)."""
-    if action in _ACTIONS and isinstance(because, str) and because:
+    if isinstance(action, str) and action in _ACTIONS and isinstance(because, str) and because:
         return Action(action), because
     return Action.NONE, ""
 

@@ -30,8 +30,10 @@ def test_every_declared_cause_names_ids_of_the_catalog_and_no_two_ids_cause_each
 
 
 def _at(subject: str, bdf: str) -> Located:
-    """A subject and the GPU its check names: the device scope reads devices, never the text."""
-    return Located(subject, (pci_device(DeviceKind.GPU, bdf),))
+    """A subject and the GPU its check names (its index where the subject gives one, as a check
+    that read NVML would): the scopes read devices, never the text."""
+    index = int(subject[3]) if subject.startswith("GPU") else None
+    return Located(subject, (pci_device(DeviceKind.GPU, bdf, gpu=index),))
 
 
 def _group(findings: list[Finding], table: list[Cause]) -> list[Finding]:
