@@ -10,7 +10,16 @@ from orchestrator.verdict import causes
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.classes import differs_only_in
-from orchestrator.verdict.findings import DeviceKind, Finding, FindingRef, Located, Severity, fault, limitation, pci_device
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    FindingRef,
+    Located,
+    Severity,
+    fault,
+    limitation,
+    pci_device,
+)
 from orchestrator.verdict.health import Health, decide, fault_severities
 
 

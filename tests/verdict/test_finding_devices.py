@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ("audit", "premigration", "fabric")
 
 
-@lru_cache(maxsize=None)
 def _demo(playbook: str, out: str) -> tuple[int, dict[str, Any], list[Any], str]:
     """One `probe run -p playbook` of the bundled demo with JUnit and Prometheus beside it:
     (rc, the `--format json` document, findings.json, the run directory)."""

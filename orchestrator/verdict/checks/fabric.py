@@ -27,8 +27,16 @@ from orchestrator.verdict.fabric_locate import (
     ring_explained,
     ring_slow,
 )
-from orchestrator.verdict.findings import Finding, Severity, fault, unknown
-from orchestrator.verdict.findings import Device, DeviceKind, Located, pci_device
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    pci_device,
+    unknown,
+)
 
 HOST_SLOW = "fabric.host.slow"
 HCA_SLOW = "fabric.hca.slow"

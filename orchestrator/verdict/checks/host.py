@@ -20,8 +20,17 @@ from orchestrator.verdict.checks.base import (
     nvlink_ran,
     pcie_ran,
 )
-from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
-from orchestrator.verdict.findings import Device, DeviceKind, located
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Kind,
+    Severity,
+    fault,
+    limitation,
+    located,
+    unknown,
+)
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:

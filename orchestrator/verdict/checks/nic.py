@@ -17,7 +17,16 @@ from typing import Any
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Device, DeviceKind, Finding, Located, Severity, fault, pci_device, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    pci_device,
+    unknown,
+)
 
 # Port counters (ports/N/counters) that count link or physical errors.
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",

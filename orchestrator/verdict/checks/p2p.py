@@ -21,8 +21,20 @@ from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
-from orchestrator.verdict.findings import Device, DeviceKind, Located, gpu_device, gpu_pair, located, pci_device
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    gpu_pair,
+    limitation,
+    located,
+    pci_device,
+    unknown,
+)
 
 # Measured/ceiling ratios below which a pair is "low" when no published floor applies.  NVLink
 # copies reach ~0.75-0.8 of the per-direction link figure on healthy machines (H100: 376 of

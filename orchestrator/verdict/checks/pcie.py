@@ -14,8 +14,18 @@ from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostCheck, HostView, Needs, c2c_host
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
-from orchestrator.verdict.findings import DeviceKind, Located, gpu_device, located, pci_device
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    limitation,
+    located,
+    pci_device,
+    unknown,
+)
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 

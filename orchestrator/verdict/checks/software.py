@@ -16,8 +16,17 @@ from orchestrator.facts import security
 from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, unknown
-from orchestrator.verdict.findings import DeviceKind, Located, gpu_device, joined, pci_device
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    joined,
+    pci_device,
+    unknown,
+)
 
 MIN_PEERS = 3
 
