@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import junitparser
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -78,6 +79,18 @@ def test_every_demo_finding_has_an_action_and_its_devices(demo: tuple[dict[str, 
     assert doc["findings"], "the demo raises findings under every shipped playbook"
     assert [p for p in map(_devices_ok, doc["findings"]) if p] == []
     fleet = read_plain(out / "run" / "fleet.json")
+    # the published schema holds the new fields to their shape (they are optional there: a run
+    # stored before them still validates), and every finding written has them
+    schema = json.loads((ROOT / "orchestrator" / "schema" / "fleet.schema.json").read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}"
+              for e in jsonschema.Draft202012Validator(schema).iter_errors(fleet)]
+    assert errors == []
+    assert all({"action", "because", "devices"} <= set(f) for f in fleet["findings"])
+    device_schema = {"$defs": schema["$defs"], "$ref": "#/$defs/device"}
+    assert not list(jsonschema.Draft202012Validator(device_schema).iter_errors(
+        {"kind": "gpu_pair", "gpu": 1, "bus_id": "0000:2a:00.0", "peer_gpu": 2, "peer_bus_id": "0000:3a:00.0"}))
+    for bad in ({"kind": "toaster"}, {"gpu": 1}, {"kind": "gpu", "gpu": "1"}, {"kind": "gpu", "colour": "red"}):
+        assert list(jsonschema.Draft202012Validator(device_schema).iter_errors(bad)), bad
     # fleet.json, findings.json and --format json carry the same fields for the same findings
     for stored in (fleet["findings"], findings):
         assert [(f["id"], f["subject"], f["action"], f["because"], f["devices"]) for f in stored] == \
