@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -102,6 +103,8 @@ class Device:
             v = d.get(f)
             if isinstance(v, typ) and not isinstance(v, bool):
                 kw[f] = v
+        for f in ("bus_id", "peer_bus_id"):
+            kw[f] = _bdf(kw.get(f))
         return cls(DeviceKind(d["kind"]), **kw)
 
     def bus_ids(self) -> tuple[str, ...]:
@@ -109,8 +112,10 @@ class Device:
 
 
 _DEVICE_KINDS = {k.value for k in DeviceKind}
-_DEVICE_FIELDS: dict[str, type] = {f.name: (int if f.type == "int | None" else str)
-                                   for f in fields(Device) if f.name != "kind"}
+# Device's fields after `kind`, in order, with the type a stored value must have to be read back.
+_DEVICE_FIELDS: dict[str, type] = {"gpu": int, "bus_id": str, "uuid": str, "peer_gpu": int, "peer_bus_id": str,
+                                   "nic": str, "port": int, "link": int, "rail": int, "host": str}
+assert list(_DEVICE_FIELDS) == [f.name for f in fields(Device)][1:]
 
 
 def gpu_device(g: Any) -> Device:
@@ -140,8 +145,15 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+# A PCI address as the facts write it.  A device's bus id is used, not only shown: `probe remediate`
+# hands it to `nvidia-smi -r` in an Ansible playbook, where a stored "{{ lookup('pipe', ...) }}"
+# would run on the controller; a value of any other form is not kept (the device stays, without it).
+_PCI_ADDRESS = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
 def _bdf(v: Any) -> str | None:
-    return v.lower() if isinstance(v, str) and v else None
+    low = v.lower() if isinstance(v, str) else None
+    return low if low and _PCI_ADDRESS.fullmatch(low) else None
 
 
 @dataclass(frozen=True)

@@ -248,12 +248,18 @@ def test_a_damaged_stored_action_is_given_its_ids(stored: dict[str, Any]) -> Non
 @pytest.mark.parametrize("devices", [
     "GPU1", 7, {"kind": "gpu"}, [None, "gpu", 3], [{"kind": "toaster", "gpu": 1}], [{"gpu": 1}],
     [{"kind": "gpu", "gpu": "one", "bus_id": 5, "port": True}],
+    # a bus id is handed to `nvidia-smi -r` in the remediation playbook: only a PCI address is kept
+    [{"kind": "gpu", "bus_id": "{{ lookup('pipe', 'reboot') }}"}], [{"kind": "gpu", "bus_id": "0000:5d:00.0; reboot"}],
+    [{"kind": "gpu_pair", "bus_id": "0000:5d:00.0\n- hosts: all", "peer_bus_id": "../../0000:3a:00.0"}],
+    [{"kind": "gpu", "bus_id": ""}], [{"kind": "gpu", "bus_id": "GPU-5d"}],
 ])
 def test_damaged_stored_devices_lose_only_what_is_damaged(devices: Any) -> None:
     f = Finding.from_dict({"id": "gpu.lost", "severity": "fail", "kind": "fault", "host": "h", "subject": "s",
                            "message": "m", "devices": devices})
     assert all(isinstance(d, Device) for d in f.devices)
-    assert all(d.gpu is None and d.bus_id is None and d.port is None for d in f.devices)
+    assert all(d.gpu is None and d.bus_id is None and d.peer_bus_id is None and d.port is None for d in f.devices)
+    plan = host_plan("h", [replace(f, id="gpu.row_remap.pending", action=Action.RESET_GPU)])
+    assert plan is not None and plan.gpus_to_reset() == []  # a person resets what no address names
 
 
 def test_an_unknown_id_is_to_be_looked_at() -> None:
