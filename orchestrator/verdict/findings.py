@@ -207,17 +207,17 @@ class Finding:
     actual: Any = None
     evidence: list[str] = field(default_factory=list)  # probe fields the verdict rests on
     hint: str = ""
-    # One fault, one root (verdict/causes.py): a finding that follows from another of its host names
-    # that root; the root names what followed from it.  Set once every finding is known.
-    caused_by: FindingRef | None = None
-    consequences: tuple[FindingRef, ...] = ()
-    # The devices the finding is about, set by the check that raised it from the facts it read
-    # (empty: the rule is about the whole host, verdict/actions.py HOST_WIDE).
-    devices: tuple[Device, ...] = ()
     # What to do and why (verdict/actions.py), decided once when the finding is made; a stored
     # finding keeps its own, one of an older run (no `because`) is given its id's.
     action: Action = Action.NONE
     because: str = ""
+    # The devices the finding is about, set by the check that raised it from the facts it read
+    # (empty: the rule is about the whole host, verdict/actions.py HOST_WIDE).
+    devices: tuple[Device, ...] = ()
+    # One fault, one root (verdict/causes.py): a finding that follows from another of its host names
+    # that root; the root names what followed from it.  Set once every finding is known.
+    caused_by: FindingRef | None = None
+    consequences: tuple[FindingRef, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.because:
