@@ -17,26 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 
 from orchestrator.facts import xid as xids
-from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.findings import Action, Finding
 
-
-class Action(str, Enum):
-    """Least disruptive first: the declaration order is the escalation order."""
-
-    NONE = "none"  # nothing to do on the host (a platform limitation, a reading fleetprobe could not take)
-    CONFIGURE = "configure"  # change software or settings: a driver, a package, a kernel parameter, firmware
-    RESET_GPU = "reset_gpu"  # `nvidia-smi -r` on the GPU, once nothing runs on it
-    RESTART_SERVICE = "restart_service"  # restart a daemon (the fabric manager, persistenced)
-    REBOOT = "reboot"  # the node
-    RESEAT_INSPECT = "reseat_inspect"  # hands on the hardware: reseat, cable, cooling, diagnostics
-    RMA = "rma"  # return it to the vendor
-
-    @property
-    def rank(self) -> int:
-        return list(Action).index(self)
+__all__ = ["ACTIONS", "HOST_WIDE", "Action", "Rule", "action_of", "decide"]
 
 
 @dataclass(frozen=True)
@@ -196,6 +181,50 @@ ACTIONS: dict[str, Rule] = {
     # history
     "host.repeat_offender": Rule(X, "the same fault came back or flapped over recent runs: the fix does not hold"),
 }
+
+
+# Rules about the whole host: their findings name no device (`devices` is empty), by design.
+# tests/verdict/test_finding_devices.py holds every judged finding to it: a finding of any other id
+# names its devices, one of these names none (HOST_WIDE_AT_TIMES: both, as the finding says).
+HOST_WIDE: frozenset[str] = frozenset({
+    # the host, its platform, its identity and its software
+    "host.board.mismatch", "host.virtualized", "host.driver.missing", "host.driver.version",
+    "host.kernel_log.unreadable", "host.segfault.gpu_library", "identity.serial.needs_root",
+    "probe.raw_mode", "probe.data.malformed", "topology.class.outlier", "host.repeat_offender",
+    "software.version.outlier", "software.security.driver", "software.security.branch",
+    # counts and settings of the host as a whole (a count names no one missing device)
+    "gpu.count.mismatch", "gpu.count.partial_fabric", "gpu.gdr.peermem_error", "gpu.gdr.unavailable",
+    "gpu.nvml.version_mismatch", "gpu.driver.process_stuck", "nvlink.fabric_manager.version",
+    "nvlink.nvswitch.count", "nvlink.nvswitch.hidden", "pcie.nic.count", "pcie.config.needs_root",
+    "p2p.status.disabled", "p2p.guard.unavailable", "p2p.budget.exhausted",
+    # the probe's error names its GPU only in text ("gpu 3 setup"): no device is claimed from it
+    "p2p.cuda.error",
+    # collectives of all the host's GPUs, and the fabric qualification's host-level verdicts
+    "nccl.busbw.low", "nccl.slower_than_pcie", "nccl.transport.unexpected", "nccl.env.override",
+    "nccl.data.wrong", "nccl.error", "fabric.host.slow", "fabric.gdr.missing", "fabric.step.failed",
+    "fabric.nccl.slow", "fabric.nccl.data_wrong", "fabric.nccl.transport",
+})
+# Rules whose finding names devices where it is about some, and none where it is about the host.
+HOST_WIDE_AT_TIMES: dict[str, str] = {
+    "gpu.driver.unresponsive": "the watchdog names the driver, not one GPU",
+    "nvlink.domain.inconsistent": "the fleet check: the host's clique differs from its domain's",
+    "pcie.gpu_nic.affinity": "the placement on a C2C host is not known from a matrix",
+    "pcie.aer": "the kernel event names no bus id",
+    "nvswitch.sxid": "the kernel event names no bus id",
+    "gpu.xid": "the kernel event names no bus id",
+    "gpu.fallen_off_bus": "the kernel event names no bus id",
+    **{fid: "a host-level measure (the median of its GPUs, a collective)" for fid in (
+        "baseline.bandwidth.low", "baseline.clocks.low", "baseline.power.outlier", "baseline.temperature.high",
+        "baseline.errors.high")},
+}
+UNKNOWN_ID = "an id this fleetprobe does not know"
+
+
+def decide(f: Finding) -> tuple[Action, str]:
+    """The finding's action class and the reason its rule gives: decided once, when the finding is
+    made (verdict/findings.py Finding.__post_init__); every reader takes the finding's own."""
+    rule = ACTIONS.get(f.id)
+    return action_of(f), (rule.because if rule is not None else UNKNOWN_ID)
 
 
 def action_of(f: Finding) -> Action:

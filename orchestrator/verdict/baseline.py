@@ -37,7 +37,7 @@ from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import json_shown
 from orchestrator.verdict import handoff
 from orchestrator.verdict.causes import Cause
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
 
 BANDWIDTH_LOW = "baseline.bandwidth.low"
 CLOCKS_LOW = "baseline.clocks.low"
@@ -475,15 +475,16 @@ class Judged:
 ThresholdsFor = Callable[[str], Mapping[str, Threshold]]
 
 
-def _subject(m: Metric, kind: str, gpu: str | None, index: Mapping[str, int]) -> str:
+def _subject(m: Metric, kind: str, gpu: str | None, index: Mapping[str, int]) -> Located:
+    """The measure as a finding's subject: its text, and the GPU it was taken on (none: the host's)."""
     what = f"{m.what} {kind}".strip() if m.key != "temperature_c" else f"{m.what} ({kind})"
     if gpu is None:
-        return what
+        return Located(what)
     i = index.get(gpu)
-    return f"GPU{i if i is not None else '?'} ({gpu}) {what}"
+    return Located(f"GPU{i if i is not None else '?'} ({gpu}) {what}", (gpu_device({"index": i, "bus_id": gpu}),))
 
 
-def _finding(host: str, m: Metric, subject: str, value: float, stats: Stats, peers: str, basis: str,
+def _finding(host: str, m: Metric, subject: Located, value: float, stats: Stats, peers: str, basis: str,
              t: Threshold) -> Finding:
     dev = value - stats.median
     side = "below" if dev < 0 else "above"
@@ -576,7 +577,7 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
         if beyond(value, stats, m, t):
             named_whole.add((metric_key, kind))
             of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
-            yield _finding(h.name, m, _subject(m, kind, None, index) + of_gpus, value, stats,
+            yield _finding(h.name, m, Located(_subject(m, kind, None, index).text + of_gpus), value, stats,
                            f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
     gpu_findings: list[tuple[int, Finding]] = []
     for (metric, kind), rows in by_gpu.items():

@@ -14,7 +14,6 @@ Pure: findings in, findings out.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -24,8 +23,8 @@ from orchestrator.verdict.findings import Finding, FindingRef
 
 class Scope(str, Enum):
     HOST = "host"  # anywhere on the host: a host-wide cause (a missing GPU changes the host's shape)
-    DEVICE = "device"  # the same PCI device: the two subjects name one bus id
-    SUBJECT = "subject"  # the same subject (the GPU, the link, the port)
+    DEVICE = "device"  # the same PCI device: the two findings' devices share a bus id
+    SUBJECT = "subject"  # the same devices (the GPU, the link, the port); the same subject where none
 
 
 @dataclass(frozen=True)
@@ -41,20 +40,20 @@ class Cause:
     when: Callable[[Finding, Finding], bool] | None = None
 
 
-# Subjects name PCI devices by their bus id (docs/findings.md): "GPU1 (0000:2a:00.0)".
-_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-
-
-def _devices(subject: str) -> frozenset[str]:
-    return frozenset(_BDF.findall(subject.lower()))
+def _bus_ids(f: Finding) -> frozenset[str]:
+    """The PCI devices a finding is about: the bus ids of its devices (set by its check)."""
+    return frozenset(b for d in f.devices for b in d.bus_ids())
 
 
 def _meet(scope: Scope, root: Finding, consequence: Finding) -> bool:
     if scope is Scope.HOST:
         return True
     if scope is Scope.SUBJECT:
+        # the same devices; the same text only where neither names one (the driver, the host)
+        if root.devices or consequence.devices:
+            return set(root.devices) == set(consequence.devices)
         return root.subject == consequence.subject
-    return bool(_devices(root.subject) & _devices(consequence.subject))
+    return bool(_bus_ids(root) & _bus_ids(consequence))
 
 
 def by_consequence(causes: Iterable[Cause]) -> dict[str, list[Cause]]:

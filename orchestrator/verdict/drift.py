@@ -307,10 +307,12 @@ def _diff_sections(name: str, o: JudgedHost, n: JudgedHost, bw_tolerance: float)
     out: list[Change] = []
     # NVML's GPU list when nvml ran both times, else the PCIe bus's (bus ids, no uuids)
     gpu_changes: list[Change] = []
+    bus_of: dict[str, str | None] = {}  # a GPU change's subject (the GPU's label) -> its bus id
     for section in ("gpus", "pcie"):
         pair = _comparable(o, n, section)
         if pair:
             gpu_changes = _diff_gpus(name, *pair, source=section)
+            bus_of = {r.label: r.bus_id for facts in pair for r in F.gpus(facts, section) or []}
             break
     pair = _comparable(o, n, "nvlink")
     links = _diff_links(name, *pair) if pair else []
@@ -318,8 +320,8 @@ def _diff_sections(name: str, o: JudgedHost, n: JudgedHost, bw_tolerance: float)
     for i, g in enumerate(gpu_changes):
         if g.kind != "gpu.lost":
             continue
-        bus = g.subject.rsplit(" ", 1)[-1]
-        gone = [c for c in links if c.new == "absent" and c.subject.startswith(f"{bus} link ")]
+        bus = bus_of.get(g.subject)  # the facts' own bus id, never read back out of the label
+        gone = [c for c in links if bus and c.new == "absent" and c.subject.startswith(f"{bus} link ")]
         if gone:
             links = [c for c in links if c not in gone]
             gpu_changes[i] = replace(g, message=f"{g.message}; its {len(gone)} NVLink(s) with it")

@@ -23,20 +23,22 @@ Pure: the judged fleet in, the plan out.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from orchestrator.inventory.targets import name_problem
-from orchestrator.verdict.actions import ACTIONS, Action, action_of
-from orchestrator.verdict.findings import Finding, Kind, Severity
+from orchestrator.verdict.actions import ACTIONS, Action
+from orchestrator.verdict.findings import DeviceKind, Finding, Kind, Severity
 from orchestrator.verdict.result import FleetResult
 
 DEFAULT_MAX_SHARE = 0.10
 # Actions that take a host away from its jobs: a host with one of these is drained first.
 DISRUPTIVE = (Action.RESET_GPU, Action.RESTART_SERVICE, Action.REBOOT, Action.RESEAT_INSPECT, Action.RMA)
-_BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+# Devices whose bus ids are GPUs: a GPU, the GPU of an NVLink link, both GPUs of a pair.
+_GPU_KINDS = (DeviceKind.GPU, DeviceKind.NVLINK, DeviceKind.GPU_PAIR)
 
 
 @dataclass(frozen=True)
@@ -66,13 +68,13 @@ class HostPlan:
         return [s for s in self.steps if s.action is action]
 
     def gpus_to_reset(self) -> list[str]:
-        """Bus ids of the GPUs its reset steps name (a reset of a GPU the subject does not name
-        is left to a person)."""
+        """Bus ids of the GPUs its reset steps' findings name in their devices (a reset of a GPU
+        whose bus id the finding does not know is left to a person)."""
         out: list[str] = []
         for s in self.of(Action.RESET_GPU):
-            for bdf in _BDF.findall(s.finding.subject.lower()):
-                if bdf not in out:
-                    out.append(bdf)
+            for d in s.finding.devices:
+                if d.kind in _GPU_KINDS:
+                    out.extend(b for b in d.bus_ids() if b not in out)
         return out
 
     def services(self) -> list[str]:
@@ -146,11 +148,9 @@ def host_plan(host: str, findings: Iterable[Finding], min_severity: Severity = S
     for f in _roots(findings):
         if f.severity.rank < min_severity.rank:
             continue
-        action = action_of(f)
-        if action is Action.NONE:
+        if f.action is Action.NONE:
             continue
-        rule = ACTIONS.get(f.id)
-        steps.append(Step(f, action, rule.because if rule else "an id this fleetprobe does not know"))
+        steps.append(Step(f, f.action, f.because))
     return HostPlan(host, tuple(steps)) if steps else None
 
 
@@ -217,8 +217,8 @@ def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: 
         failing[fault.host].append(fault.root)
     for host in failing:  # a host only in the findings (a hand-made document) still counts in the fleet
         classes.setdefault(host, None)
-    hosts, left = _nameable(HostPlan(h, tuple(Step(f, action_of(f), ACTIONS[f.id].because if f.id in ACTIONS else "")
-                                              for f in roots)) for h, roots in failing.items())
+    hosts, left = _nameable(HostPlan(h, tuple(Step(f, f.action, f.because) for f in roots))
+                            for h, roots in failing.items())
     disrupted = {hp.host: sorted({s.finding.id for s in hp.steps}) for hp in hosts}
     return Plan(fleet.run.id or "run", hosts, max_share, force, guard(disrupted, classes, max_share), len(classes),
                 left_out=left)

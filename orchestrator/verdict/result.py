@@ -33,10 +33,18 @@ from orchestrator.store.rundir import read_meta
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import Body, SpooledRecords, records_with
 from orchestrator.verdict import causes, coverage
-from orchestrator.verdict.actions import ACTIONS, Action, action_of
+from orchestrator.verdict.actions import Action
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
-from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, FindingRef, Kind, Severity
+from orchestrator.verdict.findings import (
+    SEVERITY_ORDER,
+    Finding,
+    FindingRef,
+    Kind,
+    Severity,
+    devices_from,
+    stored_action,
+)
 from orchestrator.verdict.health import (
     HEALTH_ORDER,
     Health,
@@ -164,14 +172,13 @@ class Fault:
 
     @property
     def action(self) -> Action:
-        """What the fault asks for (verdict/actions.py: its root's action class)."""
-        return action_of(self.root)
+        """What the fault asks for: its root's action class (decided when the root was made)."""
+        return self.root.action
 
     @property
     def because(self) -> str:
-        """The facts that justify the action, as the action table says them."""
-        rule = ACTIONS.get(self.root.id)
-        return rule.because if rule is not None else "an id this fleetprobe does not know"
+        """The facts that justify the action, as the root's rule says them."""
+        return self.root.because
 
 
 @dataclass(frozen=True)
@@ -559,7 +566,14 @@ def _finding(d: Any, problems: list[str]) -> Finding | None:
         evidence=[str(e) for e in evidence] if isinstance(evidence, list) else [],
         hint=d["hint"] if isinstance(d.get("hint"), str) else "",
         caused_by=FindingRef.from_dict(d.get("caused_by")),
-        consequences=tuple(r for r in map(FindingRef.from_dict, _list(d.get("consequences"))) if r))
+        consequences=tuple(r for r in map(FindingRef.from_dict, _list(d.get("consequences"))) if r),
+        # a run of a fleetprobe before devices and actions: no devices, the action its id's
+        devices=devices_from(d.get("devices")), **_action(d))
+
+
+def _action(d: Mapping[str, Any]) -> dict[str, Any]:
+    action, because = stored_action(d.get("action"), d.get("because"))
+    return {"action": action, "because": because}
 
 
 def _count(v: Any) -> int:

@@ -116,7 +116,9 @@ def _f(host: str, fid: str, subject: str, severity: str = "fail", **kw: Any) -> 
 def test_every_automated_action_as_a_playbook_ansible_accepts(tmp_path: Path) -> None:
     hostile = "GPU0 (0000:18:00.0)\n- hosts: all\n  tasks: [{command: reboot}] $(reboot)"
     fleet = judged(_doc([
-        _f("n1", "gpu.row_remap.pending", "GPU3 (0000:5d:00.0)"),  # reset the GPU, where idle
+        # reset the GPU, where idle: the one its devices name (issue 46: never read from the subject)
+        _f("n1", "gpu.row_remap.pending", "GPU3 (0000:5d:00.0)",
+           devices=[{"kind": "gpu", "gpu": 3, "bus_id": "0000:5d:00.0"}]),
         _f("n2", "nvlink.fabric.incomplete", "GPU5 (0000:ab:00.0)"),  # restart the fabric manager
         _f("n3", "gpu.lost", "GPU1 (0000:2a:00.0)"),  # reboot
         _f("n4", "sensor.fan.zero_while_hot", hostile, severity="warn"),  # hands, and a hostile subject

@@ -10,7 +10,16 @@ from orchestrator.verdict import causes
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.classes import differs_only_in
-from orchestrator.verdict.findings import Finding, FindingRef, Severity, fault, limitation
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    FindingRef,
+    Located,
+    Severity,
+    fault,
+    limitation,
+    pci_device,
+)
 from orchestrator.verdict.health import Health, decide, fault_severities
 
 
@@ -29,14 +38,21 @@ def test_every_declared_cause_names_ids_of_the_catalog_and_no_two_ids_cause_each
     assert loops == [], loops
 
 
+def _at(subject: str, bdf: str) -> Located:
+    """A subject and the GPU its check names (its index where the subject gives one, as a check
+    that read NVML would): the scopes read devices, never the text."""
+    index = int(subject[3]) if subject.startswith("GPU") else None
+    return Located(subject, (pci_device(DeviceKind.GPU, bdf, gpu=index),))
+
+
 def _group(findings: list[Finding], table: list[Cause]) -> list[Finding]:
     return causes.group(findings, causes.by_consequence(table))
 
 
 def test_a_chain_ends_at_one_root_and_hosts_never_meet() -> None:
-    xid = fault("gpu.xid", "h1", "GPU1 (0000:2a:00.0)", "Xid 79")
-    fell = fault("gpu.fallen_off_bus", "h1", "GPU1 (0000:2a:00.0)", "fell off")
-    missing = fault("gpu.count.pci_vs_nvml", "h1", "0000:2a:00.0", "not in NVML")
+    xid = fault("gpu.xid", "h1", _at("GPU1 (0000:2a:00.0)", "0000:2a:00.0"), "Xid 79")
+    fell = fault("gpu.fallen_off_bus", "h1", _at("GPU1 (0000:2a:00.0)", "0000:2a:00.0"), "fell off")
+    missing = fault("gpu.count.pci_vs_nvml", "h1", _at("0000:2a:00.0", "0000:2a:00.0"), "not in NVML")
     count = fault("gpu.count.mismatch", "h1", "GPUs", "7 of 8")
     other = fault("gpu.count.mismatch", "h2", "GPUs", "7 of 8")  # no root on its own host
     table = [Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE),
@@ -51,9 +67,9 @@ def test_a_chain_ends_at_one_root_and_hosts_never_meet() -> None:
 
 
 def test_scopes_device_and_subject_need_the_same_device_or_subject() -> None:
-    xid = fault("gpu.xid", "h", "GPU1 (0000:2a:00.0)", "Xid 79")
-    elsewhere = fault("gpu.fallen_off_bus", "h", "GPU4 (0000:9a:00.0)", "fell off")
-    same = fault("gpu.fallen_off_bus", "h", "0000:2a:00.0", "fell off")
+    xid = fault("gpu.xid", "h", _at("GPU1 (0000:2a:00.0)", "0000:2a:00.0"), "Xid 79")
+    elsewhere = fault("gpu.fallen_off_bus", "h", _at("GPU4 (0000:9a:00.0)", "0000:9a:00.0"), "fell off")
+    same = fault("gpu.fallen_off_bus", "h", _at("0000:2a:00.0", "0000:2a:00.0"), "fell off")
     out = _group([xid, elsewhere, same], [Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE)])
     assert [f.caused_by for f in out] == [None, None, xid.ref]
     out = _group([xid, same], [Cause("gpu.xid", "gpu.fallen_off_bus", Scope.SUBJECT)])
@@ -82,12 +98,12 @@ def test_repeats_of_one_setting_group_under_the_first_and_a_declared_loop_still_
 
 
 def test_an_outlier_follows_only_from_a_root_that_explains_every_difference() -> None:
-    down = fault("nvlink.link.down", "h", "GPU2 (0000:3a:00.0)", "16 of 18")
+    down = fault("nvlink.link.down", "h", _at("GPU2 (0000:3a:00.0)", "0000:3a:00.0"), "16 of 18")
     links_only = fault("topology.class.outlier", "h", "topology", "differs",
                        evidence=["fingerprint descriptor: nvlink_links_up", "fingerprint descriptor: gpu_pair_levels"])
     and_a_gpu = fault("topology.class.outlier", "h2", "topology", "differs",
                       evidence=["fingerprint descriptor: nvlink_links_up", "fingerprint descriptor: gpu_count"])
-    down2 = fault("nvlink.link.down", "h2", "GPU2 (0000:3a:00.0)", "16 of 18")
+    down2 = fault("nvlink.link.down", "h2", _at("GPU2 (0000:3a:00.0)", "0000:3a:00.0"), "16 of 18")
     table = [Cause("nvlink.link.down", "topology.class.outlier",
                    when=differs_only_in("nvlink_links_up", "gpu_pair_levels"))]
     out = _group([down, links_only, down2, and_a_gpu], table)

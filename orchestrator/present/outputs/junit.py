@@ -12,6 +12,7 @@ skipped or unsupported is skipped.  An unreachable host is one error case and no
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
@@ -41,11 +42,24 @@ def _finding_text(f: Finding) -> str:
         lines.append(f"  follows from: {f.caused_by.id} {f.caused_by.subject}")
     if f.expected is not None or f.actual is not None:
         lines.append(f"  expected: {readable(f.expected)}  actual: {readable(f.actual)}")
+    lines.append(f"  action: {f.action.value} ({f.because})")
     if f.hint:
         lines.append(f"  hint: {f.hint}")
     for e in f.evidence:
         lines.append(f"  evidence: {e}")
     return "\n".join(lines)
+
+
+def _finding_properties(tc: ET.Element, findings: list[Finding]) -> None:
+    """The case's findings as properties a CI reads without parsing text (pytest's record_property
+    form): per finding, in order, its subject, action, the action's reason and its devices (JSON)."""
+    if not findings:
+        return
+    props = ET.SubElement(tc, "properties")
+    for f in findings:
+        for key, value in (("subject", f.subject), ("action", f.action.value), ("because", f.because),
+                           ("devices", json.dumps([d.to_dict() for d in f.devices], sort_keys=True))):
+            ET.SubElement(props, "property", name=key, value=_x(value))
 
 
 def _host_suite(h: JudgedHost, findings: list[Finding], states: dict[str, CheckState],
@@ -83,6 +97,7 @@ def _host_suite(h: JudgedHost, findings: list[Finding], states: dict[str, CheckS
             ET.SubElement(tc, "skipped", message=_x(f"not judged: {state.reason}"))
             continue
         hits = by_id.get(check, [])
+        _finding_properties(tc, hits)
         failing = [f for f in hits if f.severity.value in fail_sev]
         rest = [f for f in hits if f.severity.value not in fail_sev]
         if failing:

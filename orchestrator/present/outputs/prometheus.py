@@ -5,8 +5,10 @@ Names follow the Prometheus conventions: one `fleetprobe_` prefix, base units in
 (one series per health, 1 for the host's own: what to alert on), its faults by severity, its
 transport outcome as a state set, reachability, GPU count, NVLink links up, the slowest P2P pair,
 findings by severity and each probe's outcome.  Per finding: one series with
-host, id, severity, kind and subject (value: how many findings share those labels), so an alert
-can name `nvlink.link.down` itself.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
+host, id, severity, kind, subject, action (verdict/actions.py) and the finding's devices
+(`DEVICE_LABELS`: gpu, bus_id and uuid as the GPU series name them) (value: how many findings
+share those labels), so an alert can name `nvlink.link.down` itself, route on the action and join
+the GPU's series.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
 total, its slowest P2P pair, PCIe generation and width, current and maximum.
 
 A value the run did not measure (no nvml, no p2p) is left out rather than written as 0, so
@@ -25,7 +27,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
-from orchestrator.verdict.findings import SEVERITY_ORDER
+from orchestrator.verdict.findings import SEVERITY_ORDER, Device
 from orchestrator.verdict.health import HEALTH_ORDER
 from orchestrator.verdict.result import FleetResult
 
@@ -43,7 +45,9 @@ METRICS = {
     "fleetprobe_nvlink_links_up": "NVLink links in the active state, summed over the host's GPUs.",
     "fleetprobe_p2p_min_bandwidth_bytes_per_second": "Slowest measured GPU-to-GPU copy bandwidth on the host.",
     "fleetprobe_findings": "Findings on the host by severity.",
-    "fleetprobe_finding": "Findings with these labels (host, id, severity, kind, subject); usually 1.",
+    "fleetprobe_finding": "Findings with these labels (host, id, severity, kind, subject, action and the devices: "
+                          "device_kind, gpu, bus_id, uuid, peer_gpu, peer_bus_id, nic, port, link, rail, "
+                          "peer_host); usually 1.",
     "fleetprobe_probe_outcome": "1 for the outcome each probe had on the host in this run.",
     "fleetprobe_gpu_nvlink_links_up": "NVLink links of the GPU in the active state.",
     "fleetprobe_gpu_nvlink_links": "NVLink links the GPU reports.",
@@ -124,13 +128,13 @@ def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]
         for sev in SEVERITY_ORDER:
             n = sum(1 for f in mine_findings if f.severity.value == sev)
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
-        per_finding: dict[tuple[str, ...], int] = {}
+        per_finding: dict[tuple[tuple[str, str], ...], int] = {}
         for f in mine_findings:
-            key = (f.id, f.severity.value, f.kind.value, f.subject)
+            key = tuple({"host": name, "id": f.id, "severity": f.severity.value, "kind": f.kind.value,
+                         "subject": f.subject, "action": f.action.value, **device_labels(f.devices)}.items())
             per_finding[key] = per_finding.get(key, 0) + 1  # h2d and d2h of one GPU share id and subject
-        for (fid, sev, kind, subject), n in per_finding.items():
-            out["fleetprobe_finding"].append(
-                ({"host": name, "id": fid, "severity": sev, "kind": kind, "subject": subject}, float(n)))
+        for key, n in per_finding.items():
+            out["fleetprobe_finding"].append((dict(key), float(n)))
         for probe, run in sorted(h.probes.items()):
             out["fleetprobe_probe_outcome"].append(({"host": name, "probe": probe, "outcome": run.outcome}, 1.0))
         for g in F.gpu_gauges(facts):
@@ -140,6 +144,23 @@ def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]
                 if v is not None:
                     out[metric].append((labels, float(v) * scale))
     return out
+
+
+# The device labels of a finding series: the same names as the GPU gauges' (gpu, bus_id, uuid), so
+# a finding joins the GPU's series; a finding of several devices lists each label's values, comma-
+# separated, in its devices' order; a host-wide finding has them empty.
+DEVICE_LABELS = ("device_kind", "gpu", "bus_id", "uuid", "peer_gpu", "peer_bus_id", "nic", "port", "link", "rail",
+                 "peer_host")
+
+
+def device_labels(devices: Iterable[Device]) -> dict[str, str]:
+    values: dict[str, list[str]] = {k: [] for k in DEVICE_LABELS}
+    for d in devices:
+        for label, v in zip(DEVICE_LABELS, (d.kind.value, d.gpu, d.bus_id, d.uuid, d.peer_gpu, d.peer_bus_id, d.nic,
+                                            d.port, d.link, d.rail, d.host)):
+            if v is not None and str(v) not in values[label]:
+                values[label].append(str(v))
+    return {k: ",".join(v) for k, v in values.items()}
 
 
 def _lines(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Iterable[str]:

@@ -32,8 +32,9 @@ IDENTITY_COLUMNS = ("system_vendor", "system_product", "board_vendor", "board_mo
                     "bios_date", "system_serial", "board_serial", "driver", "gpu_model")
 HOST_COLUMNS = ("host", "address", "health", "health_reason", "faults_fail", "faults_warn", "outcome", "reason",
                 "class", *IDENTITY_COLUMNS, "gpus", "nvlink_up", "p2p_min_gbps", "fail", "warn", "info", "probes")
+# action, because and devices (issue 46) come last: a reader that counts columns keeps its places.
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint",
-                   "caused_by")
+                   "caused_by", "action", "because", "devices")
 RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "unsupported", "failed",
                "unreachable", "skipped", "interrupted", "fail", "warn", "info", "problem")
 

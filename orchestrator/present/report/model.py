@@ -51,6 +51,9 @@ class FindingRow:
     caused_by: str = ""  # "gpu.count.pci_vs_nvml 0000:ba:00.0": the root this finding follows from
     caused_by_id: str = ""  # its id alone
     consequences: int = 0  # findings that follow from this one
+    action: str = ""  # the finding's action class (verdict/actions.py) and its reason
+    because: str = ""
+    devices: str = ""  # its devices, one line ("gpu gpu=2 bus_id=0000:3a:00.0"): the subject cell's title
 
 
 @dataclass
@@ -636,7 +639,9 @@ def finding_row(f: Finding, classes: dict[str, str], anchors: dict[str, str]) ->
         anchor=anchors.get(f.host, ""),
         caused_by=visible(f"{f.caused_by.id} {f.caused_by.subject}") if f.caused_by else "",
         caused_by_id=visible(f.caused_by.id) if f.caused_by else "",
-        consequences=len(f.consequences))
+        consequences=len(f.consequences), action=f.action.value, because=_str(f.because),
+        devices=visible("; ".join(" ".join(f"{k}={v}" if k != "kind" else str(v) for k, v in d.to_dict().items())
+                                  for d in f.devices)))
 
 
 @dataclass

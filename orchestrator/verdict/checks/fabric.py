@@ -29,7 +29,16 @@ from orchestrator.verdict.fabric_locate import (
     ring_slow,
     ring_verdicts,
 )
-from orchestrator.verdict.findings import Finding, Severity, fault, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    pci_device,
+    unknown,
+)
 
 HOST_SLOW = "fabric.host.slow"
 HCA_SLOW = "fabric.hca.slow"
@@ -121,7 +130,8 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
         why = (f"its {link_text(link)} is downtrained" if downtrained(link) else f"its {link_text(link)} is at full speed")
         bus = (found["bus_id"] if found else None) or "PCI function unknown"
         rate = (found["rate"] if found else None) or "rate ?"
-        yield fault(HCA_SLOW, host, f"{name} (rail {f.rail}, {bus})",
+        hca = pci_device(DeviceKind.NIC, found["bus_id"] if found else None, nic=name, rail=f.rail)
+        yield fault(HCA_SLOW, host, Located(f"{name} (rail {f.rail}, {bus})", (hca,)),
                     f"{name} is {f.detail} ({nums}); the peers are fast with others: this HCA, cable or switch port; "
                     f"{_rate_text(facts, host, found, f.rail)}{why}", expected=f.expected, actual=f.measured,
                     evidence=[*f.evidence, f"{name}: {rate}, {link_text(link)}"],
@@ -131,7 +141,8 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
         a, b = f.hosts
         ports = f"{_port(facts, a, f.hcas[0])} and {_port(facts, b, f.hcas[1])}"
         for me, other, mine, theirs in ((a, b, f.hcas[0], f.hcas[1]), (b, a, f.hcas[1], f.hcas[0])):
-            yield fault(PATH_SLOW, me, f"{mine} <-> {other}:{theirs} (rail {f.rail})",
+            ends = (Device(DeviceKind.NIC, nic=mine, rail=f.rail), Device(DeviceKind.PEER_HOST, nic=theirs, host=other))
+            yield fault(PATH_SLOW, me, Located(f"{mine} <-> {other}:{theirs} (rail {f.rail})", ends),
                         f"{me}:{mine} and {other}:{theirs} are slow only together ({nums}); each is fast with its other "
                         f"peers: the path between them, ports {ports}; the switch between them was not read "
                         "(no iblinkinfo/ibnetdiscover output)", expected=f.expected, actual=f.measured,
@@ -141,7 +152,7 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
     elif f.kind == "rail":
         name = f.hcas[0] if len(f.hcas) == 1 else "/".join(f.hcas)
         for host in f.hosts:
-            yield fault(RAIL_SLOW, host, f"rail {f.rail} ({name})",
+            yield fault(RAIL_SLOW, host, Located(f"rail {f.rail} ({name})", (Device(DeviceKind.RAIL, rail=f.rail),)),
                         f"rail {f.rail} is slow everywhere ({f.detail}; {nums}): the rail's switches or their "
                         f"configuration, not this host", expected=f.expected, actual=f.measured, evidence=f.evidence,
                         hint="check the rail's leaf and spine switches (port counters, firmware, adaptive routing, "
@@ -294,7 +305,7 @@ def check_fabric(views: list[HostView]) -> Iterable[Finding]:
             if h in blamed:
                 continue
             bad = [s for s in loc.samples if s.rail == rail and s.bad and h in s.pair]
-            yield unknown(UNLOCALISED, h, f"rail {rail}",
+            yield unknown(UNLOCALISED, h, Located(f"rail {rail}", (Device(DeviceKind.RAIL, rail=rail),)),
                           f"slow pair measurements on rail {rail} that the rounds could not pin on this host, its "
                           "peer or the path", severity=Severity.WARN, evidence=[s.describe() for s in bad[:6]],
                           hint="raise fabric.extra_rounds or fabric.rounds so the host meets more peers")

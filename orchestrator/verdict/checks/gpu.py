@@ -26,14 +26,29 @@ from orchestrator.verdict.checks.base import (
     nvlink_ran,
     pcie_ran,
 )
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    gpu_pair,
+    joined,
+    limitation,
+    located,
+    pci_device,
+    unknown,
+)
 
 _NAMED = 5  # places elsewhere named in one duplicate-identity message; the rest are counted
 HOT_C = 50  # a fan at 0 % above this temperature is not "idle and cool"
 
 
-def _subject(g: GpuRecord | NvlinkGpu) -> str:
-    return f"GPU{shown(g.get('index'))} ({g.get('bus_id') or 'bus id unknown'})"
+def _subject(g: GpuRecord | NvlinkGpu) -> Located:
+    """The GPU as a finding's subject: the text a person reads and the device it is."""
+    return Located(f"GPU{shown(g.get('index'))} ({g.get('bus_id') or 'bus id unknown'})", (gpu_device(g),))
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
@@ -104,7 +119,8 @@ def check_count(view: HostView) -> Iterator[Finding]:
         gone = counts.get(key) or []
         if gone:
             parts.append(f"missing from {label}: {', '.join(gone)}")
-    yield fault("gpu.count.pci_vs_nvml", view.name, ", ".join(missing + extra),
+    yield fault("gpu.count.pci_vs_nvml", view.name,
+                located(", ".join(missing + extra), (pci_device(DeviceKind.GPU, b) for b in missing + extra)),
                 f"PCI bus shows {len(on_bus)} GPUs, NVML {len(nvml_bus)}; " + "; ".join(parts),
                 expected={"pci": len(on_bus)},
                 actual={"nvml": len(nvml_bus), "proc": counts.get("proc"), "dev": counts.get("dev")},
@@ -198,7 +214,8 @@ def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
             bad = sorted(v for v in vals if v != "OK")
             if not bad:
                 continue
-            subj = f"GPU{gi}<->GPU{gj} ({_bus_label(a)} / {_bus_label(b)})"
+            pair = gpu_pair({**by_bus.get(a, {}), "index": gi}, {**by_bus.get(b, {}), "index": gj})
+            subj = Located(f"GPU{gi}<->GPU{gj} ({_bus_label(a)} / {_bus_label(b)})", (pair,))
             msg = f"NV{links} links up but NVML P2P status over NVLink is {'/'.join(bad)}"
             kw: dict[str, Any] = {"expected": "OK", "actual": bad, "evidence": ["nvlink.nv", "nvml.p2p.nvlink"]}
             if any(_mig_on(by_bus.get(x)) or _vgpu(by_bus.get(x)) for x in (a, b)):
@@ -229,14 +246,14 @@ def check_mig(view: HostView) -> Iterator[Finding]:
 
 
 def check_virtualization(view: HostView) -> Iterator[Finding]:
-    modes: dict[str, list[str]] = defaultdict(list)
+    modes: dict[str, list[Located]] = defaultdict(list)
     for g in _gpus(view):
         m = g.get("virtualization_mode")
         if m and m != "none":
             modes[m].append(_subject(g))
     for mode, subjects in sorted(modes.items()):
         sev = Severity.WARN if view.expect.virtualization == "none" else Severity.INFO
-        yield limitation("gpu.virtualization", view.name, ", ".join(subjects),
+        yield limitation("gpu.virtualization", view.name, joined(subjects),
                          f"GPU virtualization mode {mode} on {len(subjects)} GPU(s): PCIe topology, NVLink and "
                          "P2P are what the hypervisor exposes", severity=sev,
                          expected=view.expect.virtualization, actual=mode, evidence=["nvml.gpus[].virtualization_mode"],
@@ -321,7 +338,7 @@ def check_fabric(view: HostView) -> Iterator[Finding]:
 
 
 def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str) -> Iterator[Finding]:
-    seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    seen: dict[str, list[tuple[str, Located]]] = defaultdict(list)
     for v in views:
         for g in _gpus(v):
             value = g.get(field)
@@ -333,8 +350,10 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
         # Each message names this host's places and at most _NAMED elsewhere, and counts the rest:
         # listing every place in every message is quadratic (497 MB of text at 3,000 hosts, one UUID).
         by_host: dict[str, list[str]] = defaultdict(list)
+        own_gpus: dict[str, list[Device]] = defaultdict(list)
         for h, s in where:
-            by_host[h].append(f"{h}:{s}")
+            by_host[h].append(f"{h}:{s.text}")
+            own_gpus[h].extend(s.devices)
         hosts = list(by_host)  # first-seen order
         for host in sorted(hosts):
             own = by_host[host][:_NAMED]
@@ -343,7 +362,9 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
             named = own + others
             more = len(where) - len(named)
             text = ", ".join(named) + (f" and {more} more" if more else "")
-            yield fault(fid, host, value, f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
+            peers = [Device(DeviceKind.PEER_HOST, host=h) for h in islice((h for h in hosts if h != host), _NAMED)]
+            yield fault(fid, host, located(value, [*own_gpus[host], *peers]),
+                        f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
                         expected="unique", actual={"count": len(where), "named": named},
                         evidence=[f"nvml.gpus[].{field}", f"{len(hosts)} hosts report it"],
                         hint="a device list that repeats identities is forged or virtualised; "

@@ -19,7 +19,7 @@ from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import is_digits
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
 
 UNRESPONSIVE = "gpu.driver.unresponsive"
 PROCESS_STUCK = "gpu.driver.process_stuck"
@@ -37,14 +37,18 @@ def _gpu_bus_ids(facts: Facts) -> list[str]:
     return gpus
 
 
-def _subject(facts: Facts, subject: Any) -> str:
+def _subject(facts: Facts, subject: Any) -> Located:
+    """What the probe's watchdog names ("GPU 3", or the driver as a whole) as a finding's subject:
+    the GPU's text and device, or the driver's text and no device (the whole host)."""
     text = str(subject or "the driver")
     parts = text.split()
     if len(parts) == 2 and parts[0] == "GPU" and is_digits(parts[1]):
         buses = _gpu_bus_ids(facts)
         i = int(parts[1])
-        return f"GPU{i} ({buses[i]})" if i < len(buses) else f"GPU{i}"
-    return text
+        if i < len(buses):
+            return Located(f"GPU{i} ({buses[i]})", (gpu_device({"index": i, "bus_id": buses[i]}),))
+        return Located(f"GPU{i}", (gpu_device({"index": i}),))
+    return Located(text)
 
 
 def unresponsive(view: HostView) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ from orchestrator.facts.model import Facts, GpuRecord, GpusFacts
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device, joined
 
 # Clock event reasons that mean the hardware is slowing the GPU down (idle, application clocks,
 # SW power cap and sync boost are normal operation and not judged).
@@ -37,8 +37,9 @@ def _gpus(view: HostView) -> list[GpuRecord]:
     return _gpu_list(view.facts.get("gpus"))
 
 
-def _subject(g: GpuRecord) -> str:
-    return f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
+def _subject(g: GpuRecord) -> Located:
+    """The GPU as a finding's subject: the text a person reads and the device it is."""
+    return Located(f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})", (gpu_device(g),))
 
 
 def _previous_gpus(view: HostView) -> dict[str, GpuRecord]:
@@ -251,7 +252,7 @@ def thermal_margin_of(g: GpuRecord) -> tuple[int | None, str]:
 def persistence_disabled(view: HostView) -> Iterator[Finding]:
     off = [g for g in _gpus(view) if g.get("persistence_mode") is False]
     if off:
-        yield fault("gpu.persistence.disabled", view.name, ", ".join(_subject(g) for g in off),
+        yield fault("gpu.persistence.disabled", view.name, joined(_subject(g) for g in off),
                     f"persistence mode is off on {len(off)} GPU(s): the driver tears the GPU state down whenever "
                     "no process holds it, so every job pays the initialisation and errors between jobs go unseen",
                     severity=Severity.WARN, expected=True, actual=False, evidence=["gpus.list.persistence_mode"],
@@ -295,7 +296,8 @@ def nvlink_errors(view: HostView) -> Iterator[Finding]:
                 if isinstance(v, int) and isinstance(p, int) and v > p and any(c in key for c in _NVLINK_COUNTERS):
                     grown[f"link {lk.get('link')} {key}"] = v - p
         if grown:
-            yield fault("gpu.nvlink.errors", view.name, f"GPU{g.get('index')} ({g.get('bus_id')})",
+            yield fault("gpu.nvlink.errors", view.name,
+                        Located(f"GPU{g.get('index')} ({g.get('bus_id')})", (gpu_device(g),)),
                         "NVLink error counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())[:8]),
                         severity=Severity.WARN, expected="no growth", actual=grown,

@@ -19,7 +19,19 @@ from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
 from orchestrator.verdict.checks.nic import same_boot
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    joined,
+    limitation,
+    pci_device,
+    unknown,
+)
 
 # Corrected AER events in one boot below this are the background noise of many platforms.
 AER_CORRECTED_MIN = 10
@@ -56,12 +68,13 @@ def split_new(events: list[KmsgEvent], seen: set[str]) -> tuple[list[KmsgEvent],
     return new, old
 
 
-def _gpu_label(view: HostView, bus: str | None) -> str:
+def _gpu_label(view: HostView, bus: str | None) -> Located:
+    """The GPU a kernel event names by bus id, as a finding's subject (text and device)."""
     gpus = view.facts.get("gpus")
     for g in (gpus.get("list") if gpus else None) or []:
         if bus and g.get("bus_id") == bus:
-            return f"GPU{g.get('index')} ({bus})"
-    return bus or "bus id unknown"
+            return Located(f"GPU{g.get('index')} ({bus})", (gpu_device(g),))
+    return Located(bus or "bus id unknown", (pci_device(DeviceKind.GPU, bus),) if bus else ())
 
 
 def _when(new: list[KmsgEvent], old: list[KmsgEvent]) -> str:
@@ -157,7 +170,7 @@ def gpu_xid(view: HostView) -> Iterator[Finding]:
 def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
     for (bus, code), events, new, old in _event_groups(view, "sxid", "bus_id", "code", order=_by_bus_and_code):
         fatal = any(e.get("severity") == "fatal" for e in events)
-        yield fault("nvswitch.sxid", view.name, f"NVSwitch {bus}",
+        yield fault("nvswitch.sxid", view.name, Located(f"NVSwitch {bus}", _at(DeviceKind.NVSWITCH, bus)),
                     f"SXid {code}, {'fatal' if fatal else 'non-fatal'} ({_when(new, old)}): "
                     f"{str(events[-1].get('text', ''))[:120]}",
                     severity=Severity.FAIL if fatal else Severity.WARN,
@@ -183,12 +196,12 @@ def pcie_aer(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"actual": {"events": len(events), "uncorrected": len(uncorrected), "new": len(new)},
                               "evidence": [f"kmsg.events[aer]: {str(events[-1].get('text', ''))[:160]}"]}
         if uncorrected:
-            yield fault("pcie.aer", view.name, bus or "PCIe device",
+            yield fault("pcie.aer", view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
                         f"{len(uncorrected)} uncorrected PCIe error(s) ({', '.join(types)}; {_when(new, old)})",
                         hint="uncorrected errors lose transactions: check the device, its slot and the link "
                              "partner; the GPU or NIC below this port may need a reset or a reseat", **kw)
         elif len(events) >= AER_CORRECTED_MIN and (new or not old):
-            yield fault("pcie.aer", view.name, bus or "PCIe device",
+            yield fault("pcie.aer", view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
                         f"{len(events)} corrected PCIe errors ({', '.join(types)}; {_when(new, old)})",
                         severity=Severity.WARN, expected=f"fewer than {AER_CORRECTED_MIN} per boot",
                         hint="a link that keeps correcting errors is marginal: check the riser, cable or slot "
@@ -212,7 +225,9 @@ def nic_kernel_events(view: HostView) -> Iterator[Finding]:
     for (dev, subtype), events, new, old in _event_groups(view, "mlx5", "bus_id", "subtype"):
         device = dev or events[-1].get("device") or "mlx5 device"
         what, hint = _MLX5_TEXT.get(str(subtype), (str(subtype), "read the driver's message"))
-        yield fault("nic.kernel_event", view.name, str(device), f"{what} ({_when(new, old)})",
+        name = events[-1].get("device")
+        nic = pci_device(DeviceKind.NIC, dev, nic=name if isinstance(name, str) and name else None)
+        yield fault("nic.kernel_event", view.name, Located(str(device), (nic,)), f"{what} ({_when(new, old)})",
                     severity=Severity.FAIL if subtype == "health_compromised" else Severity.WARN,
                     actual={"count": len(events), "new": len(new)},
                     evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
@@ -266,6 +281,17 @@ def aer_corrected_threshold(link: AerLink | Mapping[str, Any]) -> int:
     return max(1, round(AER_COUNTER_CORRECTED_MIN * width * PCIE_GEN_GT_S[gen] / _AER_REFERENCE_LANE_GTS))
 
 
+def _at(kind: DeviceKind, bus: str | None) -> tuple[Device, ...]:
+    """The device a kernel event names by bus id; none when the event names none."""
+    return (pci_device(kind, bus),) if bus else ()
+
+
+def _link_at(link: AerLink) -> Located:
+    """The link as a finding's subject: its text and its two ends (device and partner)."""
+    dev = pci_device(DeviceKind.PCIE, link.get("device"), peer_bus_id=link.get("partner") or None)
+    return Located(_link_label(link), (dev,))
+
+
 def _link_label(link: AerLink) -> str:
     gen, width = link.get("gen_current"), link.get("width_current")
     trained = f"Gen{gen} x{width}" if gen and width else "link state unknown"
@@ -286,11 +312,12 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
         prev_links = {lk.get("device"): lk for lk in (prev_pcie.get("aer_links") if prev_pcie else None) or []
                       if isinstance(lk, dict)}
     for lk in links:
-        serves = ", ".join(_gpu_label(view, b) for b in lk.get("serves") or [])
+        served = joined(_gpu_label(view, b) for b in lk.get("serves") or [])
+        serves = served.text
         kw: dict[str, Any] = {"evidence": ["pcie.aer_links (aer_dev_* of both link ends)"]}
         fatal = lk.get("fatal")
         if isinstance(fatal, int) and fatal > 0:
-            yield fault("pcie.aer.counters", view.name, _link_label(lk),
+            yield fault("pcie.aer.counters", view.name, _link_at(lk),
                         f"{fatal} fatal PCIe error(s) counted on the link since boot (serves {serves})",
                         expected=0, actual={"fatal": fatal, "ends": lk.get("ends")},
                         hint="a fatal error resets the link and loses the device's transactions: reseat the card or "
@@ -306,7 +333,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
                 grown[k] = now - then
         threshold = aer_corrected_threshold(lk)
         if grown.get("nonfatal") or grown.get("correctable", 0) >= threshold:
-            yield fault("pcie.aer.counters", view.name, _link_label(lk),
+            yield fault("pcie.aer.counters", view.name, _link_at(lk),
                         "PCIe AER counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())) + f" (serves {serves})",
                         severity=Severity.WARN, expected="no non-fatal errors, " + (f"fewer than {threshold} correctable" if threshold > 1 else

@@ -20,7 +20,17 @@ from orchestrator.verdict.checks.base import (
     nvlink_ran,
     pcie_ran,
 )
-from orchestrator.verdict.findings import Finding, Kind, Severity, fault, limitation, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Kind,
+    Severity,
+    fault,
+    limitation,
+    located,
+    unknown,
+)
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
@@ -136,7 +146,8 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                 others = [n for n in head if n != name][:_NAMED]
                 more = len(names) - 1 - len(others)
                 text = ", ".join(others) + (f" and {more} more" if more else "")
-                yield fault(fid, name, label, f"{label} {value!r} is also reported by {text}",
+                peers = located(label, (Device(DeviceKind.PEER_HOST, host=n) for n in others))
+                yield fault(fid, name, peers, f"{label} {value!r} is also reported by {text}",
                             actual=value, expected="unique across the fleet",
                             evidence=[f"host.{key}", f"{len(names)} hosts report it"],
                             severity=Severity.WARN if key == "hostname" else Severity.FAIL,

@@ -17,7 +17,16 @@ from typing import Any
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    pci_device,
+    unknown,
+)
 
 # Port counters (ports/N/counters) that count link or physical errors.
 ERROR_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
@@ -40,8 +49,17 @@ def _ports(nic: NicFacts) -> Iterator[tuple[NicDevice, NicPort]]:
             yield d, p
 
 
-def _subject(d: NicDevice, p: NicPort) -> str:
-    return f"{d.get('name')} port {p.get('port')} ({d.get('bus_id') or 'PCI function unknown'})"
+def _subject(d: NicDevice, p: NicPort) -> Located:
+    """The port as a finding's subject: the text a person reads and the device it is."""
+    port = p.get("port")
+    dev = pci_device(DeviceKind.NIC_PORT, d.get("bus_id"), nic=d.get("name") or None,
+                     port=port if isinstance(port, int) and not isinstance(port, bool) else None)
+    return Located(f"{d.get('name')} port {port} ({d.get('bus_id') or 'PCI function unknown'})", (dev,))
+
+
+def _hca(d: Any) -> Device:
+    """The adapter as a whole (its name and PCI function)."""
+    return pci_device(DeviceKind.NIC, d.get("bus_id"), nic=d.get("name") or None)
 
 
 def _up(p: NicPort) -> bool:
@@ -69,7 +87,8 @@ def device_unreadable(view: HostView) -> Iterator[Finding]:
     for d in (nic.get("devices") if nic else None) or []:
         error = d.get("error")
         if error and not d.get("ports"):
-            yield fault("nic.device.unreadable", view.name, f"{d.get('name')} ({d.get('bus_id') or 'PCI function unknown'})",
+            yield fault("nic.device.unreadable", view.name,
+                        Located(f"{d.get('name')} ({d.get('bus_id') or 'PCI function unknown'})", (_hca(d),)),
                         f"{error}; its ports are not known (ibstat before rdma-core's 2024 fix stops at such an "
                         "HCA, so HCAs after it may be missing too)",
                         severity=Severity.WARN, expected="readable", actual=error, evidence=["nic.devices.error"],
@@ -215,7 +234,7 @@ def firmware_outlier(views: list[HostView]) -> Iterator[Finding]:
             continue
         for v, d in entries:
             if d["fw_ver"] != norm:
-                yield fault("nic.firmware.outlier", v.name, f"{d.get('name')} ({d.get('bus_id')})",
+                yield fault("nic.firmware.outlier", v.name, Located(f"{d.get('name')} ({d.get('bus_id')})", (_hca(d),)),
                             f"HCA firmware {d['fw_ver']} where most {board} HCAs in the fleet run {norm}",
                             severity=Severity.WARN, expected=norm, actual=d["fw_ver"],
                             evidence=["nic.devices.fw_ver", f"{len(entries)} {board} HCAs"],

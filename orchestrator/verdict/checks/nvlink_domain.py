@@ -17,7 +17,7 @@ from orchestrator.facts.model import Facts, GpuRecord
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault
+from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
 
 _ZERO = "0" * 32
 
@@ -45,6 +45,11 @@ def _domain(view: HostView) -> tuple[str, Any] | None:
     return Counter(pairs).most_common(1)[0][0] if pairs else None
 
 
+def _subject(g: Any) -> Located:
+    """The GPU as a finding's subject: the text a person reads and the device it is."""
+    return Located(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})", (gpu_device(g),))
+
+
 def host_domain(view: HostView) -> Iterator[Finding]:
     dom = _domain(view)
     if dom is None:
@@ -53,7 +58,7 @@ def host_domain(view: HostView) -> Iterator[Finding]:
     for g, f in odd:
         what = ("a zero cluster UUID" if f["cluster_uuid"] == _ZERO else
                 f"clique {shown(f.get('clique_id'))}" if f["cluster_uuid"] == dom[0] else f"cluster {f['cluster_uuid'][:8]}…")
-        yield fault("nvlink.domain.inconsistent", view.name, f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
+        yield fault("nvlink.domain.inconsistent", view.name, _subject(g),
                     f"GPU reports {what} where the host's other GPUs are in cluster {dom[0][:8]}… clique {shown(dom[1])}",
                     severity=Severity.WARN, expected={"cluster_uuid": dom[0], "clique_id": dom[1]},
                     actual={"cluster_uuid": f["cluster_uuid"], "clique_id": f.get("clique_id")},
@@ -121,8 +126,7 @@ def fabric_degraded(view: HostView) -> Iterator[Finding]:
         what = [_HEALTH_FAULTS[k][1] for k in bad if k in _HEALTH_FAULTS]
         if "incorrect_configuration" in bad:
             what.append("the fabric configuration is wrong (" + bad["incorrect_configuration"].replace("_", " ") + ")")
-        yield fault("nvlink.fabric.degraded", view.name,
-                    f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
+        yield fault("nvlink.fabric.degraded", view.name, _subject(g),
                     "; ".join(what) + f" (fabric health mask 0x{int(fab.get('health_mask') or 0):x}, "
                     f"summary {shown(fab.get('health_summary'))})", severity=sev,
                     expected="no health flag set", actual=bad, evidence=["gpus.list.fabric.health_mask"],

@@ -21,7 +21,20 @@ from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+from orchestrator.verdict.findings import (
+    Device,
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    gpu_pair,
+    limitation,
+    located,
+    pci_device,
+    unknown,
+)
 
 # Measured/ceiling ratios below which a pair is "low" when no published floor applies.  NVLink
 # copies reach ~0.75-0.8 of the per-direction link figure on healthy machines (H100: 376 of
@@ -196,6 +209,21 @@ def _name(i: int, bus: str | None) -> str:
     return f"GPU{i} ({bus or 'bus id unknown'})"
 
 
+def _gpu_at(i: int, bus: str | None) -> Located:
+    """A measured GPU as a finding's subject: its text and the device it is."""
+    return Located(_name(i, bus), (gpu_device({"index": i if i >= 0 else None, "bus_id": bus}),))
+
+
+def _pair_at(p: dict[str, Any]) -> Located:
+    """A measured pair (source first) as a finding's subject: its text and the two GPUs."""
+    return Located(_pair_name(p), (_pair(p),))
+
+
+def _pair(p: dict[str, Any]) -> Device:
+    return gpu_pair({"index": p.get("src"), "bus_id": p.get("src_bus_id")},
+                    {"index": p.get("dst"), "bus_id": p.get("dst_bus_id")})
+
+
 def _pair_name(p: dict[str, Any]) -> str:
     if not (p["src_bus_id"] or p["dst_bus_id"]):
         return f"GPU{p['src']}->GPU{p['dst']} (bus ids unknown)"
@@ -296,7 +324,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
         ratio = round(bw / j.ceiling, 3) if j.ceiling else None
         if j.floor is not None and bw < j.floor:
             low.add((p["src"], p["dst"]))
-            yield fault(BANDWIDTH_LOW, host, _pair_name(p),
+            yield fault(BANDWIDTH_LOW, host, _pair_at(p),
                         f"P2P copy {bw:.1f} GB/s is below the {j.floor:.1f} GB/s floor ({j.floor_source})",
                         expected=j.floor, actual=bw,
                         evidence=[f"link {j.link.level or j.link.kind} via {j.link.source}",
@@ -305,7 +333,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
                              "and rerun; a pair far below its siblings points at one link or switch port")
         staged = _staged_estimate(gpus, p["src"], p["dst"])
         if staged is not None and bw < staged:
-            yield fault("p2p.slower_than_host", host, _pair_name(p),
+            yield fault("p2p.slower_than_host", host, _pair_at(p),
                         f"P2P copy {bw:.1f} GB/s is slower than staging through host memory (~{staged:.1f} GB/s)",
                         expected=staged, actual=bw,
                         evidence=[f"d2h GPU{p['src']} {gpus[p['src']].get('d2h_gbps')} GB/s",
@@ -349,7 +377,7 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
         peers = any(j.pair.get("peer_error") == "CUDA_ERROR_TOO_MANY_PEERS" for j in product)
         why = ("the GPUs ran out of peer mappings (CUDA_ERROR_TOO_MANY_PEERS)" if peers
                else f"P2P is not supported by this product ({', '.join(names)})")
-        yield limitation("p2p.not_possible", host, f"{len(product)} GPU pairs",
+        yield limitation("p2p.not_possible", host, located(f"{len(product)} GPU pairs", (_pair(j.pair) for j in product)),
                          f"{why}: copies go through host memory",
                          actual="CUDA_ERROR_TOO_MANY_PEERS" if peers else "cuDeviceCanAccessPeer=0",
                          evidence=[_pair_name(j.pair) for j in product[:8]],
@@ -359,7 +387,8 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
         what = "links say P2P should work but CUDA peer access is unavailable"
         ev = [f"{_pair_name(j.pair)}: link {j.link.level or j.link.kind} via {j.link.source}, "
               f"can_access_peer={j.pair.get('can_access_peer')}, error={j.pair.get('peer_error')}" for j in dead[:8]]
-        subject = _pair_name(dead[0].pair) if len(dead) == 1 else f"{len(dead)} GPU pairs"
+        subject = (_pair_at(dead[0].pair) if len(dead) == 1 else
+                   located(f"{len(dead)} GPU pairs", (_pair(j.pair) for j in dead)))
         if blocker:
             yield limitation("p2p.not_possible", host, subject, f"{what}; {blocker}", evidence=ev,
                              hint="expected on this platform; use bare metal or full GPUs for P2P")
@@ -379,7 +408,8 @@ def _asymmetric(host: str, judged: list[_PairJudgement]) -> Iterable[Finding]:
             continue
         if min(x, y) / max(x, y) < ASYMMETRY_RATIO:
             j = enabled[(a, b)]
-            yield fault("p2p.asymmetric", host, f"GPU{a}<->GPU{b} ({j.pair['src_bus_id']} <-> {j.pair['dst_bus_id']})",
+            yield fault("p2p.asymmetric", host,
+                        Located(f"GPU{a}<->GPU{b} ({j.pair['src_bus_id']} <-> {j.pair['dst_bus_id']})", (_pair(j.pair),)),
                         f"P2P is asymmetric: {a}->{b} {x:.1f} GB/s, {b}->{a} {y:.1f} GB/s",
                         severity=Severity.WARN, expected=f">= {ASYMMETRY_RATIO:.0%} of the faster direction",
                         actual=round(min(x, y) / max(x, y), 3),
@@ -410,7 +440,7 @@ def _outliers(host: str, judged: list[_PairJudgement], low: set[tuple[int, int]]
             if (p["src"], p["dst"]) in low:
                 continue  # already reported as low; one finding per cause
             if p["ce_gbps"] < med * OUTLIER_RATIO:
-                yield fault("p2p.outlier", host, _pair_name(p),
+                yield fault("p2p.outlier", host, _pair_at(p),
                             f"P2P copy {p['ce_gbps']:.1f} GB/s is far below this host's other {key} pairs "
                             f"(median {med:.1f} GB/s)", severity=Severity.WARN,
                             expected=round(med * OUTLIER_RATIO, 1), actual=p["ce_gbps"],
@@ -435,7 +465,8 @@ def _host_links(view: HostView, gpus: list[P2pGpu], host_pcie: _HostPcie) -> Ite
             if bw is not None and bw < floor:
                 # the direction is part of the subject: the two directions are two findings
                 # (drift, overrides and the report key findings by id, host and subject)
-                yield fault("p2p.host_bandwidth.low", view.name, f"{_name(g['index'], g['bus_id'])} {label}",
+                gpu = _gpu_at(g["index"], g["bus_id"])
+                yield fault("p2p.host_bandwidth.low", view.name, Located(f"{gpu.text} {label}", gpu.devices),
                             f"{label} pinned copy {bw:.1f} GB/s is below {floor:.1f} GB/s ({source})",
                             expected=floor, actual=bw, evidence=[f"p2p.gpus[{g['index']}].{key}"],
                             hint="check the GPU's PCIe link (gen/width downtrained, `lspci -vv` LnkSta), "
@@ -463,7 +494,8 @@ def _contention(view: HostView, p2p: P2pFacts) -> Iterable[Finding]:
         total, ref = a2h.get(f"{d}_total_gbps"), a2h.get(f"{d}_parallel_gbps")
         if total is None or not ref or total >= ref * CONTENTION_RATIO:
             continue
-        subject = f"{len(a2h['gpus'])} GPUs to host ({d})"
+        subject = located(f"{len(a2h['gpus'])} GPUs to host ({d})",
+                          (pci_device(DeviceKind.GPU, b) for b in a2h["gpus"]))
         message = (f"all GPUs at once reach {total:.1f} GB/s, {total / ref:.0%} of the {ref:.1f} GB/s "
                    f"they would without a shared bottleneck")
         evidence = [f"gpus {', '.join(a2h['gpus'])}"] + [f"shared uplink: {', '.join(g)}" for g in shared]
@@ -484,12 +516,13 @@ def _mismatch(host: str, p2p: P2pFacts) -> Iterable[Finding]:
     seen = set()
     for m in p2p.get("mismatches") or []:
         if m.get("src") is None:
-            subject = "all GPUs to/from host"
+            subject = located("all GPUs to/from host",
+                              (pci_device(DeviceKind.GPU, b) for b in p2p.get("order") or []))
         elif m["src"] == m["dst"]:
-            subject = _name(m["src"], m["src_bus_id"])
+            subject = _gpu_at(m["src"], m["src_bus_id"])
         else:
-            subject = f"GPU{m['src']}->GPU{m['dst']} ({m['src_bus_id']} -> {m['dst_bus_id']})"
-        key = (subject, m.get("copy"))
+            subject = Located(f"GPU{m['src']}->GPU{m['dst']} ({m['src_bus_id']} -> {m['dst_bus_id']})", (_pair(m),))
+        key = (subject.text, m.get("copy"))
         if key in seen:
             continue
         seen.add(key)
@@ -508,14 +541,14 @@ def _run_state(host: str, p2p: P2pFacts, gpus: list[P2pGpu]) -> Iterable[Finding
             msg = f"measured although {nproc} other process(es) ran on it: its figures may be low"
         else:
             msg = f"skipped: {nproc} other process(es) run on it"
-        yield unknown("p2p.gpu.busy", host, _name(idx, bus), msg, actual=nproc,
+        yield unknown("p2p.gpu.busy", host, _gpu_at(idx, bus), msg, actual=nproc,
                       hint="rerun when the GPU is idle, or with force to measure anyway")
     if not guard.get("ran") and guard.get("reason"):
         yield unknown("p2p.guard.unavailable", host, "busy-GPU guard", str(guard["reason"]),
                       hint="install or expose libnvidia-ml.so.1 so busy GPUs are left alone")
     for g in gpus:
         if g.get("status") == "error":
-            yield unknown("p2p.gpu.error", host, _name(g["index"], g["bus_id"]),
+            yield unknown("p2p.gpu.error", host, _gpu_at(g["index"], g["bus_id"]),
                           f"could not be measured: {shown(g.get('error'), 'no reason given')}", severity=Severity.WARN,
                           actual=g.get("error"),
                           hint="out of memory: another job holds the GPU memory; other errors: see the raw run")

@@ -14,7 +14,18 @@ from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks.base import HostCheck, HostView, Needs, c2c_host
-from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    limitation,
+    located,
+    pci_device,
+    unknown,
+)
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
@@ -58,6 +69,14 @@ def _nvml_index(view: HostView) -> dict[str, int] | None:
             return None
         out[bus.lower()] = idx
     return out or None
+
+
+def _at(pcie: PcieFacts, bdf: str, text: str) -> Located:
+    """A PCI function as a finding's subject: `text` and the device, a GPU or NIC where the tree
+    lists it as one."""
+    kind = (DeviceKind.GPU if bdf in (pcie.get("gpus") or []) else
+            DeviceKind.NIC if bdf in (pcie.get("nics") or []) else DeviceKind.PCIE)
+    return Located(text, (pci_device(kind, bdf),))
 
 
 def _names(pcie: PcieFacts, view: HostView | None = None) -> dict[str, str]:
@@ -154,7 +173,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         reported.add(b)
         actual = f"{_gw(e['gen_current'], e['width_current'])} ({shown(e.get('speed_current'))})"
         expected = f"{_gw(exp_gen or e['gen_max'], exp_width or e['width_max'])}"
-        subject = names.get(b, f"{e.get('kind') or 'PCI device'} {b}")
+        subject = _at(pcie, b, names.get(b, f"{e.get('kind') or 'PCI device'} {b}"))
         # a text import may know only the device's own LnkCap, not its port's: claim only that
         ends = "the device supports" if e.get("max_of") == "device" else "both ends support"
         evidence = [e["evidence"]] if e.get("evidence") else [
@@ -189,7 +208,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
         if d.get("kind") != "gpu" or d["bdf"] in reported or not link:
             continue
         if _short_of_expectation(link, exp_gen, exp_width):
-            subject = names.get(d["bdf"], d["bdf"])
+            subject = _at(pcie, d["bdf"], names.get(d["bdf"], d["bdf"]))
             actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
             expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
             yield fault("pcie.link.downgraded", view.name, subject,
@@ -238,7 +257,7 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
         caps = [g for g in (dev_max, slot) if isinstance(g, int)]
         if not caps or cur < min(caps):
             continue  # both ends unknown, or trained below both ends: idle or already in `downgraded`
-        subject = names.get(b, f"gpu {b}")
+        subject = _at(pcie, b, names.get(b, f"gpu {b}"))
         actual = f"{_gw(cur, link.get('width_current'))} ({shown(link.get('speed_current'))})"
         expected = _gw(model.pcie_gen, link.get("width_max"))
         evidence = [f"sysfs {b}: current_link_speed, max_link_speed", f"sysfs {d.get('parent')}: max_link_speed",
@@ -288,7 +307,7 @@ def check_nic_shared_switch(view: HostView) -> Iterator[Finding]:
         why = (f"expected one NIC per {limit} GPU(s), found {len(u['gpus'])} GPU(s) and {len(u['nics'])} NIC(s)"
                if over else "other GPUs have no NIC on their uplink, so this placement is not a GPU/NIC pairing design")
         for n in u["nics"]:
-            subject = names.get(n, n)
+            subject = _at(pcie, n, names.get(n, n))
             yield fault("pcie.nic.shared_switch", view.name, subject,
                         f"{subject} shares the uplink of {u['type'].replace('_', ' ')} {u['id']} with {gpus}; {why}",
                         severity=Severity.WARN,
@@ -309,7 +328,7 @@ def check_acs(view: HostView) -> Iterator[Finding]:
         if e.get("port_role") != "downstream_port" or not e.get("peers"):
             continue  # root ports: P2P across them crosses the root complex anyway
         gpus = ", ".join(names.get(g, g) for g in e["gpus"])
-        subject = e["port"]
+        subject = _at(pcie, e["port"], e["port"])
         msg = (f"ACS {'/'.join(e['enabled'])} enabled on switch port {e['port']} above {gpus}: peer-to-peer "
                "traffic is redirected through the root complex")
         kw: dict[str, Any] = {"expected": "ACS redirect off on switch ports between GPUs/NICs",
@@ -337,7 +356,8 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
     if counts.get("driver_loaded") is None:
         return  # a text that does not print drivers (plain lspci): unbound or not is unknown, no fault
     if not counts.get("driver_loaded"):
-        yield fault("gpu.count.pci_vs_driver", view.name, "host",
+        yield fault("gpu.count.pci_vs_driver", view.name,
+                    located("host", (_at(pcie, b, b).devices[0] for b in gpus if b not in passthrough)),
                     f"{len(gpus) - len(passthrough)} NVIDIA GPU(s) on the PCI bus but the NVIDIA driver is not loaded",
                     expected=len(gpus) - len(passthrough), actual=0,
                     evidence=["/proc/driver/nvidia absent"] + [b for b in gpus if b not in passthrough],
@@ -348,7 +368,7 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
     container = _in_container(view)
     for b in sorted(miss_proc | miss_dev):
         where = " and ".join(w for w, s in (("/proc/driver/nvidia/gpus", miss_proc), ("/dev/nvidia*", miss_dev)) if b in s)
-        subject = names.get(b, b)
+        subject = _at(pcie, b, names.get(b, b))
         kw: dict[str, Any] = {"expected": f"{b} in /proc/driver/nvidia/gpus and /dev", "actual": f"missing from {where}",
                               "evidence": [f"/sys/bus/pci/devices/{b}", where]}
         if container and b not in miss_proc:
@@ -372,7 +392,7 @@ def check_needs_root(view: HostView) -> Iterator[Finding]:
                   hint="run the pcie probe with become (sudo -n) to judge ACS and confirm switch ports")
 
 
-def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[Any]], str] | None:
+def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, Located]], list[list[Any]], str] | None:
     """(key, label) per device in matrix order, the GPU x NIC level matrix, and where it came from.
 
     The PCIe probe's `levels` first; without them (a `nvidia-smi topo -m` text import, or a host
@@ -384,7 +404,7 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[A
     if pcie is not None and order and levels.get("matrix"):
         gpus = set(pcie.get("gpus") or [])
         names = _Names(pcie, view)
-        keyed = [(("gpu:" if b in gpus else "nic:") + b, names.get(b, b)) for b in order]
+        keyed = [(("gpu:" if b in gpus else "nic:") + b, _at(pcie, b, names.get(b, b))) for b in order]
         return keyed, levels["matrix"], "pcie.levels (GPU x NIC)"
     if view.outcomes and not (view.ran("nvml") or view.ran("pcie")):
         return None
@@ -401,7 +421,8 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, str]], list[list[A
         label = f"{name} ({bus or 'bus id unknown'})" if kind == "gpu" else str(name)
         if kind == "nic" and d.get("label"):
             label = f"NIC {d['label']}" + (f" ({bus})" if bus else "")
-        keyed.append((f"{kind}:{bus or name}#{i}", label))
+        dev = pci_device({"gpu": DeviceKind.GPU, "nic": DeviceKind.NIC}.get(kind, DeviceKind.PCIE), bus)
+        keyed.append((f"{kind}:{bus or name}#{i}", Located(label, (dev,) if bus else ())))
     # Without the PCIe probe a live run's merged matrix has no GPU x NIC cells (they come from that
     # probe only): no known cell means "not known", never "no NIC".
     gpu_idx = [i for i, (k, _) in enumerate(keyed) if k.startswith("gpu:")]
@@ -472,7 +493,7 @@ def check_gpu_link_without_pcie(view: HostView) -> Iterator[Finding]:
         cur_g, cur_w, max_g, max_w = (link.get(k) for k in ("gen_current", "width_current", "gen_max", "width_max"))
         if not isinstance(cur_g, int) or not isinstance(cur_w, int):
             continue
-        subject = f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})"
+        subject = Located(f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})", (gpu_device(g),))
         actual = f"{_gw(cur_g, cur_w)} ({link.get('speed_current')})"
         evidence = [f"nvml.gpus[{g.get('index')}].pcie: current vs max link generation/width"]
         if (exp_gen and cur_g < exp_gen) or (exp_width and cur_w < exp_width):

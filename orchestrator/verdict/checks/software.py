@@ -16,7 +16,17 @@ from orchestrator.facts import security
 from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
-from orchestrator.verdict.findings import Finding, Severity, fault, unknown
+from orchestrator.verdict.findings import (
+    DeviceKind,
+    Finding,
+    Located,
+    Severity,
+    fault,
+    gpu_device,
+    joined,
+    pci_device,
+    unknown,
+)
 
 MIN_PEERS = 3
 
@@ -41,7 +51,9 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
         norm, _ = counts.most_common(1)[0]
         odd = [g for g in gpus if g["vbios"] != norm]
         names = ", ".join(f"GPU{shown(g.get('index'))} {g['vbios']}" for g in odd)
-        yield fault("gpu.vbios.mixed", view.name, ", ".join(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})" for g in odd),
+        yield fault("gpu.vbios.mixed", view.name,
+                    joined(Located(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
+                                   (gpu_device(g),)) for g in odd),
                     f"{len(counts)} VBIOS versions on the {len(gpus)} {model or 'GPUs of unknown model'}"
                     f"{' GPUs' if model else ''}: {names} where the others run {norm}",
                     severity=Severity.WARN, expected=norm, actual=dict(counts), evidence=["gpus.list.vbios"],
@@ -239,18 +251,19 @@ def security_firmware(view: HostView) -> Iterator[Finding]:
         return
     nic = view.facts.get("nic")
     floor = _floor(view)
-    by_version: dict[str, list[str]] = defaultdict(list)  # one finding per firmware version, naming its adapters
+    by_version: dict[str, list[Located]] = defaultdict(list)  # one finding per firmware version, naming its adapters
     for dev in (nic.get("devices") if nic else None) or []:
         fw = dev.get("fw_ver")
         if isinstance(fw, str):
-            by_version[fw].append(f"{dev.get('name')} ({shown(dev.get('bus_id'), 'bus id unknown')})")
+            hca = pci_device(DeviceKind.NIC, dev.get("bus_id"), nic=dev.get("name") or None)
+            by_version[fw].append(Located(f"{dev.get('name')} ({shown(dev.get('bus_id'), 'bus id unknown')})", (hca,)))
     for fw, devices in sorted(by_version.items()):
         v = floor.judge_firmware(fw)
         if v is None or not v.missing:
             continue
         newest, need = v.missing[0]
         cves = sorted({c for b, _ in v.missing for c in b.cves})
-        yield fault(SECURITY_FIRMWARE, view.name, ", ".join(devices),
+        yield fault(SECURITY_FIRMWARE, view.name, joined(devices),
                     f"{v.family} firmware {fw} on {len(devices)} adapter(s) lacks the fixes of NVIDIA bulletin "
                     f"{_bulletins([b for b, _ in v.missing])} ({', '.join(cves[:3])}): it needs {need}",
                     expected=need, actual=fw,
