@@ -190,6 +190,8 @@ HOST_WIDE: frozenset[str] = frozenset({
     # the host, its platform, its identity and its software
     "host.board.mismatch", "host.virtualized", "host.driver.missing", "host.driver.version",
     "host.kernel_log.unreadable", "host.segfault.gpu_library", "identity.serial.needs_root",
+    # a document or answer that speaks beyond its host: about the sender, never a device of it
+    "identity.name.claimed", "fabric.answer.refused",
     "probe.raw_mode", "probe.data.malformed", "topology.class.outlier", "host.repeat_offender",
     "software.version.outlier", "software.security.driver", "software.security.branch",
     # counts and settings of the host as a whole (a count names no one missing device)
