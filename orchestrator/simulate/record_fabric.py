@@ -9,6 +9,9 @@ line rates from its own ports, the fake libnccl).  The real driver (orchestrator
 the shipped playbooks/fabric.yml over them through the local transport, and every coordinated step's
 whole answer is kept as <host>/fabric/<step>.stdout.gz, which the replay transport hands back when
 the demo runs `probe run -p fabric`: the same plan, the same steps, the real parsing and localisation.
+The replay hands an answer back as a clean exit, so an answer that is not whole (killed at its
+deadline or by the OOM killer, past the output cap, a non-zero exit, no envelope after the said
+lines: `cut_answer`) stops the recording, which is then left as it was, naming host, step and why.
 
 The scenario (DEMO_SCENARIO): rail mlx5_6 slow everywhere, dgx-h100-03 slow on every rail, and the
 pair dgx-h100-01 / dgx-h100-20 slow only together on mlx5_2; besides, the demo's own faults show
