@@ -502,10 +502,11 @@ class _Run(_CudaSession):
         return [self.streams[g] for g in self.gpus]
 
     # -- patterns -------------------------------------------------------------------------
-    def pattern(self, rank):
-        """A 4 MiB float32 chunk: element i of rank r is (r + 1) + (i mod 1024); sums stay exact."""
+    def pattern(self, rank, nbytes=_CHUNK):
+        """A float32 chunk of whole periods, at most 4 MiB (nbytes rounded up to a period): element i
+        of rank r is (r + 1) + (i mod 1024); sums stay exact."""
         block = struct.pack("<%df" % _PERIOD, *[float(rank + 1 + i) for i in range(_PERIOD)])
-        return block * (_CHUNK // len(block))
+        return block * max(1, -(-min(_CHUNK, nbytes) // len(block)))
 
     def expected(self, n):
         base = n * (n + 1) // 2
@@ -542,14 +543,13 @@ class _Run(_CudaSession):
         seg = nbytes // n
         wrong = 0
         for g in self.gpus:
-            if op == "all_reduce":
-                parts = [(0, nbytes, total)]
-            elif op == "all_gather":
-                parts = [(q * seg, seg, self.pattern(q)) for q in range(n)]
+            if op == "all_gather":
+                # one rank's pattern at a time, no longer than its segment: a list of every rank's
+                # 4 MiB chunk held nranks x 4 MiB per process (1.7 GB at 208 ranks; OOM-killed)
+                for q in range(n):
+                    wrong += self._compare(g, q * seg, seg, self.pattern(q, seg), deadline)
             else:
-                parts = [(0, seg, total)]
-            for base, length, exp in parts:
-                wrong += self._compare(g, base, length, exp, deadline)
+                wrong += self._compare(g, 0, nbytes if op == "all_reduce" else seg, total, deadline)
         return wrong
 
     def _compare(self, g, base, length, exp, deadline):

@@ -41,10 +41,9 @@ def test_rejudge_of_every_shipped_playbook_is_the_run_itself(tmp_path: Path, boo
     code, fleet, again_code, again = run_then_rejudge(tmp_path, "-p", book)
     assert findings(again) == findings(fleet) and fleet["findings"]
     assert again["silenced"] == fleet["silenced"]
-    # the demo has fail findings on purpose (1); its recorded fabric qualification also has 8 hosts
-    # whose all-GPU NCCL ring was cut off (invalid output: 4, docs/reliability.md "Trust boundary");
-    # rejudge says the same
-    assert (again_code, code) == ((5, 5) if book == "fabric" else (1, 1))
+    # the demo has fail findings on purpose (1), its recorded fabric qualification included (every
+    # step of every host whole: no invalid output, no 4); rejudge says the same
+    assert (again_code, code) == (1, 1)
 
 
 def test_rejudge_keeps_the_runs_expect(tmp_path: Path) -> None:

@@ -256,3 +256,45 @@ def test_all_gather_and_reduce_scatter_are_timed_and_verified_too(libdir: Path) 
     assert_nothing_held(cuda, nccl)
     bad, _, _, _ = run_probe(libdir, "dgx-h100--nccl-wrong", ops=["all_gather", "reduce_scatter"])
     assert all(r["wrong"] == 1 for r in bad["data"]["results"])  # rank 3's one wrong element, per op
+
+
+# Each process runs `python3 -` under a parent that reports its child's peak RSS (KiB) on stderr:
+# the probe leaves with os._exit, so it cannot measure itself.
+_PEAK = ("import resource, subprocess, sys; p = subprocess.run([sys.executable, '-'], stdin=sys.stdin); "
+         "sys.stderr.write('PEAK_KIB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+         "sys.exit(p.returncode)")
+
+
+def _ring_member(cuda: str, nccl: str, nranks: int, index: int, uid: str | None) -> subprocess.Popen[bytes]:
+    args = dict(SMALL, lib=cuda, nvml_lib=cuda, nccl_lib=nccl, min_bytes=1 << 20, max_bytes=1 << 20, iters=1,
+                ops=["all_gather"], comm={"nranks": nranks, "first_rank": 8 * index, "id": uid, "group": "g"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+    p = subprocess.Popen([sys.executable, "-c", _PEAK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    assert p.stdin is not None
+    p.stdin.write(build_script("nccl", args, 60.0, announce=True))
+    p.stdin.close()
+    return p
+
+
+@pytest.mark.parametrize("processes", [3, 4])
+def test_all_gather_verification_memory_does_not_grow_with_the_ranks(libdir: Path, processes: int) -> None:
+    # a ring across hosts (8 GPUs each, on this host's loopback): all_gather's read-back once held
+    # every rank's 4 MiB expected chunk at once (nranks x 4 MiB per process: 1.7 GB at the demo's
+    # 208 ranks, OOM-killed mid-step); now one rank's pattern at a time, no longer than its segment
+    cuda, nccl = str(build_fake_cuda("dgx-h100--nccl", libdir)), str(build_fake_nccl("dgx-h100--nccl", libdir))
+    nranks = 8 * processes
+    lead = _ring_member(cuda, nccl, nranks, 0, None)
+    assert lead.stdout is not None
+    said = lead.stdout.readline() + lead.stdout.readline()  # the start mark, then the ncclUniqueId
+    uid = json.loads(said.split(b"FPSAY ", 1)[1])["nccl_id"]
+    procs = [lead, *(_ring_member(cuda, nccl, nranks, i, uid) for i in range(1, processes))]
+    for p in procs:
+        assert p.stdout is not None and p.stderr is not None
+        out, err = p.stdout.read(), p.stderr.read()  # small: NCCL's log goes to the probe's own pipe
+        p.wait(timeout=120)
+        assert p.returncode == 0, err.decode()[-2000:]
+        env = json.loads(out.splitlines()[-1])
+        assert env["status"] == "ok" and [(r["op"], r["wrong"]) for r in env["data"]["results"]] == [("all_gather", 0)]
+        peak = int(err.decode().rsplit("PEAK_KIB ", 1)[1].split()[0]) * 1024
+        assert peak < nranks * (4 << 20), f"peak RSS {peak >> 20} MiB for {nranks} ranks"

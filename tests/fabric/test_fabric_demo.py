@@ -7,9 +7,14 @@ plan, the parsing of every perftest output, the localisation and the findings ru
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
-from orchestrator.simulate.record_fabric import DEMO_SCENARIO
+import pytest
+
+from orchestrator.simulate.record import RECORDINGS
+from orchestrator.simulate.record_fabric import DEMO_SCENARIO, cut_answer
+from orchestrator.transport.base import CommandResult
 from tests.support.fabric import finding_keys, rail_hosts
 from tests.support.fleet import Cli
 
@@ -34,13 +39,8 @@ def test_the_demo_names_the_planted_host_rail_and_pair(tmp_path: Path) -> None:
     # this machine without an active port, the unreachable host (skipped)
     assert "24 host(s) x 8 rail(s): 23 round(s) of 30 s (+ at most 2 extra)" in proc.stderr
     by_name = {h["name"]: h for h in fleet["hosts"]}
-    # the recording's ring over every GPU left no answer on 8 hosts (their processes were cut off:
-    # nccl-all.stdout.gz holds the start mark alone): their fabric part did not finish, so it is
-    # not ok (incomplete, exit status 4), and they are judged on the steps that did finish
-    cut = {f"dgx-h100-{i:02d}" for i in (1, 2, 8, 11, 14, 17, 19, 23)}
-    assert {h for h in H100 if by_name[h]["probes"]["fabric"]["outcome"] != "ok"} == cut
-    assert all(by_name[h]["probes"]["fabric"] == {**by_name[h]["probes"]["fabric"], "outcome": "invalid_output",
-                                                   "reason": "NCCL all: probe printed nothing on stdout"} for h in cut)
+    # every step of every demo fabric host was recorded whole (the ring over every GPU included)
+    assert {h: by_name[h]["probes"]["fabric"]["outcome"] for h in H100} == dict.fromkeys(H100, "ok")
     assert by_name["dgx-h100-19"]["health"]["state"] == "failed"  # its slow HCA, from the pairs it finished
     others = [h for h in by_name if h not in H100]
     assert others and all(by_name[h]["probes"]["fabric"]["outcome"] in ("unsupported", "skipped") for h in others)
@@ -52,3 +52,40 @@ def test_the_demo_names_the_planted_host_rail_and_pair(tmp_path: Path) -> None:
     assert view.returncode == 0, view.stderr
     assert "== dgx-h100-03: fabric" in view.stdout
     assert "plan: 24 hosts x 8 rails, 23 rounds (+0 extra), 30 s per round" in view.stdout
+
+
+RECORDED = sorted(RECORDINGS.glob("*/fabric/*.stdout.gz"))
+
+
+def test_every_recorded_fabric_answer_is_whole() -> None:
+    # the replay hands a recorded answer back as a clean exit: one cut off while it was recorded
+    # (start mark alone, said lines alone) would replay as a host that printed nothing
+    assert len(RECORDED) > 24 * 10
+    cut = {str(p.relative_to(RECORDINGS)): why for p in RECORDED
+           if (why := cut_answer(CommandResult(0, gzip.decompress(p.read_bytes()), b"", 1.0)))}
+    assert cut == {}
+
+
+WHOLE = b'FPSTART 1\nFPSAY {"nccl_id": "00"}\n{"envelope_version": 1, "probe": "nccl", "status": "ok"}\n'
+
+
+@pytest.mark.parametrize(("res", "why"), [
+    (CommandResult(None, b"FPSTART 1\n", b"", 130.0, timed_out=True), "killed at its deadline after 130.0 s"),
+    (CommandResult(None, WHOLE, b"", 130.0, timed_out=True), "killed at its deadline"),
+    (CommandResult(None, WHOLE, b"", 2.0, stdout_truncated=True), "passed the transport's cap"),
+    (CommandResult(5, b"FPSTART 1\n", b"", 47.0), "exit status 5 after 47.0 s"),
+    (CommandResult(-11, b"FPSTART 1\n", b"x\nSegmentation fault\n", 47.0), "stderr: Segmentation fault"),
+    (CommandResult(3, WHOLE, b"", 2.0), "exit status 3"),
+    (CommandResult(0, b"FPSTART 1\n", b"", 1.0), "no envelope"),
+    (CommandResult(0, b'FPSTART 1\nFPSAY {"nccl_id": "00"}\n', b"", 1.0), "no envelope"),
+    (CommandResult(0, b"", b"", 1.0), "no envelope"),
+    (CommandResult(0, b"FPSTART 1\n \n\t\n", b"", 1.0), "no envelope"),
+])
+def test_the_recorder_refuses_an_answer_cut_off(res: CommandResult, why: str) -> None:
+    problem = cut_answer(res)
+    assert problem is not None and why in problem
+
+
+def test_the_recorder_keeps_a_whole_answer() -> None:
+    assert cut_answer(CommandResult(0, WHOLE, b"", 47.0)) is None
+    assert cut_answer(CommandResult(0, WHOLE[len(b"FPSTART 1\n"):], b"", 47.0)) is None
