@@ -73,11 +73,13 @@ def test_show_reads_both_schemas_alike(cli: Cli) -> None:
     printed = json.loads(_ok(cli, "show", V1, "--format", "json"))
     raw = json.loads((cli.results / V1 / "fleet.json").read_text())
     # everything stored is shown unchanged; what today's verdict decides of an old run is added:
-    # each host's health, each fault's root, the summary's health and faults, run.json's state
-    added_host, added_finding = {"health"}, {"caused_by", "consequences"}
+    # each host's health, each fault's root and the action its rule asks for (with no devices: an
+    # old run named them only in its subjects), the summary's health and faults, run.json's state
+    added_host, added_finding = {"health"}, {"caused_by", "consequences", "action", "because", "devices"}
     assert [{k: v for k, v in h.items() if k not in added_host} for h in printed["hosts"]] == raw["hosts"]
     assert [{k: v for k, v in f.items() if k not in added_finding} for f in printed["findings"]] == raw["findings"]
     assert all(h["health"]["state"] in ("healthy", "failed") for h in printed["hosts"])
+    assert all(f["action"] and f["because"] and f["devices"] == [] for f in printed["findings"])
     assert {k: printed["summary"][k] for k in raw["summary"]} == raw["summary"]
     assert sum(printed["summary"]["health"].values()) == 3 and printed["run"]["state"] == "complete"
     for key in ("classes", "silenced", "not_judged"):
