@@ -27,6 +27,8 @@ from orchestrator.inventory.targets import name_problem
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.remediation import write_playbook
 from orchestrator.present.outputs.slurm_drain import render_drain
+from orchestrator.store.compact import read_plain
+from orchestrator.store.fleet_file import write_fleet
 from orchestrator.verdict import remedy
 from orchestrator.verdict.findings import Severity
 from orchestrator.verdict.result import FleetResult
@@ -44,9 +46,14 @@ PLAYS = {"drain in Slurm": PLAN, "reset GPUs where idle": ["node02"], "restart s
          "reboot": ["node01"]}
 
 
-def _finding(host: str, fid: str, subject: str = "s") -> dict[str, Any]:
+def _finding(host: str, fid: str, subject: str = "s", devices: list[dict[str, Any]] | None = None
+             ) -> dict[str, Any]:
     return {"id": fid, "host": host, "severity": "fail", "kind": "fault", "subject": subject, "message": "m",
-            "evidence": [], "hint": ""}
+            "evidence": [], "hint": "", "devices": devices or []}
+
+
+# what a run stores of the GPU a reset finding names (remediation reads it, never the subject)
+GPU3 = [{"kind": "gpu", "gpu": 3, "bus_id": "0000:5d:00.0"}]
 
 
 def _stored_run(where: Path, hostile: str) -> Path:
@@ -56,7 +63,7 @@ def _stored_run(where: Path, hostile: str) -> Path:
     doc = {"schema_version": 1, "run": {"id": hostile}, "summary": {}, "classes": [],
            "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in names],
            "findings": [_finding("node01", "gpu.lost", hostile),
-                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {hostile}"),
+                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {hostile}", GPU3),
                         _finding("node03", "nvlink.fabric.incomplete", hostile),
                         _finding("node04", hostile, hostile),
                         _finding(hostile, "gpu.lost", hostile)]}
@@ -74,7 +81,7 @@ def _class_run(where: Path, run_id: str, members: list[str]) -> Path:
     doc = {"schema_version": 1, "run": {"id": run_id}, "summary": {}, "classes": [],
            "hosts": [{"name": n, "outcome": "ok", "class": "8xH100"} for n in names],
            "findings": [_finding("node01", "gpu.lost", run_id),
-                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {run_id}"),
+                        _finding("node02", "gpu.row_remap.pending", f"GPU3 (0000:5d:00.0) {run_id}", GPU3),
                         _finding("node03", "nvlink.fabric.incomplete", run_id),
                         *(_finding(h, m, m) for h, m in fids.items()), *(_finding(m, "gpu.lost") for m in members)]}
     where.mkdir(parents=True)
@@ -390,9 +397,15 @@ def test_a_finding_id_of_a_merged_shard_reaches_the_playbook_as_data(tmp_path: P
         shards.append(shard)
     faults = json.loads((shards[0] / "findings.json").read_text())
     [fid] = {f["id"] for f in faults if f["severity"] == "fail"}
-    for name in ("fleet.json", "findings.json"):  # the shard as a tampered copy would have it
-        path = shards[0] / name
-        path.write_text(path.read_text().replace(json.dumps(fid), json.dumps(hostile)))
+    # the shard as a tampered copy would have it: the fault's id replaced, and the action stored with
+    # it one that takes the node out (what an id this fleetprobe does not know asks for)
+    def tampered(f: dict[str, Any]) -> dict[str, Any]:
+        return {**f, "id": hostile, "action": "reseat_inspect"} if f["id"] == fid else f
+
+    doc = read_plain(shards[0] / "fleet.json")
+    doc["findings"] = [tampered(f) for f in doc["findings"]]
+    write_fleet(shards[0] / "fleet.json", doc)
+    (shards[0] / "findings.json").write_text(json.dumps([tampered(f) for f in faults]))
     merged = run_cli(["merge", *map(str, shards), "--results", str(tmp_path / "merged"), "-q"], env=env)
     assert merged.code in (0, 1), merged.stderr[-2000:]
     fix = tmp_path / "fix.yml"
