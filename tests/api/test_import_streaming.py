@@ -33,26 +33,13 @@ from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import parallel
 from orchestrator.verdict.parallel import WORKERS_ENV
-from tests.support.collected import finding_keys
+from tests.support.collected import AUDIT_PROBES as AUDIT
+from tests.support.collected import RECORDINGS, finding_keys, recorded_document
 from tests.support.fleet import Cli
-
-AUDIT = ["host", "pcie", "nvml", "nvlink", "kmsg", "nic"]  # playbooks/audit.yml
-RECORDINGS = Path(__file__).resolve().parents[2] / "orchestrator" / "demo" / "recordings"
 
 
 def _document(name: str, machine: str) -> dict[str, Any]:
-    answers = []
-    for p in AUDIT:
-        f = RECORDINGS / machine / f"{p}.json"
-        out = f.read_text() if f.is_file() else json.dumps(
-            {"envelope_version": 1, "probe": p, "probe_version": "replay", "status": "unsupported", "data": {},
-             "warnings": [], "duration_s": 0, "errors": ["no recording of this probe for this host"]})
-        answers.append({"probe": p, "state": "ran", "exit": 0, "timed_out": False, "out_trunc": False,
-                        "err_trunc": False, "duration_s": 0.05, "out": len(out.encode()), "err": 0,
-                        "stdout": {"text": out}, "stderr": {"text": ""}})
-    return {"fleetprobe_bundle": 1, "identity": {"hostname": name}, "for_host": None,
-            "plan": {"playbook": "audit", "probes": [], "expect": [], "timeout": 60.0},
-            "calls": [{"name": p, "args": {}, "timeout_s": 60.0} for p in AUDIT], "probes": answers}
+    return recorded_document({"hostname": name}, machine)
 
 
 @pytest.fixture(scope="module")
