@@ -60,8 +60,18 @@ def one_line(e: object) -> str:
 
 def classify(e: BaseException, at: AttemptFacts) -> Failure:
     """Why connecting failed, as a FailureKind and one line saying what to do."""
+    # The order of the steps matters: what the exception says for certain (host key, credentials)
+    # wins over the watchdog having fired, which wins over what the socket saw as it was shut.
+    for step in (_host_key_failure, _auth_failure, _budget_failure, _network_failure, _handshake_failure):
+        failure = step(e, at)
+        if failure is not None:
+            return failure
+    return _other_failure(e, at)
+
+
+def _host_key_failure(e: BaseException, at: AttemptFacts) -> Failure | None:
+    """A failure already classified (TransportError), or a host key unknown or changed."""
     label = at.label
-    secs = f"{at.budget:.3g}s"
     if isinstance(e, TransportError):
         return Failure(e.kind, e.message)
     if isinstance(e, UnknownHostKey):
@@ -82,6 +92,12 @@ def classify(e: BaseException, at: AttemptFacts) -> Failure:
             f"(possible man-in-the-middle). If the host was reinstalled, remove the old key with "
             f"`ssh-keygen -R '{name}' -f {at.record_to}` and add the new one",
         )
+    return None
+
+
+def _auth_failure(e: BaseException, at: AttemptFacts) -> Failure | None:
+    """The key or the user was refused: never retried, it will not fix itself."""
+    label = at.label
     if isinstance(e, PasswordRequiredException):
         key = at.key_file or "the private key"
         return Failure(
@@ -109,20 +125,33 @@ def classify(e: BaseException, at: AttemptFacts) -> Failure:
             f"{label}: authentication failed for user {user!r} with {how}; check ansible_user and "
             f"ansible_ssh_private_key_file, and that the public key is in that user's authorized_keys",
         )
-    if at.fired:
-        if at.banner_seen:
-            return Failure(
-                FailureKind.CONNECT_TIMEOUT,
-                f"{label}: SSH handshake/authentication did not finish within {secs}; "
-                "the host or its sshd is overloaded, or raise --connect-timeout",
-            )
-        if at.tcp_connected:
-            return Failure(
-                FailureKind.PROTOCOL,
-                f"{label}: connected but no SSH banner within {secs}; this port is not a (working) SSH "
-                "server: check ansible_port, or the sshd is hung",
-            )
-        return Failure(FailureKind.CONNECT_TIMEOUT, f"{label}: no TCP answer within {secs}; {TIMEOUT_HINT}")
+    return None
+
+
+def _budget_failure(e: BaseException, at: AttemptFacts) -> Failure | None:
+    """The watchdog shut the sockets: how far the attempt got says what is wrong."""
+    if not at.fired:
+        return None
+    label = at.label
+    secs = f"{at.budget:.3g}s"
+    if at.banner_seen:
+        return Failure(
+            FailureKind.CONNECT_TIMEOUT,
+            f"{label}: SSH handshake/authentication did not finish within {secs}; "
+            "the host or its sshd is overloaded, or raise --connect-timeout",
+        )
+    if at.tcp_connected:
+        return Failure(
+            FailureKind.PROTOCOL,
+            f"{label}: connected but no SSH banner within {secs}; this port is not a (working) SSH "
+            "server: check ansible_port, or the sshd is hung",
+        )
+    return Failure(FailureKind.CONNECT_TIMEOUT, f"{label}: no TCP answer within {secs}; {TIMEOUT_HINT}")
+
+
+def _network_failure(e: BaseException, at: AttemptFacts) -> Failure | None:
+    """No SSH server was reached: refused, no route, no name, no answer, a hop that could not get there."""
+    label = at.label
     if isinstance(e, NoValidConnectionsError):
         codes = {getattr(err, "errno", None) for err in e.errors.values()}
         if codes == {errno.ECONNREFUSED}:
@@ -140,7 +169,7 @@ def classify(e: BaseException, at: AttemptFacts) -> Failure:
             f"{label}: cannot resolve the host name ({one_line(e)}); fix ansible_host or DNS",
         )
     if isinstance(e, (socket.timeout, TimeoutError)):
-        return Failure(FailureKind.CONNECT_TIMEOUT, f"{label}: no TCP answer within {secs}; {TIMEOUT_HINT}")
+        return Failure(FailureKind.CONNECT_TIMEOUT, f"{label}: no TCP answer within {at.budget:.3g}s; {TIMEOUT_HINT}")
     if isinstance(e, ChannelException):
         return Failure(
             FailureKind.UNREACHABLE,
@@ -150,6 +179,13 @@ def classify(e: BaseException, at: AttemptFacts) -> Failure:
         return Failure(
             FailureKind.PROTOCOL, f"{label}: the server speaks an incompatible SSH version ({one_line(e)})"
         )
+    return None
+
+
+def _handshake_failure(e: BaseException, at: AttemptFacts) -> Failure | None:
+    """Something answered but the SSH handshake did not complete: no banner, not SSH, closed, timed out."""
+    label = at.label
+    secs = f"{at.budget:.3g}s"
     cause = e.__context__ if isinstance(e, SSHException) else e
     closed_early = isinstance(cause, (EOFError, ConnectionResetError, BrokenPipeError))
     if isinstance(e, SSHException) and "banner" in str(e).lower():
@@ -180,12 +216,17 @@ def classify(e: BaseException, at: AttemptFacts) -> Failure:
         return Failure(
             FailureKind.CONNECT_TIMEOUT, f"{label}: SSH handshake timed out after {secs} ({one_line(e)})"
         )
+    return None
+
+
+def _other_failure(e: BaseException, at: AttemptFacts) -> Failure:
+    """What no step above recognised: a socket error, else whatever Paramiko raised, named."""
     if isinstance(e, OSError):
         return Failure(
             FailureKind.UNREACHABLE,
-            f"{label}: cannot connect ({one_line(e)}); check ansible_host and ansible_port",
+            f"{at.label}: cannot connect ({one_line(e)}); check ansible_host and ansible_port",
         )
-    return Failure(FailureKind.PROTOCOL, f"{label}: SSH connection failed ({type(e).__name__}: {one_line(e)})")
+    return Failure(FailureKind.PROTOCOL, f"{at.label}: SSH connection failed ({type(e).__name__}: {one_line(e)})")
 
 
 def split_known_name(name: str) -> tuple[str, int]:
