@@ -28,6 +28,52 @@ class CommandResult:
 
 
 @dataclass
+class CapturedOutput:
+    """A running command's stdout and stderr as far as their caps (max_output, max_stderr) allow:
+    the one home of the capping every transport that reads a command's streams shares."""
+
+    out_cap: int
+    err_cap: int
+    out: bytearray = field(default_factory=bytearray)
+    err: bytearray = field(default_factory=bytearray)
+    out_trunc: bool = False
+    err_trunc: bool = False
+
+    def add_stdout(self, data: bytes) -> None:
+        """Keep `data` up to the cap; past it the output is unusable and the caller stops reading."""
+        room = self.out_cap - len(self.out)
+        if len(data) > room:
+            self.out += data[:room]
+            self.out_trunc = True
+        else:
+            self.out += data
+
+    def add_stderr(self, data: bytes) -> None:
+        """Keep `data` up to the cap; past it the rest is dropped while the caller keeps draining,
+        so a chatty library does not cost us stdout."""
+        if self.err_trunc:
+            return
+        room = self.err_cap - len(self.err)
+        if len(data) > room:
+            self.err += data[:room]
+            self.err_trunc = True
+        else:
+            self.err += data
+
+    def result(self, exit_code: int | None, duration_s: float, timed_out: bool, retried: int = 0) -> CommandResult:
+        return CommandResult(
+            exit_code=exit_code,
+            stdout=bytes(self.out),
+            stderr=bytes(self.err),
+            duration_s=duration_s,
+            timed_out=timed_out,
+            stdout_truncated=self.out_trunc,
+            stderr_truncated=self.err_trunc,
+            retried=retried,
+        )
+
+
+@dataclass
 class CommandClock:
     """When a command is given up: one deadline, moved as the command shows it has reached the host.
 

@@ -14,9 +14,16 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from typing import IO
 
 from orchestrator.inventory.model import Host
-from orchestrator.transport.base import CommandClock, CommandResult, TransportCapabilities, TransportOptions
+from orchestrator.transport.base import (
+    CapturedOutput,
+    CommandClock,
+    CommandResult,
+    TransportCapabilities,
+    TransportOptions,
+)
 
 READ_CHUNK = 65536
 
@@ -53,70 +60,12 @@ class LocalTransport:
         self._proc: subprocess.Popen[bytes] | None = proc
         clock.reached(time.monotonic())
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        out = bytearray()
-        err = bytearray()
-        out_trunc = err_trunc = False
-        pending = memoryview(stdin)
+        got = CapturedOutput(self.options.max_output, self.options.max_stderr)
         sel = selectors.DefaultSelector()
         try:
-            if pending:
-                os.set_blocking(proc.stdin.fileno(), False)
-                sel.register(proc.stdin, selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            sel.register(proc.stderr, selectors.EVENT_READ)
-            open_outputs = 2
-            while open_outputs and not out_trunc:
-                remaining = clock.left(time.monotonic())
-                if remaining <= 0:
-                    break
-                for key, _ in sel.select(timeout=remaining):
-                    f = key.fileobj
-                    if f is proc.stdin:
-                        try:
-                            n = os.write(proc.stdin.fileno(), pending[:READ_CHUNK])
-                            pending = pending[n:]
-                        except BlockingIOError:
-                            continue
-                        except BrokenPipeError:
-                            pending = pending[:0]  # the command stopped reading: fine
-                        if not pending:
-                            sel.unregister(proc.stdin)
-                            proc.stdin.close()
-                        continue
-                    data = os.read(key.fd, READ_CHUNK)
-                    if not data:
-                        sel.unregister(f)
-                        open_outputs -= 1
-                    elif f is proc.stdout:
-                        clock.output(time.monotonic())
-                        if on_output is not None:
-                            on_output(data)
-                        room = self.options.max_output - len(out)
-                        if len(data) > room:
-                            out += data[:room]
-                            out_trunc = True
-                            break
-                        out += data
-                    elif not err_trunc:
-                        room = self.options.max_stderr - len(err)
-                        if len(data) > room:
-                            err += data[:room]
-                            err_trunc = True  # keep draining, drop the rest
-                        else:
-                            err += data
+            open_outputs = _exchange(proc, sel, stdin, clock, got, on_output)
             # outputs still open at the deadline: the command (or a child holding them) overran
-            timed_out = open_outputs > 0 and not out_trunc
-            if out_trunc or timed_out:
-                self._stop(proc)
-            else:
-                try:
-                    proc.wait(timeout=max(0.0, clock.left(time.monotonic())))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                    self._stop(proc)
-            proc.wait()
+            timed_out = self._settle(proc, clock, open_outputs > 0 and not got.out_trunc, got.out_trunc)
         finally:
             sel.close()
             for f in (proc.stdin, proc.stdout, proc.stderr):
@@ -125,16 +74,21 @@ class LocalTransport:
             if proc.poll() is None:
                 self._stop(proc)
                 proc.wait()
-        killed = timed_out or out_trunc
-        return CommandResult(
-            exit_code=None if killed else proc.returncode,
-            stdout=bytes(out),
-            stderr=bytes(err),
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-            stdout_truncated=out_trunc,
-            stderr_truncated=err_trunc,
-        )
+        killed = timed_out or got.out_trunc
+        return got.result(None if killed else proc.returncode, time.monotonic() - started, timed_out)
+
+    def _settle(self, proc: subprocess.Popen[bytes], clock: CommandClock, timed_out: bool, out_trunc: bool) -> bool:
+        """Wait for the command to exit (what is left of its time), or stop it; whether it timed out."""
+        if out_trunc or timed_out:
+            self._stop(proc)
+        else:
+            try:
+                proc.wait(timeout=max(0.0, clock.left(time.monotonic())))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self._stop(proc)
+        proc.wait()
+        return timed_out
 
     def close(self) -> None:
         """Stop a command still running (Ctrl-C closes transports from another thread)."""
@@ -157,3 +111,58 @@ class LocalTransport:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _exchange(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, stdin: bytes, clock: CommandClock,
+              got: CapturedOutput, on_output: Callable[[bytes], None] | None) -> int:
+    """Feed `stdin` and read stdout/stderr into `got` until both close, the clock runs out or stdout
+    passes its cap; how many of the two outputs are still open."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    pending = memoryview(stdin)
+    if pending:
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin, selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    open_outputs = 2
+    while open_outputs and not got.out_trunc:
+        remaining = clock.left(time.monotonic())
+        if remaining <= 0:
+            break
+        for key, _ in sel.select(timeout=remaining):
+            f = key.fileobj
+            if f is proc.stdin:
+                pending = _write_some(proc.stdin, pending, sel)
+                continue
+            data = os.read(key.fd, READ_CHUNK)
+            if not data:
+                sel.unregister(f)
+                open_outputs -= 1
+            elif f is proc.stdout:
+                clock.output(time.monotonic())
+                if on_output is not None:
+                    on_output(data)
+                got.add_stdout(data)
+                if got.out_trunc:
+                    break
+            else:
+                got.add_stderr(data)
+    return open_outputs
+
+
+def _write_some(pipe: IO[bytes], pending: memoryview, sel: selectors.BaseSelector) -> memoryview:
+    """One non-blocking write of stdin; the pipe is closed once all is written (or the command
+    stopped reading).  What is still to write."""
+    try:
+        n = os.write(pipe.fileno(), pending[:READ_CHUNK])
+        pending = pending[n:]
+    except BlockingIOError:
+        return pending
+    except BrokenPipeError:
+        pending = pending[:0]  # the command stopped reading: fine
+    if not pending:
+        sel.unregister(pipe)
+        pipe.close()
+    return pending
