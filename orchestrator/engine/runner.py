@@ -409,74 +409,8 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
         transport = factory(host, topts)
         with lock:
             active[host.name] = transport
-        if str(host.vars.get("probe_mode", "")).lower() == "raw":
-            results[RAW_PROBE] = run_raw(transport, host, options, t0 + deadline, "probe_mode: raw")
-            for call in calls:
-                results[call.name] = ProbeResult(call.name, Outcome.SKIPPED, "probe_mode: raw (text commands instead)")
-            calls = []
-        answer: bundle.Answer | None = None
-        whole: CommandResult | None = None
-        if bundled and calls:
-            if stop.is_set():
-                raise _Cancelled()
-            try:
-                whole, answer = _run_bundle(transport, host, calls, options, t0 + deadline)
-            except TransportError as e:
-                if stop.is_set():
-                    raise _Cancelled() from None
-                results.update(_cut_off(calls, e))
-                calls = []
-        for i, call in enumerate(calls):
-            from_frame = False
-            if answer is not None and whole is not None:
-                got = _bundled_answer(i, call, whole, answer, stop, options.transport.max_output)
-                if isinstance(got, ProbeResult):
-                    results[call.name] = got
-                    continue
-                res, from_frame = got, i < len(answer.frames)
-            else:
-                if stop.is_set():
-                    raise _Cancelled()
-                left = deadline - (time.monotonic() - t0)
-                if left <= 0:
-                    results[call.name] = ProbeResult(call.name, Outcome.TIMEOUT,
-                                                     "host deadline exhausted before this probe")
-                    continue
-                timeout = min(call.timeout, left)
-                args = {**call.args, **host_probe_args(host, call.name)}
-                # the probe announces its start, and its timeout counts from there (CommandClock):
-                # the link's and this controller's delays before it are not the probe's
-                on_host = _takes(type(transport), "clock_on_host")
-                script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S),
-                                             announce=on_host)
-                clock = {"first_output": timeout, "clock_on_host": True} if on_host else {}
-                try:
-                    res = transport.run(probe_command(host, options.become), script, timeout, deadline=t0 + deadline,
-                                        **clock)
-                except TransportError as e:
-                    if stop.is_set():
-                        raise _Cancelled() from None
-                    results.update(_cut_off(calls[i:], e))
-                    break
-                if stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
-                    raise _Cancelled()
-                res = _without_start_mark(res)
-            results[call.name] = classify(host, call, res, cap=options.transport.max_output)
-            if not from_frame and _no_interpreter(res):
-                # Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
-                # The missing interpreter stays a failure (it is a setup to fix, or `probe_mode:
-                # raw` to make it intended); the text facts are kept beside it.
-                why = f"interpreter {host.python!r} not found on the host: raw mode used instead"
-                raw = run_raw(transport, host, options, t0 + deadline, why)
-                failed = results[call.name]
-                if raw.outcome == Outcome.OK:
-                    failed.reason += "; raw mode used instead (facts from nvidia-smi/lspci text)"
-                    results[RAW_PROBE] = raw
-                else:
-                    failed.reason += "; raw mode found no nvidia-smi/lspci either"
-                for rest in calls[i + 1:]:
-                    results[rest.name] = ProbeResult(rest.name, Outcome.SKIPPED, f"not run: {failed.reason}")
-                break
+        _probe_host(_HostRun(host, options, transport, stop, t0, deadline, results), calls, bundled)
+    # A step that ends early has already given its calls their results: these only fill the rest.
     except _Cancelled:
         for call in calls:
             results.setdefault(call.name, ProbeResult(call.name, Outcome.INTERRUPTED, CUT_OFF))
@@ -496,6 +430,116 @@ def run_host(host: Host, calls: list[ProbeCall], options: RunOptions, factory: T
             except Exception:  # closing a dead connection must not lose the results
                 pass
     return HostResult(host=host, probes=results, duration_s=time.monotonic() - t0)
+
+
+@dataclass
+class _HostRun:
+    """One host's probing, as its steps share it: the open transport and the results so far."""
+
+    host: Host
+    options: RunOptions
+    transport: Transport
+    stop: threading.Event
+    t0: float  # when the host's turn began (time.monotonic())
+    deadline: float  # the host's budget in seconds from t0
+    results: dict[str, ProbeResult]
+
+
+def _probe_host(run: _HostRun, calls: list[ProbeCall], bundled: bool) -> None:
+    """Every call's result into run.results: text commands in raw mode, else one bundle or one
+    command per probe.  Raises _Cancelled when the run is stopped."""
+    if str(run.host.vars.get("probe_mode", "")).lower() == "raw":
+        run.results[RAW_PROBE] = run_raw(run.transport, run.host, run.options, run.t0 + run.deadline,
+                                         "probe_mode: raw")
+        for call in calls:
+            run.results[call.name] = ProbeResult(call.name, Outcome.SKIPPED, "probe_mode: raw (text commands instead)")
+        return
+    ran: tuple[CommandResult, bundle.Answer] | None = None
+    if bundled and calls:
+        ran = _bundle_once(run, calls)
+        if ran is None:
+            return
+    _run_calls(run, calls, ran)
+
+
+def _bundle_once(run: _HostRun, calls: list[ProbeCall]) -> tuple[CommandResult, bundle.Answer] | None:
+    """All of `calls` in one bundle; None when the connection failed (each call then has its result)."""
+    if run.stop.is_set():
+        raise _Cancelled()
+    try:
+        return _run_bundle(run.transport, run.host, calls, run.options, run.t0 + run.deadline)
+    except TransportError as e:
+        if run.stop.is_set():
+            raise _Cancelled() from None
+        run.results.update(_cut_off(calls, e))
+        return None
+
+
+def _run_calls(run: _HostRun, calls: list[ProbeCall], ran: tuple[CommandResult, bundle.Answer] | None) -> None:
+    """Judge each call: its share of the bundle's answer `ran`, or (no bundle) its own command."""
+    cap = run.options.transport.max_output
+    for i, call in enumerate(calls):
+        got: CommandResult | ProbeResult
+        if ran is not None:
+            whole, answer = ran
+            got = _bundled_answer(i, call, whole, answer, run.stop, cap)
+            from_frame = i < len(answer.frames)
+        else:
+            try:
+                got = _run_alone(run, call)
+            except TransportError as e:  # the connection failed running this probe: the rest are not run
+                run.results.update(_cut_off(calls[i:], e))
+                break
+            from_frame = False
+        if isinstance(got, ProbeResult):
+            run.results[call.name] = got
+            continue
+        run.results[call.name] = classify(run.host, call, got, cap=cap)
+        if not from_frame and _no_interpreter(got):
+            _fall_back_to_raw(run, call, calls[i + 1:])
+            break
+
+
+def _run_alone(run: _HostRun, call: ProbeCall) -> CommandResult | ProbeResult:
+    """One probe as its own command: what came back, or its result when the host's deadline is spent."""
+    if run.stop.is_set():
+        raise _Cancelled()
+    left = run.deadline - (time.monotonic() - run.t0)
+    if left <= 0:
+        return ProbeResult(call.name, Outcome.TIMEOUT, NOT_STARTED_REASON)
+    timeout = min(call.timeout, left)
+    args = {**call.args, **host_probe_args(run.host, call.name)}
+    # the probe announces its start, and its timeout counts from there (CommandClock):
+    # the link's and this controller's delays before it are not the probe's
+    on_host = _takes(type(run.transport), "clock_on_host")
+    script = probes.build_script(call.name, args, max(1.0, timeout - PROBE_DEADLINE_MARGIN_S), announce=on_host)
+    clock = {"first_output": timeout, "clock_on_host": True} if on_host else {}
+    try:
+        res = run.transport.run(probe_command(run.host, run.options.become), script, timeout,
+                                deadline=run.t0 + run.deadline, **clock)
+    except TransportError:
+        if run.stop.is_set():
+            raise _Cancelled() from None
+        raise
+    if run.stop.is_set() and (res.exit_code is None or res.exit_code < 0):  # closed or killed by Ctrl-C
+        raise _Cancelled()
+    return _without_start_mark(res)
+
+
+def _fall_back_to_raw(run: _HostRun, call: ProbeCall, rest: list[ProbeCall]) -> None:
+    """Ansible's `raw` answer: no usable Python, so read what nvidia-smi and lspci print.
+    The missing interpreter stays a failure (it is a setup to fix, or `probe_mode: raw` to make it
+    intended); the text facts are kept beside it, and the probes after it are not run."""
+    why = f"interpreter {run.host.python!r} not found on the host: raw mode used instead"
+    raw = run_raw(run.transport, run.host, run.options, run.t0 + run.deadline, why)
+    failed = run.results[call.name]
+    if raw.outcome == Outcome.OK:
+        failed.reason += "; raw mode used instead (facts from nvidia-smi/lspci text)"
+        run.results[RAW_PROBE] = raw
+    else:
+        failed.reason += "; raw mode found no nvidia-smi/lspci either"
+    for later in rest:
+        run.results[later.name] = ProbeResult(later.name, Outcome.SKIPPED, f"not run: {failed.reason}")
 
 
 def ctrl_c_of(e: BaseException) -> KeyboardInterrupt | None:

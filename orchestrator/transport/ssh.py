@@ -35,6 +35,7 @@ from paramiko.ssh_exception import SSHException
 
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import (
+    CapturedOutput,
     CommandClock,
     CommandResult,
     FailureKind,
@@ -363,88 +364,24 @@ class SshTransport:
         expired: threading.Event,
         on_output: Callable[[bytes], None] | None = None,
     ) -> CommandResult:
-        out = bytearray()
-        err = bytearray()
-        out_cap = self.options.max_output
-        err_cap = self.options.max_stderr
-        out_trunc = err_trunc = False
         started = clock.started
-        try:
-            chan.exec_command(command)
-        except (SSHException, EOFError, OSError) as e:
-            if expired.is_set():
-                return CommandResult(
-                    None, b"", b"", time.monotonic() - started, timed_out=True, retried=self.retried
-                )
-            self._raise_if_dropped(transport, e)
-            raise TransportError(
-                FailureKind.PROTOCOL,
-                f"{self.label()}: sshd refused to run the command ({one_line(e)})",
-                retried=self.retried,
-            ) from e
+        if not self._start(chan, transport, command, expired):
+            return CommandResult(None, b"", b"", time.monotonic() - started, timed_out=True, retried=self.retried)
         clock.reached(time.monotonic())
         writer = threading.Thread(target=_feed, args=(chan, stdin), daemon=True)
         writer.start()
-        fd = chan.fileno()  # readable whenever stdout or stderr has data, or on EOF/close
-
-        def pump() -> bool:
-            """Move what is buffered into out/err; True when something was read."""
-            nonlocal out_trunc, err_trunc
-            progressed = False
-            if chan.recv_ready():
-                data = chan.recv(READ_CHUNK)
-                progressed = True
-                if data:
-                    clock.output(time.monotonic())
-                    if on_output is not None:
-                        on_output(data)
-                room = out_cap - len(out)
-                if len(data) > room:
-                    out.extend(data[:room])
-                    out_trunc = True
-                else:
-                    out.extend(data)
-            if chan.recv_stderr_ready():
-                data = chan.recv_stderr(READ_CHUNK)
-                progressed = True
-                if not err_trunc:
-                    room = err_cap - len(err)
-                    if len(data) > room:
-                        err.extend(data[:room])
-                        err_trunc = True  # keep draining: a chatty library should not cost us stdout
-                    else:
-                        err.extend(data)
-            return progressed
-
-        while not out_trunc:  # past the stdout cap the output is unusable: stop instead of draining
-            if pump():
-                continue
-            if chan.eof_received or chan.closed:
-                # data always precedes EOF on the wire, so what is buffered now is all there is
-                while not out_trunc and pump():
-                    pass
-                break
-            remaining = clock.left(time.monotonic())
-            if remaining <= 0:
-                break
-            try:
-                select.select([fd], [], [], min(remaining, IDLE_WAKE_S))
-            except (OSError, ValueError):
-                pass  # the deadline timer closed the channel (and its fd) under us: loop re-checks
-        # the exit status can arrive after EOF
-        timed_out = expired.is_set()
-        if not out_trunc and not timed_out:
-            if not chan.status_event.wait(max(0.0, clock.left(time.monotonic()))):
-                timed_out = True
-            timed_out = timed_out or expired.is_set()
+        got = CapturedOutput(self.options.max_output, self.options.max_stderr)
+        _read_outputs(chan, clock, got, on_output)
+        timed_out = _await_status(chan, clock, expired, got.out_trunc)
         status = chan.exit_status if chan.status_event.is_set() else -1
-        exit_code: int | None = status if status >= 0 and not timed_out and not out_trunc else None
-        if out_trunc or timed_out:
+        exit_code: int | None = status if status >= 0 and not timed_out and not got.out_trunc else None
+        if got.out_trunc or timed_out:
             _kill_remote(chan)
-        if exit_code is None and not timed_out and not out_trunc and not transport.is_active():
+        if exit_code is None and not timed_out and not got.out_trunc and not transport.is_active():
             if self._closed_by_us:
                 # we hung up (Ctrl-C): hand back what arrived, so a bundle keeps its finished probes
-                return CommandResult(None, bytes(out), bytes(err), time.monotonic() - started, retried=self.retried)
+                return CommandResult(None, bytes(got.out), bytes(got.err), time.monotonic() - started,
+                                     retried=self.retried)
             self._drop()
             raise TransportError(
                 FailureKind.DISCONNECTED,
@@ -453,16 +390,23 @@ class SshTransport:
             )
         _close_channel(chan)
         writer.join(timeout=1.0)
-        return CommandResult(
-            exit_code=exit_code,
-            stdout=bytes(out),
-            stderr=bytes(err),
-            duration_s=time.monotonic() - started,
-            timed_out=timed_out,
-            stdout_truncated=out_trunc,
-            stderr_truncated=err_trunc,
-            retried=self.retried,
-        )
+        return got.result(exit_code, time.monotonic() - started, timed_out, self.retried)
+
+    def _start(self, chan: paramiko.Channel, transport: paramiko.Transport, command: str,
+               expired: threading.Event) -> bool:
+        """Send the exec request; False when the deadline timer closed the channel first (timed out)."""
+        try:
+            chan.exec_command(command)
+        except (SSHException, EOFError, OSError) as e:
+            if expired.is_set():
+                return False
+            self._raise_if_dropped(transport, e)
+            raise TransportError(
+                FailureKind.PROTOCOL,
+                f"{self.label()}: sshd refused to run the command ({one_line(e)})",
+                retried=self.retried,
+            ) from e
+        return True
 
     def _raise_if_dropped(self, transport: paramiko.Transport, e: BaseException) -> None:
         if not transport.is_active():
@@ -501,6 +445,57 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         chan.shutdown_write()
     except (OSError, EOFError, SSHException):
         pass  # the command ended or hit its deadline before reading all of stdin
+
+
+def _read_outputs(chan: paramiko.Channel, clock: CommandClock, got: CapturedOutput,
+                  on_output: Callable[[bytes], None] | None) -> None:
+    """Read stdout/stderr into `got` until EOF, the clock runs out, or stdout passes its cap (past
+    it the output is unusable: stop instead of draining)."""
+    fd = chan.fileno()  # readable whenever stdout or stderr has data, or on EOF/close
+    while not got.out_trunc:
+        if _pump(chan, clock, got, on_output):
+            continue
+        if chan.eof_received or chan.closed:
+            # data always precedes EOF on the wire, so what is buffered now is all there is
+            while not got.out_trunc and _pump(chan, clock, got, on_output):
+                pass
+            break
+        remaining = clock.left(time.monotonic())
+        if remaining <= 0:
+            break
+        try:
+            select.select([fd], [], [], min(remaining, IDLE_WAKE_S))
+        except (OSError, ValueError):
+            pass  # the deadline timer closed the channel (and its fd) under us: loop re-checks
+
+
+def _pump(chan: paramiko.Channel, clock: CommandClock, got: CapturedOutput,
+          on_output: Callable[[bytes], None] | None) -> bool:
+    """Move what is buffered into `got`; True when something was read."""
+    progressed = False
+    if chan.recv_ready():
+        data = chan.recv(READ_CHUNK)
+        progressed = True
+        if data:
+            clock.output(time.monotonic())
+            if on_output is not None:
+                on_output(data)
+        got.add_stdout(data)
+    if chan.recv_stderr_ready():
+        got.add_stderr(chan.recv_stderr(READ_CHUNK))
+        progressed = True
+    return progressed
+
+
+def _await_status(chan: paramiko.Channel, clock: CommandClock, expired: threading.Event, out_trunc: bool) -> bool:
+    """Wait (what is left of the command's time) for the exit status, which can arrive after EOF;
+    whether the command timed out."""
+    timed_out = expired.is_set()
+    if not out_trunc and not timed_out:
+        if not chan.status_event.wait(max(0.0, clock.left(time.monotonic()))):
+            timed_out = True
+        timed_out = timed_out or expired.is_set()
+    return timed_out
 
 
 def _close_channel(chan: paramiko.Channel) -> None:
