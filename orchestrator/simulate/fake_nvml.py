@@ -258,7 +258,7 @@ def _gpu_identity(g: dict[str, Any], i: int, salt: tuple[str, str, str]) -> dict
 def _gpu_readings(g: dict[str, Any], cpus: list[str], links: list[dict[str, Any]],
                   cluster_uuid: str) -> dict[str, Any]:
     """What the GPU reports: placement, sensors, ECC, fabric, NVLink count, faults, limits."""
-    fabric = g.get("fabric")
+    fabric: Any = g.get("fabric")  # a mapping or None, as the fixture has it
     fans = g.get("fans")
     return {
         "numa_node": int(g.get("gpu_numa_id", -1)),
