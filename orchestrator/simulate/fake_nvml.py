@@ -198,6 +198,25 @@ def _mem_errors(spec: dict[str, Any]) -> list[list[list[int]]]:
 def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
     """Pure: the fixture spec -> the tables the C library serves."""
     name = spec["machine"]
+    spec, gpus = _machine_gpus(spec)
+    links = _links(spec, gpus)
+    bus = [g["bus_id"] for g in gpus]
+    cpus = (spec.get("cpus") or {}).get("per_numa") or ["0-63"]
+    out_gpus = [{**_gpu_identity(g, i, (seed, name, g["bus_id"])),
+                 **_gpu_readings(g, cpus, links[i], _hex_id(seed, name, "cluster"))} for i, g in enumerate(gpus)]
+    n = len(gpus)
+    topo = [[0 if i == j else _level(spec, gpus, i, j) for j in range(n)] for i in range(n)]
+    drv = spec["driver_version"]
+    return {"machine": name, "init_rc": NVML_ERRORS[spec.get("init_error", "SUCCESS")],
+            "driver_version": drv, "driver_branch": int(drv.split(".")[0]),
+            "nvml_version": spec.get("nvml_version", drv), "cuda_version": int(spec.get("cuda_driver_version", 0)),
+            "gpus": out_gpus, "links": links, "topo": topo, "p2p": _p2p_table(spec, out_gpus, links, bus)}
+
+
+def _machine_gpus(spec: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The machine's GPUs: the template merged into each, less `remove_gpus`, with
+    `gpu_overrides` applied (a copy of the spec that also carries every bus id as `_all_bus`)."""
+    name = spec["machine"]
     template = spec.get("gpu") or {}
     all_gpus = [_deep_merge(template, g) for g in spec.get("gpus") or []]
     spec = dict(spec)
@@ -207,80 +226,89 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
     removed = set(spec.get("remove_gpus") or [])
     if unknown_bus or removed - set(spec["_all_bus"]):
         raise FixtureError(f"{name}: overrides name bus ids not in the machine: {sorted(unknown_bus | removed)}")
-    gpus = [_deep_merge(g, overrides.get(g["bus_id"], {})) for g in all_gpus if g["bus_id"] not in removed]
-    links = _links(spec, gpus)
-    bus = [g["bus_id"] for g in gpus]
-    cpus = (spec.get("cpus") or {}).get("per_numa") or ["0-63"]
+    return spec, [_deep_merge(g, overrides.get(g["bus_id"], {})) for g in all_gpus if g["bus_id"] not in removed]
+
+
+def _gpu_identity(g: dict[str, Any], i: int, salt: tuple[str, str, str]) -> dict[str, Any]:
+    """What the GPU is and how it is set up: ids, memory, modes, MIG, PCIe link."""
+    mig = g.get("mig") or {}
+    n_inst = int(mig.get("instances", 0)) if mig.get("current") else 0
+    return {
+        "bus_id": g["bus_id"], "name": g["name"],
+        "uuid": _uuid("GPU", *salt),
+        "serial": str(int(_hex_id("serial", *salt, n=8), 16) % 10**13).zfill(13) if g.get("serial", True) else None,
+        "part": g.get("board_part_number"), "vbios": g.get("vbios"), "inforom": g.get("inforom_image"),
+        "pci_device_id": (int(g.get("pci_device_id", 0)) << 16) | 0x10DE, "minor": i,
+        "mem_total": int(g.get("memory_total", 0)), "mem_used": int(g.get("memory_used", 0)),
+        "arch": int(g.get("architecture", 0)),
+        "cc": list(g.get("compute_capability", [0, 0])),
+        "persistence": int(g.get("persistence", 1)), "compute_mode": int(g.get("compute_mode", 0)),
+        "virt_mode": int(g.get("virtualization_mode", 0)),
+        "mig_capable": int(bool(g.get("mig_capable", False))),
+        "mig_current": int(bool(mig.get("current"))), "mig_pending": int(bool(mig.get("pending", mig.get("current")))),
+        "nmig": n_inst,
+        "migs": [{"name": f"{g['name']} MIG {mig.get('profile', '3g.40gb')}",
+                  "uuid": _uuid("MIG", *salt, str(k)), "mem": int(mig.get("memory", 0))} for k in range(n_inst)],
+        "gen_cur": g["pcie"].get("gen_current", g["pcie"]["gen"]), "gen_max": g["pcie"]["gen"],
+        "gen_gpu_max": g["pcie"].get("gen_gpu", g["pcie"]["gen"]),
+        "width_cur": g["pcie"].get("width_current", g["pcie"]["width"]), "width_max": g["pcie"]["width"],
+    }
+
+
+def _gpu_readings(g: dict[str, Any], cpus: list[str], links: list[dict[str, Any]],
+                  cluster_uuid: str) -> dict[str, Any]:
+    """What the GPU reports: placement, sensors, ECC, fabric, NVLink count, faults, limits."""
+    fabric: Any = g.get("fabric")  # a mapping or None, as the fixture has it
+    fans = g.get("fans")
+    return {
+        "numa_node": int(g.get("gpu_numa_id", -1)),
+        "cpu_mask": _cpumask(cpus[int(g.get("numa", 0)) % len(cpus)]),
+        "temp": int(g.get("temperature", 35)),
+        "nfans": len(fans) if fans is not None else -1, "fan_pct": list(fans or []),
+        "power_mw": int(float(g.get("power_w", 60)) * 1000),
+        "ecc_supported": int(g.get("ecc", True) is not None), "ecc_mode": int(bool(g.get("ecc", True))),
+        "remap_supported": int(g.get("remapped_rows") is not None),
+        "remap": g.get("remapped_rows") or {},
+        "fabric_supported": int(fabric is not None),
+        "fabric_state": FABRIC_STATES[(fabric or {}).get("state", "not_supported")],
+        "clique": int((fabric or {}).get("clique_id", 0)),
+        "cluster_uuid": cluster_uuid,
+        "health_summary": ({"healthy": 1, "unhealthy": 2, "limited_capacity": 3}[fabric["health_summary"]]
+                           if (fabric or {}).get("health_summary") else
+                           1 if (fabric or {}).get("state") == "completed" else 0),
+        "lost": int(bool(g.get("lost"))),
+        "nlinks": len(links) if links else -1,
+        "nvlink_version": int(g.get("nvlink_version", 0)),
+        "fails": {k: NVML_ERRORS[v] for k, v in (g.get("fails") or {}).items()},
+        # a wedged driver: {nvmlDeviceGetHandleByIndex_v2: 30} makes that call sleep 30 s first
+        "hangs": {str(k): int(v) for k, v in (g.get("hangs") or {}).items()},
+        "power_limit_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
+        "power_default_mw": int(float(g.get("power_default_limit_w", 0)) * 1000),
+        "power_enforced_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
+        "clock_reasons": _clock_bits(g.get("clock_reasons", ["gpu_idle"])),
+        "mem_err": _mem_errors(g.get("memory_errors") or {}),
+        "pcie_replays": int(g.get("pcie_replays", 0)),
+        "retired_pending": int(g["retired_pages_pending"]) if "retired_pages_pending" in g else -1,
+        "viol_supported": int(g.get("violation_ns", {}) is not None),
+        "viol_ns": _violations(g.get("violation_ns")),
+        "slowdown_c": int((g.get("temperature_thresholds") or {}).get("slowdown", 0)),
+        "shutdown_c": int((g.get("temperature_thresholds") or {}).get("shutdown", 0)),
+        "margin_supported": int(bool((g.get("temperature_thresholds") or {}).get("slowdown"))
+                                or "margin_temperature" in g),
+        "margin_c": int(g.get("margin_temperature",
+                              int((g.get("temperature_thresholds") or {}).get("slowdown", 0))
+                              - int(g.get("temperature", 35)))),
+        "recovery_action": (RECOVERY_ACTIONS[g.get("recovery_action", "NONE")]
+                            if g.get("recovery_action", "NONE") is not None else -1),
+        "health_mask": _health_mask((fabric or {}).get("health")),
+    }
+
+
+def _p2p_table(spec: dict[str, Any], out_gpus: list[dict[str, Any]], links: list[list[dict[str, Any]]],
+               bus: list[str]) -> list[list[list[int]]]:
+    """nvmlDeviceGetP2PStatus per GPU pair and capability (read, write, nvlink, atomics, prop)."""
+    n = len(out_gpus)
     p2p_cfg = spec.get("p2p") or {}
-    out_gpus = []
-    for i, g in enumerate(gpus):
-        salt = (seed, name, g["bus_id"])
-        mig = g.get("mig") or {}
-        n_inst = int(mig.get("instances", 0)) if mig.get("current") else 0
-        fabric = g.get("fabric")
-        fans = g.get("fans")
-        out_gpus.append({
-            "bus_id": g["bus_id"], "name": g["name"],
-            "uuid": _uuid("GPU", *salt),
-            "serial": str(int(_hex_id("serial", *salt, n=8), 16) % 10**13).zfill(13) if g.get("serial", True) else None,
-            "part": g.get("board_part_number"), "vbios": g.get("vbios"), "inforom": g.get("inforom_image"),
-            "pci_device_id": (int(g.get("pci_device_id", 0)) << 16) | 0x10DE, "minor": i,
-            "mem_total": int(g.get("memory_total", 0)), "mem_used": int(g.get("memory_used", 0)),
-            "arch": int(g.get("architecture", 0)),
-            "cc": list(g.get("compute_capability", [0, 0])),
-            "persistence": int(g.get("persistence", 1)), "compute_mode": int(g.get("compute_mode", 0)),
-            "virt_mode": int(g.get("virtualization_mode", 0)),
-            "mig_capable": int(bool(g.get("mig_capable", False))),
-            "mig_current": int(bool(mig.get("current"))), "mig_pending": int(bool(mig.get("pending", mig.get("current")))),
-            "nmig": n_inst,
-            "migs": [{"name": f"{g['name']} MIG {mig.get('profile', '3g.40gb')}",
-                      "uuid": _uuid("MIG", *salt, str(k)), "mem": int(mig.get("memory", 0))} for k in range(n_inst)],
-            "gen_cur": g["pcie"].get("gen_current", g["pcie"]["gen"]), "gen_max": g["pcie"]["gen"],
-            "gen_gpu_max": g["pcie"].get("gen_gpu", g["pcie"]["gen"]),
-            "width_cur": g["pcie"].get("width_current", g["pcie"]["width"]), "width_max": g["pcie"]["width"],
-            "numa_node": int(g.get("gpu_numa_id", -1)),
-            "cpu_mask": _cpumask(cpus[int(g.get("numa", 0)) % len(cpus)]),
-            "temp": int(g.get("temperature", 35)),
-            "nfans": len(fans) if fans is not None else -1, "fan_pct": list(fans or []),
-            "power_mw": int(float(g.get("power_w", 60)) * 1000),
-            "ecc_supported": int(g.get("ecc", True) is not None), "ecc_mode": int(bool(g.get("ecc", True))),
-            "remap_supported": int(g.get("remapped_rows") is not None),
-            "remap": g.get("remapped_rows") or {},
-            "fabric_supported": int(fabric is not None),
-            "fabric_state": FABRIC_STATES[(fabric or {}).get("state", "not_supported")],
-            "clique": int((fabric or {}).get("clique_id", 0)),
-            "cluster_uuid": _hex_id(seed, name, "cluster"),
-            "health_summary": ({"healthy": 1, "unhealthy": 2, "limited_capacity": 3}[fabric["health_summary"]]
-                               if (fabric or {}).get("health_summary") else
-                               1 if (fabric or {}).get("state") == "completed" else 0),
-            "lost": int(bool(g.get("lost"))),
-            "nlinks": len(links[i]) if links[i] else -1,
-            "nvlink_version": int(g.get("nvlink_version", 0)),
-            "fails": {k: NVML_ERRORS[v] for k, v in (g.get("fails") or {}).items()},
-            # a wedged driver: {nvmlDeviceGetHandleByIndex_v2: 30} makes that call sleep 30 s first
-            "hangs": {str(k): int(v) for k, v in (g.get("hangs") or {}).items()},
-            "power_limit_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
-            "power_default_mw": int(float(g.get("power_default_limit_w", 0)) * 1000),
-            "power_enforced_mw": int(float(g.get("power_limit_w", g.get("power_default_limit_w", 0))) * 1000),
-            "clock_reasons": _clock_bits(g.get("clock_reasons", ["gpu_idle"])),
-            "mem_err": _mem_errors(g.get("memory_errors") or {}),
-            "pcie_replays": int(g.get("pcie_replays", 0)),
-            "retired_pending": int(g["retired_pages_pending"]) if "retired_pages_pending" in g else -1,
-            "viol_supported": int(g.get("violation_ns", {}) is not None),
-            "viol_ns": _violations(g.get("violation_ns")),
-            "slowdown_c": int((g.get("temperature_thresholds") or {}).get("slowdown", 0)),
-            "shutdown_c": int((g.get("temperature_thresholds") or {}).get("shutdown", 0)),
-            "margin_supported": int(bool((g.get("temperature_thresholds") or {}).get("slowdown"))
-                                    or "margin_temperature" in g),
-            "margin_c": int(g.get("margin_temperature",
-                                  int((g.get("temperature_thresholds") or {}).get("slowdown", 0))
-                                  - int(g.get("temperature", 35)))),
-            "recovery_action": (RECOVERY_ACTIONS[g.get("recovery_action", "NONE")]
-                                if g.get("recovery_action", "NONE") is not None else -1),
-            "health_mask": _health_mask((fabric or {}).get("health")),
-        })
-    n = len(gpus)
-    topo = [[0 if i == j else _level(spec, gpus, i, j) for j in range(n)] for i in range(n)]
     p2p = []
     for i in range(n):
         row = []
@@ -298,11 +326,7 @@ def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
         p2p.append(row)
     for i, j, cap in spec.get("p2p_overrides") or []:
         p2p[i][j] = [P2P[cap]] * 5
-    drv = spec["driver_version"]
-    return {"machine": name, "init_rc": NVML_ERRORS[spec.get("init_error", "SUCCESS")],
-            "driver_version": drv, "driver_branch": int(drv.split(".")[0]),
-            "nvml_version": spec.get("nvml_version", drv), "cuda_version": int(spec.get("cuda_driver_version", 0)),
-            "gpus": out_gpus, "links": links, "topo": topo, "p2p": p2p}
+    return p2p
 
 
 def _c_str(s: str | None) -> str:

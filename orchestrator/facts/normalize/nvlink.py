@@ -79,25 +79,8 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
             "version": version, "lost": lost,
             "links": links, "unknown": unknown,
         })
-    pairs: list[NvlinkPair] = []
-    for i in range(n):
-        for j in range(i + 1, n):
-            # both ends should agree; where they differ the smaller count is what works, unless one
-            # end could not be read at all (lost GPU): then the readable end is all we know
-            if gpus[i]["links_total"] is None or gpus[j]["links_total"] is None:
-                c = max(direct[i][j], direct[j][i])
-            else:
-                c = min(direct[i][j], direct[j][i])
-            if c:
-                pairs.append({"a": order[i], "b": order[j], "links": c})
-    pair_links = {(p["a"], p["b"]): p["links"] for p in pairs}
-    nv: list[list[int | None]] = [[None] * n for _ in range(n)]
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                direct_links = pair_links.get((order[i], order[j])) or pair_links.get((order[j], order[i])) or 0
-                # fabric: the smaller switch-link count of the two
-                nv[i][j] = direct_links + min(switch_up[i], switch_up[j]) or None
+    pairs = _pairs(gpus, direct, order)
+    nv = _nv_matrix(pairs, order, switch_up)
     out: NvlinkFacts = {
         "supported": any_links,
         "order": order,
@@ -112,3 +95,34 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
     if data.get("unresponsive"):
         out["unresponsive"] = unresponsive_calls(data["unresponsive"])
     return out
+
+
+def _pairs(gpus: list[NvlinkGpu], direct: list[list[int]], order: list[str | None]) -> list[NvlinkPair]:
+    """Each GPU pair with direct links, counted once (a before b in CUDA order)."""
+    n = len(gpus)
+    pairs: list[NvlinkPair] = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            # both ends should agree; where they differ the smaller count is what works, unless one
+            # end could not be read at all (lost GPU): then the readable end is all we know
+            if gpus[i]["links_total"] is None or gpus[j]["links_total"] is None:
+                c = max(direct[i][j], direct[j][i])
+            else:
+                c = min(direct[i][j], direct[j][i])
+            if c:
+                pairs.append({"a": order[i], "b": order[j], "links": c})
+    return pairs
+
+
+def _nv_matrix(pairs: list[NvlinkPair], order: list[str | None], switch_up: list[int]) -> list[list[int | None]]:
+    """nvidia-smi's NV# between every two GPUs: direct links plus the fabric's share (None: none)."""
+    n = len(order)
+    pair_links = {(p["a"], p["b"]): p["links"] for p in pairs}
+    nv: list[list[int | None]] = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                direct_links = pair_links.get((order[i], order[j])) or pair_links.get((order[j], order[i])) or 0
+                # fabric: the smaller switch-link count of the two
+                nv[i][j] = direct_links + min(switch_up[i], switch_up[j]) or None
+    return nv

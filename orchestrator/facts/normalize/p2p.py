@@ -8,6 +8,7 @@ tenth of a host's facts; it was dropped.)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
@@ -30,6 +31,23 @@ def _all_true(verified: Any) -> bool | None:
     return all(verified.values())
 
 
+@dataclass
+class _Frame:
+    """What every step shares: the GPU count, each CUDA ordinal's bus id, the matrices being
+    filled and the copy mismatches found so far (in the order the steps meet them)."""
+    n: int
+    order: list[str]
+    mats: dict[str, list[list[Any]]]
+    mismatches: list[dict[str, Any]] = field(default_factory=list)
+
+    def ordinal(self, v: Any) -> bool:
+        return isinstance(v, int) and 0 <= v < self.n
+
+    def mismatch(self, copy: str, src: int, dst: int) -> None:
+        self.mismatches.append({"copy": copy, "src": src, "dst": dst, "src_bus_id": self.order[src],
+                                "dst_bus_id": self.order[dst]})
+
+
 def normalize(data: dict[str, Any]) -> P2pFacts:
     if not isinstance(data, dict):
         raise ValueError("p2p data must be a mapping")
@@ -37,120 +55,28 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
     n = len(raw_gpus)
     order = [str(g.get("bus_id") or "").lower() for g in raw_gpus]
     busy = (data.get("guard") or {}).get("busy") or {}
-    gpus: list[P2pGpu] = []
-    mismatches: list[dict[str, Any]] = []
-    for i, g in enumerate(raw_gpus):
-        gv = g.get("verified")
-        verified: dict[str, Any] = gv if isinstance(gv, dict) else {}
-        for kind, ok in verified.items():
-            if not ok:
-                mismatches.append({"copy": kind, "src": i, "dst": i, "src_bus_id": order[i], "dst_bus_id": order[i]})
-        gpus.append({
-            "index": i, "bus_id": order[i], "name": g.get("name"), "model": model_key(g.get("name")),
-            "status": g.get("status"), "error": g.get("error"),
-            "busy_processes": busy.get(str(i)),
-            "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
-            "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
-            "verified": _all_true(verified),
-        })
-        # p2p 1.1's readings under load: kept where the probe took them or said why it could not
-        load = _load(g.get("load"))
-        if load is not None:
-            gpus[-1]["load"] = load
-        elif isinstance(g.get("load_unknown"), str):
-            gpus[-1]["load_unknown"] = g["load_unknown"]
-
-    mats: dict[str, list[list[Any]]] = {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS}
-    cap = data.get("can_access_peer") or []
-    for a in range(min(n, len(cap))):
-        row = cap[a]
-        for b in range(min(n, len(row))):
-            if a != b and row[b] is not None:
-                mats["can_access_peer"][a][b] = bool(row[b])
+    frame = _Frame(n, order, {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS})
+    gpus = [_gpu(frame, i, g, busy) for i, g in enumerate(raw_gpus)]
+    _fill_can_access_peer(frame, data.get("can_access_peer") or [])
     for i, g in enumerate(gpus):  # the diagonal holds the device-local copy, as p2pBandwidthLatencyTest
-        mats["ce_gbps"][i][i] = g["local_ce_gbps"]
-        mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
-    pairs: list[dict[str, Any]] = []
-    for p in data.get("pairs") or []:
-        a, b = p.get("src"), p.get("dst")
-        if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
-            continue
-        pv = p.get("verified")
-        pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
-        for kind, ok in pverified.items():
-            if not ok:
-                mismatches.append({"copy": kind, "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b]})
-        enabled = p.get("peer_enabled")
-        rec = {
-            "src": a, "dst": b, "src_bus_id": order[a], "dst_bus_id": order[b],
-            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(enabled),
-            "peer_error": p.get("peer_error"), "staged": not enabled,
-            "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
-            "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
-        }
-        pairs.append(rec)
-        mats["peer_enabled"][a][b], mats["verified"][a][b] = rec["peer_enabled"], rec["verified"]
-        mats["ce_gbps"][a][b], mats["sm_read_gbps"][a][b] = rec["ce_gbps"], rec["sm_read_gbps"]
-        mats["latency_us"][a][b] = rec["latency_us"]
-    by_pair = {(p["src"], p["dst"]): p for p in pairs}
-    for bd in data.get("bidirectional") or []:
-        a, b = bd.get("a"), bd.get("b")
-        if not (isinstance(a, int) and isinstance(b, int) and 0 <= a < n and 0 <= b < n):
-            continue
-        total = _f(bd.get("total_gbps"))
-        mats["bidir_gbps"][a][b] = mats["bidir_gbps"][b][a] = total
-        for ab in ((a, b), (b, a)):
-            if ab in by_pair:
-                by_pair[ab]["bidir_gbps"] = total
-        if bd.get("verified") is False:
-            mismatches.append({"copy": "bidirectional", "src": a, "dst": b, "src_bus_id": order[a],
-                               "dst_bus_id": order[b]})
-
-    a2h = data.get("all_to_host")
-    all_to_host = None
-    if isinstance(a2h, dict):
-        members = [i for i in a2h.get("gpus") or [] if isinstance(i, int) and 0 <= i < n]
-        all_to_host = {
-            "gpus": [order[i] for i in members],
-            "d2h_total_gbps": _f(a2h.get("d2h_total_gbps")), "h2d_total_gbps": _f(a2h.get("h2d_total_gbps")),
-            # what the same GPUs reach one at a time, for the contention judgement
-            "d2h_sum_single_gbps": _sum([gpus[i]["d2h_gbps"] for i in members]),
-            "h2d_sum_single_gbps": _sum([gpus[i]["h2d_gbps"] for i in members]),
-            # one timed region spans all GPUs, so without contention the slowest GPU sets the
-            # total: n x the smallest single figure
-            "d2h_parallel_gbps": _parallel([gpus[i]["d2h_gbps"] for i in members]),
-            "h2d_parallel_gbps": _parallel([gpus[i]["h2d_gbps"] for i in members]),
-            "verified": _all_true(a2h.get("verified")),
-        }
-        for kind, ok in (a2h.get("verified") or {}).items():
-            if not ok:
-                mismatches.append({"copy": "all_" + kind, "src": None, "dst": None, "src_bus_id": None,
-                                   "dst_bus_id": None})
-
+        frame.mats["ce_gbps"][i][i] = g["local_ce_gbps"]
+        frame.mats["sm_read_gbps"][i][i] = g["local_sm_gbps"]
+    pairs = _pairs(frame, data.get("pairs") or [])
+    _bidirectional(frame, data.get("bidirectional") or [], pairs)
+    all_to_host = _all_to_host(frame, data.get("all_to_host"), gpus)
     guard = data.get("guard") or {}
     params = data.get("params") or {}
-    ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
-    ce_min = min(ce) if ce else None
-    summary = {
-        # the slowest one-way GPU->GPU copy-engine figure (what outputs/prometheus report)
-        "min_gbps": ce_min[0] if ce_min else None,
-        "min_pair": ce_min[1] if ce_min else None,
-        "h2d_min_gbps": _min([g["h2d_gbps"] for g in gpus]),
-        "d2h_min_gbps": _min([g["d2h_gbps"] for g in gpus]),
-        "gpus_measured": sum(1 for g in gpus if g["h2d_gbps"] is not None),
-        "pairs_measured": len(ce),
-    }
     return {
         "order": cast("list[str | None]", order),
-        "summary": summary,
+        "summary": _summary(gpus, pairs),
         "driver": data.get("cuda_driver"),
         "gpus": gpus,
         "pairs": pairs,
-        "matrices": mats,
+        "matrices": frame.mats,
         "rank": data.get("p2p_rank"),
         "nvml_nvlink": data.get("nvml_nvlink"),
         "all_to_host": all_to_host,
-        "mismatches": mismatches,
+        "mismatches": frame.mismatches,
         "guard": {"ran": bool(guard.get("ran")), "reason": guard.get("reason"),
                   "forced": bool(guard.get("forced")),
                   "busy": {order[int(k)]: v for k, v in busy.items() if is_digits(str(k)) and int(k) < n}},
@@ -161,6 +87,122 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "params": {k: params.get(k) for k in ("size_bytes", "repeats", "loops", "pairs", "budget_s")},
         "elapsed_s": _f(data.get("elapsed_s")),
         "dmabuf": _dmabuf(raw_gpus, order),
+    }
+
+
+def _gpu(frame: _Frame, i: int, g: dict[str, Any], busy: Any) -> P2pGpu:
+    """One GPU's own figures (host copies, device-local copies, load readings); a copy kind it
+    failed to verify is a mismatch of the GPU with itself."""
+    gv = g.get("verified")
+    verified: dict[str, Any] = gv if isinstance(gv, dict) else {}
+    for kind, ok in verified.items():
+        if not ok:
+            frame.mismatch(kind, i, i)
+    out: P2pGpu = {
+        "index": i, "bus_id": frame.order[i], "name": g.get("name"), "model": model_key(g.get("name")),
+        "status": g.get("status"), "error": g.get("error"),
+        "busy_processes": busy.get(str(i)),
+        "h2d_gbps": _f(g.get("h2d_gbps")), "d2h_gbps": _f(g.get("d2h_gbps")),
+        "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
+        "verified": _all_true(verified),
+    }
+    # p2p 1.1's readings under load: kept where the probe took them or said why it could not
+    load = _load(g.get("load"))
+    if load is not None:
+        out["load"] = load
+    elif isinstance(g.get("load_unknown"), str):
+        out["load_unknown"] = g["load_unknown"]
+    return out
+
+
+def _fill_can_access_peer(frame: _Frame, cap: Any) -> None:
+    """cuDeviceCanAccessPeer off the diagonal, as far as the probe's matrix reaches."""
+    for a in range(min(frame.n, len(cap))):
+        row = cap[a]
+        for b in range(min(frame.n, len(row))):
+            if a != b and row[b] is not None:
+                frame.mats["can_access_peer"][a][b] = bool(row[b])
+
+
+def _pairs(frame: _Frame, raw_pairs: Any) -> list[dict[str, Any]]:
+    """Each measured one-way GPU->GPU pair between known ordinals, written into the matrices too."""
+    mats = frame.mats
+    pairs: list[dict[str, Any]] = []
+    for p in raw_pairs:
+        a, b = p.get("src"), p.get("dst")
+        if not (frame.ordinal(a) and frame.ordinal(b)):
+            continue
+        pv = p.get("verified")
+        pverified: dict[str, Any] = pv if isinstance(pv, dict) else {}
+        for kind, ok in pverified.items():
+            if not ok:
+                frame.mismatch(kind, a, b)
+        enabled = p.get("peer_enabled")
+        rec = {
+            "src": a, "dst": b, "src_bus_id": frame.order[a], "dst_bus_id": frame.order[b],
+            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(enabled),
+            "peer_error": p.get("peer_error"), "staged": not enabled,
+            "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
+            "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
+        }
+        pairs.append(rec)
+        mats["peer_enabled"][a][b], mats["verified"][a][b] = rec["peer_enabled"], rec["verified"]
+        mats["ce_gbps"][a][b], mats["sm_read_gbps"][a][b] = rec["ce_gbps"], rec["sm_read_gbps"]
+        mats["latency_us"][a][b] = rec["latency_us"]
+    return pairs
+
+
+def _bidirectional(frame: _Frame, raw: Any, pairs: list[dict[str, Any]]) -> None:
+    """Both directions at once: the total goes into the symmetric matrix and onto both pairs."""
+    by_pair = {(p["src"], p["dst"]): p for p in pairs}
+    for bd in raw:
+        a, b = bd.get("a"), bd.get("b")
+        if not (frame.ordinal(a) and frame.ordinal(b)):
+            continue
+        total = _f(bd.get("total_gbps"))
+        frame.mats["bidir_gbps"][a][b] = frame.mats["bidir_gbps"][b][a] = total
+        for ab in ((a, b), (b, a)):
+            if ab in by_pair:
+                by_pair[ab]["bidir_gbps"] = total
+        if bd.get("verified") is False:
+            frame.mismatch("bidirectional", a, b)
+
+
+def _all_to_host(frame: _Frame, a2h: Any, gpus: list[P2pGpu]) -> dict[str, Any] | None:
+    """Every GPU copying to and from the host at once, beside what the same GPUs reach alone."""
+    if not isinstance(a2h, dict):
+        return None
+    members = [i for i in a2h.get("gpus") or [] if frame.ordinal(i)]
+    out = {
+        "gpus": [frame.order[i] for i in members],
+        "d2h_total_gbps": _f(a2h.get("d2h_total_gbps")), "h2d_total_gbps": _f(a2h.get("h2d_total_gbps")),
+        # what the same GPUs reach one at a time, for the contention judgement
+        "d2h_sum_single_gbps": _sum([gpus[i]["d2h_gbps"] for i in members]),
+        "h2d_sum_single_gbps": _sum([gpus[i]["h2d_gbps"] for i in members]),
+        # one timed region spans all GPUs, so without contention the slowest GPU sets the
+        # total: n x the smallest single figure
+        "d2h_parallel_gbps": _parallel([gpus[i]["d2h_gbps"] for i in members]),
+        "h2d_parallel_gbps": _parallel([gpus[i]["h2d_gbps"] for i in members]),
+        "verified": _all_true(a2h.get("verified")),
+    }
+    for kind, ok in (a2h.get("verified") or {}).items():
+        if not ok:
+            frame.mismatches.append({"copy": "all_" + kind, "src": None, "dst": None, "src_bus_id": None,
+                                     "dst_bus_id": None})
+    return out
+
+
+def _summary(gpus: list[P2pGpu], pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
+    ce_min = min(ce) if ce else None
+    return {
+        # the slowest one-way GPU->GPU copy-engine figure (what outputs/prometheus report)
+        "min_gbps": ce_min[0] if ce_min else None,
+        "min_pair": ce_min[1] if ce_min else None,
+        "h2d_min_gbps": _min([g["h2d_gbps"] for g in gpus]),
+        "d2h_min_gbps": _min([g["d2h_gbps"] for g in gpus]),
+        "gpus_measured": sum(1 for g in gpus if g["h2d_gbps"] is not None),
+        "pairs_measured": len(ce),
     }
 
 

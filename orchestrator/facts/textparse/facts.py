@@ -26,7 +26,7 @@ from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.fabric_facts import fabric_from_text
 from orchestrator.facts.textparse.ibstat import IbReport
 from orchestrator.facts.textparse.kernel_log import KernelLog
-from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice
+from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice, TreeNode
 from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
 from orchestrator.facts.textparse.perftest import PerftestLog
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
@@ -218,50 +218,95 @@ def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | No
     return None
 
 
+@dataclass
+class _GpuBook:
+    """The GPUs one host's texts describe, filled source by source: the GPU records by index, the
+    count each source gives, the lower bound a partial listing gives, and merge notes."""
+
+    by_index: dict[int, dict[str, Any]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    at_least: int | None = None
+
+    def gpu(self, i: int) -> dict[str, Any]:
+        if i not in self.by_index:
+            self.by_index[i] = _blank_gpu(i)
+        return self.by_index[i]
+
+
+# where the GPU count comes from, most trusted first
+_COUNT_SOURCES = ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
+                  "nccl-tests")
+
+
 def gpus_facts(p: Parsed) -> dict[str, Any] | None:
     bench = _bench_devices(p)
     if not (p.query or p.smi_list or p.topo or p.nvlink or p.p2p or bench or p.cpu):
         return None
-    notes: list[str] = []
-    by_index: dict[int, dict[str, Any]] = {}
+    book = _GpuBook()
+    # the order matters: later sources fill only the names and UUIDs earlier ones left, and topo -p2p
+    # and benchmarks give a count only where no earlier source did
+    _gpus_from_smi_list(book, p.smi_list)
+    _gpus_from_topo(book, p.topo)
+    _gpus_from_nvlink(book, p.nvlink)
+    _gpus_lower_bound(book, p)
+    _gpus_from_p2p(book, p.p2p)
+    if bench is not None:
+        _gpus_from_bench(book, bench)
+    if p.query:
+        _gpus_from_query(book, p.query)
+    for g in book.by_index.values():
+        _gpu_model(g)
+    count = next((book.counts[src] for src in _COUNT_SOURCES if src in book.counts), None)
+    if len(set(book.counts.values())) > 1:
+        book.notes.append("GPU counts disagree: " + ", ".join(f"{k} {v}" for k, v in book.counts.items()))
+    return _gpus_section(p, book, count, bench)
 
-    def gpu(i: int) -> dict[str, Any]:
-        if i not in by_index:
-            by_index[i] = _blank_gpu(i)
-        return by_index[i]
 
-    counts: dict[str, int] = {}
-    if p.smi_list:
-        if not p.smi_list.partial:  # an elided or gapped -L is a lower bound (at_least below)
-            counts["nvidia-smi -L"] = len(p.smi_list.gpus)
-        for lg in p.smi_list.gpus:
-            g = gpu(lg.index)
-            _known(g, "name", lg.name)
-            _known(g, "uuid", lg.uuid, lg.uuid_unknown)
-            g["display"] = lg.display
-            g["unknown"].pop("display", None)
-            if lg.mig_devices:
-                # -L lists MIG devices only while MIG mode is on; no devices listed says nothing.
-                _known(g, "mig", {"current": True, "pending": None, "pending_unknown": NOT_IN_TEXT,
-                                  "instances": [{"index": m.index, "uuid": m.uuid, "name": f"MIG {m.profile}",
-                                                 "memory_total_bytes": None} for m in lg.mig_devices]})
-    if p.topo:
-        counts["nvidia-smi topo -m"] = len(p.topo.gpus)
-        for d in p.topo.gpus:
-            k = int_or_none(d.label[3:], INDEX)
-            if k is None or k >= MAX_GPUS:  # `GPU99999...`: no GPU a host has
-                continue
-            g = gpu(k)
-            _known(g, "cpu_affinity", d.cpu_affinity, d.unknown.get("cpu_affinity"))
-            _known(g, "numa_node", d.gpu_numa_id, d.unknown.get("gpu_numa_id"))
-            g["numa_affinity"] = d.numa_affinity
-    for rep in p.nvlink:
+def _gpus_from_smi_list(book: _GpuBook, smi_list: SmiList | None) -> None:
+    if not smi_list:
+        return
+    if not smi_list.partial:  # an elided or gapped -L is a lower bound (at_least below)
+        book.counts["nvidia-smi -L"] = len(smi_list.gpus)
+    for lg in smi_list.gpus:
+        g = book.gpu(lg.index)
+        _known(g, "name", lg.name)
+        _known(g, "uuid", lg.uuid, lg.uuid_unknown)
+        g["display"] = lg.display
+        g["unknown"].pop("display", None)
+        if lg.mig_devices:
+            # -L lists MIG devices only while MIG mode is on; no devices listed says nothing.
+            _known(g, "mig", {"current": True, "pending": None, "pending_unknown": NOT_IN_TEXT,
+                              "instances": [{"index": m.index, "uuid": m.uuid, "name": f"MIG {m.profile}",
+                                             "memory_total_bytes": None} for m in lg.mig_devices]})
+
+
+def _gpus_from_topo(book: _GpuBook, topo: TopoMatrix | None) -> None:
+    if not topo:
+        return
+    book.counts["nvidia-smi topo -m"] = len(topo.gpus)
+    for d in topo.gpus:
+        k = int_or_none(d.label[3:], INDEX)
+        if k is None or k >= MAX_GPUS:  # `GPU99999...`: no GPU a host has
+            continue
+        g = book.gpu(k)
+        _known(g, "cpu_affinity", d.cpu_affinity, d.unknown.get("cpu_affinity"))
+        _known(g, "numa_node", d.gpu_numa_id, d.unknown.get("gpu_numa_id"))
+        g["numa_affinity"] = d.numa_affinity
+
+
+def _gpus_from_nvlink(book: _GpuBook, reports: list[NvlinkReport]) -> None:
+    for rep in reports:
         for ng in rep.gpus:
             if ng.index is None:
                 continue
-            g = gpu(ng.index)
+            g = book.gpu(ng.index)
             _known(g, "name", g["name"] or ng.name)
             _known(g, "uuid", g["uuid"] or ng.uuid, "redacted in the source" if ng.uuid_redacted else None)
+
+
+def _gpus_lower_bound(book: _GpuBook, p: Parsed) -> None:
+    """The fewest GPUs the host has, from the texts that list part of them."""
     at_least: int | None = None
     if p.smi_list and p.smi_list.partial:
         at_least = max(lg.index for lg in p.smi_list.gpus) + 1  # indices run from 0
@@ -269,61 +314,67 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         # topo -c names GPU indices; indices run from 0, so the highest named one bounds the count
         named = sorted({i for v in p.cpu.nearest.values() for i in v})
         for i in named:
-            gpu(i)
+            book.gpu(i)
         at_least = max([at_least or 0, (named[-1] + 1) if named else 0]) or None
     if p.nvlink:
         # `nvlink -s -i N` lists one GPU on purpose and a poster may paste part of it: the GPUs it
         # lists are a lower bound of the host's GPUs, never its count.
         at_least = max([at_least or 0, *(len({x.index for x in rep.gpus if x.index is not None}) for rep in p.nvlink)]) or None
-    for pm in p.p2p:
+    book.at_least = at_least
+
+
+def _gpus_from_p2p(book: _GpuBook, matrices: list[P2PMatrix]) -> None:
+    for pm in matrices:
         for lab in pm.labels:
             k = int_or_none(lab[3:], INDEX) if re.fullmatch(r"GPU\d+", lab) else None
             if k is not None and k < MAX_GPUS:
-                gpu(k)
-        if not counts:
-            counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
-    if bench is not None:
-        # CUDA's view (CUDA_VISIBLE_DEVICES may hide GPUs): a count only when nothing else gives one
-        tool, devs = bench
-        if not counts:
-            counts[tool] = len(devs)
-        for idx, name, bus in devs:
-            g = gpu(idx)
-            _known(g, "name", g["name"] or name)
-            _known(g, "bus_id", g["bus_id"] or bus)
-    if p.query:
-        uuid_to_index = {g["uuid"]: i for i, g in by_index.items() if g["uuid"]}
-        for pos, qg in enumerate(p.query.gpus):
-            # -q prints GPUs in index order; the UUID pins the index when another file lists it.
-            idx = uuid_to_index.get(qg.uuid, qg.index if qg.index is not None else pos)
-            if qg.uuid not in uuid_to_index and by_index:
-                notes.append(f"-q block {pos} ({qg.bus_id}) matched to index {pos} by position")
-            g = gpu(idx)
-            if g["uuid"] and qg.uuid and g["uuid"] != qg.uuid:
-                # Same index, different board: the files do not describe the same GPUs.
-                notes.append(f"GPU{idx}: UUID {g['uuid']} in other files but {qg.uuid} in -q; -q block not merged")
-                continue
-            _apply_query(g, qg)
-        if p.query.attached_gpus is not None:
-            counts["nvidia-smi -q"] = p.query.attached_gpus  # also --query-gpu: its rows (or its count column)
-    for g in by_index.values():
-        # by PCI device id where -q printed one, else by the exact product name (never a substring)
-        m = gpu_models.lookup(g["name"], g["pci_device_id"])
-        _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
-        if g["name"] is None and m is None:
-            g["unknown"]["model"] = "name unknown (this text does not print the GPU model)"
-        if m is not None and m.display and g.get("display") is None:
-            g["display"] = True
-            g["unknown"].pop("display", None)
-    count = None
-    for src in ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
-                "nccl-tests"):
-        if src in counts:
-            count = counts[src]
-            break
-    if len(set(counts.values())) > 1:
-        notes.append("GPU counts disagree: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    listed = [by_index[i] for i in sorted(by_index)]
+                book.gpu(k)
+        if not book.counts:
+            book.counts["nvidia-smi topo -p2p"] = sum(1 for lab in pm.labels if lab.startswith("GPU"))
+
+
+def _gpus_from_bench(book: _GpuBook, bench: tuple[str, list[tuple[int, str | None, str | None]]]) -> None:
+    # CUDA's view (CUDA_VISIBLE_DEVICES may hide GPUs): a count only when nothing else gives one
+    tool, devs = bench
+    if not book.counts:
+        book.counts[tool] = len(devs)
+    for idx, name, bus in devs:
+        g = book.gpu(idx)
+        _known(g, "name", g["name"] or name)
+        _known(g, "bus_id", g["bus_id"] or bus)
+
+
+def _gpus_from_query(book: _GpuBook, query: SmiQuery) -> None:
+    uuid_to_index = {g["uuid"]: i for i, g in book.by_index.items() if g["uuid"]}
+    for pos, qg in enumerate(query.gpus):
+        # -q prints GPUs in index order; the UUID pins the index when another file lists it.
+        idx = uuid_to_index.get(qg.uuid, qg.index if qg.index is not None else pos)
+        if qg.uuid not in uuid_to_index and book.by_index:
+            book.notes.append(f"-q block {pos} ({qg.bus_id}) matched to index {pos} by position")
+        g = book.gpu(idx)
+        if g["uuid"] and qg.uuid and g["uuid"] != qg.uuid:
+            # Same index, different board: the files do not describe the same GPUs.
+            book.notes.append(f"GPU{idx}: UUID {g['uuid']} in other files but {qg.uuid} in -q; -q block not merged")
+            continue
+        _apply_query(g, qg)
+    if query.attached_gpus is not None:
+        book.counts["nvidia-smi -q"] = query.attached_gpus  # also --query-gpu: its rows (or its count column)
+
+
+def _gpu_model(g: dict[str, Any]) -> None:
+    # by PCI device id where -q printed one, else by the exact product name (never a substring)
+    m = gpu_models.lookup(g["name"], g["pci_device_id"])
+    _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
+    if g["name"] is None and m is None:
+        g["unknown"]["model"] = "name unknown (this text does not print the GPU model)"
+    if m is not None and m.display and g.get("display") is None:
+        g["display"] = True
+        g["unknown"].pop("display", None)
+
+
+def _gpus_section(p: Parsed, book: _GpuBook, count: int | None,
+                  bench: tuple[str, list[tuple[int, str | None, str | None]]] | None) -> dict[str, Any]:
+    listed = [book.by_index[i] for i in sorted(book.by_index)]
     order = [g["bus_id"] for g in listed]
     low = ["compute_capability", "lost"]
     if any(b is None for b in order):
@@ -337,7 +388,7 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         "nvml_version_unknown": "nvidia-smi text does not print it",
         "cuda_driver_version": p.query.cuda_version if p.query else None,
         "count": count,
-        "count_sources": counts,
+        "count_sources": book.counts,
         "order": order,
         "list": listed,
         "levels": levels,
@@ -345,12 +396,12 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         "mig_enabled_any": _any_bool([(g.get("mig") or {}).get("current") for g in listed]),
         "virtualized": _any_bool([None if g["virtualization_mode"] is None else g["virtualization_mode"] != "none"
                                   for g in listed]),
-        "notes": notes,
+        "notes": book.notes,
     }
     if not p.query:
         section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
     if count is None:
-        known = max([at_least or 0, len(listed)])
+        known = max([book.at_least or 0, len(listed)])
         section["count_unknown"] = (f"the imported text describes part of the host (at least {known} GPU(s)); "
                                     "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
         if known:
@@ -403,87 +454,9 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
     if not p.nvlink and not (p.topo and any(c and c.startswith("NV") for r in p.topo.matrix for c in r)):
         return None
     bus = {g["index"]: g["bus_id"] for g in (gpus or {}).get("list", [])}
-    merged: dict[Any, dict[str, Any]] = {}
-    for rep in p.nvlink:
-        for ng in rep.gpus:
-            key = ng.index if ng.index is not None else ("?", ng.uuid)
-            e = merged.setdefault(key, {"index": ng.index, "bus_id": bus.get(ng.index), "uuid": ng.uuid,
-                                        "name": ng.name, "links": {}, "all_inactive": False, "unknown": {}})
-            e["uuid"] = e["uuid"] or ng.uuid
-            e["name"] = e["name"] or ng.name
-            e["all_inactive"] = e["all_inactive"] or ng.all_inactive
-            e["partial"] = e.get("partial", False) or ng.partial
-            for lk in ng.links:
-                d = e["links"].setdefault(lk.link, {"link": lk.link, "state": None, "speed_gbps": None, "caps": {}})
-                if lk.active is not None:
-                    d["state"] = "up" if lk.active else "down"
-                    d["speed_gbps"] = lk.speed_gbps
-                d["caps"].update(lk.caps)
-    out_gpus = []
-    for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6)):
-        e = merged[key]
-        links = []
-        for n in sorted(e["links"]):
-            d = e["links"][n]
-            unknown = {"version": "nvidia-smi nvlink -s does not print it",
-                       "remote_bus_id": "not in nvlink -s/-c text (needs nvlink -R)",
-                       "remote_type": "not in nvlink -s/-c text", "errors": "not in nvlink -s/-c text (needs -e)"}
-            if d["state"] is None:
-                unknown["state"] = "only capabilities (-c) were imported"
-            caps = d["caps"]
-            for c in CAP_KEYS.values():
-                if c not in caps:
-                    unknown[c] = "capabilities not imported (nvlink -c)"
-            rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
-                        "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
-                        "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
-                        "errors": None, "unknown": unknown}
-            # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
-            rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
-            rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
-            links.append(rec_link)
-        states = [lk["state"] for lk in links]
-        rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
-               "links_total": len(links), "links_up": states.count("up"),
-               "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
-               "links": links,
-               "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
-        if e["bus_id"] is None:
-            rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
-        if e["all_inactive"] and not links:
-            # NVML printed only "all links are inActive": none is up, but how many exist is not said.
-            rec["links_total"], rec["inactive"] = None, None
-            rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
-        if e.get("partial") and links:
-            # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
-            rec["links_total"] = None
-            rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
-                                             "the rest)")
-        if states and all(s is None for s in states):
-            # -c lists links but not their state: nothing about up/down may be concluded.
-            rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
-            rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
-                f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
-        out_gpus.append(rec)
-    nv = None
-    if p.topo:
-        # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
-        # topo -m gets a record, its links unknown where nvlink -s did not list it.
-        have = {g["index"] for g in out_gpus}
-        for d in p.topo.gpus:
-            k = int_or_none(d.label[3:], INDEX)
-            if k is not None and k < MAX_GPUS and k not in have:
-                out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
-                                 "links_up": None, "inactive": None, "version": None, "links": [],
-                                 "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
-                                             "links_up": "not in the imported nvlink -s text",
-                                             "version": "nvidia-smi nvlink -s does not print it"}})
-        topo_labels = {d.label for d in p.topo.gpus}
-        # row i of `nv` is gpus[i] (named by its `index`, as a live run's); a GPU whose `GPU n:`
-        # header was cropped from nvlink -s has no index and so no NV# row
-        labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
-        nv = [[_nv(p.topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
-               for b in labels] for a in labels]
+    merged = _merge_nvlink_reports(p.nvlink, bus)
+    out_gpus = [_nvlink_gpu(merged[key]) for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6))]
+    nv = _topo_nv(p.topo, out_gpus, bus) if p.topo else None
     ups = [g["links_up"] for g in out_gpus]
     totals = [g["links_total"] for g in out_gpus]
     section: dict[str, Any] = {
@@ -503,6 +476,99 @@ def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any
         section["gpus_unknown"] = "per-link state needs nvidia-smi nvlink -s; only topo -m NV# was imported"
     low = ["version", "remote_bus_id", "remote_type", "errors", "pairs", "nvswitches"]
     return _mark(section, p.sources(*p.nvlink, p.topo), low)
+
+
+def _merge_nvlink_reports(reports: list[NvlinkReport], bus: dict[Any, Any]) -> dict[Any, dict[str, Any]]:
+    """Each GPU's links across every nvlink -s / -c text, keyed by index (by UUID where the
+    GPU's header was cropped): states and speeds from -s, capabilities from -c."""
+    merged: dict[Any, dict[str, Any]] = {}
+    for rep in reports:
+        for ng in rep.gpus:
+            key = ng.index if ng.index is not None else ("?", ng.uuid)
+            e = merged.setdefault(key, {"index": ng.index, "bus_id": bus.get(ng.index), "uuid": ng.uuid,
+                                        "name": ng.name, "links": {}, "all_inactive": False, "unknown": {}})
+            e["uuid"] = e["uuid"] or ng.uuid
+            e["name"] = e["name"] or ng.name
+            e["all_inactive"] = e["all_inactive"] or ng.all_inactive
+            e["partial"] = e.get("partial", False) or ng.partial
+            for lk in ng.links:
+                d = e["links"].setdefault(lk.link, {"link": lk.link, "state": None, "speed_gbps": None, "caps": {}})
+                if lk.active is not None:
+                    d["state"] = "up" if lk.active else "down"
+                    d["speed_gbps"] = lk.speed_gbps
+                d["caps"].update(lk.caps)
+    return merged
+
+
+def _nvlink_link(n: Any, d: dict[str, Any]) -> dict[str, Any]:
+    """One merged link in the live probe's link shape, what text cannot say null with its reason."""
+    unknown = {"version": "nvidia-smi nvlink -s does not print it",
+               "remote_bus_id": "not in nvlink -s/-c text (needs nvlink -R)",
+               "remote_type": "not in nvlink -s/-c text", "errors": "not in nvlink -s/-c text (needs -e)"}
+    if d["state"] is None:
+        unknown["state"] = "only capabilities (-c) were imported"
+    caps = d["caps"]
+    for c in CAP_KEYS.values():
+        if c not in caps:
+            unknown[c] = "capabilities not imported (nvlink -c)"
+    rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
+                "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
+                "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
+                "errors": None, "unknown": unknown}
+    # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
+    rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
+    rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
+    return rec_link
+
+
+def _nvlink_gpu(e: dict[str, Any]) -> dict[str, Any]:
+    """One merged GPU's record; link counts the text does not establish are null with the reason."""
+    links = [_nvlink_link(n, e["links"][n]) for n in sorted(e["links"])]
+    states = [lk["state"] for lk in links]
+    rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
+           "links_total": len(links), "links_up": states.count("up"),
+           "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
+           "links": links,
+           "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
+    if e["bus_id"] is None:
+        rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+    if e["all_inactive"] and not links:
+        # NVML printed only "all links are inActive": none is up, but how many exist is not said.
+        rec["links_total"], rec["inactive"] = None, None
+        rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+    if e.get("partial") and links:
+        # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
+        rec["links_total"] = None
+        rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
+                                         "the rest)")
+    if states and all(s is None for s in states):
+        # -c lists links but not their state: nothing about up/down may be concluded.
+        rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
+        rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
+            f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
+    return rec
+
+
+def _topo_nv(topo: TopoMatrix, out_gpus: list[dict[str, Any]], bus: dict[Any, Any]) -> list[list[int | None]]:
+    """topo -m's NV# per GPU pair; appends a record (links unknown) to `out_gpus` for every GPU
+    of topo -m that nvlink -s did not list."""
+    # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
+    # topo -m gets a record, its links unknown where nvlink -s did not list it.
+    have = {g["index"] for g in out_gpus}
+    for d in topo.gpus:
+        k = int_or_none(d.label[3:], INDEX)
+        if k is not None and k < MAX_GPUS and k not in have:
+            out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
+                             "links_up": None, "inactive": None, "version": None, "links": [],
+                             "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
+                                         "links_up": "not in the imported nvlink -s text",
+                                         "version": "nvidia-smi nvlink -s does not print it"}})
+    topo_labels = {d.label for d in topo.gpus}
+    # row i of `nv` is gpus[i] (named by its `index`, as a live run's); a GPU whose `GPU n:`
+    # header was cropped from nvlink -s has no index and so no NV# row
+    labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
+    return [[_nv(topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
+             for b in labels] for a in labels]
 
 
 def _nv(level: str | None) -> int | None:
@@ -660,77 +726,122 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
     partial = bool(p.verbose and any(d.class_name is None for d in p.verbose.devices)) and not p.tree
     bdfs = list(dict.fromkeys([*tree_nodes.keys(), *vdev.keys()]))
     parents = _parents(p, bdfs)
-    devices: list[dict[str, Any]] = []
-    for b in bdfs:
-        v, t = vdev.get(b), tree_nodes.get(b)
-        unknown: dict[str, str] = {}
-        rec: dict[str, Any] = {"bdf": b}
-        vid = (v.vendor_id if v else None) or (t.vendor_id if t else None)
-        did = (v.device_id if v else None) or (t.device_id if t else None)
-        rec["vendor"] = f"0x{vid}" if vid else None
-        rec["device"] = f"0x{did}" if did else None
-        if vid is None:
-            unknown["vendor"] = "needs lspci -nn"
-        rec["subsystem_vendor"] = rec["subsystem_device"] = None
-        rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
-        if rec["class"] is None:
-            unknown["class"] = "needs lspci -vvvnn (class code)"
-        kind = _kind(v) if v else ("bridge" if t and t.is_bridge else _kind_from_name(t.description) if t else None)
-        rec["kind"] = kind
-        if kind is None:
-            unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
-        elif v is None and t is not None and not t.is_bridge:
-            rec["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
-        rec["family"] = _family((v.description if v else None) or (t.description if t else None))
-        rec["label"] = rec["rdma"] = None
-        rec["netdevs"] = None
-        unknown["label"] = unknown["rdma"] = unknown["netdevs"] = "not in lspci text (sysfs only)"
-        rec["driver"] = v.driver if v else None
-        rec["numa"] = v.numa_node if v else None
-        rec["local_cpulist"] = None
-        unknown["local_cpulist"] = "not in lspci text (sysfs only)"
-        rec["iommu_group"] = v.iommu_group if v else None
-        root = t.root if t else None
-        rec["host_bridge"] = f"pci{root}" if root else None
-        chain = _chain(b, parents)
-        rec["chain"] = chain
-        rec["parent"] = parents.get(b)
-        if b not in parents and not t:
-            unknown["parent"] = "position in the tree unknown (no lspci -tv, no bridge bus ranges)"
-        pt = _PORT.get((v.port_type or "").lower()) if v else None
-        rec["port_type"] = pt
-        if pt is None:
-            rec["port_type_unknown"] = "needs lspci -vvv (PCI Express capability)"
-        rec["switch"] = None
-        rec["link"] = _link_rec(v, vdev.get(parents.get(b) or ""))
-        if rec["link"] is None:
-            unknown["link"] = "no LnkCap/LnkSta in the imported text"
-        rec["acs"] = None
-        if v and v.acs_cap is not None:
-            en = [_ACS.get(k, k) for k, on in (v.acs_ctl or {}).items() if on]
-            rec["acs"] = {"capable": [_ACS.get(k, k) for k, on in v.acs_cap.items() if on], "enabled": en,
-                          "redirect": any(x in en for x in ("RR", "CR", "EC"))}
-        else:
-            rec["acs_unknown"] = "no ACSCap in the imported text (absent, or lspci run without root)"
-        rec["vf"] = None
-        unknown["vf"] = "not in lspci text"
-        rec["unknown"] = unknown
-        devices.append(rec)
+    devices = [_pcie_device(b, vdev, tree_nodes.get(b), parents) for b in bdfs]
+    _assign_switches(devices)
+    for u in unnamed:
+        devices.append({"bdf": None, "kind": None, "link": _link_rec(u, None), "unknown": {"bdf": "no device header"}})
+    gpus = _of_kind(devices, partial, "gpu")
+    section: dict[str, Any] = {
+        "config_access": None,
+        "config_access_unknown": "not known from text",
+        "needs_root": None,
+        "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
+        "devices": devices,
+        "tree": _tree(p) if p.tree else None,
+        "gpus": gpus,
+        "nics": _of_kind(devices, partial, "nic"),
+        "nvswitches": _of_kind(devices, partial, "nvswitch"),
+        "nvme": _of_kind(devices, partial, "nvme"),
+        "switches": _switches(devices),
+        "uplinks": None,
+        "uplinks_unknown": "not computed from text",
+        "levels": _levels_from_topo(p.topo) if p.topo else None,
+        "downgraded": _downgraded(devices),
+        "acs": _acs_redirects(devices),
+        "gpu_counts": _gpu_counts(devices, gpus),
+    }
+    if gpus is None:
+        section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
+                                   if partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
+    low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
+    return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
+
+
+def _pcie_identity(rec: dict[str, Any], unknown: dict[str, str], v: PciDevice | None, t: TreeNode | None) -> None:
+    """What the device is (ids, class, kind, family) from lspci -vvvnn, else from lspci -tv."""
+    vid = (v.vendor_id if v else None) or (t.vendor_id if t else None)
+    did = (v.device_id if v else None) or (t.device_id if t else None)
+    rec["vendor"] = f"0x{vid}" if vid else None
+    rec["device"] = f"0x{did}" if did else None
+    if vid is None:
+        unknown["vendor"] = "needs lspci -nn"
+    rec["subsystem_vendor"] = rec["subsystem_device"] = None
+    rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
+    if rec["class"] is None:
+        unknown["class"] = "needs lspci -vvvnn (class code)"
+    kind = _kind(v) if v else ("bridge" if t and t.is_bridge else _kind_from_name(t.description) if t else None)
+    rec["kind"] = kind
+    if kind is None:
+        unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
+    elif v is None and t is not None and not t.is_bridge:
+        rec["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
+    rec["family"] = _family((v.description if v else None) or (t.description if t else None))
+
+
+def _pcie_device(b: str, vdev: dict[str, PciDevice], t: TreeNode | None, parents: dict[str, str]) -> dict[str, Any]:
+    """One device in the pcie probe's shape; what lspci text cannot give is null with its reason."""
+    v = vdev.get(b)
+    unknown: dict[str, str] = {}
+    rec: dict[str, Any] = {"bdf": b}
+    _pcie_identity(rec, unknown, v, t)
+    rec["label"] = rec["rdma"] = None
+    rec["netdevs"] = None
+    unknown["label"] = unknown["rdma"] = unknown["netdevs"] = "not in lspci text (sysfs only)"
+    rec["driver"] = v.driver if v else None
+    rec["numa"] = v.numa_node if v else None
+    rec["local_cpulist"] = None
+    unknown["local_cpulist"] = "not in lspci text (sysfs only)"
+    rec["iommu_group"] = v.iommu_group if v else None
+    root = t.root if t else None
+    rec["host_bridge"] = f"pci{root}" if root else None
+    rec["chain"] = _chain(b, parents)
+    rec["parent"] = parents.get(b)
+    if b not in parents and not t:
+        unknown["parent"] = "position in the tree unknown (no lspci -tv, no bridge bus ranges)"
+    pt = _PORT.get((v.port_type or "").lower()) if v else None
+    rec["port_type"] = pt
+    if pt is None:
+        rec["port_type_unknown"] = "needs lspci -vvv (PCI Express capability)"
+    rec["switch"] = None  # _assign_switches fills it once every device is known
+    rec["link"] = _link_rec(v, vdev.get(parents.get(b) or ""))
+    if rec["link"] is None:
+        unknown["link"] = "no LnkCap/LnkSta in the imported text"
+    rec["acs"] = _acs_rec(v)
+    if rec["acs"] is None:
+        rec["acs_unknown"] = "no ACSCap in the imported text (absent, or lspci run without root)"
+    rec["vf"] = None
+    unknown["vf"] = "not in lspci text"
+    rec["unknown"] = unknown
+    return rec
+
+
+def _acs_rec(v: PciDevice | None) -> dict[str, Any] | None:
+    if not (v and v.acs_cap is not None):
+        return None
+    en = [_ACS.get(k, k) for k, on in (v.acs_ctl or {}).items() if on]
+    return {"capable": [_ACS.get(k, k) for k, on in v.acs_cap.items() if on], "enabled": en,
+            "redirect": any(x in en for x in ("RR", "CR", "EC"))}
+
+
+def _assign_switches(devices: list[dict[str, Any]]) -> None:
+    """Each device's switch: the first upstream port on its chain (itself, if it is one)."""
     by = {d["bdf"]: d for d in devices}
     for d in devices:
         own = [d["bdf"]] if d.get("port_type") == "upstream_port" else []
         ups = [c for c in d["chain"] + own if by.get(c, {}).get("port_type") == "upstream_port"]
         d["switch"] = ups[0] if ups else None
-    for u in unnamed:
-        devices.append({"bdf": None, "kind": None, "link": _link_rec(u, None), "unknown": {"bdf": "no device header"}})
 
-    def of(kind: str) -> list[str] | None:
-        if partial:
-            return None
-        if any(x["kind"] is None for x in devices):
-            return None
-        return sorted(x["bdf"] for x in devices if x["kind"] == kind)
 
+def _of_kind(devices: list[dict[str, Any]], partial: bool, kind: str) -> list[str] | None:
+    """The bdfs of one kind; None where the listing is partial or a device's kind is unknown."""
+    if partial:
+        return None
+    if any(x["kind"] is None for x in devices):
+        return None
+    return sorted(x["bdf"] for x in devices if x["kind"] == kind)
+
+
+def _downgraded(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     downgraded = []
     for d in devices:
         lk = d.get("link")
@@ -739,6 +850,11 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
                 "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")},
                 "max_of": lk["max_of"], "evidence": f"lspci {d['bdf']}: LnkSta vs LnkCap"
                 + (" of the device and its port" if lk["max_of"] == "link" else " of the device (its port's is not in the text)")})
+    return downgraded
+
+
+def _acs_redirects(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ports with ACS redirection on and GPUs below them, with the P2P partners it slows."""
     acs = []
     for d in devices:
         role = d.get("port_type")
@@ -754,31 +870,7 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
         acs.append({"port": d["bdf"], "port_role": role,
                     "enabled": [e for e in d["acs"]["enabled"] if e in ("RR", "CR", "EC")], "gpus": below,
                     "peers": peers})
-    gpus = of("gpu")
-    section: dict[str, Any] = {
-        "config_access": None,
-        "config_access_unknown": "not known from text",
-        "needs_root": None,
-        "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
-        "devices": devices,
-        "tree": _tree(p) if p.tree else None,
-        "gpus": gpus,
-        "nics": of("nic"),
-        "nvswitches": of("nvswitch"),
-        "nvme": of("nvme"),
-        "switches": _switches(devices),
-        "uplinks": None,
-        "uplinks_unknown": "not computed from text",
-        "levels": _levels_from_topo(p.topo) if p.topo else None,
-        "downgraded": downgraded,
-        "acs": acs,
-        "gpu_counts": _gpu_counts(devices, gpus),
-    }
-    if gpus is None:
-        section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
-                                   if partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
-    low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
-    return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
+    return acs
 
 
 def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[str, Any]:

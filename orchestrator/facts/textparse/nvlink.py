@@ -94,114 +94,134 @@ class NvlinkReport:
         }
 
 
+@dataclass
+class _Reader:
+    """parse_nvlink's state line by line: the GPUs met so far and the one whose links follow."""
+
+    notes: list[Note]
+    gpus: list[NvlinkGpu] = field(default_factory=list)
+    by_key: dict[tuple[int, str], NvlinkGpu] = field(default_factory=dict)  # (index, uuid): -s and -c of one GPU merge
+    cur: NvlinkGpu | None = None
+    has_status: bool = False
+    has_caps: bool = False
+    seen_status: set[tuple[int, int]] = field(default_factory=set)
+
+    def current(self, line_no: int) -> NvlinkGpu:
+        """The GPU a link line belongs to; an unplaced one where no `GPU n:` line came first."""
+        if self.cur is None:
+            self.cur = NvlinkGpu(None)
+            self.gpus.append(self.cur)
+            self.notes.append(Note(line_no, "no 'GPU n:' line before the links: GPU index, name and UUID unknown"))
+        return self.cur
+
+    def line(self, i: int, line: str) -> None:
+        m = GPU_LINE.match(line)
+        if m:
+            self.gpu_line(i, m)
+        elif _ALL_INACTIVE.search(line):
+            g = self.current(i)
+            g.all_inactive = True
+            g.message = line.strip()
+            self.has_status = True
+        elif m := _CAP.match(line):
+            self.cap_line(i, m)
+        elif m := _STATUS.match(line):
+            self.status_line(i, m)
+        elif line.strip().startswith("NVML:") and self.cur is not None:
+            self.cur.message = line.strip()
+            self.notes.append(Note(i, f"NVML message: {line.strip()[:100]}"))
+        else:
+            self.notes.append(Note(i, f"not an nvlink line, ignored: {line.strip()[:80]!r}"))
+
+    def gpu_line(self, i: int, m: re.Match[str]) -> None:
+        uuid = m.group(3) or None
+        if is_redacted(uuid):
+            self.notes.append(Note(i, f"GPU {m.group(1)}: UUID redacted in the source: unknown"))
+            uuid = None
+        index = int_or_none(m.group(1), INDEX)
+        if index is None:
+            self.notes.append(Note(i, f"GPU {m.group(1)[:20]!r}... is no GPU index: its block is read as unplaced"))
+            return
+        gkey = (index, uuid or "")
+        cur = self.by_key.get(gkey)
+        if cur is None:
+            cur = self.by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, uuid)
+            self.gpus.append(cur)
+        self.cur = cur
+        cur.uuid_redacted = cur.uuid_redacted or (uuid is None and bool(m.group(3)))
+        verdict = m.group(4)
+        if verdict:
+            cur.message = verdict
+            if _ALL_INACTIVE.search(verdict):
+                cur.all_inactive = True
+                self.has_status = True
+
+    def cap_line(self, i: int, m: re.Match[str]) -> None:
+        key = CAP_KEYS.get(m.group(2).lower(), re.sub(r"\W+", "_", m.group(2).lower()).strip("_"))
+        val = m.group(3).lower()
+        if val not in ("true", "false"):
+            self.notes.append(Note(i, f"capability {m.group(2)!r} has value {m.group(3)!r}, not true/false"))
+            return
+        link = int_or_none(m.group(1), INDEX)
+        if link is None:
+            self.notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
+            return
+        self.current(i).link(link).caps[key] = val == "true"
+        self.has_caps = True
+
+    def status_line(self, i: int, m: re.Match[str]) -> None:
+        n, value = int_or_none(m.group(1), INDEX), m.group(2)
+        if n is None:
+            self.notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
+            return
+        g = self.current(i)
+        lk = g.link(n)
+        sm = _SPEED.match(value)
+        if sm:
+            lk.active, lk.speed_gbps = True, float_or_none(sm.group(1), GPU_GBYTES)
+        elif _INACTIVE.match(value):
+            lk.active = False
+        elif not value:
+            self.notes.append(Note(i, f"link {n} line has no value (truncated?): its state is unknown"))
+        else:
+            self.notes.append(Note(i, f"link {n}: state {value!r} not understood; left unknown"))
+        seen = (id(g), n)
+        if seen in self.seen_status:
+            self.notes.append(Note(i, f"link {n} listed twice for the same GPU; the later line is kept"))
+        self.seen_status.add(seen)
+        self.has_status = True
+
+
 def parse_nvlink(text: str | bytes, source: str = "<text>") -> NvlinkReport:
     """Parse `nvlink -s`, `nvlink -c`, or both concatenated.  Raises TextParseError when no GPU or
     link line is found, or a link line is cut off."""
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
         raise TextParseError("empty input (no text at all)", source, 1)
-    gpus: list[NvlinkGpu] = []
-    by_key: dict[tuple[int, str], NvlinkGpu] = {}  # (index, uuid): -s and -c of one GPU merge
-    cur: NvlinkGpu | None = None
-    has_status = has_caps = False
-    seen_status: set[tuple[int, int]] = set()
-
-    def current(line_no: int) -> NvlinkGpu:
-        nonlocal cur
-        if cur is None:
-            cur = NvlinkGpu(None)
-            gpus.append(cur)
-            notes.append(Note(line_no, "no 'GPU n:' line before the links: GPU index, name and UUID unknown"))
-        return cur
-
     lines, notes = clean_lines(text, source)
+    reader = _Reader(notes)
     elided = {n.line for n in notes if n.line is not None and n.text.startswith("elision")}
     for i, line in enumerate(lines, start=1):
-        if i in elided and cur is not None:
-            cur.partial = True  # lines of this GPU's block were left out
-        if not line.strip():
-            continue
-        m = GPU_LINE.match(line)
-        if m:
-            uuid = m.group(3) or None
-            if is_redacted(uuid):
-                notes.append(Note(i, f"GPU {m.group(1)}: UUID redacted in the source: unknown"))
-                uuid = None
-            index = int_or_none(m.group(1), INDEX)
-            if index is None:
-                notes.append(Note(i, f"GPU {m.group(1)[:20]!r}... is no GPU index: its block is read as unplaced"))
-                continue
-            gkey = (index, uuid or "")
-            cur = by_key.get(gkey)
-            if cur is None:
-                cur = by_key[gkey] = NvlinkGpu(gkey[0], m.group(2) or None, uuid)
-                gpus.append(cur)
-            cur.uuid_redacted = cur.uuid_redacted or (uuid is None and bool(m.group(3)))
-            verdict = m.group(4)
-            if verdict:
-                cur.message = verdict
-                if _ALL_INACTIVE.search(verdict):
-                    cur.all_inactive = True
-                    has_status = True
-            continue
-        if _ALL_INACTIVE.search(line):
-            g = current(i)
-            g.all_inactive = True
-            g.message = line.strip()
-            has_status = True
-            continue
-        m = _CAP.match(line)
-        if m:
-            key = CAP_KEYS.get(m.group(2).lower(), re.sub(r"\W+", "_", m.group(2).lower()).strip("_"))
-            val = m.group(3).lower()
-            if val not in ("true", "false"):
-                notes.append(Note(i, f"capability {m.group(2)!r} has value {m.group(3)!r}, not true/false"))
-                continue
-            link = int_or_none(m.group(1), INDEX)
-            if link is None:
-                notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
-                continue
-            current(i).link(link).caps[key] = val == "true"
-            has_caps = True
-            continue
-        m = _STATUS.match(line)
-        if m:
-            n, value = int_or_none(m.group(1), INDEX), m.group(2)
-            if n is None:
-                notes.append(Note(i, f"link {m.group(1)[:20]!r}... is no link number: line skipped"))
-                continue
-            g = current(i)
-            lk = g.link(n)
-            sm = _SPEED.match(value)
-            if sm:
-                lk.active, lk.speed_gbps = True, float_or_none(sm.group(1), GPU_GBYTES)
-            elif _INACTIVE.match(value):
-                lk.active = False
-            elif not value:
-                notes.append(Note(i, f"link {n} line has no value (truncated?): its state is unknown"))
-            else:
-                notes.append(Note(i, f"link {n}: state {value!r} not understood; left unknown"))
-            seen = (id(g), n)
-            if seen in seen_status:
-                notes.append(Note(i, f"link {n} listed twice for the same GPU; the later line is kept"))
-            seen_status.add(seen)
-            has_status = True
-            continue
-        if line.strip().startswith("NVML:") and cur is not None:
-            cur.message = line.strip()
-            notes.append(Note(i, f"NVML message: {line.strip()[:100]}"))
-            continue
-        notes.append(Note(i, f"not an nvlink line, ignored: {line.strip()[:80]!r}"))
-    if not gpus:
+        if i in elided and reader.cur is not None:
+            reader.cur.partial = True  # lines of this GPU's block were left out
+        if line.strip():
+            reader.line(i, line)
+    if not reader.gpus:
         raise TextParseError("no 'GPU n:' or 'Link n:' lines found: not nvidia-smi nvlink output", source, 1)
-    for g in gpus:
-        listed = sorted(lk.link for lk in g.links)
-        # nvidia-smi lists every link a GPU has, 0..N-1 (inactive ones too): a gap means a cut paste
-        if listed and listed != list(range(listed[-1] + 1)):
-            g.partial = True
-            notes.append(Note(None, f"GPU {g.index}: links {listed[0]}..{listed[-1]} listed with gaps: "
-                                    "the listing is partial, its link count unknown"))
-        states = [lk.active for lk in g.links]
-        if states and not g.partial and all(a is False for a in states):
-            g.all_inactive = True  # every link listed `<inactive>`: the same verdict as NVML's one-line message
-    return NvlinkReport(gpus, has_status, has_caps, notes, source)
+    for g in reader.gpus:
+        _check_listing(g, notes)
+    return NvlinkReport(reader.gpus, reader.has_status, reader.has_caps, notes, source)
+
+
+def _check_listing(g: NvlinkGpu, notes: list[Note]) -> None:
+    """Mark a GPU whose link numbers have gaps partial, and one whose listed links are all
+    inactive all-inactive."""
+    listed = sorted(lk.link for lk in g.links)
+    # nvidia-smi lists every link a GPU has, 0..N-1 (inactive ones too): a gap means a cut paste
+    if listed and listed != list(range(listed[-1] + 1)):
+        g.partial = True
+        notes.append(Note(None, f"GPU {g.index}: links {listed[0]}..{listed[-1]} listed with gaps: "
+                                "the listing is partial, its link count unknown"))
+    states = [lk.active for lk in g.links]
+    if states and not g.partial and all(a is False for a in states):
+        g.all_inactive = True  # every link listed `<inactive>`: the same verdict as NVML's one-line message
