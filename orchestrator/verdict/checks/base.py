@@ -1,4 +1,7 @@
-"""What a check sees and returns.  Checks are pure: HostView in, findings out."""
+"""What a check sees and returns.  Checks are pure: HostView in, findings out.
+
+`Needs` (what a rule's check must have measured) is declared with the rule (verdict/rule.py).
+"""
 
 from __future__ import annotations
 
@@ -34,28 +37,6 @@ class HostView:
         return self.outcomes.get(probe) == "ok"
 
 
-@dataclass(frozen=True)
-class Needs:
-    """What a finding id's check must have measured on a host before its silence means "passed".
-
-    Each area declares one per finding id (`NEEDS`, beside `FINDING_IDS`); verdict/coverage.py reads
-    them to tell pass from not judged.  Sections are facts section keys (facts/registry.py names the
-    probe behind each)."""
-
-    sections: tuple[str, ...] = ()  # every one measured: its probe ran ok and the section is there
-    any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
-    expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
-    # expectations that turn the check on: judged only where one of them is true (`gdr: false` or no
-    # `security_floor` means the check was not asked for, which is not a pass)
-    switched_on: tuple[str, ...] = ()
-    gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
-    # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
-    # check that reports exactly that
-    unreadable_ok: bool = False
-    # What the measured facts themselves hold back (one GPU, no result, a platform limitation, a
-    # stronger finding that stands for this one): facts -> {finding id: why}, a pure function that
-    # shares its steps with the check, so the check and its coverage cannot disagree.
-    unjudged: Callable[[Facts], Mapping[str, str]] | None = None
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]
