@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpuRecord, GpusFacts
 from orchestrator.verdict import rules
 from orchestrator.verdict.checks.base import HostView
@@ -33,9 +34,7 @@ def _gpu_list(section: GpusFacts | None) -> list[GpuRecord]:
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    return _gpu_list(view.facts.get("gpus"))
+    return _gpu_list(view.measured("gpus"))
 
 
 def _subject(g: GpuRecord) -> Located:
@@ -86,6 +85,33 @@ def ecc_sram_threshold(view: HostView) -> Iterator[Finding]:
                         severity=Severity.WARN, expected=f"< {SRAM_CORRECTED_WARN}", actual=n,
                         evidence=["gpus.list.ecc.locations.sram.aggregate_corrected"],
                         hint="SRAM errors precede uncorrectable ones: watch the rate, run diagnostics (dcgmi diag -r 3)")
+
+
+def _ecc_modes(g: GpuRecord) -> tuple[bool | None, bool | None]:
+    """(current, pending) ECC mode as the GPU reports it; None where it reports none (no ECC) or
+    where the board ships with ECC off (a GeForce card: off is its own setting)."""
+    model = gpu_models.lookup(g.get("name"), g.get("pci_device_id"))
+    ecc = g.get("ecc") if model is None or not model.ecc_off_by_default else None
+    modes = [ecc.get(k) if isinstance(ecc, dict) else None for k in ("mode_current", "mode_pending")]
+    current, pending = (m if isinstance(m, bool) else None for m in modes)
+    return current, pending
+
+
+def ecc_disabled(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        current, pending = _ecc_modes(g)
+        if current is None or (current and pending is not False):
+            continue
+        if not current:
+            message = "ECC is off" + (": on again at the next GPU reset" if pending else "")
+        else:
+            message = "ECC is on, set to go off at the next GPU reset"
+        yield fault(rules.gpu.ECC_DISABLED.id, view.name, _subject(g),
+                    message + "; memory errors are neither corrected nor counted while it is off",
+                    severity=Severity.WARN, expected={"current": True, "pending": True},
+                    actual={"current": current, "pending": pending},
+                    evidence=["gpus.list.ecc.mode_current", "gpus.list.ecc.mode_pending"],
+                    hint=f"nvidia-smi -i {g.get('index')} -e 1, then reset the GPU; find who turned it off")
 
 
 # NVML's GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+): what the driver asks for.
@@ -278,7 +304,7 @@ _NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
 
 
 def nvlink_errors(view: HostView) -> Iterator[Finding]:
-    if (view.outcomes and not view.ran("nvlink")) or not same_boot(view.facts, view.previous):
+    if view.measured("nvlink") is None or not same_boot(view.facts, view.previous):
         return
     prev_nvlink = view.previous.get("nvlink") if view.previous else None
     before = {str(g.get("bus_id")): g for g in (prev_nvlink.get("gpus") if prev_nvlink else None) or []}
@@ -322,12 +348,13 @@ def nvml_version_mismatch(view: HostView) -> Iterator[Finding]:
                 hint="the driver was upgraded without a reboot: reboot, or unload and reload the nvidia modules")
 
 
-CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
+CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_disabled, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
           pcie_replays, nvlink_errors, clocks_violation, thermal_margin, persistence_disabled]
 
 FINDING_IDS: tuple[str, ...] = (
     rules.gpu.NVML_VERSION_MISMATCH.id,
     rules.gpu.ECC_UNCORRECTABLE.id,
+    rules.gpu.ECC_DISABLED.id,
     rules.gpu.ECC_SRAM_THRESHOLD.id,
     rules.gpu.RESET_REQUIRED.id,
     rules.gpu.CLOCKS_SLOWDOWN.id,
@@ -361,10 +388,14 @@ def _unjudged(facts: Facts) -> dict[str, str]:
         out[rules.gpu.THERMAL_MARGIN_LOW.id] = "neither the thermal margin nor the slowdown threshold was readable"
     if not _any_gpu(facts, lambda g: isinstance(g.get("persistence_mode"), bool)):
         out[rules.gpu.PERSISTENCE_DISABLED.id] = "persistence mode not readable"
+    if not _any_gpu(facts, lambda g: _ecc_modes(g)[0] is not None):
+        out[rules.gpu.ECC_DISABLED.id] = ("no GPU reports an ECC mode (GPUs without ECC, boards that ship with it off, "
+                                           "or NVML refused the reading)")
     return out
 
 
 
 # The rules whose judgement the facts may hold back (their declaration says `held_back`):
 # _unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
-HELD_BACK: dict[str, Unjudged] = {fid: _unjudged for fid in (rules.gpu.RESET_REQUIRED.id, rules.gpu.CLOCKS_VIOLATION.id, rules.gpu.THERMAL_MARGIN_LOW.id, rules.gpu.PERSISTENCE_DISABLED.id)}
+HELD_BACK: dict[str, Unjudged] = {fid: _unjudged for fid in (rules.gpu.RESET_REQUIRED.id, rules.gpu.CLOCKS_VIOLATION.id, rules.gpu.THERMAL_MARGIN_LOW.id,
+                                                              rules.gpu.PERSISTENCE_DISABLED.id, rules.gpu.ECC_DISABLED.id)}

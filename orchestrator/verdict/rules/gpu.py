@@ -280,6 +280,22 @@ ECC_SRAM_THRESHOLD = Rule(
     ),
 )
 
+ECC_DISABLED = Rule(
+    "gpu.ecc.disabled",
+    action=Action.CONFIGURE,
+    because="ECC is off, or set to go off at the next reset: memory errors are neither corrected nor counted",
+    needs=Needs(sections=("gpus",), gpus=True),
+    held_back=True,  # a GPU without ECC, or a board that ships with it off: nothing to judge
+    doc=Doc(
+        severity="warn",
+        kind="fault",
+        means="NVML (or `nvidia-smi -q`) reports the GPU's ECC mode off, or a pending mode that differs "
+        "from the current one (the change applies at the next GPU reset); GPUs without ECC report no mode, "
+        "and boards that ship with ECC off (GeForce, RTX workstation: `facts/gpu_models.py`) are not judged",
+        todo="`nvidia-smi -i N -e 1`, then reset the GPU (or reboot); find who turned it off",
+    ),
+)
+
 RESET_REQUIRED = Rule(
     "gpu.reset_required",
     action=Action.RESET_GPU,
