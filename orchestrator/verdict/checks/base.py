@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts import gpu_models
+from orchestrator.facts import gpu_models, registry
 from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
 from orchestrator.facts.security import SecurityFloor
 from orchestrator.verdict.expectations import Expectations
@@ -36,6 +36,16 @@ class HostView:
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
 
+    def measured(self, section: str) -> Any:
+        """The facts of `section` where the probe standing for it ran ok (facts/registry.py names
+        it; coverage asks the same of the same table), else None: the one place a check asks
+        whether a section was measured.  Facts without outcomes (a check's own test, pieces of a
+        text import) are taken as they are."""
+        if self.outcomes and not self.ran(registry.probe_of(section) or section):
+            return None
+        sec = self.facts.get(section)
+        return sec if isinstance(sec, dict) else None
+
 
 
 
@@ -48,18 +58,18 @@ FleetReads = Mapping[str, "FleetReads | None"]
 
 # A section, or None when its probe did not run successfully (the probe outcome already says why).
 def gpus_ran(view: HostView) -> GpusFacts | None:
-    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
-    return facts if isinstance(facts, dict) else None
+    facts: GpusFacts | None = view.measured("gpus")
+    return facts
 
 
 def pcie_ran(view: HostView) -> PcieFacts | None:
-    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-    return facts if isinstance(facts, dict) else None
+    facts: PcieFacts | None = view.measured("pcie")
+    return facts
 
 
 def nvlink_ran(view: HostView) -> NvlinkFacts | None:
-    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
-    return facts if isinstance(facts, dict) else None
+    facts: NvlinkFacts | None = view.measured("nvlink")
+    return facts
 
 
 def gpu_models_of(view: HostView) -> list[gpu_models.GpuModel]:

@@ -54,8 +54,8 @@ def _subject(facts: Facts, subject: Any) -> Located:
 
 def unresponsive(view: HostView) -> Iterator[Finding]:
     for section, probe in _WATCHED:
-        sec: Mapping[str, Any] | None = view.facts.get(section)  # type: ignore[assignment]  # read by name
-        if not isinstance(sec, dict) or (view.outcomes and not view.ran(probe)):
+        sec: Mapping[str, Any] | None = view.measured(section)
+        if sec is None:
             continue
         for call in sec.get("unresponsive") or []:
             if not isinstance(call, dict):
@@ -82,7 +82,7 @@ def _stuck(facts: Facts) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None
 
 
 def process_stuck(view: HostView) -> Iterator[Finding]:
-    if view.outcomes and not view.ran("host"):
+    if view.measured("host") is None:
         return
     stuck, _ = _stuck(view.facts)
     if not stuck:

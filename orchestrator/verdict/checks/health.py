@@ -46,10 +46,8 @@ _ACTION_TEXT = {
 
 
 def _kmsg(view: HostView) -> KmsgFacts | None:
-    if view.outcomes and not view.ran("kmsg"):
-        return None
-    facts = view.facts.get("kmsg")
-    return facts if isinstance(facts, dict) else None
+    facts: KmsgFacts | None = view.measured("kmsg")
+    return facts
 
 
 def previous_keys(current: KmsgFacts, previous: PreviousFacts | None) -> set[str]:
@@ -304,7 +302,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
     """AER counters in sysfs along the GPUs' and NICs' upstream chains (both ends of each link):
     fatal errors are judged as absolutes (any count is a fault), correctable and non-fatal ones as
     growth between runs of one boot."""
-    if view.outcomes and not view.ran("pcie"):
+    if view.measured("pcie") is None:
         return
     links = _aer_links(view.facts)
     prev_links: dict[str | None, AerLink] = {}

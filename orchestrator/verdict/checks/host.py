@@ -75,7 +75,7 @@ def virtualization(view: HostView) -> Iterator[Finding]:
     else:
         # The host probe saw no hypervisor (DMI and CPU flags can be masked) but the PCI bus is an
         # emulated one: a VM that hides itself, so its "topology" is the hypervisor's invention.
-        pcie = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+        pcie = pcie_ran(view)
         vp = (pcie.get("virtual_platform") if pcie else None) or {}
         if vp.get("detected"):
             strict = bool(want and want.lower() == "none")

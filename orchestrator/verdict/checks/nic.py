@@ -37,10 +37,8 @@ ABSOLUTE_COUNTERS = ("local_link_integrity_errors", "excessive_buffer_overrun_er
 
 
 def _nic(view: HostView) -> NicFacts | None:
-    if view.outcomes and not view.ran("nic"):
-        return None
-    facts = view.facts.get("nic")
-    return facts if isinstance(facts, dict) else None
+    facts: NicFacts | None = view.measured("nic")
+    return facts
 
 
 def _ports(nic: NicFacts) -> Iterator[tuple[NicDevice, NicPort]]:
@@ -297,9 +295,7 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
 
 def _gpu_dmabuf(view: HostView) -> dict[str, bool | None] | None:
     """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU, as the p2p probe read it (None: not read)."""
-    if view.outcomes and not view.ran("p2p"):
-        return None
-    p2p = view.facts.get("p2p")
+    p2p = view.measured("p2p")
     m = p2p.get("dmabuf") if p2p else None
     return dict(m) if isinstance(m, dict) and m else None
 

@@ -29,7 +29,7 @@ def _gpu_list(facts: Facts) -> list[GpuRecord]:
 
 
 def _fabric_gpus(view: HostView) -> list[tuple[GpuRecord, dict[str, Any]]]:
-    if view.outcomes and not view.ran("nvml"):
+    if view.measured("gpus") is None:
         return []
     out = []
     for g in _gpu_list(view.facts):

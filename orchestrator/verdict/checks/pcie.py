@@ -13,7 +13,7 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
 from orchestrator.verdict import rules
-from orchestrator.verdict.checks.base import HostCheck, HostView, c2c_host
+from orchestrator.verdict.checks.base import HostCheck, HostView, c2c_host, gpus_ran, pcie_ran
 from orchestrator.verdict.findings import (
     DeviceKind,
     Finding,
@@ -32,10 +32,8 @@ LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5
 
 
 def _facts(view: HostView) -> PcieFacts | None:
-    if not view.ran("pcie"):
-        return None  # the probe outcome already says why
-    facts = view.facts.get("pcie")
-    return facts if isinstance(facts, dict) else None
+    # None: the probe outcome already says why (and facts without outcomes are not a pcie run)
+    return pcie_ran(view) if view.outcomes else None
 
 
 def _virtualized(view: HostView, pcie: PcieFacts) -> bool:
@@ -52,10 +50,8 @@ def _in_container(view: HostView) -> bool:
 
 def _nvml_gpus(view: HostView) -> list[GpuRecord]:
     """NVML's GPU list when the nvml probe ran (or facts came without outcomes, as from an import)."""
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    gpus = view.facts.get("gpus")
-    lst = gpus.get("list") if isinstance(gpus, dict) else None
+    gpus = gpus_ran(view)
+    lst = gpus.get("list") if gpus else None
     return [g for g in lst if isinstance(g, dict)] if isinstance(lst, list) else []
 
 

@@ -33,9 +33,7 @@ MIN_PEERS = 3
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    gpus = view.facts.get("gpus")
+    gpus = view.measured("gpus")
     return list((gpus.get("list") if gpus else None) or [])
 
 
@@ -193,7 +191,7 @@ def _running_driver(view: HostView) -> tuple[str | None, str]:
     version = _driver_version(view)
     if isinstance(version, str) and version:
         return version, rules.host.DRIVER_VERSION.id
-    gpus = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
+    gpus = view.measured("gpus")
     nvml = gpus.get("driver_version") if gpus else None
     return (nvml, "gpus.driver_version") if isinstance(nvml, str) and nvml else (None, "")
 
@@ -248,7 +246,7 @@ def security_driver(view: HostView) -> Iterator[Finding]:
 def security_firmware(view: HostView) -> Iterator[Finding]:
     """With `security_floor: true`: each ConnectX / BlueField adapter's firmware against the first
     fixed build of its train in NVIDIA's networking bulletins."""
-    if view.expect.security_floor is not True or (view.outcomes and not view.ran("nic")):
+    if view.expect.security_floor is not True or view.measured("nic") is None:
         return
     nic = view.facts.get("nic")
     floor = _floor(view)
