@@ -43,6 +43,9 @@ class GpuModel:
     # The GPU hangs off its Grace CPU by NVLink-C2C (GH200, GB200, GB10): no PCIe bridge joins it to
     # any NIC (nvidia-smi topo -m prints NODE/SYS for all), and its PCIe link is not its data path.
     c2c: bool = False
+    # ECC ships switched off (GeForce and RTX workstation boards with GDDR): off is the board's own
+    # setting, not a change someone made; datacenter boards ship with it on.
+    ecc_off_by_default: bool = False
 
     @property
     def nvlink_gbps(self) -> float:
@@ -90,13 +93,13 @@ MODELS: tuple[GpuModel, ...] = (
              "Volta", None, 0, 0.0, 3, pci_ids=("0x1db4", "0x1db6", "0x1df6")),
     GpuModel("P100-SXM", ("Tesla P100-SXM2-16GB",), "Pascal", 1, 4, 20.0, 3, pci_ids=("0x15f9",)),
     GpuModel("RTX-A6000", ("NVIDIA RTX A6000",), "Ampere", 3, 4, 14.062, 4, nvlink_bridge=True, has_fans=True,
-             pci_ids=("0x2230",)),
+             pci_ids=("0x2230",), ecc_off_by_default=True),
     GpuModel("RTX-3090", ("NVIDIA GeForce RTX 3090",), "Ampere", 3, 4, 14.062, 4, p2p_supported=False,
-             nvlink_bridge=True, has_fans=True, pci_ids=("0x2204",)),
+             nvlink_bridge=True, has_fans=True, pci_ids=("0x2204",), ecc_off_by_default=True),
     GpuModel("RTX-4090", ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090 D"), "Ada", None, 0, 0.0, 4,
-             p2p_supported=False, has_fans=True, pci_ids=("0x2684", "0x2685")),
+             p2p_supported=False, has_fans=True, pci_ids=("0x2684", "0x2685"), ecc_off_by_default=True),
     GpuModel("RTX-5090", ("NVIDIA GeForce RTX 5090",), "Blackwell", None, 0, 0.0, 5, p2p_supported=False, has_fans=True,
-             pci_ids=("0x2b85",)),
+             pci_ids=("0x2b85",), ecc_off_by_default=True),
     GpuModel("L40S", ("NVIDIA L40S",), "Ada", None, 0, 0.0, 4, pci_ids=("0x26b9",)),
     GpuModel("L40", ("NVIDIA L40",), "Ada", None, 0, 0.0, 4, pci_ids=("0x26b5",)),
     GpuModel("L4", ("NVIDIA L4",), "Ada", None, 0, 0.0, 4, pci_ids=("0x27b8",)),

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.verdict import rules
+
 HERE = Path(__file__).resolve().parent
 PERFTEST_SOURCE = HERE / "fake_perftest.c"
 FABRIC_HEADER = HERE / "fake_fabric.h"  # the host.conf and scenario reader both fakes share
@@ -82,15 +84,15 @@ class FabricScenario:
         perftest a slow host is found by bisecting the NCCL rings (fabric.nccl.slow)."""
         out: dict[str, set[tuple[str, ...]]] = {}
         for h in self.hosts:
-            out.setdefault("fabric.nccl.slow" if self.no_perftest else "fabric.host.slow", set()).add((h,))
+            out.setdefault(rules.fabric.NCCL_SLOW.id if self.no_perftest else rules.fabric.HOST_SLOW.id, set()).add((h,))
         for h, c in self.hcas:
-            out.setdefault("fabric.hca.slow", set()).add((h, c))
+            out.setdefault(rules.fabric.HCA_SLOW.id, set()).add((h, c))
         for a, b, c in self.pairs:
-            out.setdefault("fabric.path.slow", set()).add((min(a, b), max(a, b), c))
+            out.setdefault(rules.fabric.PATH_SLOW.id, set()).add((min(a, b), max(a, b), c))
         for c in self.rails:
-            out.setdefault("fabric.rail.slow", set()).add((c,))
+            out.setdefault(rules.fabric.RAIL_SLOW.id, set()).add((c,))
         for h in self.nogdr:
-            out.setdefault("fabric.gdr.missing", set()).add((h,))
+            out.setdefault(rules.fabric.GDR_MISSING.id, set()).add((h,))
         return out
 
 

@@ -35,15 +35,16 @@ from typing import Any, NamedTuple
 from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import json_shown
-from orchestrator.verdict import handoff
+from orchestrator.verdict import handoff, rules
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
+from orchestrator.verdict.rule import Unjudged
 
-BANDWIDTH_LOW = "baseline.bandwidth.low"
-CLOCKS_LOW = "baseline.clocks.low"
-POWER_OUTLIER = "baseline.power.outlier"
-TEMPERATURE_HIGH = "baseline.temperature.high"
-ERRORS_HIGH = "baseline.errors.high"
+BANDWIDTH_LOW = rules.baseline.BANDWIDTH_LOW.id
+CLOCKS_LOW = rules.baseline.CLOCKS_LOW.id
+POWER_OUTLIER = rules.baseline.POWER_OUTLIER.id
+TEMPERATURE_HIGH = rules.baseline.TEMPERATURE_HIGH.id
+ERRORS_HIGH = rules.baseline.ERRORS_HIGH.id
 FINDING_IDS: tuple[str, ...] = (BANDWIDTH_LOW, CLOCKS_LOW, POWER_OUTLIER, TEMPERATURE_HIGH, ERRORS_HIGH)
 
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally spread figures
@@ -620,27 +621,8 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
         yield finding
 
 
-# A figure below its class often has a cause the host's own checks name: one fault, one root.
-_BANDWIDTH_ROOTS = ("p2p.bandwidth.low", "p2p.host_bandwidth.low", "p2p.slower_than_host", "p2p.outlier",
-                    "p2p.asymmetric", "p2p.uplink.contention", "p2p.status.disabled", "p2p.not_possible",
-                    "nccl.busbw.low", "nccl.slower_than_pcie", "nccl.transport.unexpected", "nccl.env.override",
-                    "pcie.link.downgraded", "pcie.acs.enabled", "nvlink.link.down", "nvlink.fabric.incomplete",
-                    "nvlink.fabric.degraded", "gpu.clocks.slowdown", "gpu.power.limit_low", "gpu.lost",
-                    "gpu.count.pci_vs_nvml")
-_CLOCK_ROOTS = ("gpu.clocks.slowdown", "gpu.clocks.violation", "gpu.thermal.margin_low", "gpu.power.limit_low")
-_THERMAL_ROOTS = ("sensor.fan.zero_while_hot", "sensor.fan.not_reporting", "gpu.thermal.margin_low",
-                  "gpu.clocks.slowdown", "gpu.clocks.violation")
-_ERROR_ROOTS = ("gpu.ecc.uncorrectable", "gpu.ecc.sram_threshold", "gpu.row_remap.pending", "pcie.replays",
-                "pcie.aer.counters", "pcie.aer")
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(root, BANDWIDTH_LOW) for root in _BANDWIDTH_ROOTS),
-    *(Cause(root, fid) for fid in (CLOCKS_LOW, POWER_OUTLIER) for root in _CLOCK_ROOTS),
-    *(Cause(root, TEMPERATURE_HIGH) for root in _THERMAL_ROOTS),
-    *(Cause(root, ERRORS_HIGH) for root in _ERROR_ROOTS),
-    # a GPU that runs hot and slow: one fault, the heat first
-    Cause(TEMPERATURE_HIGH, CLOCKS_LOW),
-    Cause(TEMPERATURE_HIGH, POWER_OUTLIER),
-)
+# A figure below its class often has a cause the host's own checks name (its rules' roots).
+CAUSES: tuple[Cause, ...] = tuple(rules.baseline.causes())
 
 
 def unjudged(facts: Facts) -> dict[str, str]:
@@ -661,6 +643,10 @@ def unjudged(facts: Facts) -> dict[str, str]:
     if BANDWIDTH_LOW not in have:
         out[BANDWIDTH_LOW] = "no bandwidth measured (p2p / nccl)"
     return out
+
+
+# The comparisons a host's own facts may hold back (their rules say `held_back`).
+HELD_BACK: dict[str, Unjudged] = {fid: unjudged for fid in FINDING_IDS}
 
 
 # The hosts a class baseline is made of: those judged healthy or degraded (a failed, unreachable or

@@ -30,6 +30,7 @@ from orchestrator.facts.model import (
 )
 from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import is_digits
+from orchestrator.verdict import rules
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.findings import Finding, Severity, fault
 
@@ -189,7 +190,7 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {_show(a.get(k))} (class usual: {_show(b.get(k))})" for k in _differing(a, b)]
 
 
-OUTLIER = "topology.class.outlier"
+OUTLIER = rules.topology.CLASS_OUTLIER.id
 # An outlier finding's evidence names each descriptor field it differs in, after this prefix.
 _FIELD = "fingerprint descriptor: "
 
@@ -211,14 +212,14 @@ _LINK_FIELDS = ("nvlink_links_up", "gpu_pair_levels")
 # Which host faults make a host an outlier of its class (verdict/causes.py): one fault, one root.
 CAUSES: tuple[Cause, ...] = (
     *(Cause(root, OUTLIER, when=differs_only_in(*_GPU_GONE_FIELDS))
-      for root in ("gpu.count.pci_vs_nvml", "gpu.count.pci_vs_driver", "gpu.lost", "gpu.fallen_off_bus",
-                   "host.driver.missing", "gpu.driver.unresponsive")),
+      for root in (rules.gpu.COUNT_PCI_VS_NVML.id, rules.gpu.COUNT_PCI_VS_DRIVER.id, rules.gpu.LOST.id, rules.gpu.FALLEN_OFF_BUS.id,
+                   rules.host.DRIVER_MISSING.id, rules.gpu.DRIVER_UNRESPONSIVE.id)),
     *(Cause(root, OUTLIER, when=differs_only_in(*_LINK_FIELDS))
-      for root in ("nvlink.link.down", "nvswitch.sxid", "nvlink.fabric.incomplete")),
-    Cause("nvlink.nvswitch.count", OUTLIER, when=differs_only_in("nvswitch_count", *_LINK_FIELDS)),
-    Cause("pcie.link.downgraded", OUTLIER, when=differs_only_in("gpu_pcie")),
-    Cause("pcie.nic.shared_switch", OUTLIER, when=differs_only_in("gpu_nearest_nic")),
-    Cause("gpu.mig.enabled", OUTLIER, when=differs_only_in("mig", *_LINK_FIELDS)),
+      for root in (rules.nvlink.LINK_DOWN.id, rules.nvswitch.SXID.id, rules.nvlink.FABRIC_INCOMPLETE.id)),
+    Cause(rules.nvlink.NVSWITCH_COUNT.id, OUTLIER, when=differs_only_in("nvswitch_count", *_LINK_FIELDS)),
+    Cause(rules.pcie.LINK_DOWNGRADED.id, OUTLIER, when=differs_only_in("gpu_pcie")),
+    Cause(rules.pcie.NIC_SHARED_SWITCH.id, OUTLIER, when=differs_only_in("gpu_nearest_nic")),
+    Cause(rules.gpu.MIG_ENABLED.id, OUTLIER, when=differs_only_in("mig", *_LINK_FIELDS)),
 )
 
 

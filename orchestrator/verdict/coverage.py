@@ -21,9 +21,9 @@ from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.model import Facts
 from orchestrator.verdict.checks import FINDING_IDS, NEEDS
-from orchestrator.verdict.checks.base import Needs
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.rule import Needs
 
 PASS = "pass"
 RAISED = "raised"

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.verdict import rules
 from orchestrator.verdict.checks import p2p, pcie
 from orchestrator.verdict.findings import Finding
 
-SHARED_SWITCH = "pcie.nic.shared_switch"
+SHARED_SWITCH = rules.pcie.NIC_SHARED_SWITCH.id
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from orchestrator.inventory.model import CONNECTION_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict import baseline, causes, coverage, handoff, offenders
+from orchestrator.verdict import baseline, causes, coverage, handoff, offenders, rules
 from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import health as host_health
 from orchestrator.verdict import parallel as fleet_workers
@@ -168,7 +168,7 @@ def _unjudged(h: HostInput, expect: Expectations, error: BaseException) -> tuple
     rec = {"name": h.name, "address": h.address, "groups": h.groups, "connection": {}, "outcome": outcome.value,
            "reason": reason if outcome == Outcome.FAILED else "", "probes": probes, "facts": {},
            "normalize_errors": [reason, *h.notes], "fingerprint": None, "class": None}
-    finding = Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data", reason,
+    finding = Finding(rules.probe.DATA_MALFORMED.id, Severity.WARN, Kind.UNKNOWN, h.name, "probe data", reason,
                       hint="the host sent data of an unexpected shape; check the probe version")
     return rec, HostVerdict(h.name, outcome.value, [finding], None,
                             HostView(name=h.name, facts={}, outcomes={}, expect=expect, vars=h.vars),
@@ -187,7 +187,7 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
                                         previous=previous, reasons=reasons, security_floor=refs.security_floor))
     for err in rec["normalize_errors"]:
-        findings.append(Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
+        findings.append(Finding(rules.probe.DATA_MALFORMED.id, Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))
     # What was compared with, and which ids could not be judged and why (verdict/coverage.py):
     # JUnit, drift and the terminal read these instead of calling a silent check "passed".

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from orchestrator.verdict import rules
 from orchestrator.verdict.findings import Finding, Severity, fault
 
-OFFENDER = "host.repeat_offender"
+OFFENDER = rules.host.REPEAT_OFFENDER.id
 WINDOW = 5  # runs looked at, this one included
 RECUR_N = 3  # runs a fail finding must be raised in (with a clear run between)
 FLAP_CHANGES = 3  # presence changes that make a finding flap

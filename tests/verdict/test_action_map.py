@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def test_the_check_fails_on_each_kind_of_gap(damage: str) -> None:
     elif damage == "no_reason":
         table[Action.NONE]["health_validation"] = Mapped(None)
     else:
-        rules["gpu.lost"] = Rule("reboot", "a string, not a class")  # type: ignore[arg-type]
+        rules["gpu.lost"] = replace(rules["gpu.lost"], action="reboot")  # type: ignore[arg-type]
     assert len(gaps(rules, table)) == 1
 
 

@@ -1,20 +1,23 @@
 """verdict/coverage.py: pass / raised / not judged per host and finding id, from what each check
-declares it needs (NEEDS beside FINDING_IDS in every checks module)."""
+declares it needs (each rule's `needs`, verdict/rules/<prefix>.py)."""
 
 from __future__ import annotations
 
-from orchestrator.verdict import checks
-from orchestrator.verdict.checks import gpu, host, nccl, p2p, pcie
+from orchestrator.verdict import checks, rules
 from orchestrator.verdict.coverage import NOT_JUDGED, PASS, RAISED, check_states, not_judged
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.findings import fault
 from orchestrator.verdict.result import FleetResult, JudgedHost
 
 
-def test_every_area_declares_what_each_of_its_ids_needs() -> None:
-    for area in (host, gpu, pcie, p2p, nccl):
-        assert set(area.NEEDS) == set(area.FINDING_IDS), area.__name__
+def test_every_rule_declares_what_its_check_needs_and_every_held_back_rule_gets_its_function() -> None:
     assert set(checks.NEEDS) == set(checks.FINDING_IDS)
+    for fid in checks.FINDING_IDS:
+        rule = rules.BY_ID[fid]
+        assert checks.NEEDS[fid].sections == rule.needs.sections, fid
+        # a rule held back by its facts gets its check's function; no function for another rule
+        assert (checks.NEEDS[fid].unjudged is not None) == rule.held_back, fid
+    assert set(checks.HELD_BACK) == {r.id for r in rules.ALL if r.held_back}
 
 
 def _probes(**outcomes: str) -> dict[str, dict[str, object]]:

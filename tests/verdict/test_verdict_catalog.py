@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.verdict import rules
 from orchestrator.verdict.checks import FINDING_IDS
 from tests.verdict.test_verdict_demo import ROOT, demo_fleet
 
@@ -15,14 +16,9 @@ PRODUCT_TABLE = ROOT / "tests" / "fixtures" / "product" / "failures_table.md"
 # below fails until then, so it cannot go stale).
 AWAITING_REGISTRATION: set[str] = set()
 
-# The first argument of a Finding(...) / fault(...) / limitation(...) / unknown(...) call, and the
-# ids fleet checks pass around as ("identity.x", ...) tuples or positional arguments.
-_CALL = re.compile(r'\b(?:Finding|fault|limitation|unknown)\(\s*"([a-z0-9_]+(?:\.[a-z0-9_]+)+)"')
-_FID = re.compile(r'\(\s*"((?:identity|host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|fabric)\.[a-z0-9_.]+)",\s*"')
-_ID_ARG = re.compile(r'"((?:identity)\.[a-z0-9_]+\.duplicate)"')
-# an id a check raises through a module constant that another layer reads too (BANDWIDTH_LOW = "p2p...")
-_CONST = re.compile(r'^[A-Z][A-Z0-9_]* = "((?:host|gpu|nvlink|pcie|p2p|nccl|sensor|topology|probe|software|baseline|fabric)\.[a-z0-9_.]+)"$',
-                    re.MULTILINE)
+# A rule named where a finding is raised: by its declaration (verdict/rules/<prefix>.py), never by
+# its id as a string (tests/verdict/test_rules.py).
+_RULE_REF = re.compile(r"\brules\.([a-z0-9_]+)\.([A-Z][A-Z0-9_]*)\.id\b")
 
 
 def _doc_rows() -> dict[str, str]:
@@ -37,9 +33,8 @@ def _raised_in_source() -> set[str]:
                ROOT / "orchestrator" / "verdict" / "classes.py", ROOT / "orchestrator" / "verdict" / "judge.py",
                ROOT / "orchestrator" / "verdict" / "baseline.py", ROOT / "orchestrator" / "verdict" / "offenders.py"]
     for path in sources:
-        text = path.read_text()
-        ids |= set(_CALL.findall(text)) | set(_FID.findall(text)) | set(_ID_ARG.findall(text)) \
-            | set(_CONST.findall(text))
+        for module, name in _RULE_REF.findall(path.read_text()):
+            ids.add(getattr(getattr(rules, module), name).id)
     return ids
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from orchestrator.facts.model import Facts
-from orchestrator.verdict import baseline, classes, offenders
+from orchestrator.verdict import baseline, classes, rules
 from orchestrator.verdict.causes import Cause
 from orchestrator.verdict.checks import (
     fabric,
@@ -22,8 +23,9 @@ from orchestrator.verdict.checks import (
     pcie,
     software,
 )
-from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView, Needs
+from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView
 from orchestrator.verdict.findings import Finding, Kind, Severity
+from orchestrator.verdict.rule import Needs, Unjudged
 
 _AREAS = [host, gpu, pcie, p2p, nccl, health, nic, gpu_health, software, nvlink_domain, gpu_driver, fabric]
 
@@ -82,7 +84,7 @@ def _cut(value: Any, spec: FleetReads | None) -> Any:
 
 def unjudgeable(host: str, what: str, error: BaseException) -> Finding:
     """The finding for host data a check or normalizer could not use: that host's, nobody else's."""
-    return Finding("probe.data.malformed", Severity.WARN, Kind.UNKNOWN, host, "probe data",
+    return Finding(rules.probe.DATA_MALFORMED.id, Severity.WARN, Kind.UNKNOWN, host, "probe data",
                    f"{what} could not judge this host's data ({type(error).__name__}: {str(error)[:200]})",
                    hint="the host sent data of an unexpected shape; check the probe version")
 
@@ -131,40 +133,38 @@ def run_checks(views: Iterable[HostView]) -> list[Finding]:
 # the repeat offenders of the run history (verdict/offenders.py).
 FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
-    "topology.class.outlier", "probe.data.malformed", *baseline.FINDING_IDS, offenders.OFFENDER,
+    rules.topology.CLASS_OUTLIER.id, rules.probe.DATA_MALFORMED.id, *baseline.FINDING_IDS, rules.host.REPEAT_OFFENDER.id,
 )
 
-# Which ids follow from which (verdict/causes.py): each area declares the causes of its own ids
-# beside its checks, the topology comparison those of its outliers.
-CAUSES: tuple[Cause, ...] = (*(c for area in _AREAS for c in getattr(area, "CAUSES", ())), *classes.CAUSES,
-                             *baseline.CAUSES)
+# Which ids follow from which (verdict/causes.py): each rule declares its roots (its module's
+# `causes()`); the topology comparison declares those of its outliers, which read its fingerprint.
+CAUSES: tuple[Cause, ...] = (*rules.causes(), *classes.CAUSES)
 
-# What each finding id's check must have measured (each area declares its own beside its ids);
-# verdict/coverage.py turns it into pass / raised / not judged per host.  The topology comparison
-# also needs peers: coverage asks verdict/classes.py which hosts had them.
+
+def _held_back() -> dict[str, Unjudged]:
+    """rule id -> the function of its check's own steps that says what the facts hold back."""
+    held: dict[str, Unjudged] = dict(baseline.HELD_BACK)
+    for area in _AREAS:
+        held.update(getattr(area, "HELD_BACK", {}))
+    return held
+
+
+HELD_BACK = _held_back()
+# What each rule's check must have measured (its declaration's `needs`, with the check's own
+# `unjudged` where the rule is held back by its facts); verdict/coverage.py turns it into pass /
+# raised / not judged per host.  The topology comparison also needs peers: coverage asks
+# verdict/classes.py which hosts had them.
 NEEDS: dict[str, Needs] = {
-    **{fid: need for area in _AREAS for fid, need in area.NEEDS.items()},
-    "topology.class.outlier": Needs(any_of=("gpus", "host")),
-    "probe.data.malformed": Needs(),
-    # the fleet baselines (verdict/baseline.py): what the host measured; its peers are the fleet's to say
-    baseline.BANDWIDTH_LOW: Needs(any_of=("p2p", "nccl"), gpus=True, unjudged=baseline.unjudged),
-    baseline.CLOCKS_LOW: Needs(sections=("p2p",), gpus=True, unjudged=baseline.unjudged),
-    baseline.POWER_OUTLIER: Needs(sections=("p2p",), gpus=True, unjudged=baseline.unjudged),
-    baseline.TEMPERATURE_HIGH: Needs(any_of=("gpus", "p2p"), gpus=True, unjudged=baseline.unjudged),
-    baseline.ERRORS_HIGH: Needs(sections=("gpus", "host"), gpus=True, unjudged=baseline.unjudged),
-    # the run history (verdict/offenders.py): earlier runs that judged the host are the fleet's to say
-    offenders.OFFENDER: Needs(),
-}
+    fid: replace(rules.BY_ID[fid].needs, unjudged=HELD_BACK[fid]) if fid in HELD_BACK else rules.BY_ID[fid].needs
+    for fid in FINDING_IDS}
 
-# The ids the fleet-wide steps raise: each area's FLEET_CHECKS (its FLEET_FINDING_IDS) and the
-# topology class comparison.  Every other finding is a host's own, decided from that host alone,
-# so `probe merge` keeps those as judged and judges only these again across all the runs.
-FLEET_FINDING_IDS: frozenset[str] = frozenset(
-    {fid for area in _AREAS for fid in getattr(area, "FLEET_FINDING_IDS", ())} | {"topology.class.outlier"}
-    | set(baseline.FINDING_IDS) | {offenders.OFFENDER})
+# The ids the fleet-wide steps raise (their rules say `fleet`).  Every other finding is a host's
+# own, decided from that host alone, so `probe merge` keeps those as judged and judges only these
+# again across all the runs.
+FLEET_FINDING_IDS: frozenset[str] = frozenset(r.id for r in rules.ALL if r.fleet)
 # Ids a host check and a fleet check both raise: the fleet check's findings by (id, subject).
 FLEET_FINDING_SUBJECTS: frozenset[tuple[str, str]] = frozenset(
-    key for area in _AREAS for key in getattr(area, "FLEET_FINDING_SUBJECTS", ()))
+    (r.id, r.fleet_subject) for r in rules.ALL if r.fleet_subject)
 
 
 def is_fleet_finding(finding: Mapping[str, Any]) -> bool:

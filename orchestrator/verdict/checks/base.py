@@ -1,4 +1,7 @@
-"""What a check sees and returns.  Checks are pure: HostView in, findings out."""
+"""What a check sees and returns.  Checks are pure: HostView in, findings out.
+
+`Needs` (what a rule's check must have measured) is declared with the rule (verdict/rule.py).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts import gpu_models
+from orchestrator.facts import gpu_models, registry
 from orchestrator.facts.model import Facts, GpusFacts, NvlinkFacts, PcieFacts, PreviousFacts
 from orchestrator.facts.security import SecurityFloor
 from orchestrator.verdict.expectations import Expectations
@@ -33,29 +36,17 @@ class HostView:
     def ran(self, probe: str) -> bool:
         return self.outcomes.get(probe) == "ok"
 
+    def measured(self, section: str) -> Any:
+        """The facts of `section` where the probe standing for it ran ok (facts/registry.py names
+        it; coverage asks the same of the same table), else None: the one place a check asks
+        whether a section was measured.  Facts without outcomes (a check's own test, pieces of a
+        text import) are taken as they are."""
+        if self.outcomes and not self.ran(registry.probe_of(section) or section):
+            return None
+        sec = self.facts.get(section)
+        return sec if isinstance(sec, dict) else None
 
-@dataclass(frozen=True)
-class Needs:
-    """What a finding id's check must have measured on a host before its silence means "passed".
 
-    Each area declares one per finding id (`NEEDS`, beside `FINDING_IDS`); verdict/coverage.py reads
-    them to tell pass from not judged.  Sections are facts section keys (facts/registry.py names the
-    probe behind each)."""
-
-    sections: tuple[str, ...] = ()  # every one measured: its probe ran ok and the section is there
-    any_of: tuple[str, ...] = ()  # at least one measured (the check reads whichever ran)
-    expect: tuple[str, ...] = ()  # at least one of these expectations set: the check compares with it
-    # expectations that turn the check on: judged only where one of them is true (`gdr: false` or no
-    # `security_floor` means the check was not asked for, which is not a pass)
-    switched_on: tuple[str, ...] = ()
-    gpus: bool = False  # at least one GPU seen: on a host without GPUs there is nothing to judge
-    # a section whose facts say `readable: false` (the kernel log) was not measured, except for the
-    # check that reports exactly that
-    unreadable_ok: bool = False
-    # What the measured facts themselves hold back (one GPU, no result, a platform limitation, a
-    # stronger finding that stands for this one): facts -> {finding id: why}, a pure function that
-    # shares its steps with the check, so the check and its coverage cannot disagree.
-    unjudged: Callable[[Facts], Mapping[str, str]] | None = None
 
 
 HostCheck = Callable[[HostView], Iterable[Finding]]
@@ -67,18 +58,18 @@ FleetReads = Mapping[str, "FleetReads | None"]
 
 # A section, or None when its probe did not run successfully (the probe outcome already says why).
 def gpus_ran(view: HostView) -> GpusFacts | None:
-    facts = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
-    return facts if isinstance(facts, dict) else None
+    facts: GpusFacts | None = view.measured("gpus")
+    return facts
 
 
 def pcie_ran(view: HostView) -> PcieFacts | None:
-    facts = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
-    return facts if isinstance(facts, dict) else None
+    facts: PcieFacts | None = view.measured("pcie")
+    return facts
 
 
 def nvlink_ran(view: HostView) -> NvlinkFacts | None:
-    facts = view.facts.get("nvlink") if not view.outcomes or view.ran("nvlink") else None
-    return facts if isinstance(facts, dict) else None
+    facts: NvlinkFacts | None = view.measured("nvlink")
+    return facts
 
 
 def gpu_models_of(view: HostView) -> list[gpu_models.GpuModel]:

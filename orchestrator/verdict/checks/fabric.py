@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.facts.model import FabricFacts, FabricHca, FabricNcclGroup, Facts
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import FleetReads, HostView
 from orchestrator.verdict.fabric_locate import (
     Fault,
     RingVerdict,
@@ -39,18 +39,19 @@ from orchestrator.verdict.findings import (
     pci_device,
     unknown,
 )
+from orchestrator.verdict.rule import Unjudged
 
-HOST_SLOW = "fabric.host.slow"
-HCA_SLOW = "fabric.hca.slow"
-PATH_SLOW = "fabric.path.slow"
-RAIL_SLOW = "fabric.rail.slow"
-UNLOCALISED = "fabric.slow.unlocalised"
-GDR_MISSING = "fabric.gdr.missing"
-STEP_FAILED = "fabric.step.failed"
-NCCL_SLOW = "fabric.nccl.slow"
-NCCL_WRONG = "fabric.nccl.data_wrong"
-NCCL_TRANSPORT = "fabric.nccl.transport"
-ANSWER_REFUSED = "fabric.answer.refused"
+HOST_SLOW = rules.fabric.HOST_SLOW.id
+HCA_SLOW = rules.fabric.HCA_SLOW.id
+PATH_SLOW = rules.fabric.PATH_SLOW.id
+RAIL_SLOW = rules.fabric.RAIL_SLOW.id
+UNLOCALISED = rules.fabric.SLOW_UNLOCALISED.id
+GDR_MISSING = rules.fabric.GDR_MISSING.id
+STEP_FAILED = rules.fabric.STEP_FAILED.id
+NCCL_SLOW = rules.fabric.NCCL_SLOW.id
+NCCL_WRONG = rules.fabric.NCCL_DATA_WRONG.id
+NCCL_TRANSPORT = rules.fabric.NCCL_TRANSPORT.id
+ANSWER_REFUSED = rules.fabric.ANSWER_REFUSED.id
 PAIRWISE = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED)
 NCCL_IDS = (NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT)
 
@@ -351,16 +352,9 @@ FLEET_READS: FleetReads = {"fabric": None}
 
 FINDING_IDS: tuple[str, ...] = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED, GDR_MISSING, STEP_FAILED,
                                 NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT, ANSWER_REFUSED)
-FLEET_FINDING_IDS: tuple[str, ...] = FINDING_IDS
-
-_FABRIC = Needs(sections=("fabric",), unjudged=unjudged)
-NEEDS: dict[str, Needs] = dict.fromkeys(FINDING_IDS, _FABRIC)
 
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-# A port the nic probe saw trained below its rate is why its HCA is slow with every peer; nvidia-peermem
-# errors in the kernel log are why GPU memory could not be registered for RDMA.
-CAUSES: tuple[Cause, ...] = (
-    Cause("nic.port.rate_low", HCA_SLOW, Scope.DEVICE),
-    Cause("gpu.gdr.peermem_error", GDR_MISSING),
-)
+
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: unjudged for fid in FINDING_IDS}

@@ -15,13 +15,12 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import GpuRecord, NvlinkGpu
 from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import is_digits
-from orchestrator.verdict.causes import Cause, Scope
+from orchestrator.verdict import rules
 from orchestrator.verdict.checks.base import (
     FleetCheck,
     FleetReads,
     HostCheck,
     HostView,
-    Needs,
     gpus_ran,
     nvlink_ran,
     pcie_ran,
@@ -79,7 +78,7 @@ def _vgpu(g: GpuRecord | None) -> bool:
 def check_lost(view: HostView) -> Iterator[Finding]:
     for g in _gpus(view):
         if g.get("lost"):
-            yield fault("gpu.lost", view.name, _subject(g), "NVML reports the GPU as lost (GPU_IS_LOST)",
+            yield fault(rules.gpu.LOST.id, view.name, _subject(g), "NVML reports the GPU as lost (GPU_IS_LOST)",
                         expected="GPU answering", actual="GPU_IS_LOST",
                         evidence=[f"nvml.gpus[{g.get('index')}].unknown"],
                         hint="check `dmesg` for Xid 79 (fallen off the bus); a reset or reboot is needed, "
@@ -96,7 +95,7 @@ def check_count(view: HostView) -> Iterator[Finding]:
         bus_gpus = pcie.get("gpus") if pcie else None
         found = nvml_count if gfacts is not None else (len(bus_gpus) if isinstance(bus_gpus, list) else None)
         if found is not None and found != view.expect.gpu_count:
-            yield fault("gpu.count.mismatch", view.name, "GPUs",
+            yield fault(rules.gpu.COUNT_MISMATCH.id, view.name, "GPUs",
                         f"{found} GPUs found, {view.expect.gpu_count} expected",
                         expected=view.expect.gpu_count, actual=found,
                         evidence=["nvml.count" if gfacts is not None else "pcie.gpus"],
@@ -119,7 +118,7 @@ def check_count(view: HostView) -> Iterator[Finding]:
         gone = counts.get(key) or []
         if gone:
             parts.append(f"missing from {label}: {', '.join(gone)}")
-    yield fault("gpu.count.pci_vs_nvml", view.name,
+    yield fault(rules.gpu.COUNT_PCI_VS_NVML.id, view.name,
                 located(", ".join(missing + extra), (pci_device(DeviceKind.GPU, b) for b in missing + extra)),
                 f"PCI bus shows {len(on_bus)} GPUs, NVML {len(nvml_bus)}; " + "; ".join(parts),
                 expected={"pci": len(on_bus)},
@@ -136,7 +135,7 @@ def check_model(view: HostView) -> Iterator[Finding]:
     for g in _gpus(view):
         name = g.get("name")
         if name and want.lower() not in name.lower():
-            yield fault("gpu.model.mismatch", view.name, _subject(g), f"GPU is {name!r}, {want!r} expected",
+            yield fault(rules.gpu.MODEL_MISMATCH.id, view.name, _subject(g), f"GPU is {name!r}, {want!r} expected",
                         expected=want, actual=name, evidence=[f"nvml.gpus[{g.get('index')}].name"],
                         hint="the machine is not the model that was ordered")
 
@@ -176,14 +175,14 @@ def check_nvlink_links(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"expected": want if want is not None else total, "actual": up,
                               "evidence": [f"nvlink.gpus[{lg.get('index')}].links"]}
         if _mig_on(g) or _vgpu(g):
-            yield limitation("nvlink.link.down", view.name, _subject(lg), msg + " (MIG/vGPU: expected)", **kw,
+            yield limitation(rules.nvlink.LINK_DOWN.id, view.name, _subject(lg), msg + " (MIG/vGPU: expected)", **kw,
                              hint="MIG instances and vGPU guests do not use NVLink; not a hardware fault")
         elif total == 0 and g and g.get("virtualization_mode") == "passthrough":
-            yield limitation("nvlink.link.down", view.name, _subject(lg),
+            yield limitation(rules.nvlink.LINK_DOWN.id, view.name, _subject(lg),
                              msg + " (pass-through VM does not expose NVLink)", **kw,
                              hint="ask the provider for NVLink/NVSwitch pass-through if you need it")
         else:
-            yield fault("nvlink.link.down", view.name, _subject(lg), msg, **kw,
+            yield fault(rules.nvlink.LINK_DOWN.id, view.name, _subject(lg), msg, **kw,
                         hint="`nvidia-smi nvlink -s -i N`; check fabric manager, reseat/RMA the baseboard if "
                              "links stay down after a reset")
 
@@ -219,10 +218,10 @@ def check_p2p_vs_nvlink(view: HostView) -> Iterator[Finding]:
             msg = f"NV{links} links up but NVML P2P status over NVLink is {'/'.join(bad)}"
             kw: dict[str, Any] = {"expected": "OK", "actual": bad, "evidence": ["nvlink.nv", "nvml.p2p.nvlink"]}
             if any(_mig_on(by_bus.get(x)) or _vgpu(by_bus.get(x)) for x in (a, b)):
-                yield limitation("nvlink.p2p_status_mismatch", view.name, subj, msg + " (MIG/vGPU)", **kw,
+                yield limitation(rules.nvlink.P2P_STATUS_MISMATCH.id, view.name, subj, msg + " (MIG/vGPU)", **kw,
                                  hint="P2P is unavailable between MIG instances / most vGPU setups")
             else:
-                yield fault("nvlink.p2p_status_mismatch", view.name, subj, msg, **kw,
+                yield fault(rules.nvlink.P2P_STATUS_MISMATCH.id, view.name, subj, msg, **kw,
                             hint="`nvidia-smi topo -p2p n`; check the driver's P2P registry keys, fabric "
                                  "manager state and IOMMU/ACS settings")
 
@@ -234,7 +233,7 @@ def check_mig(view: HostView) -> Iterator[Finding]:
             continue
         n = len(mig.get("instances") or [])
         sev = Severity.WARN if view.expect.mig is False else Severity.INFO
-        yield limitation("gpu.mig.enabled", view.name, _subject(g),
+        yield limitation(rules.gpu.MIG_ENABLED.id, view.name, _subject(g),
                          f"MIG mode {'on' if mig.get('current') else 'off'}"
                          f"{' (pending on after reset)' if mig.get('pending') and not mig.get('current') else ''}"
                          f", {n} instance(s): no NVLink or P2P between instances", severity=sev,
@@ -253,7 +252,7 @@ def check_virtualization(view: HostView) -> Iterator[Finding]:
             modes[m].append(_subject(g))
     for mode, subjects in sorted(modes.items()):
         sev = Severity.WARN if view.expect.virtualization == "none" else Severity.INFO
-        yield limitation("gpu.virtualization", view.name, joined(subjects),
+        yield limitation(rules.gpu.VIRTUALIZATION.id, view.name, joined(subjects),
                          f"GPU virtualization mode {mode} on {len(subjects)} GPU(s): PCIe topology, NVLink and "
                          "P2P are what the hypervisor exposes", severity=sev,
                          expected=view.expect.virtualization, actual=mode, evidence=["nvml.gpus[].virtualization_mode"],
@@ -269,20 +268,20 @@ def check_fans(view: HostView) -> Iterator[Finding]:
         if fans:
             speeds = [f.get("speed_pct") for f in fans if isinstance(f, dict)]
             if speeds and all(s == 0 for s in speeds) and isinstance(temp, (int, float)) and temp >= HOT_C:
-                yield fault("sensor.fan.zero_while_hot", view.name, _subject(g),
+                yield fault(rules.sensor.FAN_ZERO_WHILE_HOT.id, view.name, _subject(g),
                             f"all {len(speeds)} fan(s) at 0 % while the GPU is at {temp} °C",
                             severity=Severity.WARN, expected=f"fan > 0 % above {HOT_C} °C",
                             actual={"fans_pct": speeds, "temperature_c": temp},
                             evidence=[f"nvml.gpus[{g.get('index')}].fans", f"nvml.gpus[{g.get('index')}].temperature_c"],
                             hint="fan failed or its sensor lies: check physically before the GPU throttles")
             elif any(s is None for s in speeds):
-                yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+                yield fault(rules.sensor.FAN_NOT_REPORTING.id, view.name, _subject(g),
                             "some fans do not report a speed", severity=Severity.WARN,
                             actual=fans, evidence=[f"nvml.gpus[{g.get('index')}].fans"],
                             hint="a fan tachometer or controller is not answering")
             continue
         if fans == [] and model and model.has_fans:
-            yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+            yield fault(rules.sensor.FAN_NOT_REPORTING.id, view.name, _subject(g),
                         "NVML reports zero fans on an actively cooled board", severity=Severity.WARN,
                         expected="fan speeds", actual=[], evidence=[f"nvml.gpus[{g.get('index')}].fans"],
                         hint="the fan controller is not seen by the driver; check the card physically")
@@ -294,7 +293,7 @@ def check_fans(view: HostView) -> Iterator[Finding]:
             continue  # passively cooled (SXM, most data-center boards): no fan to report
         if reason in (None, "FUNCTION_NOT_FOUND"):
             continue
-        yield fault("sensor.fan.not_reporting", view.name, _subject(g),
+        yield fault(rules.sensor.FAN_NOT_REPORTING.id, view.name, _subject(g),
                     f"fan speed not readable ({reason}) on an actively cooled board", severity=Severity.WARN,
                     expected="fan speeds", actual=reason, evidence=[f"nvml.gpus[{g.get('index')}].fans"],
                     hint="N/A is not 0: the fan controller does not answer; check the card physically")
@@ -307,12 +306,12 @@ def check_row_remap(view: HostView) -> Iterator[Finding]:
             continue
         ev = [f"nvml.gpus[{g.get('index')}].remapped_rows"]
         if rr.get("failure"):
-            yield fault("gpu.row_remap.failure", view.name, _subject(g),
+            yield fault(rules.gpu.ROW_REMAP_FAILURE.id, view.name, _subject(g),
                         "a row remapping failed: uncorrectable memory error could not be repaired",
                         expected=False, actual=rr, evidence=ev,
                         hint="the GPU needs RMA (NVIDIA memory error management guide)")
         if rr.get("pending"):
-            yield fault("gpu.row_remap.pending", view.name, _subject(g),
+            yield fault(rules.gpu.ROW_REMAP_PENDING.id, view.name, _subject(g),
                         f"row remapping pending ({shown(rr.get('uncorrectable'))} uncorrectable, "
                         f"{shown(rr.get('correctable'))} correctable rows): a GPU reset is required",
                         severity=Severity.WARN, expected=False, actual=rr, evidence=ev,
@@ -329,7 +328,7 @@ def check_fabric(view: HostView) -> Iterator[Finding]:
             ok = False
         if ok:
             continue
-        yield fault("nvlink.fabric.incomplete", view.name, _subject(g),
+        yield fault(rules.nvlink.FABRIC_INCOMPLETE.id, view.name, _subject(g),
                     f"NVLink fabric registration {shown(fab.get('state'))} (status {shown(fab.get('status'))}, "
                     f"health {shown(fab.get('health_summary'), 'not reported')})",
                     expected="completed/SUCCESS", actual=fab, evidence=[f"nvml.gpus[{g.get('index')}].fabric"],
@@ -372,11 +371,11 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
 
 
 def check_uuid_duplicates(views: list[HostView]) -> Iterable[Finding]:
-    return _identity_duplicates(views, "uuid", "identity.uuid.duplicate", "UUID")
+    return _identity_duplicates(views, "uuid", rules.identity.UUID_DUPLICATE.id, "UUID")
 
 
 def check_serial_duplicates(views: list[HostView]) -> Iterable[Finding]:
-    return _identity_duplicates(views, "serial", "identity.gpu_serial.duplicate", "serial")
+    return _identity_duplicates(views, "serial", rules.identity.GPU_SERIAL_DUPLICATE.id, "serial")
 
 
 # All-to-all NV<n> over a switch fabric (or a full bridge) comes in these GPU counts per host; a
@@ -410,7 +409,7 @@ def check_fabric_count(view: HostView) -> Iterator[Finding]:
     boards = FABRIC_COUNTS.get(int(cell[2:]))
     if boards is None or len(idx) in boards:
         return
-    yield unknown("gpu.count.partial_fabric", view.name, "GPUs",
+    yield unknown(rules.gpu.COUNT_PARTIAL_FABRIC.id, view.name, "GPUs",
                   f"{len(idx)} GPUs, every pair {cell}: a fabric of that kind carries "
                   f"{' or '.join(map(str, boards))} GPUs per host, so GPUs may be missing or withheld",
                   severity=Severity.WARN, expected=list(boards), actual=len(idx),
@@ -431,69 +430,23 @@ FLEET_CHECKS: list[FleetCheck] = [check_uuid_duplicates, check_serial_duplicates
 # section is ~30 KB of objects per 8-GPU host, most of a 10,000-host fleet's controller memory.
 # What this area's fleet checks read (checks/__init__.fleet_facts hands on only what areas name).
 FLEET_READS: FleetReads = {"gpus": {"list": {"uuid": None, "serial": None, "index": None, "bus_id": None}}}
-# The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
-FLEET_FINDING_IDS: tuple[str, ...] = ("identity.uuid.duplicate", "identity.gpu_serial.duplicate")
 
-# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+# The rules this module's checks raise, each declared in verdict/rules/<prefix>.py (JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
-    "gpu.lost",
-    "gpu.count.mismatch",
-    "gpu.count.pci_vs_nvml",
-    "gpu.model.mismatch",
-    "nvlink.link.down",
-    "nvlink.p2p_status_mismatch",
-    "gpu.mig.enabled",
-    "gpu.virtualization",
-    "sensor.fan.zero_while_hot",
-    "sensor.fan.not_reporting",
-    "gpu.row_remap.pending",
-    "gpu.row_remap.failure",
-    "nvlink.fabric.incomplete",
-    "identity.uuid.duplicate",
-    "identity.gpu_serial.duplicate",
-    "gpu.count.partial_fabric",
-)
-
-_GPUS = Needs(sections=("gpus",), gpus=True)
-_LINKS = Needs(sections=("nvlink",), gpus=True)
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "gpu.lost": _GPUS,
-    "gpu.count.mismatch": Needs(any_of=("gpus", "pcie"), expect=("gpu_count",)),
-    "gpu.count.pci_vs_nvml": Needs(sections=("gpus", "pcie")),
-    "gpu.model.mismatch": Needs(sections=("gpus",), expect=("gpu_model",), gpus=True),
-    "nvlink.link.down": _LINKS,
-    "nvlink.p2p_status_mismatch": Needs(sections=("nvlink", "gpus"), gpus=True),
-    "gpu.mig.enabled": _GPUS,
-    "gpu.virtualization": _GPUS,
-    "sensor.fan.zero_while_hot": _GPUS,
-    "sensor.fan.not_reporting": _GPUS,
-    "gpu.row_remap.pending": _GPUS,
-    "gpu.row_remap.failure": _GPUS,
-    "nvlink.fabric.incomplete": _GPUS,
-    "identity.uuid.duplicate": _GPUS,
-    "identity.gpu_serial.duplicate": _GPUS,
-    # reads the GPU-to-GPU cells of `nvidia-smi topo -m`, and only where no gpu_count is written
-    "gpu.count.partial_fabric": Needs(sections=("topology",), gpus=True),
-}
-
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-_GPU_GONE = ("gpu.count.pci_vs_nvml", "gpu.count.pci_vs_driver", "gpu.lost", "gpu.fallen_off_bus", "host.driver.missing")
-CAUSES: tuple[Cause, ...] = (
-    # a GPU gone from NVML or the driver is the count below the expectation
-    *(Cause(root, "gpu.count.mismatch") for root in _GPU_GONE),
-    Cause("host.driver.missing", "gpu.count.pci_vs_nvml"),
-    *(Cause(root, "gpu.count.pci_vs_nvml", Scope.DEVICE) for root in ("gpu.fallen_off_bus", "gpu.xid")),
-    *(Cause(root, "gpu.lost", Scope.DEVICE) for root in ("gpu.fallen_off_bus", "gpu.xid")),
-    # a lost GPU's links read down; a GPU missing from NVML leaves its peers' links to it down
-    *(Cause(root, "nvlink.link.down", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus")),
-    *(Cause(root, "nvlink.link.down") for root in ("gpu.count.pci_vs_nvml", "nvlink.nvswitch.count",
-                                                    "nvlink.fabric_manager.version", "nvswitch.sxid",
-                                                    "gpu.mig.enabled", "gpu.virtualization")),
-    *(Cause(root, "nvlink.p2p_status_mismatch") for root in ("gpu.mig.enabled", "gpu.virtualization")),
-    *(Cause(root, "nvlink.fabric.incomplete") for root in ("nvlink.fabric_manager.version", "nvlink.nvswitch.count")),
-    # an uncorrectable memory error asks for the remap; a failed remap is the worse end of it
-    Cause("gpu.row_remap.failure", "gpu.row_remap.pending", Scope.SUBJECT),
-    Cause("gpu.ecc.uncorrectable", "gpu.row_remap.pending", Scope.SUBJECT),
-    Cause("host.virtualized", "gpu.virtualization"),
+    rules.gpu.LOST.id,
+    rules.gpu.COUNT_MISMATCH.id,
+    rules.gpu.COUNT_PCI_VS_NVML.id,
+    rules.gpu.MODEL_MISMATCH.id,
+    rules.nvlink.LINK_DOWN.id,
+    rules.nvlink.P2P_STATUS_MISMATCH.id,
+    rules.gpu.MIG_ENABLED.id,
+    rules.gpu.VIRTUALIZATION.id,
+    rules.sensor.FAN_ZERO_WHILE_HOT.id,
+    rules.sensor.FAN_NOT_REPORTING.id,
+    rules.gpu.ROW_REMAP_PENDING.id,
+    rules.gpu.ROW_REMAP_FAILURE.id,
+    rules.nvlink.FABRIC_INCOMPLETE.id,
+    rules.identity.UUID_DUPLICATE.id,
+    rules.identity.GPU_SERIAL_DUPLICATE.id,
+    rules.gpu.COUNT_PARTIAL_FABRIC.id,
 )

@@ -17,12 +17,13 @@ from typing import Any
 from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import shown
 from orchestrator.facts.textsafe import is_digits
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
+from orchestrator.verdict.rule import Unjudged
 
-UNRESPONSIVE = "gpu.driver.unresponsive"
-PROCESS_STUCK = "gpu.driver.process_stuck"
+UNRESPONSIVE = rules.gpu.DRIVER_UNRESPONSIVE.id
+PROCESS_STUCK = rules.gpu.DRIVER_PROCESS_STUCK.id
 
 # The facts sections whose probe watches its driver calls, and that probe.
 _WATCHED = (("gpus", "nvml"), ("nvlink", "nvlink"), ("p2p", "p2p"), ("nccl", "nccl"))
@@ -53,8 +54,8 @@ def _subject(facts: Facts, subject: Any) -> Located:
 
 def unresponsive(view: HostView) -> Iterator[Finding]:
     for section, probe in _WATCHED:
-        sec: Mapping[str, Any] | None = view.facts.get(section)  # type: ignore[assignment]  # read by name
-        if not isinstance(sec, dict) or (view.outcomes and not view.ran(probe)):
+        sec: Mapping[str, Any] | None = view.measured(section)
+        if sec is None:
             continue
         for call in sec.get("unresponsive") or []:
             if not isinstance(call, dict):
@@ -81,7 +82,7 @@ def _stuck(facts: Facts) -> tuple[list[dict[str, Any]], Mapping[str, Any] | None
 
 
 def process_stuck(view: HostView) -> Iterator[Finding]:
-    if view.outcomes and not view.ran("host"):
+    if view.measured("host") is None:
         return
     stuck, _ = _stuck(view.facts)
     if not stuck:
@@ -122,16 +123,7 @@ CHECKS = [unresponsive, process_stuck]
 
 FINDING_IDS: tuple[str, ...] = (UNRESPONSIVE, PROCESS_STUCK)
 
-NEEDS: dict[str, Needs] = {
-    UNRESPONSIVE: Needs(any_of=("gpus", "nvlink", "p2p", "nccl")),
-    PROCESS_STUCK: Needs(sections=("host",), unjudged=unjudged),
-}
 
-# A GPU the driver no longer answers for is missing from what NVML lists: those counts, the
-# topology outlier (verdict/classes.py) and the NVLink picture follow from the hung call.
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(UNRESPONSIVE, fid) for fid in ("gpu.count.pci_vs_nvml", "gpu.count.mismatch", "nvlink.link.down",
-                                           "gpu.count.partial_fabric", "nccl.error", "p2p.gpu.error")),
-    Cause(UNRESPONSIVE, PROCESS_STUCK),
-    Cause(UNRESPONSIVE, UNRESPONSIVE, Scope.SUBJECT),  # the nvml and nvlink probes hung on the same GPU: one fault
-)
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: unjudged for fid in (rules.gpu.DRIVER_PROCESS_STUCK.id,)}

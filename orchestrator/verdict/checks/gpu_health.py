@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpuRecord, GpusFacts
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device, joined
+from orchestrator.verdict.rule import Unjudged
 
 # Clock event reasons that mean the hardware is slowing the GPU down (idle, application clocks,
 # SW power cap and sync boost are normal operation and not judged).
@@ -32,9 +34,7 @@ def _gpu_list(section: GpusFacts | None) -> list[GpuRecord]:
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    return _gpu_list(view.facts.get("gpus"))
+    return _gpu_list(view.measured("gpus"))
 
 
 def _subject(g: GpuRecord) -> Located:
@@ -65,11 +65,11 @@ def ecc_uncorrectable(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"expected": 0, "actual": {"volatile": vol, "aggregate": agg},
                               "evidence": ["gpus.list.ecc.volatile_uncorrected", "gpus.list.ecc.aggregate_uncorrected"]}
         if vol:
-            yield fault("gpu.ecc.uncorrectable", view.name, _subject(g),
+            yield fault(rules.gpu.ECC_UNCORRECTABLE.id, view.name, _subject(g),
                         f"{vol} uncorrectable ECC error(s) since the driver loaded" + (f" (lifetime: {where})" if where else ""),
                         hint="drain the GPU; check row remapping / page retirement and reset it; repeated: RMA", **kw)
         elif agg:
-            yield fault("gpu.ecc.uncorrectable", view.name, _subject(g),
+            yield fault(rules.gpu.ECC_UNCORRECTABLE.id, view.name, _subject(g),
                         f"{agg} uncorrectable ECC error(s) over the GPU's life, none since the driver loaded"
                         + (f" ({where})" if where else ""), severity=Severity.WARN,
                         hint="a past uncorrectable error: check that its memory was remapped/retired", **kw)
@@ -80,11 +80,38 @@ def ecc_sram_threshold(view: HostView) -> Iterator[Finding]:
         sram = ((g.get("ecc") or {}).get("locations") or {}).get("sram")
         n = _count(sram, "aggregate_corrected")
         if n is not None and n >= SRAM_CORRECTED_WARN:
-            yield fault("gpu.ecc.sram_threshold", view.name, _subject(g),
+            yield fault(rules.gpu.ECC_SRAM_THRESHOLD.id, view.name, _subject(g),
                         f"{n} correctable SRAM ECC errors over the GPU's life (at least {SRAM_CORRECTED_WARN} is a warning)",
                         severity=Severity.WARN, expected=f"< {SRAM_CORRECTED_WARN}", actual=n,
                         evidence=["gpus.list.ecc.locations.sram.aggregate_corrected"],
                         hint="SRAM errors precede uncorrectable ones: watch the rate, run diagnostics (dcgmi diag -r 3)")
+
+
+def _ecc_modes(g: GpuRecord) -> tuple[bool | None, bool | None]:
+    """(current, pending) ECC mode as the GPU reports it; None where it reports none (no ECC) or
+    where the board ships with ECC off (a GeForce card: off is its own setting)."""
+    model = gpu_models.lookup(g.get("name"), g.get("pci_device_id"))
+    ecc = g.get("ecc") if model is None or not model.ecc_off_by_default else None
+    modes = [ecc.get(k) if isinstance(ecc, dict) else None for k in ("mode_current", "mode_pending")]
+    current, pending = (m if isinstance(m, bool) else None for m in modes)
+    return current, pending
+
+
+def ecc_disabled(view: HostView) -> Iterator[Finding]:
+    for g in _gpus(view):
+        current, pending = _ecc_modes(g)
+        if current is None or (current and pending is not False):
+            continue
+        if not current:
+            message = "ECC is off" + (": on again at the next GPU reset" if pending else "")
+        else:
+            message = "ECC is on, set to go off at the next GPU reset"
+        yield fault(rules.gpu.ECC_DISABLED.id, view.name, _subject(g),
+                    message + "; memory errors are neither corrected nor counted while it is off",
+                    severity=Severity.WARN, expected={"current": True, "pending": True},
+                    actual={"current": current, "pending": pending},
+                    evidence=["gpus.list.ecc.mode_current", "gpus.list.ecc.mode_pending"],
+                    hint=f"nvidia-smi -i {g.get('index')} -e 1, then reset the GPU; find who turned it off")
 
 
 # NVML's GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+): what the driver asks for.
@@ -104,13 +131,13 @@ def reset_required(view: HostView) -> Iterator[Finding]:
         action = g.get("recovery_action")
         if isinstance(action, str) and action in _RECOVERY:
             sev, what, hint = _RECOVERY[action]
-            yield fault("gpu.reset_required", view.name, _subject(g), f"NVML recovery action {action}: {what}",
+            yield fault(rules.gpu.RESET_REQUIRED.id, view.name, _subject(g), f"NVML recovery action {action}: {what}",
                         severity=sev, expected="NONE", actual=action, evidence=["gpus.list.recovery_action"],
                         hint=hint)
             continue
         answered = sorted(k for k, v in (g.get("unknown") or {}).items() if v == "RESET_REQUIRED")
         if answered:
-            yield fault("gpu.reset_required", view.name, _subject(g),
+            yield fault(rules.gpu.RESET_REQUIRED.id, view.name, _subject(g),
                         f"NVML answers RESET_REQUIRED for {', '.join(answered[:6])}: the GPU must be reset "
                         "before it can be used", expected="answers", actual={k: "RESET_REQUIRED" for k in answered},
                         evidence=[f"gpus.list.unknown.{k}" for k in answered[:6]],
@@ -119,14 +146,14 @@ def reset_required(view: HostView) -> Iterator[Finding]:
         if isinstance(action, str) and action != "NONE":
             # a value newer than this table (later nvml.h releases add actions), or one no driver
             # writes: neither is a pass
-            yield fault("gpu.reset_required", view.name, _subject(g),
+            yield fault(rules.gpu.RESET_REQUIRED.id, view.name, _subject(g),
                         f"the GPU's recovery action reads {action!r}, which this fleetprobe does not know, "
                         "so the GPU may need a reset or a reboot", severity=Severity.WARN, expected="NONE", actual=action,
                         evidence=["gpus.list.recovery_action"],
                         hint="read the GPU's recovery action in nvidia-smi -q and NVIDIA's NVML reference")
             continue
         if g.get("retired_pages_pending") is True:
-            yield fault("gpu.reset_required", view.name, _subject(g),
+            yield fault(rules.gpu.RESET_REQUIRED.id, view.name, _subject(g),
                         "retired memory pages wait for a GPU reset (dynamic page retirement pending)",
                         severity=Severity.WARN, expected=False, actual=True,
                         evidence=["gpus.list.retired_pages_pending"],
@@ -139,7 +166,7 @@ def clocks_slowdown(view: HostView) -> Iterator[Finding]:
         hw = [n for n in names if n in SLOWDOWN_REASONS]
         if hw:
             temp = g.get("temperature_c")
-            yield fault("gpu.clocks.slowdown", view.name, _subject(g),
+            yield fault(rules.gpu.CLOCKS_SLOWDOWN.id, view.name, _subject(g),
                         f"the hardware is slowing the GPU's clocks ({', '.join(hw)})"
                         + (f" at {temp} °C" if temp is not None else ""),
                         severity=Severity.WARN, expected="no HW slowdown", actual=names,
@@ -156,7 +183,7 @@ def power_limit_low(view: HostView) -> Iterator[Finding]:
         have = min(v for v in (cur, enforced) if isinstance(v, (int, float))) if isinstance(cur, (int, float)) else None
         if isinstance(have, (int, float)) and isinstance(default, (int, float)) and default > 0 \
                 and have < default * POWER_LIMIT_MIN_SHARE:
-            yield fault("gpu.power.limit_low", view.name, _subject(g),
+            yield fault(rules.gpu.POWER_LIMIT_LOW.id, view.name, _subject(g),
                         f"power limit {have:g} W, the board's default is {default:g} W", severity=Severity.WARN,
                         expected=default, actual=have,
                         evidence=["gpus.list.power_limits.limit_w", "gpus.list.power_limits.default_limit_w"],
@@ -204,7 +231,7 @@ def clocks_violation(view: HostView) -> Iterator[Finding]:
                 shares[policy] = (cur - was) / window_ns
         over = {p: round(x, 4) for p, x in shares.items() if x >= VIOLATION_SHARE_WARN}
         if over:
-            yield fault("gpu.clocks.violation", view.name, _subject(g),
+            yield fault(rules.gpu.CLOCKS_VIOLATION.id, view.name, _subject(g),
                         "clocks held down " + ", ".join(f"{p} {x:.1%} of the time" for p, x in over.items())
                         + f" {since}", severity=Severity.WARN, expected=f"< {VIOLATION_SHARE_WARN:.0%}", actual=over,
                         evidence=["gpus.list.violation_ns", "kmsg.boot_time" if not base else
@@ -222,7 +249,7 @@ def thermal_margin(view: HostView) -> Iterator[Finding]:
         margin, src = thermal_margin_of(g)
         if margin is not None and margin <= THERMAL_MARGIN_WARN_C:
             th = g.get("thermal") or {}
-            yield fault("gpu.thermal.margin_low", view.name, _subject(g),
+            yield fault(rules.gpu.THERMAL_MARGIN_LOW.id, view.name, _subject(g),
                         f"{margin} °C from the slowdown threshold"
                         + (f" ({shown_temp(g.get('temperature_c'))} now, slowdown at {th.get('slowdown_c')} °C)"
                            if th.get("slowdown_c") is not None else ""),
@@ -252,7 +279,7 @@ def thermal_margin_of(g: GpuRecord) -> tuple[int | None, str]:
 def persistence_disabled(view: HostView) -> Iterator[Finding]:
     off = [g for g in _gpus(view) if g.get("persistence_mode") is False]
     if off:
-        yield fault("gpu.persistence.disabled", view.name, joined(_subject(g) for g in off),
+        yield fault(rules.gpu.PERSISTENCE_DISABLED.id, view.name, joined(_subject(g) for g in off),
                     f"persistence mode is off on {len(off)} GPU(s): the driver tears the GPU state down whenever "
                     "no process holds it, so every job pays the initialisation and errors between jobs go unseen",
                     severity=Severity.WARN, expected=True, actual=False, evidence=["gpus.list.persistence_mode"],
@@ -265,7 +292,7 @@ def pcie_replays(view: HostView) -> Iterator[Finding]:
         before = prev.get(str(g.get("bus_id")))
         now, then = _count(g, "pcie_replays"), _count(before, "pcie_replays")
         if now is not None and then is not None and now > then:
-            yield fault("pcie.replays", view.name, _subject(g),
+            yield fault(rules.pcie.REPLAYS.id, view.name, _subject(g),
                         f"the GPU's PCIe link replayed {now - then} time(s) since the previous run of this boot",
                         severity=Severity.WARN, expected="no growth", actual={"previous": then, "now": now},
                         evidence=["gpus.list.pcie_replays", "previous run's gpus.list.pcie_replays"],
@@ -277,7 +304,7 @@ _NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data")
 
 
 def nvlink_errors(view: HostView) -> Iterator[Finding]:
-    if (view.outcomes and not view.ran("nvlink")) or not same_boot(view.facts, view.previous):
+    if view.measured("nvlink") is None or not same_boot(view.facts, view.previous):
         return
     prev_nvlink = view.previous.get("nvlink") if view.previous else None
     before = {str(g.get("bus_id")): g for g in (prev_nvlink.get("gpus") if prev_nvlink else None) or []}
@@ -296,7 +323,7 @@ def nvlink_errors(view: HostView) -> Iterator[Finding]:
                 if isinstance(v, int) and isinstance(p, int) and v > p and any(c in key for c in _NVLINK_COUNTERS):
                     grown[f"link {lk.get('link')} {key}"] = v - p
         if grown:
-            yield fault("gpu.nvlink.errors", view.name,
+            yield fault(rules.gpu.NVLINK_ERRORS.id, view.name,
                         Located(f"GPU{g.get('index')} ({g.get('bus_id')})", (gpu_device(g),)),
                         "NVLink error counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())[:8]),
@@ -314,28 +341,29 @@ def nvml_version_mismatch(view: HostView) -> Iterator[Finding]:
     host = view.facts.get("host")
     driver = host.get("driver") if host else None
     kernel = driver.get("version") if driver else None
-    yield fault("gpu.nvml.version_mismatch", view.name, "NVIDIA driver",
+    yield fault(rules.gpu.NVML_VERSION_MISMATCH.id, view.name, "NVIDIA driver",
                 "the NVIDIA kernel module" + (f" ({kernel})" if kernel else "") + " and libnvidia-ml are of different "
                 "versions: NVML (and CUDA) refuse to start, no GPU can be used or judged",
-                expected="one driver version", actual=why[:120], evidence=["nvml outcome reason", "host.driver.version"],
+                expected="one driver version", actual=why[:120], evidence=["nvml outcome reason", rules.host.DRIVER_VERSION.id],
                 hint="the driver was upgraded without a reboot: reboot, or unload and reload the nvidia modules")
 
 
-CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
+CHECKS = [nvml_version_mismatch, ecc_uncorrectable, ecc_disabled, ecc_sram_threshold, reset_required, clocks_slowdown, power_limit_low,
           pcie_replays, nvlink_errors, clocks_violation, thermal_margin, persistence_disabled]
 
 FINDING_IDS: tuple[str, ...] = (
-    "gpu.nvml.version_mismatch",
-    "gpu.ecc.uncorrectable",
-    "gpu.ecc.sram_threshold",
-    "gpu.reset_required",
-    "gpu.clocks.slowdown",
-    "gpu.power.limit_low",
-    "pcie.replays",
-    "gpu.nvlink.errors",
-    "gpu.clocks.violation",
-    "gpu.thermal.margin_low",
-    "gpu.persistence.disabled",
+    rules.gpu.NVML_VERSION_MISMATCH.id,
+    rules.gpu.ECC_UNCORRECTABLE.id,
+    rules.gpu.ECC_DISABLED.id,
+    rules.gpu.ECC_SRAM_THRESHOLD.id,
+    rules.gpu.RESET_REQUIRED.id,
+    rules.gpu.CLOCKS_SLOWDOWN.id,
+    rules.gpu.POWER_LIMIT_LOW.id,
+    rules.pcie.REPLAYS.id,
+    rules.gpu.NVLINK_ERRORS.id,
+    rules.gpu.CLOCKS_VIOLATION.id,
+    rules.gpu.THERMAL_MARGIN_LOW.id,
+    rules.gpu.PERSISTENCE_DISABLED.id,
 )
 
 
@@ -350,48 +378,24 @@ def _unjudged(facts: Facts) -> dict[str, str]:
     if not _any_gpu(facts, lambda g: isinstance(g.get("recovery_action"), str)
                     or isinstance(g.get("retired_pages_pending"), bool)
                     or "RESET_REQUIRED" in (g.get("unknown") or {}).values()):
-        out["gpu.reset_required"] = ("neither the GPU recovery action (driver R570+) nor the page retirement "
+        out[rules.gpu.RESET_REQUIRED.id] = ("neither the GPU recovery action (driver R570+) nor the page retirement "
                                      "status (before Ampere) was readable")
     if not _any_gpu(facts, lambda g: _count(g.get("violation_ns"), "reference_us") is not None):
-        out["gpu.clocks.violation"] = "no violation-time counters read (nvml probe 1.2+)"
+        out[rules.gpu.CLOCKS_VIOLATION.id] = "no violation-time counters read (nvml probe 1.2+)"
     elif not isinstance(kmsg.get("boot_time") if kmsg else None, (int, float)):
-        out["gpu.clocks.violation"] = "the boot time is unknown (kmsg probe), so the counters have no time base"
+        out[rules.gpu.CLOCKS_VIOLATION.id] = "the boot time is unknown (kmsg probe), so the counters have no time base"
     if not _any_gpu(facts, lambda g: thermal_margin_of(g)[0] is not None):
-        out["gpu.thermal.margin_low"] = "neither the thermal margin nor the slowdown threshold was readable"
+        out[rules.gpu.THERMAL_MARGIN_LOW.id] = "neither the thermal margin nor the slowdown threshold was readable"
     if not _any_gpu(facts, lambda g: isinstance(g.get("persistence_mode"), bool)):
-        out["gpu.persistence.disabled"] = "persistence mode not readable"
+        out[rules.gpu.PERSISTENCE_DISABLED.id] = "persistence mode not readable"
+    if not _any_gpu(facts, lambda g: _ecc_modes(g)[0] is not None):
+        out[rules.gpu.ECC_DISABLED.id] = ("no GPU reports an ECC mode (GPUs without ECC, boards that ship with it off, "
+                                           "or NVML refused the reading)")
     return out
 
-_GPUS = Needs(sections=("gpus",), gpus=True)
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "gpu.nvml.version_mismatch": Needs(sections=("gpus",)),
-    "gpu.ecc.uncorrectable": _GPUS,
-    "gpu.ecc.sram_threshold": _GPUS,
-    "gpu.reset_required": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
-    "gpu.clocks.slowdown": _GPUS,
-    "gpu.power.limit_low": _GPUS,
-    "pcie.replays": _GPUS,
-    "gpu.nvlink.errors": Needs(sections=("nvlink",), gpus=True),
-    "gpu.clocks.violation": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
-    "gpu.thermal.margin_low": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
-    "gpu.persistence.disabled": Needs(sections=("gpus",), gpus=True, unjudged=_unjudged),
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(root, "gpu.reset_required", Scope.SUBJECT)
-      for root in ("gpu.row_remap.failure", "gpu.row_remap.pending", "gpu.ecc.uncorrectable")),
-    *(Cause(root, "gpu.reset_required", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus", "gpu.xid")),
-    Cause("gpu.row_remap.failure", "gpu.ecc.uncorrectable", Scope.SUBJECT),
-    # a fan that does not spin heats the GPU, the heat slows its clocks
-    *(Cause(root, "gpu.thermal.margin_low", Scope.SUBJECT)
-      for root in ("sensor.fan.zero_while_hot", "sensor.fan.not_reporting")),
-    *(Cause(root, "gpu.clocks.slowdown", Scope.SUBJECT)
-      for root in ("sensor.fan.zero_while_hot", "gpu.thermal.margin_low", "gpu.power.limit_low")),
-    *(Cause(root, "gpu.clocks.violation", Scope.SUBJECT)
-      for root in ("gpu.power.limit_low", "gpu.clocks.slowdown", "sensor.fan.zero_while_hot",
-                   "gpu.thermal.margin_low")),
-    Cause("pcie.aer.counters", "pcie.replays", Scope.DEVICE),
-    Cause("nvlink.link.down", "gpu.nvlink.errors", Scope.DEVICE),
-)
+
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# _unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: _unjudged for fid in (rules.gpu.RESET_REQUIRED.id, rules.gpu.CLOCKS_VIOLATION.id, rules.gpu.THERMAL_MARGIN_LOW.id,
+                                                              rules.gpu.PERSISTENCE_DISABLED.id, rules.gpu.ECC_DISABLED.id)}

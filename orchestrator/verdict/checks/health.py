@@ -16,8 +16,8 @@ from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
 from orchestrator.facts.model import AerLink, Facts, KmsgEvent, KmsgFacts, PreviousFacts
 from orchestrator.facts.normalize import kmsg as kmsg_facts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.checks.nic import same_boot
 from orchestrator.verdict.findings import (
     Device,
@@ -32,6 +32,7 @@ from orchestrator.verdict.findings import (
     pci_device,
     unknown,
 )
+from orchestrator.verdict.rule import Unjudged
 
 # Corrected AER events in one boot below this are the background noise of many platforms.
 AER_CORRECTED_MIN = 10
@@ -45,10 +46,8 @@ _ACTION_TEXT = {
 
 
 def _kmsg(view: HostView) -> KmsgFacts | None:
-    if view.outcomes and not view.ran("kmsg"):
-        return None
-    facts = view.facts.get("kmsg")
-    return facts if isinstance(facts, dict) else None
+    facts: KmsgFacts | None = view.measured("kmsg")
+    return facts
 
 
 def previous_keys(current: KmsgFacts, previous: PreviousFacts | None) -> set[str]:
@@ -129,11 +128,11 @@ def kernel_log_unreadable(view: HostView) -> Iterator[Finding]:
     hint = ("add the probe user to the systemd-journal or adm group (journalctl -k), or run with become: true "
             "(/dev/kmsg, dmesg need root where kernel.dmesg_restrict=1)")
     if container:
-        yield limitation("host.kernel_log.unreadable", view.name, "kernel log",
+        yield limitation(rules.host.KERNEL_LOG_UNREADABLE.id, view.name, "kernel log",
                          msg + f"; the host is a {container} container, which usually hides the host's log",
                          evidence=["kmsg.attempts"], hint=hint)
         return
-    yield unknown("host.kernel_log.unreadable", view.name, "kernel log", msg, evidence=["kmsg.attempts"],
+    yield unknown(rules.host.KERNEL_LOG_UNREADABLE.id, view.name, "kernel log", msg, evidence=["kmsg.attempts"],
                   severity=Severity.WARN, hint=hint)
 
 
@@ -145,7 +144,7 @@ def gpu_xid(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"actual": {"count": len(events), "new": len(new)},
                               "evidence": [f"kmsg.events[xid {code}]: {events[-1].get('text', '')[:160]}"]}
         if info is None:
-            yield fault("gpu.xid", view.name, subject,
+            yield fault(rules.gpu.XID.id, view.name, subject,
                         f"Xid {code} ({_when(new, old)}): a code fleetprobe's table does not know",
                         severity=Severity.WARN, hint="look the code up in NVIDIA's Xid catalog", **kw)
             continue
@@ -156,21 +155,21 @@ def gpu_xid(view: HostView) -> Iterator[Finding]:
         hint = _ACTION_TEXT[worst] + (f"; {info.note}" if info.note else "")
         if worst == "application":
             if info.burst and len(events) >= xids.BURST_COUNT:
-                yield fault("gpu.xid", view.name, subject,
+                yield fault(rules.gpu.XID.id, view.name, subject,
                             msg + f": repeated on this GPU ({len(events)} events), more than one job's bug",
                             severity=Severity.WARN, expected=f"fewer than {xids.BURST_COUNT}",
                             hint="if the errors follow this GPU across jobs, drain it and run diagnostics; "
                                  + (info.note or ""), **kw)
             else:
-                yield fault("gpu.xid", view.name, subject, msg, severity=Severity.INFO, hint=hint, **kw)
+                yield fault(rules.gpu.XID.id, view.name, subject, msg, severity=Severity.INFO, hint=hint, **kw)
             continue
-        yield fault("gpu.xid", view.name, subject, msg, hint=hint, **kw)
+        yield fault(rules.gpu.XID.id, view.name, subject, msg, hint=hint, **kw)
 
 
 def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
     for (bus, code), events, new, old in _event_groups(view, "sxid", "bus_id", "code", order=_by_bus_and_code):
         fatal = any(e.get("severity") == "fatal" for e in events)
-        yield fault("nvswitch.sxid", view.name, Located(f"NVSwitch {bus}", _at(DeviceKind.NVSWITCH, bus)),
+        yield fault(rules.nvswitch.SXID.id, view.name, Located(f"NVSwitch {bus}", _at(DeviceKind.NVSWITCH, bus)),
                     f"SXid {code}, {'fatal' if fatal else 'non-fatal'} ({_when(new, old)}): "
                     f"{str(events[-1].get('text', ''))[:120]}",
                     severity=Severity.FAIL if fatal else Severity.WARN,
@@ -182,7 +181,7 @@ def nvswitch_sxid(view: HostView) -> Iterator[Finding]:
 
 def gpu_fallen_off_bus(view: HostView) -> Iterator[Finding]:
     for (bus,), events, new, old in _event_groups(view, "fallen_off_bus", "bus_id"):
-        yield fault("gpu.fallen_off_bus", view.name, _gpu_label(view, bus),
+        yield fault(rules.gpu.FALLEN_OFF_BUS.id, view.name, _gpu_label(view, bus),
                     f"the GPU fell off the PCIe bus ({_when(new, old)})",
                     actual={"count": len(events), "new": len(new)}, evidence=["kmsg.events[fallen_off_bus]"],
                     hint="reboot the node; check power delivery, seating, cooling and the slot; "
@@ -196,12 +195,12 @@ def pcie_aer(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"actual": {"events": len(events), "uncorrected": len(uncorrected), "new": len(new)},
                               "evidence": [f"kmsg.events[aer]: {str(events[-1].get('text', ''))[:160]}"]}
         if uncorrected:
-            yield fault("pcie.aer", view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
+            yield fault(rules.pcie.AER.id, view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
                         f"{len(uncorrected)} uncorrected PCIe error(s) ({', '.join(types)}; {_when(new, old)})",
                         hint="uncorrected errors lose transactions: check the device, its slot and the link "
                              "partner; the GPU or NIC below this port may need a reset or a reseat", **kw)
         elif len(events) >= AER_CORRECTED_MIN and (new or not old):
-            yield fault("pcie.aer", view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
+            yield fault(rules.pcie.AER.id, view.name, Located(bus or "PCIe device", _at(DeviceKind.PCIE, bus)),
                         f"{len(events)} corrected PCIe errors ({', '.join(types)}; {_when(new, old)})",
                         severity=Severity.WARN, expected=f"fewer than {AER_CORRECTED_MIN} per boot",
                         hint="a link that keeps correcting errors is marginal: check the riser, cable or slot "
@@ -227,7 +226,7 @@ def nic_kernel_events(view: HostView) -> Iterator[Finding]:
         what, hint = _MLX5_TEXT.get(str(subtype), (str(subtype), "read the driver's message"))
         name = events[-1].get("device")
         nic = pci_device(DeviceKind.NIC, dev, nic=name if isinstance(name, str) and name else None)
-        yield fault("nic.kernel_event", view.name, Located(str(device), (nic,)), f"{what} ({_when(new, old)})",
+        yield fault(rules.nic.KERNEL_EVENT.id, view.name, Located(str(device), (nic,)), f"{what} ({_when(new, old)})",
                     severity=Severity.FAIL if subtype == "health_compromised" else Severity.WARN,
                     actual={"count": len(events), "new": len(new)},
                     evidence=[f"kmsg.events[mlx5]: {str(events[-1].get('text', ''))[:160]}"], hint=hint)
@@ -242,7 +241,7 @@ def peermem_errors(view: HostView) -> Iterator[Finding]:
     if not events:
         return
     new, old = split_new(events, previous_keys(km, view.previous))
-    yield fault("gpu.gdr.peermem_error", view.name, "nvidia-peermem",
+    yield fault(rules.gpu.GDR_PEERMEM_ERROR.id, view.name, "nvidia-peermem",
                 f"the GPU peer-memory module reported errors ({_when(new, old)}): "
                 f"{str(events[-1].get('text', ''))[:160]}",
                 severity=Severity.WARN, actual={"count": len(events), "new": len(new)},
@@ -256,7 +255,7 @@ def gpu_library_segfaults(view: HostView) -> Iterator[Finding]:
     a GPU fault that surfaced in user space."""
     for (lib,), events, new, old in _event_groups(view, "segfault", "library"):
         procs = sorted({f"{shown(e.get('process'), 'process unknown')}[{shown(e.get('pid'))}]" for e in events})
-        yield fault("host.segfault.gpu_library", view.name, shown(lib, "library unknown"),
+        yield fault(rules.host.SEGFAULT_GPU_LIBRARY.id, view.name, shown(lib, "library unknown"),
                     f"{len(events)} segfault(s) inside {lib} ({_when(new, old)}): {', '.join(procs[:5])}",
                     severity=Severity.WARN, actual={"count": len(events), "new": len(new), "processes": procs[:10]},
                     evidence=[f"kmsg.events[segfault]: {str(events[-1].get('text', ''))[:160]}"],
@@ -303,7 +302,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
     """AER counters in sysfs along the GPUs' and NICs' upstream chains (both ends of each link):
     fatal errors are judged as absolutes (any count is a fault), correctable and non-fatal ones as
     growth between runs of one boot."""
-    if view.outcomes and not view.ran("pcie"):
+    if view.measured("pcie") is None:
         return
     links = _aer_links(view.facts)
     prev_links: dict[str | None, AerLink] = {}
@@ -317,7 +316,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"evidence": ["pcie.aer_links (aer_dev_* of both link ends)"]}
         fatal = lk.get("fatal")
         if isinstance(fatal, int) and fatal > 0:
-            yield fault("pcie.aer.counters", view.name, _link_at(lk),
+            yield fault(rules.pcie.AER_COUNTERS.id, view.name, _link_at(lk),
                         f"{fatal} fatal PCIe error(s) counted on the link since boot (serves {serves})",
                         expected=0, actual={"fatal": fatal, "ends": lk.get("ends")},
                         hint="a fatal error resets the link and loses the device's transactions: reseat the card or "
@@ -333,7 +332,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
                 grown[k] = now - then
         threshold = aer_corrected_threshold(lk)
         if grown.get("nonfatal") or grown.get("correctable", 0) >= threshold:
-            yield fault("pcie.aer.counters", view.name, _link_at(lk),
+            yield fault(rules.pcie.AER_COUNTERS.id, view.name, _link_at(lk),
                         "PCIe AER counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())) + f" (serves {serves})",
                         severity=Severity.WARN, expected="no non-fatal errors, " + (f"fewer than {threshold} correctable" if threshold > 1 else
@@ -352,7 +351,7 @@ def _aer_unjudged(facts: Facts) -> dict[str, str]:
     links = _aer_links(facts)
     if any(isinstance(lk, dict) and lk.get("ends") for lk in links):
         return {}
-    return {"pcie.aer.counters": "no AER counters in sysfs on the GPUs' and NICs' chains (pcie probe before 1.1, "
+    return {rules.pcie.AER_COUNTERS.id: "no AER counters in sysfs on the GPUs' and NICs' chains (pcie probe before 1.1, "
                                  "a kernel before 5.8, or no GPU/NIC)"}
 
 
@@ -360,35 +359,19 @@ CHECKS = [kernel_log_unreadable, gpu_xid, nvswitch_sxid, gpu_fallen_off_bus, pci
           peermem_errors, gpu_library_segfaults, aer_counters]
 
 FINDING_IDS: tuple[str, ...] = (
-    "host.kernel_log.unreadable",
-    "gpu.xid",
-    "nvswitch.sxid",
-    "gpu.fallen_off_bus",
-    "pcie.aer",
-    "nic.kernel_event",
-    "gpu.gdr.peermem_error",
-    "host.segfault.gpu_library",
-    "pcie.aer.counters",
+    rules.host.KERNEL_LOG_UNREADABLE.id,
+    rules.gpu.XID.id,
+    rules.nvswitch.SXID.id,
+    rules.gpu.FALLEN_OFF_BUS.id,
+    rules.pcie.AER.id,
+    rules.nic.KERNEL_EVENT.id,
+    rules.gpu.GDR_PEERMEM_ERROR.id,
+    rules.host.SEGFAULT_GPU_LIBRARY.id,
+    rules.pcie.AER_COUNTERS.id,
 )
 
-_KMSG = Needs(sections=("kmsg",))
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-# An unreadable kernel log judges nothing but its own unreadability.
-NEEDS: dict[str, Needs] = {
-    "host.kernel_log.unreadable": Needs(sections=("kmsg",), unreadable_ok=True),
-    "gpu.xid": _KMSG,
-    "nvswitch.sxid": _KMSG,
-    "gpu.fallen_off_bus": _KMSG,
-    "pcie.aer": _KMSG,
-    "nic.kernel_event": _KMSG,
-    "gpu.gdr.peermem_error": _KMSG,
-    "host.segfault.gpu_library": _KMSG,
-    "pcie.aer.counters": Needs(sections=("pcie",), unjudged=_aer_unjudged),
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE),  # Xid 79 is how the driver says it
-    Cause("pcie.aer.counters", "pcie.aer", Scope.DEVICE),  # the log's events are the counters' errors
-    Cause("nic.port.down", "nic.kernel_event", Scope.DEVICE),
-)
+
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# _aer_unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: _aer_unjudged for fid in (rules.pcie.AER_COUNTERS.id,)}

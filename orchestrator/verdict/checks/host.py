@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause
+from orchestrator.verdict import rules
 from orchestrator.verdict.checks.base import (
     FleetReads,
     HostView,
-    Needs,
     gpu_models_of,
     gpus_ran,
     nvlink_ran,
@@ -46,12 +45,12 @@ def board_identity(view: HostView) -> Iterator[Finding]:
     for key, want in (("vendor", exp.board_vendor), ("model", exp.board_model)):
         have = board.get(key) if key == "vendor" else (board.get("model") or board.get("product"))
         if want and (not isinstance(have, str) or want.lower() not in have.lower()):
-            yield fault("host.board.mismatch", view.name, f"board {key}", f"board {key} is {have!r}, expected {want!r}",
+            yield fault(rules.host.BOARD_MISMATCH.id, view.name, f"board {key}", f"board {key} is {have!r}, expected {want!r}",
                         expected=want, actual=have, evidence=[f"host.dmi.board_{'vendor' if key == 'vendor' else 'name'}"],
                         hint="check the machine against the order; the vendor may have shipped another board")
     serial = board.get("system_serial")
     if isinstance(serial, dict):
-        yield unknown("identity.serial.needs_root", view.name, "system serial",
+        yield unknown(rules.identity.SERIAL_NEEDS_ROOT.id, view.name, "system serial",
                       "system and board serial numbers are readable by root only", actual=None,
                       evidence=["host.dmi.product_serial"], hint="run with become: true to record serials")
 
@@ -64,23 +63,23 @@ def virtualization(view: HostView) -> Iterator[Finding]:
     want = view.expect.virtualization
     what = virt.get("hypervisor") or ("container " + str(virt.get("container")) if virt.get("container") else None)
     if want and want.lower() == "none" and virt.get("virtualized"):
-        yield fault("host.virtualized", view.name, "platform",
+        yield fault(rules.host.VIRTUALIZED.id, view.name, "platform",
                     f"host is virtualized ({shown(what, 'hypervisor unknown')}) but bare metal was expected", expected="none", actual=what,
                     evidence=[f"host.virtualization.evidence={','.join(virt.get('evidence') or [])}"],
                     hint="a VM hides the PCIe tree, NVSwitches and often P2P; ask for a bare-metal node")
     elif virt.get("virtualized"):
-        yield limitation("host.virtualized", view.name, "platform",
+        yield limitation(rules.host.VIRTUALIZED.id, view.name, "platform",
                          f"host is virtualized ({shown(what, 'hypervisor unknown')}): PCIe topology, NVSwitches and P2P may be hidden or emulated",
                          actual=what, evidence=[f"host.virtualization.evidence={','.join(virt.get('evidence') or [])}"],
                          hint="findings about topology on this host describe the VM, not the physical machine")
     else:
         # The host probe saw no hypervisor (DMI and CPU flags can be masked) but the PCI bus is an
         # emulated one: a VM that hides itself, so its "topology" is the hypervisor's invention.
-        pcie = view.facts.get("pcie") if not view.outcomes or view.ran("pcie") else None
+        pcie = pcie_ran(view)
         vp = (pcie.get("virtual_platform") if pcie else None) or {}
         if vp.get("detected"):
             strict = bool(want and want.lower() == "none")
-            yield Finding("host.virtualized", Severity.FAIL if strict else Severity.WARN,
+            yield Finding(rules.host.VIRTUALIZED.id, Severity.FAIL if strict else Severity.WARN,
                           Kind.FAULT if strict else Kind.PLATFORM_LIMITATION, view.name, "platform",
                           "the PCI bus is emulated (" + "; ".join(vp.get("evidence") or [])[:200]
                           + ") although the host reports no hypervisor: a masked VM",
@@ -97,7 +96,7 @@ def driver(view: HostView) -> Iterator[Finding]:
     exp = view.expect
     if not drv.get("loaded"):
         if exp.gpu_count:
-            yield fault("host.driver.missing", view.name, "nvidia driver",
+            yield fault(rules.host.DRIVER_MISSING.id, view.name, "nvidia driver",
                         "NVIDIA kernel driver is not loaded (/proc/driver/nvidia/version missing)",
                         expected=f"{exp.gpu_count} GPUs", actual="no driver", evidence=["host.nvidia_driver.loaded"],
                         hint="load the nvidia module (modprobe nvidia) or install the driver")
@@ -106,11 +105,11 @@ def driver(view: HostView) -> Iterator[Finding]:
     if not version:
         return
     if exp.driver_min and _version_tuple(version) < _version_tuple(exp.driver_min):
-        yield Finding("host.driver.version", Severity.FAIL, Kind.FAULT, view.name, "nvidia driver",
+        yield Finding(rules.host.DRIVER_VERSION.id, Severity.FAIL, Kind.FAULT, view.name, "nvidia driver",
                       f"driver {version} is older than the required {exp.driver_min}", expected=f">={exp.driver_min}",
                       actual=version, evidence=["host.nvidia_driver.version"], hint="upgrade the NVIDIA driver")
     if exp.driver_max and _version_tuple(version) > _version_tuple(exp.driver_max):
-        yield Finding("host.driver.version", Severity.WARN, Kind.FAULT, view.name, "nvidia driver",
+        yield Finding(rules.host.DRIVER_VERSION.id, Severity.WARN, Kind.FAULT, view.name, "nvidia driver",
                       f"driver {version} is newer than the allowed {exp.driver_max}", expected=f"<={exp.driver_max}",
                       actual=version, evidence=["host.nvidia_driver.version"], hint="pin the driver version the fleet is validated on")
 
@@ -124,8 +123,8 @@ _NAMED = 5  # hosts named in one message; the rest are counted (10,000 hosts on 
 
 def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
     """Two hosts claiming one hostname or one system serial are two names for one box, or forged."""
-    for fid, key, label in (("identity.hostname.duplicate", "hostname", "hostname"),
-                            ("identity.system_serial.duplicate", "system_serial", "system serial")):
+    for fid, key, label in ((rules.identity.HOSTNAME_DUPLICATE.id, "hostname", "hostname"),
+                            (rules.identity.SYSTEM_SERIAL_DUPLICATE.id, "system_serial", "system serial")):
         seen: dict[str, list[str]] = defaultdict(list)
         for v in views:
             host = v.facts.get("host")
@@ -182,16 +181,16 @@ def nvswitches(view: HostView) -> Iterator[Finding]:
         kw = {"expected": want, "actual": {"pci": on_bus, "nvlink": via_links},
               "evidence": ["pcie.nvswitches", "nvlink.nvswitches"]}
         if _virtual(view) and found == 0:
-            yield limitation("nvlink.nvswitch.count", view.name, "NVSwitches", msg + " (virtualized host)",
+            yield limitation(rules.nvlink.NVSWITCH_COUNT.id, view.name, "NVSwitches", msg + " (virtualized host)",
                              hint="a VM sees the NVSwitch fabric only if the provider passes it through", **kw)
         else:
-            yield fault("nvlink.nvswitch.count", view.name, "NVSwitches", msg,
+            yield fault(rules.nvlink.NVSWITCH_COUNT.id, view.name, "NVSwitches", msg,
                         hint="a missing NVSwitch leaves GPUs with fewer NVLinks; check `nvidia-smi nvlink -s`, "
                              "fabric manager and the baseboard", **kw)
     if on_bus == 0 and via_links and pcie and pcie.get("gpus") and not _switches_off_bus(view):
         # NVLinks end on switches the PCI bus does not show: a hypervisor that hides the fabric.  Only
         # when the bus was really read (it shows the GPUs): garbage pcie data proves nothing.
-        yield limitation("nvlink.nvswitch.hidden", view.name, "NVSwitches",
+        yield limitation(rules.nvlink.NVSWITCH_HIDDEN.id, view.name, "NVSwitches",
                          f"GPU NVLinks reach {via_links} NVSwitch(es) that are not on this PCI bus",
                          expected="NVSwitches visible on the PCI bus", actual={"pci": 0, "nvlink": via_links},
                          evidence=["pcie.nvswitches", "nvlink.nvswitches"],
@@ -206,7 +205,7 @@ def nic_count(view: HostView) -> Iterator[Finding]:
         return
     nics = pcie.get("nics") or []
     if len(nics) != want:
-        yield fault("pcie.nic.count", view.name, "NICs", f"{len(nics)} NIC(s) on the PCI bus, {want} expected",
+        yield fault(rules.pcie.NIC_COUNT.id, view.name, "NICs", f"{len(nics)} NIC(s) on the PCI bus, {want} expected",
                     expected=want, actual=len(nics), evidence=["pcie.nics"],
                     severity=Severity.FAIL if len(nics) < want else Severity.WARN,
                     hint="a missing NIC is unseated, disabled in the BIOS or dead; compare `lspci` with the order")
@@ -244,15 +243,15 @@ def p2p_status(view: HostView) -> Iterator[Finding]:
           "evidence": ["nvml.p2p.read"]}
     msg = f"P2P access refused on {pairs} of {total} GPU pair(s) ({summary})"
     if no_p2p_model is not None:
-        yield limitation("p2p.status.disabled", view.name, "GPU pairs",
+        yield limitation(rules.p2p.STATUS_DISABLED.id, view.name, "GPU pairs",
                          msg + f": {no_p2p_model.key} cards have peer-to-peer disabled by the driver", **kw,
                          hint="GeForce boards do not do P2P; collectives go through host memory")
     elif _virtual(view) or mig:
-        yield limitation("p2p.status.disabled", view.name, "GPU pairs",
+        yield limitation(rules.p2p.STATUS_DISABLED.id, view.name, "GPU pairs",
                          msg + " (virtualized or MIG: the platform does not grant P2P)", **kw,
                          hint="ask the provider for a P2P-capable configuration (NVLink/PCIe pass-through with P2P)")
     else:
-        yield fault("p2p.status.disabled", view.name, "GPU pairs", msg, severity=Severity.WARN, **kw,
+        yield fault(rules.p2p.STATUS_DISABLED.id, view.name, "GPU pairs", msg, severity=Severity.WARN, **kw,
                     hint="`nvidia-smi topo -p2p r`; check ACS/IOMMU settings, the driver's P2P registry keys "
                          "and the BIOS; P2P-capable GPUs on bare metal should read OK")
 
@@ -260,7 +259,7 @@ def p2p_status(view: HostView) -> Iterator[Finding]:
 def raw_mode(view: HostView) -> Iterator[Finding]:
     """Facts read from nvidia-smi/lspci text know less than the probes: say so once per host."""
     if view.outcomes.get("raw") == "ok":
-        yield unknown("probe.raw_mode", view.name, "host",
+        yield unknown(rules.probe.RAW_MODE.id, view.name, "host",
                       "probed in raw mode (no usable Python 3): facts parsed from nvidia-smi/lspci text, "
                       "lower confidence; fields text cannot give are unknown",
                       evidence=["raw.outputs"], hint="install python3 (3.6+) or set ansible_python_interpreter "
@@ -277,7 +276,7 @@ def claimed_name(view: HostView) -> Iterator[Finding]:
     verdict on the host it names; unknown, so no remedy or drain line ever acts on it."""
     if CLAIM_PROBE in view.outcomes:
         why = view.reasons.get(CLAIM_PROBE) or "its document claims a name it cannot be shown to own"
-        yield unknown("identity.name.claimed", view.name, "host name", why, severity=Severity.WARN,
+        yield unknown(rules.identity.NAME_CLAIMED.id, view.name, "host name", why, severity=Severity.WARN,
                       evidence=["bundle.identity", "bundle.file"],
                       hint="find which machine wrote it (the job's node list, the file's place) and probe that "
                            "node again with srun -o out/%N.json, one task per node")
@@ -286,47 +285,22 @@ def claimed_name(view: HostView) -> Iterator[Finding]:
 CHECKS = [board_identity, virtualization, driver, nvswitches, nic_count, p2p_status, raw_mode, claimed_name]
 FLEET_CHECKS = [duplicate_identities]
 FLEET_READS: FleetReads = {"host": {"hostname": None, "board": {"system_serial": None}}}
-# The ids FLEET_CHECKS raise (judged across hosts: `probe merge` judges them again over all runs).
-FLEET_FINDING_IDS: tuple[str, ...] = ("identity.hostname.duplicate", "identity.system_serial.duplicate")
 
-# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+# The rules this module's checks raise, each declared in verdict/rules/<prefix>.py (JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
-    "host.board.mismatch",
-    "host.virtualized",
-    "host.driver.missing",
-    "host.driver.version",
-    "identity.serial.needs_root",
-    "identity.hostname.duplicate",
-    "identity.system_serial.duplicate",
-    "identity.name.claimed",
-    "probe.raw_mode",
-    "nvlink.nvswitch.count",
-    "nvlink.nvswitch.hidden",
-    "pcie.nic.count",
-    "p2p.status.disabled",
+    rules.host.BOARD_MISMATCH.id,
+    rules.host.VIRTUALIZED.id,
+    rules.host.DRIVER_MISSING.id,
+    rules.host.DRIVER_VERSION.id,
+    rules.identity.SERIAL_NEEDS_ROOT.id,
+    rules.identity.HOSTNAME_DUPLICATE.id,
+    rules.identity.SYSTEM_SERIAL_DUPLICATE.id,
+    rules.identity.NAME_CLAIMED.id,
+    rules.probe.RAW_MODE.id,
+    rules.nvlink.NVSWITCH_COUNT.id,
+    rules.nvlink.NVSWITCH_HIDDEN.id,
+    rules.pcie.NIC_COUNT.id,
+    rules.p2p.STATUS_DISABLED.id,
 )
 
-_HOST = Needs(sections=("host",))
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "host.board.mismatch": Needs(sections=("host",), expect=("board_vendor", "board_model")),
-    "host.virtualized": _HOST,
-    "host.driver.missing": Needs(sections=("host",), expect=("gpu_count",)),
-    "host.driver.version": Needs(sections=("host",), expect=("driver_min", "driver_max")),
-    "identity.serial.needs_root": _HOST,
-    "identity.hostname.duplicate": _HOST,
-    "identity.system_serial.duplicate": _HOST,
-    "identity.name.claimed": Needs(),
-    "probe.raw_mode": Needs(),
-    "nvlink.nvswitch.count": Needs(any_of=("pcie", "nvlink"), expect=("nvswitch_count",)),
-    "nvlink.nvswitch.hidden": Needs(sections=("pcie", "nvlink")),
-    "pcie.nic.count": Needs(sections=("pcie",), expect=("nic_count",)),
-    "p2p.status.disabled": Needs(sections=("gpus",), gpus=True),
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    # the platform withholds P2P and hides the switches: the virtualization finding is the fault
-    *(Cause(root, "p2p.status.disabled") for root in ("gpu.mig.enabled", "gpu.virtualization", "host.virtualized")),
-    *(Cause(root, "nvlink.nvswitch.hidden") for root in ("gpu.virtualization", "host.virtualized")),
-)

@@ -19,17 +19,18 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NcclFacts
 from orchestrator.facts.normalize.nccl import NETWORK_ONLY_PREFIXES
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import FleetReads, HostView
 from orchestrator.verdict.checks.p2p import STAGED_FACTOR, pair_floors
 from orchestrator.verdict.findings import Finding, Severity, fault, limitation, unknown
+from orchestrator.verdict.rule import Unjudged
 
-BUSBW_LOW = "nccl.busbw.low"
-SLOWER_THAN_PCIE = "nccl.slower_than_pcie"
-TRANSPORT_UNEXPECTED = "nccl.transport.unexpected"
-ENV_OVERRIDE = "nccl.env.override"
-DATA_WRONG = "nccl.data.wrong"
-ERROR = "nccl.error"
+BUSBW_LOW = rules.nccl.BUSBW_LOW.id
+SLOWER_THAN_PCIE = rules.nccl.SLOWER_THAN_PCIE.id
+TRANSPORT_UNEXPECTED = rules.nccl.TRANSPORT_UNEXPECTED.id
+ENV_OVERRIDE = rules.nccl.ENV_OVERRIDE.id
+DATA_WRONG = rules.nccl.DATA_WRONG.id
+ERROR = rules.nccl.ERROR.id
 OFF_NVLINK = ("SHM", "NET")
 PEERS_MIN = 3  # hosts of one GPU model and count before their median is a floor
 PEER_RATIO = 0.7  # a host below this share of its peers' median is low  # transports that mean NCCL is not using the GPUs' own links
@@ -410,13 +411,10 @@ def check_nccl_peers(views: list[HostView]) -> Iterable[Finding]:
 
 CHECKS = [check_nccl]
 FLEET_CHECKS = [check_nccl_peers]
-# The fleet check's findings, by (id, subject): its id is also the host check's (FLEET_FINDING_IDS
-# lists ids only the fleet-wide steps raise).
-FLEET_FINDING_SUBJECTS: tuple[tuple[str, str], ...] = ((BUSBW_LOW, PEERS_SUBJECT),)
 FLEET_FACTS = fleet_facts
 FLEET_READS: FleetReads = {"nccl": None}
 
-# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+# The rules this module's checks raise, each declared in verdict/rules/<prefix>.py (JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
     BUSBW_LOW,
     SLOWER_THAN_PCIE,
@@ -426,25 +424,9 @@ FINDING_IDS: tuple[str, ...] = (
     ERROR,
 )
 
-_NCCL = Needs(sections=("nccl",), gpus=True, unjudged=unjudged)
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-# Slower-than-PCIe compares with the host-staging rate, which only the p2p probe measures.
-NEEDS: dict[str, Needs] = {
-    BUSBW_LOW: _NCCL,
-    SLOWER_THAN_PCIE: Needs(sections=("nccl", "p2p"), gpus=True, unjudged=unjudged),
-    TRANSPORT_UNEXPECTED: _NCCL,
-    ENV_OVERRIDE: _NCCL,
-    DATA_WRONG: _NCCL,
-    ERROR: _NCCL,
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-_SLOW_COLLECTIVE = ("nccl.transport.unexpected", "nccl.env.override", "pcie.acs.enabled", "p2p.status.disabled",
-                    "nvlink.link.down", "nvlink.fabric.incomplete", "gpu.lost", "gpu.count.pci_vs_nvml")
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(root, fid) for fid in (BUSBW_LOW, "nccl.slower_than_pcie") for root in _SLOW_COLLECTIVE),
-    Cause(BUSBW_LOW, "nccl.slower_than_pcie"),
-    *(Cause(root, "nccl.transport.unexpected") for root in ("nccl.env.override", "p2p.status.disabled",
-                                                            "pcie.acs.enabled", "gpu.mig.enabled",
-                                                            "gpu.virtualization")),
-)
+
+
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: unjudged for fid in FINDING_IDS}

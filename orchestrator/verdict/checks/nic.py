@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.facts.model import Facts, NicDevice, NicFacts, NicPort, PreviousFacts
-from orchestrator.verdict.causes import Cause
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import FleetReads, HostView
 from orchestrator.verdict.findings import (
     Device,
     DeviceKind,
@@ -37,10 +37,8 @@ ABSOLUTE_COUNTERS = ("local_link_integrity_errors", "excessive_buffer_overrun_er
 
 
 def _nic(view: HostView) -> NicFacts | None:
-    if view.outcomes and not view.ran("nic"):
-        return None
-    facts = view.facts.get("nic")
-    return facts if isinstance(facts, dict) else None
+    facts: NicFacts | None = view.measured("nic")
+    return facts
 
 
 def _ports(nic: NicFacts) -> Iterator[tuple[NicDevice, NicPort]]:
@@ -72,7 +70,7 @@ def port_down(view: HostView) -> Iterator[Finding]:
         return
     for d, p in _ports(nic):
         if not _up(p):
-            yield fault("nic.port.down", view.name, _subject(d, p),
+            yield fault(rules.nic.PORT_DOWN.id, view.name, _subject(d, p),
                         f"port is {p.get('state') or '?'} / {p.get('phys_state') or '?'}, ACTIVE / LinkUp expected",
                         expected="ACTIVE / LinkUp", actual=f"{p.get('state')} / {p.get('phys_state')}",
                         evidence=["nic.devices.ports.state", "nic.devices.ports.phys_state"],
@@ -87,7 +85,7 @@ def device_unreadable(view: HostView) -> Iterator[Finding]:
     for d in (nic.get("devices") if nic else None) or []:
         error = d.get("error")
         if error and not d.get("ports"):
-            yield fault("nic.device.unreadable", view.name,
+            yield fault(rules.nic.DEVICE_UNREADABLE.id, view.name,
                         Located(f"{d.get('name')} ({d.get('bus_id') or 'PCI function unknown'})", (_hca(d),)),
                         f"{error}; its ports are not known (ibstat before rdma-core's 2024 fix stops at such an "
                         "HCA, so HCAs after it may be missing too)",
@@ -105,7 +103,7 @@ def rate_low(view: HostView) -> Iterator[Finding]:
     for d, p in _ports(nic):
         rate = p.get("rate_gbps")
         if _up(p) and isinstance(rate, (int, float)) and rate < want:
-            yield fault("nic.port.rate_low", view.name, _subject(d, p),
+            yield fault(rules.nic.PORT_RATE_LOW.id, view.name, _subject(d, p),
                         f"port runs at {rate:g} Gb/s, at least {want:g} Gb/s expected ({p.get('rate')})",
                         expected=want, actual=rate, evidence=["nic.devices.ports.rate"],
                         hint="a port trained below its rate: check the cable/transceiver and the switch port config")
@@ -141,7 +139,7 @@ def port_errors(view: HostView) -> Iterator[Finding]:
         before = prev_ports.get((d.get("name"), p.get("port")))
         grown = _growth(counters, before.get("counters") or {}) if before else None
         if grown:
-            yield fault("nic.port.errors", view.name, _subject(d, p),
+            yield fault(rules.nic.PORT_ERRORS.id, view.name, _subject(d, p),
                         "error counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())),
                         severity=Severity.WARN, expected="no growth", actual=grown,
@@ -150,7 +148,7 @@ def port_errors(view: HostView) -> Iterator[Finding]:
             continue
         bad = {k: counters[k] for k in ABSOLUTE_COUNTERS if counters.get(k)}
         if bad and not before:
-            yield fault("nic.port.errors", view.name, _subject(d, p),
+            yield fault(rules.nic.PORT_ERRORS.id, view.name, _subject(d, p),
                         "the link exceeded its error thresholds: " + ", ".join(f"{k} {v}" for k, v in sorted(bad.items())),
                         severity=Severity.WARN, expected=0, actual=bad, evidence=["nic.devices.ports.counters"],
                         hint="check or replace the cable/transceiver; clear the counters (perfquery -x) to watch again")
@@ -199,7 +197,7 @@ def peer_ports(views: list[HostView]) -> Iterator[Finding]:
             rate_norm = _majority([p.get("rate_gbps") for _, _, p in entries if _up(p)], len(members))
             for v, d, p in entries:
                 if v.expect.nic_ports_up is None and up_norm is True and not _up(p):
-                    yield fault("nic.port.down", v.name, _subject(d, p),
+                    yield fault(rules.nic.PORT_DOWN.id, v.name, _subject(d, p),
                                 f"port is {p.get('state') or '?'} / {p.get('phys_state') or '?'} while it is "
                                 f"ACTIVE on most of the {len(members)} hosts with the same HCAs",
                                 severity=Severity.WARN, expected="ACTIVE / LinkUp (peers)",
@@ -209,7 +207,7 @@ def peer_ports(views: list[HostView]) -> Iterator[Finding]:
                 rate = p.get("rate_gbps")
                 if (v.expect.nic_rate_gbps is None and isinstance(rate_norm, (int, float)) and _up(p)
                         and isinstance(rate, (int, float)) and rate < rate_norm):
-                    yield fault("nic.port.rate_low", v.name, _subject(d, p),
+                    yield fault(rules.nic.PORT_RATE_LOW.id, v.name, _subject(d, p),
                                 f"port runs at {rate:g} Gb/s where most of the {len(members)} hosts with the same "
                                 f"HCAs run {rate_norm:g} Gb/s ({p.get('rate')})",
                                 severity=Severity.WARN, expected=rate_norm, actual=rate,
@@ -234,7 +232,7 @@ def firmware_outlier(views: list[HostView]) -> Iterator[Finding]:
             continue
         for v, d in entries:
             if d["fw_ver"] != norm:
-                yield fault("nic.firmware.outlier", v.name, Located(f"{d.get('name')} ({d.get('bus_id')})", (_hca(d),)),
+                yield fault(rules.nic.FIRMWARE_OUTLIER.id, v.name, Located(f"{d.get('name')} ({d.get('bus_id')})", (_hca(d),)),
                             f"HCA firmware {d['fw_ver']} where most {board} HCAs in the fleet run {norm}",
                             severity=Severity.WARN, expected=norm, actual=d["fw_ver"],
                             evidence=["nic.devices.fw_ver", f"{len(entries)} {board} HCAs"],
@@ -271,7 +269,7 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
                           "actual": {"peermem": None, "kernel": kernel, "gpu_dmabuf": gpu_dmabuf},
                           "evidence": ["nic.gdr", "host.kernel", "p2p.dmabuf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)"]}
     if dmabuf is False:
-        yield fault("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+        yield fault(rules.gpu.GDR_UNAVAILABLE.id, view.name, "GPUDirect RDMA",
                     "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded and the kernel is older "
                     "than 5.12 (no DMA-BUF): NICs cannot read or write GPU memory directly",
                     hint="modprobe nvidia_peermem (and load it at boot); NCCL otherwise stages through host memory",
@@ -279,7 +277,7 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
         return
     without = sorted(b for b, ok in (gpu_dmabuf or {}).items() if ok is False)
     if without:
-        yield fault("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+        yield fault(rules.gpu.GDR_UNAVAILABLE.id, view.name, "GPUDirect RDMA",
                     "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded and CUDA says "
                     f"{len(without)} GPU(s) do not support DMA-BUF ({', '.join(without[:4])}): NICs cannot reach "
                     "their memory directly", hint="modprobe nvidia_peermem, or a driver with DMA-BUF support "
@@ -287,7 +285,7 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
         return
     if gpu_dmabuf and all(ok is True for ok in gpu_dmabuf.values()) and dmabuf is True:
         return  # every GPU supports DMA-BUF and the kernel can do it: NCCL's DMA-BUF path is open
-    yield unknown("gpu.gdr.unavailable", view.name, "GPUDirect RDMA",
+    yield unknown(rules.gpu.GDR_UNAVAILABLE.id, view.name, "GPUDirect RDMA",
                   "no GPU peer-memory module (nvidia_peermem / nv_peer_mem) is loaded; GPUDirect RDMA works "
                   "only through DMA-BUF here, and the GPUs' DMA-BUF support was not read (the p2p probe reads it)",
                   severity=Severity.WARN,
@@ -297,9 +295,7 @@ def gdr_unavailable(view: HostView) -> Iterator[Finding]:
 
 def _gpu_dmabuf(view: HostView) -> dict[str, bool | None] | None:
     """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU, as the p2p probe read it (None: not read)."""
-    if view.outcomes and not view.ran("p2p"):
-        return None
-    p2p = view.facts.get("p2p")
+    p2p = view.measured("p2p")
     m = p2p.get("dmabuf") if p2p else None
     return dict(m) if isinstance(m, dict) and m else None
 
@@ -308,26 +304,12 @@ CHECKS = [port_down, rate_low, port_errors, device_unreadable, gdr_unavailable]
 FLEET_CHECKS = [peer_ports, firmware_outlier]
 
 FINDING_IDS: tuple[str, ...] = (
-    "nic.port.down",
-    "nic.port.rate_low",
-    "nic.port.errors",
-    "nic.firmware.outlier",
-    "nic.device.unreadable",
-    "gpu.gdr.unavailable",
+    rules.nic.PORT_DOWN.id,
+    rules.nic.PORT_RATE_LOW.id,
+    rules.nic.PORT_ERRORS.id,
+    rules.nic.FIRMWARE_OUTLIER.id,
+    rules.nic.DEVICE_UNREADABLE.id,
+    rules.gpu.GDR_UNAVAILABLE.id,
 )
 
-_NIC = Needs(sections=("nic",))
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "nic.port.down": _NIC,
-    "nic.port.rate_low": _NIC,
-    "nic.port.errors": _NIC,
-    "nic.firmware.outlier": _NIC,
-    "nic.device.unreadable": _NIC,
-    "gpu.gdr.unavailable": Needs(sections=("nic",), switched_on=("gdr",), gpus=True),
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    Cause("gpu.gdr.peermem_error", "gpu.gdr.unavailable"),
-)

@@ -15,9 +15,10 @@ from typing import Any
 
 from orchestrator.facts.model import Facts, GpuRecord
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import FleetReads, HostView
 from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
+from orchestrator.verdict.rule import Unjudged
 
 _ZERO = "0" * 32
 
@@ -28,7 +29,7 @@ def _gpu_list(facts: Facts) -> list[GpuRecord]:
 
 
 def _fabric_gpus(view: HostView) -> list[tuple[GpuRecord, dict[str, Any]]]:
-    if view.outcomes and not view.ran("nvml"):
+    if view.measured("gpus") is None:
         return []
     out = []
     for g in _gpu_list(view.facts):
@@ -58,7 +59,7 @@ def host_domain(view: HostView) -> Iterator[Finding]:
     for g, f in odd:
         what = ("a zero cluster UUID" if f["cluster_uuid"] == _ZERO else
                 f"clique {shown(f.get('clique_id'))}" if f["cluster_uuid"] == dom[0] else f"cluster {f['cluster_uuid'][:8]}…")
-        yield fault("nvlink.domain.inconsistent", view.name, _subject(g),
+        yield fault(rules.nvlink.DOMAIN_INCONSISTENT.id, view.name, _subject(g),
                     f"GPU reports {what} where the host's other GPUs are in cluster {dom[0][:8]}… clique {shown(dom[1])}",
                     severity=Severity.WARN, expected={"cluster_uuid": dom[0], "clique_id": dom[1]},
                     actual={"cluster_uuid": f["cluster_uuid"], "clique_id": f.get("clique_id")},
@@ -86,7 +87,7 @@ def fleet_domains(views: list[HostView]) -> Iterator[Finding]:
             continue
         for v, clique in members:
             if clique != norm:
-                yield fault("nvlink.domain.inconsistent", v.name, "NVLink domain",
+                yield fault(rules.nvlink.DOMAIN_INCONSISTENT.id, v.name, "NVLink domain",
                             f"the host's GPUs are in clique {shown(clique)} of cluster {cluster[:8]}… where {count} of its "
                             f"{len(members)} hosts are in clique {shown(norm)}", severity=Severity.WARN,
                             expected=norm, actual=clique, evidence=["gpus.list.fabric.clique_id",
@@ -126,7 +127,7 @@ def fabric_degraded(view: HostView) -> Iterator[Finding]:
         what = [_HEALTH_FAULTS[k][1] for k in bad if k in _HEALTH_FAULTS]
         if "incorrect_configuration" in bad:
             what.append("the fabric configuration is wrong (" + bad["incorrect_configuration"].replace("_", " ") + ")")
-        yield fault("nvlink.fabric.degraded", view.name, _subject(g),
+        yield fault(rules.nvlink.FABRIC_DEGRADED.id, view.name, _subject(g),
                     "; ".join(what) + f" (fabric health mask 0x{int(fab.get('health_mask') or 0):x}, "
                     f"summary {shown(fab.get('health_summary'))})", severity=sev,
                     expected="no health flag set", actual=bad, evidence=["gpus.list.fabric.health_mask"],
@@ -140,21 +141,16 @@ def _fabric_unjudged(facts: Facts) -> dict[str, str]:
         if isinstance(fab, dict) and isinstance(fab.get("health"), dict) and any(
                 v != "not_supported" for v in fab["health"].values()):
             return {}
-    return {"nvlink.fabric.degraded": "no GPU reports a fabric health mask (no NVSwitch fabric, or fabric info v1 / "
+    return {rules.nvlink.FABRIC_DEGRADED.id: "no GPU reports a fabric health mask (no NVSwitch fabric, or fabric info v1 / "
                                       "a driver whose mask has no fields)"}
 
 
 CHECKS = [host_domain, fabric_degraded]
 FLEET_CHECKS = [fleet_domains]
 
-FINDING_IDS: tuple[str, ...] = ("nvlink.domain.inconsistent", "nvlink.fabric.degraded")
+FINDING_IDS: tuple[str, ...] = (rules.nvlink.DOMAIN_INCONSISTENT.id, rules.nvlink.FABRIC_DEGRADED.id)
 
-# What its check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {"nvlink.domain.inconsistent": Needs(sections=("gpus",), gpus=True),
-                           "nvlink.fabric.degraded": Needs(sections=("gpus",), gpus=True, unjudged=_fabric_unjudged)}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(root, "nvlink.fabric.degraded", Scope.DEVICE) for root in ("nvlink.fabric.incomplete", "nvlink.link.down")),
-    *(Cause(root, "nvlink.fabric.degraded") for root in ("nvswitch.sxid", "nvlink.fabric_manager.version")),
-)
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# _fabric_unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: _fabric_unjudged for fid in (rules.nvlink.FABRIC_DEGRADED.id,)}

@@ -19,8 +19,8 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, NvlinkFacts, P2pFacts, P2pGpu
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.findings import (
     Device,
     DeviceKind,
@@ -51,7 +51,7 @@ CONTENTION_RATIO = 0.6  # all GPUs at once / sum of single-GPU figures
 HOST_FLOORS = {(4, 16): 21.0, (5, 16): 48.0}
 HOST_MIN_RATIO = 0.6
 # Its expected value is the pair's floor; the HTML report reads it (present/report/model.py).
-BANDWIDTH_LOW = "p2p.bandwidth.low"
+BANDWIDTH_LOW = rules.p2p.BANDWIDTH_LOW.id
 STICKY = ("CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_TIMEOUT",
           "CUDA_ERROR_CONTEXT_IS_DESTROYED", "CUDA_ERROR_UNKNOWN")
 
@@ -308,8 +308,8 @@ def pair_floors(facts: Facts, p2p_min_gbps: float | None = None) -> dict[tuple[s
 
 
 def check_p2p(view: HostView) -> Iterable[Finding]:
-    p2p = view.facts.get("p2p")
-    if not view.ran("p2p") or not isinstance(p2p, dict):
+    p2p = view.measured("p2p")
+    if not view.outcomes or p2p is None:  # a bandwidth figure is judged only from a run that says it ran
         return
     host = view.name
     gpus = p2p.get("gpus") or []
@@ -333,7 +333,7 @@ def check_p2p(view: HostView) -> Iterable[Finding]:
                              "and rerun; a pair far below its siblings points at one link or switch port")
         staged = _staged_estimate(gpus, p["src"], p["dst"])
         if staged is not None and bw < staged:
-            yield fault("p2p.slower_than_host", host, _pair_at(p),
+            yield fault(rules.p2p.SLOWER_THAN_HOST.id, host, _pair_at(p),
                         f"P2P copy {bw:.1f} GB/s is slower than staging through host memory (~{staged:.1f} GB/s)",
                         expected=staged, actual=bw,
                         evidence=[f"d2h GPU{p['src']} {gpus[p['src']].get('d2h_gbps')} GB/s",
@@ -377,7 +377,7 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
         peers = any(j.pair.get("peer_error") == "CUDA_ERROR_TOO_MANY_PEERS" for j in product)
         why = ("the GPUs ran out of peer mappings (CUDA_ERROR_TOO_MANY_PEERS)" if peers
                else f"P2P is not supported by this product ({', '.join(names)})")
-        yield limitation("p2p.not_possible", host, located(f"{len(product)} GPU pairs", (_pair(j.pair) for j in product)),
+        yield limitation(rules.p2p.NOT_POSSIBLE.id, host, located(f"{len(product)} GPU pairs", (_pair(j.pair) for j in product)),
                          f"{why}: copies go through host memory",
                          actual="CUDA_ERROR_TOO_MANY_PEERS" if peers else "cuDeviceCanAccessPeer=0",
                          evidence=[_pair_name(j.pair) for j in product[:8]],
@@ -390,10 +390,10 @@ def _not_possible(view: HostView, judged: list[_PairJudgement], gpus: list[P2pGp
         subject = (_pair_at(dead[0].pair) if len(dead) == 1 else
                    located(f"{len(dead)} GPU pairs", (_pair(j.pair) for j in dead)))
         if blocker:
-            yield limitation("p2p.not_possible", host, subject, f"{what}; {blocker}", evidence=ev,
+            yield limitation(rules.p2p.NOT_POSSIBLE.id, host, subject, f"{what}; {blocker}", evidence=ev,
                              hint="expected on this platform; use bare metal or full GPUs for P2P")
         else:
-            yield fault("p2p.not_possible", host, subject, what, expected="peer access on linked pairs",
+            yield fault(rules.p2p.NOT_POSSIBLE.id, host, subject, what, expected="peer access on linked pairs",
                         actual="cuDeviceCanAccessPeer=0 or enabling failed", evidence=ev,
                         hint="peer access is switched off (pool policy, driver registry key, ACS/IOMMU or "
                              "fabric manager not running); check `nvidia-smi topo -p2p r` and fabric state")
@@ -408,7 +408,7 @@ def _asymmetric(host: str, judged: list[_PairJudgement]) -> Iterable[Finding]:
             continue
         if min(x, y) / max(x, y) < ASYMMETRY_RATIO:
             j = enabled[(a, b)]
-            yield fault("p2p.asymmetric", host,
+            yield fault(rules.p2p.ASYMMETRIC.id, host,
                         Located(f"GPU{a}<->GPU{b} ({j.pair['src_bus_id']} <-> {j.pair['dst_bus_id']})", (_pair(j.pair),)),
                         f"P2P is asymmetric: {a}->{b} {x:.1f} GB/s, {b}->{a} {y:.1f} GB/s",
                         severity=Severity.WARN, expected=f">= {ASYMMETRY_RATIO:.0%} of the faster direction",
@@ -440,7 +440,7 @@ def _outliers(host: str, judged: list[_PairJudgement], low: set[tuple[int, int]]
             if (p["src"], p["dst"]) in low:
                 continue  # already reported as low; one finding per cause
             if p["ce_gbps"] < med * OUTLIER_RATIO:
-                yield fault("p2p.outlier", host, _pair_at(p),
+                yield fault(rules.p2p.OUTLIER.id, host, _pair_at(p),
                             f"P2P copy {p['ce_gbps']:.1f} GB/s is far below this host's other {key} pairs "
                             f"(median {med:.1f} GB/s)", severity=Severity.WARN,
                             expected=round(med * OUTLIER_RATIO, 1), actual=p["ce_gbps"],
@@ -466,7 +466,7 @@ def _host_links(view: HostView, gpus: list[P2pGpu], host_pcie: _HostPcie) -> Ite
                 # the direction is part of the subject: the two directions are two findings
                 # (drift, overrides and the report key findings by id, host and subject)
                 gpu = _gpu_at(g["index"], g["bus_id"])
-                yield fault("p2p.host_bandwidth.low", view.name, Located(f"{gpu.text} {label}", gpu.devices),
+                yield fault(rules.p2p.HOST_BANDWIDTH_LOW.id, view.name, Located(f"{gpu.text} {label}", gpu.devices),
                             f"{label} pinned copy {bw:.1f} GB/s is below {floor:.1f} GB/s ({source})",
                             expected=floor, actual=bw, evidence=[f"p2p.gpus[{g['index']}].{key}"],
                             hint="check the GPU's PCIe link (gen/width downtrained, `lspci -vv` LnkSta), "
@@ -501,12 +501,12 @@ def _contention(view: HostView, p2p: P2pFacts) -> Iterable[Finding]:
         evidence = [f"gpus {', '.join(a2h['gpus'])}"] + [f"shared uplink: {', '.join(g)}" for g in shared]
         if shared:
             # the PCIe tree shows GPUs behind common uplinks: the box is built that way
-            yield limitation("p2p.uplink.contention", view.name, subject,
+            yield limitation(rules.p2p.UPLINK_CONTENTION.id, view.name, subject,
                              message + "; GPUs share PCIe uplinks by design", expected=round(ref * CONTENTION_RATIO, 1),
                              actual=total, evidence=evidence,
                              hint="expected for this board; place data loading and NIC traffic with it in mind")
         else:
-            yield fault("p2p.uplink.contention", view.name, subject, message, severity=Severity.WARN,
+            yield fault(rules.p2p.UPLINK_CONTENTION.id, view.name, subject, message, severity=Severity.WARN,
                         expected=round(ref * CONTENTION_RATIO, 1), actual=total, evidence=evidence,
                         hint="GPUs share an oversubscribed PCIe uplink (switch or root port) or the host's "
                              "memory/IOMMU path; compare with the pcie section's uplink groups")
@@ -526,7 +526,7 @@ def _mismatch(host: str, p2p: P2pFacts) -> Iterable[Finding]:
         if key in seen:
             continue
         seen.add(key)
-        yield fault("p2p.data.mismatch", host, subject,
+        yield fault(rules.p2p.DATA_MISMATCH.id, host, subject,
                     f"copied data differs from what was written ({shown(m.get('copy'), 'unnamed')} copy) although CUDA reported success",
                     expected="identical bytes", actual="pattern mismatch",
                     hint="silent corruption: check dmesg for IOMMU/DMAR faults and XIDs, ACS settings, and the "
@@ -541,26 +541,26 @@ def _run_state(host: str, p2p: P2pFacts, gpus: list[P2pGpu]) -> Iterable[Finding
             msg = f"measured although {nproc} other process(es) ran on it: its figures may be low"
         else:
             msg = f"skipped: {nproc} other process(es) run on it"
-        yield unknown("p2p.gpu.busy", host, _gpu_at(idx, bus), msg, actual=nproc,
+        yield unknown(rules.p2p.GPU_BUSY.id, host, _gpu_at(idx, bus), msg, actual=nproc,
                       hint="rerun when the GPU is idle, or with force to measure anyway")
     if not guard.get("ran") and guard.get("reason"):
-        yield unknown("p2p.guard.unavailable", host, "busy-GPU guard", str(guard["reason"]),
+        yield unknown(rules.p2p.GUARD_UNAVAILABLE.id, host, "busy-GPU guard", str(guard["reason"]),
                       hint="install or expose libnvidia-ml.so.1 so busy GPUs are left alone")
     for g in gpus:
         if g.get("status") == "error":
-            yield unknown("p2p.gpu.error", host, _gpu_at(g["index"], g["bus_id"]),
+            yield unknown(rules.p2p.GPU_ERROR.id, host, _gpu_at(g["index"], g["bus_id"]),
                           f"could not be measured: {shown(g.get('error'), 'no reason given')}", severity=Severity.WARN,
                           actual=g.get("error"),
                           hint="out of memory: another job holds the GPU memory; other errors: see the raw run")
     for e in p2p.get("errors") or []:
         if e.get("error") in STICKY:
-            yield fault("p2p.cuda.error", host, str(e.get("where")),
+            yield fault(rules.p2p.CUDA_ERROR.id, host, str(e.get("where")),
                         f"the GPU faulted during the measurement: {shown(e.get('message') or e.get('error'))}",
                         actual=e.get("error"), evidence=[str(e.get("where"))],
                         hint="check dmesg for XID errors; the measurement stopped there")
     if p2p.get("budget_exhausted"):
         left = p2p.get("not_reached") or []
-        yield unknown("p2p.budget.exhausted", host, "p2p measurement",
+        yield unknown(rules.p2p.BUDGET_EXHAUSTED.id, host, "p2p measurement",
                       f"time budget ran out: {len(left)} measurement(s) not reached", severity=Severity.WARN,
                       actual=len(left), evidence=left[:10],
                       hint="raise budget_s, lower size_mb/repeats, or restrict pairs (nvlink or a list)")
@@ -568,39 +568,19 @@ def _run_state(host: str, p2p: P2pFacts, gpus: list[P2pGpu]) -> Iterable[Finding
 
 CHECKS = [check_p2p]
 
-# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+# The rules this module's checks raise, each declared in verdict/rules/<prefix>.py (JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
-    "p2p.not_possible",
-    "p2p.bandwidth.low",
-    "p2p.slower_than_host",
-    "p2p.asymmetric",
-    "p2p.outlier",
-    "p2p.uplink.contention",
-    "p2p.data.mismatch",
-    "p2p.host_bandwidth.low",
-    "p2p.cuda.error",
-    "p2p.gpu.error",
-    "p2p.gpu.busy",
-    "p2p.guard.unavailable",
-    "p2p.budget.exhausted",
-)
-
-# Every p2p id is judged from the p2p probe's measurements alone (verdict/coverage.py): an audit
-# without that probe judges none of them.
-NEEDS: dict[str, Needs] = {fid: Needs(sections=("p2p",), gpus=True) for fid in FINDING_IDS}
-
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-_SLOW_PAIR_HOST = ("pcie.acs.enabled", "p2p.status.disabled", "nvlink.fabric.incomplete", "nvlink.fabric_manager.version")
-_SLOW_PAIR_DEVICE = ("nvlink.link.down", "pcie.link.downgraded", "gpu.clocks.slowdown")
-CAUSES: tuple[Cause, ...] = (
-    *(Cause(root, fid) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")
-      for root in _SLOW_PAIR_HOST),
-    *(Cause(root, fid, Scope.DEVICE) for fid in (BANDWIDTH_LOW, "p2p.slower_than_host", "p2p.outlier",
-                                                 "p2p.asymmetric") for root in _SLOW_PAIR_DEVICE),
-    *(Cause(BANDWIDTH_LOW, fid, Scope.DEVICE) for fid in ("p2p.slower_than_host", "p2p.outlier", "p2p.asymmetric")),
-    *(Cause(root, "p2p.not_possible") for root in ("p2p.status.disabled", "gpu.mig.enabled", "gpu.virtualization",
-                                                   "pcie.acs.enabled")),
-    Cause("pcie.link.downgraded", "p2p.host_bandwidth.low", Scope.DEVICE),
-    *(Cause(root, "p2p.gpu.error", Scope.DEVICE) for root in ("gpu.lost", "gpu.fallen_off_bus", "gpu.xid")),
-    Cause("host.driver.missing", "p2p.cuda.error"),
+    rules.p2p.NOT_POSSIBLE.id,
+    rules.p2p.BANDWIDTH_LOW.id,
+    rules.p2p.SLOWER_THAN_HOST.id,
+    rules.p2p.ASYMMETRIC.id,
+    rules.p2p.OUTLIER.id,
+    rules.p2p.UPLINK_CONTENTION.id,
+    rules.p2p.DATA_MISMATCH.id,
+    rules.p2p.HOST_BANDWIDTH_LOW.id,
+    rules.p2p.CUDA_ERROR.id,
+    rules.p2p.GPU_ERROR.id,
+    rules.p2p.GPU_BUSY.id,
+    rules.p2p.GUARD_UNAVAILABLE.id,
+    rules.p2p.BUDGET_EXHAUSTED.id,
 )

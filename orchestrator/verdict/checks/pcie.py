@@ -12,8 +12,8 @@ from typing import Any
 from orchestrator.facts import gpu_models
 from orchestrator.facts.model import Facts, GpuRecord, PcieDevice, PcieFacts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.checks.base import HostCheck, HostView, Needs, c2c_host
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import HostCheck, HostView, c2c_host, gpus_ran, pcie_ran
 from orchestrator.verdict.findings import (
     DeviceKind,
     Finding,
@@ -26,15 +26,14 @@ from orchestrator.verdict.findings import (
     pci_device,
     unknown,
 )
+from orchestrator.verdict.rule import Unjudged
 
 LEVEL_RANK = {"X": 0, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
 
 def _facts(view: HostView) -> PcieFacts | None:
-    if not view.ran("pcie"):
-        return None  # the probe outcome already says why
-    facts = view.facts.get("pcie")
-    return facts if isinstance(facts, dict) else None
+    # None: the probe outcome already says why (and facts without outcomes are not a pcie run)
+    return pcie_ran(view) if view.outcomes else None
 
 
 def _virtualized(view: HostView, pcie: PcieFacts) -> bool:
@@ -51,10 +50,8 @@ def _in_container(view: HostView) -> bool:
 
 def _nvml_gpus(view: HostView) -> list[GpuRecord]:
     """NVML's GPU list when the nvml probe ran (or facts came without outcomes, as from an import)."""
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    gpus = view.facts.get("gpus")
-    lst = gpus.get("list") if isinstance(gpus, dict) else None
+    gpus = gpus_ran(view)
+    lst = gpus.get("list") if gpus else None
     return [g for g in lst if isinstance(g, dict)] if isinstance(lst, list) else []
 
 
@@ -180,19 +177,19 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
             f"sysfs {b}: current_link_speed/width vs max_link_speed/width of the device and its port"]
         verdict = link_verdict(e, exp_gen, exp_width)
         if verdict == LINK_FAIL:
-            yield fault("pcie.link.downgraded", view.name, subject,
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                         f"{subject} link trained at {actual}, expected at least {expected}",
                         expected=expected, actual=actual, evidence=evidence,
                         hint="reseat the card or riser, check the slot's bifurcation/link settings in the BIOS, "
                              "compare with `lspci -vvv` LnkSta")
         elif verdict == LINK_WARN:
-            yield fault("pcie.link.downgraded", view.name, subject,
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                         f"{subject} link trained at {actual}, {ends} {_gw(e['gen_max'], e['width_max'])}",
                         severity=Severity.WARN, expected=expected, actual=actual, evidence=evidence,
                         hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
         else:
             # GPUs lower the link speed when idle to save power; only the width is conclusive at rest.
-            yield unknown("pcie.link.downgraded", view.name, subject,
+            yield unknown(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                           f"{subject} link at {actual} below its {_gw(e['gen_max'], e['width_max'])}; "
                           "GPUs slow the link when idle",
                           expected=expected, actual=actual, evidence=evidence,
@@ -211,7 +208,7 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
             subject = _at(pcie, d["bdf"], names.get(d["bdf"], d["bdf"]))
             actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
             expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
-            yield fault("pcie.link.downgraded", view.name, subject,
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                         f"{subject} link at {actual}, expected at least {expected}",
                         expected=expected, actual=actual,
                         evidence=[f"sysfs {d['bdf']}: current_link_speed/width"],
@@ -264,7 +261,7 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
                     f"gpu_models {model.key}: PCIe Gen{model.pcie_gen}"]
         if slot is not None and slot < model.pcie_gen:
             # Same id as a downgrade (one place for link findings); the kind says it is the platform.
-            yield limitation("pcie.link.downgraded", view.name, subject,
+            yield limitation(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                              f"{subject} runs at {actual}: its slot supports Gen{slot} at most, the "
                              f"{model.key} does Gen{model.pcie_gen}", expected=expected, actual=actual,
                              evidence=evidence,
@@ -272,7 +269,7 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
                                   "platform is needed for the GPU's full link; set probe_expect.pcie_gen to "
                                   "make it a requirement")
         else:
-            yield fault("pcie.link.downgraded", view.name, subject,
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                         f"{subject} link at {actual} and advertises Gen{dev_max} at most, below the "
                         f"{model.key}'s Gen{model.pcie_gen}"
                         + (f", in a slot that supports Gen{slot}" if slot is not None else ""),
@@ -308,7 +305,7 @@ def check_nic_shared_switch(view: HostView) -> Iterator[Finding]:
                if over else "other GPUs have no NIC on their uplink, so this placement is not a GPU/NIC pairing design")
         for n in u["nics"]:
             subject = _at(pcie, n, names.get(n, n))
-            yield fault("pcie.nic.shared_switch", view.name, subject,
+            yield fault(rules.pcie.NIC_SHARED_SWITCH.id, view.name, subject,
                         f"{subject} shares the uplink of {u['type'].replace('_', ' ')} {u['id']} with {gpus}; {why}",
                         severity=Severity.WARN,
                         expected="NICs on their own uplink, or paired evenly with GPUs",
@@ -334,11 +331,11 @@ def check_acs(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"expected": "ACS redirect off on switch ports between GPUs/NICs",
                               "actual": e["enabled"], "evidence": [f"config space {e['port']} ACS control"]}
         if virtual:
-            yield limitation("pcie.acs.enabled", view.name, subject, msg + " (virtualized host: the hypervisor "
+            yield limitation(rules.pcie.ACS_ENABLED.id, view.name, subject, msg + " (virtualized host: the hypervisor "
                              "needs ACS for isolation)", hint="P2P between passed-through devices is the "
                              "platform's choice; ask the provider for a P2P-capable configuration", **kw)
         else:
-            yield fault("pcie.acs.enabled", view.name, subject, msg,
+            yield fault(rules.pcie.ACS_ENABLED.id, view.name, subject, msg,
                         hint="boot with pci=disable_acs_redir=<ports> or clear ACS control (setpci ECAP_ACS+0x6.w=0) "
                              "on bare metal; see NCCL troubleshooting 'PCI Access Control Services'", **kw)
 
@@ -356,7 +353,7 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
     if counts.get("driver_loaded") is None:
         return  # a text that does not print drivers (plain lspci): unbound or not is unknown, no fault
     if not counts.get("driver_loaded"):
-        yield fault("gpu.count.pci_vs_driver", view.name,
+        yield fault(rules.gpu.COUNT_PCI_VS_DRIVER.id, view.name,
                     located("host", (_at(pcie, b, b).devices[0] for b in gpus if b not in passthrough)),
                     f"{len(gpus) - len(passthrough)} NVIDIA GPU(s) on the PCI bus but the NVIDIA driver is not loaded",
                     expected=len(gpus) - len(passthrough), actual=0,
@@ -372,10 +369,10 @@ def check_gpu_count(view: HostView) -> Iterator[Finding]:
         kw: dict[str, Any] = {"expected": f"{b} in /proc/driver/nvidia/gpus and /dev", "actual": f"missing from {where}",
                               "evidence": [f"/sys/bus/pci/devices/{b}", where]}
         if container and b not in miss_proc:
-            yield limitation("gpu.count.pci_vs_driver", view.name, subject,
+            yield limitation(rules.gpu.COUNT_PCI_VS_DRIVER.id, view.name, subject,
                              f"{subject} is on the PCI bus but not in this container's /dev", **kw)
             continue
-        yield fault("gpu.count.pci_vs_driver", view.name, subject,
+        yield fault(rules.gpu.COUNT_PCI_VS_DRIVER.id, view.name, subject,
                     f"{subject} is on the PCI bus but missing from {where} "
                     f"(PCI {shown(counts.get('pci'))}, /proc {shown(counts.get('proc'))}, /dev {shown(counts.get('dev'))})",
                     hint="the driver did not initialise this GPU: check dmesg for NVRM/Xid errors, the GPU's "
@@ -386,7 +383,7 @@ def check_needs_root(view: HostView) -> Iterator[Finding]:
     pcie = _facts(view)
     if pcie is None or not pcie.get("needs_root"):
         return
-    yield unknown("pcie.config.needs_root", view.name, "host",
+    yield unknown(rules.pcie.CONFIG_NEEDS_ROOT.id, view.name, "host",
                   "PCIe config space beyond 64 bytes needs root: port types inferred from the tree, ACS not judged",
                   actual=pcie.get("needs_root"), evidence=["sysfs config files read 64 bytes"],
                   hint="run the pcie probe with become (sudo -n) to judge ACS and confirm switch ports")
@@ -453,7 +450,7 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
     want_rank = LEVEL_RANK.get("PIX" if want == "NV" else want, 5)
     if c2c_host(view):
         if not evidence.startswith("pcie.levels"):
-            yield unknown("pcie.gpu_nic.affinity", view.name, "GPU-NIC placement",
+            yield unknown(rules.pcie.GPU_NIC_AFFINITY.id, view.name, "GPU-NIC placement",
                           f"the GPUs sit on NVLink-C2C, where nvidia-smi's matrix prints NODE/SYS for every NIC: "
                           f"{want} cannot be judged from it", expected=want, evidence=[evidence],
                           hint="run the pcie probe: it reads each NIC's NUMA node, which decides a Grace GPU's NIC")
@@ -472,7 +469,7 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
         if best and LEVEL_RANK[best[0]] <= want_rank:
             continue
         actual = f"{best[0]} to {best[1]}" if best else "no NIC found"
-        yield fault("pcie.gpu_nic.affinity", view.name, subject,
+        yield fault(rules.pcie.GPU_NIC_AFFINITY.id, view.name, subject,
                     f"{subject} has no NIC at {want} or closer (nearest: {actual})",
                     expected=want, actual=best[0] if best else None,
                     evidence=[evidence],
@@ -498,16 +495,16 @@ def check_gpu_link_without_pcie(view: HostView) -> Iterator[Finding]:
         evidence = [f"nvml.gpus[{g.get('index')}].pcie: current vs max link generation/width"]
         if (exp_gen and cur_g < exp_gen) or (exp_width and cur_w < exp_width):
             want = _gw(exp_gen or max_g, exp_width or max_w)
-            yield fault("pcie.link.downgraded", view.name, subject, f"{subject} link at {actual}, expected at least {want}",
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject, f"{subject} link at {actual}, expected at least {want}",
                         expected=want, actual=actual, evidence=evidence,
                         hint="reseat the card or riser, check the slot's bifurcation/link settings in the BIOS")
         elif isinstance(max_w, int) and cur_w < max_w:
-            yield fault("pcie.link.downgraded", view.name, subject,
+            yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                         f"{subject} link trained at {actual}, the GPU and its slot allow {_gw(max_g, max_w)}",
                         severity=Severity.WARN, expected=_gw(max_g, max_w), actual=actual, evidence=evidence,
                         hint="a link below its width is a seating, riser or lane fault; reseat and re-check")
         elif isinstance(max_g, int) and cur_g < max_g:
-            yield unknown("pcie.link.downgraded", view.name, subject,
+            yield unknown(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                           f"{subject} link at {actual} below its {_gw(max_g, max_w)}; GPUs slow the link when idle",
                           expected=_gw(max_g, max_w), actual=actual, evidence=evidence,
                           hint="re-check while the GPU is busy; set probe_expect.pcie_gen to make this a hard requirement")
@@ -523,17 +520,16 @@ CHECKS: list[HostCheck] = [
     check_gpu_nic_affinity,
 ]
 
-# The finding ids this module raises (docs/findings.md documents each; JUnit lists them as cases).
+# The rules this module's checks raise, each declared in verdict/rules/<prefix>.py (JUnit lists them as cases).
 FINDING_IDS: tuple[str, ...] = (
-    "pcie.link.downgraded",
-    "pcie.nic.shared_switch",
-    "pcie.acs.enabled",
-    "gpu.count.pci_vs_driver",
-    "pcie.config.needs_root",
-    "pcie.gpu_nic.affinity",
+    rules.pcie.LINK_DOWNGRADED.id,
+    rules.pcie.NIC_SHARED_SWITCH.id,
+    rules.pcie.ACS_ENABLED.id,
+    rules.gpu.COUNT_PCI_VS_DRIVER.id,
+    rules.pcie.CONFIG_NEEDS_ROOT.id,
+    rules.pcie.GPU_NIC_AFFINITY.id,
 )
 
-_PCIE = Needs(sections=("pcie",))
 
 
 def _links_unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
@@ -546,23 +542,9 @@ def _links_unjudged(facts: Mapping[str, Any]) -> dict[str, str]:
     if any(isinstance(g, dict) and isinstance(g.get("pcie"), dict) and isinstance(g["pcie"].get("gen_current"), int)
            for g in listed or []):
         return {}
-    return {"pcie.link.downgraded": "no PCIe tree (the pcie probe gave none) and no GPU link state from NVML"}
+    return {rules.pcie.LINK_DOWNGRADED.id: "no PCIe tree (the pcie probe gave none) and no GPU link state from NVML"}
 
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "pcie.link.downgraded": Needs(any_of=("pcie", "gpus"), unjudged=_links_unjudged),
-    "pcie.nic.shared_switch": _PCIE,
-    "pcie.acs.enabled": _PCIE,
-    "gpu.count.pci_vs_driver": Needs(sections=("pcie",), gpus=True),
-    "pcie.config.needs_root": _PCIE,
-    "pcie.gpu_nic.affinity": Needs(any_of=("pcie", "topology"), expect=("gpu_nic_level",), gpus=True),
-}
 
-# Which of these ids follow from another finding of the host (verdict/causes.py): one fault, one root.
-CAUSES: tuple[Cause, ...] = (
-    # ACS is a platform setting (BIOS, kernel): every switch port that has it is one fault
-    Cause("pcie.acs.enabled", "pcie.acs.enabled"),
-    *(Cause(root, "gpu.count.pci_vs_driver", Scope.DEVICE)
-      for root in ("gpu.count.pci_vs_nvml", "gpu.fallen_off_bus", "gpu.xid")),
-    Cause("host.driver.missing", "gpu.count.pci_vs_driver"),
-)
+# The rules whose judgement the facts may hold back (their declaration says `held_back`):
+# _links_unjudged shares its steps with the checks, so the check and its coverage cannot disagree.
+HELD_BACK: dict[str, Unjudged] = {fid: _links_unjudged for fid in (rules.pcie.LINK_DOWNGRADED.id,)}

@@ -15,7 +15,8 @@ from typing import Any
 from orchestrator.facts import security
 from orchestrator.facts.model import GpuRecord, HostFacts
 from orchestrator.facts.shown import shown
-from orchestrator.verdict.checks.base import FleetReads, HostView, Needs
+from orchestrator.verdict import rules
+from orchestrator.verdict.checks.base import FleetReads, HostView
 from orchestrator.verdict.findings import (
     DeviceKind,
     Finding,
@@ -32,9 +33,7 @@ MIN_PEERS = 3
 
 
 def _gpus(view: HostView) -> list[GpuRecord]:
-    if view.outcomes and not view.ran("nvml"):
-        return []
-    gpus = view.facts.get("gpus")
+    gpus = view.measured("gpus")
     return list((gpus.get("list") if gpus else None) or [])
 
 
@@ -51,7 +50,7 @@ def vbios_mixed(view: HostView) -> Iterator[Finding]:
         norm, _ = counts.most_common(1)[0]
         odd = [g for g in gpus if g["vbios"] != norm]
         names = ", ".join(f"GPU{shown(g.get('index'))} {g['vbios']}" for g in odd)
-        yield fault("gpu.vbios.mixed", view.name,
+        yield fault(rules.gpu.VBIOS_MIXED.id, view.name,
                     joined(Located(f"GPU{shown(g.get('index'))} ({shown(g.get('bus_id'), 'bus id unknown')})",
                                    (gpu_device(g),)) for g in odd),
                     f"{len(counts)} VBIOS versions on the {len(gpus)} {model or 'GPUs of unknown model'}"
@@ -105,7 +104,7 @@ def _bios_version(v: HostView) -> Any:
 
 # (what, reader, evidence): the versions compared across peers.
 _FIELDS: tuple[tuple[str, Callable[[HostView], Any], str], ...] = (
-    ("NVIDIA driver", _driver_version, "host.driver.version"),
+    ("NVIDIA driver", _driver_version, rules.host.DRIVER_VERSION.id),
     ("CUDA driver version", _cuda_driver_version, "gpus.cuda_driver_version"),
     ("kernel", _kernel, "host.kernel"),
     ("BIOS", _bios_version, "host.board.bios_version"),
@@ -150,7 +149,7 @@ def version_outlier(views: list[HostView]) -> Iterator[Finding]:
                 continue
             for v, x in values:
                 if isinstance(x, str) and x and x != norm:
-                    yield fault("software.version.outlier", v.name, what,
+                    yield fault(rules.software.VERSION_OUTLIER.id, v.name, what,
                                 f"{what} {x} where {count} of the {len(members)} {product} hosts with the same GPUs "
                                 f"run {norm}", severity=Severity.WARN, expected=norm, actual=x,
                                 evidence=[evidence, f"{len(members)} peer hosts"],
@@ -170,17 +169,17 @@ def fabric_manager_version(view: HostView) -> Iterator[Finding]:
     if not fm or not fm.get("installed") or not fm.get("version") or not isinstance(driver, str) or not switches:
         return
     if fm["version"] != driver:
-        yield fault("nvlink.fabric_manager.version", view.name, "fabric manager",
+        yield fault(rules.nvlink.FABRIC_MANAGER_VERSION.id, view.name, "fabric manager",
                     f"fabric manager {fm['version']} ({shown(fm.get('package'), 'package unknown')}) with driver {driver}: on an NVSwitch "
                     "system they must be the same version", expected=driver, actual=fm["version"],
-                    evidence=["host.fabric_manager.version", "host.driver.version"],
+                    evidence=["host.fabric_manager.version", rules.host.DRIVER_VERSION.id],
                     hint="install the fabric manager package of the driver's exact version and restart "
                          "nvidia-fabricmanager; a mismatch keeps the NVLink fabric from starting")
 
 
-SECURITY_DRIVER = "software.security.driver"
-SECURITY_BRANCH = "software.security.branch"
-SECURITY_FIRMWARE = "software.security.firmware"
+SECURITY_DRIVER = rules.software.SECURITY_DRIVER.id
+SECURITY_BRANCH = rules.software.SECURITY_BRANCH.id
+SECURITY_FIRMWARE = rules.software.SECURITY_FIRMWARE.id
 
 
 def _floor(view: HostView) -> security.SecurityFloor:
@@ -191,8 +190,8 @@ def _running_driver(view: HostView) -> tuple[str | None, str]:
     """The loaded driver's version and where it was read: /proc (host probe), else NVML."""
     version = _driver_version(view)
     if isinstance(version, str) and version:
-        return version, "host.driver.version"
-    gpus = view.facts.get("gpus") if not view.outcomes or view.ran("nvml") else None
+        return version, rules.host.DRIVER_VERSION.id
+    gpus = view.measured("gpus")
     nvml = gpus.get("driver_version") if gpus else None
     return (nvml, "gpus.driver_version") if isinstance(nvml, str) and nvml else (None, "")
 
@@ -247,7 +246,7 @@ def security_driver(view: HostView) -> Iterator[Finding]:
 def security_firmware(view: HostView) -> Iterator[Finding]:
     """With `security_floor: true`: each ConnectX / BlueField adapter's firmware against the first
     fixed build of its train in NVIDIA's networking bulletins."""
-    if view.expect.security_floor is not True or (view.outcomes and not view.ran("nic")):
+    if view.expect.security_floor is not True or view.measured("nic") is None:
         return
     nic = view.facts.get("nic")
     floor = _floor(view)
@@ -276,20 +275,11 @@ CHECKS = [vbios_mixed, fabric_manager_version, security_driver, security_firmwar
 FLEET_CHECKS = [version_outlier]
 
 FINDING_IDS: tuple[str, ...] = (
-    "gpu.vbios.mixed",
-    "software.version.outlier",
-    "nvlink.fabric_manager.version",
+    rules.gpu.VBIOS_MIXED.id,
+    rules.software.VERSION_OUTLIER.id,
+    rules.nvlink.FABRIC_MANAGER_VERSION.id,
     SECURITY_DRIVER,
     SECURITY_BRANCH,
     SECURITY_FIRMWARE,
 )
 
-# What each id's check reads (verdict/coverage.py: without it the id is "not judged", never "passed").
-NEEDS: dict[str, Needs] = {
-    "gpu.vbios.mixed": Needs(sections=("gpus",), gpus=True),
-    "software.version.outlier": Needs(any_of=("host", "gpus")),
-    "nvlink.fabric_manager.version": Needs(sections=("host",), any_of=("nvlink", "pcie")),
-    SECURITY_DRIVER: Needs(any_of=("host", "gpus"), switched_on=("security_floor",)),
-    SECURITY_BRANCH: Needs(any_of=("host", "gpus"), switched_on=("security_floor",)),
-    SECURITY_FIRMWARE: Needs(sections=("nic",), switched_on=("security_floor",)),
-}
