@@ -23,7 +23,7 @@ class Section:
     """What every facts section has, whether a probe fills it or it is merged from others."""
 
     section: str  # key in a host record's `facts`
-    probe: str  # the probe whose outcome stands for the section: checks ask `view.ran(probe)`
+    probe: str  # the probe whose outcome stands for the section: checks ask `view.measured(section)`
     text_kinds: tuple[str, ...]  # textparse kinds (detect.PARSED_KINDS) that can fill it on import
     view: str | None  # `--show` name, None: no per-host view (the hosts table shows it)
     renderer: str | None  # "module:function", section -> terminal text

@@ -1,9 +1,10 @@
 """One fault, one root finding: which findings of a host follow from another of its findings.
 
 A GPU missing from NVML is also a GPU count below the expectation, a GPU the driver did not
-initialise and a host whose shape differs from its peers': four findings, one fault.  Each check
-area declares, beside its checks, which of its ids may follow from which others (`CAUSES`, a
-tuple of `Cause`), and in what scope the two must meet: anywhere on the host, on the same PCI
+initialise and a host whose shape differs from its peers': four findings, one fault.  Each rule
+declares which rules its findings may follow from (`follows(...)` in its module's `causes()`,
+verdict/rules/<prefix>.py; the topology comparison's, which read its fingerprint, in
+verdict/classes.py), and in what scope the two must meet: anywhere on the host, on the same PCI
 device, or on the same subject.  `group` applies them once every finding of a run is known
 (verdict/judge.py): each consequence names its root (`caused_by`), each root what followed from
 it (`consequences`).  Health, RECAP and `-q` count roots; every finding keeps its id, so JUnit

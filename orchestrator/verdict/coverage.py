@@ -4,7 +4,8 @@ Checks report only what is wrong, so a host without a finding of an id has passe
 if the check had something to judge: its facts sections measured (their probes ran ok), the
 expectation it compares with set, GPUs to look at, peers to compare with.  Otherwise the id is
 *not judged*, with the reason, and no output may count it as passed.  What each id needs is
-declared beside its check (`NEEDS` in verdict/checks/<area>.py); this module only applies it.
+declared with its rule (`needs` in verdict/rules/<prefix>.py, gathered as checks.NEEDS); this
+module only applies it.
 
 Pure: `not_judged` runs when a host is judged (verdict/judge.py stores its answer in the host's
 record as `not_judged`), `check_states` gives a judged host's states (verdict/result.py asks it
