@@ -86,6 +86,7 @@ def test_a_fleet_over_a_record_source_of_its_own_reads_as_the_same_records_in_a_
     assert sourced.summary == listed.summary and sourced.health_counts == listed.health_counts
     assert [h.name for h in sourced.problem_hosts] == [h.name for h in listed.problem_hosts] != []
     assert sourced.failed_hosts == listed.failed_hosts
+    assert () in source.narrowed  # the tables of names and health asked the source for no facts
     assert [(h.name, s) for h, s in sourced.check_states()] == [(h.name, s) for h, s in listed.check_states()]
     for name in listed.hosts.names():
         assert sourced.hosts.record(name) == listed.hosts.record(name)
