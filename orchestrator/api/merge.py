@@ -31,14 +31,15 @@ from orchestrator.api.plan import (
 )
 from orchestrator.api.playbook import PlaybookError
 from orchestrator.api.session import RunResult, holding
+from orchestrator.api.stored import load_result
 from orchestrator.facts.textsafe import one_line
+from orchestrator.files.records import Body
 from orchestrator.inventory.model import InventoryError
 from orchestrator.store.carry import Carrier
 from orchestrator.store.history import RunNotFound
 from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
-from orchestrator.store.spool import Body
 from orchestrator.verdict import handoff
 from orchestrator.verdict.carried import CarriedPart
 from orchestrator.verdict.checks import is_fleet_finding
@@ -189,7 +190,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
 
     def start(r: RunDirectory) -> tuple[FleetResult, CarriedPart]:
         try:
-            fleet = FleetResult.load(r.dir)
+            fleet = load_result(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
         return fleet, CarriedPart(fleet.hosts, worker_count(len(fleet.hosts)), carrier, strings)

@@ -31,6 +31,7 @@ from orchestrator.api.plan import (
     with_usable_expect,
 )
 from orchestrator.api.playbook import PlaybookError
+from orchestrator.api.stored import load_past_result
 from orchestrator.engine.outcomes import NOT_STARTED, Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult, ProbeResult, RunInterrupted, RunOptions, run_fleet
@@ -135,7 +136,7 @@ def load_baseline(path: Path, warnings: list[str] | None = None) -> Baseline:
     """A stored run as a baseline; without its fleet (and why) when fleet.json cannot be read."""
     warnings = warnings or []
     try:  # its findings read up to a bound: a past run of millions costs its own reading, and says so
-        fleet, note = FleetResult.load_past(path)
+        fleet, note = load_past_result(path)
         return Baseline(path, fleet, [*warnings, note] if note else warnings)
     except (RunNotFound, OSError, ValueError) as e:
         return Baseline(path, None, [*warnings, f"no drift shown: {e}"])
@@ -159,7 +160,7 @@ def run_history(root: Path, before: Path, warnings: list[str] | None = None,
             out.append(_past_run(s.id, read.fleet))
             continue
         try:
-            fleet, note = FleetResult.load_past(s.path)
+            fleet, note = load_past_result(s.path)
         except (RunNotFound, OSError, ValueError) as e:
             if warnings is not None:
                 warnings.append(f"run {s.id} is left out of the repeat-offender history: {e}")

@@ -12,6 +12,7 @@ from tabulate import tabulate
 from orchestrator.api.errors import UsageError
 from orchestrator.api.playbook import shipped_playbooks
 from orchestrator.api.session import rejudge
+from orchestrator.api.stored import load_result
 from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import add_reference_arguments, deliver, emit, results_root
 from orchestrator.files import jsontext
@@ -37,7 +38,7 @@ def stored_run(args: argparse.Namespace, ref: str | None) -> Path:
 
 def stored_fleet(path: Path) -> FleetResult:
     try:
-        fleet = FleetResult.load(path)
+        fleet = load_result(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"{path}: no readable fleet.json ({e}); try `probe rejudge {path.name}` to rebuild it") from None
     for why in fleet.problems[:5]:

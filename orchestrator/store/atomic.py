@@ -17,13 +17,9 @@ from typing import IO, Any
 
 from orchestrator.files import atomic as files_atomic
 from orchestrator.files.atomic import replace
-from orchestrator.files.jsontext import StrictEncoder, dumps
+from orchestrator.files.jsontext import dumps, encode_compact
 
-# compact separators: no spaces after "," and ":" (about a tenth of fleet.json was blanks).  No
-# circular-reference bookkeeping (a tenth of the encoding time): documents here are trees, and a
-# cycle would still fail, with RecursionError instead of ValueError.
-_ENCODER = StrictEncoder(separators=(",", ":"), default=str, check_circular=False)
-_encode: Callable[[Any], str] = _ENCODER.encode
+_encode: Callable[[Any], str] = encode_compact
 encode_json = _encode  # one value as compact JSON, exactly as iter_json/write_json encode it
 # Containers with more items than this are streamed item by item; smaller ones go in one dumps.
 _STREAM_MIN = 64

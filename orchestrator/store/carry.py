@@ -18,9 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files.records import Body
 from orchestrator.store import compact
 from orchestrator.store.fleet_file import record_text
-from orchestrator.store.spool import LATE_KEYS, Body, SpooledRecords
+from orchestrator.store.spool import LATE_KEYS, SpooledRecords
 
 
 class Carrier:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from pathlib import Path
 from typing import Any, overload
 
+from orchestrator.files.records import Body
 from orchestrator.store.atomic import encode_json
 from orchestrator.store.compact import damaged_host, decode_host
 
 # A host record's fleet-wide keys, decided once every host is judged: the last keys of its text.
 LATE_KEYS = ("fingerprint", "class", "health")
 _NO_LATE = ',"fingerprint":null,"class":null,"health":null}'
-Body = tuple[Path, int, int]  # a record's stored text without its fleet-wide keys: file, offset, length
 # Where a record's facts sit in its stored text, in bytes from the record's start: the facts
 # object's range and each section's value's (section, start, end).  With it a reader of names,
 # outcomes and a section or two parses a few kilobytes of a record instead of all of it.

@@ -13,8 +13,8 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
+from orchestrator.files.records import Body
 from orchestrator.store.carry import Carrier
-from orchestrator.store.spool import Body
 from orchestrator.verdict import handoff
 from orchestrator.verdict.judge import HostVerdict, stored_verdict
 from orchestrator.verdict.parallel import kill_all, slices, start_workers, wait_workers

@@ -20,6 +20,7 @@ from orchestrator.engine.results import HostInput
 from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.facts.normalize import normalize_host
+from orchestrator.files.records import RecordList
 from orchestrator.inventory.model import CONNECTION_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
@@ -272,7 +273,7 @@ def build_fleet(run: RunMeta, inputs: list[HostInput],
             judged = fleet_workers.judge_hosts(inputs, judge, n, spool) if big else None
         if judged is None:
             pairs = [judge(h) for h in inputs]
-            records: list[dict[str, Any]] | SpooledRecords = [rec for rec, _ in pairs]
+            records: RecordList | SpooledRecords = RecordList(rec for rec, _ in pairs)
             verdicts = [v for _, v in pairs]
         else:
             records, verdicts = judged
@@ -320,7 +321,7 @@ def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[st
     return _overridden(made, overrides_for)
 
 
-def assemble_judged(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords, verdicts: list[HostVerdict],
+def assemble_judged(run: RunMeta, records: RecordList | SpooledRecords, verdicts: list[HostVerdict],
                     silenced: list[Silenced],
                     overrides_for: Callable[[str], Mapping[str, Override]]) -> FleetResult:
     """fleet.json of hosts judged before (`stored_verdict`; `silenced`: their host findings a
@@ -381,7 +382,7 @@ def _health(verdicts: list[HostVerdict], findings: list[Finding]) -> dict[str, h
             for v in verdicts}
 
 
-def _assemble(run: RunMeta, records: list[dict[str, Any]] | SpooledRecords,
+def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
               verdicts: list[HostVerdict],
               overrides_for: Callable[[str], Mapping[str, Override]] | None,
               judged_silenced: list[Silenced] | None = None, refs: References | None = None) -> FleetResult:

@@ -13,7 +13,9 @@ functions that decide them for a new run.  A stored document may be damaged: wha
 stored shape is left out and said in `problems`, never raised at a reader.
 
 Host records stay where the verdict put them (in memory, or on disk for a big fleet, read one at
-a time: store/spool.py), so a 10,000-host fleet is not held twice.
+a time: store/spool.py), so a 10,000-host fleet is not held twice.  The result reads them through
+files/records.py:HostRecords and never asks how they are kept; reading a stored run from its
+directory is the store's and the api's (api/stored.py).
 """
 
 from __future__ import annotations
@@ -21,17 +23,14 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any, cast, overload
 
 from orchestrator.engine.outcomes import Outcome, finished, is_problem
 from orchestrator.facts.conform import conform_facts, conform_probes
 from orchestrator.facts.model import Facts
-from orchestrator.store.atomic import encode_json
-from orchestrator.store.history import load_fleet, load_past_fleet
-from orchestrator.store.rundir import read_meta
+from orchestrator.files.jsontext import encode_compact
+from orchestrator.files.records import Body, HostRecords, RecordList
 from orchestrator.store.runmeta import RunMeta
-from orchestrator.store.spool import Body, SpooledRecords, records_with
 from orchestrator.verdict import causes, coverage
 from orchestrator.verdict.actions import Action
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
@@ -250,13 +249,13 @@ class HostTable(Sequence[JudgedHost]):
     fleet kept on disk stays there.  `stored`: the records were read back from a file, and are
     checked as they are read (stored_record); a run's own records are the normalizers' and are not."""
 
-    def __init__(self, records: Sequence[Mapping[str, Any]], findings: FindingIndex, stored: bool = False) -> None:
+    def __init__(self, records: HostRecords, findings: FindingIndex, stored: bool = False) -> None:
         self._records = records
         self._findings = findings
         self._stored = stored
 
     @property
-    def records(self) -> Sequence[Mapping[str, Any]]:
+    def records(self) -> HostRecords | Sequence[Mapping[str, Any]]:
         """The file form of the hosts, for the one writer of fleet.json and for drift's digests."""
         return _StoredRecords(self, self._records) if self._stored else self._records
 
@@ -286,9 +285,8 @@ class HostTable(Sequence[JudgedHost]):
         """Every host with only the named facts sections: a reader of names, health and a section
         or two (the hosts table, -q) skips decoding the rest of a stored record.  A record stored
         without its not-judged ids is read whole: its facts tell what was measured."""
-        spooled = isinstance(self._records, SpooledRecords)
-        for i, rec in enumerate(records_with(self._records, sections)):
-            if spooled and not isinstance(rec.get("not_judged"), dict):
+        for i, rec in enumerate(self._records.with_facts(sections)):
+            if not isinstance(rec.get("not_judged"), dict):
                 rec = self._records[i]
             yield self._host(rec)
 
@@ -300,10 +298,7 @@ class HostTable(Sequence[JudgedHost]):
         rec: Mapping[str, Any]
         body: Body | None
         for i in range(start, len(records) if stop is None else stop):
-            if isinstance(records, SpooledRecords):
-                rec, body = records.body(i)
-            else:
-                rec, body = records[i], None
+            rec, body = records.body(i)
             if self._stored:
                 checked = stored_record(rec)
                 if checked is not rec:  # conformed as it was read: its stored text is not what readers get
@@ -311,9 +306,7 @@ class HostTable(Sequence[JudgedHost]):
             yield rec, body
 
     def names(self) -> list[str]:
-        if isinstance(self._records, SpooledRecords):
-            return self._records.names()
-        return [str(r.get("name")) for r in self._records]
+        return self._records.names()
 
     def by_name(self, name: str) -> JudgedHost | None:
         rec = self._raw_record(name)
@@ -324,22 +317,18 @@ class HostTable(Sequence[JudgedHost]):
         return stored_record(rec) if rec is not None and self._stored else rec
 
     def _raw_record(self, name: str) -> Mapping[str, Any] | None:
-        if isinstance(self._records, SpooledRecords):
-            return self._records.by_name(name)
-        return next((r for r in self._records if r.get("name") == name), None)
+        return self._records.by_name(name)
 
     def digest_by_name(self, name: str) -> str | None:
         """The host record's drift digest where it was stored with one (verdict/drift.py)."""
-        if isinstance(self._records, SpooledRecords):
-            return self._records.digest_by_name(name)
-        return None
+        return self._records.digest_by_name(name)
 
 
 class _StoredRecords(Sequence[Mapping[str, Any]]):
     """The file form of records read back from a file: each checked as it is read (stored_record),
     and given its health where it was stored before health was (decided as the host is read)."""
 
-    def __init__(self, hosts: HostTable, records: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, hosts: HostTable, records: HostRecords) -> None:
         self._hosts = hosts
         self._records = records
 
@@ -364,7 +353,7 @@ class _StoredRecords(Sequence[Mapping[str, Any]]):
         """The records as one JSON array, in pieces (store/atomic.py:iter_json writes them so)."""
         yield "["
         for i in range(len(self)):
-            yield ("," if i else "") + encode_json(self[i])
+            yield ("," if i else "") + encode_compact(self[i])
         yield "]"
 
 
@@ -481,28 +470,10 @@ class FleetResult:
         }
 
     @classmethod
-    def load(cls, run_dir: Path) -> FleetResult:
-        """A stored run: its fleet.json (store/history.py:load_fleet, RunNotFound when unreadable)
-        with its run.json (the run's own record of its state and times; the fleet's header where
-        run.json is missing)."""
-        meta = read_meta(run_dir)
-        return cls.from_document(load_fleet(run_dir), RunMeta.from_dict(meta) if meta else None)
-
-    @classmethod
-    def load_past(cls, run_dir: Path) -> tuple[FleetResult, str]:
-        """A stored run read for the history (drift, repeat offenders): load, its findings read up
-        to store/history.py's HISTORY_FINDINGS, and the note that says so ('' when all were read)."""
-        meta = read_meta(run_dir)
-        doc, note = load_past_fleet(run_dir)
-        # roots are not decided again: drift compares (id, host, subject), repeat offenders ids and
-        # severities, and deciding them pairs each host's findings (a past run of 200,000 findings on
-        # one host took minutes)
-        return cls.from_document(doc, RunMeta.from_dict(meta) if meta else None, grouped=False), note
-
-    @classmethod
     def from_document(cls, doc: Mapping[str, Any], run: RunMeta | None = None, grouped: bool = True) -> FleetResult:
-        """A stored fleet.json (store/history.py:load_fleet), as the verdict would hand it over now;
-        `run`: the run's run.json, when the caller has it (else fleet.json's header)."""
+        """A stored fleet.json, as the verdict would hand it over now (a stored run is read by
+        api/stored.py); `run`: the run's run.json, when the caller has it (else fleet.json's header);
+        `grouped`: False leaves the findings' roots as stored (a past run read for the history)."""
         problems: list[str] = []
         findings = [f for f in (_finding(x, problems) for x in _list(doc.get("findings"))) if f is not None]
         # roots are decided again: a document from before they were stored has none, and one that
@@ -513,14 +484,7 @@ class FleetResult:
             f = _finding(s.get("finding"), problems) if isinstance(s, dict) else None
             if f is not None:
                 silenced.append(Silenced(f, str(s.get("reason") or "")))
-        records = doc.get("hosts")
-        if not isinstance(records, Sequence) or isinstance(records, (str, bytes)):
-            problems.append("its hosts are not a list; no host is shown")
-            records = []
-        if not isinstance(records, SpooledRecords):
-            records = _named(records, problems)
-        index = FindingIndex(findings)
-        hosts = HostTable(records, index, stored=True)
+        hosts = HostTable(_host_records(doc.get("hosts"), problems), FindingIndex(findings), stored=True)
         stored = doc.get("not_judged")
         not_judged = {str(k): {str(h): str(w) for h, w in v.items()} for k, v in stored.items()
                       if isinstance(v, dict)} if isinstance(stored, dict) else {}
@@ -533,9 +497,21 @@ class FleetResult:
                    problems=problems)
 
 
-def _named(records: Sequence[Any], problems: list[str]) -> list[Mapping[str, Any]]:
+def _host_records(stored: Any, problems: list[str]) -> HostRecords:
+    """A document's hosts: records written in it (a list), each checked for its host's name, or
+    the records as the store reads them, handed over as they are (a stored fleet.json read by its
+    index names every record as it is read: store/spool.py)."""
+    if not isinstance(stored, list) and isinstance(stored, HostRecords):
+        return stored
+    if not isinstance(stored, Sequence) or isinstance(stored, (str, bytes)):
+        problems.append("its hosts are not a list; no host is shown")
+        return RecordList()
+    return _named(stored, problems)
+
+
+def _named(records: Sequence[Any], problems: list[str]) -> RecordList:
     """The host records that name their host; the others cannot be shown, judged or merged."""
-    out: list[Mapping[str, Any]] = []
+    out = RecordList()
     for i, rec in enumerate(records):
         if isinstance(rec, dict) and isinstance(rec.get("name"), str) and rec["name"]:
             out.append(rec)
@@ -628,7 +604,7 @@ def _faults(findings: Sequence[Finding]) -> list[Fault]:
     return sorted(out, key=lambda x: -x.severity.rank)
 
 
-def fleet_result(run: RunMeta, records: Sequence[Mapping[str, Any]], findings: list[Finding],
+def fleet_result(run: RunMeta, records: HostRecords, findings: list[Finding],
                  classes: list[dict[str, Any]], silenced: list[Silenced],
                  not_judged: dict[str, dict[str, str]], summary: Mapping[str, Any]) -> FleetResult:
     """The verdict's result of a run it judged (verdict/judge.py): findings grouped, hosts' health

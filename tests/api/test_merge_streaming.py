@@ -195,14 +195,15 @@ def test_parts_decoded_at_once_in_workers_each_write_files_of_their_own(fleet: d
     workers then run at once, and every record they must encode again (here: all of them) goes to
     a spool file of that worker's own, none to a file another worker writes, and none is left for
     this process to redo (a worker that fails is redone here, which would hide a clash)."""
+    from orchestrator.api.stored import load_result
     from orchestrator.store.carry import Carrier
     from orchestrator.verdict.carried import CarriedPart
-    from orchestrator.verdict.result import FleetResult, HostTable
+    from orchestrator.verdict.result import HostTable
 
     real = HostTable.carried
     monkeypatch.setattr(HostTable, "carried", lambda self, start=0, stop=None: (
         (rec, None) for rec, _body in real(self, start, stop)))  # forked workers inherit it
-    fleets = [FleetResult.load(p) for p in fleet["parts"][:2]]
+    fleets = [load_result(p) for p in fleet["parts"][:2]]
     with Carrier(tmp_path) as carrier:
         parts = [CarriedPart(f.hosts, 2, carrier) for f in fleets]  # both started before either is read
         got = [p.result() for p in parts]

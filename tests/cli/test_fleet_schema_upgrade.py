@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.stored import load_result
 from orchestrator.present.outputs.emit import write_outputs
 from orchestrator.store import atomic
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
 from orchestrator.store.spool import SpooledRecords
-from orchestrator.verdict.result import FleetResult
 from tests.support.fleet import Cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v1" / "20261201T134403Z-916ca5822"
@@ -112,7 +112,7 @@ def test_report_and_outputs_read_both_schemas_alike(cli: Cli, tmp_path: Path) ->
         d.mkdir()
         kinds = {"prometheus": d / "m.prom", "junit": d / "j.xml", "ansible_inventory": d / "inv.yml",
                  "hosts_csv": d / "h.csv", "findings_csv": d / "f.csv", "slurm_drain": d / "drain.txt"}
-        write_outputs(FleetResult.load(cli.results / run), **kinds)  # type: ignore[arg-type]
+        write_outputs(load_result(cli.results / run), **kinds)  # type: ignore[arg-type]
         files[run] = [_same(p.read_text()) for p in kinds.values()]  # they name the run they read
     assert files[V1] == files[V2]
     assert "dgx-h100-05" in files[V1][0] and "<testsuite" in files[V1][1]

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.stored import load_result
 from orchestrator.inventory.targets import name_problem
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.remediation import write_playbook
@@ -157,7 +158,7 @@ def playbooks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, lis
     for i, raw in enumerate(ALL):
         hostile = armed(raw, marker)
         run = _stored_run(tmp / "runs" / f"r{i:02d}", hostile)
-        plan = remedy.plan(FleetResult.load(run), force=True)
+        plan = remedy.plan(load_result(run), force=True)
         books.append((hostile, write_playbook(plan, tmp / f"fix{i:02d}.yml")))
     return tmp, marker, books
 
@@ -174,7 +175,7 @@ def class_playbooks(tmp_path_factory: pytest.TempPathFactory
     books = []
     for cls, raw in CLASSES.items():
         members = [armed(m, marker) for m in raw]
-        plan = remedy.plan(FleetResult.load(_class_run(tmp / "runs" / cls, members[0], members)), force=True)
+        plan = remedy.plan(load_result(_class_run(tmp / "runs" / cls, members[0], members)), force=True)
         assert sorted(lo.host for lo in plan.left_out) == sorted(members)
         books.append((members[0], members, write_playbook(plan, tmp / f"{cls}.yml")))
     yield tmp, marker, books
@@ -264,7 +265,7 @@ def test_probe_remediate_names_each_refused_host_and_the_guard_does_not_count_it
         plays = ansible_yaml(out.read_text())
         assert {p["name"]: p["hosts"] for p in plays} == {"fleetprobe r1: drain in Slurm": ["node01"],
                                                           "fleetprobe r1: reboot": ["node01"]}
-        fleet = FleetResult.load(run)
+        fleet = load_result(run)
         decision = remedy.drain_plan(fleet)
         assert not decision.blocked and [h.host for h in decision.hosts] == ["node01"]
         assert sorted(lo.host for lo in decision.left_out) == sorted(names)
@@ -329,7 +330,7 @@ def test_a_name_that_is_also_a_group_of_the_operator_runs_nothing_on_the_group(t
     run = tmp_path / "run"
     run.mkdir()
     (run / "fleet.json").write_text(json.dumps(doc))
-    book = write_playbook(remedy.plan(FleetResult.load(run)), tmp_path / "fix.yml")
+    book = write_playbook(remedy.plan(load_result(run)), tmp_path / "fix.yml")
     members = {f"node1{i}": None for i in range(10)}
     inv = tmp_path / "inventory.yml"
     inv.write_text(json.dumps({"all": {

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.stored import load_result
 from orchestrator.facts.conform import conform_facts
 from orchestrator.facts.textparse.importer import import_texts
 from orchestrator.files.jsontext import dumps
@@ -206,7 +207,7 @@ def test_a_mutated_run_json_is_read_for_listing_and_headers(demo_run: Path, tmp_
     assert summary.id == run.name
     header = RunMeta.from_dict(json.loads((run / "run.json").read_text())).header()
     assert isinstance(header, dict)
-    fleet = FleetResult.load(run)
+    fleet = load_result(run)
     _every_surface(fleet, fleet)
 
 
