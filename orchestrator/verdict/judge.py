@@ -31,8 +31,8 @@ from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import CAUSES, fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
-from orchestrator.verdict.fabric_faults import fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.expectations import ExpectationError, Expectations
+from orchestrator.verdict.fabric_faults import fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
 from orchestrator.verdict.references import References

@@ -10,18 +10,20 @@ FleetResult.from_document, the drain plan, the remediation plan, JUnit, Promethe
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 
 import pytest
 
 from orchestrator.cli.exitcodes import ExitStatus, for_fleet
+from orchestrator.present.outputs.ansible_inventory import render_inventory
 from orchestrator.present.outputs.junit import build_junit
 from orchestrator.present.outputs.prometheus import render_prometheus
 from orchestrator.present.outputs.slurm_drain import render_drain
 from orchestrator.present.terminal.hosts import recap
 from orchestrator.present.terminal.quiet import quiet_text
-from orchestrator.verdict import remedy, rules
+from orchestrator.verdict import offenders, remedy, rules
 from orchestrator.verdict.fabric_faults import fabric_faults, is_fabric
 from orchestrator.verdict.findings import Device, DeviceKind, Finding, Located, Severity, fault, unknown
 from orchestrator.verdict.health import Health, decide
@@ -197,3 +199,12 @@ def test_the_junit_fabric_case_says_the_hosts() -> None:
     failure = case.find("failure")
     assert failure is not None and "30 host(s): node01" in (failure.get("message") or "")
     assert ET.tostring(case).count(b"rail 6 is slow everywhere") == 2  # the message and the text, once each
+
+
+@pytest.mark.parametrize("case", sorted(FABRIC_CLASSES))
+def test_a_fabric_fault_makes_no_repeat_offender_nor_an_ansible_group_to_act_on(case: str) -> None:
+    findings = FABRIC_CLASSES[case](HOSTS)
+    # a rail slow night after night is not every host's recurring fault
+    assert offenders.run_of("r1", HOSTS, findings).findings == {}
+    groups = json.dumps(render_inventory(_fleet(findings)))
+    assert "fabric_" not in groups and "severity_" not in groups

@@ -9,8 +9,8 @@ from itertools import groupby
 
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table, wrap
-from orchestrator.verdict.findings import Finding, severity_rank
 from orchestrator.verdict.fabric_faults import FabricFault
+from orchestrator.verdict.findings import Finding, severity_rank
 from orchestrator.verdict.result import Fault, FleetResult
 
 FINDINGS_VIEWS = ("hosts", "checks")  # --findings: by host (default), by check
