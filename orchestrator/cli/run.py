@@ -17,7 +17,13 @@ from orchestrator.present.outputs.emit import OutputError, requested, write_outp
 from orchestrator.present.outputs.emit import add_arguments as add_output_arguments
 from orchestrator.present.outputs.tabular import OUTPUT_FORMATS, render_findings, render_hosts
 from orchestrator.present.terminal.drift import render_diff
-from orchestrator.present.terminal.findings import classes_table, findings_table, hosts_view, notes_block
+from orchestrator.present.terminal.findings import (
+    classes_table,
+    fabric_view,
+    findings_table,
+    hosts_view,
+    notes_block,
+)
 from orchestrator.present.terminal.hosts import hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.present.terminal.quiet import quiet_text
@@ -27,6 +33,7 @@ from orchestrator.store.lock import LockHeld
 from orchestrator.transport.base import TransportOptions
 from orchestrator.verdict import remedy
 from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.result import FleetResult
 
 
@@ -184,12 +191,15 @@ def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] |
     if ct:
         out.append(ct)
     if by == "checks":
-        out.append(findings_table(fleet.findings, "info", width))
+        out.append(findings_table(host_findings(fleet.findings), "info", width))
     else:
         out.append(hosts_view(fleet, width, "warn"))
-        notes = notes_block(fleet, width)
-        if notes:
-            out.append(notes)
+    fabric = fabric_view(fleet, width, "info" if by == "checks" else "warn")
+    if fabric:
+        out.append(fabric)
+    notes = notes_block(fleet, width) if by != "checks" else ""
+    if notes:
+        out.append(notes)
     judged = not_judged_block(fleet, width)
     if judged:
         out.append(judged)

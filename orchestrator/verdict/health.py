@@ -9,7 +9,8 @@
                  complete
 
 Faults are counted by root (verdict/causes.py): a missing GPU with its three consequences is one
-fail.  Every surface (the hosts table, RECAP, `-q`, JSON, the report, Prometheus) shows this value;
+fail.  A fault of the fabric (a rail, a path between two ports: verdict/fabric_faults.py) is
+not its hosts': it counts in no host's health.  Every surface (the hosts table, RECAP, `-q`, JSON, the report, Prometheus) shows this value;
 none decides it again.
 
 Pure: a host's outcome, its unfinished probes and its findings in, its health out.
@@ -23,6 +24,7 @@ from enum import Enum
 from typing import Any
 
 from orchestrator.engine.outcomes import Outcome, is_problem
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, Severity
 
 
@@ -104,8 +106,9 @@ def fault_severities(findings: Iterable[Finding]) -> list[tuple[Finding, Severit
 
 def decide(outcome: str, reason: str, unfinished: Mapping[str, str], findings: Iterable[Finding]) -> HostHealth:
     """The host's health from its transport outcome (and its reason), its probes that did not
-    finish (probe -> why) and its findings (roots already grouped)."""
-    roots = fault_severities(findings)
+    finish (probe -> why) and its findings (roots already grouped); the fabric's findings raised
+    on it are not its faults."""
+    roots = fault_severities(host_findings(findings))
     counts = dict.fromkeys(SEVERITY_ORDER, 0)
     for _, sev in roots:
         counts[sev.value] += 1

@@ -33,6 +33,7 @@ from orchestrator.verdict.checks import CAUSES, fleet_facts, run_fleet_checks, r
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import ExpectationError, Expectations
+from orchestrator.verdict.fabric_faults import fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.findings import Finding, Kind, Severity
 from orchestrator.verdict.overrides import Override, Silenced, apply_overrides
 from orchestrator.verdict.references import References
@@ -88,12 +89,13 @@ def _summary(outcomes: list[str], findings: list[Finding], health: Mapping[str, 
     counts = Counter(outcomes)
     sev = Counter(f.severity.value for f in findings)
     states = Counter(h.state.value for h in health.values())
-    faults = Counter(s.value for _, s in host_health.fault_severities(findings))
+    faults = Counter(s.value for _, s in host_health.fault_severities(host_findings(findings)))
     return {
         "hosts": len(outcomes),
         "health": {h: states.get(h, 0) for h in host_health.HEALTH_ORDER},
         "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
         "faults": {s.value: faults.get(s.value, 0) for s in Severity},
+        "fabric": fabric_counts(fabric_faults(findings)),
         "findings": {s.value: sev.get(s.value, 0) for s in Severity},
         "findings_by_kind": dict(Counter(f.kind.value for f in findings)),
     }

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from orchestrator.verdict import rules
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.findings import Finding, Severity, fault
 
 OFFENDER = rules.host.REPEAT_OFFENDER.id
@@ -40,7 +41,7 @@ class PastRun:
 
 def run_of(run_id: str, judged_hosts: Iterable[str], findings: Iterable[Finding]) -> PastRun:
     worst: dict[str, dict[str, str]] = {}
-    for f in findings:
+    for f in host_findings(findings):  # a rail slow night after night is the fabric's, not each host's
         if f.severity.value not in _BAD:
             continue
         ids = worst.setdefault(f.host, {})

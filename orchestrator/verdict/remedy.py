@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.inventory.targets import name_problem
 from orchestrator.verdict.actions import ACTIONS, Action
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.findings import DeviceKind, Finding, Kind, Severity
 from orchestrator.verdict.result import FleetResult
 
@@ -200,7 +201,8 @@ def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool =
     hosts = []
     for h in fleet.hosts.with_facts(()):
         classes[h.name] = h.topology_class
-        hp = host_plan(h.name, fleet.findings_of(h.name), min_severity)
+        # the fabric's faults raised on the host are not its own: no step on a host fixes a rail
+        hp = host_plan(h.name, host_findings(fleet.findings_of(h.name)), min_severity)
         if hp is not None:
             hosts.append(hp)
     kept, left = _nameable(hosts)
@@ -210,7 +212,8 @@ def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool =
 
 
 def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False) -> Plan:
-    """The Slurm drain list's decision: the failed hosts (a fail fault), guarded."""
+    """The Slurm drain list's decision: the failed hosts (a fail fault of their own, not the
+    fabric's: FleetResult.faults), guarded."""
     classes = {h.name: h.topology_class for h in fleet.hosts.with_facts(())}
     failing: dict[str, list[Finding]] = defaultdict(list)
     for fault in fleet.faults("fail"):

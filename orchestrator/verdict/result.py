@@ -35,6 +35,7 @@ from orchestrator.verdict import causes, coverage
 from orchestrator.verdict.actions import Action
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
+from orchestrator.verdict.fabric_faults import FabricFault, fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.findings import (
     SEVERITY_ORDER,
     Finding,
@@ -219,10 +220,16 @@ class FleetSummary:
     faults: Mapping[str, int]  # severity -> root findings (each with what followed from it)
     findings: Mapping[str, int]  # severity -> every finding
     findings_by_kind: Mapping[str, int]
+    # severity -> faults of the fabric (verdict/fabric_faults.py): counted once each, in no host's `faults`
+    fabric: Mapping[str, int] = field(default_factory=lambda: dict.fromkeys(SEVERITY_ORDER, 0))
+
+    @property
+    def fabric_total(self) -> int:
+        return sum(self.fabric.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {"hosts": self.hosts, "health": dict(self.health), "outcomes": dict(self.outcomes),
-                "faults": dict(self.faults), "findings": dict(self.findings),
+                "faults": dict(self.faults), "fabric": dict(self.fabric), "findings": dict(self.findings),
                 "findings_by_kind": dict(self.findings_by_kind)}
 
     @property
@@ -418,12 +425,19 @@ class FleetResult:
             return HostDrawing()
 
     def faults_of(self, host: str) -> list[Fault]:
-        return _faults(self.findings_of(host))
+        """The host's own faults (the fabric's, raised on it too, are `fabric_faults`)."""
+        return _faults(host_findings(self.findings_of(host)))
 
     def faults(self, min_severity: str = "info") -> list[Fault]:
-        """Every fault of the fleet at `min_severity` or worse, worst first, in findings order."""
+        """Every host fault of the fleet at `min_severity` or worse, worst first, in findings order
+        (the fabric's are `fabric_faults`)."""
         floor = Severity(min_severity).rank
-        return [f for f in _faults(self.findings) if f.severity.rank >= floor]
+        return [f for f in _faults(host_findings(self.findings)) if f.severity.rank >= floor]
+
+    @cached_property
+    def fabric_faults(self) -> list[FabricFault]:
+        """The fabric's faults, each once with the hosts it touches (verdict/fabric_faults.py)."""
+        return fabric_faults(self.findings)
 
     @property
     def health_counts(self) -> dict[str, int]:
@@ -467,6 +481,7 @@ class FleetResult:
             "findings": [f.to_dict() for f in self.findings],
             "silenced": [s.to_dict() for s in self.silenced],
             "not_judged": {k: dict(v) for k, v in self.not_judged.items()},
+            "fabric_findings": [f.to_dict() for f in self.fabric_faults],
         }
 
     @classmethod
@@ -580,8 +595,11 @@ def _summary_of(stored: Any, hosts: HostTable, findings: list[Finding]) -> Fleet
     faults = _counts(s.get("faults"), SEVERITY_ORDER)
     if faults is None:
         faults = dict.fromkeys(SEVERITY_ORDER, 0)
-        for _, sev in fault_severities(findings):
+        for _, sev in fault_severities(host_findings(findings)):
             faults[sev.value] += 1
+    fabric = _counts(s.get("fabric"), SEVERITY_ORDER)
+    if fabric is None:  # a document from before the fabric's faults were its own: counted here
+        fabric = fabric_counts(fabric_faults(findings))
     counted = dict.fromkeys(SEVERITY_ORDER, 0)
     kinds: dict[str, int] = {}
     for f in findings:
@@ -589,7 +607,7 @@ def _summary_of(stored: Any, hosts: HostTable, findings: list[Finding]) -> Fleet
         kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     n = s.get("hosts")
     return FleetSummary(hosts=n if isinstance(n, int) and not isinstance(n, bool) else len(hosts), health=health,
-                        outcomes=outcomes, faults=faults, findings=counted, findings_by_kind=kinds)
+                        outcomes=outcomes, faults=faults, findings=counted, findings_by_kind=kinds, fabric=fabric)
 
 
 def _faults(findings: Sequence[Finding]) -> list[Fault]:

@@ -78,10 +78,20 @@ class Rule:
     fleet: bool = False
     # raised by a host check and, under this subject, by a fleet check: those findings are the fleet's
     fleet_subject: str | None = None
+    # The fabric's own subject, not its host's (a rail, a switch, a path or pair between ports):
+    # raised on every host the fault touches, but no host is failed, drained or remedied for it
+    # (verdict/fabric_faults.py); `fabric_when`: the finding's own facts decide (None: `fabric` alone)
+    fabric: bool = False
+    fabric_when: Callable[[Finding], bool] | None = None
 
     def action_of(self, f: Finding) -> Action:
         refined = self.refine(f) if self.refine is not None else None
         return refined or self.action
+
+    def of_fabric(self, f: Finding) -> bool:
+        """`f` is about the fabric, not about its host: the localisation points at no host's HCA,
+        port or GPU."""
+        return self.fabric or (self.fabric_when is not None and self.fabric_when(f))
 
     def catalog_row(self) -> str:
         d = self.doc

@@ -66,6 +66,10 @@ def test_findings_name_exactly_the_planted_faults(seed: int, kinds: tuple[str, .
     for (hca,) in planted.get("fabric.rail.slow", set()):
         assert rail_hosts(doc, hca) == set(names(HOSTS)), "a rail fault is raised on every host of the rail"
     assert rc == (1 if planted else 0), err[-2000:]
+    # a rail or a path is the fabric's (docs/fabric.md): a host fails for a fault pinned on it alone
+    fabric = {"fabric.rail.slow", "fabric.path.slow", "fabric.slow.unlocalised"}
+    own = {f["host"] for f in doc["findings"] if f["severity"] == "fail" and f["id"] not in fabric}
+    assert {rec["name"] for rec in doc["hosts"] if rec["health"]["state"] == "failed"} == own
     # every host took part and judged what it measured; nothing of the qualification failed
     for rec in doc["hosts"]:
         assert rec["probes"]["fabric"]["outcome"] == "ok", rec["probes"]

@@ -36,6 +36,7 @@ from orchestrator.files import jsontext
 from orchestrator.inventory.targets import name_problem, shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.inert import dump, inert
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.result import FleetResult
 
 _BAD = re.compile(r"[^A-Za-z0-9_]+")
@@ -67,7 +68,7 @@ def _groups_and_vars(fleet: FleetResult) -> tuple[dict[str, list[str]], dict[str
         name = h.name
         if name_problem(name) is not None:  # left_out() names it
             continue
-        mine = fleet.findings_of(name)
+        mine = host_findings(fleet.findings_of(name))  # a group to act on never holds a rail's hosts
         add("health", h.health.state.value, name)
         if h.topology_class:
             add("class", h.topology_class, name)

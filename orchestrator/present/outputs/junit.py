@@ -23,6 +23,7 @@ from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.outputs import write_atomic
 from orchestrator.present.readable import readable
 from orchestrator.verdict.coverage import NOT_JUDGED, CheckState
+from orchestrator.verdict.fabric_faults import FabricFault, host_findings
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.result import FleetResult, JudgedHost
 
@@ -111,6 +112,25 @@ def _host_suite(h: JudgedHost, findings: list[Finding], states: dict[str, CheckS
     return suite
 
 
+def _fabric_suite(faults: list[FabricFault], fail_sev: set[str]) -> ET.Element:
+    """The fabric's faults, one case each (a host's suite does not fail for them: docs/fabric.md)."""
+    suite = ET.Element("testsuite", name="fabric")
+    for f in faults:
+        tc = ET.SubElement(suite, "testcase", classname="fleetprobe.fabric", name=_x(f"{f.id} {f.subject}"))
+        text = "\n".join([f"[{f.severity.value}/{f.kind.value}] {f.subject}: {f.message}", f"  hosts: {f.hosts_text()}",
+                          f"  action: {f.action.value} ({f.because})"] + ([f"  hint: {f.hint}"] if f.hint else [])
+                         + [f"  evidence: {e}" for e in f.evidence])
+        props = ET.SubElement(tc, "properties")
+        ET.SubElement(props, "property", name="hosts", value=_x(json.dumps(list(f.hosts))))
+        if f.severity.value in fail_sev:
+            failure = ET.SubElement(tc, "failure", message=_x(f"{f.subject}: {f.message} ({f.hosts_text()})"),
+                                    type=_x(f.severity.value))
+            failure.text = _x(text)
+        else:
+            ET.SubElement(tc, "system-out").text = _x(text)
+    return suite
+
+
 def _set_counts(el: ET.Element, cases: list[ET.Element]) -> None:
     el.set("tests", str(len(cases)))
     for attr, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
@@ -120,15 +140,20 @@ def _set_counts(el: ET.Element, cases: list[ET.Element]) -> None:
 def build_junit(fleet: FleetResult, check_ids: Iterable[str] | None = None,
                 fail_on: Iterable[str] = ("fail",)) -> ET.Element:
     """One case per host and check id: `check_ids` (default: every id the run could raise, the
-    catalog's, fleet.check_ids) and every id the run did raise."""
+    catalog's, fleet.check_ids) and every id the run did raise; the fabric's faults in a suite of
+    their own, one case each (a host's case for such an id passes: the fault is not the host's)."""
     fail_sev = set(fail_on)
     ids = sorted(set(fleet.check_ids if check_ids is None else check_ids) | {f.id for f in fleet.findings})
     run = fleet.run
     root = ET.Element("testsuites", name=_x(f"fleetprobe {run.id}".strip()))
     for h, states in fleet.check_states(ids):
-        suite = _host_suite(h, fleet.findings_of(h.name), states, fail_sev)
+        suite = _host_suite(h, host_findings(fleet.findings_of(h.name)), states, fail_sev)
         if run.started:
             suite.set("timestamp", _x(run.started))
+        _set_counts(suite, suite.findall("testcase"))
+        root.append(suite)
+    if fleet.fabric_faults:
+        suite = _fabric_suite(fleet.fabric_faults, fail_sev)
         _set_counts(suite, suite.findall("testcase"))
         root.append(suite)
     _set_counts(root, root.findall("testsuite/testcase"))

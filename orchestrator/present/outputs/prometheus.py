@@ -9,7 +9,10 @@ host, id, severity, kind, subject, action (verdict/actions.py) and the finding's
 (`DEVICE_LABELS`: gpu, bus_id and uuid as the GPU series name them) (value: how many findings
 share those labels), so an alert can name `nvlink.link.down` itself, route on the action and join
 the GPU's series.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
-total, its slowest P2P pair, PCIe generation and width, current and maximum.
+total, its slowest P2P pair, PCIe generation and width, current and maximum.  Per fault of the
+fabric (a rail, a path: verdict/fabric_faults.py): one series with id, severity, kind, subject and
+action, its value the hosts it touches; those faults are in no host's series (no host is failed
+for them: docs/fabric.md).
 
 A value the run did not measure (no nvml, no p2p) is left out rather than written as 0, so
 `absent()` alerts and dashboards do not read "0 GPUs" into a probe that did not run.
@@ -27,6 +30,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
+from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.findings import SEVERITY_ORDER, Device
 from orchestrator.verdict.health import HEALTH_ORDER
 from orchestrator.verdict.result import FleetResult
@@ -48,6 +52,9 @@ METRICS = {
     "fleetprobe_finding": "Findings with these labels (host, id, severity, kind, subject, action and the devices: "
                           "device_kind, gpu, bus_id, uuid, peer_gpu, peer_bus_id, nic, port, link, rail, "
                           "peer_host); usually 1.",
+    "fleetprobe_fabric_fault": "Faults of the fabric (a rail, a path between two ports), not of a host, with "
+                               "these labels (id, severity, kind, subject, action); the value is how many hosts "
+                               "the fault touches.",
     "fleetprobe_probe_outcome": "1 for the outcome each probe had on the host in this run.",
     "fleetprobe_gpu_nvlink_links_up": "NVLink links of the GPU in the active state.",
     "fleetprobe_gpu_nvlink_links": "NVLink links the GPU reports.",
@@ -124,7 +131,7 @@ def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]
                                None if p2p_min is None else p2p_min * GB)):
             if value is not None:
                 out[metric].append((host, float(value)))
-        mine_findings = fleet.findings_of(name)
+        mine_findings = host_findings(fleet.findings_of(name))  # the fabric's are its own series
         for sev in SEVERITY_ORDER:
             n = sum(1 for f in mine_findings if f.severity.value == sev)
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
@@ -143,7 +150,15 @@ def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]
                 v = getattr(g, attr)
                 if v is not None:
                     out[metric].append((labels, float(v) * scale))
+    _fabric_samples(fleet, out)
     return out
+
+
+def _fabric_samples(fleet: FleetResult, out: dict[str, list[tuple[dict[str, str], float]]]) -> None:
+    for f in fleet.fabric_faults:
+        labels = {"id": f.id, "severity": f.severity.value, "kind": f.kind.value, "subject": f.subject,
+                  "action": f.action.value}
+        out["fleetprobe_fabric_fault"].append((labels, float(len(f.hosts))))
 
 
 # The device labels of a finding series: the same names as the GPU gauges' (gpu, bus_id, uuid), so

@@ -23,6 +23,7 @@ from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, Ho
 from orchestrator.present.readable import readable
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.drawing import HostDrawing
+from orchestrator.verdict.fabric_faults import FabricFault, host_findings
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, severity_rank
 from orchestrator.verdict.health import HEALTH_ORDER
 from orchestrator.verdict.result import FleetResult, JudgedHost
@@ -203,6 +204,24 @@ class Drift:
 
 
 @dataclass
+class FabricRow:
+    """A fault of the fabric, once (verdict/fabric_faults.py): no host's row or page carries it."""
+
+    id: str
+    severity: str
+    kind: str
+    subject: str
+    message: str
+    hosts: str  # "24 host(s): a, b, c, d, e (+19 more)"
+    hint: str
+
+
+def fabric_row(f: FabricFault) -> FabricRow:
+    return FabricRow(id=_str(f.id), severity=f.severity.value, kind=f.kind.value, subject=_str(f.subject),
+                     message=_str(f.message), hosts=_str(f.hosts_text()), hint=_str(f.hint))
+
+
+@dataclass
 class FleetView:
     run_id: str
     started: str
@@ -223,6 +242,7 @@ class FleetView:
     findings: list[FindingRow]
     drift: Drift | None
     pictures_capped: int  # hosts that would have had pictures but were past the cap
+    fabric: list[FabricRow] = field(default_factory=list)  # the fabric's faults, each once
 
 
 # ----------------------------------------------------------------------------------------------
@@ -715,7 +735,8 @@ def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pic
             outlier_diffs[o.host] = diffs
             outliers.append((visible(o.host), visible(c.name), diffs))
 
-    rows = [(f.host, finding_row(f, host_class, anchors)) for f in fleet.findings]  # keyed by the host's own name
+    # keyed by the host's own name; the fabric's faults are their own section (fabric_row), once
+    rows = [(f.host, finding_row(f, host_class, anchors)) for f in host_findings(fleet.findings)]
     rows.sort(key=lambda kv: (-severity_rank(kv[1].severity), kv[1].host, kv[1].id, kv[1].subject))
     findings = [r for _, r in rows]
     by_host: dict[str, list[FindingRow]] = {}
@@ -778,7 +799,7 @@ def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pic
         severities=[(s, int(summary.findings.get(s, 0))) for s in SEVERITIES],
         classes=class_views, unclassified=unclassified, outliers=outliers, findings=findings,
         drift=build_drift(drift, host_class, anchors) if drift is not None else None,
-        pictures_capped=capped)
+        pictures_capped=capped, fabric=[fabric_row(f) for f in fleet.fabric_faults])
 
 
 def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[FindingRow],

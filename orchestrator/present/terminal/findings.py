@@ -1,5 +1,6 @@
 """Findings on the terminal: by host (each unhealthy host with its faults, root first, what
-followed from it beneath) or by check (grouped by finding id, then host)."""
+followed from it beneath) or by check (grouped by finding id, then host); the fabric's faults
+once each, in a section of their own (verdict/fabric_faults.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from itertools import groupby
 
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table, wrap
+from orchestrator.verdict.fabric_faults import FabricFault
 from orchestrator.verdict.findings import Finding, severity_rank
 from orchestrator.verdict.result import Fault, FleetResult
 
@@ -74,6 +76,26 @@ def hosts_view(fleet: FleetResult, width: int | None = None, min_severity: str =
         return "No unhealthy hosts."
     counts = ", ".join(f"{n} {state}" for state, n in fleet.health_counts.items() if n and state != "healthy")
     return f"Unhealthy hosts ({counts}):\n\n" + "\n\n".join(blocks)
+
+
+def _fabric_lines(fault: FabricFault, width: int | None) -> list[str]:
+    lines = [wrap(f"{fault.severity.value.upper()} {fault.id} ({fault.kind.value}) {clean(fault.subject, 200)}: "
+                  f"{clean(fault.message, 2000)}", width, "  ", "      ")]
+    lines.append(wrap(clean(fault.hosts_text(), 2000), width, "      hosts: ", "             "))
+    if fault.hint:
+        lines.append(wrap(clean(fault.hint, 2000), width, "      hint: ", "            "))
+    return lines
+
+
+def fabric_view(fleet: FleetResult, width: int | None = None, min_severity: str = "warn") -> str:
+    """The fabric's faults at `min_severity` or worse, each once with the hosts it touches; ""
+    when there are none.  No host is failed, drained or remedied for them."""
+    faults = [f for f in fleet.fabric_faults if f.severity.rank >= severity_rank(min_severity)]
+    if not faults:
+        return ""
+    head = wrap(f"Fabric faults ({len(faults)}): the fabric's, not its hosts' (no host is failed or drained "
+                "for them; docs/fabric.md):", width, "", "  ")
+    return head + "\n\n" + "\n\n".join("\n".join(_fabric_lines(f, width)) for f in faults)
 
 
 def notes_block(fleet: FleetResult, width: int | None = None) -> str:

@@ -118,13 +118,16 @@ def health_summary(fleet: FleetResult) -> str:
 
 
 def recap(fleet: FleetResult, width: int | None = None) -> str:
-    """`RECAP hosts=40 failed=12 degraded=8 unreachable=1 healthy=19 | faults fail=12 ...`: hosts
-    by health (they add up to the hosts), faults by root, every finding, the transport outcomes."""
+    """`RECAP hosts=40 failed=12 degraded=8 unreachable=1 healthy=19 | fabric=1 | faults fail=12 ...`:
+    hosts by health (they add up to the hosts), the fabric's faults (where there are any), the
+    hosts' faults by root, every finding, the transport outcomes."""
     s = fleet.summary
     health = [f"{k}={v}" for k, v in fleet.health_counts.items() if v or k in ("failed", "healthy")]
     outcomes = [f"{k}={v}" for k, v in s.outcomes.items() if v]
     faults = " ".join(f"{k}={s.faults.get(k, 0)}" for k in ("fail", "warn", "info"))
     findings = " ".join(f"{k}={s.findings.get(k, 0)}" for k in ("fail", "warn", "info"))
-    text = (f"RECAP hosts={s.hosts} " + " ".join(health) + f" | faults {faults} | findings {findings}"
+    # the fabric's faults are no host's: counted beside the hosts, not in them
+    fabric = f" | fabric={s.fabric_total}" if s.fabric_total else ""
+    text = (f"RECAP hosts={s.hosts} " + " ".join(health) + fabric + f" | faults {faults} | findings {findings}"
             + " | transport " + (" ".join(outcomes) or "-"))
     return wrap(text, width, "", "  ")

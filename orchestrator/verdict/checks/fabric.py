@@ -155,7 +155,7 @@ def _finding(f: Fault, facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
         for host in f.hosts:
             yield fault(RAIL_SLOW, host, Located(f"rail {f.rail} ({name})", (Device(DeviceKind.RAIL, rail=f.rail),)),
                         f"rail {f.rail} is slow everywhere ({f.detail}; {nums}): the rail's switches or their "
-                        f"configuration, not this host", expected=f.expected, actual=f.measured, evidence=f.evidence,
+                        f"configuration, not the hosts on it", expected=f.expected, actual=f.measured, evidence=f.evidence,
                         hint="check the rail's leaf and spine switches (port counters, firmware, adaptive routing, "
                              "the subnet manager's routing) before touching any host")
     elif f.kind == "gdr":

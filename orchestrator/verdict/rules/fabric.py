@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from orchestrator.verdict.causes import Cause, Scope
-from orchestrator.verdict.findings import Action
+from orchestrator.verdict.findings import Action, Kind
 from orchestrator.verdict.rule import Doc, Needs, Rule, follows
 from orchestrator.verdict.rules import gpu, nic
 
@@ -53,6 +53,7 @@ PATH_SLOW = Rule(
     needs=Needs(sections=("fabric",)),
     held_back=True,
     fleet=True,
+    fabric=True,
     doc=Doc(
         severity="fail",
         kind="fault",
@@ -69,6 +70,7 @@ RAIL_SLOW = Rule(
     needs=Needs(sections=("fabric",)),
     held_back=True,
     fleet=True,
+    fabric=True,
     doc=Doc(
         severity="fail",
         kind="fault",
@@ -85,6 +87,7 @@ SLOW_UNLOCALISED = Rule(
     needs=Needs(sections=("fabric",)),
     held_back=True,
     fleet=True,
+    fabric=True,
     doc=Doc(
         severity="warn",
         kind="unknown",
@@ -135,6 +138,8 @@ NCCL_SLOW = Rule(
     held_back=True,
     host_wide=True,
     fleet=True,
+    # bisected to a host it is that host's; slow with no host or pair to explain it, the ring's
+    fabric_when=lambda f: f.kind is Kind.UNKNOWN,
     doc=Doc(
         severity="fail (bisected to a host); warn (unknown) when no host or pair explains it",
         kind="fault; unknown",
