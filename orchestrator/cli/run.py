@@ -262,7 +262,7 @@ def add_reference_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:
-    add_output_arguments(p, only=("slurm_drain",))
+    add_output_arguments(p, only=("slurm_drain", "slurm_resume"))
     add_guard_arguments(p)
 
 

@@ -13,6 +13,12 @@ call a whole fleet faulty.  A list that would disrupt (drain, reset, restart, re
 names the rules (finding ids) that would have taken the hosts.  At least one host is always
 allowed: one host is never a blast.
 
+A drain fleetprobe writes carries a reason that starts with DRAIN_REASON_PREFIX: it is how the
+generated lines and plays tell fleetprobe's own drains from someone else's when they run (they
+read the node's reason from slurmctld then), so that they never overwrite a foreign reason and
+resume only their own drains.  `resume_plan` is the resume list's decision: the hosts this run
+found clean.
+
 The plan holds only hosts an artefact can name as exactly one host (inventory/targets.py: a name
 Ansible would read as a pattern or template, or Slurm as a list, is refused): a refused host is in
 `left_out`, with why, and is not counted as taken out, since nothing written will touch it.
@@ -28,12 +34,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from orchestrator.inventory.targets import name_problem
+from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.actions import ACTIONS, Action
 from orchestrator.verdict.fabric_faults import host_findings
 from orchestrator.verdict.findings import DeviceKind, Finding, Kind, Severity
+from orchestrator.verdict.health import Health
 from orchestrator.verdict.result import FleetResult
 
 DEFAULT_MAX_SHARE = 0.10
+# Every drain reason fleetprobe writes starts with this (slurm_drain.py, remediation.py): a node whose
+# reason does not is someone else's drain, never overwritten and never resumed.
+DRAIN_REASON_PREFIX = "fleetprobe "
 # Actions that take a host away from its jobs: a host with one of these is drained first.
 DISRUPTIVE = (Action.RESET_GPU, Action.RESTART_SERVICE, Action.REBOOT, Action.RESEAT_INSPECT, Action.RMA)
 
@@ -125,6 +136,8 @@ class Plan:
     fleet_size: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
     left_out: tuple[LeftOut, ...] = ()  # hosts the plan needs but cannot name: not in `hosts`, not counted
+    rerun: tuple[str, ...] = ("probe", "run", "-q")  # the run's check again (rerun_argv), `-l HOST` appended
+    rerun_in: str | None = None  # the directory the run was started in (its relative paths are from there)
 
     @property
     def blocked(self) -> bool:
@@ -194,6 +207,17 @@ def _nameable(hosts: Iterable[HostPlan]) -> tuple[tuple[HostPlan, ...], tuple[Le
     return tuple(kept), tuple(left)
 
 
+def rerun_argv(run: RunMeta) -> tuple[str, ...]:
+    """`probe run -q` over the run's own inventories and playbook: the check that found the faults,
+    to be limited to one host (`-l HOST`) once it has been acted on."""
+    argv = ["probe", "run", "-q"]
+    for inv in run.inventory:
+        argv += ["-i", inv]
+    if run.playbook:
+        argv += ["-p", run.playbook]
+    return tuple(argv)
+
+
 def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False,
          min_severity: Severity = Severity.WARN) -> Plan:
     """What to do about every host's faults of `min_severity` or worse, guarded."""
@@ -208,7 +232,8 @@ def plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool =
     kept, left = _nameable(hosts)
     disrupted = {hp.host: hp.rules for hp in kept if hp.disruptive}
     refused = guard(disrupted, classes, max_share)
-    return Plan(fleet.run.id or "run", kept, max_share, force, refused, len(classes), left_out=left)
+    return Plan(fleet.run.id or "run", kept, max_share, force, refused, len(classes), left_out=left,
+                rerun=rerun_argv(fleet.run), rerun_in=fleet.run.cwd)
 
 
 def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: bool = False) -> Plan:
@@ -225,3 +250,32 @@ def drain_plan(fleet: FleetResult, max_share: float = DEFAULT_MAX_SHARE, force: 
     disrupted = {hp.host: sorted({s.finding.id for s in hp.steps}) for hp in hosts}
     return Plan(fleet.run.id or "run", hosts, max_share, force, guard(disrupted, classes, max_share), len(classes),
                 left_out=left)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The resume list's decision: the hosts this run found clean, which a drain of fleetprobe's
+    own may be lifted from (the list checks each node's reason when it runs)."""
+
+    run_id: str
+    hosts: tuple[str, ...]
+    left_out: tuple[LeftOut, ...] = ()
+
+
+# A clean host: it answered and finished every probe (an unmeasured fault is no cleared fault), and
+# nothing this run found asks to take it out of service.
+_CLEAN = (Health.HEALTHY, Health.DEGRADED)
+
+
+def resume_plan(fleet: FleetResult) -> Resume:
+    """The hosts that are clean in this run: healthy, or degraded by faults that disrupt nothing
+    (no fail fault, no warn fault whose action drains the host)."""
+    clean: list[HostPlan] = []
+    for h in fleet.hosts:
+        if h.health.state not in _CLEAN or h.health.fail:
+            continue
+        hp = host_plan(h.name, fleet.findings_of(h.name))
+        if hp is None or not hp.disruptive:
+            clean.append(HostPlan(h.name, ()))
+    kept, left = _nameable(clean)
+    return Resume(fleet.run.id or "run", tuple(hp.host for hp in kept), left)

@@ -262,7 +262,7 @@ def test_an_ansible_answer_is_the_event_hosts_whatever_its_payload_claims(tmp_pa
     assert sorted(_hosts(fleet)) == ["node03", VICTIM]
     assert any(f["severity"] == "fail" for f in _findings_of(fleet, "node03"))
     assert not any(f["severity"] == "fail" for f in _findings_of(fleet, VICTIM)), _findings_of(fleet, VICTIM)
-    lines = [line for line in drain.read_text().splitlines() if line.startswith("scontrol")]
+    lines = [line for line in drain.read_text().splitlines() if line.startswith("unless_foreign_reason scontrol")]
     assert len(lines) == 1 and "NodeName=node03 " in lines[0], drain.read_text()
 
 

@@ -78,8 +78,8 @@ def test_the_drain_list_refuses_a_30_percent_drain_and_names_the_rules(ten_hosts
         proc = _probe("run", "-l", ",".join(HEALTHY + FAILED), "--results", str(ten_hosts / "again"), "-q",
                       "--slurm-drain", str(out), *extra, tmp=ten_hosts)
         assert proc.returncode == 1, proc.stderr
-        lines = [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
-        assert sorted(shlex.split(ln)[2] for ln in lines) == [f"NodeName={h}" for h in sorted(FAILED)]
+        lines = [ln for ln in out.read_text().splitlines() if ln.startswith("unless_foreign_reason scontrol ")]
+        assert sorted(shlex.split(ln)[3] for ln in lines) == [f"NodeName={h}" for h in sorted(FAILED)]
         assert ("written with --force over the guard" in out.read_text()) == (extra == ["--force"])
 
 
@@ -93,10 +93,12 @@ def test_remediation_is_refused_without_force_and_written_with_it(ten_hosts: Pat
     _syntax_check(fix)
     plays = ansible_yaml(fix.read_text())
     by_name = {p["name"].split(": ", 1)[1]: p for p in plays}
-    assert list(by_name) == ["drain in Slurm", "reboot"]
+    assert list(by_name) == ["drain in Slurm", "reboot", "verify and resume in Slurm"]
     assert by_name["drain in Slurm"]["hosts"] == FAILED
     assert set(by_name["drain in Slurm"]["vars"]["fleetprobe_drain_reason"]) == set(FAILED)
     assert by_name["reboot"]["hosts"] == ["dgx-h100-04"] and by_name["reboot"]["serial"] == 1
+    # only the host acted on is checked again and resumed: the two that need hands stay drained
+    assert by_name["verify and resume in Slurm"]["hosts"] == ["dgx-h100-04"]
     header = [ln for ln in fix.read_text().splitlines() if ln.startswith("#")]
     assert "# dgx-a100-04: rma: gpu.row_remap.failure on GPU3 (0000:4e:00.0): a row remap failed: uncorrectable " \
            "memory not repaired" in header
@@ -135,7 +137,8 @@ def test_every_automated_action_as_a_playbook_ansible_accepts(tmp_path: Path) ->
     _syntax_check(out)
     plays = ansible_yaml(text)
     names = [p["name"].split(": ", 1)[1] for p in plays]
-    assert names == ["drain in Slurm", "reset GPUs where idle", "restart services", "reboot"]
+    assert names == ["drain in Slurm", "reset GPUs where idle", "restart services", "reboot",
+                     "verify and resume in Slurm"]
     play = {n: p for n, p in zip(names, plays)}
     assert play["drain in Slurm"]["hosts"] == ["n1", "n2", "n3", "n4"]  # n5 only needs configuring
     assert play["reset GPUs where idle"]["vars"] == {"fleetprobe_targets": ["n1"],
@@ -146,8 +149,9 @@ def test_every_automated_action_as_a_playbook_ansible_accepts(tmp_path: Path) ->
     assert play["restart services"]["vars"] == {"fleetprobe_targets": ["n2"],
                                                 "fleetprobe_services": {"n2": ["nvidia-fabricmanager"]}}
     assert play["reboot"]["hosts"] == ["n3"]
+    assert play["verify and resume in Slurm"]["hosts"] == ["n1", "n2", "n3"]  # n4 needs hands: stays drained
     # the hostile subject stays inside one comment line: no play of its own
-    assert len(plays) == 4 and all("$(reboot)" not in str(p) for p in plays)
+    assert len(plays) == 5 and all("$(reboot)" not in str(p) for p in plays)
     assert "# n5: configure: host.driver.version on nvidia driver" in text
 
 

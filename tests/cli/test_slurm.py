@@ -74,5 +74,5 @@ def test_srun_of_the_bundle_on_four_nodes_is_imported_and_judged(cluster: SlurmC
     # not measured is never passed: the GPU checks are not judged, nothing claims GPUs are fine
     assert not any(f["id"].startswith(("gpu.", "nvlink.")) for f in fleet["findings"])
     failing = sorted({f["host"] for f in fleet["findings"] if f["severity"] == "fail"})
-    drained = [ln.split()[2] for ln in drain.read_text().splitlines() if ln.startswith("scontrol")]
+    drained = [ln.split()[3] for ln in drain.read_text().splitlines() if ln.startswith("unless_foreign_reason scontrol")]
     assert drained == [f"NodeName={h}" for h in failing]

@@ -27,7 +27,7 @@ from orchestrator.api.stored import load_result
 from orchestrator.inventory.targets import name_problem
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.remediation import write_playbook
-from orchestrator.present.outputs.slurm_drain import render_drain
+from orchestrator.present.outputs.slurm_drain import DRAIN_GUARD, render_drain
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import write_fleet
 from orchestrator.verdict import remedy
@@ -44,7 +44,7 @@ DECOYS = ["node00", "node0", "node001", "node05", "node10", "node11", "node12", 
           "evil01", "evil02", "node01x", "xnode01", "node-01", "node_02", "Node03", "n04"]
 FIDS = [f"fid{j:02d}" for j in range(1, 1 + max(len(m) for m in CLASSES.values()))]
 PLAYS = {"drain in Slurm": PLAN, "reset GPUs where idle": ["node02"], "restart services": ["node03"],
-         "reboot": ["node01"]}
+         "reboot": ["node01"], "verify and resume in Slurm": ["node01", "node02", "node03"]}
 
 
 def _finding(host: str, fid: str, subject: str = "s", devices: list[dict[str, Any]] | None = None
@@ -121,16 +121,19 @@ _STUB = """#!{python}
 import json, sys
 with open({log!r}, "a") as f:
     f.write(json.dumps([{name!r}, *sys.argv[1:]]) + "\\n")
-if sys.argv[1:2] == ["show"]:  # what ansible.builtin.systemd reads of a unit
+if {name!r} == "systemctl" and sys.argv[1:2] == ["show"]:  # what ansible.builtin.systemd reads of a unit
     print("Id=" + sys.argv[2] + "\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\nUnitFileState=enabled")
+if {name!r} == "scontrol" and sys.argv[1:3] == ["show", "node"]:  # drained, no reason (not resumed)
+    print("NodeName=" + sys.argv[3] + "\\n   State=IDLE+DRAIN ThreadsPerCore=1")
 """
 
 
 def _stubs(tmp: Path) -> tuple[str, Path]:
-    """scontrol, nvidia-smi, systemctl as scripts that log their argv (JSON, one call a line)."""
+    """scontrol, squeue, nvidia-smi, systemctl, probe as scripts that log their argv (JSON, one call
+    a line); `scontrol show node` says the node is drained, `probe` (the check run again) passes."""
     bin_, log = tmp / "stub-bin", tmp / "argv.log"
     bin_.mkdir()
-    for name in ("scontrol", "nvidia-smi", "systemctl", "shutdown", "reboot"):
+    for name in ("scontrol", "squeue", "nvidia-smi", "systemctl", "shutdown", "reboot", "probe"):
         (bin_ / name).write_text(_STUB.format(python=sys.executable, log=str(log), name=name))
         (bin_ / name).chmod(0o755)
     return f"{bin_}{os.pathsep}{os.environ['PATH']}", log
@@ -141,7 +144,8 @@ def _listed(stdout: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     play = None
     for line in stdout.splitlines():  # a play name with a line break spans lines: its end is found
-        m = re.search(r": (drain in Slurm|reset GPUs where idle|restart services|reboot)\tTAGS: \[", line)
+        m = re.search(r": (drain in Slurm|reset GPUs where idle|restart services|reboot|verify and resume in Slurm)"
+                      r"\tTAGS: \[", line)
         if m:
             play = m.group(1)
         elif play and re.match(r" {6}\S", line):
@@ -195,7 +199,7 @@ def test_the_playbooks_hold_only_the_plan_and_the_strings_as_data(playbooks: tup
         drain = plays[0]["vars"]["fleetprobe_drain_reason"]
         assert drain["node04"] == _reason(hostile, hostile)  # the finding id, verbatim
         # every string of the run is tagged; the hostile host is only named in the header
-        assert re.findall(r"^- name: (\S+)", book.read_text(), re.M) == ["!unsafe"] * 4
+        assert re.findall(r"^- name: (\S+)", book.read_text(), re.M) == ["!unsafe"] * 5
         header = [ln for ln in book.read_text().splitlines() if ln.startswith("#")]
         assert sum("LEFT OUT, in no play: host " in ln for ln in header) == 1, header
 
@@ -236,8 +240,15 @@ def test_a_real_run_against_stub_commands_executes_nothing_of_the_run(
                      for h, r in rules.items()]
         expected += [("nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", "--id=0000:5d:00.0"),
                      ("nvidia-smi", "-r", "--id=0000:5d:00.0"), ("systemctl", "restart", "nvidia-fabricmanager")]
-    ours = [c for c in calls if not (c[0] == "systemctl" and c[1] != "restart")]  # the module's own `show`
+    # the module's own `show`; the playbook's reads of Slurm (the reason, the wait for DRAINED, the
+    # queue) and its check run again on each host acted on, which name only the plan's hosts
+    reads = [c for c in calls if c[:3] == ("scontrol", "show", "node") or c[0] in ("squeue", "probe")]
+    ours = [c for c in calls if not (c[0] == "systemctl" and c[1] != "restart") and c not in reads]
     assert sorted(ours) == sorted(expected)
+    assert sorted(c[-1] for c in reads if c[0] == "probe") == sorted(["node01", "node02", "node03"] * len(books))
+    assert {c[:4] for c in reads if c[0] == "probe"} == {("probe", "run", "-q", "-l")}
+    drained = {c[2].removeprefix("NodeName=") for c in expected if c[0] == "scontrol"}
+    assert {c[3] for c in reads if c[0] == "scontrol"} == drained == {c[3] for c in reads if c[0] == "squeue"}
     # every member reaches scontrol verbatim, as one argument: no reason was cut
     reasons = {c[-1] for c in calls if c[0] == "scontrol"}
     assert all(f"Reason=fleetprobe {r}: {m}" in reasons for r, ms, _b in books for m in ms)
@@ -264,7 +275,8 @@ def test_probe_remediate_names_each_refused_host_and_the_guard_does_not_count_it
         assert all(ln.startswith("probe: warning: ") and "act on it by hand" in ln for ln in warned)
         plays = ansible_yaml(out.read_text())
         assert {p["name"]: p["hosts"] for p in plays} == {"fleetprobe r1: drain in Slurm": ["node01"],
-                                                          "fleetprobe r1: reboot": ["node01"]}
+                                                          "fleetprobe r1: reboot": ["node01"],
+                                                          "fleetprobe r1: verify and resume in Slurm": ["node01"]}
         fleet = load_result(run)
         decision = remedy.drain_plan(fleet)
         assert not decision.blocked and [h.host for h in decision.hosts] == ["node01"]
@@ -290,11 +302,16 @@ def test_the_drain_lines_under_sh_run_only_scontrol_once_per_named_node(tmp_path
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert not marker.exists()
     calls = [json.loads(ln) for ln in log.read_text().splitlines()]
-    assert sorted(c[2] for c in calls) == ["NodeName=node01", "NodeName=node02"]
-    assert all(c[:2] == ["scontrol", "update"] and c[3] == "State=DRAIN" and len(c) == 5 for c in calls)
+    updates = [c for c in calls if c[:2] == ["scontrol", "update"]]
+    assert sorted(c[2] for c in updates) == ["NodeName=node01", "NodeName=node02"]
+    assert all(c[3] == "State=DRAIN" and len(c) == 5 for c in updates)
+    # the guard read each node's reason first (issue 47), and nothing else ran
+    assert sorted(c for c in calls if c not in updates) == [["scontrol", "show", "node", "node01"],
+                                                            ["scontrol", "show", "node", "node02"]]
     lines = text.splitlines()
     assert sum(ln.startswith("# not a Slurm node name, left out: ") for ln in lines) == len(hostile)
-    assert [shlex.split(ln)[2] for ln in lines if not ln.startswith("#")] == ["NodeName=node01", "NodeName=node02"]
+    assert [shlex.split(ln)[3] for ln in lines if ln.startswith("unless_foreign_reason scontrol ")] == [
+        "NodeName=node01", "NodeName=node02"]
 
 
 def test_the_inventory_holds_no_refused_name_and_no_value_ansible_templates(tmp_path: Path) -> None:
@@ -340,7 +357,9 @@ def test_a_name_that_is_also_a_group_of_the_operator_runs_nothing_on_the_group(t
     ran = _playbook("-i", str(inv), "--skip-tags", "reboot", str(book), tmp=tmp_path, path=path)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     calls = [json.loads(ln) for ln in log.read_text().splitlines()]
-    assert [c[2] for c in calls] == ["NodeName=node01"]
+    assert [c[2] for c in calls if c[:2] == ["scontrol", "update"]] == ["NodeName=node01"]
+    # the reads of Slurm and the check run again name node01 alone too
+    assert {c[3] if c[0] != "probe" else c[-1] for c in calls if c[0] != "scontrol" or c[1] == "show"} == {"node01"}
     listed = _playbook("--list-hosts", "-i", str(inv), str(book), tmp=tmp_path)
     assert set(_listed(listed.stdout)["drain in Slurm"]) == {"node01", *members}  # what the guard task is for
 
@@ -366,7 +385,8 @@ def test_node_names_from_imported_bundle_documents_are_left_out_and_said(tmp_pat
     assert len([ln for ln in imp.stderr.splitlines() if ln.startswith(f"probe: warning: --slurm-drain {drain}: ")
                 and " left out: " in ln]) == len(ALL), imp.stderr[-3000:]
     lines = drain.read_text().splitlines()
-    assert [ln.split()[2] for ln in lines if not ln.startswith("#")] == ["NodeName=node01"]
+    guard = DRAIN_GUARD.splitlines()  # the shell function each line goes through (issue 47)
+    assert [ln.split()[3] for ln in lines if not ln.startswith("#") and ln not in guard] == ["NodeName=node01"]
     fix = tmp_path / "fix.yml"
     rem = run_cli(["remediate", "--results", str(tmp_path / "runs"), "-o", str(fix)], env=env)
     assert rem.code == 0, rem.stderr[-3000:]
@@ -424,7 +444,7 @@ def test_a_finding_id_of_a_merged_shard_reaches_the_playbook_as_data(tmp_path: P
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
     assert not marker.exists()
     calls = [json.loads(ln) for ln in log.read_text().splitlines()]
-    drained = {c[2]: c[4] for c in calls if c[0] == "scontrol"}
+    drained = {c[2]: c[4] for c in calls if c[:2] == ["scontrol", "update"]}
     assert sorted(drained) == ["NodeName=node10", "NodeName=node11"]
     assert all(reason.endswith(f": {hostile}") for reason in drained.values())
     shutil.rmtree(short)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.present.outputs.slurm_drain import render_drain
+from orchestrator.present.outputs.slurm_drain import DRAIN_GUARD, render_drain
 from orchestrator.present.outputs.tabular import render_hosts
 from orchestrator.verdict.remedy import drain_plan
 from orchestrator.verdict.result import FleetResult
@@ -128,8 +128,9 @@ HOSTILE_NAMES = ["node07\n", "node08\nscontrol update NodeName=all State=DOWN", 
 def test_the_drain_script_is_one_drain_line_per_host_whatever_its_name(tmp_path: Path) -> None:
     fleet = _fleet_of(["node01", *HOSTILE_NAMES])
     text = render_drain(fleet, drain_plan(fleet, force=True))  # every host fails: past the blast-radius guard
-    commands = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    assert commands == ['scontrol update NodeName=node01 State=DRAIN Reason="fleetprobe r1: gpu.lost"']
+    guard = DRAIN_GUARD.splitlines()  # the shell function each line goes through (issue 47)
+    commands = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#") and ln not in guard]
+    assert commands == ['unless_foreign_reason scontrol update NodeName=node01 State=DRAIN Reason="fleetprobe r1: gpu.lost"']
     assert len([ln for ln in text.splitlines() if ln.startswith("# not a Slurm node name")]) == len(HOSTILE_NAMES)
     for line in text.splitlines():
         assert line.isprintable(), repr(line)
@@ -139,7 +140,9 @@ def test_a_stored_run_id_never_reaches_the_drain_script_unquoted() -> None:
     fleet = _fleet_of(["node01"])
     fleet.run.id = "r1\nreboot"
     lines = render_drain(fleet, drain_plan(fleet, force=True)).splitlines()
-    assert all(ln.startswith(("#", "scontrol update NodeName=node01 ")) for ln in lines), lines
+    guard = DRAIN_GUARD.splitlines()
+    assert all(ln.startswith(("#", "unless_foreign_reason scontrol update NodeName=node01 ")) or ln in guard
+               for ln in lines), lines
 
 
 def test_the_hosts_csv_is_one_record_per_host_for_every_reader() -> None:

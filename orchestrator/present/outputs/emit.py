@@ -14,7 +14,7 @@ from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.junit import write_junit
 from orchestrator.present.outputs.prometheus import write_prometheus
-from orchestrator.present.outputs.slurm_drain import write_drain
+from orchestrator.present.outputs.slurm_drain import write_drain, write_resume
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
 from orchestrator.verdict.remedy import Plan
 from orchestrator.verdict.result import FleetResult
@@ -63,6 +63,9 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("slurm_drain", "write `scontrol update NodeName=... State=DRAIN Reason=...` lines for the hosts "
                "with fail findings, for you to apply (fleetprobe never drains by itself)",
                lambda fleet, p, ctx: write_drain(fleet, p, ctx.drain)),
+    OutputFile("slurm_resume", "write `scontrol update NodeName=... State=RESUME` lines for the hosts this run found "
+               "clean, each applied only to a node whose drain reason is fleetprobe's own (read when it runs)",
+               lambda fleet, p, ctx: write_resume(fleet, p)),
 )
 
 

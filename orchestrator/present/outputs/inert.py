@@ -24,7 +24,16 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+_STR = "tag:yaml.org,2002:str"
+
+
 def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
+    # ansible-core (2.19) types an `!unsafe` scalar as if it were plain, quoted or not: `!unsafe
+    # "0000:18:00.0"` (a GPU's bus id) reads as the base-60 number 1080.0, `!unsafe "yes"` as True.
+    # Such a text is a number, a boolean, a date or null to YAML: no `{` in it, nothing to template,
+    # so it is written as a quoted string, which every reader keeps as the text it is.
+    if dumper.resolve(yaml.ScalarNode, str(data), (True, False)) != _STR:
+        return dumper.represent_scalar(_STR, str(data), style='"')
     # double-quoted: every character survives (line breaks, \u2028, controls as escapes)
     return dumper.represent_scalar("!unsafe", str(data), style='"')
 

@@ -5,12 +5,25 @@ One play per action, in escalating order, each over the hosts that need it, with
 needs in the play's variables keyed by host (grouped by action and host):
 
     drain in Slurm      every host the plan takes out of service (scontrol, delegated to
-                        `fleetprobe_slurm_controller` when set, the node itself otherwise)
+                        `fleetprobe_slurm_controller` when set, the node itself otherwise), then
+                        WAIT until Slurm reports it drained (idle or down, nothing completing) and
+                        squeue lists no job of it: at most `fleetprobe_drain_timeout` seconds
+                        (DRAIN_TIMEOUT_S), polled every `fleetprobe_drain_poll`; a node still busy
+                        then fails, so no later play touches it (it stays drained)
     reset GPUs          `nvidia-smi -r` per GPU, refused (the play fails) where the GPU runs processes
     restart services    systemd units (the fabric manager, persistenced)
     reboot              one host at a time (tagged `reboot`: `--skip-tags reboot` runs the rest)
+    verify and resume   each host acted on: `fleetprobe_verify_command -l HOST` (the run's own
+                        `probe run -q -i INV -p PLAYBOOK`, run where ansible-playbook runs) must exit
+                        0 and name none of the rules that took the host out; then the node is
+                        resumed if its drain reason is still fleetprobe's own
 
-Hosts that need hands (reseat, inspect, RMA) are drained and listed in the header; configuration
+Slurm's convention (the node health check's) is never to overwrite a drain reason someone else set
+and to resume only one's own drains: the drain play reads the node's reason first (`scontrol show
+node`, when the play runs) and fails the host, untouched, when the reason is someone else's; every
+reason fleetprobe writes starts with DRAIN_REASON_PREFIX, and only such a reason is resumed.
+
+Hosts that need hands (reseat, inspect, RMA) are drained (and waited for) and listed in the header; configuration
 changes are listed there too, never automated.  Everything host-controlled goes into the YAML as
 data (safe_dump), into commands as argv items: nothing is ever parsed by a shell.
 
@@ -33,13 +46,13 @@ from orchestrator.inventory.targets import shown
 from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.inert import Unsafe, dump, inert
 from orchestrator.verdict.actions import Action
-from orchestrator.verdict.remedy import HostPlan, Plan
+from orchestrator.verdict.remedy import DRAIN_REASON_PREFIX, HostPlan, Plan
 
 _REASON_MAX = 200  # Slurm keeps longer reasons; `sinfo -R` shows the start
 
 
 def _reason(run_id: str, ids: list[str]) -> str:
-    text = f"fleetprobe {run_id}: " + ",".join(ids)
+    text = f"{DRAIN_REASON_PREFIX}{run_id}: " + ",".join(ids)
     return text if len(text) <= _REASON_MAX else text[: _REASON_MAX - 8] + " +more"
 
 
@@ -64,16 +77,105 @@ def _play(name: str, hosts: list[str], vars: dict[str, Any], tasks: list[dict[st
     return play
 
 
+# Our own templates (never the run's data): the node's Slurm name, the controller scontrol runs on,
+# and what `scontrol show node` said of its state and drain reason (Slurm appends `[user@time]`).
+_NODE = "{{ fleetprobe_slurm_node | default(inventory_hostname) }}"
+_CONTROLLER = "{{ fleetprobe_slurm_controller | default(inventory_hostname) }}"
+_OURS = "fleetprobe_node_reason.startswith(fleetprobe_reason_prefix)"
+_SLURM_SIDE: dict[str, Any] = {
+    "fleetprobe_node_reason": "{{ (fleetprobe_node.stdout | regex_findall('(?m)^ *Reason=(.*)$') + [''])[0] }}",
+    "fleetprobe_node_flags": "{{ ((fleetprobe_node.stdout | regex_findall('(?m)^ *State=(\\S+)') + [''])[0])"
+                             ".split('+') }}",
+}
+# Drained: Slurm reports the node drained and idle (or down) with nothing completing; no job of it is
+# left in the queue either (the next task asks squeue).
+_DRAINED = ("'DRAIN' in fleetprobe_node_flags and fleetprobe_node_flags[0] in ['IDLE', 'DOWN'] "
+            "and 'COMPLETING' not in fleetprobe_node_flags")
+DRAIN_TIMEOUT_S = 3600  # fleetprobe_drain_timeout: how long the jobs of a drained node may take to end
+DRAIN_POLL_S = 30
+
+
+def _show_node(name: str) -> dict[str, Any]:
+    return {"name": name, "ansible.builtin.command": {"argv": ["scontrol", "show", "node", _NODE]},
+            "delegate_to": _CONTROLLER, "register": "fleetprobe_node", "changed_when": False}
+
+
+def _wait_drained() -> dict[str, Any]:
+    """Wait, bounded, until Slurm reports the node drained with no job; else fail the host (it stays
+    drained, and no later play touches a failed host)."""
+    wait = {**_show_node("wait until Slurm reports the node drained, no job left (at most fleetprobe_drain_timeout "
+                         "seconds)"),
+            "until": _DRAINED, "delay": "{{ fleetprobe_drain_poll | int }}",
+            "retries": "{{ [1, (fleetprobe_drain_timeout | int) // (fleetprobe_drain_poll | int)] | max }}"}
+    jobs = {"name": "no job of the node left in the queue (squeue -w NODE)",
+            "ansible.builtin.command": {"argv": ["squeue", "-h", "-w", _NODE, "-o", "%i"]},
+            "delegate_to": _CONTROLLER, "register": "fleetprobe_jobs", "changed_when": False,
+            "failed_when": "fleetprobe_jobs.rc != 0 or fleetprobe_jobs.stdout | trim | length > 0"}
+    give_up = {"name": "stop here for this node: its jobs did not end in time",
+               "ansible.builtin.fail": {"msg": "node " + _NODE + " is not drained after {{ fleetprobe_drain_timeout }} "
+                                        "s (jobs still running, or Slurm could not say): nothing is done to it; it "
+                                        "stays drained, rerun this playbook once its jobs have ended"}}
+    return {"name": "wait for the node's jobs to end", "block": [wait, jobs], "rescue": [give_up]}
+
+
 def _drain(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
     reasons = {h.host: _reason(plan.run_id, h.rules) for h in hosts}
-    return _play(f"fleetprobe {plan.run_id}: drain in Slurm", [h.host for h in hosts],
-                 {"fleetprobe_drain_reason": reasons}, [{
-                     "name": "drain the node (scontrol update ... State=DRAIN)",
-                     "ansible.builtin.command": {"argv": [
-                         "scontrol", "update", "NodeName={{ fleetprobe_slurm_node | default(inventory_hostname) }}",
-                         "State=DRAIN", "Reason={{ fleetprobe_drain_reason[inventory_hostname] }}"]},
-                     "delegate_to": "{{ fleetprobe_slurm_controller | default(inventory_hostname) }}",
-                 }])
+    play = _play(f"fleetprobe {plan.run_id}: drain in Slurm", [h.host for h in hosts],
+                 {"fleetprobe_drain_reason": reasons}, [
+                     _show_node("read the node's drain reason (scontrol show node)"),
+                     {"name": "skip a node that carries someone else's drain reason (never overwritten)",
+                      "ansible.builtin.fail": {"msg": "node " + _NODE + " carries a drain reason that is not "
+                                               "fleetprobe's ({{ fleetprobe_node_reason }}): not drained, nothing "
+                                               "done to it"},
+                      "when": f"fleetprobe_node_reason | length > 0 and not {_OURS}"},
+                     {"name": "drain the node (scontrol update ... State=DRAIN)",
+                      "ansible.builtin.command": {"argv": [
+                          "scontrol", "update", "NodeName=" + _NODE,
+                          "State=DRAIN", "Reason={{ fleetprobe_drain_reason[inventory_hostname] }}"]},
+                      "delegate_to": _CONTROLLER},
+                     _wait_drained(),
+                 ])
+    play["vars"].update(_slurm_vars())
+    return play
+
+
+def _slurm_vars() -> dict[str, Any]:
+    """The stated defaults (-e overrides them) and the readings of `scontrol show node`."""
+    return {"fleetprobe_drain_timeout": DRAIN_TIMEOUT_S, "fleetprobe_drain_poll": DRAIN_POLL_S,
+            "fleetprobe_reason_prefix": DRAIN_REASON_PREFIX, **_SLURM_SIDE}
+
+
+def _verify_resume(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
+    """Rerun the run's check on each host acted on; resume it only if that check no longer finds the
+    rules that took it out and its drain reason is still fleetprobe's own."""
+    rules = {h.host: h.rules for h in hosts}
+    rerun: dict[str, Any] = {"argv": "{{ fleetprobe_verify_command + ['-l', inventory_hostname] }}"}
+    if plan.rerun_in:
+        rerun["chdir"] = "{{ fleetprobe_verify_chdir }}"
+    verified = "fleetprobe_verify.rc == 0 and fleetprobe_verify_rules[inventory_hostname] | select('in', " \
+               "fleetprobe_verify.stdout) | list | length == 0"
+    play = _play(f"fleetprobe {plan.run_id}: verify and resume in Slurm", [h.host for h in hosts], {
+        "fleetprobe_verify_command": list(plan.rerun), "fleetprobe_verify_rules": rules,
+        **({"fleetprobe_verify_chdir": plan.rerun_in} if plan.rerun_in else {})}, [
+        {"name": "rerun fleetprobe's check of the host (probe run -q -l HOST, where ansible-playbook runs)",
+         "ansible.builtin.command": rerun, "delegate_to": "localhost", "become": False,
+         "register": "fleetprobe_verify", "changed_when": False, "failed_when": False},
+        {"name": "stop here for this node unless the check passed: it stays drained",
+         "ansible.builtin.fail": {"msg": "the check of {{ inventory_hostname }} still fails (exit "
+                                  "{{ fleetprobe_verify.rc }}) or names a rule that took it out "
+                                  "({{ fleetprobe_verify_rules[inventory_hostname] | join(', ') }}): not resumed"},
+         "when": f"not ({verified})"},
+        _show_node("read the node's drain reason again (scontrol show node)"),
+        {"name": "resume the node (scontrol update ... State=RESUME): only a drain of fleetprobe's own",
+         "ansible.builtin.command": {"argv": ["scontrol", "update", "NodeName=" + _NODE, "State=RESUME"]},
+         "delegate_to": _CONTROLLER, "when": _OURS},
+        {"name": "say why a node is not resumed",
+         "ansible.builtin.debug": {"msg": "node " + _NODE + " not resumed: its drain reason is not fleetprobe's "
+                                   "({{ fleetprobe_node_reason or 'none' }}): whoever set it resumes it"},
+         "when": f"not {_OURS}"},
+    ])
+    play["vars"].update(_slurm_vars())
+    return play
 
 
 def _reset(plan: Plan, hosts: list[HostPlan]) -> dict[str, Any]:
@@ -117,8 +219,13 @@ def _header(plan: Plan) -> list[str]:
     out = [f"fleetprobe remediation for run {plan.run_id}: {len(plan.hosts)} host(s) with faults that ask for "
            f"something, of {plan.fleet_size}.",
            "Review every play, then run it yourself: ansible-playbook -i INVENTORY THIS_FILE (fleetprobe never runs it).",
-           "Afterwards rerun fleetprobe on these hosts; resume each clean node in Slurm "
-           "(scontrol update NodeName=... State=RESUME)."]
+           f"Each node is drained, then acted on only once Slurm reports it drained with no job left (at most "
+           f"fleetprobe_drain_timeout={DRAIN_TIMEOUT_S} s, -e to change; a node still busy then fails and is left "
+           "drained), then checked again (fleetprobe_verify_command -l HOST) and resumed only if that check no "
+           "longer names what took it out.",
+           "A node that carries someone else's drain reason is never drained, acted on or resumed; only a drain "
+           f"reason starting {DRAIN_REASON_PREFIX!r} is fleetprobe's own (read from scontrol show node "
+           "when the play runs). Nodes that need hands stay drained for a person."]
     if plan.refused:
         out.append(f"Written with --force over the blast-radius guard: {plan.refusal_text()}")
     for left in plan.left_out:
@@ -154,6 +261,9 @@ def render_playbook(plan: Plan) -> str:
         plays.append(_restart(plan, restart))
     if rebooted:
         plays.append(_reboot(plan, rebooted))
+    acted = [h for h in disruptive if h in rebooted or h in reset or h in restart]
+    if acted:  # hosts that need hands stay drained: a person resumes them
+        plays.append(_verify_resume(plan, acted))
     if not plays:  # an empty playbook is no playbook to Ansible: one play that says so
         plays.append({"name": Unsafe(f"fleetprobe {plan.run_id}: nothing to do on any host"), "hosts": [],
                       "gather_facts": False, "tasks": []})
