@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.verdict import rules
-from orchestrator.verdict.findings import SEVERITY_ORDER, Action, DeviceKind, Finding, Kind, Severity
+from orchestrator.verdict.findings import SEVERITY_ORDER, Action, Device, DeviceKind, Finding, Kind, Severity
 
 __all__ = ["FabricFault", "fabric_counts", "fabric_faults", "host_findings", "is_fabric"]
 
@@ -53,6 +53,7 @@ class FabricFault:
     expected: Any = None
     actual: Any = None
     evidence: tuple[str, ...] = ()
+    devices: tuple[Device, ...] = ()  # every device its findings name (ports, rails, peers), once
 
     def hosts_text(self, named: int = HOSTS_NAMED) -> str:
         """`3 host(s): a, b, c` or `24 host(s): a, b, c, d, e (+19 more)`."""
@@ -64,7 +65,8 @@ class FabricFault:
         return {"id": self.id, "severity": self.severity.value, "kind": self.kind.value, "subject": self.subject,
                 "message": self.message, "hint": self.hint, "action": self.action.value, "because": self.because,
                 "hosts": list(self.hosts), "expected": self.expected, "actual": self.actual,
-                "evidence": list(self.evidence)}
+                "evidence": list(self.evidence),
+                "devices": [d.to_dict() for d in self.devices]}
 
 
 def place(f: Finding) -> str:
@@ -93,7 +95,7 @@ def _fault(subject: str, found: Sequence[Finding]) -> FabricFault:
     worst = max(found, key=lambda f: f.severity.rank)
     return FabricFault(first.id, worst.severity, first.kind, subject, first.message, first.hint, first.action,
                        first.because, tuple(sorted({f.host for f in found})), first.expected, first.actual,
-                       tuple(first.evidence))
+                       tuple(first.evidence), tuple(dict.fromkeys(d for f in found for d in f.devices)))
 
 
 def fabric_counts(faults: Iterable[FabricFault]) -> dict[str, int]:

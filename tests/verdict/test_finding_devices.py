@@ -102,24 +102,39 @@ def test_every_demo_finding_has_an_action_and_its_devices(demo: tuple[dict[str, 
 def test_junit_and_prometheus_carry_action_and_devices(demo: tuple[dict[str, Any], list[Any], Path]) -> None:
     doc, _, out = demo
     xml = junitparser.JUnitXml.fromfile(str(out / "fleet.xml"))
-    from_junit = []
+    from_junit, fabric_cases = [], []
     for suite in xml:
         for case in suite:
             props = case._elem.find("properties")  # pytest's record_property form, under the case
             if props is None:
                 continue
             values = [(p.get("name"), p.get("value")) for p in props.findall("property")]
+            if suite.name == "fabric":  # the fabric's faults, once each (docs/fabric.md)
+                assert [k for k, _ in values] == ["hosts", "action", "because", "devices"]
+                fields = dict(values)
+                fabric_cases.append((case.name, tuple(json.loads(fields["hosts"] or "")), fields["action"],
+                                     fields["because"], json.loads(fields["devices"] or "")))
+                continue
             for i in range(0, len(values), 4):
                 (k1, subject), (k2, action), (k3, because), (k4, devices) = values[i:i + 4]
                 assert (k1, k2, k3, k4) == ("subject", "action", "because", "devices")
                 from_junit.append((suite.name, case.name, subject, action, because, json.loads(devices or "")))
+    # a fabric fault is the fabric's: on its hosts' cases it is no property, in the fabric suite one case
+    fabric = {(h, ff["id"]) for ff in doc.get("fabric_findings", []) for h in ff["hosts"]}
     assert sorted(from_junit) == sorted((f["host"], f["id"], f["subject"], f["action"], f["because"], f["devices"])
-                                        for f in doc["findings"])
+                                        for f in doc["findings"] if (f["host"], f["id"]) not in fabric)
+    assert sorted(fabric_cases) == sorted((f"{ff['id']} {ff['subject']}", tuple(ff["hosts"]), ff["action"],
+                                           ff["because"], ff["devices"]) for ff in doc.get("fabric_findings", []))
+    assert all(ff["devices"] for ff in doc.get("fabric_findings", []))  # a rail, its ports: named, typed
     series = {fam.name: fam.samples for fam in text_string_to_metric_families((out / "fleet.prom").read_text())}
     found = series["fleetprobe_finding"]
-    assert sum(s.value for s in found) == len(doc["findings"])
+    hosts_own = [f for f in doc["findings"] if (f["host"], f["id"]) not in fabric]
+    assert sum(s.value for s in found) == len(hosts_own)
+    fabric_series = series.get("fleetprobe_fabric_fault", [])
+    assert sorted((s.labels["id"], s.labels["subject"], s.labels["action"], s.value) for s in fabric_series) == \
+        sorted((ff["id"], ff["subject"], ff["action"], len(ff["hosts"])) for ff in doc.get("fabric_findings", []))
     by_key = {(s.labels["host"], s.labels["id"], s.labels["subject"]): s.labels for s in found}
-    for f in doc["findings"]:
+    for f in hosts_own:
         labels = by_key[(f["host"], f["id"], f["subject"])]
         assert labels["action"] == f["action"]
         assert labels["bus_id"].split(",") == list(dict.fromkeys(d["bus_id"] for d in f["devices"] if "bus_id" in d)) \

@@ -122,6 +122,9 @@ def _fabric_suite(faults: list[FabricFault], fail_sev: set[str]) -> ET.Element:
                          + [f"  evidence: {e}" for e in f.evidence])
         props = ET.SubElement(tc, "properties")
         ET.SubElement(props, "property", name="hosts", value=_x(json.dumps(list(f.hosts))))
+        for key, value in (("action", f.action.value), ("because", f.because),
+                           ("devices", json.dumps([d.to_dict() for d in f.devices]))):
+            ET.SubElement(props, "property", name=key, value=_x(value))
         if f.severity.value in fail_sev:
             failure = ET.SubElement(tc, "failure", message=_x(f"{f.subject}: {f.message} ({f.hosts_text()})"),
                                     type=_x(f.severity.value))
