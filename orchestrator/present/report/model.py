@@ -22,7 +22,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
 from orchestrator.present.readable import readable
 from orchestrator.verdict.changes import FleetDiff
-from orchestrator.verdict.device_health import DeviceState, HostDevices, without_verdict
+from orchestrator.verdict.device_health import DeviceHealth, DeviceState, HostDevices, without_verdict
 from orchestrator.verdict.drawing import HostDrawing
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, severity_rank
 from orchestrator.verdict.health import HEALTH_ORDER
@@ -99,6 +99,7 @@ class GraphNode:
     links: int = 0  # GPUs: links that exist; switches: links seen from the GPUs
     down: int = 0  # of those, not up
     down_unattached: int = 0  # down links whose far end NVML could not name
+    health: str = ""  # GPUs: the verdict on its NVLinks when it faulted them ("failed: nvlink.link.down")
 
 
 @dataclass
@@ -131,6 +132,7 @@ class PcieNode:
     shared_uplink: bool  # a switch whose uplink carries a GPU and a NIC (or several GPUs and a NIC)
     note: str
     children: list[PcieNode] = field(default_factory=list)
+    health: str = ""  # the verdict on the device when it faulted it ("failed: gpu.xid"), else ""
 
 
 @dataclass
@@ -458,7 +460,13 @@ def level_class(level: str) -> str:
     return "lv-other"  # "?" (no source could answer) and anything unexpected
 
 
-def read_nvlink(facts: Facts) -> NvlinkGraph | None:
+def _faulted(h: DeviceHealth) -> str:
+    """A device's health text where the verdict faulted it; "" where it did not (or did not judge)."""
+    return h.text() if h.state in (DeviceState.FAILED, DeviceState.DEGRADED) else ""
+
+
+def read_nvlink(facts: Facts, devices: HostDevices | None = None) -> NvlinkGraph | None:
+    """`devices`: the verdict, for each GPU's NVLinks (no marks without it)."""
     section = _dict(facts.get("nvlink"))
     gpus = [g for g in _list(section.get("gpus")) if isinstance(g, dict)]
     if not gpus:
@@ -468,7 +476,7 @@ def read_nvlink(facts: Facts) -> NvlinkGraph | None:
     for g in gpus:
         bus = _str(g.get("bus_id")).lower()
         label = labels.get(bus) or ("GPU{}".format(_str(g.get("index"))) if g.get("index") is not None else bus)
-        nodes[bus] = GraphNode(bus, label, "gpu")
+        nodes[bus] = GraphNode(bus, label, "gpu", health=_faulted(devices.gpu_links(g)) if devices else "")
     gpu_buses = set(nodes)
     bonds: dict[tuple[str, str], list[int]] = {}
     switches: list[str] = []
@@ -523,11 +531,13 @@ def _label_key(label: str) -> tuple[str, int]:
 _KEEP = ("gpu", "nic", "nvswitch", "nvme")
 
 
-def read_pcie(facts: Facts, drawing: HostDrawing | None = None) -> list[PcieNode]:
+def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDevices | None = None
+              ) -> list[PcieNode]:
     """The PCIe tree for drawing.  A physical switch (its upstream port and all its internal and
     downstream ports) becomes one node; branches without a GPU, NIC, NVSwitch or NVMe are left
     out.  Uplinks shared by GPUs and NICs are marked; those a check flagged (the drawing's
-    shared-uplink devices) are highlighted, and links red only where the verdict called them a fault."""
+    shared-uplink devices) are highlighted, and links red only where the verdict called them a fault;
+    a device the verdict faulted (`verdict`, FleetResult.devices) carries its health."""
     drawing = drawing or HostDrawing()
     flagged = drawing.shared_uplink_devices
     section = _dict(facts.get("pcie"))
@@ -556,7 +566,8 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None) -> list[PcieNode
                                     "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
         name = gpu_names.get(bus) or _str(d.get("model")) or \
             " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
-        nodes[bus] = PcieNode(bus, kind, label, name, link, drawing.link_degraded(bus), False, "")
+        nodes[bus] = PcieNode(bus, kind, label, name, link, drawing.link_degraded(bus), False, "",
+                              health=_faulted(verdict.pcie(bus)) if verdict else "")
     roots = []
     for bus, node in nodes.items():
         # Climb past hidden switch ports to the nearest drawn ancestor.
@@ -833,8 +844,8 @@ def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[Fi
         identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
         gpus=_drawn(read_gpus, [], facts, drawing, devices),
         levels=_drawn(read_levels, None, facts, devices) if detailed else None,
-        nvlink=_drawn(read_nvlink, None, facts) if detailed else None,
-        pcie=_drawn(read_pcie, [], facts, drawing) if detailed else [],
+        nvlink=_drawn(read_nvlink, None, facts, devices) if detailed else None,
+        pcie=_drawn(read_pcie, [], facts, drawing, devices) if detailed else [],
         p2p=_drawn(read_p2p, None, facts, drawing) if detailed else None, nccl=_drawn(read_nccl, None, facts),
         detailed=detailed,
         representative=representative)
