@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from orchestrator.verdict import rules
 from orchestrator.verdict.findings import Device, DeviceKind, Finding, Severity
+from orchestrator.verdict.rule import Rule
 
 
 class DeviceState(str, Enum):
@@ -168,10 +169,19 @@ def _device_gpu(d: Device) -> dict[str, Any]:
     return {"bus_id": d.bus_id, "uuid": d.uuid, "index": d.gpu}
 
 
+def _judges_nvlink(rule: Rule) -> bool:
+    return (rules.declared_in(rule) == rules.nvlink.__name__
+            or "nvlink" in (*rule.needs.sections, *rule.needs.any_of))
+
+
+# The rules that judge NVLink: the nvlink.* area, and any other that reads the nvlink section (its
+# declared Needs: gpu.nvlink.errors).
+NVLINK_RULES: Final = frozenset(r.id for r in rules.ALL if _judges_nvlink(r))
+
+
 def reads_nvlink(finding_id: str) -> bool:
-    """The finding's rule judges NVLink: it reads the nvlink section (its declared Needs)."""
-    rule = rules.BY_ID.get(finding_id)
-    return rule is not None and "nvlink" in (*rule.needs.sections, *rule.needs.any_of)
+    """The finding's rule judges NVLink (NVLINK_RULES)."""
+    return finding_id in NVLINK_RULES
 
 
 def device_keys(d: Device, nvlink: bool = False) -> list[Key]:

@@ -111,10 +111,13 @@ def test_a_nic_port_fault_is_its_adapters_not_its_sibling_ports() -> None:
     assert device_health([], {**ALL_RAN, "nic": "timeout"}).nic_port("mlx5_3", 1).state is DeviceState.NOT_JUDGED
 
 
-def test_an_nvlink_bond_of_a_gpu_with_links_down_is_degraded_not_ok_and_not_failed() -> None:
-    devs = device_health([finding(rules.nvlink.LINK_DOWN.id, Severity.FAIL, gpu_device(GPU2))], ALL_RAN)
+# Every rule that judges NVLink: the nvlink.* area, and one of another area that reads the nvlink section.
+@pytest.mark.parametrize("fid", [rules.nvlink.LINK_DOWN.id, rules.nvlink.FABRIC_INCOMPLETE.id,
+                                 rules.nvlink.FABRIC_DEGRADED.id, rules.gpu.NVLINK_ERRORS.id])
+def test_an_nvlink_bond_of_a_gpu_with_links_down_is_degraded_not_ok_and_not_failed(fid: str) -> None:
+    devs = device_health([finding(fid, Severity.FAIL, gpu_device(GPU2))], ALL_RAN)
     bond = devs.nvlink_pair(GPU0, GPU2)
-    assert bond.state is DeviceState.DEGRADED and bond.findings == (rules.nvlink.LINK_DOWN.id,)
+    assert bond.state is DeviceState.DEGRADED and bond.findings == (fid,)
     assert devs.nvlink_pair(GPU2, GPU0) == bond
     assert devs.gpu_links(GPU2).state is DeviceState.FAILED
     gpu1 = {"index": 1, "bus_id": "0000:2a:00.0"}

@@ -71,7 +71,7 @@ def _nv_matrix(nv: list[list[int | None]], gpus: list[NvlinkGpu], labels: list[s
     width = max(6, *(len(lab) + 2 for lab in labels))
     lines = ["NV# per GPU pair (direct links, or the NVSwitch fabric):",
              (" " * width + "".join(lab.ljust(width) for lab in labels)).rstrip()]
-    marked = []
+    marked: list[str] = []
     for i, row in enumerate(nv):
         cells = []
         for j, c in enumerate(row or [None] * len(gpus)):

@@ -39,8 +39,8 @@ def absent(section: str, host: JudgedHost) -> str:
     return f"{probe} {run.outcome}{why}"
 
 
-def _reads_devices(fn: Renderer) -> bool:
-    return "devices" in inspect.signature(fn).parameters
+# The views whose renderer shows per-device health: they take the verdict's `devices`.
+_READS_DEVICES = frozenset(name for name, (_, fn) in VIEWS.items() if "devices" in inspect.signature(fn).parameters)
 
 
 def render(section: str, host: JudgedHost, width: int | None = None, devices: HostDevices | None = None) -> str:
@@ -54,7 +54,7 @@ def render(section: str, host: JudgedHost, width: int | None = None, devices: Ho
     if not facts.get(key):
         return absent(section, host)
     kw: dict[str, Any] = {}
-    if _reads_devices(fn):
+    if section in _READS_DEVICES:
         kw["devices"] = devices if devices is not None else without_verdict(host.probes)
     try:
         return terminal_safe(fn(facts[key], host=host.name, facts=facts, width=width, **kw))
