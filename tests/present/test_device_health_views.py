@@ -14,7 +14,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from orchestrator.present.report.model import read_levels
 from orchestrator.present.terminal.sections import render_views
+from orchestrator.verdict import rules
+from orchestrator.verdict.device_health import device_health
+from orchestrator.verdict.findings import Device, DeviceKind, Finding, Kind, Severity
 from orchestrator.verdict.result import FleetResult
 from tests.cli.test_cli_terminal import probe
 from tests.present.test_report import host_section, parse, pictures
@@ -134,3 +140,20 @@ def test_the_report_pcie_tree_marks_the_nic_with_its_port_down() -> None:
     failed = [g for g in tree.find_all("g") if "dev-failed" in g.classes]
     assert [g.attrs.get("data-bdf") for g in failed] == ["0000:5e:00.0"]
     assert "failed: nic.port.down" in failed[0].find_all("title")[0].text()
+
+
+# A text import's `topo -m` matrix has names and no bus ids: a GPU is met by its NVML index (GPUn),
+# and a name of any other form meets no finding (it is not guessed into a GPU).
+@pytest.mark.parametrize("name, marked", [("GPU1", True), ("GPU01", False), ("gpu1", False), ("GPU1x", False),
+                                          ("GPU-1", False), ("GPU", False), ("", False), (None, False)])
+def test_the_level_matrix_meets_findings_by_nvml_index_without_bus_ids(name: str | None, marked: bool) -> None:
+    facts: Any = {"topology": {"devices": [{"name": "GPU0", "kind": "gpu"}, {"name": name, "kind": "gpu"},
+                                           {"name": "NIC0", "kind": "nic"}],
+                               "matrix": [["X", "NV4", "PIX"], ["NV4", "X", "SYS"], ["PIX", "SYS", "X"]]}}
+    down = Finding(rules.nvlink.LINK_DOWN.id, Severity.FAIL, Kind.FAULT, "h", "GPU1", "3 of 4 NVLinks active",
+                   devices=(Device(DeviceKind.GPU, gpu=1),))
+    levels = read_levels(facts, device_health([down], {"nvml": "ok", "nvlink": "ok", "pcie": "ok"}))
+    assert levels is not None
+    want = "degraded: nvlink.link.down" if marked else ""
+    assert levels.bonds[0][1] == levels.bonds[1][0] == want
+    assert levels.bonds[0][2] == levels.bonds[1][2] == levels.bonds[0][0] == ""  # PIX, SYS, X: no bond

@@ -12,6 +12,7 @@ facts come from stored runs that may be partial or old, and a report must render
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -434,13 +435,21 @@ def read_levels(facts: Facts, devices: HostDevices | None = None) -> LevelMatrix
     return LevelMatrix(labels, cells, _bonds(cells, ends, devices) if devices is not None else [])
 
 
+def _end(ends: list[dict[str, Any]], i: int) -> dict[str, Any]:
+    """A matrix device as a GPU record: its bus id, and its NVML index from `GPUn` (nvidia-smi topo -m
+    names GPUs by NVML index), so text imports without bus ids still meet their findings."""
+    d = ends[i] if i < len(ends) else {}
+    m = re.fullmatch(r"GPU(0|[1-9][0-9]*)", _str(d.get("name")))
+    return {**d, "index": int(m.group(1))} if m else d
+
+
 def _bonds(cells: list[list[str]], ends: list[dict[str, Any]], devices: HostDevices) -> list[list[str]]:
     """Each NV# cell between two GPUs the verdict faulted: its health text; "" elsewhere."""
     out = []
     for i, row in enumerate(cells):
         marks = []
         for j, cell in enumerate(row):
-            a, b = (ends[i] if i < len(ends) else {}), (ends[j] if j < len(ends) else {})
+            a, b = _end(ends, i), _end(ends, j)
             bond = None
             if i != j and cell.upper().startswith("NV") and a.get("kind") == b.get("kind") == "gpu":
                 bond = devices.nvlink_pair(a, b)
