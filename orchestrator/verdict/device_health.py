@@ -95,7 +95,7 @@ class HostDevices:
 
     def gpu_links(self, record: Mapping[str, Any]) -> DeviceHealth:
         """A GPU's NVLinks as a whole: the findings naming one of its links, or naming the GPU by a
-        rule that reads the nvlink section; not judged where the nvlink probe did not run."""
+        rule that judges NVLink (NVLINK_RULES); not judged where the nvlink probe did not run."""
         return self._health("nvlink", [("links", *k[1:]) for k in _gpu_keys(record)])
 
     def nvlink_pair(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> DeviceHealth:
