@@ -34,6 +34,7 @@ from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import causes, coverage
 from orchestrator.verdict.actions import Action
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
+from orchestrator.verdict.device_health import HostDevices, device_health
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
 from orchestrator.verdict.fabric_faults import FabricFault, fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.findings import (
@@ -423,6 +424,10 @@ class FleetResult:
             return host_drawing(host.facts, host.expect, self.findings_of(host.name))
         except Exception:  # facts of a shape a check's reader did not expect: the picture has no marks
             return HostDrawing()
+
+    def devices(self, host: JudgedHost) -> HostDevices:
+        """Each device of `host` as the verdict judged it (verdict/device_health.py)."""
+        return device_health(self.findings_of(host.name), {p: r.outcome for p, r in host.probes.items()})
 
     def faults_of(self, host: str) -> list[Fault]:
         """The host's own faults (the fabric's, raised on it too, are `fabric_faults`)."""

@@ -19,7 +19,8 @@ def test_nvswitch_box_with_two_links_down() -> None:
     text = render_nvlink(recorded_facts("dgx-h100-04")["nvlink"])
     assert text.startswith("NVLink: 142/144 links up on 8 GPU(s), 4 NVSwitch(es)")
     row = next(line for line in text.splitlines() if line.startswith("GPU2 "))
-    assert row.split() == ["GPU2", "0000:3a:00.0", "16/18", "4.0", "0", "16", "6,13"]
+    assert row.split()[:7] == ["GPU2", "0000:3a:00.0", "16/18", "4.0", "0", "16", "6,13"]
+    assert row.endswith("not judged (no verdict)")  # facts alone: the health column is the verdict's
     # the fabric gives every pair the smaller switch-link count of its two GPUs
     assert "GPU2  NV16  NV16  X     NV16" in text
     assert "  0000:06:00.0: 31/32 links up from GPU0,GPU1,GPU2,GPU3,GPU4,GPU5,GPU6,GPU7" in text

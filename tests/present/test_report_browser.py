@@ -316,3 +316,33 @@ def test_health_first_and_a_readable_message_column(driver, report, width):
     assert driver.save_screenshot(str(ARTIFACTS / f"report-findings-{width}.png"))
     assert _errors(driver) == []
     driver.set_window_size(1400, 1000)
+
+
+def test_nv16_of_18_is_drawn_degraded_not_like_nv18(driver, tmp_path):
+    """Issue 47 item 6 in Chromium, on a demo run (tests/present/test_device_health_views.py):
+    dgx-h100-04's GPU2 has 16 of 18 NVLinks (nvlink.link.down): its NV16 bonds are painted the
+    warn colour and say why, its NV18 bonds keep the sound green, its GPU row says failed.
+    Leaves test-artifacts/report-device-health.png for a person."""
+    from selenium.webdriver.common.by import By
+
+    from tests.present.test_device_health_views import demo_run
+    from tests.support.judged import report as render_report
+
+    page = tmp_path / "devices.html"
+    page.write_text(render_report(demo_run()))
+    driver.get(page.as_uri())
+    driver.execute_script("arguments[0].open = true;", driver.find_element(By.ID, "host-dgx-h100-04"))
+    cells = driver.find_elements(By.CSS_SELECTOR, "#host-dgx-h100-04 table.levels td")
+    colour = {c.text: driver.execute_script("return getComputedStyle(arguments[0]).backgroundColor;", c)
+              for c in cells if c.text.startswith("NV")}
+    assert set(colour) == {"NV16!", "NV18"}
+    assert colour["NV16!"] == "rgb(230, 138, 0)" and colour["NV18"] == "rgb(27, 127, 59)"
+    bond = next(c for c in cells if c.text == "NV16!")
+    assert bond.get_attribute("title") == "degraded: nvlink.link.down" and bond.is_displayed()
+    gpu2 = driver.find_element(By.CSS_SELECTOR, "#host-dgx-h100-04 table.gpus td.dev-failed")
+    assert gpu2.text == "failed: nvlink.link.down"
+    assert driver.execute_script("return getComputedStyle(arguments[0]).color;", gpu2) == "rgb(198, 40, 40)"
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert driver.find_element(By.CSS_SELECTOR, "#host-dgx-h100-04 table.levels").screenshot(
+        str(ARTIFACTS / "report-device-health.png"))
+    assert _errors(driver) == []

@@ -12,6 +12,7 @@ facts come from stored runs that may be partial or old, and a report must render
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
 from orchestrator.present.readable import readable
 from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.device_health import DeviceHealth, DeviceState, HostDevices, without_verdict
 from orchestrator.verdict.drawing import HostDrawing
 from orchestrator.verdict.fabric_faults import FabricFault, host_findings
 from orchestrator.verdict.findings import SEVERITY_ORDER, Finding, severity_rank
@@ -73,12 +75,22 @@ class GpuRow:
     mig: str
     temperature: str
     power: str
+    health: str = "not judged"  # the verdict's (verdict/device_health.py): "failed: nvlink.link.down"
+    health_state: str = "not-judged"  # failed | degraded | ok | not-judged: the cell's CSS class
 
 
 @dataclass
 class LevelMatrix:
     labels: list[str]
     cells: list[list[str]]
+    # per cell, the verdict on an NV# bond: "" (sound, or no bond), else "failed: nvlink.link.down"
+    # or "degraded: ..." (verdict/device_health.py nvlink_pair)
+    bonds: list[list[str]] = field(default_factory=list)
+
+    def bond_state(self, i: int, j: int) -> str:
+        """"failed" or "degraded" for a bond the verdict faulted, "" otherwise."""
+        text = self.bonds[i][j] if i < len(self.bonds) and j < len(self.bonds[i]) else ""
+        return text.split(":", 1)[0]
 
 
 @dataclass
@@ -89,6 +101,7 @@ class GraphNode:
     links: int = 0  # GPUs: links that exist; switches: links seen from the GPUs
     down: int = 0  # of those, not up
     down_unattached: int = 0  # down links whose far end NVML could not name
+    health: str = ""  # GPUs: the verdict on its NVLinks when it faulted them ("failed: nvlink.link.down")
 
 
 @dataclass
@@ -121,6 +134,7 @@ class PcieNode:
     shared_uplink: bool  # a switch whose uplink carries a GPU and a NIC (or several GPUs and a NIC)
     note: str
     children: list[PcieNode] = field(default_factory=list)
+    health: str = ""  # the verdict on the device when it faulted it ("failed: gpu.xid"), else ""
 
 
 @dataclass
@@ -384,9 +398,15 @@ def _pcie_devices(facts: Facts) -> dict[str, dict[str, Any]]:
             if isinstance(d, dict) and d.get("bdf")}
 
 
-def read_gpus(facts: Facts, drawing: HostDrawing | None = None) -> list[GpuRow]:
+def _css(state: DeviceState) -> str:
+    return state.value.replace(" ", "-")
+
+
+def read_gpus(facts: Facts, drawing: HostDrawing | None = None, devices: HostDevices | None = None) -> list[GpuRow]:
+    """`devices`: the verdict on each GPU (FleetResult.devices); without it, "not judged"."""
     pci = _pcie_devices(facts)
     drawing = drawing or HostDrawing()
+    devices = devices if devices is not None else without_verdict()
     rows = []
     for g in _gpu_list(facts):
         link = _link_text(_dict(g.get("pcie")))
@@ -401,6 +421,7 @@ def read_gpus(facts: Facts, drawing: HostDrawing | None = None) -> list[GpuRow]:
         mig_text = _str(mig.get("current")) if mig else ""
         if mig.get("instances"):
             mig_text += f" ({len(_list(mig.get('instances')))} instances)"
+        verdict = devices.gpu(g)
         rows.append(GpuRow(
             index=_str(g.get("index")), bus_id=_str(g.get("bus_id")),
             name=_str(g.get("name")) + (" (lost)" if g.get("lost") else ""),
@@ -409,14 +430,17 @@ def read_gpus(facts: Facts, drawing: HostDrawing | None = None) -> list[GpuRow]:
             memory="%.0f GiB" % (mem / 2**30) if mem is not None else "",
             pcie=link, pcie_degraded=degraded, numa=_str(numa), mig=mig_text,
             temperature="{} °C".format(_str(g.get("temperature_c"))) if g.get("temperature_c") is not None else "",
-            power="{} W".format(_str(g.get("power_w"))) if g.get("power_w") is not None else ""))
+            power="{} W".format(_str(g.get("power_w"))) if g.get("power_w") is not None else "",
+            health=verdict.text(), health_state=_css(verdict.state)))
     return rows
 
 
-def read_levels(facts: Facts) -> LevelMatrix | None:
-    """The merged `topo -m` matrix (facts["topology"]); the PCIe-only levels when it is absent."""
+def read_levels(facts: Facts, devices: HostDevices | None = None) -> LevelMatrix | None:
+    """The merged `topo -m` matrix (facts["topology"]); the PCIe-only levels when it is absent.
+    `devices`: the verdict, for each NV# bond's health (none without it)."""
     topo = _dict(facts.get("topology"))
-    labels = [_str(_dict(d).get("name")) for d in _list(topo.get("devices"))]
+    ends = [_dict(d) for d in _list(topo.get("devices"))]
+    labels = [_str(d.get("name")) for d in ends]
     matrix = _list(topo.get("matrix"))
     if not labels:
         levels = _dict(_dict(facts.get("pcie")).get("levels"))
@@ -428,7 +452,31 @@ def read_levels(facts: Facts) -> LevelMatrix | None:
     for row in matrix:
         row = _list(row)
         cells.append([_str(row[i]) if i < len(row) and row[i] is not None else "?" for i in range(len(labels))])
-    return LevelMatrix(labels, cells)
+    return LevelMatrix(labels, cells, _bonds(cells, ends, devices) if devices is not None else [])
+
+
+def _end(ends: list[dict[str, Any]], i: int) -> dict[str, Any]:
+    """A matrix device as a GPU record: its bus id, and its NVML index from `GPUn` (nvidia-smi topo -m
+    names GPUs by NVML index), so text imports without bus ids still meet their findings."""
+    d = ends[i] if i < len(ends) else {}
+    m = re.fullmatch(r"GPU(0|[1-9][0-9]*)", _str(d.get("name")))
+    return {**d, "index": int(m.group(1))} if m else d
+
+
+def _bonds(cells: list[list[str]], ends: list[dict[str, Any]], devices: HostDevices) -> list[list[str]]:
+    """Each NV# cell between two GPUs the verdict faulted: its health text; "" elsewhere."""
+    out = []
+    for i, row in enumerate(cells):
+        marks = []
+        for j, cell in enumerate(row):
+            a, b = _end(ends, i), _end(ends, j)
+            bond = None
+            if i != j and cell.upper().startswith("NV") and a.get("kind") == b.get("kind") == "gpu":
+                bond = devices.nvlink_pair(a, b)
+            faulted = bond is not None and bond.state in (DeviceState.FAILED, DeviceState.DEGRADED)
+            marks.append(bond.text() if bond is not None and faulted else "")
+        out.append(marks)
+    return out
 
 
 def level_class(level: str) -> str:
@@ -441,7 +489,13 @@ def level_class(level: str) -> str:
     return "lv-other"  # "?" (no source could answer) and anything unexpected
 
 
-def read_nvlink(facts: Facts) -> NvlinkGraph | None:
+def _faulted(h: DeviceHealth) -> str:
+    """A device's health text where the verdict faulted it; "" where it did not (or did not judge)."""
+    return h.text() if h.state in (DeviceState.FAILED, DeviceState.DEGRADED) else ""
+
+
+def read_nvlink(facts: Facts, devices: HostDevices | None = None) -> NvlinkGraph | None:
+    """`devices`: the verdict, for each GPU's NVLinks (no marks without it)."""
     section = _dict(facts.get("nvlink"))
     gpus = [g for g in _list(section.get("gpus")) if isinstance(g, dict)]
     if not gpus:
@@ -451,7 +505,7 @@ def read_nvlink(facts: Facts) -> NvlinkGraph | None:
     for g in gpus:
         bus = _str(g.get("bus_id")).lower()
         label = labels.get(bus) or ("GPU{}".format(_str(g.get("index"))) if g.get("index") is not None else bus)
-        nodes[bus] = GraphNode(bus, label, "gpu")
+        nodes[bus] = GraphNode(bus, label, "gpu", health=_faulted(devices.gpu_links(g)) if devices else "")
     gpu_buses = set(nodes)
     bonds: dict[tuple[str, str], list[int]] = {}
     switches: list[str] = []
@@ -506,11 +560,13 @@ def _label_key(label: str) -> tuple[str, int]:
 _KEEP = ("gpu", "nic", "nvswitch", "nvme")
 
 
-def read_pcie(facts: Facts, drawing: HostDrawing | None = None) -> list[PcieNode]:
+def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDevices | None = None
+              ) -> list[PcieNode]:
     """The PCIe tree for drawing.  A physical switch (its upstream port and all its internal and
     downstream ports) becomes one node; branches without a GPU, NIC, NVSwitch or NVMe are left
     out.  Uplinks shared by GPUs and NICs are marked; those a check flagged (the drawing's
-    shared-uplink devices) are highlighted, and links red only where the verdict called them a fault."""
+    shared-uplink devices) are highlighted, and links red only where the verdict called them a fault;
+    a device the verdict faulted (`verdict`, FleetResult.devices) carries its health."""
     drawing = drawing or HostDrawing()
     flagged = drawing.shared_uplink_devices
     section = _dict(facts.get("pcie"))
@@ -539,7 +595,8 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None) -> list[PcieNode
                                     "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
         name = gpu_names.get(bus) or _str(d.get("model")) or \
             " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
-        nodes[bus] = PcieNode(bus, kind, label, name, link, drawing.link_degraded(bus), False, "")
+        nodes[bus] = PcieNode(bus, kind, label, name, link, drawing.link_degraded(bus), False, "",
+                              health=_faulted(verdict.pcie(bus)) if verdict else "")
     roots = []
     for bus, node in nodes.items():
         # Climb past hidden switch ports to the nearest drawn ancestor.
@@ -808,15 +865,17 @@ def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[Fi
     probes = [(_str(p), _str(run.outcome), _str(run.reason)) for p, run in sorted(h.probes.items())]
     worst = max((r.severity for r in findings), key=severity_rank, default="")
     drawing = fleet.drawing(h) if detailed else HostDrawing()
+    devices = fleet.devices(h)
     return HostPage(
         name=_str(h.name), anchor=anchor, address=_str(h.address), groups=[_str(g) for g in h.groups],
         health=h.health.state.value, health_reason=_str(h.health.reason), faults_fail=h.health.fail,
         faults_warn=h.health.warn, outcome=_str(h.outcome), reason=_str(h.reason),
         host_class=_str(h.topology_class), is_outlier=outlier is not None, outlier_differences=outlier or [],
         identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
-        gpus=_drawn(read_gpus, [], facts, drawing), levels=_drawn(read_levels, None, facts) if detailed else None,
-        nvlink=_drawn(read_nvlink, None, facts) if detailed else None,
-        pcie=_drawn(read_pcie, [], facts, drawing) if detailed else [],
+        gpus=_drawn(read_gpus, [], facts, drawing, devices),
+        levels=_drawn(read_levels, None, facts, devices) if detailed else None,
+        nvlink=_drawn(read_nvlink, None, facts, devices) if detailed else None,
+        pcie=_drawn(read_pcie, [], facts, drawing, devices) if detailed else [],
         p2p=_drawn(read_p2p, None, facts, drawing) if detailed else None, nccl=_drawn(read_nccl, None, facts),
         detailed=detailed,
         representative=representative)

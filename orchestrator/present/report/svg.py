@@ -103,8 +103,9 @@ def nvlink_svg(graph: NvlinkGraph, title: str = "NVLink graph") -> str:
                             _el("line", {"x1": sx, "y1": sy, "x2": ex, "y2": ey, "stroke-width": 3}),
                             _el("text", {"class": "stub-label", "x": ex + 3, "y": ey + 4},
                                 text=f"{n.down_unattached} down")))
-        body.append(_el("g", {"class": f"node node-{n.kind}" + (" node-down" if n.down else "")},
-                        _el("title", text=f"{n.label} {n.id}: {sub}"),
+        health = f" node-{n.health.split(':', 1)[0]}" if n.health else ""  # the verdict's, when it faulted
+        body.append(_el("g", {"class": f"node node-{n.kind}" + (" node-down" if n.down else "") + health},
+                        _el("title", text=f"{n.label} {n.id}: {sub}" + (f" ({n.health})" if n.health else "")),
                         _el("rect", {"x": x - node_w / 2, "y": y - node_h / 2, "width": node_w, "height": node_h,
                                      "rx": 5}),
                         _el("text", {"x": x, "y": y - 2}, text=n.label),
@@ -152,9 +153,12 @@ def pcie_svg(roots: list[PcieNode], title: str = "PCIe tree") -> str:
             classes.append("dev-noted")
         elif shared and node.kind in ("gpu", "nic"):
             classes.append("dev-sharer")
+        if node.health:  # the verdict faulted the device: "dev-failed" / "dev-degraded"
+            classes.append("dev-" + node.health.split(":", 1)[0])
         side = "  ".join(s for s in (node.link, node.note) if s)
         body.append(_el("g", {"class": " ".join(classes), "data-bdf": node.bus_id},
-                        _el("title", text=f"{node.label} {node.bus_id} {node.name} {node.link} {node.note}".strip()),
+                        _el("title", text=f"{node.label} {node.bus_id} {node.name} {node.link} {node.note} "
+                                          f"{node.health}".strip()),
                         _el("rect", {"x": float(x), "y": y, "width": box_w, "height": row_h - 6, "rx": 4}),
                         _el("text", {"x": x + 6.0, "y": y + 16}, text=_clip(f"{node.label}  {node.bus_id}  {node.name}", 46)),
                         _el("text", {"class": "side", "x": x + box_w + 8, "y": y + 16}, text=_clip(side, 56))))

@@ -10,6 +10,7 @@ from orchestrator.facts.model import Facts, GpuPcie, GpuRecord, GpusFacts, Nvlin
 from orchestrator.facts.shown import shown
 from orchestrator.present.terminal.text import clean
 from orchestrator.present.terminal.width import fit_table
+from orchestrator.verdict.device_health import HostDevices, without_verdict
 
 
 def _na(v: Any, fmt: str = "{}") -> str:
@@ -43,7 +44,8 @@ def _mig(g: GpuRecord) -> str:
     return "pending" if mig.get("pending") else "off"
 
 
-def _health(g: GpuRecord) -> str:
+def _notes(g: GpuRecord) -> str:
+    """What the GPU's own record says of it (read, not judged: the health column is the verdict's)."""
     notes = []
     if g.get("lost"):
         notes.append("LOST")
@@ -55,7 +57,7 @@ def _health(g: GpuRecord) -> str:
     fab = g.get("fabric") or {}
     if fab.get("state") not in (None, "not_supported", "completed"):
         notes.append(f"fabric {shown(fab.get('state'))}")
-    return ", ".join(notes) or "ok"
+    return ", ".join(notes)
 
 
 # How a GPU's NVLink record is matched to it: text imports may lack bus ids, then the UUID, the index.
@@ -63,7 +65,9 @@ _GPU_KEYS: Final = ("bus_id", "uuid", "index")
 
 
 def render_gpu_table(host: str, gpus: GpusFacts | None, nvlink: NvlinkFacts | None = None,
-                     width: int | None = None) -> str:
+                     width: int | None = None, devices: HostDevices | None = None) -> str:
+    """`devices`: the verdict on each GPU (verdict/device_health.py); without it, "not judged"."""
+    devices = devices if devices is not None else without_verdict()
     if not gpus:
         return f"{clean(host)}: no NVML data"
     links: dict[tuple[str, Any], NvlinkGpu] = {}
@@ -86,23 +90,23 @@ def render_gpu_table(host: str, gpus: GpusFacts | None, nvlink: NvlinkFacts | No
             clean(uuid[:13] + "…" if len(uuid) > 14 else uuid),
             _na(round(mem / 2**30) if mem else None, "{} GiB"), _pcie(g.get("pcie") or {}),
             _na(g.get("temperature_c"), "{}°C"), clean(_fans(g)), _na(g.get("power_w"), "{:.0f} W"),
-            _mig(g), clean(g.get("virtualization_mode") or "N/A"), nvl, _health(g),
+            _mig(g), clean(g.get("virtualization_mode") or "N/A"), nvl, devices.gpu(g).text(), clean(_notes(g)),
         ])
     head = (f"{clean(host)}: {len(rows)} GPU(s), driver {clean(gpus.get('driver_version') or 'N/A')}, "
             f"CUDA {clean(gpus.get('cuda_driver_version') or 'N/A')}")
     headers = ["#", "bus id", "name", "uuid", "memory", "PCIe", "temp", "fans", "power", "MIG", "virt", "NVLink",
-               "health"]
+               "health", "notes"]
     if width is None:
         table = tabulate(rows, headers=headers, tablefmt="simple")
     else:  # a narrow terminal loses the columns a reader misses least, then wraps
         table = fit_table([[str(c) for c in r] for r in rows], headers, width,
-                          droppable=("uuid", "virt", "power", "fans", "temp", "memory"),
+                          droppable=("uuid", "virt", "power", "fans", "temp", "memory", "notes"),
                           fixed=("#", "bus id", "NVLink", "PCIe"))
     return head + "\n" + table
 
 
 def view_gpus(gpus: GpusFacts, host: str = "", facts: Facts | None = None,
-              width: int | None = None) -> str:
+              width: int | None = None, devices: HostDevices | None = None) -> str:
     """The `--show gpus` renderer: the host's name in the head, the NVLink column from its nvlink
-    section when the host's facts are given."""
-    return render_gpu_table(host or "GPUs", gpus, (facts or {}).get("nvlink"), width)
+    section when the host's facts are given, the health column from the verdict's `devices`."""
+    return render_gpu_table(host or "GPUs", gpus, (facts or {}).get("nvlink"), width, devices)

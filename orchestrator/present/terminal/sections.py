@@ -2,16 +2,20 @@
 
 A renderer takes its facts section, and as keywords the host's name, all its facts (the GPU
 table fills its NVLink column from the nvlink section) and the terminal width (None: no limit;
-the GPU table fits itself to it, matrices and trees cannot wrap and ignore it).  A host without the section still gets
-a line saying why: the probe was not run, or what its outcome was."""
+the GPU table fits itself to it, matrices and trees cannot wrap and ignore it).  A renderer that shows
+per-device health takes `devices` too: the verdict's (verdict/device_health.py), which it shows and
+never decides.  A host without the section still gets a line saying why: the probe was not run, or
+what its outcome was."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from orchestrator.facts import registry
 from orchestrator.present.terminal.text import clean, terminal_safe
+from orchestrator.verdict.device_health import HostDevices, without_verdict
 from orchestrator.verdict.result import FleetResult, JudgedHost
 
 Renderer = Callable[..., str]
@@ -35,7 +39,13 @@ def absent(section: str, host: JudgedHost) -> str:
     return f"{probe} {run.outcome}{why}"
 
 
-def render(section: str, host: JudgedHost, width: int | None = None) -> str:
+# The views whose renderer shows per-device health: they take the verdict's `devices`.
+_READS_DEVICES = frozenset(name for name, (_, fn) in VIEWS.items() if "devices" in inspect.signature(fn).parameters)
+
+
+def render(section: str, host: JudgedHost, width: int | None = None, devices: HostDevices | None = None) -> str:
+    """`devices`: the host's per-device verdict (FleetResult.devices); without it every device
+    shows "not judged", never "ok"."""
     entry = VIEWS.get(section)
     if entry is None:
         raise KeyError(f"unknown view {section!r}; known: {', '.join(VIEWS)}")
@@ -43,8 +53,11 @@ def render(section: str, host: JudgedHost, width: int | None = None) -> str:
     facts: Mapping[str, Any] = host.facts  # the view's section, by the name the registry gives it
     if not facts.get(key):
         return absent(section, host)
+    kw: dict[str, Any] = {}
+    if section in _READS_DEVICES:
+        kw["devices"] = devices if devices is not None else without_verdict(host.probes)
     try:
-        return terminal_safe(fn(facts[key], host=host.name, facts=facts, width=width))
+        return terminal_safe(fn(facts[key], host=host.name, facts=facts, width=width, **kw))
     except Exception as e:  # one host's odd facts cost its view, not the run's output
         return f"(the {section} view could not be drawn from this host's facts: {type(e).__name__})"
 
@@ -53,4 +66,5 @@ def render_views(fleet: FleetResult, names: list[str], width: int | None = None)
     """`--show a,b`: each view of each host, under a `== host: view` line."""
     if not names:
         return []
-    return [f"== {clean(h.name)}: {name}\n{render(name, h, width)}" for name in names for h in fleet.hosts]
+    return [f"== {clean(h.name)}: {name}\n{render(name, h, width, fleet.devices(h))}"
+            for name in names for h in fleet.hosts]
