@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.api.session import run_history
 from orchestrator.store.history import list_runs, previous_run, summarize_run
 from orchestrator.verdict import baseline
 
@@ -67,6 +68,8 @@ def test_a_what_if_is_never_the_previous_run_of_a_nightly(tmp_path: Path, case: 
     assert f"drift {real.name} -> " in third.stdout and ": no changes" in third.stdout
     latest = _runs(results)[-1]
     assert previous_run(results, latest).path == real  # type: ignore[union-attr]
+    # nor is it a run of the repeat-offender history (all its hosts failed an A100 expectation)
+    assert [past.id for past in run_history(results, latest)] == [real.name]
     # `probe diff` and the report compare the nightly with the last real run
     diff = _ran(probe("diff", "--results", str(results), "--format", "json"))
     doc = json.loads(diff.stdout)
