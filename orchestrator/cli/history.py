@@ -91,6 +91,11 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     --expect) -> a new run, with the exit status the run itself would have had."""
     result = rejudge(stored_run(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect,
                      security_floor=args.security_floor, baseline_file=args.baseline_file)
+    meta = result.run.meta
+    if meta.what_if:  # said once, where it is made: the history passes over it from now on
+        print(f"probe: {meta.id} is a what-if of {meta.rejudged_from} (judged under other "
+              f"{', '.join(meta.what_if)}): later runs, `probe diff` and reports do not compare with it "
+              "unless it is named", file=sys.stderr)
     return deliver(args, result.fleet, result.run.dir)
 
 

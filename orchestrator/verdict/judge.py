@@ -109,9 +109,11 @@ _SHAPED = ("ok", "unsupported")
 
 def shape_descriptor(probes: Mapping[str, Any], facts: Facts) -> dict[str, Any] | None:
     """The host's topology descriptor, where this run measured its shape: every shape probe ran to
-    an answer.  Facts without per-probe records (a fixture) and text imports (`raw`: the text is
-    what was measured) are described as they are."""
-    if probes and "raw" not in probes:
+    an answer.  Facts without per-probe records (a fixture) and text imports (`raw`, or every probe
+    record of version "text", cli/importer.py: the text is what was measured) are described as
+    they are."""
+    imported = "raw" in probes or all(isinstance(s, dict) and s.get("probe_version") == "text" for s in probes.values())
+    if probes and not imported:
         for p in _SHAPE_PROBES:
             s = probes.get(p)
             if not isinstance(s, dict) or str(s.get("outcome") or "") not in _SHAPED:

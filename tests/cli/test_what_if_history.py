@@ -58,8 +58,9 @@ def test_a_what_if_is_never_the_previous_run_of_a_nightly(tmp_path: Path, case: 
     # the what-if is made of a run of the playbook the nightly runs (-p quick: of an audit run)
     if case == "playbook":
         _ran(probe("run", "-q", "-l", HOSTS, "--results", str(results)))
-    _ran(probe("rejudge", "latest", *WHAT_IFS[case], "-q", "--results", str(results)))
+    made = _ran(probe("rejudge", "latest", *WHAT_IFS[case], "-q", "--results", str(results)))
     what_if = _runs(results)[-1]
+    assert f"{what_if.name} is a what-if of {_runs(results)[-2].name}" in made.stderr
     assert summarize_run(what_if).what_if, "the rejudge is stored as a what-if"
     third = _ran(probe("run", "-l", HOSTS, *playbook, "--results", str(results)))
     real = _runs(results)[0]

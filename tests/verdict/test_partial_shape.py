@@ -96,6 +96,8 @@ UNMEASURED = {
     "nvml_interrupted": _probes(nvml={"outcome": "interrupted"}),
     "nvml_not_a_record": _probes(nvml="ok"),  # type: ignore[arg-type]
     "outcome_missing": _probes(nvml={}),
+    # one probe's record claiming to be text does not make a probed host an import
+    "one_text_record": _probes(nvml=None, host={"outcome": "ok", "probe_version": "text"}),
 }
 
 
@@ -110,7 +112,9 @@ MEASURED = {
     "all_ok": _probes(),
     "nvml_unsupported": _probes(nvml={"outcome": "unsupported", "reason": "no libnvidia-ml"},
                                 nvlink={"outcome": "unsupported"}),
-    "text_import": {"raw": {"outcome": "ok"}},
+    "raw_import": {"raw": {"outcome": "ok"}},
+    "text_import": {"nvml": {"outcome": "ok", "reason": "imported from text", "probe_version": "text"},
+                    "nvlink": {"outcome": "ok", "reason": "imported from text", "probe_version": "text"}},
     "no_probe_records": {},
 }
 
