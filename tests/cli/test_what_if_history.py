@@ -59,14 +59,14 @@ def test_a_what_if_is_never_the_previous_run_of_a_nightly(tmp_path: Path, case: 
     if case == "playbook":
         _ran(probe("run", "-q", "-l", HOSTS, "--results", str(results)))
     made = _ran(probe("rejudge", "latest", *WHAT_IFS[case], "-q", "--results", str(results)))
-    what_if = _runs(results)[-1]
-    assert f"{what_if.name} is a what-if of {_runs(results)[-2].name}" in made.stderr
-    assert summarize_run(what_if).what_if, "the rejudge is stored as a what-if"
+    what_if, source = _runs(results)[-1], _runs(results)[-2]
     third = _ran(probe("run", "-l", HOSTS, *playbook, "--results", str(results)))
     real = _runs(results)[0]
     assert what_if.name not in third.stdout + third.stderr
     assert "finding.resolved" not in third.stdout and "finding.new" not in third.stdout
     assert f"drift {real.name} -> " in third.stdout and ": no changes" in third.stdout
+    assert f"{what_if.name} is a what-if of {source.name}" in made.stderr
+    assert summarize_run(what_if).what_if, "the rejudge is stored as a what-if"
     latest = _runs(results)[-1]
     assert previous_run(results, latest).path == real  # type: ignore[union-attr]
     # nor is it a run of the repeat-offender history (all its hosts failed an A100 expectation)
