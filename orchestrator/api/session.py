@@ -150,7 +150,7 @@ def run_history(root: Path, before: Path, warnings: list[str] | None = None,
     newest of those runs, as a rule): not read again."""
     try:
         me = summarize_run(before)
-        same = [s for s in list_runs(root) if s.id < before.name and s.complete
+        same = [s for s in list_runs(root) if s.id < before.name and s.complete and s.real
                 and (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)]
     except (RunNotFound, OSError):
         return ()
@@ -616,6 +616,19 @@ def _usable_expectations(inputs: list[HostInput], run: str) -> list[HostInput]:
     return out
 
 
+def what_if_of(source: RunMeta, stored: PlanInputs, given: PlanInputs, judged: RunMeta) -> list[str]:
+    """The options a rejudge judges under other than its source's (["--expect", "-p"]), and those
+    its source (a what-if itself) had: a non-empty list makes the new run a what-if of its source,
+    which history never takes for a state of the fleet (store/history.py).  Judging again the same
+    raw data with the same inputs (today's checks) is no what-if."""
+    changed = [option for option, was, now in (
+        ("-p", source.playbook_name, judged.playbook_name),
+        ("--expect", tuple(stored.expect), tuple(given.expect)),
+        ("--security-floor", stored.security_floor, given.security_floor),
+        ("--baseline-file", stored.baseline_file, given.baseline_file)) if was != now]
+    return list(dict.fromkeys([*(source.what_if or []), *changed]))
+
+
 def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list[str] | None,
                     security_floor: str | None, baseline_file: str | None) -> RunResult:
     stored = RunDirectory.open(source)
@@ -656,6 +669,7 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         plan = _stored_plan(new_inputs, inputs, source.name, given)
         new_meta = plan.meta(options=meta.options, rejudged_from=source.name)
         new_meta.hosts_order, new_meta.probes = judged, meta.probes
+    new_meta.what_if = what_if_of(meta, inputs_of_run, new_inputs, new_meta) or None
     # built in a staging directory and renamed into the history only once complete
     run = RunDirectory.create_staged(root, new_meta)
     with _published(run, root):

@@ -61,7 +61,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         cells = [["" if v is None else clean(v, 400) for v in r.values()] for r in rows]
         print(fit_table(cells, list(rows[0].keys()), terminal_width(), drop_before_wrap=True,
                         droppable=("limit", "inventory", "skipped", "interrupted", "unsupported", "started", "problem",
-                                   "info", "ok", "unreachable", "failed"),
+                                   "info", "ok", "probes_failed", "incomplete", "unreachable", "degraded"),
                         fixed=("id", "state")))
     else:
         print(render_rows(rows, args.format))
@@ -92,6 +92,11 @@ def cmd_rejudge(args: argparse.Namespace) -> int:
     --expect) -> a new run, with the exit status the run itself would have had."""
     result = rejudge(stored_run(args, args.run), results_root(args), playbook=args.playbook, expect=args.expect,
                      security_floor=args.security_floor, baseline_file=args.baseline_file)
+    meta = result.run.meta
+    if meta.what_if:  # said once, where it is made: the history passes over it from now on
+        print(f"probe: {meta.id} is a what-if of {meta.rejudged_from} (judged under other "
+              f"{', '.join(meta.what_if)}): later runs, `probe diff` and reports do not compare with it "
+              "unless it is named", file=sys.stderr)
     return deliver(args, result.fleet, result.run.dir)
 
 

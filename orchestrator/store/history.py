@@ -50,6 +50,12 @@ class RunSummary:
     partial: bool = False  # files missing or unreadable
     problem: str = ""  # why the run is partial
     recorded_state: str | None = None  # run.json's state: running, complete, interrupted, failed
+    # the hosts' health as the verdict decided it (failed, unreachable, incomplete, degraded,
+    # healthy): the counts above are the probes' transport outcomes
+    health: dict[str, int] = field(default_factory=dict)
+    rejudged_from: str | None = None
+    # a rejudge under other inputs than its source's (RunMeta.what_if): the options it changed
+    what_if: list[str] = field(default_factory=list)
 
     @property
     def state(self) -> str:
@@ -76,8 +82,14 @@ class RunSummary:
                 "started": self.started.isoformat() if self.started else None, "state": self.state,
                 "inventory": self.inventory, "playbook": self.playbook, "limit": self.limit, "hosts": self.hosts,
                 "ok": self.ok, "unsupported": self.unsupported, "failed": self.failed, "unreachable": self.unreachable, "skipped": self.skipped,
-                "interrupted": self.interrupted, "findings": dict(self.findings),
+                "interrupted": self.interrupted, "findings": dict(self.findings), "health": dict(self.health),
+                "rejudged_from": self.rejudged_from, "what_if": list(self.what_if),
                 "partial": self.partial, "problem": self.problem}
+
+    @property
+    def real(self) -> bool:
+        """A state of the fleet, not a what-if: a run history may take it for the run before another."""
+        return not self.what_if
 
 
 def default_results_dir() -> Path:
@@ -180,6 +192,10 @@ def summarize_run(path: Path) -> RunSummary:
     s.inventory = [str(x) for x in inv] if isinstance(inv, list) else ([str(inv)] if inv else [])
     s.playbook = str(meta["playbook"]) if meta.get("playbook") else None
     s.limit = str(meta["limit"]) if meta.get("limit") else None
+    # read as RunMeta reads them: a value of another type was not written by a run
+    s.rejudged_from = meta["rejudged_from"] if isinstance(meta.get("rejudged_from"), str) else None
+    what_if = meta.get("what_if")
+    s.what_if = [x for x in what_if if isinstance(x, str)] if isinstance(what_if, list) else []
     state = (run or {}).get("state")
     # a run.json without a state (written before runs recorded one) with its fleet.json: complete
     s.recorded_state = str(state) if state else "complete"
@@ -222,6 +238,9 @@ def _tally(summary: dict[str, Any], s: RunSummary) -> None:
     s.unsupported = num.get("unsupported", 0)
     s.skipped = num.get("skipped", 0)
     s.interrupted = num.get("interrupted", 0)
+    health = summary.get("health")
+    if isinstance(health, dict):
+        s.health = {str(k): v for k, v in health.items() if isinstance(v, int) and not isinstance(v, bool)}
     by_sev = summary.get("findings")
     if isinstance(by_sev, dict):
         for sev in s.findings:
@@ -233,7 +252,9 @@ def _count(fleet: dict[str, Any], s: RunSummary) -> None:
     by_sev = (fleet.get("summary") or {}).get("findings")
     if not isinstance(by_sev, dict):
         by_sev = Counter(f.get("severity") for f in fleet.get("findings") or [] if isinstance(f, dict))
-    _tally({"hosts": len(hosts), "outcomes": Counter(h.get("outcome") for h in hosts), "findings": by_sev}, s)
+    health = Counter(h["health"].get("state") for h in hosts if isinstance(h.get("health"), dict))
+    _tally({"hosts": len(hosts), "outcomes": Counter(h.get("outcome") for h in hosts), "findings": by_sev,
+            "health": {str(k): v for k, v in health.items() if k}}, s)
 
 
 def list_runs(results_dir: str | Path) -> list[RunSummary]:
@@ -276,7 +297,9 @@ def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool 
     """The newest complete run before `run` (a ref or a path); with `same_inventory`, of the same
     inventory, playbook and --limit: the run drift should compare with.  An interrupted or
     partial run, or one that probed other hosts or other probes, is never the default baseline
-    (it would make everything it did not measure look new or resolved).
+    (it would make everything it did not measure look new or resolved); nor is a what-if (a
+    rejudge under other expectations, playbook, baseline or floor): it says what the fleet would
+    be judged under other inputs, not what it was.
 
     `skipped` (when given) receives the partial or unreadable runs newer than the one chosen, so
     the caller can say which baseline it passed over and why."""
@@ -286,7 +309,7 @@ def previous_run(results_dir: str | Path, run: str | Path, same_inventory: bool 
     def same(s: RunSummary) -> bool:
         return (s.inventory, s.playbook_name, s.limit) == (me.inventory, me.playbook_name, me.limit)
 
-    earlier = [s for s in list_runs(results_dir) if s.id < path.name]
+    earlier = [s for s in list_runs(results_dir) if s.id < path.name and s.real]
     if same_inventory:
         earlier = [s for s in earlier if s.partial or same(s)]
     while earlier and earlier[-1].partial:
@@ -409,12 +432,13 @@ def fleet_problem(fleet: dict[str, Any]) -> str:
 
 def diff_pair(results_dir: str | Path, a: str | None = None, b: str | None = None) -> tuple[Path, Path]:
     """The two runs `probe diff [A] [B]` compares: both given; A and the latest; or, with neither,
-    the newest complete run and the complete run before it of the same inventory, playbook and limit."""
+    the newest complete run and the complete run before it of the same inventory, playbook and limit,
+    what-ifs passed over (named, they are compared like any run)."""
     if a and b:
         return resolve_run(results_dir, a), resolve_run(results_dir, b)
     if a:
         return resolve_run(results_dir, a), resolve_run(results_dir, "latest")
-    complete = [s for s in list_runs(results_dir) if s.complete]
+    complete = [s for s in list_runs(results_dir) if s.complete and s.real]
     if not complete:
         raise RunNotFound(f"no complete run under {results_dir} to compare")
     new = complete[-1].path

@@ -36,6 +36,10 @@ class RunMeta:
     imported: bool = False  # judged from text evidence: no plan to rebuild
     collected: dict[str, Any] | None = None  # another engine carried the probes: {"via": ..., ...}
     rejudged_from: str | None = None
+    # a rejudge under other expectations, playbook, baseline or floor than its source's: the options
+    # it changed (["--expect"]).  A what-if of `rejudged_from`, never a state of the fleet: history
+    # (store/history.py) never takes it for the run before a later one unless it is named.
+    what_if: list[str] | None = None
     merged_from: list[dict[str, Any]] | None = None
     finished: str | None = None  # when judging began: the end of the fan-out, or where it was stopped
     # an interrupted run: how far it got ({"finished": hosts, "cut": cut off part-way, "never": never started})
@@ -88,7 +92,7 @@ class RunMeta:
                 setattr(meta, name, d[name])
         if d.get("state") in STATES:
             meta.state = d["state"]
-        for name in ("inventory", "hosts_order", "probes"):
+        for name in ("inventory", "hosts_order", "probes", "what_if"):
             if isinstance(d.get(name), list):  # names: anything else in them was not written by a run
                 setattr(meta, name, [x for x in d[name] if isinstance(x, str)])
         for name in ("plan", "options", "collected", "summary", "security_floor"):

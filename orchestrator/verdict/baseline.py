@@ -24,6 +24,7 @@ Pure: `measures(facts)` when a host is judged (small: a few dozen numbers), `jud
 
 from __future__ import annotations
 
+import re
 import statistics
 from array import array
 from collections import defaultdict
@@ -485,6 +486,32 @@ def _subject(m: Metric, kind: str, gpu: str | None, index: Mapping[str, int]) ->
     return Located(f"GPU{i if i is not None else '?'} ({gpu}) {what}", (gpu_device({"index": i, "bus_id": gpu}),))
 
 
+_GPU_SUBJECT = re.compile(r"^GPU\S* \((?P<gpu>[^()]*)\) (?P<what>.+)$")
+_OF_GPUS = re.compile(r" \(median of \d+ GPUs\)$")
+
+
+def figure_of(subject: str) -> tuple[str, str | None]:
+    """A baseline finding's subject, as _subject wrote it -> (the figure, "temperature (under
+    load)"; the bus id of the GPU it was taken on, None for the host's)."""
+    m = _GPU_SUBJECT.match(subject)
+    if m:
+        return m["what"], m["gpu"]
+    return _OF_GPUS.sub("", subject), None
+
+
+def measured_figures(facts: Facts) -> frozenset[tuple[str, str | None]]:
+    """Every figure of the host its facts hold, as figure_of reads a finding's subject: a finding of
+    a figure this set lacks was not measured (drift neither resolves it nor calls it new)."""
+    out: set[tuple[str, str | None]] = set()
+    for metric, kind, gpu, _value in measures(facts).rows():
+        m = BY_KEY[metric]
+        what = _subject(m, kind, None, {}).text
+        out.add((what, gpu))
+        if m.host:
+            out.add((what, None))
+    return frozenset(out)
+
+
 def _finding(host: str, m: Metric, subject: Located, value: float, stats: Stats, peers: str, basis: str,
              t: Threshold) -> Finding:
     dev = value - stats.median
@@ -544,7 +571,7 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
             if not any(BY_KEY[metric].finding == fid for metric in metrics):
                 continue  # nothing measured: the host's own coverage says why (its probe did not run)
             if not h.fingerprint:
-                not_judged[fid][h.name] = "the host has no topology class (a shape probe did not finish)"
+                not_judged[fid][h.name] = "the host has no topology class (a shape probe did not finish or was not in this run)"
             else:
                 n = len(by_class.get(h.fingerprint, []))
                 not_judged[fid][h.name] = (f"too few peers measured the same figures ({n} host(s) of class "

@@ -102,8 +102,26 @@ def _summary(outcomes: list[str], findings: list[Finding], health: Mapping[str, 
 
 
 # The probes whose facts make a host's topology fingerprint (verdict/classes.py:descriptor): a
-# host where one of them did not finish has no class, rather than the shape of what is missing.
+# host where one of them did not finish, or that the run did not ask for (`-p fabric`, `-p quick`,
+# `--probe`), has no class, rather than the shape of what is missing ("cpu-only" from a run that
+# never asked NVML).
 _SHAPE_PROBES = ("host", "pcie", "nvml", "nvlink")
+# how a probe that answered ends: only these measured the host's shape (a skip measured nothing)
+_SHAPED = ("ok", "unsupported")
+
+
+def shape_descriptor(probes: Mapping[str, Any], facts: Facts) -> dict[str, Any] | None:
+    """The host's topology descriptor, where this run measured its shape: every shape probe ran to
+    an answer.  Facts without per-probe records (a fixture) and text imports (`raw`, or every probe
+    record of version "text", cli/importer.py: the text is what was measured) are described as
+    they are."""
+    imported = "raw" in probes or all(isinstance(s, dict) and s.get("probe_version") == "text" for s in probes.values())
+    if probes and not imported:
+        for p in _SHAPE_PROBES:
+            s = probes.get(p)
+            if not isinstance(s, dict) or str(s.get("outcome") or "") not in _SHAPED:
+                return None
+    return fingerprint.descriptor(facts)
 
 
 def unfinished_probes(probes: Mapping[str, Any]) -> dict[str, str]:
@@ -203,7 +221,7 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     slim = fleet_facts(facts)
     unfinished = unfinished_probes(h.probes)
     try:
-        descriptor = None if any(p in unfinished for p in _SHAPE_PROBES) else fingerprint.descriptor(facts)
+        descriptor = shape_descriptor(h.probes, facts)
     except Exception as e:  # a value of an odd type: this host has no topology class, the rest is judged
         descriptor = None
         findings.append(unjudgeable(h.name, "the topology fingerprint", e))
@@ -290,7 +308,7 @@ def stored_verdict(rec: dict[str, Any], findings: list[Finding]) -> HostVerdict:
     outcomes = coverage.judged_outcomes(probes, facts)
     slim = fleet_facts(facts)
     unfinished = unfinished_probes(probes)
-    descriptor = None if any(p in unfinished for p in _SHAPE_PROBES) else fingerprint.descriptor(facts)
+    descriptor = shape_descriptor(probes, facts)
     try:
         measured = baseline.measures(facts)
     except Exception:  # judged before: its malformed-data finding is among its findings already

@@ -35,8 +35,13 @@ HOST_COLUMNS = ("host", "address", "health", "health_reason", "faults_fail", "fa
 # action, because and devices (issue 46) come last: a reader that counts columns keeps its places.
 FINDING_COLUMNS = ("host", "id", "severity", "kind", "subject", "message", "expected", "actual", "hint",
                    "caused_by", "action", "because", "devices")
-RUN_COLUMNS = ("id", "started", "state", "inventory", "playbook", "limit", "hosts", "ok", "unsupported", "failed",
-               "unreachable", "skipped", "interrupted", "fail", "warn", "info", "problem")
+# A run's hosts by their health as judged (healthy ... failed: the verdict's, what RECAP counts),
+# then by their probes' transport outcome (ok ... probes_failed: whether the probes answered).
+# `what_if`: a rejudge under other inputs than its source's, which no history takes for the fleet.
+RUN_COLUMNS = ("id", "started", "state", "what_if", "inventory", "playbook", "limit", "hosts",
+               "healthy", "degraded", "failed", "incomplete", "unreachable",
+               "ok", "unsupported", "probes_failed", "skipped", "interrupted", "fail", "warn", "info", "problem")
+_HEALTH_COLUMNS = ("healthy", "degraded", "failed", "incomplete")
 
 
 def host_rows(fleet: FleetResult) -> list[dict[str, Any]]:
@@ -72,9 +77,19 @@ def run_rows(summaries: Iterable[Any]) -> list[dict[str, Any]]:
     for s in summaries:
         d = s.to_dict()
         # as an operator reads them: inventory paths, the playbook's name (audit, not its full path)
-        d.update(inventory=", ".join(s.inventory), playbook=s.playbook_name or "")
+        d.update(inventory=", ".join(s.inventory), playbook=s.playbook_name or "", probes_failed=d["failed"],
+                 what_if=_what_if(s.rejudged_from, s.what_if))
+        # a run stored before runs kept their hosts' health has none to count: left empty, not 0
+        d.update({k: s.health.get(k, 0) if s.health else None for k in _HEALTH_COLUMNS})
         rows.append({k: d["findings"][k] if k in ("fail", "warn", "info") else d.get(k) for k in RUN_COLUMNS})
     return rows
+
+
+def _what_if(source: str | None, changed: list[str]) -> str | None:
+    """"of RUN (--expect)" for a what-if rejudge; None for a run of the fleet (a plain rejudge included)."""
+    if not changed:
+        return None
+    return f"of {source or 'another run'} ({', '.join(changed)})"
 
 
 def _cell(value: Any) -> str:

@@ -115,9 +115,18 @@ def notes_block(fleet: FleetResult, width: int | None = None) -> str:
     return head + "\n" + "\n".join(lines)
 
 
+# Why a run of hosts has no topology class (verdict/judge.py:shape_descriptor): said, so an empty
+# class column is not read as "these hosts have no shape" (a fabric-only run once classed every DGX
+# cpu-only).
+UNCLASSED = ("topology classes: none: this run measured no host's shape (a host is classed only by a run in "
+             "which host, pcie, nvml and nvlink all answered, as the audit and premigration playbooks do); "
+             "its class is that of its last such run, and drift compares classes only between such runs")
+
+
 def classes_table(fleet: FleetResult, width: int | None = None) -> str:
     if not fleet.classes:
-        return ""
+        answered = any(h.reachable for h in fleet.hosts)
+        return wrap(UNCLASSED, width, "", "  ") if answered else ""
     rows = []
     for c in fleet.classes:
         outl = ", ".join(clean(o.host, 200) for o in c.outliers)
