@@ -41,7 +41,7 @@ def test_the_demo_rail_and_path_faults_are_the_fabrics(tmp_path: Path) -> None:
                           ["dgx-h100-01", "dgx-h100-20"]}
     # the drain list: the failed hosts alone, none for the rail or the path
     drain = out["drain"].read_text()
-    drained = {line.split("NodeName=")[1].split()[0] for line in drain.splitlines() if line.startswith("scontrol")}
+    drained = {line.split("NodeName=")[1].split()[0] for line in drain.splitlines() if line.startswith("unless_foreign_reason scontrol update ")}
     assert drained == set(FAILED) and "fabric.rail.slow" not in drain and "fabric.path.slow" not in drain
     # JUnit: one failing case for each fabric fault, in the fabric's suite; no host suite fails for them
     junit = ET.parse(out["junit.xml"]).getroot()

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.api.stored import load_result
 from orchestrator.verdict import rules
 from orchestrator.verdict.judge import shape_descriptor
-from orchestrator.verdict.result import FleetResult
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_a_partial_run_classes_no_host(tmp_path: Path, case: str) -> None:
     results = tmp_path / "runs"
     proc = probe("run", *PARTIAL[case], "--results", str(results))
     [run] = [p for p in results.iterdir() if p.is_dir()]
-    fleet = FleetResult.load(run)
+    fleet = load_result(run)
     assert fleet.classes == [] and len(fleet.hosts.names()) == 48
     assert [h.name for h in fleet.hosts if h.topology_class] == []
     assert "cpu-only" not in proc.stdout
