@@ -61,7 +61,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         cells = [["" if v is None else clean(v, 400) for v in r.values()] for r in rows]
         print(fit_table(cells, list(rows[0].keys()), terminal_width(), drop_before_wrap=True,
                         droppable=("limit", "inventory", "skipped", "interrupted", "unsupported", "started", "problem",
-                                   "info", "ok", "probes_failed", "incomplete", "unreachable", "degraded"),
+                                   "info", "ok", "probes_failed", "incomplete", "unreachable", "degraded", "warn",
+                                   "hosts", "healthy"),
                         fixed=("id", "state")))
     else:
         print(render_rows(rows, args.format))
