@@ -24,7 +24,6 @@ Pure: `measures(facts)` when a host is judged (small: a few dozen numbers), `jud
 
 from __future__ import annotations
 
-import re
 import statistics
 from array import array
 from collections import defaultdict
@@ -486,34 +485,39 @@ def _subject(m: Metric, kind: str, gpu: str | None, index: Mapping[str, int]) ->
     return Located(f"GPU{i if i is not None else '?'} ({gpu}) {what}", (gpu_device({"index": i, "bus_id": gpu}),))
 
 
-_GPU_SUBJECT = re.compile(r"^GPU\S* \((?P<gpu>[^()]*)\) (?P<what>.+)$")
-_OF_GPUS = re.compile(r" \(median of \d+ GPUs\)$")
+_METRIC = "baseline metric "  # a baseline finding's evidence names its figure after this
 
 
-def figure_of(subject: str) -> tuple[str, str | None]:
-    """A baseline finding's subject, as _subject wrote it -> (the figure, "temperature (under
-    load)"; the bus id of the GPU it was taken on, None for the host's)."""
-    m = _GPU_SUBJECT.match(subject)
-    if m:
-        return m["what"], m["gpu"]
-    return _OF_GPUS.sub("", subject), None
+def figure_of(f: Finding) -> tuple[str, str | None]:
+    """A baseline finding's figure: (its metric and kind as its evidence names them,
+    "temperature_c[under load]"; the bus id of the GPU it was taken on, from its devices, None for
+    the host's).  A finding stored before the kind was named gives its metric alone."""
+    key = next((e[len(_METRIC):] for e in f.evidence if isinstance(e, str) and e.startswith(_METRIC)), "")
+    gpu = next((b for d in f.devices for b in d.bus_ids()), None)
+    return key, gpu
+
+
+def figure_text(key: str) -> str:
+    """"temperature_c[under load]" -> "temperature (under load)", as a subject says it."""
+    metric, kind = _unkey(key)
+    m = BY_KEY.get(metric)
+    return _subject(m, kind, None, {}).text if m is not None else key
 
 
 def measured_figures(facts: Facts) -> frozenset[tuple[str, str | None]]:
-    """Every figure of the host its facts hold, as figure_of reads a finding's subject: a finding of
-    a figure this set lacks was not measured (drift neither resolves it nor calls it new)."""
+    """Every figure of the host its facts hold, keyed as figure_of keys a finding: a finding of a
+    figure this set lacks was not measured (drift neither resolves it nor calls it new)."""
     out: set[tuple[str, str | None]] = set()
     for metric, kind, gpu, _value in measures(facts).rows():
-        m = BY_KEY[metric]
-        what = _subject(m, kind, None, {}).text
-        out.add((what, gpu))
-        if m.host:
-            out.add((what, None))
+        for key in (_key(metric, kind), metric):  # the metric alone: a finding stored without its kind
+            out.add((key, gpu))
+            if BY_KEY[metric].host:
+                out.add((key, None))
     return frozenset(out)
 
 
 def _finding(host: str, m: Metric, subject: Located, value: float, stats: Stats, peers: str, basis: str,
-             t: Threshold) -> Finding:
+             t: Threshold, kind: str) -> Finding:
     dev = value - stats.median
     side = "below" if dev < 0 else "above"
     # a share where the threshold is one, else the step in the metric's unit (7 C hotter)
@@ -526,7 +530,7 @@ def _finding(host: str, m: Metric, subject: Located, value: float, stats: Stats,
                  f"(spread {stats.spread:.1f} {m.unit}; the threshold is {rule})",
                  severity=Severity.WARN, expected=round(stats.median, 2), actual=round(value, 2),
                  evidence=[f"{basis}: median {stats.median:.2f} {m.unit}, MAD {stats.mad:.2f}, {stats.n} measured",
-                           f"baseline metric {_key(m.key, '')}"],
+                           f"{_METRIC}{_key(m.key, kind)}"],
                  hint=_HINTS[m.finding])
 
 
@@ -606,7 +610,8 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
             named_whole.add((metric_key, kind))
             of_gpus = f" (median of {len(values)} GPUs)" if m.gpu else ""
             yield _finding(h.name, m, Located(_subject(m, kind, None, index).text + of_gpus), value, stats,
-                           f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t)
+                           f"{n_hosts} {cls.name} hosts" + (" of the baseline" if from_file else ""), basis, t,
+                           kind)
     gpu_findings: list[tuple[int, Finding]] = []
     for (metric, kind), rows in by_gpu.items():
         m, t = BY_KEY[metric], limits[metric]
@@ -626,7 +631,7 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
                 if beyond(value, stats, m, t):
                     gpu_findings.append((at, _finding(h.name, m, _subject(m, kind, gpu, index), value, stats,
                                                  f"its {len(sibs)} sibling GPUs on this host",
-                                                 "the host's other GPUs", t)))
+                                                 "the host's other GPUs", t, kind)))
             continue
         found = cls.gpu.get((metric, kind))
         n = (found.n if from_file else found.n - 1) if found else 0
@@ -642,7 +647,8 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
                 continue
             judged[m.finding].add(h.name)
             if beyond(value, found, m, t):
-                gpu_findings.append((at, _finding(h.name, m, _subject(m, kind, gpu, index), value, found, peers, basis, t)))
+                gpu_findings.append((at, _finding(h.name, m, _subject(m, kind, gpu, index), value, found, peers, basis, t,
+                                                          kind)))
     gpu_findings.sort(key=itemgetter(0))
     for _, finding in gpu_findings:
         yield finding

@@ -347,7 +347,7 @@ def _diff_findings(d: FleetDiff, o: JudgedHost, n: JudgedHost, was_f: list[Findi
     old_states, new_states = _states(o, was_f, old, ids), _states(n, now_f, new, ids)
     for k in sorted(set(now) - set(was)):
         st = old_states.get(k[0])
-        unmeasured = _unmeasured(k, o)
+        unmeasured = _unmeasured(now[k], o)
         if (st is not None and st.state == coverage.NOT_JUDGED) or unmeasured:
             why = f"not judged in the baseline: {st.reason if st and st.state == coverage.NOT_JUDGED else unmeasured}"
             d.not_compared[why] = d.not_compared.get(why, 0) + 1
@@ -357,7 +357,7 @@ def _diff_findings(d: FleetDiff, o: JudgedHost, n: JudgedHost, was_f: list[Findi
         d.changes.append(Change(n.name, "finding.new", f"{k[0]} {k[2]}", None, k[0], now[k].message))
     for k in sorted(set(was) - set(now)):
         st = new_states.get(k[0])
-        unmeasured = _unmeasured(k, n)
+        unmeasured = _unmeasured(was[k], n)
         if (st is not None and st.state == coverage.NOT_JUDGED) or unmeasured:
             why = f"not judged in this run: {st.reason if st and st.state == coverage.NOT_JUDGED else unmeasured}"
             d.not_compared[why] = d.not_compared.get(why, 0) + 1
@@ -369,15 +369,15 @@ def _diff_findings(d: FleetDiff, o: JudgedHost, n: JudgedHost, was_f: list[Findi
         d.changes.append(Change(n.name, "finding.resolved", f"{k[0]} {k[2]}", k[0], None, was[k].message))
 
 
-def _unmeasured(k: FindingKey, host: JudgedHost) -> str:
+def _unmeasured(f: Finding, host: JudgedHost) -> str:
     """Why a fleet-baseline finding cannot be compared on `host`, or '': the run judged the rule
     there but did not measure that figure (a temperature under load, in a run that applied no load;
     a GPU pair copy of a link kind it did not copy over), so it is neither resolved nor new."""
-    if k[0] not in baseline.FINDING_IDS:
+    if f.id not in baseline.FINDING_IDS:
         return ""
-    figure, gpu = baseline.figure_of(k[2])
+    figure, gpu = baseline.figure_of(f)
     try:
         measured = baseline.measured_figures(host.facts)
     except Exception:  # a value of an odd type: the rule's coverage alone decides, as before
         return ""
-    return "" if (figure, gpu) in measured else f"{figure} not measured"
+    return "" if (figure, gpu) in measured else f"{baseline.figure_text(figure)} not measured"

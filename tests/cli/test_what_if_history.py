@@ -13,13 +13,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from orchestrator.api.session import run_history
 from orchestrator.store.history import list_runs, previous_run, summarize_run
 from orchestrator.verdict import baseline
+from orchestrator.verdict.findings import fault
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = "dgx-h100-01,dgx-h100-04,dgx-h100-05"
@@ -147,19 +150,20 @@ def test_drift_never_resolves_a_figure_the_later_run_did_not_measure(tmp_path: P
         assert "not measured" in reasons
 
 
-def _subjects() -> list[tuple[str, str, str | None]]:
-    """(subject as a finding says it, figure, GPU) for every metric, host- and GPU-wide."""
+def _figures() -> list[tuple[Any, str, str | None, dict[str, int], str]]:
+    """(metric, kind, GPU, GPU index, the figure's key) for every metric, host- and GPU-wide."""
     out = []
     for m in baseline.METRICS:
         for kind in ("", "NV18", "under load", "all_reduce 64 MiB"):
-            what = baseline._subject(m, kind, None, {}).text
-            out.append((what, what, None))
-            out.append((what + " (median of 8 GPUs)", what, None))
-            for gpu, index in (("0000:ab:00.0", {"0000:ab:00.0": 5}), ("0000:01:00.0", {})):
-                out.append((baseline._subject(m, kind, gpu, index).text, what, gpu))
+            for gpu, index in ((None, {}), ("0000:ab:00.0", {"0000:ab:00.0": 5}), ("0000:01:00.0", {})):
+                out.append((m, kind, gpu, index, baseline._key(m.key, kind)))
     return out
 
 
-@pytest.mark.parametrize(("subject", "figure", "gpu"), _subjects())
-def test_a_baseline_subject_reads_back_as_its_figure(subject: str, figure: str, gpu: str | None) -> None:
-    assert baseline.figure_of(subject) == (figure, gpu)
+@pytest.mark.parametrize(("metric", "kind", "gpu", "index", "key"), _figures())
+def test_a_baseline_finding_names_its_figure_by_evidence_and_device_not_subject(
+        metric: Any, kind: str, gpu: str | None, index: dict[str, int], key: str) -> None:
+    f = fault(metric.finding, "h", baseline._subject(metric, kind, gpu, index), "x", evidence=[f"baseline metric {key}"])
+    assert baseline.figure_of(f) == (key, gpu)
+    assert baseline.figure_of(replace(f, subject="reworded")) == (key, gpu)  # the subject is text for people
+    assert baseline.figure_text(key) == baseline._subject(metric, kind, None, {}).text
