@@ -13,7 +13,7 @@ import os
 import shutil
 import weakref
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -263,12 +263,6 @@ def _sections_where_laid_out(data: bytes, start: int, end: int, members: Sequenc
             return False
         at = b
     return data[at:end] == (b"}" if members else b"{}")
-
-
-def records_with(hosts: Iterable[Any], sections: Collection[str]) -> Iterable[Any]:
-    """A fleet's host records for a reader of only these facts sections (`SpooledRecords.with_facts`);
-    records in memory are handed over as they are."""
-    return hosts.with_facts(sections) if isinstance(hosts, SpooledRecords) else hosts
 
 
 def _cleanup(directory: Path | None, fds: dict[Path, int]) -> None:

@@ -16,7 +16,7 @@ from orchestrator.store import atomic
 from orchestrator.store.compact import decode_fleet, encode_fleet, read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, LAYOUTS_NAME, read_fleet, write_fleet
 from orchestrator.store.history import load_fleet
-from orchestrator.store.spool import SpooledRecords, records_with
+from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
@@ -128,6 +128,12 @@ def test_facts_kept_verbatim_are_read_whole_by_a_reader_of_a_few_sections(tmp_pa
     write_fleet(tmp_path / "fleet.json", fleet)
     [back] = list(records_with(read_fleet(tmp_path / "fleet.json")["hosts"], ("host",)))
     assert back["facts"] == odd["facts"]
+
+
+def records_with(hosts: Any, sections: tuple[str, ...]) -> Any:
+    """What a reader of only these sections gets: a spooled fleet cuts each record to them, records
+    in memory are handed over as they are."""
+    return hosts.with_facts(sections) if isinstance(hosts, SpooledRecords) else hosts
 
 
 def _parsed_texts(monkeypatch: pytest.MonkeyPatch) -> list[bytes | str]:
