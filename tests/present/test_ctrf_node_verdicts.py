@@ -24,7 +24,7 @@ from orchestrator.verdict.action_map import ACTION_MAP
 from orchestrator.verdict.findings import Action
 from orchestrator.verdict.result import FleetResult
 from tests.present.test_outputs import EVIL
-from tests.present.test_outputs import run as run  # noqa: F401  (the fixture: fail, warn, info, unreachable, timeout)
+from tests.present.test_outputs import run as run  # the fixture: fail, warn, info, unreachable, timeout
 from tests.support.judged import judged
 from tests.verdict.test_diff import finding, fleet, host
 
