@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.api.errors import USAGE_ERRORS, usage_message
 from orchestrator.api.plan import load_inventory
 from orchestrator.api.stored import load_result
 from orchestrator.files import jsontext
@@ -111,7 +112,11 @@ def answer(args: argparse.Namespace, work: Path) -> NpdAnswer:
     start = _started()
     node = args.node or socket.gethostname()
     inv = work / "node.yml"
-    inv.write_text(jsontext.dumps(node_inventory(node, args.inventory)))  # JSON: YAML that evaluates nothing
+    try:
+        hosts = node_inventory(node, args.inventory)
+    except USAGE_ERRORS as e:  # NPD reads stdout only: the reason goes there, as Unknown
+        return unknown(f"inventory: {usage_message(e)}")
+    inv.write_text(jsontext.dumps(hosts))  # JSON: YAML that evaluates nothing
     run_dir = work / "results" / "run"
     probe_timeout = max(1.0, (args.timeout - MARGIN_S) * 0.6)
     cmd = [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "-p", args.playbook, "-o", str(run_dir),

@@ -119,3 +119,13 @@ def test_no_verdict_for_the_node_is_unknown():
     f = judged(fleet("r", [host("n1")], []))
     assert npd_answer(f, "other").status == UNKNOWN
     assert fit("a" * 200).endswith("...") and len(fit("a" * 200)) == MAX_MESSAGE
+
+
+@pytest.mark.parametrize("text", [None, "all:\n  hosts: [oops\n", "- a list\n- not an inventory\n", "\x00\xff"])
+def test_an_inventory_it_cannot_read_is_2_with_the_reason_on_stdout(tmp_path: Path, text: str | None):
+    inv = tmp_path / "node.yml"
+    if text is not None:
+        inv.write_bytes(text.encode("latin-1"))
+    rc, out, _ = _npd(tmp_path, inv, "n1", timeout=30)
+    line = _one_line(out)
+    assert rc == UNKNOWN and line.startswith("fleetprobe: inventory: "), line
