@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
-from orchestrator.cli import collect, exitcodes, history, importer, info, judging, run, signals
+from orchestrator.cli import collect, exitcodes, history, importer, info, judging, npd, run, signals
 from orchestrator.engine import descriptors
 from orchestrator.engine.runner import ctrl_c_of
 from orchestrator.store.lock import LockHeld
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     judging.add_parsers(sub)
     importer.add_parser(sub)
     collect.add_parsers(sub)
+    npd.add_parser(sub)
     return parser
 
 

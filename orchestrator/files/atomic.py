@@ -18,10 +18,11 @@ _BUFFER = 1 << 20
 
 def _make_parent(path: Path) -> None:
     """The directory `path` goes in, made where missing; where a file stands in its way, the error
-    names that file (mkdir alone says "File exists" about the directory it could not make)."""
+    names that file (mkdir alone says "File exists" about the directory it could not make, or "Not a
+    directory" where the file is further up)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
+    except (FileExistsError, NotADirectoryError):
         blocker = next((p for p in (path.parent, *path.parent.parents) if p.exists() and not p.is_dir()), path.parent)
         raise NotADirectoryError(errno.ENOTDIR, f"{blocker} is not a directory") from None
 

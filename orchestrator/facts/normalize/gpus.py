@@ -33,6 +33,17 @@ def _bus_id(text: str) -> str | None:
     return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
+def dcgm_bus_id(text: Any) -> str | None:
+    """Any bus id spelling -> dcgm-exporter's `pci_bus_id` label ('00000000:53:00.0': NVML's busId,
+    an 8-hex-digit domain, upper-case hex), so a fleetprobe series joins the exporter's; None when
+    not a bus id."""
+    norm = bus_id(text)
+    if norm is None:
+        return None
+    dom, bus, rest = norm.split(":")
+    return f"{int(dom, 16):08X}:{bus.upper()}:{rest.upper()}"
+
+
 def model_key(name: Any) -> str | None:
     """gpu_models.lookup(name).key, remembered: the lookup runs up to 23 regexes per GPU."""
     return _model_key(name) if isinstance(name, str) else None

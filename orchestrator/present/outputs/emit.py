@@ -12,7 +12,9 @@ from typing import Any
 
 from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.ansible_inventory import write_inventory
+from orchestrator.present.outputs.ctrf import write_ctrf
 from orchestrator.present.outputs.junit import write_junit
+from orchestrator.present.outputs.node_verdicts import write_node_verdicts
 from orchestrator.present.outputs.prometheus import write_prometheus
 from orchestrator.present.outputs.slurm_drain import write_drain, write_resume
 from orchestrator.present.outputs.tabular import render_findings, render_hosts
@@ -42,6 +44,7 @@ class OutputFile:
     name: str  # the keyword of write_outputs and the argparse dest; the flag is --<name with dashes>
     help: str
     write: Callable[[FleetResult, Path, WriteContext], Path]
+    metavar: str = "FILE"
 
     @property
     def flag(self) -> str:
@@ -53,6 +56,11 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
                lambda fleet, p, ctx: write_prometheus(fleet, p)),
     OutputFile("junit", "write JUnit XML (one test case per host x check)",
                lambda fleet, p, ctx: write_junit(fleet, p, check_ids=ctx.check_ids, fail_on=ctx.junit_fail_on)),
+    OutputFile("ctrf", "write a CTRF JSON test report (the JUnit report's cases: one per host x check)",
+               lambda fleet, p, ctx: write_ctrf(fleet, p, check_ids=ctx.check_ids, fail_on=ctx.junit_fail_on)),
+    OutputFile("node_verdicts", "write one JSON verdict per host in NVIDIA Health Validation's NodeVerdict shape "
+               "into DIR (DIR/<host>.json)",
+               lambda fleet, p, ctx: write_node_verdicts(fleet, p, check_ids=ctx.check_ids), metavar="DIR"),
     OutputFile("ansible_inventory", "write a YAML Ansible inventory grouping hosts by health, class, finding, "
                "severity and outcome, with the connection variables of the source inventory",
                lambda fleet, p, ctx: write_inventory(fleet, p)),
@@ -78,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser, only: Iterable[str] | None = 
     outputs = _by_name()
     for name in only if only is not None else outputs:
         out = outputs[name]
-        parser.add_argument(out.flag, dest=out.name, metavar="FILE", help=out.help)
+        parser.add_argument(out.flag, dest=out.name, metavar=out.metavar, help=out.help)
 
 
 def requested(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,13 @@ host, id, severity, kind, subject, action (verdict/actions.py) and the finding's
 (`DEVICE_LABELS`: gpu, bus_id and uuid as the GPU series name them) (value: how many findings
 share those labels), so an alert can name `nvlink.link.down` itself, route on the action and join
 the GPU's series.  Per GPU (labels host, gpu, bus_id, uuid): NVLink links up and
-total, its slowest P2P pair, PCIe generation and width, current and maximum.  Per fault of the
+total, its slowest P2P pair, PCIe generation and width, current and maximum.
+
+Every per-GPU and per-finding series also carries dcgm-exporter's own labels, spelled as the
+exporter prints them (`DCGM_LABELS`: `gpu`, `UUID`, `pci_bus_id` in NVML's 8-hex-digit-domain
+upper-case form, `modelName`, `Hostname`), so a PromQL `on(UUID, pci_bus_id)` join or a Grafana
+panel puts fleetprobe's verdict beside `DCGM_FI_DEV_*` of the same GPU with no relabelling
+(docs/cron.md).  The names stay `fleetprobe_*`: never a `DCGM_FI_*` name.  Per fault of the
 fabric (a rail, a path: verdict/fabric_faults.py): one series with id, severity, kind, subject and
 action, its value the hosts it touches; those faults are in no host's series (no host is failed
 for them: docs/fabric.md).
@@ -21,13 +27,14 @@ A value the run did not measure (no nvml, no p2p) is left out rather than writte
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts import read as F
+from orchestrator.facts.normalize.gpus import dcgm_bus_id
 from orchestrator.facts.textsafe import LINE_BREAKS, display_safe
 from orchestrator.present.outputs import write_atomic
 from orchestrator.verdict.fabric_faults import host_findings
@@ -51,7 +58,7 @@ METRICS = {
     "fleetprobe_findings": "Findings on the host by severity.",
     "fleetprobe_finding": "Findings with these labels (host, id, severity, kind, subject, action and the devices: "
                           "device_kind, gpu, bus_id, uuid, peer_gpu, peer_bus_id, nic, port, link, rail, "
-                          "peer_host); usually 1.",
+                          "peer_host, and dcgm-exporter's UUID, pci_bus_id, modelName, Hostname); usually 1.",
     "fleetprobe_fabric_fault": "Faults of the fabric (a rail, a path between two ports), not of a host, with "
                                "these labels (id, severity, kind, subject, action); the value is how many hosts "
                                "the fault touches.",
@@ -132,20 +139,25 @@ def _samples(fleet: FleetResult) -> dict[str, list[tuple[dict[str, str], float]]
             if value is not None:
                 out[metric].append((host, float(value)))
         mine_findings = host_findings(fleet.findings_of(name))  # the fabric's are its own series
+        gauges = F.gpu_gauges(facts)
+        hostname = _hostname(name, facts)
+        by_bus = {dcgm_bus_id(g.bus_id): g for g in gauges}  # however each side spelled it
         for sev in SEVERITY_ORDER:
             n = sum(1 for f in mine_findings if f.severity.value == sev)
             out["fleetprobe_findings"].append(({"host": name, "severity": sev}, float(n)))
         per_finding: dict[tuple[tuple[str, str], ...], int] = {}
         for f in mine_findings:
             key = tuple({"host": name, "id": f.id, "severity": f.severity.value, "kind": f.kind.value,
-                         "subject": f.subject, "action": f.action.value, **device_labels(f.devices)}.items())
+                         "subject": f.subject, "action": f.action.value, **device_labels(f.devices),
+                         **finding_dcgm_labels(f.devices, by_bus, hostname)}.items())
             per_finding[key] = per_finding.get(key, 0) + 1  # h2d and d2h of one GPU share id and subject
         for key, n in per_finding.items():
             out["fleetprobe_finding"].append((dict(key), float(n)))
         for probe, run in sorted(h.probes.items()):
             out["fleetprobe_probe_outcome"].append(({"host": name, "probe": probe, "outcome": run.outcome}, 1.0))
-        for g in F.gpu_gauges(facts):
-            labels = {"host": name, "gpu": str(g.index), "bus_id": g.bus_id or "", "uuid": g.uuid or ""}
+        for g in gauges:
+            labels = {"host": name, "gpu": str(g.index), "bus_id": g.bus_id or "", "uuid": g.uuid or "",
+                      **dcgm_labels(g, hostname)}
             for metric, attr, scale in _GPU_GAUGES:
                 v = getattr(g, attr)
                 if v is not None:
@@ -176,6 +188,44 @@ def device_labels(devices: Iterable[Device]) -> dict[str, str]:
             if v is not None and str(v) not in values[label]:
                 values[label].append(str(v))
     return {k: ",".join(v) for k, v in values.items()}
+
+
+# dcgm-exporter's per-GPU labels, in its order (its default `gpu`, `UUID`, `pci_bus_id`, `device`,
+# `modelName`, `Hostname`; `device` is the /dev node name, which fleetprobe does not read, so it is
+# left out rather than guessed): equal values join, whatever other labels either side has.
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "modelName", "Hostname")
+
+
+def _hostname(name: str, facts: Any) -> str:
+    """What dcgm-exporter calls the node: the host's own hostname (its `Hostname` is the node's
+    os.Hostname, or NODE_NAME in Kubernetes), else the inventory name."""
+    host = facts.get("host") if isinstance(facts, dict) else None
+    own = host.get("hostname") if isinstance(host, dict) else None
+    return own if isinstance(own, str) and own else name
+
+
+def dcgm_labels(g: F.GpuGauges, hostname: str) -> dict[str, str]:
+    """A GPU's labels as dcgm-exporter prints them (`gpu` is already the GPU series' own)."""
+    return {"UUID": g.uuid or "", "pci_bus_id": dcgm_bus_id(g.bus_id) or "", "modelName": g.name or "",
+            "Hostname": hostname}
+
+
+def finding_dcgm_labels(devices: Iterable[Device], gpus: Mapping[str | None, F.GpuGauges],
+                        hostname: str) -> dict[str, str]:
+    """A finding's GPUs in dcgm-exporter's label names (comma-separated for several, empty for a
+    host-wide finding), so an alert on `fleetprobe_finding` joins `DCGM_FI_*` on UUID/pci_bus_id."""
+    uuids: list[str] = []
+    buses: list[str] = []
+    models: list[str] = []
+    for d in devices:
+        bus = dcgm_bus_id(d.bus_id)
+        g = gpus.get(bus) if bus else None
+        for values, v in ((uuids, d.uuid or (g.uuid if g else None)), (buses, bus),
+                          (models, g.name if g else None)):
+            if v and v not in values:
+                values.append(v)
+    return {"UUID": ",".join(uuids), "pci_bus_id": ",".join(buses), "modelName": ",".join(models),
+            "Hostname": hostname}
 
 
 def _lines(samples: dict[str, list[tuple[dict[str, str], float]]]) -> Iterable[str]:
