@@ -497,6 +497,7 @@ class NcclFacts(TextOrigin):
     env_overrides: NotRequired[dict[str, str]]  # NCCL settings of the host (environment over conf files)
     # what only nccl-tests output knows
     ranks: NotRequired[int | None]
+    ranks_at_least: NotRequired[int]  # the rank lines were trimmed: a lower bound, `ranks` None (issue 48)
     hosts: NotRequired[list[str]]
     out_of_bounds: NotRequired[int | None]  # "# Out of bounds values : N"
     avg_busbw_note: NotRequired[str]
