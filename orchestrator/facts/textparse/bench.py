@@ -535,15 +535,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             continue
         m = _RANK.match(s)
         if m:
-            bus = m.group(4)
-            bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
-            dev = {"rank": int_or_none(m.group(1), INDEX), "host": m.group(2), "device": int_or_none(m.group(3), INDEX),
-                   "bus_id": bus_id, "name": m.group(5)}
-            if dev["rank"] is None or dev["device"] is None:
-                notes.append(Note(i, f"rank line left out: rank or device {m.group(1)[:20]!r}/{m.group(3)[:20]!r} "
-                                     "is no index"))
-            elif dev not in devices:  # a header printed by several ranks lists the same devices again
-                devices.append(dev)
+            _rank_line(m, i, devices, notes)
             continue
         header = _header_columns(s)
         if header is not None:
@@ -574,24 +566,44 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         notes.append(Note(None, f"{skipped_info} NCCL INFO/WARN line(s) skipped (transport read from them)"))
     if not results:
         raise TextParseError("no nccl-tests result row (size count type redop ... busbw) found", source, 1)
-    hosts = list(dict.fromkeys(d["host"] for d in devices))
-    if op is None:
-        op = op_from_columns(results, len(devices) or None)
-    sizes = [r["size_bytes"] for r in results if not r["in_place"]]
-    if any(b < a for a, b in zip(sizes, sizes[1:])):
-        notes.append(Note(None, "sizes repeat out of order: several runs' rows interleave (nccl-tests built "
-                                "without MPI and started once per GPU?); every row is kept"))
-    for row in results:
-        row.pop("root", None)  # read for the op only: facts.nccl results are the probe's records
     if result_ranks:
         ranks = sorted({r for r, _ in tagged if r is not None})
         notes.append(Note(None, f"mpirun --tag-output prefixes removed (ranks {', '.join(map(str, ranks))})"))
-    at_least = listed_ranks_at_least(devices)
-    if at_least is not None:
-        notes.append(Note(None, f"the rank lines stop short of ranks 0..{at_least - 1} (trimmed?): at least "
-                                f"{at_least} ranks; which GPUs ran is unknown (paste the whole `# Using devices` list)"))
-    return NcclRun(op, version, len(devices) or None if at_least is None else None, hosts, devices, results, avg, oob,
-                   transports, notes, source, at_least)
+    run = NcclRun(op, version, None, [], devices, results, avg, oob, transports, notes, source)
+    _finish(run)
+    return run
+
+
+def _rank_line(m: re.Match[str], i: int, devices: list[dict[str, Any]], notes: list[Note]) -> None:
+    """One `Rank N ... on HOST device D [BUS] NAME` line into the device list."""
+    bus = m.group(4)
+    bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
+    dev = {"rank": int_or_none(m.group(1), INDEX), "host": m.group(2), "device": int_or_none(m.group(3), INDEX),
+           "bus_id": bus_id, "name": m.group(5)}
+    if dev["rank"] is None or dev["device"] is None:
+        notes.append(Note(i, f"rank line left out: rank or device {m.group(1)[:20]!r}/{m.group(3)[:20]!r} is no index"))
+    elif dev not in devices:  # a header printed by several ranks lists the same devices again
+        devices.append(dev)
+
+
+def _finish(run: NcclRun) -> None:
+    """What the whole table and device list say once read: hosts, ranks (or a lower bound where
+    the list was trimmed), the op where the columns decide it, rows out of order."""
+    run.hosts = list(dict.fromkeys(d["host"] for d in run.devices))
+    run.ranks_at_least = listed_ranks_at_least(run.devices)
+    run.ranks = len(run.devices) or None if run.ranks_at_least is None else None
+    if run.ranks_at_least is not None:
+        run.notes.append(Note(None, f"the rank lines stop short of ranks 0..{run.ranks_at_least - 1} (trimmed?): at "
+                                    f"least {run.ranks_at_least} ranks; which GPUs ran is unknown (paste the whole "
+                                    "`# Using devices` list)"))
+    if run.op is None:
+        run.op = op_from_columns(run.results, len(run.devices) or None)
+    sizes = [r["size_bytes"] for r in run.results if not r["in_place"]]
+    if any(b < a for a, b in zip(sizes, sizes[1:])):
+        run.notes.append(Note(None, "sizes repeat out of order: several runs' rows interleave (nccl-tests built "
+                                    "without MPI and started once per GPU?); every row is kept"))
+    for row in run.results:
+        row.pop("root", None)  # read for the op only: facts.nccl results are the probe's records
 
 
 def listed_ranks_at_least(devices: list[dict[str, Any]]) -> int | None:
