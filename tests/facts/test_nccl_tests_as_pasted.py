@@ -153,3 +153,40 @@ def test_probe_import_of_a_trimmed_paste_states_no_gpus(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr and '"gpus": {' not in res.stdout
     assert "at least 8 ranks" in res.stdout
+
+
+def _wrapped(text: str, at: int) -> str:
+    """A terminal too narrow for the table: every result row continues on the next line after `at` cells."""
+    out: list[str] = []
+    for x in text.splitlines():
+        toks = x.split()
+        if toks[:1] and toks[0].isdigit() and len(toks) >= 11:
+            out += ["  ".join(toks[:at]), "    " + "  ".join(toks[at:])]
+        else:
+            out.append(x)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(("name", "ranks"), LISTED)
+@pytest.mark.parametrize("at", [5, 7, 9])
+def test_a_rewrapped_table_reads_as_the_original(name: str, ranks: int, at: int) -> None:
+    """Before: every wrapped row was 'not an nccl-tests line' and the import had no result at all."""
+    text = _text(name)
+    whole, wrapped = parse_nccl_tests(text), parse_nccl_tests(_wrapped(text, at))
+    assert wrapped.results == whole.results and wrapped.ranks == whole.ranks == ranks
+
+
+@pytest.mark.parametrize(("name", "ranks"), LISTED[:2])  # the third has one row: nothing would be left
+def test_a_table_cut_inside_its_last_row_keeps_the_rows_before(name: str, ranks: int) -> None:
+    lines = _text(name).splitlines()
+    last = max(i for i, x in enumerate(lines) if x.split()[:1] and x.split()[0].isdigit() and len(x.split()) >= 11)
+    cut = "\n".join([*lines[:last], "  ".join(lines[last].split()[:6])]) + "\n"
+    whole, run = parse_nccl_tests(_text(name)), parse_nccl_tests(cut)
+    assert run.results == [r for r in whole.results if r["size_bytes"] != whole.results[-1]["size_bytes"]]
+    assert any("not an nccl-tests line" in n.text for n in run.notes)
+
+
+def test_a_table_cut_before_its_only_row_is_one_clear_error() -> None:
+    lines = _text(LISTED[2][0]).splitlines()
+    host = import_texts([("cut.txt", "\n".join([*lines[:-1], "  ".join(lines[-1].split()[:6])]) + "\n")], "nccl_tests")
+    assert len(host.errors) == 1 and "no nccl-tests result row" in host.errors[0] and "Traceback" not in host.errors[0]

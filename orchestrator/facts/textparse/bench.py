@@ -504,7 +504,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         return _nccl_json(text, source)
     within, long = lines_within(text)  # a long line costs only itself
     tagged = [untag(x) for x in within]
-    lines = [x for _, x in tagged]
+    lines = unwrap_rows([x for _, x in tagged])
     # mpirun --tag-output: every rank's lines interleave; the results are those of the rank that printed them
     result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)[0]})
     notes: list[Note] = long_line_notes(long)
@@ -572,6 +572,27 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     run = NcclRun(op, version, None, [], devices, results, avg, oob, transports, notes, source)
     _finish(run)
     return run
+
+
+_FIGURE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|N/A|[-+]?(?:nan|inf)", re.I)
+
+
+def unwrap_rows(lines: list[str]) -> list[str]:
+    """Result rows a narrow terminal wrapped, joined again: a row start (`size count type ...`)
+    short of the 11 cells every nccl-tests layout has, followed by a line of figures alone that
+    completes it to 11-13 cells.  The continuation is left blank, so line numbers hold."""
+    out = list(lines)
+    for i in range(len(out) - 1):
+        toks = out[i].lstrip("#").split()
+        if len(toks) >= 11 or len(toks) < 3 or not (toks[0].isdigit() and toks[1].isdigit() and toks[2] in _DTYPES):
+            continue
+        j = next((k for k in range(i + 1, len(out)) if out[k].strip()), None)
+        if j is None:
+            break
+        more = out[j].split()
+        if all(_FIGURE.fullmatch(t) for t in more) and 11 <= len(toks) + len(more) <= 13:
+            out[i], out[j] = out[i] + " " + out[j].strip(), ""
+    return out
 
 
 def _rank_line(m: re.Match[str], i: int, devices: list[dict[str, Any]], notes: list[Note]) -> None:
