@@ -190,3 +190,17 @@ def test_a_table_cut_before_its_only_row_is_one_clear_error() -> None:
     lines = _text(LISTED[2][0]).splitlines()
     host = import_texts([("cut.txt", "\n".join([*lines[:-1], "  ".join(lines[-1].split()[:6])]) + "\n")], "nccl_tests")
     assert len(host.errors) == 1 and "no nccl-tests result row" in host.errors[0] and "Traceback" not in host.errors[0]
+
+
+@pytest.mark.parametrize(("col", "cell", "key", "value"), [
+    (5, "2.032e+02", "time_us", 203.2), (6, "5.16e+00", "algbw_gbps", 5.16), (7, "9.68e+00", "busbw_gbps", 9.68),
+    (9, "2.072e+02", "time_us", 207.2),
+])
+def test_e_notation_reads_in_every_figure_column(col: int, cell: str, key: str, value: float) -> None:
+    lines = _text("nccl_all_reduce_2x8_h100_a3mega_01.txt").splitlines()
+    i = next(k for k, x in enumerate(lines) if x.split()[:1] == ["1048576"])
+    toks = lines[i].split()
+    toks[col] = cell
+    lines[i] = "  ".join(toks)
+    rows = [r for r in parse_nccl_tests("\n".join(lines) + "\n").results if r["size_bytes"] == 1048576]
+    assert rows[col >= 9][key] == value
