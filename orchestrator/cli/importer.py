@@ -22,10 +22,13 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
     from orchestrator.facts.textparse import TextParseError, import_files, import_fleet
 
     if args.fleet:
+        skipped: list[str] = []
         try:
-            hosts = import_fleet(Path(args.fleet), args.kind)
+            hosts = import_fleet(Path(args.fleet), args.kind, skipped)
         except TextParseError as e:
             raise UsageError(str(e)) from None
+        for line in skipped:  # said once each, beside what was imported (stderr: never in a machine format)
+            print(f"note: {line}", file=sys.stderr)
         if not hosts:
             raise UsageError(f"{args.fleet}: no evidence files (one sub-directory or name prefix per host)")
         return hosts

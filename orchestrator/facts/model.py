@@ -497,6 +497,7 @@ class NcclFacts(TextOrigin):
     env_overrides: NotRequired[dict[str, str]]  # NCCL settings of the host (environment over conf files)
     # what only nccl-tests output knows
     ranks: NotRequired[int | None]
+    ranks_at_least: NotRequired[int]  # the rank lines were trimmed: a lower bound, `ranks` None (issue 48)
     hosts: NotRequired[list[str]]
     out_of_bounds: NotRequired[int | None]  # "# Out of bounds values : N"
     avg_busbw_note: NotRequired[str]
@@ -655,6 +656,14 @@ class FabricHca(TypedDict):
     address: str | None  # the address its peers dialled
 
 
+class PerftestAddress(TypedDict):
+    """One end of a perftest run as its `local address:` / `remote address:` lines print it."""
+
+    lid: int | None  # 0 on RoCE (Ethernet), where the GID names the port
+    qpn: str | None
+    gid: str | None
+
+
 class FabricMeasure(TypedDict):
     """One perftest run of one pair on one rail, as this host's process saw it."""
 
@@ -674,6 +683,15 @@ class FabricMeasure(TypedDict):
     gdr_error: str | None  # --use_cuda failed (then run again from host memory)
     error: str | None  # no figure: why
     error_kind: str | None  # connect | gdr | device | resources | bind | timeout | missing
+    # the whole run as perftest printed it (issue 48): both roads fill these from the same
+    # parser (textparse/perftest.py:run_figures); absent in runs stored before
+    peak_gbps: NotRequired[float | None]  # bw: the largest message's peak
+    msg_rate_mpps: NotRequired[float | None]
+    latency: NotRequired[dict[str, float | None] | None]  # lat: t_min_us ... t_p999_us of `size`
+    link_type: NotRequired[str | None]  # IB | Ethernet, as the banner's `Link type` says
+    remote: NotRequired[PerftestAddress | None]  # the peer's queue pair as printed (LID, QPN, GID)
+    unit: NotRequired[str | None]  # the bandwidth column's unit as printed (MB/sec, MiB/sec, Gb/sec)
+    rows: NotRequired[list[dict[str, Any]]]  # every size row: size, iters, then Gb/s or usec figures
 
 
 class FabricNcclGroup(TypedDict):

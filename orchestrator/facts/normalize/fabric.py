@@ -23,7 +23,7 @@ from orchestrator.facts.model import (
 )
 from orchestrator.facts.normalize.nccl import _result as nccl_result
 from orchestrator.facts.normalize.nccl import largest_allreduce
-from orchestrator.facts.textparse.perftest import ERRORS, parse_perftest
+from orchestrator.facts.textparse.perftest import ERRORS, fill_figures, parse_perftest
 from orchestrator.facts.textsafe import one_line
 
 # NCCL's channel lines across hosts: "... [send] via NET/IB/0/GDRDMA", "via NET/Socket/1"
@@ -130,13 +130,8 @@ def measurement(rec: dict[str, Any]) -> FabricMeasure | None:
         out["error"] = f"measured against LID {got:#x}, not the peer's LID {want:#x} (another pair's process)"
         out["error_kind"] = "wrong_peer"
         return out
-    if result is not None:
-        out["size"] = result.get("size")
-        if kind == "bw":
-            out["value"] = result.get("bw_avg_gbps")
-        else:
-            out["value"] = result.get("t_typical_us", result.get("t_avg_us"))
-            out["p99_us"] = result.get("t_p99_us")
+    if run is not None and result is not None:
+        fill_figures(out, run)
         return out
     if rec.get("timed_out"):
         out["error"], out["error_kind"] = ("the peer never connected before the step's deadline" if out["role"] == "server"

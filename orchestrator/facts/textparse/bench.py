@@ -372,12 +372,20 @@ class NcclRun:
     transports: Counter[str] = field(default_factory=Counter)
     notes: list[Note] = field(default_factory=list)
     source: str = "<text>"
+    # the rank lines do not run 0..N-1 (a poster kept the last rank's line alone): at least this
+    # many ranks, `ranks` None, and the devices listed are not all of any host's GPUs
+    ranks_at_least: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the `Using devices` list names every rank (and so every GPU of a one-host run)."""
+        return self.ranks_at_least is None
 
 
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv",
             "scatter", "gather", "hypercube")
 _OP = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|"
-                 r"hypercube)_perf\b")
+                 r"hypercube)_perf(?:\b|_)")  # all_gather_perf, all_gather_perf_mpi (make NAME_SUFFIX=_mpi)
 _RANK = re.compile(r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+"
                    r"\[(?:0x)?([0-9a-fA-F:]+)\]\s+(.+?)\s*$")
 _NCCL_VERSION = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
@@ -400,21 +408,25 @@ def _header_columns(s: str) -> list[str] | None:
     for t in toks:
         if t == "time":
             seen_time += 1
-        name = {"#wrong": "wrong", "error": "wrong"}.get(t, t)
+        name = {"#wrong": "wrong"}.get(t, t)  # `error` (nccl-tests 1.x) is a deviation, not a count
         out.append(("ip_" if seen_time >= 2 else "") + name)
     return out
 
 
-def _wrong(tok: str) -> tuple[int | None, str | None]:
-    """#wrong (a count of wrong elements) or the old `error` column, the largest deviation printed
-    as `5e-07` (within tolerance or not, "Out of bounds values" says): zero is none wrong, any other
-    deviation counts nothing; N/A: not checked (-c 0)."""
+def _wrong(tok: str, deviation: bool = False) -> tuple[int | None, str | None]:
+    """#wrong, a count of wrong elements nccl-tests prints with %g (`1.04858e+06` past 999999:
+    six digits, so the count is read to that precision), or the old `error` column (`deviation`),
+    the largest deviation printed as `5e-07` (within tolerance or not, "Out of bounds values"
+    says): zero is none wrong, any other deviation counts nothing; N/A: not checked (-c 0).
+    Without a header a fraction is read as a deviation, a whole figure as a count."""
     if tok.upper() in _NA:
         return None, None
     if re.fullmatch(r"-?\d+", tok):
         return read_int(tok, COUNT)
     v, why = read_float(tok, COUNT)
-    return (0 if v == 0 else None), why
+    if v is None or v == 0:
+        return (0 if v == 0 else None), why
+    return (int(v), None) if not deviation and v >= 1 and v == int(v) else (None, None)
 
 
 def _layout(toks: list[str], cols: list[str] | None) -> list[str] | None:
@@ -435,15 +447,23 @@ def _layout(toks: list[str], cols: list[str] | None) -> list[str] | None:
 _ROW_FIGURES = (("time", LATENCY_US), ("algbw", GPU_GBYTES), ("busbw", GPU_GBYTES))
 
 
+_NAN = re.compile(r"[-+]?(?:nan|inf)", re.I)
+
+
 def _placement(row: dict[str, str], pre: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The figures of one placement (out-of-place "", in-place "ip_") of a row, or why not."""
+    """The figures of one placement (out-of-place "", in-place "ip_") of a row, or why not.
+    A size-0 row (alltoall's smallest sizes round down to no element per rank) divides 0 by a
+    time of 0 and prints `-nan` or `inf`: unknown, the row kept."""
     out: dict[str, Any] = {}
+    empty = row.get("size") == "0"
     for col, bound in _ROW_FIGURES:
         tok = row.get(pre + col, "N/A")
-        out[col], why = (None, None) if tok.upper() in _NA else read_float(tok, bound)
+        unknown = tok.upper() in _NA or (empty and bool(_NAN.fullmatch(tok)))
+        out[col], why = (None, None) if unknown else read_float(tok, bound)
         if why is not None:
             return None, f"{pre}{col}: {why}"
-    wrong, why = _wrong(row[pre + "wrong"]) if pre + "wrong" in row else (None, None)
+    cell = next((c for c in (pre + "wrong", pre + "error") if c in row), None)
+    wrong, why = _wrong(row[cell], deviation=cell.endswith("error")) if cell else (None, None)
     if why is not None:
         return None, f"{pre}wrong: {why}"
     return {"time_us": out["time"], "algbw_gbps": out["algbw"], "busbw_gbps": out["busbw"], "wrong": wrong}, None
@@ -484,7 +504,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         return _nccl_json(text, source)
     within, long = lines_within(text)  # a long line costs only itself
     tagged = [untag(x) for x in within]
-    lines = [x for _, x in tagged]
+    lines = unwrap_rows([x for _, x in tagged])
     # mpirun --tag-output: every rank's lines interleave; the results are those of the rank that printed them
     result_ranks = sorted({r for (r, x) in tagged if r is not None and _result_rows(x.lstrip("#").split(), None)[0]})
     notes: list[Note] = long_line_notes(long)
@@ -515,15 +535,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             continue
         m = _RANK.match(s)
         if m:
-            bus = m.group(4)
-            bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
-            dev = {"rank": int_or_none(m.group(1), INDEX), "host": m.group(2), "device": int_or_none(m.group(3), INDEX),
-                   "bus_id": bus_id, "name": m.group(5)}
-            if dev["rank"] is None or dev["device"] is None:
-                notes.append(Note(i, f"rank line left out: rank or device {m.group(1)[:20]!r}/{m.group(3)[:20]!r} "
-                                     "is no index"))
-            elif dev not in devices:  # a header printed by several ranks lists the same devices again
-                devices.append(dev)
+            _rank_line(m, i, devices, notes)
             continue
         header = _header_columns(s)
         if header is not None:
@@ -554,19 +566,74 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
         notes.append(Note(None, f"{skipped_info} NCCL INFO/WARN line(s) skipped (transport read from them)"))
     if not results:
         raise TextParseError("no nccl-tests result row (size count type redop ... busbw) found", source, 1)
-    hosts = list(dict.fromkeys(d["host"] for d in devices))
-    if op is None:
-        op = op_from_columns(results, len(devices) or None)
-    sizes = [r["size_bytes"] for r in results if not r["in_place"]]
-    if any(b < a for a, b in zip(sizes, sizes[1:])):
-        notes.append(Note(None, "sizes repeat out of order: several runs' rows interleave (nccl-tests built "
-                                "without MPI and started once per GPU?); every row is kept"))
-    for row in results:
-        row.pop("root", None)  # read for the op only: facts.nccl results are the probe's records
     if result_ranks:
         ranks = sorted({r for r, _ in tagged if r is not None})
         notes.append(Note(None, f"mpirun --tag-output prefixes removed (ranks {', '.join(map(str, ranks))})"))
-    return NcclRun(op, version, len(devices) or None, hosts, devices, results, avg, oob, transports, notes, source)
+    run = NcclRun(op, version, None, [], devices, results, avg, oob, transports, notes, source)
+    _finish(run)
+    return run
+
+
+_FIGURE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|N/A|[-+]?(?:nan|inf)", re.I)
+
+
+def unwrap_rows(lines: list[str]) -> list[str]:
+    """Result rows a narrow terminal wrapped, joined again: a row start (`size count type ...`)
+    short of the 11 cells every nccl-tests layout has, followed by a line of figures alone that
+    completes it to 11-13 cells.  The continuation is left blank, so line numbers hold."""
+    out = list(lines)
+    for i in range(len(out) - 1):
+        toks = out[i].lstrip("#").split()
+        if len(toks) >= 11 or len(toks) < 3 or not (toks[0].isdigit() and toks[1].isdigit() and toks[2] in _DTYPES):
+            continue
+        j = next((k for k in range(i + 1, len(out)) if out[k].strip()), None)
+        if j is None:
+            break
+        more = out[j].split()
+        if all(_FIGURE.fullmatch(t) for t in more) and 11 <= len(toks) + len(more) <= 13:
+            out[i], out[j] = out[i] + " " + out[j].strip(), ""
+    return out
+
+
+def _rank_line(m: re.Match[str], i: int, devices: list[dict[str, Any]], notes: list[Note]) -> None:
+    """One `Rank N ... on HOST device D [BUS] NAME` line into the device list."""
+    bus = m.group(4)
+    bus_id = norm_bus_id(bus + ".0") if bus.count(":") else None
+    dev = {"rank": int_or_none(m.group(1), INDEX), "host": m.group(2), "device": int_or_none(m.group(3), INDEX),
+           "bus_id": bus_id, "name": m.group(5)}
+    if dev["rank"] is None or dev["device"] is None:
+        notes.append(Note(i, f"rank line left out: rank or device {m.group(1)[:20]!r}/{m.group(3)[:20]!r} is no index"))
+    elif dev not in devices:  # a header printed by several ranks lists the same devices again
+        devices.append(dev)
+
+
+def _finish(run: NcclRun) -> None:
+    """What the whole table and device list say once read: hosts, ranks (or a lower bound where
+    the list was trimmed), the op where the columns decide it, rows out of order."""
+    run.hosts = list(dict.fromkeys(d["host"] for d in run.devices))
+    run.ranks_at_least = listed_ranks_at_least(run.devices)
+    run.ranks = len(run.devices) or None if run.ranks_at_least is None else None
+    if run.ranks_at_least is not None:
+        run.notes.append(Note(None, f"the rank lines stop short of ranks 0..{run.ranks_at_least - 1} (trimmed?): at "
+                                    f"least {run.ranks_at_least} ranks; which GPUs ran is unknown (paste the whole "
+                                    "`# Using devices` list)"))
+    if run.op is None:
+        run.op = op_from_columns(run.results, len(run.devices) or None)
+    sizes = [r["size_bytes"] for r in run.results if not r["in_place"]]
+    if any(b < a for a, b in zip(sizes, sizes[1:])):
+        run.notes.append(Note(None, "sizes repeat out of order: several runs' rows interleave (nccl-tests built "
+                                    "without MPI and started once per GPU?); every row is kept"))
+    for row in run.results:
+        row.pop("root", None)  # read for the op only: facts.nccl results are the probe's records
+
+
+def listed_ranks_at_least(devices: list[dict[str, Any]]) -> int | None:
+    """None when the rank lines name ranks 0..N-1 each (or none at all); else the ranks there
+    must at least be (the highest listed + 1): a list cut to its last lines, or to one."""
+    ranks = {d["rank"] for d in devices}
+    if not ranks or ranks == set(range(len(ranks))):
+        return None
+    return max(ranks) + 1
 
 
 # Bytes per element of nccl-tests' type names, to read what the size and count columns say of the op.

@@ -180,7 +180,11 @@ def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
     hosts = list(dict.fromkeys(h for r in runs for h in r.hosts))
     ranks = first.ranks
     sec["ranks"], sec["hosts"] = ranks, hosts
-    if ranks is not None and len(hosts) <= 1:
+    if first.ranks_at_least is not None:
+        sec["ranks_at_least"] = first.ranks_at_least
+        sec["gpu_count_unknown"] = (f"the output lists some ranks only (the highest {first.ranks_at_least - 1}): at "
+                                    f"least {first.ranks_at_least} ranks; this host's GPUs are unknown")
+    elif ranks is not None and len(hosts) <= 1:
         sec["gpu_count"] = ranks
     elif ranks is not None:
         per = [sum(1 for d in first.devices if d["host"] == h) for h in hosts]

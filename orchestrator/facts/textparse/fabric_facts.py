@@ -1,7 +1,7 @@
 """perftest and multi-node nccl-tests text -> facts["fabric"] (pure; shape in docs/facts-fabric.md).
 
 What text can say: a perftest output names its own HCA (`Device : mlx5_0`), the peer only by the
-remote LID it prints, and carries no round or rail of a plan (round 0, rail 0); a multi-node
+remote LID it prints (its GID on RoCE, where the LID is 0), and carries no round or rail of a plan (round 0, rail 0); a multi-node
 nccl-tests output names its hosts (`Rank N ... on HOST device D`), its sizes and bus bandwidths and,
 where NCCL's INFO lines were kept, the network transport.  Unknown values stay null.
 """
@@ -13,29 +13,21 @@ from typing import Any
 from orchestrator.facts.model import FabricFacts, FabricMeasure, FabricNcclGroup, NcclResult
 from orchestrator.facts.normalize.nccl import largest_allreduce
 from orchestrator.facts.textparse.bench import NcclRun
-from orchestrator.facts.textparse.perftest import PerftestLog
+from orchestrator.facts.textparse.perftest import PerftestLog, fill_figures, peer_name
 
 
 def _measurements(log: PerftestLog) -> list[FabricMeasure]:
     out: list[FabricMeasure] = []
     for run in log.runs:
-        result = run.result()
-        lid = run.remote.get("lid")
         m: FabricMeasure = {
-            "round": 0, "rail": 0, "hca": run.device or "?", "peer": f"LID {lid:#x}" if isinstance(lid, int) else "?",
+            "round": 0, "rail": 0, "hca": run.device or "?", "peer": peer_name(run),
             "peer_hca": None, "role": "unknown", "test": run.tool, "kind": run.kind, "extra": False,
             "value": None, "p99_us": None, "size": None, "use_cuda": None, "gdr_error": None,
             "error": None, "error_kind": None,
         }
-        if result is not None:
-            m["size"] = result.get("size")
-            if run.kind == "bw":
-                m["value"] = result.get("bw_avg_gbps")
-            else:
-                m["value"] = result.get("t_typical_us", result.get("t_avg_us"))
-                m["p99_us"] = result.get("t_p99_us")
-        else:
-            m["error"] = run.errors[0] if run.errors else "no result row"
+        fill_figures(m, run)
+        if run.result() is None:
+            m["error"] = run.why_no_figure()
             m["error_kind"] = run.error_kind or "failed"
         out.append(m)
     if not log.runs and log.errors:

@@ -213,7 +213,7 @@ def _bench_devices(p: Parsed) -> tuple[str, list[tuple[int, str | None, str | No
         if nvb.devices:
             return "nvbandwidth", [(d.index, d.name, d.bus_id) for d in nvb.devices.values()]
     for run in p.nccl:
-        if run.devices and len(run.hosts) == 1:
+        if run.devices and run.complete and len(run.hosts) == 1:  # a trimmed list names some GPUs, not the host's
             return "nccl-tests", [(d["device"], d["name"], d["bus_id"]) for d in run.devices]
     return None
 

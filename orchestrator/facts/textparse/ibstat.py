@@ -18,7 +18,10 @@ _IBSTAT_CA = re.compile(r"^CA '([^']+)'\s*$")
 _IBSTATUS = re.compile(r"^Infiniband device '([^']+)' port (\d+) status:\s*$")
 _DEVINFO = re.compile(r"^hca_id:\s*(\S+)\s*$")
 _KV = re.compile(r"^\s*([A-Za-z_ ]+?):\s*(.*?)\s*$")
-_IBPANIC = re.compile(r"^ibpanic:\s*(?:\[\d+\]\s*)?\S+:\s*stat of IB device '([^']+)' failed:\s*(.*?)\s*$")
+# ibstat's failure on one HCA, as each infiniband-diags prints it: libibmad's `ibpanic: [PID] main:
+# stat of IB device 'X' failed: REASON`, rdma-core's `ibstat: iberror: failed: stat of IB device 'X'
+# failed` (no reason; `[pid N] main: failed:` with debugging on): read by the message alone
+_IBPANIC = re.compile(r"\bstat of IB device '([^']+)' failed(?::\s*\(?(.*?)\)?)?\s*$")
 _MTU = re.compile(r"^\s*(\d+)")
 # The command a poster ran, pasted with its prompt (`~$ ibstat mlx5_ib0`, `[root@n1 ~]# ibstatus`).
 _PROMPT = re.compile(r"^\s*(?:\S*[$#%>]\s*)?(ibstat|ibstatus|ibv_devinfo)\b(.*)$")
@@ -122,7 +125,7 @@ def parse_ib(text: str, source: str) -> IbReport:
         if _PROMPT.match(line) and not _KV.match(line):
             out.notes.append(Note(n, f"command line: {line.strip()[:80]}"))
             continue
-        m = _IBPANIC.match(line.strip())
+        m = _IBPANIC.search(line.strip())
         if m:
             dev = devs.setdefault(m.group(1), _device(m.group(1)))
             dev["error"] = f"ibstat could not read it (stat failed: {m.group(2) or 'no reason printed'})"

@@ -25,6 +25,7 @@ from orchestrator.facts.textparse.nvlink import parse_nvlink
 from orchestrator.facts.textparse.perftest import runs_or_error
 from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
 from orchestrator.facts.textparse.topo import parse_topo_cpu, parse_topo_matrix, parse_topo_p2p
+from orchestrator.files.bounded import is_regular
 
 PARSERS: dict[str, Callable[[str, str], Any]] = {
     "topo_matrix": parse_topo_matrix,
@@ -194,10 +195,26 @@ def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
     return out
 
 
-def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]:
+def blank_file(path: Path) -> bool:
+    """A regular file with nothing but whitespace in it: a stream that captured nothing (`job.err`
+    of a clean run), never evidence.  Only small files are opened; others are evidence."""
+    try:
+        if not is_regular(path) or path.stat().st_size > _BLANK_MAX:
+            return False
+        with open(path, "rb") as fh:
+            return not fh.read(_BLANK_MAX).strip()
+    except OSError:
+        return False  # the reader refuses it with its reason beside the host's other files
+
+
+_BLANK_MAX = 4096
+
+
+def import_fleet(root: Path, kind: str | None = None, skipped: list[str] | None = None) -> dict[str, ImportedHost]:
     """`probe import --fleet DIR`: each subdirectory is a host (its files are that host's
     evidence); loose files are grouped by the part of their name before the first dot
-    (`gpu07.topo.txt`, `gpu07.q.xml` -> host `gpu07`).  Hidden entries are skipped."""
+    (`gpu07.topo.txt`, `gpu07.q.xml` -> host `gpu07`).  Hidden entries are skipped, and so are
+    blank files (an empty `slurm-42.err` is no host): each named in `skipped`."""
     groups: dict[str, list[Path]] = {}
     try:
         entries = sorted(root.iterdir())
@@ -210,10 +227,15 @@ def import_fleet(root: Path, kind: str | None = None) -> dict[str, ImportedHost]
         # reader with its reason beside the host's other files, never skipped unsaid
         if entry.is_dir():
             files = sorted(p for p in entry.iterdir() if not p.is_dir() and not p.name.startswith("."))
-            if files:
-                groups.setdefault(entry.name, []).extend(files)
+            name = entry.name
         else:
-            groups.setdefault(entry.name.split(".", 1)[0], []).append(entry)
+            files, name = [entry], entry.name.split(".", 1)[0]
+        for f in files:
+            if blank_file(f):
+                if skipped is not None:
+                    skipped.append(f"{f}: empty (nothing was captured in it): not evidence, skipped")
+            else:
+                groups.setdefault(name, []).append(f)
     return {name: import_files(paths, kind) for name, paths in groups.items()}
 
 

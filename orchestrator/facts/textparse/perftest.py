@@ -16,10 +16,12 @@ frequency values detected` land inside the table and are skipped.  A log may hol
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.facts.model import FabricMeasure, PerftestAddress
 from orchestrator.facts.numbers import (
     COUNT,
     LATENCY_US,
@@ -100,17 +102,34 @@ class PerftestRun:
     errors: list[str] = field(default_factory=list)  # failure lines, as printed
     error_kind: str | None = None  # first of ERRORS that matched
     first_line: int = 0
+    cut: str | None = None  # why the table ends early (a row short of its cells): the rest is unknown
 
     @property
     def device(self) -> str | None:
         return self.settings.get("Device")
 
+    @property
+    def link_type(self) -> str | None:
+        """`IB` or `Ethernet` (RoCE) as the banner's `Link type` says; None where it is not printed."""
+        return {"ib": "IB", "ethernet": "Ethernet"}.get(self.settings.get("Link type", "").strip().lower())
+
     def result(self) -> dict[str, Any] | None:
         """The figure a run stands for: a bandwidth run's largest message (the line rate), a
         latency run's smallest (what operators quote, 2 bytes by default)."""
-        if not self.rows:
-            return None
+        if not self.rows or (self.cut is not None and self.kind == "bw"):
+            return None  # a cut bandwidth table lost its largest messages: no figure, never a smaller one's
         return max(self.rows, key=lambda r: r["size"]) if self.kind == "bw" else min(self.rows, key=lambda r: r["size"])
+
+
+    def why_no_figure(self) -> str:
+        """What a run without a figure says, failure lines first; '' when it has one."""
+        if self.result() is not None:
+            return ""
+        if self.errors:
+            return self.errors[0]
+        if self.cut is not None:
+            return f"{self.cut}: the largest message's figure is unknown; paste the whole {self.tool} output"
+        return f"no result row (the output ends before its table): paste the whole {self.tool} output"
 
 
 @dataclass
@@ -149,15 +168,39 @@ def _size_iters(toks: list[str]) -> tuple[tuple[int, int] | None, str | None]:
     return (size, iters), None
 
 
+CUT = "row cut short"  # a row with fewer cells than its header: the paste ends (or was cut) there
+
+
+def _numeric(toks: list[str]) -> bool:
+    return bool(toks) and all(re.fullmatch(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", t) for t in toks)
+
+
+def unwrap(lines: list[str]) -> list[str]:
+    """Rows a narrow terminal (or a mail client) wrapped, joined again: a line of figures alone
+    whose first is no integer (`0.072574  4.535869`) continues the table row above it.  The
+    continuation line is left blank, so every line keeps its number."""
+    out = list(lines)
+    last = None  # index of the last table row
+    for i, line in enumerate(out):
+        toks = line.split()
+        if not toks:
+            continue
+        if last is not None and _numeric(toks) and not toks[0].lstrip("-").isdigit():
+            out[last], out[i] = out[last] + " " + line.strip(), ""
+            continue
+        last = i if _numeric(toks) and len(toks) >= 2 and toks[0].isdigit() and toks[1].isdigit() else None
+    return out
+
+
 def _bw_row(toks: list[str], factor: float, width: int = 4) -> tuple[dict[str, Any] | None, str | None]:
     """(row, None), (None, why it is refused), or (None, None) for a line that is no row.
     `width`: the header's columns (5 with MsgRate): a row short of them has a cell missing, and
     its figures would be read from the wrong columns."""
     head, why = _size_iters(toks)
-    if head is None or len(toks) < 4:
+    if head is None:
         return None, why
     if len(toks) < width:
-        return None, f"{width - len(toks)} of the header's {width} cells missing"
+        return None, f"{CUT}: {width - len(toks)} of the header's {width} cells missing"
     avg, why = _figure(toks[3], factor, NET_GBITS)
     if avg is None:
         return None, f"BW average: {why}"
@@ -183,8 +226,10 @@ def _lat_columns(rest: str) -> list[str]:
 def _lat_row(toks: list[str], cols: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     """(row, None), (None, why it is refused), or (None, None) for a line that is no row."""
     head, why = _size_iters(toks)
-    if head is None or len(toks) < 2 + len(cols):
+    if head is None:
         return None, why
+    if len(toks) < 2 + len(cols):
+        return None, f"{CUT}: {2 + len(cols) - len(toks)} of the header's {2 + len(cols)} cells missing"
     row: dict[str, Any] = {"size": head[0], "iters": head[1]}
     for col, tok in zip(cols, toks[2:2 + len(cols)]):
         row[col], why = _figure(tok, 1.0, LATENCY_US)
@@ -197,7 +242,7 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
     """Every run in a perftest output; failures recorded, not raised.  TextParseError only for
     input that is no text at all."""
     text = decode_input(text, source) if isinstance(text, bytes) else text
-    lines = text_lines(text, None)
+    lines = unwrap(text_lines(text, None))
     runs: list[PerftestRun] = []
     loose: list[str] = []
     notes: list[Note] = []
@@ -260,6 +305,8 @@ def parse_perftest(text: str | bytes, source: str = "<text>") -> PerftestLog:
             continue
         if why is not None:  # a row with a number no tool prints: that row only is left out
             notes.append(Note(i, f"row left out: {why}"))
+            if why.startswith(CUT) and run.cut is None:
+                run.cut = f"the table is cut at line {i} ({why})"
             continue
         if ":" in s and not run.rows:
             _settings(raw, run.settings)
@@ -282,3 +329,54 @@ def runs_or_error(text: str | bytes, source: str = "<text>") -> PerftestLog:
     if not log.runs and not log.errors:
         raise TextParseError("no perftest run (no `... BW Test` / `... Latency Test` banner) found", source, 1)
     return log
+
+
+def address(side: dict[str, Any]) -> PerftestAddress | None:
+    """One end's `... address:` line (and the GID line after it) as a record; None when not printed."""
+    if not side:
+        return None
+    return {"lid": side.get("lid"), "qpn": side.get("qpn"), "gid": side.get("gid")}
+
+
+def gid_text(gid: str) -> str:
+    """perftest prints a GID as 16 decimal bytes (`00:...:255:255:10:110:16:103`): shown as the
+    IPv6 address it is (`::ffff:10.110.16.103`, the RoCE v2 port's IPv4 address); any other
+    spelling as printed."""
+    parts = gid.split(":")
+    if len(parts) != 16 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+        return gid
+    ip = ipaddress.IPv6Address(bytes(int(p) for p in parts))
+    return f"::ffff:{ip.ipv4_mapped}" if ip.ipv4_mapped is not None else ip.compressed
+
+
+def peer_name(run: PerftestRun) -> str:
+    """How a text names the peer: its GID on RoCE, where every LID is 0 and only the GID tells
+    ports apart (`LID 0x0` would make every RoCE peer the same one), else its LID; `?` if neither."""
+    lid, gid = run.remote.get("lid"), run.remote.get("gid")
+    if gid and (lid in (0, None) or run.link_type == "Ethernet"):
+        return f"GID {gid_text(gid)}"
+    return f"LID {lid:#x}" if isinstance(lid, int) else "?"
+
+
+def _latency(row: dict[str, Any]) -> dict[str, float | None]:
+    return {key: row.get(key) for key in _LAT_KEYS.values()}
+
+
+def fill_figures(out: FabricMeasure, run: PerftestRun) -> None:
+    """Write what a run says into its measurement: the figure it stands for (value, p99_us, size)
+    and the whole run as printed (peak, message rate, every latency column, every size row, the
+    link type, the peer's address, the unit).  One writer for the probe's and the import's road."""
+    result = run.result()
+    out["link_type"], out["remote"], out["unit"] = run.link_type, address(run.remote), run.unit
+    out["rows"] = [dict(r) for r in run.rows]
+    out["peak_gbps"] = out["msg_rate_mpps"] = out["latency"] = None
+    if result is None:
+        return
+    out["size"] = result.get("size")
+    if run.kind == "bw":
+        out["value"] = result.get("bw_avg_gbps")
+        out["peak_gbps"], out["msg_rate_mpps"] = result.get("bw_peak_gbps"), result.get("msg_rate_mpps")
+    else:  # `-D` runs print t_avg alone
+        out["value"] = result.get("t_typical_us", result.get("t_avg_us"))
+        out["p99_us"] = result.get("t_p99_us")
+        out["latency"] = _latency(result)

@@ -433,9 +433,14 @@ def _assign_tail(tail: list[str], columns: list[str], pos: list[int] | None = No
                 del acc[columns[c]]
 
     walk(0, 0, {})
+    by_col = _assign_by_column(tail, pos or [], columns, header_pos or [])
+    if len(fits) == 1 and by_col not in (None, fits[0]):
+        # `0-3` alone reads as a CPU list by content, but stands under NUMA Affinity (a GPU near
+        # several nodes, the CPU cell empty): content and position disagree, so neither is told
+        return {}, (f"cannot tell which affinity column {' '.join(tail)!r} belongs to (it reads as "
+                    f"{', '.join(fits[0])} but stands under {', '.join(by_col or {})})")
     if len(fits) == 1:
         return fits[0], None
-    by_col = _assign_by_column(tail, pos or [], columns, header_pos or [])
     if by_col is not None:
         return by_col, None
     return {}, f"cannot tell which affinity column {' '.join(tail)!r} belongs to (cells are empty)"
