@@ -366,11 +366,11 @@ def _offenders(run: RunMeta, verdicts: list[HostVerdict], findings: list[Finding
 
 def _baselines(verdicts: list[HostVerdict], of_host: Mapping[str, tuple[str, str]], refs: References
                ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
-    """Every host's figures against its class's (verdict/baseline.py), with who could not be compared."""
+    """Every host's figures against its hardware peers' (verdict/baseline.py), with who could not be compared."""
     judged = []
     for v in verdicts:
         fp, cls = of_host.get(v.name) or (None, None)
-        judged.append(baseline.Judged(v.name, fp, cls, v.measures))
+        judged.append(baseline.Judged(v.name, fp, cls, v.measures, fingerprint.hardware_key(v.descriptor)))
     return baseline.judge(judged, refs.thresholds_for, refs.baseline)
 
 
