@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.facts.model import (
@@ -369,3 +370,50 @@ def nominal_class(class_names: Iterable[str | None]) -> str | None:
     the hardware has when nothing is wrong); among equals, the first by name."""
     counts = Counter(n for n in class_names if n)
     return min(counts, key=lambda n: (-counts[n], n)) if counts else None
+
+
+# ----------------------------------------------------------------------------- a class carried forward
+
+
+@dataclass(frozen=True)
+class CarriedClass:
+    """A host's topology class as its last run that measured its shape said (issue 47): a partial
+    run (`-p fabric`, `-p quick`, `--probe`) classes nothing itself and shows this, never as
+    measured now.  Only for showing: outliers, baselines and drift use what this run measured."""
+
+    name: str
+    fingerprint: str
+    run: str  # the run it was measured in
+
+    def shown(self) -> str:
+        return f"{self.name} (carried from run {self.run})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"class": self.name, "fingerprint": self.fingerprint, "run": self.run}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CarriedClass | None:
+        """A stored entry, or None when it is not one (a hand-edited file)."""
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) and d[k] for k in ("class", "fingerprint", "run")):
+            return None
+        return cls(d["class"], d["fingerprint"], d["run"])
+
+
+def carried_from(past: Iterable[tuple[str, Mapping[str, tuple[str | None, str | None]]]],
+                 wanted: Iterable[str]) -> dict[str, CarriedClass]:
+    """host -> its class in the newest past run that measured it.  `past`: (run id, host ->
+    (fingerprint, class)) of earlier runs, newest first; a host that run did not class (not
+    measured there, or only carried) is looked up in the run before."""
+    need = set(wanted)
+    out: dict[str, CarriedClass] = {}
+    if not need:
+        return out
+    for run_id, classed in past:
+        for host in sorted(need):
+            fp, name = classed.get(host) or (None, None)
+            if fp and name:
+                out[host] = CarriedClass(name, fp, run_id)
+        need -= set(out)
+        if not need:
+            break  # the runs before this one are not read
+    return out

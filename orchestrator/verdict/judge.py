@@ -436,5 +436,7 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
     not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described),
                   nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
                   offenders.OFFENDER: offender_not_judged}
+    unclassed = [v.name for v in verdicts if v.name not in of_host]
+    carried = refs.carry(unclassed) if refs.carry is not None and unclassed else {}
     return fleet_result(run, records, findings, classes, silenced, not_judged,
-                        _summary([v.outcome for v in verdicts], findings, health))
+                        _summary([v.outcome for v in verdicts], findings, health), carried)
