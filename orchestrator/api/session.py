@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -51,8 +51,10 @@ from orchestrator.store.rundir import RunDirectory, host_input_from_result, rele
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.transport.base import TransportOptions
 from orchestrator.transport.factory import open_transport
+from orchestrator.verdict import classes as fingerprint
 from orchestrator.verdict import offenders
 from orchestrator.verdict.changes import FleetDiff
+from orchestrator.verdict.classes import CarriedClass
 from orchestrator.verdict.drift import diff_fleets
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet, host_judge
@@ -171,6 +173,38 @@ def run_history(root: Path, before: Path, warnings: list[str] | None = None,
     return tuple(out)
 
 
+# How many earlier runs of the inventory a class is looked for in (newest first): a host unclassed
+# for longer than this many runs stays unclassed rather than reading the whole history.
+CARRY_WINDOW = 20
+
+
+def class_carrier(root: Path, before: Path) -> Callable[[Collection[str]], Mapping[str, CarriedClass]]:
+    """What References.carry asks: hosts this run did not class -> their class in the newest
+    complete, real (no what-if) run of the same inventory before `before` that measured them."""
+
+    def carry(hosts: Collection[str]) -> Mapping[str, CarriedClass]:
+        try:
+            me = summarize_run(before)
+            runs = [s for s in list_runs(root) if s.id < before.name and s.complete and s.real
+                    and s.inventory == me.inventory]
+        except (RunNotFound, OSError):
+            return {}
+        return fingerprint.carried_from(_classed(runs[::-1][:CARRY_WINDOW]), hosts)
+
+    return carry
+
+
+def _classed(runs: Iterable[RunSummary]) -> Iterator[tuple[str, dict[str, tuple[str | None, str | None]]]]:
+    """(run id, host -> (fingerprint, class)) of each run, read only as far as carried_from asks; a
+    run that cannot be read is passed over."""
+    for s in runs:
+        try:
+            fleet, _note = load_past_result(s.path)
+        except (RunNotFound, OSError, ValueError):
+            continue
+        yield s.id, {h.name: (h.fingerprint, h.topology_class) for h in fleet.hosts}
+
+
 def _past_run(run_id: str, fleet: FleetResult) -> PastRun:
     judged = [h.name for h in fleet.hosts.with_facts(()) if h.health.state.value not in ("unreachable", "incomplete")]
     return offenders.run_of(run_id, judged, fleet.findings)
@@ -197,15 +231,17 @@ def previous_facts(prev: FleetResult | None) -> dict[str, PreviousFacts]:
 def judge(meta: RunMeta, inputs: list[HostInput], expectations: Mapping[str, Expectations] | RunPlan,
           overrides: Mapping[str, Mapping[str, Override]] | None = None, spool: Path | None = None,
           previous: Mapping[str, PreviousFacts] | None = None, pool: Prejudged | None = None,
-          history: tuple[PastRun, ...] | None = None) -> FleetResult:
+          history: tuple[PastRun, ...] | None = None,
+          carry: Callable[[Collection[str]], Mapping[str, CarriedClass]] | None = None) -> FleetResult:
     """The run's fleet document.  `expectations`: a plan (its per-host expectations and overrides)
     or a host -> Expectations table; `spool`: where a big fleet's host records wait on disk (the run
     directory; see orchestrator/verdict/parallel.py); `previous`: host -> facts of the previous run;
     `pool`: hosts judged before, under this plan (start_judging's pool, an import's reading
-    workers); `history`: the earlier runs (run_history), None when none was read."""
+    workers); `history`: the earlier runs (run_history), None when none was read; `carry`: the
+    classes of hosts this run does not class (class_carrier), None without a history."""
     expect_for, overrides_for = _rules(expectations, overrides)
     refs = expectations.refs if isinstance(expectations, RunPlan) else References()
-    refs = replace(refs, history=history)
+    refs = replace(refs, history=history, carry=carry)
     return build_fleet(meta, inputs, expect_for, overrides_for, spool=spool,
                        previous_for=(previous or {}).get, pool=pool, refs=refs)
 
@@ -362,7 +398,8 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     history = run_history(root, run.dir, prev.warnings, prev)
     pool = start_judging(plan, previous, run.dir)
     try:
-        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history)
+        result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history,
+                                class_carrier(root, run.dir))
     finally:
         if pool is not None:
             pool.close()
@@ -374,7 +411,8 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
 
 def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
                    store: _StoreOrStop, stop: threading.Event, previous: Mapping[str, PreviousFacts],
-                   pool: JudgingPool | None, history: tuple[PastRun, ...]) -> RunResult:
+                   pool: JudgingPool | None, history: tuple[PastRun, ...],
+                   carry: Callable[[Collection[str]], Mapping[str, CarriedClass]]) -> RunResult:
     merged: dict[str, HostResult] = {}
     interrupted = False
     sink = Fanout(store, _JudgeAsStored(pool, run, store), progress)
@@ -413,7 +451,7 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
     else:
         run.stop("complete")
     fleet = judge(run.meta, inputs, plan, spool=run.dir, previous=previous, pool=None if interrupted else pool,
-                  history=history)
+                  history=history, carry=carry)
     try:
         run.finish(fleet.to_document())
     except OSError as e:
@@ -679,14 +717,15 @@ def _rejudge_locked(source: Path, root: Path, playbook: str | None, expect: list
         in_root = source.parent.resolve() == root.resolve()
         before = previous_facts(previous_baseline(root, source).fleet) if in_root else {}
         history = run_history(root, source) if in_root else None
+        carry = class_carrier(root, source) if in_root else None
         # a re-judged stopped run is still the stopped run: never a complete baseline for drift
         run.stop("interrupted" if meta.interrupted else "complete", meta.stopped)
         # the spool beside the run, not in it: a spool in the staged directory would be renamed
         # into the published run with it, and never removed
         if plan is not None:
-            fleet = judge(run.meta, inputs, plan, spool=root, previous=before, history=history)
+            fleet = judge(run.meta, inputs, plan, spool=root, previous=before, history=history, carry=carry)
         else:
             fleet = judge(run.meta, inputs, {h.name: cli_expect for h in inputs}, spool=root, previous=before,
-                          history=history)
+                          history=history, carry=carry)
         run.finish(fleet.to_document())
     return RunResult(run, fleet)

@@ -37,6 +37,7 @@ from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import json_shown
 from orchestrator.verdict import handoff, rules
 from orchestrator.verdict.causes import Cause
+from orchestrator.verdict.classes import descriptor, hardware_key, nominal_class
 from orchestrator.verdict.findings import Finding, Located, Severity, fault, gpu_device
 from orchestrator.verdict.rule import Unjudged
 
@@ -342,8 +343,10 @@ class Reference:
     classes: Mapping[str, ClassStats]
     source: str  # the file, and the run it was made from
 
-    def of(self, fingerprint: str | None) -> ClassStats | None:
-        return self.classes.get(fingerprint) if fingerprint else None
+    def of(self, peers: str | None, fingerprint: str | None = None) -> ClassStats | None:
+        """The figures of a host's peers: its hardware key (files made since issue 47), else its
+        class fingerprint (older files, keyed by class)."""
+        return self.classes.get(peers or "") or self.classes.get(fingerprint or "")
 
 
 def class_stats(name: str, hosts: Mapping[str, Sequence[Measure]]) -> ClassStats:
@@ -471,6 +474,12 @@ class Judged:
     fingerprint: str | None
     class_name: str | None
     measures: Sequence[Measure]
+    hardware: str | None = None  # classes.hardware_key: whom its figures are compared with
+
+    @property
+    def peers(self) -> str | None:
+        """The key of the host's peer group: its hardware, else (not known) its class."""
+        return self.hardware or self.fingerprint
 
 
 ThresholdsFor = Callable[[str], Mapping[str, Threshold]]
@@ -553,19 +562,19 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
     """(findings, id -> host -> why not judged) for every host's figures against its class (or the
     reference's figures of that class)."""
     limits = thresholds_for or (lambda host: THRESHOLDS)
-    by_class: dict[str, list[Judged]] = defaultdict(list)
-    for h in hosts:
-        if h.fingerprint and h.measures:
-            by_class[h.fingerprint].append(h)
+    groups = peer_groups(hosts)
     findings: list[Finding] = []
     judged: dict[str, set[str]] = defaultdict(set)  # id -> hosts with at least one figure judged
-    for fp, members in sorted(by_class.items()):
-        ref = reference.of(fp) if reference else None
-        run_stats = class_stats(members[0].class_name or fp, {h.name: h.measures for h in members})
-        basis = (f"baseline {reference.source}, class {ref.name}" if ref is not None and reference is not None
-                 else f"class {members[0].class_name} in this run")
+    for key, (name, members) in sorted(groups.items()):
+        run_stats: ClassStats | None = None  # made once a host of the group is judged against the run
         for h in members:
-            findings.extend(_judge_host(h, ref or run_stats, ref is not None, basis, limits(h.name), judged))
+            ref = reference.of(key, h.fingerprint) if reference else None
+            if ref is not None and reference is not None:
+                findings.extend(_judge_host(h, ref, True, f"baseline {reference.source}, class {ref.name}",
+                                            limits(h.name), judged))
+                continue
+            run_stats = run_stats or class_stats(name, {p.name: p.measures for p in members})
+            findings.extend(_judge_host(h, run_stats, False, f"class {name} in this run", limits(h.name), judged))
     not_judged: dict[str, dict[str, str]] = {fid: {} for fid in FINDING_IDS}
     for h in hosts:
         metrics = {row[0] for row in _rows(h.measures)}
@@ -574,13 +583,45 @@ def judge(hosts: list[Judged], thresholds_for: ThresholdsFor | None = None,
                 continue
             if not any(BY_KEY[metric].finding == fid for metric in metrics):
                 continue  # nothing measured: the host's own coverage says why (its probe did not run)
-            if not h.fingerprint:
-                not_judged[fid][h.name] = "the host has no topology class (a shape probe did not finish or was not in this run)"
-            else:
-                n = len(by_class.get(h.fingerprint, []))
-                not_judged[fid][h.name] = (f"too few peers measured the same figures ({n} host(s) of class "
-                                           f"{h.class_name} in this run; see the thresholds' min_hosts/min_gpus)")
+            not_judged[fid][h.name] = _sibling_shortage(h, fid) or _why_not_judged(h, groups, reference)
     return findings, not_judged
+
+
+def _sibling_shortage(h: Judged, fid: str) -> str | None:
+    """Why a finding whose every figure the host measured is compared with the host's own GPUs
+    alone (temperature) was not judged: too few of them, whatever its peers."""
+    rows = [row for row in _rows(h.measures) if BY_KEY[row[0]].finding == fid]
+    if any(BY_KEY[metric].host or BY_KEY[metric].gpu != "siblings" for metric, *_ in rows):
+        return None
+    gpus = len({gpu for _, _, gpu, _ in rows if gpu})
+    return (f"too few GPUs of this host measured the same figures ({gpus}): each GPU is compared with its "
+            "siblings on the host (see the thresholds' min_gpus)")
+
+
+def peer_groups(hosts: Iterable[Judged]) -> dict[str, tuple[str, list[Judged]]]:
+    """Peer key (the hosts' hardware: verdict/classes.py:hardware_key) -> (the group's name, its
+    classed hosts that measured something).  The name is its nominal class: the class most of its
+    hosts have, so a host with one fault is compared with, and under the name of, its healthy peers."""
+    members: dict[str, list[Judged]] = defaultdict(list)
+    for h in hosts:
+        if h.peers and h.measures:
+            members[h.peers].append(h)
+    return {key: (nominal_class(h.class_name for h in hs) or key, hs) for key, hs in members.items()}
+
+
+def _why_not_judged(h: Judged, groups: Mapping[str, tuple[str, list[Judged]]], reference: Reference | None) -> str:
+    if not h.peers:
+        return "the host has no topology class (a shape probe did not finish or was not in this run)"
+    name, members = groups.get(h.peers) or (h.class_name, [])
+    ref = reference.of(h.peers, h.fingerprint) if reference else None
+    if ref is not None and reference is not None:
+        return (f"too few peers measured the same figures (the baseline file {reference.source} holds {ref.hosts} "
+                f"host(s) of class {ref.name}; see the thresholds' min_hosts/min_gpus)")
+    in_file = (f"; the baseline file {reference.source} holds no host of this hardware" if reference is not None
+               else "")
+    return (f"too few peers measured the same figures ({len(members)} host(s) of class {name} in this run, "
+            f"counting every host of its GPU model, GPU count and board{in_file}; see the thresholds' "
+            "min_hosts/min_gpus)")
 
 
 def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits: Mapping[str, Threshold],
@@ -739,7 +780,7 @@ def class_baseline(hosts: Iterable[tuple[str, str | None, str | None, str, Facts
     class, health, facts), and host -> what of it was left out and why.  `flagged`: host -> the ids
     of its warn and fail findings (a figure they flag is left out: flagged_figures)."""
     members: dict[str, dict[str, Measures]] = defaultdict(dict)
-    names: dict[str, str] = {}
+    names: dict[str, list[str]] = defaultdict(list)
     left_out: dict[str, LeftOut] = {}
     for name, fp, cls, health, facts in hosts:
         if health not in BASELINE_HEALTH:
@@ -754,7 +795,8 @@ def class_baseline(hosts: Iterable[tuple[str, str | None, str | None, str, Facts
         if not ms:
             left_out.setdefault(name, LeftOut("it measured nothing the baselines compare"))
             continue
-        members[fp][name] = ms
-        names[fp] = cls or fp
-    classes = {fp: class_stats(names[fp], hs) for fp, hs in members.items()}
+        key = hardware_key(descriptor(facts)) or fp  # the same peers as the run judged it with
+        members[key][name] = ms
+        names[key].append(cls or fp)
+    classes = {key: class_stats(nominal_class(names[key]) or key, hs) for key, hs in members.items()}
     return export(classes, made_from, made), left_out

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.facts.model import (
@@ -338,4 +339,81 @@ def outlier_not_judged(described: list[tuple[str, dict[str, Any] | None]]) -> di
         else:
             continue
         out.update(dict.fromkeys(hosts, why))
+    return out
+
+
+# ----------------------------------------------------------------------------- hardware peers
+
+# What a host was bought as: the descriptor's fields that name the product (GPU model and count,
+# board, bare metal or VM).  Every other field (links up, pair levels, PCIe shapes, NICs, NVSwitches,
+# MIG) is a state a fault or a setting changes (CAUSES above names which fault changes which), so a
+# host with one NVLink down is a class of one and still the same hardware as its peers.  A fault
+# that changes one of these fields (a GPU NVML no longer lists) leaves the host with the hosts of
+# that count: a peer group never mixes models, counts or boards.
+HARDWARE_FIELDS = ("gpu_model", "gpu_count", "board", "virtualized")
+_HARDWARE = "hw-"  # a hardware key is never read as a class fingerprint (baseline files hold both)
+
+
+def hardware_key(desc: Mapping[str, Any] | None) -> str | None:
+    """The key of the host's peers for the fleet baselines (verdict/baseline.py): its GPU model and
+    count, board and virtualization.  GPUs of unknown model: the whole descriptor (its class's
+    fingerprint), since equal counts of unknown GPUs may be different models."""
+    if desc is None:
+        return None
+    if desc.get("gpu_count") and not desc.get("gpu_model"):
+        return digest(dict(desc))
+    return _HARDWARE + digest({k: desc.get(k) for k in HARDWARE_FIELDS})
+
+
+def nominal_class(class_names: Iterable[str | None]) -> str | None:
+    """The name of a group of same-hardware hosts: the topology class most of them have (the shape
+    the hardware has when nothing is wrong); among equals, the first by name."""
+    counts = Counter(n for n in class_names if n)
+    return min(counts, key=lambda n: (-counts[n], n)) if counts else None
+
+
+# ----------------------------------------------------------------------------- a class carried forward
+
+
+@dataclass(frozen=True)
+class CarriedClass:
+    """A host's topology class as its last run that measured its shape said (issue 47): a partial
+    run (`-p fabric`, `-p quick`, `--probe`) classes nothing itself and shows this, never as
+    measured now.  Only for showing: outliers, baselines and drift use what this run measured."""
+
+    name: str
+    fingerprint: str
+    run: str  # the run it was measured in
+
+    def shown(self) -> str:
+        return f"{self.name} (carried from run {self.run})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"class": self.name, "fingerprint": self.fingerprint, "run": self.run}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CarriedClass | None:
+        """A stored entry, or None when it is not one (a hand-edited file)."""
+        if not isinstance(d, dict) or not all(isinstance(d.get(k), str) and d[k] for k in ("class", "fingerprint", "run")):
+            return None
+        return cls(d["class"], d["fingerprint"], d["run"])
+
+
+def carried_from(past: Iterable[tuple[str, Mapping[str, tuple[str | None, str | None]]]],
+                 wanted: Iterable[str]) -> dict[str, CarriedClass]:
+    """host -> its class in the newest past run that measured it.  `past`: (run id, host ->
+    (fingerprint, class)) of earlier runs, newest first; a host that run did not class (not
+    measured there, or only carried) is looked up in the run before."""
+    need = set(wanted)
+    out: dict[str, CarriedClass] = {}
+    if not need:
+        return out
+    for run_id, classed in past:
+        for host in sorted(need):
+            fp, name = classed.get(host) or (None, None)
+            if fp and name:
+                out[host] = CarriedClass(name, fp, run_id)
+        need -= set(out)
+        if not need:
+            break  # the runs before this one are not read
     return out

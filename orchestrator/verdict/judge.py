@@ -366,11 +366,11 @@ def _offenders(run: RunMeta, verdicts: list[HostVerdict], findings: list[Finding
 
 def _baselines(verdicts: list[HostVerdict], of_host: Mapping[str, tuple[str, str]], refs: References
                ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
-    """Every host's figures against its class's (verdict/baseline.py), with who could not be compared."""
+    """Every host's figures against its hardware peers' (verdict/baseline.py), with who could not be compared."""
     judged = []
     for v in verdicts:
         fp, cls = of_host.get(v.name) or (None, None)
-        judged.append(baseline.Judged(v.name, fp, cls, v.measures))
+        judged.append(baseline.Judged(v.name, fp, cls, v.measures, fingerprint.hardware_key(v.descriptor)))
     return baseline.judge(judged, refs.thresholds_for, refs.baseline)
 
 
@@ -436,5 +436,7 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
     not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described),
                   nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
                   offenders.OFFENDER: offender_not_judged}
+    unclassed = [v.name for v in verdicts if v.name not in of_host]
+    carried = refs.carry(unclassed) if refs.carry is not None and unclassed else {}
     return fleet_result(run, records, findings, classes, silenced, not_judged,
-                        _summary([v.outcome for v in verdicts], findings, health))
+                        _summary([v.outcome for v in verdicts], findings, health), carried)

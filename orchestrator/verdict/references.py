@@ -5,16 +5,19 @@
 * the fleet baselines (verdict/baseline.py): the thresholds of each host (a playbook's `baselines:`
   over the table) and a class baseline exported from a known-good fleet (`--baseline-file`);
 * the run history (verdict/offenders.py): what the previous complete runs of the same inventory
-  said of their hosts, for naming repeat offenders (api/session.py reads it from the results).
+  said of their hosts, for naming repeat offenders (api/session.py reads it from the results);
+* the classes carried forward: a host this run did not class, as the last run that measured it
+  classed it (verdict/classes.py:CarriedClass), shown as carried.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from orchestrator.facts.security import SecurityFloor
 from orchestrator.verdict.baseline import Reference, Threshold
+from orchestrator.verdict.classes import CarriedClass
 from orchestrator.verdict.offenders import PastRun
 
 
@@ -25,3 +28,6 @@ class References:
     thresholds_for: Callable[[str], Mapping[str, Threshold]] | None = None  # host -> its thresholds; None: the table
     # the earlier runs, oldest first; None: no history was read (merge, import), so no host is judged
     history: tuple[PastRun, ...] | None = None
+    # hosts this run did not class -> their class in the last run that measured them (api/session.py
+    # reads the history only when asked, for those hosts); None: no history (merge, import)
+    carry: Callable[[Collection[str]], Mapping[str, CarriedClass]] | None = None

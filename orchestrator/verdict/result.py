@@ -34,6 +34,7 @@ from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import causes, coverage
 from orchestrator.verdict.actions import Action
 from orchestrator.verdict.checks import CAUSES, FINDING_IDS
+from orchestrator.verdict.classes import CarriedClass
 from orchestrator.verdict.device_health import HostDevices, device_health
 from orchestrator.verdict.drawing import HostDrawing, host_drawing
 from orchestrator.verdict.fabric_faults import FabricFault, fabric_counts, fabric_faults, host_findings
@@ -389,6 +390,8 @@ class FleetResult:
     silenced: list[Silenced]
     # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
     not_judged: dict[str, dict[str, str]]
+    # hosts this run did not class -> the class their last run that measured them gave (shown as carried)
+    carried: dict[str, CarriedClass] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     problems: list[str] = field(default_factory=list)  # what a stored document held that could not be read
     # a document stored before health was: its records get the health decided on reading when written
@@ -401,6 +404,13 @@ class FleetResult:
 
     def findings_of(self, host: str) -> list[Finding]:
         return self._index.of(host)
+
+    def class_shown(self, host: JudgedHost) -> str | None:
+        """The host's class as a surface shows it: measured in this run, else carried (and said so)."""
+        if host.topology_class:
+            return host.topology_class
+        carried = self.carried.get(host.name)
+        return carried.shown() if carried is not None else None
 
     def not_judged_on(self, host: str) -> dict[str, str]:
         """finding id -> why a fleet-wide check could not judge `host`."""
@@ -487,6 +497,7 @@ class FleetResult:
             "silenced": [s.to_dict() for s in self.silenced],
             "not_judged": {k: dict(v) for k, v in self.not_judged.items()},
             "fabric_findings": [f.to_dict() for f in self.fabric_faults],
+            **({"carried_classes": {h: c.to_dict() for h, c in self.carried.items()}} if self.carried else {}),
         }
 
     @classmethod
@@ -509,10 +520,13 @@ class FleetResult:
         not_judged = {str(k): {str(h): str(w) for h, w in v.items()} for k, v in stored.items()
                       if isinstance(v, dict)} if isinstance(stored, dict) else {}
         summary = _summary_of(doc.get("summary"), hosts, findings)
+        stored_carried = doc.get("carried_classes")
+        carried = {str(h): c for h, c in ((h, CarriedClass.from_dict(d)) for h, d in stored_carried.items())
+                   if c is not None} if isinstance(stored_carried, dict) else {}
         schema = doc.get("schema_version")
         return cls(run=run or RunMeta.from_dict(doc.get("run")), summary=summary, hosts=hosts, findings=findings,
                    classes=[TopologyClass.from_dict(c) for c in _list(doc.get("classes")) if isinstance(c, dict)],
-                   silenced=silenced, not_judged=not_judged,
+                   silenced=silenced, not_judged=not_judged, carried=carried,
                    schema_version=schema if isinstance(schema, int) and not isinstance(schema, bool) else SCHEMA_VERSION,
                    problems=problems)
 
@@ -629,13 +643,14 @@ def _faults(findings: Sequence[Finding]) -> list[Fault]:
 
 def fleet_result(run: RunMeta, records: HostRecords, findings: list[Finding],
                  classes: list[dict[str, Any]], silenced: list[Silenced],
-                 not_judged: dict[str, dict[str, str]], summary: Mapping[str, Any]) -> FleetResult:
+                 not_judged: dict[str, dict[str, str]], summary: Mapping[str, Any],
+                 carried: Mapping[str, CarriedClass] | None = None) -> FleetResult:
     """The verdict's result of a run it judged (verdict/judge.py): findings grouped, hosts' health
     in their records."""
     hosts = HostTable(records, FindingIndex(findings))
     return FleetResult(run=run, summary=_summary_of(summary, hosts, findings), hosts=hosts, findings=findings,
                        classes=[TopologyClass.from_dict(c) for c in classes], silenced=silenced,
-                       not_judged=not_judged)
+                       not_judged=not_judged, carried=dict(carried or {}))
 
 
 __all__ = ["Fault", "FleetResult", "FleetSummary", "Health", "HostHealth", "HostTable", "JudgedHost", "ProbeRun",

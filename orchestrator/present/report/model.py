@@ -870,7 +870,7 @@ def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[Fi
         name=_str(h.name), anchor=anchor, address=_str(h.address), groups=[_str(g) for g in h.groups],
         health=h.health.state.value, health_reason=_str(h.health.reason), faults_fail=h.health.fail,
         faults_warn=h.health.warn, outcome=_str(h.outcome), reason=_str(h.reason),
-        host_class=_str(h.topology_class), is_outlier=outlier is not None, outlier_differences=outlier or [],
+        host_class=_str(fleet.class_shown(h)), is_outlier=outlier is not None, outlier_differences=outlier or [],
         identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
         gpus=_drawn(read_gpus, [], facts, drawing, devices),
         levels=_drawn(read_levels, None, facts, devices) if detailed else None,

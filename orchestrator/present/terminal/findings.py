@@ -4,6 +4,7 @@ once each, in a section of their own (verdict/fabric_faults.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from itertools import groupby
 
@@ -126,9 +127,24 @@ UNCLASSED = ("topology classes: none: this run measured no host's shape (a host 
 def classes_table(fleet: FleetResult, width: int | None = None) -> str:
     if not fleet.classes:
         answered = any(h.reachable for h in fleet.hosts)
-        return wrap(UNCLASSED, width, "", "  ") if answered else ""
+        return "\n".join(x for x in (wrap(UNCLASSED, width, "", "  ") if answered else "",
+                                      carried_line(fleet, width)) if x)
     rows = []
     for c in fleet.classes:
         outl = ", ".join(clean(o.host, 200) for o in c.outliers)
         rows.append([clean(c.name, 200), str(len(c.members)), outl or "-"])
-    return fit_table(rows, ["topology class", "hosts", "outliers"], width, fixed=("hosts",))
+    table = fit_table(rows, ["topology class", "hosts", "outliers"], width, fixed=("hosts",))
+    carried = carried_line(fleet, width)
+    return table + "\n" + carried if carried else table
+
+
+def carried_line(fleet: FleetResult, width: int | None = None) -> str:
+    """The hosts this run did not class that show the class of their last run that measured them,
+    counted by that run (verdict/classes.py:CarriedClass); '' when none."""
+    if not fleet.carried:
+        return ""
+    by_run = Counter(c.run for c in fleet.carried.values())
+    runs = ", ".join(f"{n} from run {clean(r, 80)}" for r, n in sorted(by_run.items()))
+    return wrap(f"carried classes: {len(fleet.carried)} host(s) not measured in this run show the class of their "
+                f"last run that measured them ({runs}), marked \"carried from run ...\" in the class column",
+                width, "", "  ")

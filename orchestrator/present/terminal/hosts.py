@@ -60,7 +60,7 @@ def class_cell(text: str, width: int | None) -> str:
 HEADERS = ["host", "health", "fail", "warn", "outcome", "os", "kernel", "board", "driver", "gpus", "class", "time"]
 
 
-def _row(h: JudgedHost) -> list[str]:
+def _row(h: JudgedHost, fleet: FleetResult) -> list[str]:
     host = cast(HostFacts, h.facts.get("host") or {})  # every read below is a .get
     return [
         clean(h.name, _CELL),
@@ -73,7 +73,7 @@ def _row(h: JudgedHost) -> list[str]:
         _board(host),
         clean((host.get("driver") or {}).get("version")),
         _gpus(h.facts),
-        clean(h.topology_class),
+        clean(fleet.class_shown(h)),  # measured now, else carried and said so
         f"{h.duration_s:.1f}s",
     ]
 
@@ -88,7 +88,7 @@ def hosts_table(fleet: FleetResult, width: int | None = None) -> str:
     follow in the hosts view."""
     rows, reasons = [], []
     for h in fleet.hosts.with_facts(("host", "gpus")):
-        row = _row(h)
+        row = _row(h, fleet)
         if width is None:
             row.append(clean(_reason(h), 1000))
         elif h.outcome != "ok" and h.reason:  # faults are listed by host beneath; the transport's why here
