@@ -48,10 +48,12 @@ def port_on_rail(facts: Mapping[str, FabricFacts], host: str, rail: int) -> str 
 
 def _planned_size(f: FabricFacts | None, kind: str) -> int | None:
     """The message size the probe was told to use (probes/fabric.py: `-s size` for bandwidth, 2 for latency)."""
+    plan = f.get("plan") if f else None
+    if not plan:
+        return None  # imported text, a run stored before plans: nothing said the size
     if kind == "lat":
         return 2
-    plan = f.get("plan") if f else None
-    size = (plan.get("spec") or {}).get("size") if plan else None
+    size = (plan.get("spec") or {}).get("size")
     return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
