@@ -166,23 +166,24 @@ def _sides(facts: Mapping[str, FabricFacts], refused: dict[str, list[str]]) -> d
     return by_key
 
 
-def _sample(facts: Mapping[str, FabricFacts], ends: dict[str, Side]) -> Sample:
-    """One pair test from its ends: each port named by its own host (its record, else its discovery),
-    the client's figure where it has one, else the server's, and the other end's beside it."""
+def _sample(facts: Mapping[str, FabricFacts], first: Side, ends: dict[str, Side]) -> Sample:
+    """One pair test from its ends (`first`: any of them): each port named by its own host (its
+    record, else its discovery), the client's figure where it has one, else the server's, and the
+    other end's figure beside it."""
     client, server = ends.get("client"), ends.get("server")
-    host, m = client or server  # type: ignore[misc]  # at least one end
+    host, m = first
     a, b = (host, m["peer"]) if m["role"] == "client" else (m["peer"], host)
 
     def port(h: str, end: Side | None) -> str:
         return end[1]["hca"] if end is not None else (port_on_rail(facts, h, m["rail"]) or m["hca"])
 
-    use = client if client is not None and client[1]["value"] is not None else \
-        server if server is not None and server[1]["value"] is not None else (client or server)
-    other = server if use is client else client
-    u = use[1]  # type: ignore[index]
+    use, other = (client, server) if client is not None and client[1]["value"] is not None else (server, client)
+    if use is None or use[1]["value"] is None:
+        use, other = first, None
+    u = use[1]
     s = Sample(m["round"], m["rail"], m["test"], m["kind"], a, b, port(a, client), port(b, server), u["value"],
                u["p99_us"], m["extra"], u["error"], u["error_kind"])
-    s.reporter = use[0]  # type: ignore[index]
+    s.reporter = use[0]
     s.other = other[1]["value"] if other is not None else None
     return s
 
@@ -190,7 +191,8 @@ def _sample(facts: Mapping[str, FabricFacts], ends: dict[str, Side]) -> Sample:
 def samples(facts: Mapping[str, FabricFacts], refused: dict[str, list[str]] | None = None) -> list[Sample]:
     """Every pair test once (`_sample`); `refused` collects, per host, the figures it printed that
     no port can produce."""
-    found = [_sample(facts, ends) for ends in _sides(facts, {} if refused is None else refused).values()]
+    found = [_sample(facts, next(iter(ends.values())), ends)
+             for ends in _sides(facts, {} if refused is None else refused).values()]
     return sorted(found, key=lambda s: (s.round, s.rail, s.test, s.pair))
 
 
