@@ -214,7 +214,7 @@ ANSWER_DISTRUSTED = Rule(
         kind="unknown",
         means="figures the host printed for its pair tests cannot be measurements (bandwidth over "
         "its own port's line rate, a latency under 0.1 us, a message size the plan did not "
-        "ask for), or they disagree with what at least two peers printed of the same "
+        "ask for, a row the parser refuses: negative, NaN, inf), or they disagree with what at least two peers printed of the same "
         "transfers while those peers agree with others: left out before judging, raised on "
         "that host only; a disagreement with one peer alone names neither end",
         todo="what runs on the host: its probe, its perftest build; raw/<host>/fabric.json",
