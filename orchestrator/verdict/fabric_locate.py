@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.facts.model import FabricFacts, FabricHca, FabricNcclGroup
+from orchestrator.facts.model import FabricFacts, FabricMeasure, FabricNcclGroup
+from orchestrator.verdict.fabric_word import Dispute, disagree, impossible, pinned, port_on_rail, unreadable
+from orchestrator.verdict.fabric_word import hca_of as _hca_of
 
 RAIL_BAD_SHARE = 0.75  # of a rail's pairs slow: the rail
 HCA_BAD_SHARE = 0.75  # of a port's pairs slow (its peers cleared): the port
@@ -74,6 +76,9 @@ class Sample:
     expected: float | None = None  # bw: the floor; lat: the ceiling
     basis: str = ""  # what the expected value comes from
     bad: bool | None = None  # None: not judged
+    reporter: str = ""  # whose figure `value` is (the client's, else the server's)
+    other: float | None = None  # the other end's figure of the same transfer, where it printed one
+    disputed: bool = False  # the two ends disagree: not judged on either's word (fabric_word.py)
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -81,7 +86,7 @@ class Sample:
 
     def describe(self) -> str:
         where = f"{self.a}:{self.a_hca} <-> {self.b}:{self.b_hca}"
-        if self.value is None:
+        if self.value is None or self.disputed:
             return f"{where} round {self.round} {self.test}: {self.error or 'no figure'}"
         unit = "Gb/s" if self.kind == "bw" else "us"
         cmp = ("<" if self.bad else ">=") if self.kind == "bw" else (">" if self.bad else "<=")
@@ -117,11 +122,6 @@ def downtrained(link: Mapping[str, Any] | None) -> bool:
                                                        and link.get("speed") is not None)
 
 
-def _hca_of(facts: Mapping[str, FabricFacts], host: str, hca: str) -> FabricHca | None:
-    f = facts.get(host)
-    return next((h for h in f["hcas"] if h["hca"] == hca), None) if f else None
-
-
 def line_floor(facts: Mapping[str, FabricFacts], s: Sample, t: Thresholds) -> tuple[float | None, str]:
     """The bandwidth floor of a pair: bw_ratio x the slower port's active rate, capped by the
     narrower PCIe link (at its full width: a downtrained link is the fault, not the floor)."""
@@ -139,62 +139,136 @@ def line_floor(facts: Mapping[str, FabricFacts], s: Sample, t: Thresholds) -> tu
     return round(rate * t.bw_ratio, 1), f"{t.bw_ratio:.0%} of {what}"
 
 
-def samples(facts: Mapping[str, FabricFacts]) -> list[Sample]:
-    """Every pair test once: the client's measurement where it has a figure, else the server's.
-    Only pairs of two hosts that took part: a host speaks of its planned peers, never of a host
-    outside the qualification or of itself (the normalizer already dropped steps outside its plan)."""
-    by_key: dict[tuple[int, int, str, tuple[str, str]], Sample] = {}
+Side = tuple[str, FabricMeasure]  # the host that printed a figure, and its measurement
+
+
+def _sides(facts: Mapping[str, FabricFacts], refused: dict[str, list[str]]) -> dict[tuple[Any, ...], dict[str, Side]]:
+    """(round, rail, test, pair) -> role -> the end that reported it.  Only pairs of two hosts that
+    took part: a host speaks of its planned peers, never of a host outside the qualification or of
+    itself (the normalizer already dropped steps outside its plan).  A figure no port can produce
+    is dropped and its sender noted in `refused`."""
+    by_key: dict[tuple[Any, ...], dict[str, Side]] = {}
     for host, f in facts.items():
         for m in f.get("measurements") or []:
             if not isinstance(m, dict) or m.get("error_kind") in ("missing", "not_run"):
                 continue
             if m["peer"] == host or m["peer"] not in facts:
                 continue
-            a, b = (host, m["peer"]) if m["role"] == "client" else (m["peer"], host)
-            a_hca, b_hca = (m["hca"], m["peer_hca"] or m["hca"]) if m["role"] == "client" else (m["peer_hca"] or m["hca"], m["hca"])
-            s = Sample(m["round"], m["rail"], m["test"], m["kind"], a, b, a_hca, b_hca, m["value"], m["p99_us"],
-                       m["extra"], m["error"], m["error_kind"])
-            key = (s.round, s.rail, s.test, s.pair)
-            old = by_key.get(key)
-            if old is None or (old.value is None and s.value is not None) or \
-                    (s.value is not None and m["role"] == "client"):
-                by_key[key] = s
-    return sorted(by_key.values(), key=lambda s: (s.round, s.rail, s.test, s.pair))
+            why = impossible(facts, host, m) or (unreadable(m) if m.get("error_kind") == "impossible" else None)
+            if why is not None:
+                refused.setdefault(host, []).append(why)
+                m = {**m, "value": None, "p99_us": None, "error": why, "error_kind": "impossible"}
+            role = "client" if m["role"] == "client" else "server"
+            key = (m["round"], m["rail"], m["test"], tuple(sorted((host, m["peer"]))))
+            ends = by_key.setdefault(key, {})
+            if role not in ends or (ends[role][1]["value"] is None and m["value"] is not None):
+                ends[role] = (host, m)
+    return by_key
+
+
+def _sample(facts: Mapping[str, FabricFacts], first: Side, ends: dict[str, Side]) -> Sample:
+    """One pair test from its ends (`first`: any of them): each port named by its own host (its
+    record, else its discovery), the client's figure where it has one, else the server's, and the
+    other end's figure beside it."""
+    client, server = ends.get("client"), ends.get("server")
+    host, m = first
+    a, b = (host, m["peer"]) if m["role"] == "client" else (m["peer"], host)
+
+    def port(h: str, end: Side | None) -> str:
+        return end[1]["hca"] if end is not None else (port_on_rail(facts, h, m["rail"]) or m["hca"])
+
+    use, other = (client, server) if client is not None and client[1]["value"] is not None else (server, client)
+    if use is None or use[1]["value"] is None:
+        use, other = first, None
+    u = use[1]
+    s = Sample(m["round"], m["rail"], m["test"], m["kind"], a, b, port(a, client), port(b, server), u["value"],
+               u["p99_us"], m["extra"], u["error"], u["error_kind"])
+    s.reporter = use[0]
+    s.other = other[1]["value"] if other is not None else None
+    return s
+
+
+def samples(facts: Mapping[str, FabricFacts], refused: dict[str, list[str]] | None = None) -> list[Sample]:
+    """Every pair test once (`_sample`); `refused` collects, per host, the figures it printed that
+    no port can produce."""
+    found = [_sample(facts, next(iter(ends.values())), ends)
+             for ends in _sides(facts, {} if refused is None else refused).values()]
+    return sorted(found, key=lambda s: (s.round, s.rail, s.test, s.pair))
+
+
+def _bw_verdict(facts: Mapping[str, FabricFacts], s: Sample, value: float, med: float | None,
+                t: Thresholds) -> tuple[bool, float | None, str]:
+    """(slow, its floor, what the floor comes from) of a bandwidth figure for this pair."""
+    floor, basis = line_floor(facts, s, t)
+    peer = round(med * t.peer_ratio, 1) if med is not None else None
+    below_floor = floor is not None and value < floor
+    below_peer = peer is not None and value < peer
+    if below_floor or (floor is not None and not below_peer):
+        return below_floor or below_peer, floor, basis
+    peer_basis = f"{t.peer_ratio:.0%} of the fleet's median {med:.1f} Gb/s" if med is not None else ""
+    return below_floor or below_peer, peer, peer_basis
+
+
+def _lat_verdict(value: float, p99: float | None, med: float | None, t: Thresholds) -> tuple[bool, float | None, str]:
+    """(slow, its ceiling, what the ceiling comes from) of a latency figure."""
+    ceiling = t.lat_typical_us
+    over_p99 = p99 is not None and p99 > t.lat_p99_us
+    over_peer = med is not None and value > med / t.peer_ratio
+    bad = bool(value > ceiling or over_p99 or over_peer)
+    if over_p99 and value <= ceiling and p99 is not None:
+        return bad, ceiling, f"99th percentile {p99:.2f} us over {t.lat_p99_us} us"
+    if over_peer and value <= ceiling and med is not None:
+        return bad, round(med / t.peer_ratio, 2), f"the fleet's median {med:.2f} us / {t.peer_ratio:.0%}"
+    return bad, ceiling, "typical latency ceiling"
+
+
+def _medians(found: list[Sample]) -> dict[str, float]:
+    """test -> the fleet's median figure, of pair tests whose two ends agree (or only one printed)."""
+    out: dict[str, float] = {}
+    for test in {s.test for s in found}:
+        vals = [s.value for s in found if s.test == test and s.value is not None
+                and (s.other is None or not disagree(s.value, s.other, False, False))]
+        if len(vals) >= 3:
+            out[test] = statistics.median(vals)
+    return out
 
 
 def judge_samples(facts: Mapping[str, FabricFacts], found: list[Sample], t: Thresholds) -> None:
-    """Each sample's floor or ceiling and verdict (in place), against the hardware and the fleet."""
-    medians: dict[str, float] = {}
-    for test in {s.test for s in found}:
-        vals = [s.value for s in found if s.test == test and s.value is not None]
-        if len(vals) >= 3:
-            medians[test] = statistics.median(vals)
+    """Each sample's floor or ceiling and verdict (in place), against the hardware and the fleet.
+    A pair whose two ends disagree about it is not judged on either's word (fabric_word.py)."""
+    medians = _medians(found)
     for s in found:
         if s.value is None:
             s.bad = None
             continue
-        med = medians.get(s.test)
-        if s.kind == "bw":
-            floor, basis = line_floor(facts, s, t)
-            peer = round(med * t.peer_ratio, 1) if med is not None else None
-            peer_basis = f"{t.peer_ratio:.0%} of the fleet's median {med:.1f} Gb/s" if med is not None else ""
-            below_floor = floor is not None and s.value < floor
-            below_peer = peer is not None and s.value < peer
-            s.bad = below_floor or below_peer
-            if below_floor or (floor is not None and not below_peer):
-                s.expected, s.basis = floor, basis
-            else:
-                s.expected, s.basis = peer, peer_basis
-        else:
-            ceiling = t.lat_typical_us
-            s.expected, s.basis = ceiling, "typical latency ceiling"
-            over_p99 = s.p99_us is not None and s.p99_us > t.lat_p99_us
-            over_peer = med is not None and s.value > med / t.peer_ratio
-            s.bad = bool(s.value > ceiling or over_p99 or over_peer)
-            if over_p99 and s.value <= ceiling:
-                s.basis = f"99th percentile {s.p99_us:.2f} us over {t.lat_p99_us} us"
-            elif over_peer and s.value <= ceiling and med is not None:
-                s.expected, s.basis = round(med / t.peer_ratio, 2), f"the fleet's median {med:.2f} us / {t.peer_ratio:.0%}"
+
+        def verdict(value: float, p99: float | None, s: Sample = s) -> tuple[bool, float | None, str]:
+            med = medians.get(s.test)
+            return _bw_verdict(facts, s, value, med, t) if s.kind == "bw" else _lat_verdict(value, p99, med, t)
+
+        bad, s.expected, s.basis = verdict(s.value, s.p99_us)
+        if s.other is not None and disagree(s.value, s.other, bad, verdict(s.other, None)[0]):
+            other_by = s.b if s.reporter == s.a else s.a
+            unit = "Gb/s" if s.kind == "bw" else "us"
+            s.disputed, s.bad = True, None
+            s.error = (f"{s.reporter} says {s.value:.2f} {unit}, {other_by} says {s.other:.2f} {unit}: "
+                       "the two ends disagree, not judged")
+            continue
+        s.bad = bad
+
+
+def disputes(found: list[Sample]) -> list[Dispute]:
+    return [Dispute(s.a, s.b, s.describe()) for s in found if s.disputed]
+
+
+def agreed_peers(found: list[Sample]) -> dict[str, set[str]]:
+    """host -> the peers it has a judged pair test with whose ends agree."""
+    out: dict[str, set[str]] = {}
+    for s in found:
+        if s.bad is not None:
+            out.setdefault(s.a, set()).add(s.b)
+            out.setdefault(s.b, set()).add(s.a)
+    return out
 
 
 # ------------------------------------------------------------------------------- localisation
@@ -222,6 +296,9 @@ class Localisation:
     cleared: dict[int, list[str]]  # rail -> hosts fast with someone on it (referees)
     samples: list[Sample]
     pairs_judged: int = 0
+    # host -> why its word was not taken: figures no port can produce, or disagreeing with peers
+    # that agree with others (fabric_word.py); raised on that host alone
+    distrusted: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _pair_verdicts(found: list[Sample]) -> dict[int, dict[tuple[str, str], list[Sample]]]:
@@ -253,8 +330,11 @@ def _fault_numbers(deciding: list[Sample]) -> tuple[float | None, float | None, 
 
 def locate(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> Localisation:
     t = t or Thresholds()
-    found = samples(facts)
+    distrusted: dict[str, list[str]] = {}
+    found = samples(facts, distrusted)
     judge_samples(facts, found, t)
+    for host, lines in pinned(disputes(found), agreed_peers(found)).items():
+        distrusted.setdefault(host, []).extend(lines)
     by_rail = _pair_verdicts(found)
     faults: list[Fault] = []
     suspects: dict[int, list[str]] = {}
@@ -322,7 +402,7 @@ def locate(facts: Mapping[str, FabricFacts], t: Thresholds | None = None) -> Loc
     basis = evidence_basis(found, facts)
     for f in faults:
         f.evidence.append(basis)
-    return Localisation(faults, suspects, cleared, found, sum(len(p) for p in by_rail.values()))
+    return Localisation(faults, suspects, cleared, found, sum(len(p) for p in by_rail.values()), distrusted)
 
 
 def evidence_basis(found: list[Sample], facts: Mapping[str, FabricFacts]) -> str:
@@ -330,6 +410,8 @@ def evidence_basis(found: list[Sample], facts: Mapping[str, FabricFacts]) -> str
     judged = [s for s in found if s.bad is not None]
     refused = sum(len(f.get("refused") or []) for f in facts.values())
     left = f"; {refused} answer line(s) outside the plan left out" if refused else ""
+    disputed = sum(1 for s in found if s.disputed)
+    left += f"; {disputed} pair test(s) whose two ends disagree left unjudged" if disputed else ""
     return (f"evidence: {len(judged)} planned pair test(s) of {len(facts)} host(s), each pair once (the client's "
             f"figure, else the server's), judged against line rate, PCIe and the fleet's medians of those "
             f"tests{left}")
@@ -391,7 +473,8 @@ def failed_hosts(facts: Mapping[str, FabricFacts]) -> list[Fault]:
     out = []
     for host, f in sorted(facts.items()):
         errs = list(f.get("errors") or [])
-        ms = [m for m in f.get("measurements") or [] if m.get("error_kind") not in ("missing", "not_run")]
+        # a figure refused as impossible is a reading the host gave (fabric.answer.distrusted), not a failure
+        ms = [m for m in f.get("measurements") or [] if m.get("error_kind") not in ("missing", "not_run", "impossible")]
         if ms and all(m.get("value") is None for m in ms):
             kinds = sorted({str(m.get("error_kind")) for m in ms})
             errs.append(f"none of its {len(ms)} perftest runs gave a figure ({', '.join(kinds)}): "

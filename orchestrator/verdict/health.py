@@ -96,12 +96,14 @@ def _count(v: Any) -> int:
 def fault_severities(findings: Iterable[Finding]) -> list[tuple[Finding, Severity]]:
     """Each root finding with the worst severity of its fault (itself and what followed from it)."""
     found = list(findings)
-    worst: dict[tuple[str, str], int] = {}
+    # keyed by host too: a fleet check raises one id and subject on several hosts (one GPU UUID on
+    # two), and each host's fault is as bad as its own findings, not another host's
+    worst: dict[tuple[str, str, str], int] = {}
     for f in found:
-        key = (f.caused_by.id, f.caused_by.subject) if f.caused_by else (f.id, f.subject)
+        key = (f.host, f.caused_by.id, f.caused_by.subject) if f.caused_by else (f.host, f.id, f.subject)
         worst[key] = max(worst.get(key, -1), f.severity.rank)
     by_rank = {s.rank: s for s in Severity}
-    return [(f, by_rank[worst[(f.id, f.subject)]]) for f in found if f.is_root]
+    return [(f, by_rank[worst[(f.host, f.id, f.subject)]]) for f in found if f.is_root]
 
 
 def decide(outcome: str, reason: str, unfinished: Mapping[str, str], findings: Iterable[Finding]) -> HostHealth:

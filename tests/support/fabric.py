@@ -197,3 +197,30 @@ def synthetic_facts(hosts: list[str], rails: int, factor: Any = None, rounds: in
         for h in hosts:
             facts[h]["plan"]["rounds"] = k + 1
     return facts
+
+
+LYING_TOOL = """#!/usr/bin/env python3
+# a perftest whose client prints FIGURE Gb/s for every run, whatever the real one measured (a hostile
+# or broken host); its server end prints what was measured
+import os, re, subprocess, sys
+real = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "..", "sbin", os.path.basename(sys.argv[0]))
+proc = subprocess.run([real] + sys.argv[1:], stdout=subprocess.PIPE, text=True)
+out = proc.stdout
+if "--" in sys.argv:  # the client: the server's address comes after "--" (probes/fabric.py)
+    out = re.sub(r"^( \\d+\\s+\\d+\\s+)\\S+(\\s+)\\S+", lambda m: m.group(1) + "FIGURE" + m.group(2) + "FIGURE",
+                 out, flags=re.M)
+sys.stdout.write(out)
+sys.exit(proc.returncode)
+"""
+
+
+def lying_tool(root: Path, gbps: float, tool: str = "ib_write_bw") -> None:
+    """Make a simulated host's perftest client print `gbps` for every run (the server end of the
+    same transfer, on the peer, prints what was measured)."""
+    path = root / "usr/bin" / tool
+    moved = root / "usr/sbin" / tool
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    moved.symlink_to(os.readlink(path))
+    path.unlink()
+    path.write_text(LYING_TOOL.replace("FIGURE", f"{gbps:.2f}"))
+    path.chmod(0o755)

@@ -120,9 +120,11 @@ def measurement(rec: dict[str, Any]) -> FabricMeasure | None:
         return out
     stdout, stderr = str(rec.get("stdout") or ""), str(rec.get("stderr") or "")
     run = None
+    left_out: list[str] = []
     if stdout.strip():
         log = parse_perftest(stdout, f"{test} round {rec['round']}")
         run = next((r for r in log.runs if r.kind == kind and r.rows), None)
+        left_out = [n.text for n in log.notes if n.text.startswith("row left out")]
     result = run.result() if run is not None else None
     want, got = _i(rec.get("peer_lid")), (run.remote.get("lid") if run is not None else None)
     if result is not None and want is not None and isinstance(got, int) and got not in (0, want):
@@ -133,7 +135,11 @@ def measurement(rec: dict[str, Any]) -> FabricMeasure | None:
     if run is not None and result is not None:
         fill_figures(out, run)
         return out
-    if rec.get("timed_out"):
+    if left_out:
+        # a figure the parser refused (negative, not a number, past any port): the host printed an
+        # impossible reading, which names it (verdict/fabric_word.py), not a failed tool
+        out["error"], out["error_kind"] = one_line(left_out[0][:200]), "impossible"
+    elif rec.get("timed_out"):
         out["error"], out["error_kind"] = ("the peer never connected before the step's deadline" if out["role"] == "server"
                                            else "no result before the step's deadline"), "timeout"
     else:

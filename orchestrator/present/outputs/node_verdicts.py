@@ -26,6 +26,7 @@ from orchestrator import __version__
 from orchestrator.files.jsontext import dumps
 from orchestrator.present.outputs import write_atomic
 from orchestrator.store.rundir import safe_component
+from orchestrator.verdict import rules
 from orchestrator.verdict.action_map import ACTION_MAP
 from orchestrator.verdict.coverage import NOT_JUDGED, CheckState
 from orchestrator.verdict.fabric_faults import host_findings
@@ -46,7 +47,7 @@ UNREACHABLE_CHECK = "host.reachable"  # JUnit's case for a host that did not ans
 
 def category(check_id: str) -> str:
     area = check_id.split(".", 1)[0]
-    return "xid" if check_id.startswith("gpu.xid") else CATEGORY.get(area, "node")
+    return "xid" if check_id == rules.gpu.XID.id else CATEGORY.get(area, "node")
 
 
 def _entity(f: Finding) -> str:

@@ -52,7 +52,9 @@ NCCL_SLOW = rules.fabric.NCCL_SLOW.id
 NCCL_WRONG = rules.fabric.NCCL_DATA_WRONG.id
 NCCL_TRANSPORT = rules.fabric.NCCL_TRANSPORT.id
 ANSWER_REFUSED = rules.fabric.ANSWER_REFUSED.id
-PAIRWISE = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED)
+ANSWER_DISTRUSTED = rules.fabric.ANSWER_DISTRUSTED.id
+# judged from pair figures: nothing to judge where the host measured no pair
+PAIRWISE = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED, ANSWER_DISTRUSTED)
 NCCL_IDS = (NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT)
 
 
@@ -290,12 +292,24 @@ def refused_findings(facts: Mapping[str, FabricFacts]) -> Iterable[Finding]:
                                "with the controller's, check what runs on it, and look at raw/<host>/fabric.json")
 
 
+def distrusted_findings(distrusted: Mapping[str, list[str]]) -> Iterable[Finding]:
+    """A host whose own figures cannot be right: named alone, its peers judged without its word."""
+    for host, lines in sorted(distrusted.items()):
+        yield unknown(ANSWER_DISTRUSTED, host, "fabric figures",
+                      f"{len(lines)} pair figure(s) this host printed were not taken (its peers are judged "
+                      f"without them): {lines[0]}", severity=Severity.WARN, evidence=lines[:10],
+                      hint="a host printing figures no port gives, or that its peers' ends of the same transfers "
+                           "contradict, is broken or hostile: check its perftest build and what runs on it, and "
+                           "raw/<host>/fabric.json")
+
+
 def check_fabric(views: list[HostView]) -> Iterable[Finding]:
     facts = _taking_part(views)
     yield from refused_findings(facts)
     if len(facts) < 2:
         return
     loc, faults = all_faults(facts, Thresholds.of(_spec(facts)))
+    yield from distrusted_findings(loc.distrusted)
     for f in faults:
         yield from _finding(f, facts)
     for f in failed_hosts(facts):
@@ -351,7 +365,7 @@ FLEET_CHECKS = [check_fabric]
 FLEET_READS: FleetReads = {"fabric": None}
 
 FINDING_IDS: tuple[str, ...] = (HOST_SLOW, HCA_SLOW, PATH_SLOW, RAIL_SLOW, UNLOCALISED, GDR_MISSING, STEP_FAILED,
-                                NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT, ANSWER_REFUSED)
+                                NCCL_SLOW, NCCL_WRONG, NCCL_TRANSPORT, ANSWER_REFUSED, ANSWER_DISTRUSTED)
 
 
 

@@ -336,6 +336,13 @@ def check_fabric(view: HostView) -> Iterator[Finding]:
                          "NVLink until registration completes")
 
 
+def _shown(by_host: dict[str, list[str]]) -> list[str]:
+    """The hosts a duplicate identity is shown to be wrong on: their own list holds it more than
+    once (a physical GPU has one identity, so that list is forged or virtualised whatever the
+    others say).  Nothing in one run tells which of two hosts holding it once each is the real one."""
+    return sorted(h for h, places in by_host.items() if len(places) > 1)
+
+
 def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str) -> Iterator[Finding]:
     seen: dict[str, list[tuple[str, Located]]] = defaultdict(list)
     for v in views:
@@ -354,6 +361,7 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
             by_host[h].append(f"{h}:{s.text}")
             own_gpus[h].extend(s.devices)
         hosts = list(by_host)  # first-seen order
+        shown_wrong = _shown(by_host)
         for host in sorted(hosts):
             own = by_host[host][:_NAMED]
             # Places on the first other hosts: at most _NAMED + 1 hosts are looked at, whatever the fleet size.
@@ -362,12 +370,28 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
             more = len(where) - len(named)
             text = ", ".join(named) + (f" and {more} more" if more else "")
             peers = [Device(DeviceKind.PEER_HOST, host=h) for h in islice((h for h in hosts if h != host), _NAMED)]
-            yield fault(fid, host, located(value, [*own_gpus[host], *peers]),
-                        f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
-                        expected="unique", actual={"count": len(where), "named": named},
-                        evidence=[f"nvml.gpus[].{field}", f"{len(hosts)} hosts report it"],
-                        hint="a device list that repeats identities is forged or virtualised; "
-                             "ask the provider which physical GPU you got")
+            yield _duplicate_finding(fid, host, located(value, [*own_gpus[host], *peers]),
+                                     f"GPU {label} {value} appears {len(where)} times in the fleet: " + text,
+                                     {h: len(by_host[h]) for h in shown_wrong}, {"count": len(where), "named": named},
+                                     [f"nvml.gpus[].{field}", f"{len(hosts)} hosts report it"])
+
+
+def _duplicate_finding(fid: str, host: str, where: Located, message: str, shown_wrong: dict[str, int],
+                       actual: dict[str, Any], evidence: list[str]) -> Finding:
+    """A host whose own list repeats the identity is shown wrong: a fault it is acted on for.  One
+    that holds it once cannot be told from the others that do: which of them lied is unknown, and
+    the finding asks for an investigation, never a drain (its rule's action: verdict/rules/identity.py)."""
+    if host in shown_wrong:
+        return fault(fid, host, where, f"{message}; this host's own list holds it {shown_wrong[host]} times: "
+                     "its list is forged or virtualised", expected="unique", actual=actual, evidence=evidence,
+                     hint="a device list that repeats identities is forged or virtualised; "
+                          "ask the provider which physical GPU you got")
+    why = (f"{', '.join(sorted(shown_wrong)[:_NAMED])} repeat(s) it in its own list and is shown wrong, not this host"
+           if shown_wrong else "nothing in this run tells which host's identity is its own")
+    return unknown(fid, host, where, f"Not shown to be this host's ({why}). {message}", severity=Severity.WARN, expected="unique", actual=actual,
+                   evidence=[*evidence, why],
+                   hint="investigate before acting on any of these hosts: read the identity on each machine "
+                        "(`nvidia-smi -q`, the board label), and ask the provider which physical GPU you got")
 
 
 def check_uuid_duplicates(views: list[HostView]) -> Iterable[Finding]:

@@ -146,11 +146,21 @@ def duplicate_identities(views: list[HostView]) -> Iterator[Finding]:
                 more = len(names) - 1 - len(others)
                 text = ", ".join(others) + (f" and {more} more" if more else "")
                 peers = located(label, (Device(DeviceKind.PEER_HOST, host=n) for n in others))
-                yield fault(fid, name, peers, f"{label} {value!r} is also reported by {text}",
-                            actual=value, expected="unique across the fleet",
-                            evidence=[f"host.{key}", f"{len(names)} hosts report it"],
-                            severity=Severity.WARN if key == "hostname" else Severity.FAIL,
-                            hint="two inventory entries reach the same machine, or the machine lies about its identity")
+                if key == "hostname":
+                    yield fault(fid, name, peers, f"{label} {value!r} is also reported by {text}",
+                                actual=value, expected="unique across the fleet",
+                                evidence=[f"host.{key}", f"{len(names)} hosts report it"], severity=Severity.WARN,
+                                hint="two inventory entries reach the same machine, or the machine lies about its "
+                                     "identity")
+                    continue
+                # one serial a board: nothing in one run tells which host's is its own, so which one
+                # lied is unknown and neither is drained for it (verdict/rules/identity.py)
+                yield unknown(fid, name, peers, f"{label} {value!r} is also reported by {text}; nothing in this run "
+                              "tells which host's serial is its own", actual=value, expected="unique across the fleet",
+                              evidence=[f"host.{key}", f"{len(names)} hosts report it"], severity=Severity.WARN,
+                              hint="investigate before acting on either host: two inventory entries reach the same "
+                                   "machine, or one machine forges another's identity; read the serial on each "
+                                   "machine (`dmidecode -s system-serial-number`) and its asset label")
 
 
 def _virtual(view: HostView) -> bool:

@@ -201,6 +201,26 @@ ANSWER_REFUSED = Rule(
     ),
 )
 
+ANSWER_DISTRUSTED = Rule(
+    "fabric.answer.distrusted",
+    action=Action.NONE,
+    because="the host's own pair figures cannot be right: they were left out, nothing to fix on its peers",
+    needs=Needs(sections=("fabric",)),
+    held_back=True,
+    host_wide=True,
+    fleet=True,
+    doc=Doc(
+        severity="warn",
+        kind="unknown",
+        means="figures the host printed for its pair tests cannot be measurements (bandwidth over "
+        "its own port's line rate, a latency under 0.1 us, a message size the plan did not "
+        "ask for, a row the parser refuses: negative, NaN, inf), or they disagree with what at least two peers printed of the same "
+        "transfers while those peers agree with others: left out before judging, raised on "
+        "that host only; a disagreement with one peer alone names neither end",
+        todo="what runs on the host: its probe, its perftest build; raw/<host>/fabric.json",
+    ),
+)
+
 
 def causes() -> Iterator[Cause]:
     """Which findings of a host these rules' findings follow from (verdict/causes.py), each

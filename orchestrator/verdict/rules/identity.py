@@ -5,8 +5,14 @@ docs/findings.md's catalog rows are rendered from these declarations (tests/verd
 
 from __future__ import annotations
 
-from orchestrator.verdict.findings import Action
+from orchestrator.verdict.findings import Action, Finding, Kind
 from orchestrator.verdict.rule import Doc, Needs, Rule
+
+
+def _undecided(f: Finding) -> Action | None:
+    """A duplicate identity that cannot say which host lied (its finding is `unknown`) asks for an
+    investigation on every host involved, never a drain: only a host shown wrong is acted on."""
+    return Action.NONE if f.kind is Kind.UNKNOWN else None
 
 SERIAL_NEEDS_ROOT = Rule(
     "identity.serial.needs_root",
@@ -38,15 +44,16 @@ HOSTNAME_DUPLICATE = Rule(
 
 SYSTEM_SERIAL_DUPLICATE = Rule(
     "identity.system_serial.duplicate",
-    action=Action.RESEAT_INSPECT,
-    because="two hosts report one DMI serial: a cloned or forged identity",
+    action=Action.NONE,
+    because="two hosts report one DMI serial and nothing tells which is its own: investigate, drain neither",
     needs=Needs(sections=("host",)),
     fleet=True,
     doc=Doc(
-        severity="fail",
-        kind="fault",
-        means="two hosts report the same DMI system serial (fleet check)",
-        todo="as above; a forged or cloned identity",
+        severity="warn",
+        kind="unknown",
+        means="two hosts report the same DMI system serial (fleet check); which one is the real "
+        "board cannot be told from one run, so neither is drained for it",
+        todo="as above; a forged or cloned identity: read the serial on each machine",
     ),
 )
 
@@ -78,12 +85,14 @@ UUID_DUPLICATE = Rule(
     because="one GPU UUID on two GPUs: ask which physical GPU this is",
     needs=Needs(sections=("gpus",), gpus=True),
     fleet=True,
+    refine=_undecided,
     doc=Doc(
-        severity="fail",
-        kind="fault",
+        severity="fail on a host whose own list holds it twice (shown wrong); warn elsewhere",
+        kind="fault; unknown (which host lied cannot be told: action `none`, never drained)",
         means="one GPU UUID on two GPUs in the fleet (fleet check, one finding per host "
         "involved; the message names the host's own places and at most 5 elsewhere, and "
-        "counts the rest)",
+        "counts the rest); a host holding it once, like another host, is not shown to be the one "
+        "that lied",
         todo="a forged or virtualised device list; ask which physical GPU you got",
     ),
 )
@@ -94,5 +103,8 @@ GPU_SERIAL_DUPLICATE = Rule(
     because="one GPU serial twice in the fleet",
     needs=Needs(sections=("gpus",), gpus=True),
     fleet=True,
-    doc=Doc(severity="fail", kind="fault", means="one GPU board serial twice in the fleet", todo="as above"),
+    refine=_undecided,
+    doc=Doc(severity="fail on a host whose own list holds it twice; warn elsewhere",
+            kind="fault; unknown (which host lied cannot be told: action `none`)",
+            means="one GPU board serial twice in the fleet", todo="as above"),
 )
