@@ -34,7 +34,7 @@ def run_on_tty(args: list[str], columns: int = 120, timeout: float = 120, **env:
     """`python -m orchestrator <args>` with a pty of `columns` columns as its terminal."""
     master, slave = pty.openpty()
     os.set_blocking(master, True)
-    environ = cli_env(COLUMNS=str(columns), TERM="xterm-256color", **env)
+    environ = cli_env(**{"COLUMNS": str(columns), "TERM": "xterm-256color", **env})
     for name in [k for k in environ if k in ("NO_COLOR", "FORCE_COLOR") and k not in env]:
         del environ[name]  # the runner's own colour settings are not the test's
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], stdin=slave, stdout=slave,
