@@ -83,10 +83,16 @@ def _unknown_option(name: str, target: argparse.ArgumentParser, commands: dict[s
 def _refuse_unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Unrecognized arguments are refused by the command they were given to, in its own words
     (argparse hands them to the top-level parser, whose usage names no option of the command)."""
+    commands = _commands(parser)
+    first = argv[0].split("=", 1)[0] if argv else ""
+    if first.startswith("-") and first not in _options(parser):  # `probe -i inv.yml run`
+        owners = [c for c, p in commands.items() if first in _options(p)]
+        if owners:
+            parser.error(f"{first} goes after the command: it is an option of "
+                         f"{', '.join(f'probe {c}' for c in owners)} (probe {owners[0]} {first} ...)")
     args, extras = parser.parse_known_args(argv)
     if not extras:
         return
-    commands = _commands(parser)
     target = commands.get(getattr(args, "command", None) or "", parser)
     said = [_unknown_option(x.split("=", 1)[0], target, commands) if x.startswith("-") else repr(x) for x in extras]
     target.error("unrecognized arguments: " + ", ".join(said))

@@ -84,3 +84,14 @@ def test_an_inventory_key_that_is_no_section_is_named(tmp_path: Path, text: str,
     line = one_line(run_cli(["run", "-i", str(inv), "--results", str(tmp_path / "runs")]))
     assert "the inventory has no hosts: " in line and f"{inv}:" in line and named in line, line
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").glob("*/run.json"))
+
+
+@pytest.mark.parametrize("argv, first_owner", [
+    (["-i", "fleet.yml", "run"], "probe run"),
+    (["-q", "show"], "probe run"),
+    (["--format", "json", "runs"], "probe run"),
+    (["-l", "gpu01", "run"], "probe run"),
+])
+def test_an_option_before_the_command_says_where_it_goes(argv: list[str], first_owner: str) -> None:
+    line = one_line(run_cli(argv))
+    assert f"{argv[0]} goes after the command: it is an option of {first_owner}" in line, line
