@@ -6,6 +6,7 @@ before any other line is written, so a fabric step's notice never lands at its e
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,52 @@ def test_no_line_is_written_onto_the_progress_line(tmp_path: Path, limit: str) -
     # every line that says "elapsed" is a progress line and nothing else; every other line is whole
     assert all(_PROGRESS.match(ln) for ln in lines if " elapsed " in ln), [ln for ln in lines if " elapsed " in ln]
     assert any(ln.startswith("host ") for ln in lines) and any(ln.startswith("RECAP ") for ln in lines)
+
+
+def _speak(i: int) -> None:
+    print(f"probe: warning: known_hosts:{i}: skipped", file=sys.stderr)
+    print(f"stdout line {i}")
+
+
+def test_a_line_from_another_thread_ends_the_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transport's warning comes from a worker thread: on a real pty it still lands on a line of
+    its own, and the progress line is drawn again beneath it; stdout and stderr are given back."""
+    import os
+    import pty
+    import threading
+
+    from orchestrator.engine.outcomes import Outcome
+    from orchestrator.engine.runner import HostResult, ProbeResult
+    from orchestrator.inventory.model import Host
+    from orchestrator.present.progress import Progress
+    from tests.support.tty import screen
+
+    master, slave = pty.openpty()
+    tty = os.fdopen(slave, "w", buffering=1)
+    monkeypatch.setattr("sys.stdout", tty)
+    monkeypatch.setattr("sys.stderr", tty)
+    progress = Progress(3)  # its stream is the pty: shown
+    assert progress.enabled
+    outcomes = [Outcome.OK, Outcome.UNSUPPORTED, Outcome.UNREACHABLE]
+    for i, outcome in enumerate(outcomes):
+        progress.host_finished(HostResult(Host(f"gpu{i}"), {"host": ProbeResult("host", outcome)}))
+        worker = threading.Thread(target=_speak, args=(i,))
+        worker.start()
+        worker.join()
+    progress.close()
+    assert sys.stdout is tty and sys.stderr is tty
+    tty.close()
+    raw = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        raw += chunk
+    os.close(master)
+    lines = screen(raw.decode())
+    assert [ln for ln in lines if not _PROGRESS.match(ln)] == [
+        f"{w}" for i in range(3) for w in (f"probe: warning: known_hosts:{i}: skipped", f"stdout line {i}")]
+    assert _PROGRESS.match(lines[-1]) and lines[-1].startswith("[3/3] ok=1 unsupported=1 problems=1 ")
