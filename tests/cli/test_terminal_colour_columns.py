@@ -98,3 +98,9 @@ def test_a_narrow_terminal_drops_why_last(demo_run: Path, columns: int) -> None:
     assert max(len(ln) for ln in lines[:lines.index("")]) <= columns  # the hosts table
     assert "why" not in head and "time" not in head and "outcome" not in head
     assert screen("a\rb\x1b[K\n") == ["b"]  # the terminal model the tests read through
+
+
+def test_findings_by_check_colour_their_severity(demo_run: Path) -> None:
+    r = run_on_tty(["show", "--results", str(demo_run), "--findings", "checks"])
+    assert re.search(rf"^{re.escape(RED)}FAIL\x1b\[0m gpu\.count\.pci_vs_nvml \(fault\) on 2 host\(s\)", r.raw, re.M)
+    assert re.search(rf"^{re.escape(YELLOW)}WARN\x1b\[0m \S+ \(", r.raw, re.M)

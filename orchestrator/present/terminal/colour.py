@@ -34,9 +34,10 @@ SEVERITY: Mapping[str, str] = {Severity.FAIL.value: _RED, Severity.WARN.value: _
 
 _STATES = "|".join(HEALTH)
 _LEVELS = "|".join(SEVERITY)
-# The hosts view's lines as findings.py draws them: `FAILED host: ...`, `  FAIL id ...`, `      -> warn id ...`
+# The lines as findings.py draws them: `FAILED host: ...`, `  FAIL id (kind) ...` (by host),
+# `FAIL id (kind) on 3 host(s)` (by check), `      -> warn id ...`
 _HEAD = re.compile(rf"^({_STATES.upper()})(?= )", re.M)
-_FAULT = re.compile(rf"^(  )({_LEVELS.upper()})(?= )", re.M)
+_FAULT = re.compile(rf"^((?:  )?)({_LEVELS.upper()})(?= \S+ \()", re.M)
 _FOLLOWS = re.compile(rf"^( +-> )({_LEVELS})(?= )", re.M)
 # RECAP's counts: `failed=12`, and `fail=3` / `warn=2` of its faults and findings
 _COUNT = re.compile(rf"\b({_STATES}|{_LEVELS})=([1-9][0-9]*)")
