@@ -290,8 +290,18 @@ def load_inventory(sources: tuple[str, ...], limit: str | None) -> tuple[Invento
     inv = load(list(sources) or [str(DEMO_INVENTORY)])
     hosts = select_hosts(inv, limit, warnings)
     if not hosts:
-        raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else ""))
+        raise UsageError("the inventory has no hosts" + (f" matching --limit {limit!r}" if limit else "")
+                         + _skipped_keys(inv.ignored))
     return inv, hosts, [redact_message(w) for w in [*inv.warnings, *warnings]]
+
+
+def _skipped_keys(ignored: list[str]) -> str:
+    """An empty inventory's likely cause, on the same line: the group keys that were skipped
+    (`hots:` for `hosts:`), the first three of them."""
+    if not ignored:
+        return ""
+    more = f"; and {len(ignored) - 3} more key(s)" if len(ignored) > 3 else ""
+    return ": " + "; ".join(redact_message(w) for w in ignored[:3]) + more
 
 
 def shard_hosts(hosts: list[Host], spec: str) -> list[Host]:

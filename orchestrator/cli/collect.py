@@ -12,7 +12,7 @@ from typing import Any
 from orchestrator.api.errors import UsageError
 from orchestrator.api.plan import PlanInputs
 from orchestrator.api.session import RunResult
-from orchestrator.cli import exitcodes
+from orchestrator.cli import exitcodes, views
 from orchestrator.cli.run import deliver, results_root
 from orchestrator.facts.textsafe import one_line
 from orchestrator.store import atomic
@@ -155,6 +155,7 @@ def add_parsers(sub: Any) -> None:
     from orchestrator.cli.run import add_slurm_drain
 
     add_slurm_drain(p)
+    views.add_color(p)
     p.set_defaults(func=cmd_merge, show=[], output_dir=None)
     add_collection_parser(sub)
 

@@ -127,6 +127,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--results", metavar="DIR", help="results directory (default ~/.local/state/fleetprobe/runs)")
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p, what="detail views", importable_only=True)
+    views.add_color(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_import, output_dir=None)
 

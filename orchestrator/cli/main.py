@@ -9,7 +9,7 @@ import io
 import sys
 import tempfile
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from orchestrator import __version__
 from orchestrator.api.errors import USAGE_ERRORS, ResultsUnwritable, usage_message
@@ -19,15 +19,37 @@ from orchestrator.engine.runner import ctrl_c_of
 from orchestrator.store.lock import LockHeld
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (the README's promise): the command's own name,
+    what was wrong, the nearest name where one is close, and where the usage is, never the usage
+    itself (`probe run --show topo,gpu` printed twelve lines of it before the one that helped)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(exitcodes.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # a command, --format, --findings ...: argparse lists the choices but names none of them
+        if action.choices is not None and value not in action.choices:
+            known = [str(c) for c in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{_nearest(str(value), known)} "
+                                                 f"(choose from {', '.join(known)})")
+
+
+def _nearest(word: str, known: list[str], cutoff: float = 0.6) -> str:
+    """"; did you mean run?" for the known name closest to `word`, "" when none is close."""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="probe",
         description="fleetprobe: agentless GPU fleet probes over SSH, a topology inventory, and checks.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=exitcodes.TABLE,
     )
     parser.add_argument("--version", action="version", version=f"fleetprobe {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run.add_parser(sub)
     info.add_parsers(sub)
     history.add_parsers(sub)
@@ -38,24 +60,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _suggest_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """An unknown option is a usage error (exit 2) that names the option it resembles: argparse
-    itself says only "unrecognized arguments" (Python 3.14 learns to suggest)."""
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return dict(sub.choices) if sub is not None else {}
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings]
+
+
+def _unknown_option(name: str, target: argparse.ArgumentParser, commands: dict[str, argparse.ArgumentParser]) -> str:
+    """What to say of an option `target` does not take: the one of its own it resembles, else the
+    commands that do take it (an option given to the wrong command), else only its name."""
+    own = _nearest(name, _options(target), cutoff=0.75)
+    if own:
+        return f"{name} ({own[2:]})"
+    elsewhere = [c for c, p in commands.items() if name in _options(p)]
+    if elsewhere:
+        return f"{name} (an option of {', '.join(f'probe {c}' for c in elsewhere)}, not of {target.prog})"
+    return name
+
+
+def _refuse_unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Unrecognized arguments are refused by the command they were given to, in its own words
+    (argparse hands them to the top-level parser, whose usage names no option of the command)."""
+    commands = _commands(parser)
+    first = argv[0].split("=", 1)[0] if argv else ""
+    if first.startswith("-") and first not in _options(parser):  # `probe -i inv.yml run`
+        owners = [c for c, p in commands.items() if first in _options(p)]
+        if owners:
+            parser.error(f"{first} goes after the command: it is an option of "
+                         f"{', '.join(f'probe {c}' for c in owners)} (probe {owners[0]} {first} ...)")
     args, extras = parser.parse_known_args(argv)
     if not extras:
         return
-    command = getattr(args, "command", None)
-    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    target = sub.choices.get(command, parser) if sub is not None and command else parser
-    known = [o for a in target._actions for o in a.option_strings]
-    hints = []
-    for x in extras:
-        name = x.split("=", 1)[0]
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) if name.startswith("-") else []
-        if close:
-            hints.append(f"{name} (did you mean {close[0]}?)")
-    if hints:
-        target.error("unrecognized arguments: " + ", ".join(hints))
+    target = commands.get(getattr(args, "command", None) or "", parser)
+    said = [_unknown_option(x.split("=", 1)[0], target, commands) if x.startswith("-") else repr(x) for x in extras]
+    target.error("unrecognized arguments: " + ", ".join(said))
 
 
 def _streams_never_fail() -> None:
@@ -93,7 +134,7 @@ def _command(argv: list[str] | None) -> int:
     _streams_never_fail()
     descriptors.raise_soft_limit()
     parser = build_parser()
-    _suggest_options(parser, sys.argv[1:] if argv is None else argv)
+    _refuse_unknown_options(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -24,7 +24,7 @@ from orchestrator.present.terminal.findings import (
     hosts_view,
     notes_block,
 )
-from orchestrator.present.terminal.hosts import hosts_table, recap
+from orchestrator.present.terminal.hosts import HEADERS, hosts_table, recap
 from orchestrator.present.terminal.judged import not_judged_block
 from orchestrator.present.terminal.quiet import quiet_text
 from orchestrator.store import atomic
@@ -163,8 +163,11 @@ def emit(fleet: FleetResult, args: argparse.Namespace, run_dir: Path, drift: Fle
     if fmt in ("yaml", "csv"):
         print(render_findings(fleet, fmt) if args.quiet else render_hosts(fleet, fmt))
         return
+    from orchestrator.present.terminal.colour import wanted
+
     text = render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or [],
-                             by=getattr(args, "findings", None) or "hosts")
+                             by=getattr(args, "findings", None) or "hosts",
+                             colour=wanted(getattr(args, "color", None) or "auto", sys.stdout))
     if not text:
         return  # -q on a healthy fleet: nothing at all, so cron sends no mail
     print(text)
@@ -174,38 +177,40 @@ def emit(fleet: FleetResult, args: argparse.Namespace, run_dir: Path, drift: Fle
 
 
 def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] | None = None,
-                      by: str = "hosts") -> str:
+                      by: str = "hosts", colour: bool = False) -> str:
     """The terminal report, fitted to the terminal's width: the hosts table (health first), the
     `--show` views, the classes, the findings by host (each unhealthy host with its faults) or by
-    check, what was not judged, RECAP.  With `quiet` the cron report (unhealthy hosts and their
-    warn/fail faults, "" on a healthy fleet)."""
+    check, what was not judged, RECAP; health and severity coloured with `colour`.  With `quiet`
+    the cron report (unhealthy hosts and their warn/fail faults, "" on a healthy fleet)."""
+    from orchestrator.present.terminal.colour import Painter
     from orchestrator.present.terminal.sections import render_views
     from orchestrator.present.terminal.width import terminal_width
 
     width = terminal_width()
     if quiet:
         return quiet_text(fleet, width)
-    out = [hosts_table(fleet, width)]
+    paint = Painter(colour)
+    out = [paint.column(hosts_table(fleet, width), HEADERS.index("health"))]
     out.extend(render_views(fleet, show or [], width))
     ct = classes_table(fleet, width)
     if ct:
         out.append(ct)
     if by == "checks":
-        out.append(findings_table(host_findings(fleet.findings), "info", width))
+        out.append(paint.faults(findings_table(host_findings(fleet.findings), "info", width)))
     else:
-        out.append(hosts_view(fleet, width, "warn"))
+        out.append(paint.faults(hosts_view(fleet, width, "warn")))
     fabric = fabric_view(fleet, width, "info" if by == "checks" else "warn")
     if fabric:
-        out.append(fabric)
+        out.append(paint.faults(fabric))
     notes = notes_block(fleet, width) if by != "checks" else ""
     if notes:
         out.append(notes)
     judged = not_judged_block(fleet, width)
     if judged:
-        out.append(judged)
+        out.append(paint.dim(judged))
     if fleet.silenced:
         out.append(f"{len(fleet.silenced)} finding(s) silenced by the playbook")
-    out.append(recap(fleet, width))
+    out.append(paint.counts(recap(fleet, width)))
     return "\n\n".join(out)
 
 
@@ -237,6 +242,7 @@ def add_parser(sub: Any) -> None:
                    help="stdout: table (default), json (fleet.json), yaml/csv (hosts; findings with -q)")
     views.add_show(p, suffix=" (comma list)")
     views.add_findings_view(p)
+    views.add_color(p)
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     add_output_arguments(p)  # --prometheus, --junit, ... : present/outputs/emit.py's OUTPUT_FILES
     add_guard_arguments(p)

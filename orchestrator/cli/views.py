@@ -35,3 +35,12 @@ def add_show(p: Any, what: str = "per-host detail views", suffix: str = "", impo
     """Add `--show`; its help lists the views (those a text import can fill, with importable_only)."""
     p.add_argument("--show", type=parse_views, default=[], metavar="VIEWS",
                    help=f"{what}: {', '.join(registry.view_names(importable_only))}{suffix}")
+
+
+def add_color(p: Any) -> None:
+    """Add `--color auto|always|never` (auto: on a terminal, unless NO_COLOR is set or TERM is dumb)."""
+    from orchestrator.present.terminal.colour import MODES
+
+    p.add_argument("--color", "--colour", choices=MODES, default="auto",
+                   help="colour health and severity: auto (default: on a terminal, off when piped or when "
+                        "NO_COLOR is set), always, never")

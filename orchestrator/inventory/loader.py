@@ -35,6 +35,7 @@ a ``host_vars`` value that replaces a different inline value is reported in
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
@@ -176,6 +177,7 @@ class _Builder:
         self.groups["ungrouped"].parents.append("all")
         self.hosts: dict[str, _H] = {}
         self.warnings: list[str] = []
+        self.ignored: list[str] = []  # keys of groups that are not a section: why an inventory may be empty
         self.basedirs: list[str] = []
         self._seen: dict[tuple[str, str, str], _Var] = {}  # per file: (kind, entity, var) -> first value
         self._file = ""
@@ -384,10 +386,8 @@ class _Builder:
             line = data.key_lines[key]
             kwhere = f"{self._file}:{line}"
             if key not in _SECTIONS:
-                self.warnings.append(
-                    f"{kwhere}: group '{name}': key {key!r} ignored; only hosts, children and vars are read "
-                    "(Ansible ignores it too)"
-                )
+                self.ignored.append(_ignored_key(kwhere, name, key, parent))
+                self.warnings.append(self.ignored[-1])
                 continue
             value = _section(raw, line)
             if value is None:
@@ -594,7 +594,8 @@ class _Builder:
                 origins={k: v.where for k, v in merged.items()},
             )
         self._warn_orphan_vars()
-        return Inventory(hosts=hosts, groups=groups, sources=list(sources), warnings=list(self.warnings))
+        return Inventory(hosts=hosts, groups=groups, sources=list(sources), warnings=list(self.warnings),
+                         ignored=list(self.ignored))
 
     def _warn_templates(self, merged: dict[str, _Var]) -> None:
         # We connect with these values as written; Ansible would render Jinja2 first.
@@ -635,6 +636,23 @@ class _Builder:
                 raise InventoryError(
                     f"{port.where}: host '{host}': {key} must be a port number 1-65535, found {value!r}{extra}"
                 )
+
+
+def _ignored_key(where: str, group: str, key: Any, parent: str | None) -> str:
+    """The warning for a key of a group that is not hosts, children or vars.  Ansible skips it
+    ("Skipping unexpected key"), and an inventory with `hots:` for `hosts:` then has no hosts at
+    all: the key is named with the section it resembles, or, for a top-level group named like a
+    section (`hots:` at the top), with what the group was likely meant to be."""
+    near_key = difflib.get_close_matches(str(key), list(_SECTIONS), n=1, cutoff=0.6)
+    near_group = difflib.get_close_matches(group, list(_SECTIONS), n=1, cutoff=0.6) if parent is None else []
+    if near_key:
+        hint = f" (did you mean '{near_key[0]}'?)"
+    elif near_group:
+        hint = f" (is the top-level group '{group}' meant to be '{near_group[0]}:' under 'all:'?)"
+    else:
+        hint = ""
+    return (f"{where}: group '{group}': key {str(key)!r}{hint} ignored; only hosts, children and vars are read "
+            "(Ansible ignores it too)")
 
 
 def _is_script(path: str) -> bool:

@@ -121,3 +121,4 @@ class Inventory:
     groups: dict[str, Group]
     sources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # "file:line: ..." things Ansible also only warns about
+    ignored: list[str] = field(default_factory=list)  # the warnings about group keys skipped (`hots:`), also in warnings

@@ -447,7 +447,7 @@ def test_unexpected_group_key_and_empty_file_warn(tmp_path: Path) -> None:
     _, inv = load_text(tmp_path, "gpu:\n  host:\n    g1:\n  hosts:\n    g2:\n")
     assert list(inv.hosts) == ["g2"]
     assert inv.warnings == [
-        f"{tmp_path}/inv.yml:2: group 'gpu': key 'host' ignored; only hosts, children and vars are read (Ansible ignores it too)"
+        f"{tmp_path}/inv.yml:2: group 'gpu': key 'host' (did you mean 'hosts'?) ignored; only hosts, children and vars are read (Ansible ignores it too)"
     ]
     empty = write(tmp_path / "e", {"empty.yml": "# nothing yet\n"})
     inv2 = load_inventory([str(empty)])

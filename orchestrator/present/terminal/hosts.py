@@ -41,20 +41,36 @@ def _gpus(facts: Facts) -> str:
 
 # A class name is made of parts joined by these; a narrow column wraps it after one of them only.
 _CLASS_SEPARATOR = re.compile(r"(?<=[-+/@~])")
+# A why cell (`2 fault(s): software.security.driver, ...`) wraps after a space, and a finding id
+# too long for its line after one of its dots.
+_SPACE = re.compile(r"(?<= )")
+_DOT = re.compile(r"(?<=\.)")
+
+
+def _break_after(text: str, width: int | None, separator: re.Pattern[str]) -> str:
+    """`text` on lines of at most `width` characters, broken only after `separator`, never inside a part."""
+    if width is None or len(text) <= width:
+        return text
+    lines, line = [], ""
+    for part in separator.split(text):
+        if line and len(line.rstrip()) + len(part.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += part
+    return "\n".join([*lines, line.rstrip()])
 
 
 def class_cell(text: str, width: int | None) -> str:
     """A topology class name, on lines of at most `width` characters broken only after a
     separator (`8xH100-SXM-NV18-` / `8NIC-PIX`), never inside a part."""
-    if width is None or len(text) <= width:
-        return text
-    lines, line = [], ""
-    for part in _CLASS_SEPARATOR.split(text):
-        if line and len(line) + len(part) > width:
-            lines.append(line)
-            line = ""
-        line += part
-    return "\n".join([*lines, line])
+    return _break_after(text, width, _CLASS_SEPARATOR)
+
+
+def why_cell(text: str, width: int | None) -> str:
+    """A host's why, broken after a space, and inside a finding id longer than the line after a
+    dot (`software.` / `security.driver`)."""
+    lines = _break_after(text, width, _SPACE).split("\n")
+    return "\n".join(_break_after(line, width, _DOT) for line in lines)
 
 
 HEADERS = ["host", "health", "fail", "warn", "outcome", "os", "kernel", "board", "driver", "gpus", "class", "time"]
@@ -91,14 +107,20 @@ def hosts_table(fleet: FleetResult, width: int | None = None) -> str:
         row = _row(h, fleet)
         if width is None:
             row.append(clean(_reason(h), 1000))
-        elif h.outcome != "ok" and h.reason:  # faults are listed by host beneath; the transport's why here
-            reasons.append(wrap(clean(h.reason, 1000), width, f"  {clean(h.name, _CELL)} ({h.outcome}): "))
+        else:
+            row.append(clean(_short_reason(h), 1000))
+            if h.outcome != "ok" and h.reason:  # faults are listed by host beneath; the transport's why here
+                reasons.append(wrap(clean(h.reason, 1000), width, f"  {clean(h.name, _CELL)} ({h.outcome}): "))
         rows.append(row)
     if width is None:
         table = fit_table(rows, [*HEADERS, "why"], None)
         return "\n".join(line.rstrip() for line in table.splitlines())
-    table = fit_table(rows, HEADERS, width, droppable=("kernel", "os", "time", "driver", "board", "outcome"),
-                      fixed=("host", "health", "fail", "warn"), drop_before_wrap=True, wrappers={"class": class_cell})
+    # `why` is read before the time and the transport outcome: it goes last, and only when even
+    # wrapped it would leave a column less than a readable width
+    table = fit_table(rows, [*HEADERS, "why"], width,
+                      droppable=("kernel", "os", "time", "driver", "board", "outcome", "why"),
+                      fixed=("host", "health", "fail", "warn"), drop_before_wrap=True, wrappers={"class": class_cell, "why": why_cell},
+                      keep_wrapped=("why",))
     return table + ("\n" + "\n".join(reasons) if reasons else "")
 
 
@@ -108,6 +130,14 @@ def _reason(h: JudgedHost) -> str:
     platform cannot run says that."""
     if h.outcome != "ok" and h.reason and (h.outcome_is_problem or not h.health.reason):
         return f"{h.outcome}: {h.reason}"
+    return h.health.reason
+
+
+def _short_reason(h: JudgedHost) -> str:
+    """The `why` cell on a terminal: the host's faults; a transport's reason, which can be long
+    advice, is written whole beneath the table and named here by its outcome."""
+    if h.outcome != "ok" and h.reason and (h.outcome_is_problem or not h.health.reason):
+        return f"{h.outcome} (below)"
     return h.health.reason
 
 

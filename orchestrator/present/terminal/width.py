@@ -46,20 +46,25 @@ def _natural(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> list[int]
 
 def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int | None,
               droppable: Sequence[str] = (), fixed: Sequence[str] = (), drop_before_wrap: bool = False,
-              wrappers: Mapping[str, Callable[[str, int], str]] | None = None) -> str:
+              wrappers: Mapping[str, Callable[[str, int], str]] | None = None, keep_wrapped: Sequence[str] = ()) -> str:
     """A `simple` table no wider than `width` (None: as wide as its cells).
 
     Columns named in `droppable` are left out, in that order, while even the narrowest layout does
     not fit (with `drop_before_wrap`: while the table does not fit unwrapped, so a wide terminal
     shows every row on one line); then the widest remaining columns (not in `fixed`) are wrapped,
     never narrower than MIN_COLUMN or their header.  Cell text is wrapped at spaces and hyphens,
-    never cut; a column named in `wrappers` is wrapped by its own function (text, width -> lines)."""
+    never cut; a column named in `wrappers` is wrapped by its own function (text, width -> lines).
+    A droppable column also named in `keep_wrapped` is worth wrapping: when its turn comes it stays
+    as long as every column left can be at least COMFORT wide, and it is the first to be wrapped,
+    down to COMFORT, so the others keep their width (the hosts' `why`)."""
     heads: list[str] = list(headers)
     table: list[list[Any]] = [list(r) for r in rows]
     if width is None or not table:
         return tabulate(table, headers=heads, disable_numparse=True)
 
     def floor(i: int, nat: list[int], least: int = MIN_COLUMN) -> int:
+        if heads[i] in keep_wrapped:
+            least = max(least, COMFORT)
         return nat[i] if heads[i] in fixed else min(nat[i], max(least, len(heads[i]) + _GAP))
 
     def total(widths: list[int]) -> int:
@@ -70,7 +75,8 @@ def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int 
         # Drop a column while the others would be squeezed below a readable width (COMFORT).
         if drop_before_wrap and total(nat) <= width:
             break
-        if not drop_before_wrap and total([floor(i, nat, COMFORT) for i in range(len(heads))]) <= width:
+        wrapped = not drop_before_wrap or name in keep_wrapped
+        if wrapped and total([floor(i, nat, COMFORT) for i in range(len(heads))]) <= width:
             break
         if name in heads:
             i = heads.index(name)
@@ -85,7 +91,7 @@ def fit_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], width: int 
             shrinkable = [i for i in range(len(widths)) if widths[i] > floor(i, nat)]
             if not shrinkable:
                 break
-            i = max(shrinkable, key=lambda j: widths[j])
+            i = max(shrinkable, key=lambda j: (heads[j] in keep_wrapped, widths[j]))
             widths[i] -= 1
             over -= 1
         own = wrappers or {}
