@@ -214,6 +214,9 @@ def link_resting(link: Any, gen: int | None = None) -> bool:
     Its speed at rest says nothing of the hardware; its width, or ends that cannot reach `gen`, do."""
     if not isinstance(link, Mapping):
         return False
-    cur, width, width_max, gen_max = (link.get(k) for k in ("gen_current", "width_current", "width_max", "gen_max"))
-    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (cur, width, width_max, gen_max))
-    return ints and width >= width_max and cur < gen_max and (gen is None or gen_max >= gen)
+    values = [link.get(k) for k in ("gen_current", "width_current", "width_max", "gen_max")]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) < len(values):
+        return False
+    cur, width, width_max, gen_max = ints
+    return width >= width_max and cur < gen_max and (gen is None or gen_max >= gen)
