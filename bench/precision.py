@@ -21,10 +21,11 @@ as shipped, and the real normalizers and judge (verdict.judge.build_fleet) judge
 probe's answer is recorded once per distinct content of the layers it reads and shared by every
 host planted alike (each host then gets its own identities, as bench/controller_bench.py does).
 
-Fabric faults (a rail, a switch path) are judged by the fabric localisation over pairwise
-measurements: bench/fabric_bench.py plants them on the wire (the fake perftest) and
-bench/RESULTS-fabric.md has its results; this benchmark counts what the host verdict makes of the
-fleet, where a fabric fault must never fail a host.
+Fabric faults (a rail, a switch path, a host, an HCA) are judged by the fabric localisation over
+pairwise measurements: the last stage runs `probe run -p fabric` of the bundled demo (24 hosts, its
+answers recorded from the fake perftest on the simulated wire) and counts the planted faults
+localised to their place and the hosts failed for a fault of the fabric (the goal: none);
+bench/fabric_bench.py plants them on the wire at 16-256 hosts (bench/RESULTS-fabric.md).
 
     python bench/precision.py                        # 1,000 hosts, seed 47 -> bench/RESULTS-precision.md
     python bench/precision.py --hosts 60 --out /tmp/p.md
