@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,3 +206,17 @@ def nccl_allreduce_floor(model_key: str | None, gpu_count: int | None) -> float 
     if not model_key or not gpu_count:
         return None
     return NCCL_ALLREDUCE_FLOORS_GBPS.get((model_key, gpu_count))
+
+
+def link_resting(link: Any, gen: int | None = None) -> bool:
+    """A GPU's PCIe link at its full width whose speed alone is below what both ends can do (at
+    least `gen` where given): how a GPU saves power between jobs, the speed coming back under load.
+    Its speed at rest says nothing of the hardware; its width, or ends that cannot reach `gen`, do."""
+    if not isinstance(link, Mapping):
+        return False
+    values = [link.get(k) for k in ("gen_current", "width_current", "width_max", "gen_max")]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) < len(values):
+        return False
+    cur, width, width_max, gen_max = ints
+    return width >= width_max and cur < gen_max and (gen is None or gen_max >= gen)

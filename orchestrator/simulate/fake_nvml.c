@@ -68,7 +68,9 @@ typedef struct {
     int numa_node; /* -1: NOT_SUPPORTED (not a C2C-coherent platform) */
     unsigned long cpu_mask[4];
     unsigned int temp; int nfans; unsigned int fan_pct[4]; unsigned int power_mw;
-    int ecc_supported; unsigned int ecc_mode; unsigned long long ecc_vol_unc, ecc_agg_unc, ecc_agg_cor;
+    int ecc_supported; unsigned int ecc_mode;
+    /* the totals over every memory location: the sums of mem_err below (fake_nvml.py fills both) */
+    unsigned long long ecc_vol_unc, ecc_agg_unc, ecc_vol_cor, ecc_agg_cor;
     int remap_supported; unsigned int remap_cor, remap_unc, remap_pending, remap_failure;
     int fabric_supported; unsigned char fabric_state; int fabric_status; unsigned int clique;
     unsigned char cluster_uuid[16]; unsigned int health_mask; unsigned char health_summary;
@@ -353,7 +355,7 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t h, int type, int counter, 
     ENTER("nvmlDeviceGetTotalEccErrors"); OUT(n);
     if (!g->ecc_supported || !g->ecc_mode) return NVML_ERROR_NOT_SUPPORTED;
     if (type == 1) *n = counter == 0 ? g->ecc_vol_unc : g->ecc_agg_unc;
-    else *n = counter == 0 ? 0 : g->ecc_agg_cor;
+    else *n = counter == 0 ? g->ecc_vol_cor : g->ecc_agg_cor;
     return NVML_SUCCESS;
 }
 /* Power limits in milliwatts; the default limit is the board's out-of-the-box value. */

@@ -195,6 +195,15 @@ def _mem_errors(spec: dict[str, Any]) -> list[list[list[int]]]:
     return out
 
 
+def _ecc_totals(mem_err: list[list[list[int]]]) -> dict[str, str]:
+    """nvmlDeviceGetTotalEccErrors counts every memory location: the per-location counters summed,
+    so an error planted in `memory_errors` reads the same through both calls."""
+    def total(err: int, cnt: int) -> str:
+        return f"{sum(loc[err][cnt] for loc in mem_err)}ull"
+    return {"ecc_vol_unc": total(1, 0), "ecc_agg_unc": total(1, 1), "ecc_vol_cor": total(0, 0),
+            "ecc_agg_cor": total(0, 1)}
+
+
 def expand_machine(spec: dict[str, Any], seed: str = "") -> dict[str, Any]:
     """Pure: the fixture spec -> the tables the C library serves."""
     name = spec["machine"]
@@ -374,6 +383,7 @@ def render_header(t: dict[str, Any]) -> str:
             "power_limit_mw": g["power_limit_mw"], "power_default_mw": g["power_default_mw"],
             "power_enforced_mw": g["power_enforced_mw"], "clock_reasons": f"0x{g['clock_reasons']:x}ull",
             "mem_err": json.dumps(g["mem_err"]).replace("[", "{").replace("]", "}"),
+            **_ecc_totals(g["mem_err"]),
             "pcie_replays": g["pcie_replays"], "retired_pending": g["retired_pending"],
             "viol_supported": g["viol_supported"],
             "viol_ns": "{" + ", ".join(f"{v}ull" for v in g["viol_ns"]) + "}",
@@ -403,15 +413,29 @@ def render_header(t: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_fake_nvml(machine: str, dest_dir: Path, seed: str = "") -> Path:
-    """Compile (or reuse) the fake library for `machine`; returns the path of libnvidia-ml.so.1.
+def resolve_machine(machine: str | dict[str, Any]) -> dict[str, Any]:
+    """A fixture by name, or a description given as a mapping (`machine`: its name, `base`: the
+    fixture it overrides, as a variant file would): a test plants a fault without a file."""
+    if isinstance(machine, str):
+        return load_machine(machine)
+    over = dict(machine)
+    base = over.pop("base", None)
+    spec = _deep_merge(load_machine(base), over) if base else over
+    spec["machine"] = str(over.get("machine") or "custom")
+    return spec
+
+
+def build_fake_nvml(machine: str | dict[str, Any], dest_dir: Path, seed: str = "") -> Path:
+    """Compile (or reuse) the fake library for `machine` (a fixture name or a description:
+    resolve_machine); returns the path of libnvidia-ml.so.1.
 
     `seed` salts the generated UUIDs and serials: hosts built with different seeds have distinct
     identities, hosts with the same seed (deliberately) share them.
     """
-    header = render_header(expand_machine(load_machine(machine), seed))
+    spec = resolve_machine(machine)
+    header = render_header(expand_machine(spec, seed))
     try:
         return build_shared_library(C_SOURCE, "fake_nvml_data.h", header, "libnvidia-ml.so.1", Path(dest_dir),
-                                    machine, ["-O1", "-Wall", "-Wno-unused-function"])
+                                    spec["machine"], ["-O1", "-Wall", "-Wno-unused-function"])
     except BuildError as e:
         raise FixtureError(str(e)) from None

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -94,23 +95,32 @@ def _scrub(doc: Any, work: str) -> Any:
     return json.loads(json.dumps(doc).replace(work, PLACEHOLDER))
 
 
-def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, dict[str, Any]]:
+def record_host(host: str, machine: str, work: Path, libs: Path,
+                only: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Every probe's envelope on the simulated machine; `only`: just these probes (the benchmark
+    of bench/precision.py records what the audit playbook runs)."""
     root = work / host / "root"
     build_machine(machine, root)
     build_host_files(machine, root, host)
     build_kernel_log(machine, root, host)
     build_nic_state(machine, root, host)
-    from orchestrator.simulate.fake_nvml import build_fake_nvml
+    runs: dict[str, dict[str, Any]] = {name: {"root": str(root)} for name in ("host", "pcie", "kmsg", "nic")}
+    if only is None or {"nvml", "nvlink"} & set(only):  # compiled only where an NVML probe runs
+        from orchestrator.simulate.fake_nvml import build_fake_nvml
 
-    nvml = build_fake_nvml(machine, libs, seed=host)
-    runs: dict[str, dict[str, Any]] = {
-        "host": {"root": str(root)},
-        "pcie": {"root": str(root)},
-        "nvml": {"lib": str(nvml)},
-        "nvlink": {"lib": str(nvml)},
-        "kmsg": {"root": str(root)},
-        "nic": {"root": str(root)},
-    }
+        nvml = build_fake_nvml(machine, libs, seed=host)
+        runs.update(nvml={"lib": str(nvml)}, nvlink={"lib": str(nvml)})
+    if only is None or {"p2p", "nccl"} & set(only):  # no CUDA probe asked: no libcuda to build
+        runs.update(_cuda_runs(machine, libs))
+    return {name: _scrub(_run_probe(name, args, timeout=PROBE_TIMEOUTS.get(name, 120.0),
+                                    env=_nccl_env(host, machine) if name == "nccl" else None), str(work))
+            for name, args in runs.items() if only is None or name in only}
+
+
+def _cuda_runs(machine: str, libs: Path) -> dict[str, dict[str, Any]]:
+    """The p2p and nccl probes' arguments against the machine's fake libcuda / libnccl (none
+    where the machine has no CUDA description)."""
+    runs: dict[str, dict[str, Any]] = {}
     try:
         from orchestrator.simulate.fake_cuda import build_fake_cuda, machines
 
@@ -127,9 +137,7 @@ def record_host(host: str, machine: str, work: Path, libs: Path) -> dict[str, di
                                     nccl_lib=str(build_fake_nccl(machine, libs)))
     except ImportError:
         pass
-    return {name: _scrub(_run_probe(name, args, timeout=PROBE_TIMEOUTS.get(name, 120.0),
-                                    env=_nccl_env(host, machine) if name == "nccl" else None), str(work))
-            for name, args in runs.items()}
+    return runs
 
 
 def write_inventory(hosts: dict[str, str], path: Path) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.facts.gpu_models import link_resting
 from orchestrator.facts.model import (
     Facts,
     GpuMig,
@@ -43,7 +44,9 @@ def _most_common(values: list[Any]) -> Any:
 
 
 def _pcie_shape(p: GpuPcie | Mapping[str, Any]) -> str:
-    gen, width = p.get("gen_current"), p.get("width_current")
+    # a link resting at a lower speed while idle is the hardware of its peers: its class is theirs
+    gen = p.get("gen_max") if link_resting(p) else p.get("gen_current")
+    width = p.get("width_current")
     return f"Gen{gen if gen is not None else '?'}x{width if width is not None else '?'}"
 
 

@@ -150,7 +150,9 @@ def test_pcie_downgrade_without_expectation_is_judged_by_both_link_ends() -> Non
     [e] = facts["pcie"]["downgraded"]
     e["width_current"] = 16
     assert _ids(facts) == [("pcie.link.downgraded", "info", "unknown", "GPU2 (0000:3a:00.0)")]
-    assert _ids(facts, pcie_gen=5) == [("pcie.link.downgraded", "fail", "fault", "GPU2 (0000:3a:00.0)")]
+    # ... with pcie_gen written too (issue 47: both ends do Gen5, so the speed at rest says nothing;
+    # tests/verdict/test_pcie_resting.py holds what still fails)
+    assert _ids(facts, pcie_gen=5) == [("pcie.link.downgraded", "info", "unknown", "GPU2 (0000:3a:00.0)")]
 
 
 def test_pcie_downgrade_with_expectation_catches_a_gpu_at_its_best_in_a_slow_slot() -> None:

@@ -123,13 +123,15 @@ def _gw(gen: Any, width: Any) -> str:
 # "fail" below the expectation, "warn" short of its width (or not a GPU), "idle" a GPU whose
 # speed alone is low (GPUs slow the link at rest: only the width is conclusive then).
 LINK_FAIL, LINK_WARN, LINK_IDLE = "fail", "warn", "idle"
+# A link resting at a lower speed is judged by its width and what both ends support, never by its
+# speed at rest, with or without probe_expect.pcie_gen (gpu_models.link_resting).
+_RESTING_HINT = ("re-check while the GPU is busy (the p2p probe measures the link under load); at rest only the "
+                 "width and what both ends support are judged, against probe_expect.pcie_gen too")
 
 
 def link_verdict(e: Mapping[str, Any], exp_gen: int | None, exp_width: int | None) -> str:
     gpu = e.get("kind") == "gpu"
-    below_expect = gpu and ((exp_gen and (e.get("gen_current") or 0) < exp_gen)
-                            or (exp_width and (e.get("width_current") or 0) < exp_width))
-    if below_expect:
+    if gpu and _short_of_expectation(e, exp_gen, exp_width):
         return LINK_FAIL
     if (e.get("width_current") or 0) < (e.get("width_max") or 0) or not gpu:
         return LINK_WARN
@@ -137,8 +139,8 @@ def link_verdict(e: Mapping[str, Any], exp_gen: int | None, exp_width: int | Non
 
 
 def _short_of_expectation(link: Mapping[str, Any], exp_gen: int | None, exp_width: int | None) -> bool:
-    return bool((exp_gen and (link.get("gen_current") or 0) < exp_gen)
-                or (exp_width and (link.get("width_current") or 0) < exp_width))
+    slow = bool(exp_gen and (link.get("gen_current") or 0) < exp_gen and not gpu_models.link_resting(link, exp_gen))
+    return slow or bool(exp_width and (link.get("width_current") or 0) < exp_width)
 
 
 def link_verdicts(facts: Facts, exp_gen: int | None, exp_width: int | None) -> dict[str, str]:
@@ -150,10 +152,11 @@ def link_verdicts(facts: Facts, exp_gen: int | None, exp_width: int | None) -> d
     out = {str(e["bdf"]): link_verdict(e, exp_gen, exp_width) for e in pcie.get("downgraded") or []
            if isinstance(e, dict) and e.get("bdf")}
     if exp_gen or exp_width:
+        devs = _by_bdf(pcie)
         for d in pcie.get("devices") or []:
             link = d.get("link") if isinstance(d, dict) else None
             if d.get("kind") == "gpu" and d.get("bdf") not in out and link and \
-                    _short_of_expectation(link, exp_gen, exp_width):
+                    _short_of_expectation(_with_slot(link, d, devs), exp_gen, exp_width):
                 out[str(d["bdf"])] = LINK_FAIL
     return out
 
@@ -193,18 +196,18 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                           f"{subject} link at {actual} below its {_gw(e['gen_max'], e['width_max'])}; "
                           "GPUs slow the link when idle",
                           expected=expected, actual=actual, evidence=evidence,
-                          hint="re-check while the GPU is busy (e.g. during the p2p probe); set probe_expect.pcie_gen "
-                               "to make this a hard requirement")
+                          hint=_RESTING_HINT)
     if not exp_gen:
         yield from _below_model_generation(view, pcie, names, reported)
     if not (exp_gen or exp_width):
         return
     # Expectations also catch a GPU that trained at its best but in a slot below the requirement.
+    devs = _by_bdf(pcie)
     for d in pcie.get("devices") or []:
         link = d.get("link")
         if d.get("kind") != "gpu" or d["bdf"] in reported or not link:
             continue
-        if _short_of_expectation(link, exp_gen, exp_width):
+        if _short_of_expectation(_with_slot(link, d, devs), exp_gen, exp_width):
             subject = _at(pcie, d["bdf"], names.get(d["bdf"], d["bdf"]))
             actual = f"{_gw(link['gen_current'], link['width_current'])} ({shown(link.get('speed_current'))})"
             expected = _gw(exp_gen or link["gen_max"], exp_width or link["width_max"])
@@ -213,6 +216,19 @@ def check_link_downgraded(view: HostView) -> Iterator[Finding]:
                         expected=expected, actual=actual,
                         evidence=[f"sysfs {d['bdf']}: current_link_speed/width"],
                         hint="the GPU or its slot cannot reach the expected generation/width; check the slot and riser")
+
+
+def _by_bdf(pcie: PcieFacts) -> dict[str, PcieDevice]:
+    return {d["bdf"]: d for d in pcie.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+
+
+def _with_slot(link: Mapping[str, Any], d: PcieDevice, devs: dict[str, PcieDevice]) -> Mapping[str, Any]:
+    """The device's link with the generation both ends support: a GPU's own maximum says nothing
+    of a slot that tops out below it (a link resting there is judged by the slot's)."""
+    slot, own = _slot_max_gen(d, devs), link.get("gen_max")
+    if isinstance(slot, int) and isinstance(own, int) and slot < own:
+        return {**link, "gen_max": slot}
+    return link
 
 
 def _slot_max_gen(d: PcieDevice, devs: dict[str, PcieDevice]) -> int | None:
@@ -241,7 +257,7 @@ def _below_model_generation(view: HostView, pcie: PcieFacts, names: _Names,
     if _virtualized(view, pcie):
         return  # an emulated port's link fields describe the hypervisor's bus, not a slot
     nvml_names = {str(g.get("bus_id")).lower(): g.get("name") for g in _nvml_gpus(view) if g.get("bus_id")}
-    devs = {d["bdf"]: d for d in pcie.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+    devs = _by_bdf(pcie)
     for b, d in devs.items():
         link = d.get("link")
         if d.get("kind") != "gpu" or b in reported or not link:
@@ -493,7 +509,7 @@ def check_gpu_link_without_pcie(view: HostView) -> Iterator[Finding]:
         subject = Located(f"GPU{g.get('index')} ({g.get('bus_id') or 'bus id unknown'})", (gpu_device(g),))
         actual = f"{_gw(cur_g, cur_w)} ({link.get('speed_current')})"
         evidence = [f"nvml.gpus[{g.get('index')}].pcie: current vs max link generation/width"]
-        if (exp_gen and cur_g < exp_gen) or (exp_width and cur_w < exp_width):
+        if _short_of_expectation(link, exp_gen, exp_width):
             want = _gw(exp_gen or max_g, exp_width or max_w)
             yield fault(rules.pcie.LINK_DOWNGRADED.id, view.name, subject, f"{subject} link at {actual}, expected at least {want}",
                         expected=want, actual=actual, evidence=evidence,
@@ -507,7 +523,7 @@ def check_gpu_link_without_pcie(view: HostView) -> Iterator[Finding]:
             yield unknown(rules.pcie.LINK_DOWNGRADED.id, view.name, subject,
                           f"{subject} link at {actual} below its {_gw(max_g, max_w)}; GPUs slow the link when idle",
                           expected=_gw(max_g, max_w), actual=actual, evidence=evidence,
-                          hint="re-check while the GPU is busy; set probe_expect.pcie_gen to make this a hard requirement")
+                          hint=_RESTING_HINT)
 
 
 CHECKS: list[HostCheck] = [

@@ -32,11 +32,12 @@ LINK_DOWNGRADED = Rule(
     needs=Needs(any_of=("pcie", "gpus")),
     held_back=True,
     doc=Doc(
-        severity="fail below `pcie_gen`/`pcie_width`; warn when the width (or a non-GPU's speed) is"
-        " below what both ends support, or (no `pcie_gen` written) when a GPU advertises a"
-        " lower generation than its model (`gpu_models.py`) in a slot that can do more; "
-        "info for a GPU whose speed alone is low, and for a GPU whose slot cannot reach "
-        "its model's generation",
+        severity="fail below `pcie_width`, or below `pcie_gen` where both ends cannot reach it; warn"
+        " when the width (or a non-GPU's speed) is below what both ends support, or (no `pcie_gen`"
+        " written) when a GPU advertises a lower generation than its model (`gpu_models.py`) in a"
+        " slot that can do more; info for a GPU whose speed alone is low at full width (resting"
+        " while idle, `pcie_gen` written or not), and for a GPU whose slot cannot reach its"
+        " model's generation",
         kind="fault; unknown for idle speed; platform_limitation when the slot limits the GPU",
         means="a PCIe link trained below its maximum, below the written requirement, or below "
         "the GPU model's generation; `expected`/`actual` as `Gen5 x16` / `Gen1 x8 (2.5 "
