@@ -35,12 +35,12 @@ WHEEL = "nvidia-nccl-cu12"
 
 def _wheel_file(suffix: str) -> Path:
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64"):
-        not_here("%s is published for Linux x86_64 and aarch64 only" % WHEEL)
+        not_here(f"{WHEEL} is published for Linux x86_64 and aarch64 only")
     try:
         files = importlib.metadata.distribution(WHEEL).files or []
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("%s (NVIDIA's NCCL) is not installed: .venv/bin/pip install -e '.[nvlibs]' "
-                    "(scripts/test.sh does)" % WHEEL)
+        pytest.skip(f"{WHEEL} (NVIDIA's NCCL) is not installed: .venv/bin/pip install -e '.[nvlibs]' "
+                    "(scripts/test.sh does)")
     [path] = [f for f in files if str(f).endswith(suffix)]
     return Path(str(path.locate()))
 
@@ -59,7 +59,7 @@ def nccl_h() -> str:
 def probe(libnccl: Path) -> Any:
     """The probe's own wrapper (_Nccl) on the real library, loaded in this process."""
     ns: dict[str, Any] = {"__name__": "fleetprobe_nccl"}
-    exec(compile(probe_source("nccl"), "<nccl>", "exec"), ns)  # noqa: S102 - our own probe source
+    exec(compile(probe_source("nccl"), "<nccl>", "exec"), ns)
     wrapper = ns["_Nccl"](ctypes.CDLL(str(libnccl)))
     return ns, wrapper
 
@@ -77,7 +77,8 @@ def test_the_probe_reads_the_libraries_version(libnccl: Path, probe: Any) -> Non
     code, text = nccl.version()
     wheel = importlib.metadata.version(WHEEL)
     assert text == ".".join(wheel.split(".")[:3]), (code, text, wheel)
-    assert code == int("%d%02d%02d" % tuple(int(p) for p in text.split(".")))
+    major, minor, patch = (int(p) for p in text.split("."))
+    assert code == major * 10000 + minor * 100 + patch
 
 
 def test_the_probe_names_every_result_code_nccl_defines(probe: Any, nccl_h: str) -> None:
@@ -105,8 +106,8 @@ def test_the_declared_prototypes_match_nccl_h(probe: Any, nccl_h: str) -> None:
     _, nccl = probe
     checked = 0
     for name in ns_functions(probe):
-        m = re.search(r"ncclResult_t\s+%s\s*\(([^)]*)\)\s*;" % name, nccl_h) or \
-            re.search(r"const char\*\s+%s\s*\(([^)]*)\)\s*;" % name, nccl_h)
+        m = re.search(rf"ncclResult_t\s+{name}\s*\(([^)]*)\)\s*;", nccl_h) or \
+            re.search(rf"const char\*\s+{name}\s*\(([^)]*)\)\s*;", nccl_h)
         assert m, name
         params = [p.strip() for p in m.group(1).split(",") if p.strip() and p.strip() != "void"]
         declared = getattr(nccl.lib, name).argtypes
@@ -125,8 +126,8 @@ def ns_functions(probe: Any) -> list[str]:
 
 def test_ops_and_types_are_nccl_hs(probe: Any, nccl_h: str) -> None:
     ns, _ = probe
-    assert re.search(r"\bncclFloat32\s*=\s*%d\b" % ns["_NCCL_FLOAT32"], nccl_h)
-    assert re.search(r"\bncclSum\s*=\s*%d\b" % ns["_NCCL_SUM"], nccl_h)
+    assert re.search(rf"\bncclFloat32\s*=\s*{ns['_NCCL_FLOAT32']}\b", nccl_h)
+    assert re.search(rf"\bncclSum\s*=\s*{ns['_NCCL_SUM']}\b", nccl_h)
 
 
 def test_without_a_gpu_the_probe_says_so(libnccl: Path, tmp_path: Path) -> None:

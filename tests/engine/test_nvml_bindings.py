@@ -84,7 +84,7 @@ def _pynvml() -> ModuleType:
 def _probe(name: str) -> dict[str, Any]:
     """The probe's namespace: prelude + _nvml + probe, defined but not run (no call line)."""
     ns: dict[str, Any] = {"__name__": "fleetprobe_" + name}
-    exec(compile(probe_source(name), "<%s>" % name, "exec"), ns)  # noqa: S102 - our own probe source
+    exec(compile(probe_source(name), f"<{name}>", "exec"), ns)
     return ns
 
 
@@ -305,7 +305,7 @@ def test_every_nvml_function_the_probes_name_is_one_nvidia_binds(pynvml: ModuleT
     named = _named_in_source()
     assert len(named) > 60, named  # the walk found the probes' calls
     unknown = sorted(n for n in named if n not in wrapped and LEGACY.get(n) not in wrapped)
-    assert not unknown, "not in nvidia-ml-py (a typo, or an older variant missing from LEGACY): %s" % unknown
+    assert not unknown, f"not in nvidia-ml-py (a typo, or an older variant missing from LEGACY): {unknown}"
 
 
 def test_the_probes_call_every_function_they_name(probe_calls: dict[str, set[tuple[Arg, ...]]]) -> None:
@@ -332,7 +332,7 @@ def test_every_call_passes_what_nvidias_wrapper_passes(pynvml: ModuleType,
             continue  # an older ABI than pynvml binds (nvmlInit: no flags), or pynvml differs from nvml.h
         for sig in sigs:
             if not any(_compatible(sig, w) for w in theirs):
-                bad.append("%s%s vs nvidia-ml-py %s" % (name, list(sig), [list(w) for w in theirs]))
+                bad.append(f"{name}{list(sig)} vs nvidia-ml-py {[list(w) for w in theirs]}")
     assert not bad, "\n".join(bad)
 
 

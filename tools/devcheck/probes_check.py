@@ -67,7 +67,7 @@ def run_probe(name: str, left: float) -> tuple[dict[str, Any] | None, str | None
     try:
         return json.loads(p.stdout.decode("utf-8", "replace")), None, wall
     except ValueError:
-        return None, "invalid output (rc %d): %s" % (p.returncode, p.stderr[-400:].decode("utf-8", "replace")), wall
+        return None, f"invalid output (rc {p.returncode}): {p.stderr[-400:].decode('utf-8', 'replace')}", wall
 
 
 def _pynvml_newer_fields(index: int) -> dict[str, Any]:
@@ -101,8 +101,8 @@ def check_nvml(env: dict[str, Any]) -> list[str]:
         import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
         pynvml.nvmlInit()
-    except Exception as e:  # noqa: BLE001 - any failure only means: nothing to compare with
-        return ["skipped: nvidia-ml-py not usable here (%s)" % e]
+    except Exception as e:
+        return [f"skipped: nvidia-ml-py not usable here ({e})"]
     codes = {v: k for k, v in _recovery_names().items()}
     out = []
     for g in (env.get("data") or {}).get("gpus") or []:
@@ -110,14 +110,14 @@ def check_nvml(env: dict[str, Any]) -> list[str]:
         mine = {"recovery_action_code": codes.get(g.get("recovery_action")),
                 "slowdown_c": (g.get("thermal") or {}).get("slowdown_c"),
                 "shutdown_c": (g.get("thermal") or {}).get("shutdown_c"),
-                "remapped": (tuple((g["remapped_rows"][k] for k in ("correctable", "uncorrectable")))
+                "remapped": (tuple(g["remapped_rows"][k] for k in ("correctable", "uncorrectable"))
                              if g.get("remapped_rows") else None),
                 "pcie_replays": g.get("pcie_replays"), "memory_total_bytes": g.get("memory_total_bytes")}
         for key, want in ref.items():
             got = mine[key]
             verdict = "ok" if got == want else ("moved" if key == "pcie_replays" and None not in (got, want)
                                                  and got <= want else "MISMATCH")
-            out.append("GPU %d %s: probe %r, nvidia-ml-py %r: %s" % (g["index"], key, got, want, verdict))
+            out.append(f"GPU {g['index']} {key}: probe {got!r}, nvidia-ml-py {want!r}: {verdict}")
     pynvml.nvmlShutdown()
     return out
 
@@ -134,28 +134,28 @@ def _recovery_names() -> dict[int, str]:
 
 def check_nccl(env: dict[str, Any]) -> list[str]:
     data = env.get("data") or {}
-    out = ["library %s (%s)" % ((data.get("library") or {}).get("version"), (data.get("library") or {}).get("path"))]
+    out = ["library {} ({})".format((data.get("library") or {}).get("version"), (data.get("library") or {}).get("path"))]
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]
 
-        out.append("PyTorch's NCCL: %s" % ".".join(str(p) for p in torch.cuda.nccl.version()))
-    except Exception as e:  # noqa: BLE001
-        out.append("skipped: PyTorch not usable here (%s)" % type(e).__name__)
+        out.append("PyTorch's NCCL: {}".format(".".join(str(p) for p in torch.cuda.nccl.version())))
+    except Exception as e:
+        out.append(f"skipped: PyTorch not usable here ({type(e).__name__})")
     mine = [r for r in data.get("results") or [] if r.get("size_bytes") == 256 << 20 and r.get("op") == "all_reduce"]
     tool = shutil.which("all_reduce_perf")
     if not tool:
-        return out + ["skipped: nccl-tests' all_reduce_perf not on PATH"]
+        return [*out, "skipped: nccl-tests' all_reduce_perf not on PATH"]
     gpus = len(data.get("selected") or data.get("gpus") or [])
     try:
         p = subprocess.run([tool, "-b", "256M", "-e", "256M", "-g", str(max(1, gpus)), "-n", "20"],
                            capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
-        return out + ["all_reduce_perf: no answer within 120 s"]
+        return [*out, "all_reduce_perf: no answer within 120 s"]
     rows = [line.split() for line in p.stdout.splitlines() if re.match(r"\s*268435456\s", line)]
     theirs = float(rows[0][7]) if rows and len(rows[0]) > 7 else None  # out-of-place busbw
     ours = mine[0].get("busbw_gbps") if mine else None
     verdict = ("ok" if theirs and ours and abs(ours - theirs) <= 0.15 * theirs else "MISMATCH")
-    return out + ["busbw at 256 MiB: probe %s GB/s, all_reduce_perf %s GB/s: %s" % (ours, theirs, verdict)]
+    return [*out, f"busbw at 256 MiB: probe {ours} GB/s, all_reduce_perf {theirs} GB/s: {verdict}"]
 
 
 CHECKS = {"nvml": check_nvml, "nccl": check_nccl}
@@ -172,20 +172,20 @@ def main() -> int:
     end = time.monotonic() + a.budget
     for name in names:
         if end - time.monotonic() < 15:
-            print("=== %s\n  NOT RUN: the check's budget is spent" % name, flush=True)
+            print(f"=== {name}\n  NOT RUN: the check's budget is spent", flush=True)
             bad += 1
             continue
         env, problem, wall = run_probe(name, end - time.monotonic())
         lines = [problem] if problem else []
         if env is not None:
             data = env.get("data") or {}
-            lines.append("status %s in %.1f s; errors %s" % (env.get("status"), wall, env.get("errors") or "none"))
+            lines.append("status {} in {:.1f} s; errors {}".format(env.get("status"), wall, env.get("errors") or "none"))
             if data.get("unresponsive"):
-                lines.append("WATCHDOG FIRED on a healthy machine: %s" % data["unresponsive"])
+                lines.append("WATCHDOG FIRED on a healthy machine: {}".format(data["unresponsive"]))
             if name in CHECKS and env.get("status") == "ok":
                 lines += CHECKS[name](env)
         bad += problem is not None or any("MISMATCH" in s or "WATCHDOG" in s for s in lines)
-        print("=== %s\n  %s" % (name, "\n  ".join(lines)), flush=True)
+        print("=== {}\n  {}".format(name, "\n  ".join(lines)), flush=True)
         report[name] = {"wall_s": round(wall, 2), "lines": lines, "envelope": env}
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "probes_check.json").write_text(json.dumps(report, indent=1, default=str))
