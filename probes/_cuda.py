@@ -324,7 +324,8 @@ def _open_cuda(path):
     try:
         cu = _Cuda(path)
     except OSError as e:
-        raise Unsupported("cannot load %s: %s" % (path, e)) from None
+        # no libcuda: no NVIDIA driver, so no GPU this host can use (a wheel's NCCL or cudart loads without one)
+        raise Unsupported("no NVIDIA driver (cannot load %s: %s)" % (path, e)) from None
     try:
         cu("cuInit", 0)
     except CudaError as e:

@@ -36,8 +36,9 @@ FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "com
 FABRIC_HEALTH = {0: None, 1: "healthy", 2: "unhealthy", 3: "limited_capacity"}
 FI_DEV_NVLINK_LINK_COUNT = 91
 FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # R570+ nvml.h; older drivers answer INVALID_ARGUMENT per field
+# nvmlGpuRecoveryAction_t (nvml.h, nvidia-ml-py: tests/engine/test_nvml_bindings.py)
 RECOVERY_ACTIONS = {0: "NONE", 1: "GPU_RESET", 2: "NODE_REBOOT", 3: "DRAIN_P2P", 4: "DRAIN_AND_RESET",
-                    5: "GPU_RESET_BUS"}
+                    5: "RECOVER_IMEX_DOMAIN", 6: "BUS_RESET", 7: "SYSTEM_REBOOT"}
 # nvmlPerfPolicyType_t values whose violation time the probe reads
 PERF_POLICIES = (("power", 0), ("thermal", 1), ("sync_boost", 2), ("board_limit", 3), ("low_utilization", 4),
                  ("reliability", 5))
@@ -61,20 +62,21 @@ class MemoryV2(ctypes.Structure):
 
 
 class FabricInfoV1(ctypes.Structure):
-    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int), ("cliqueId", ctypes.c_uint),
+    # status is an nvmlReturn_t (unsigned, as nvidia-ml-py declares it); state is an unsigned char
+    _fields_ = [("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint), ("cliqueId", ctypes.c_uint),
                 ("state", ctypes.c_ubyte)]
 
 
 class FabricInfoV3(ctypes.Structure):
     # v2 is the same without healthSummary; the version word tells the library which one we mean.
-    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_int),
+    _fields_ = [("version", ctypes.c_uint), ("clusterUuid", ctypes.c_ubyte * 16), ("status", ctypes.c_uint),
                 ("cliqueId", ctypes.c_uint), ("state", ctypes.c_ubyte), ("healthMask", ctypes.c_uint),
                 ("healthSummary", ctypes.c_ubyte)]
 
 
 class FieldValue(ctypes.Structure):
     _fields_ = [("fieldId", ctypes.c_uint), ("scopeId", ctypes.c_uint), ("timestamp", ctypes.c_longlong),
-                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_int), ("nvmlReturn", ctypes.c_int),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
                 ("value", ctypes.c_ulonglong)]
 
 

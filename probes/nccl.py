@@ -51,6 +51,7 @@ PASSIVE = False
 _NCCL_RESULTS = {
     0: "ncclSuccess", 1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
     4: "ncclInvalidArgument", 5: "ncclInvalidUsage", 6: "ncclRemoteError", 7: "ncclInProgress",
+    8: "ncclTimeout",  # NCCL 2.32 (held to the real libnccl.so.2: tests/engine/test_nccl_real_lib.py)
 }
 _NCCL_FLOAT32 = 7  # ncclDataType_t ncclFloat32
 _NCCL_SUM = 0      # ncclRedOp_t ncclSum

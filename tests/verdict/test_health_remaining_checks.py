@@ -5,6 +5,8 @@ in libnccl/libcuda; and that a host without the readings is "not judged", never 
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 from typing import Any
 
 from orchestrator.facts.normalize import kmsg
@@ -36,6 +38,27 @@ def test_recovery_action_asks_for_a_reset_or_a_reboot() -> None:
     assert run(gpu_health.reset_required, view(gpus)) == [
         ("gpu.reset_required", "fail", "GPU1 (0000:19:00.0)"), ("gpu.reset_required", "fail", "GPU2 (0000:1a:00.0)"),
         ("gpu.reset_required", "warn", "GPU3 (0000:1b:00.0)")]
+
+
+def _probe_recovery_actions() -> dict[int, str]:
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "probes" / "_nvml.py").read_text())
+    [table] = [n.value for n in tree.body if isinstance(n, ast.Assign)
+               and getattr(n.targets[0], "id", None) == "RECOVERY_ACTIONS"]
+    return ast.literal_eval(table)
+
+
+def test_every_recovery_action_the_probe_names_is_judged() -> None:
+    # nvml.h's nvmlGpuRecoveryAction_t, as the probe decodes it (held to nvidia-ml-py by
+    # tests/engine/test_nvml_bindings.py): every action but NONE is a finding with its own words
+    actions = _probe_recovery_actions()
+    assert {5: "RECOVER_IMEX_DOMAIN", 6: "BUS_RESET", 7: "SYSTEM_REBOOT"}.items() <= actions.items()
+    for i, action in sorted(actions.items()):
+        found = list(gpu_health.reset_required(view([gpu(0, recovery_action=action)])))
+        if action == "NONE":
+            assert found == []
+            continue
+        [f] = found
+        assert f.severity.value in ("fail", "warn") and "does not know" not in f.message, (i, action, f.message)
 
 
 def test_a_recovery_action_this_version_does_not_know_is_never_a_pass() -> None:

@@ -117,8 +117,15 @@ def ecc_disabled(view: HostView) -> Iterator[Finding]:
 # NVML's GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R570+): what the driver asks for.
 _RECOVERY: dict[str, tuple[Severity, str, str]] = {
     "GPU_RESET": (Severity.FAIL, "the driver asks for a GPU reset", "drain the GPU and reset it (nvidia-smi -r)"),
-    "GPU_RESET_BUS": (Severity.FAIL, "the driver asks for a GPU bus reset", "drain the GPU and reset it (nvidia-smi -r)"),
+    "BUS_RESET": (Severity.FAIL, "the driver asks for a GPU bus reset", "drain the GPU and reset it (nvidia-smi -r)"),
     "NODE_REBOOT": (Severity.FAIL, "the driver asks for a node reboot (a reset is not enough)", "drain and reboot the node"),
+    "SYSTEM_REBOOT": (Severity.FAIL, "the driver asks for a system reboot (a reset is not enough)",
+                      "drain and reboot the node"),
+    "RECOVER_IMEX_DOMAIN": (Severity.FAIL, "the driver asks for the recovery of the GPU's IMEX domain",
+                            "drain the IMEX domain's nodes and restart its IMEX daemons (nvidia-imex)"),
+    # nvml probe 1.4 and older named value 5 (RECOVER_IMEX_DOMAIN in nvml.h) this way
+    "GPU_RESET_BUS": (Severity.FAIL, "the driver asks for the recovery of the GPU's IMEX domain (value 5)",
+                      "drain the IMEX domain's nodes and restart its IMEX daemons (nvidia-imex)"),
     "DRAIN_AND_RESET": (Severity.WARN, "the GPU runs at reduced capacity: the driver asks to drain and reset it",
                         "stop scheduling new work on the GPU, let running jobs finish, then reset it"),
     "DRAIN_P2P": (Severity.WARN, "the driver asks to drain peer-to-peer traffic before it can say more",
