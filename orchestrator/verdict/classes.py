@@ -195,6 +195,17 @@ def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 OUTLIER = rules.topology.CLASS_OUTLIER.id
+# host -> the settings its inventory asks for that change its shape (MIG on: no NVLink between
+# instances); hosts meant to differ are not one another's outliers.  Absent: nothing asked.
+Intent = Mapping[str, Any]
+
+
+def intended(mig: bool | None) -> Any:
+    """A host's intent from its expectations: only MIG on is a shape asked for (mig: false, or
+    nothing said, is the usual shape)."""
+    return "MIG" if mig else None
+
+
 # An outlier finding's evidence names each descriptor field it differs in, after this prefix.
 _FIELD = "fingerprint descriptor: "
 
@@ -236,7 +247,7 @@ def classify(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[
     return classes, findings
 
 
-def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
+def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]], intent: Intent | None = None
                          ) -> tuple[list[dict[str, Any]], list[Finding], dict[str, tuple[str, str]]]:
     """Classes and outlier findings from (host, descriptor) pairs, and host -> (fingerprint, class).
 
@@ -269,7 +280,7 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
         names[fp] = name
     outliers: dict[str, list[dict[str, Any]]] = defaultdict(list)
     findings: list[Finding] = []
-    for hosts, major in _compared_families(host_fp, descs):
+    for hosts, major in _compared_families(host_fp, descs, intent or {}):
         if major is None:
             continue
         major_fp, major_n = major
@@ -291,12 +302,15 @@ def classify_descriptors(described: list[tuple[str, dict[str, Any] | None]]
     return classes, findings, {name: (fp, names[fp]) for name, fp in host_fp.items()}
 
 
-def _families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> tuple[dict[Any, list[str]], list[str]]:
-    """Families (hosts that should look alike) and the hosts that belong to none."""
+def _families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]],
+              intent: Intent) -> tuple[dict[Any, list[str]], list[str]]:
+    """Families (hosts that should look alike) and the hosts that belong to none.  Hosts whose
+    inventory asks for another setting (MIG on) are meant to look otherwise: another family."""
     families: dict[Any, list[str]] = defaultdict(list)
     unknown: list[str] = []
     for name, fp in host_fp.items():
         d = descs[fp]
+        meant = intent.get(name)
         # Same GPU model on the same board: machines bought as one kind.  A different board is a
         # different product (its own class), not an outlier of this one.
         if d["gpu_count"] and not d["gpu_model"]:
@@ -306,9 +320,9 @@ def _families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> tupl
             if not nv:
                 unknown.append(name)
                 continue
-            families[(f"?{nv[-1]}", d.get("board"))].append(name)
+            families[(f"?{nv[-1]}", d.get("board"), meant)].append(name)
             continue
-        families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"))].append(name)
+        families[(d["gpu_model"] if d["gpu_count"] else "no-gpu", d.get("board"), meant)].append(name)
     return families, unknown
 
 
@@ -322,17 +336,19 @@ def _majority(hosts: list[str], host_fp: dict[str, str]) -> tuple[str, int] | No
     return major_fp, major_n
 
 
-def _compared_families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]]) -> list[tuple[list[str], tuple[str, int] | None]]:
-    families, _unknown = _families(host_fp, descs)
+def _compared_families(host_fp: dict[str, str], descs: dict[str, dict[str, Any]],
+                       intent: Intent) -> list[tuple[list[str], tuple[str, int] | None]]:
+    families, _unknown = _families(host_fp, descs, intent)
     return [(hosts, _majority(hosts, host_fp)) for hosts in families.values()]
 
 
-def outlier_not_judged(described: list[tuple[str, dict[str, Any] | None]]) -> dict[str, str]:
+def outlier_not_judged(described: list[tuple[str, dict[str, Any] | None]],
+                       intent: Intent | None = None) -> dict[str, str]:
     """host -> why topology.class.outlier could not be judged on it (no peers, no majority).
     Hosts without a descriptor are left to their probes' outcomes (verdict/coverage.py)."""
     host_fp = {name: digest(desc) for name, desc in described if desc is not None}
     descs = {digest(desc): desc for _name, desc in described if desc is not None}
-    families, unknown = _families(host_fp, descs)
+    families, unknown = _families(host_fp, descs, intent or {})
     out = {h: "GPU model unknown: no similar hosts to compare with" for h in unknown}
     for hosts in families.values():
         if len(hosts) < 3:

@@ -328,6 +328,10 @@ def _stored_expect(rec: dict[str, Any]) -> Expectations:
         return Expectations()
 
 
+def _intent(verdicts: list[HostVerdict]) -> fingerprint.Intent:
+    return {v.name: fingerprint.intended(v.fleet_view.expect.mig) for v in verdicts}
+
+
 def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[str], Mapping[str, Override]],
                         refs: References | None = None) -> tuple[list[Finding], list[Silenced]]:
     """What the fleet-wide steps raise over these hosts alone, as fleet.json stores it (the
@@ -335,7 +339,8 @@ def fleet_step_findings(verdicts: list[HostVerdict], overrides_for: Callable[[st
     these; `probe merge` tells them apart by judging the run's fleet-wide steps again, since one
     id can be raised by both (nic.port.down: a port expected up, or down where its peers' are up)."""
     made = run_fleet_checks([v.fleet_view for v in verdicts])
-    _classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts])
+    _classes, class_findings, of_host = fingerprint.classify_descriptors([(v.name, v.descriptor) for v in verdicts],
+                                                                         _intent(verdicts))
     made.extend(class_findings)
     made.extend(_baselines(verdicts, of_host, refs or References())[0])
     return _overridden(made, overrides_for)
@@ -410,7 +415,8 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
     fleet_views = [v.fleet_view for v in verdicts]
     fleet_findings = run_fleet_checks(fleet_views)
     described = [(v.name, v.descriptor) for v in verdicts]
-    classes, class_findings, of_host = fingerprint.classify_descriptors(described)
+    intent = _intent(verdicts)
+    classes, class_findings, of_host = fingerprint.classify_descriptors(described, intent)
     fleet_findings.extend(class_findings)
     base_findings, base_not_judged = _baselines(verdicts, of_host, refs or References())
     fleet_findings.extend(base_findings)
@@ -433,7 +439,7 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
     else:
         records.set_late(late)
     # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
-    not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described),
+    not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described, intent),
                   nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
                   offenders.OFFENDER: offender_not_judged}
     unclassed = [v.name for v in verdicts if v.name not in of_host]

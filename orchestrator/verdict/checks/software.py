@@ -151,7 +151,7 @@ def version_outlier(views: list[HostView]) -> Iterator[Finding]:
                 if isinstance(x, str) and x and x != norm:
                     yield fault(rules.software.VERSION_OUTLIER.id, v.name, what,
                                 f"{what} {x} where {count} of the {len(members)} {product} hosts with the same GPUs "
-                                f"run {norm}", severity=Severity.WARN, expected=norm, actual=x,
+                                f"run {norm}", severity=Severity.INFO, expected=norm, actual=x,
                                 evidence=[evidence, f"{len(members)} peer hosts"],
                                 hint="bring the host to the fleet's version, or pin the difference in the inventory")
 

@@ -15,7 +15,8 @@ VERSION_OUTLIER = Rule(
     needs=Needs(any_of=("host", "gpus")),
     host_wide=True,
     doc=Doc(
-        severity="warn",
+        severity="info (another version than the peers' is no fault while it is in support: `driver_min` "
+        "and the security floor fail what is not)",
         kind="fault",
         means="driver, CUDA driver version, kernel, BIOS, VBIOS or InfoROM image differs from "
         "what most of the host's peers (same board and GPUs, 3+ hosts) run (fleet check)",
