@@ -71,7 +71,8 @@ class ReplayTransport:
         if not path.is_file():
             # A recording missing (a probe newer than the demo's recordings, a host left out) is not
             # the simulated host lacking the capability: the probe is skipped, its checks not judged.
-            raise ProbeNotAvailable(f"no recording of probe {name} for demo host {self.host.name}")
+            what = f"probe {name}" if m else "this command"
+            raise ProbeNotAvailable(f"no recording of {what} for demo host {self.host.name}")
         data = path.read_bytes()
         return CommandResult(0, data, b"", _recorded_duration(data, time.monotonic() - t0))
 

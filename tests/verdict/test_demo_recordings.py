@@ -47,7 +47,7 @@ def _not_answered(fleet: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("book", ["audit", "premigration", "quick"])
 def test_shipped_playbook_on_the_demo_every_host_answers_every_probe(book: str, tmp_path: Path) -> None:
     """Before: `-p premigration` read `transport ok=4 unsupported=42`, nccl recorded on 4 hosts only."""
-    rc, fleet, err = run_cli(["-l", "demo", "-p", book, "--results", str(tmp_path / "results")], tmp_path / "run")
+    _, fleet, err = run_cli(["-l", "demo", "-p", book, "--results", str(tmp_path / "results")], tmp_path / "run")
     assert fleet is not None, err
     assert sorted(h["name"] for h in fleet["hosts"]) == sorted(demo_hosts())
     assert _not_answered(fleet) == []
@@ -69,7 +69,7 @@ def test_a_missing_recording_reads_as_not_judged_with_its_reason(missing: tuple[
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(f"all:\n  hosts:\n    {host}:\n      ansible_connection: replay\n"
                          f"      probe_replay: {copy}\n")
-    rc, fleet, err = run_cli(["-i", str(inventory), "-p", "premigration", "--results", str(tmp_path / "res")],
+    _, fleet, err = run_cli(["-i", str(inventory), "-p", "premigration", "--results", str(tmp_path / "res")],
                              tmp_path / "run")
     assert fleet is not None, err
     (h,) = fleet["hosts"]
