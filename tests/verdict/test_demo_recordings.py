@@ -102,3 +102,19 @@ def test_re_recording_keeps_a_recording_that_says_the_same() -> None:
                      ("fake-nccl-dgx-h100--nccl-", "fake-nccl-dgx-a100-")):
         assert old in text
         assert not same_recording(text, text.replace(old, new, 1))
+
+
+def test_raw_mode_on_a_replayed_host_says_no_recording_and_is_no_internal_error(tmp_path: Path) -> None:
+    """The replay transport has no recording of text commands (nvidia-smi, lspci): raw mode there
+    ends with that said, not with a controller error (exit 70) or the probe JSON read as text."""
+    host = "dgx-h100-02"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(f"all:\n  hosts:\n    {host}:\n      ansible_connection: replay\n"
+                         f"      probe_replay: {RECORDINGS / host}\n      probe_mode: raw\n")
+    rc, fleet, err = run_cli(["-i", str(inventory), "-p", "quick", "--results", str(tmp_path / "res")], tmp_path / "run")
+    assert rc != 70 and fleet is not None, err
+    (h,) = fleet["hosts"]
+    raw = h["probes"]["raw"]
+    assert raw["outcome"] == "unsupported"
+    assert f"no recording of this command for demo host {host}" in raw["reason"]
+    assert {p: r["outcome"] for p, r in h["probes"].items() if p != "raw"} == {"host": "skipped", "nvml": "skipped"}
