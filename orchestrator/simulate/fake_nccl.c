@@ -281,11 +281,19 @@ static void free_comm(ncclComm_t c)
 
 static int pick_transport(int ndev, const int *devs, int *channels)
 {
+    /* NCCL searches its rings over the links there are (a DGX-1's hybrid cube mesh has no
+     * peer access between some neighbours in device order): P2P when every GPU reaches as many
+     * peers as a ring needs (two, one of two GPUs), else through host memory. */
     int p2p_ok = 1;
+    int need = ndev > 2 ? 2 : 1;
     for (int i = 0; i < ndev && ndev > 1; i++) {
-        int ok = 0;
-        cu.CanAccessPeer(&ok, devs[i], devs[(i + 1) % ndev]);
-        if (!ok) p2p_ok = 0;
+        int peers = 0;
+        for (int j = 0; j < ndev; j++) {
+            int ok = 0;
+            if (j != i) cu.CanAccessPeer(&ok, devs[i], devs[j]);
+            peers += ok ? 1 : 0;
+        }
+        if (peers < need) p2p_ok = 0;
     }
     if (env_int("NCCL_P2P_DISABLE", 0)) p2p_ok = 0;
     int t;

@@ -51,7 +51,7 @@ DEMO_SCENARIO = FabricScenario(
     rails={"mlx5_6": 0.45},
 )
 # the DGX H100 hosts of the scenario; dgx-h100-25..27 (issue 32: a slow GPU, a hot one, a wedged
-# driver) came later with faults of their own and take no part (the demo answers them unsupported)
+# driver) came later with faults of their own and take no part (no recording: the demo skips them, not judged)
 FABRIC_HOSTS = frozenset(f"dgx-h100-{i:02d}" for i in range(1, 25))
 NCCL_MACHINE = "dgx-h100--nccl"  # its libnccl serves every host (the multi-host path is the same)
 RECORD_NCCL_BYTES = 1 << 20

@@ -182,6 +182,16 @@ class TransportError(Exception):
         self.retried = retried
 
 
+class ProbeNotAvailable(Exception):
+    """The transport has no answer for this one probe (the replay transport has no recording of it):
+    the probe is skipped with `message` as its reason, so what it would have judged reads as not
+    judged, never as the host's platform lacking the capability; the host's other probes still run."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass(frozen=True)
 class TransportCapabilities:
     """What the engine may rely on a transport for; each transport class declares its own."""

@@ -35,7 +35,7 @@ def test_the_demo_names_the_planted_host_rail_and_pair(tmp_path: Path) -> None:
     assert "active at 100 Gb/sec (4X EDR) where the rail's other ports run 400 Gb/s" in hca["message"]
     host = next(f for f in fleet["findings"] if f["id"] == "fabric.host.slow")
     assert host["actual"] < host["expected"] == 360.0 and host["evidence"]
-    # the plan was said before it ran; the other demo hosts take no part: no recording (unsupported),
+    # the plan was said before it ran; the other demo hosts take no part: no recording (skipped with that reason),
     # this machine without an active port, the unreachable host (skipped)
     assert "24 host(s) x 8 rail(s): 23 round(s) of 30 s (+ at most 2 extra)" in proc.stderr
     by_name = {h["name"]: h for h in fleet["hosts"]}

@@ -93,9 +93,13 @@ def test_gpu_cases_do_not_pass_on_a_host_without_gpu_facts(tmp_path: Path) -> No
     assert proc.returncode in (0, 1, 4), proc.stderr
     cases = _cases(junit)
     gpu = {k[1]: _state(c) for k, c in cases.items() if k[1].startswith(("gpu.", "nvlink.", "sensor."))}
-    assert gpu and set(gpu.values()) == {"skipped"}, gpu
+    # the one gpu.* rule the host probe measures (its process table, host probe 1.2 as the demo's
+    # recordings now are) is judged; every other one needs the GPU probes the host did not answer
+    assert gpu.pop("gpu.driver.process_stuck") == "pass"
+    assert gpu and set(gpu.values()) == {"skipped"}, {k: v for k, v in gpu.items() if v != "skipped"}
     reasons = {r.message for c in cases.values() if c.name == "gpu.lost" for r in c.result}
-    assert reasons == {"not judged: nvml unsupported: no recording of this probe for this host"}
+    # a replayed host without that recording: the probe is skipped with why (issue 49 item 6)
+    assert reasons == {"not judged: nvml skipped: no recording of probe nvml for demo host cpu-box"}
     # what the host probe measured is judged
     assert _state(cases[("cpu-box", "host.virtualized")]) == "pass"
     assert {k[1] for k in cases} >= set(FINDING_IDS)

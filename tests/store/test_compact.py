@@ -95,7 +95,10 @@ def test_every_demo_record_reads_back_as_it_was_judged(demo_runs: dict[str, tupl
     # The audit's 30,000 had ~100 bytes left on main; issue 32 adds 12 finding ids, and a host that
     # cannot judge one (the p2p probe not in the audit, no security_floor asked for) keeps that id
     # and why in its not_judged (~30 bytes each; "not measured is never passed"): +500 for them.
-    limit = {"audit": 30_500, "premigration": 40_000, "quick": 30_000}[book]
+    # Issue 49 re-recorded every demo host with the current probes (pcie 1.1's AER counters, nvml
+    # 1.4's violation counters and recovery action, host 1.2's GPU process table): the audit's
+    # largest DGX H100 record (dgx-h100-17) grew from under 30,500 to 31,670 bytes: +1,500.
+    limit = {"audit": 32_000, "premigration": 40_000, "quick": 30_000}[book]
     dgx = [h for h in raw["hosts"] if h["name"].startswith("dgx-h100-")]
     assert len(dgx) > 20
     sizes = [len(json.dumps(h, separators=(",", ":"))) for h in dgx]

@@ -298,7 +298,8 @@ def _floor(model: gpu_models.GpuModel | None, n: int, nvlink: bool | None, stage
 
 def _errors(host: str, nccl: NcclFacts) -> Iterable[Finding]:
     for e in nccl.get("errors") or []:
-        yield fault(ERROR, host, SUBJECT, f"{e.get('where')}: {e.get('message')}", actual=e.get("error"),
+        yield fault(ERROR, host, SUBJECT, f"{shown(e.get('where'), 'NCCL')}: {shown(e.get('message'), 'no message')}",
+                    actual=e.get("error"),
                     evidence=[f"library {nccl.get('library') or '?'}, NCCL {nccl.get('version') or '?'}"],
                     hint="rerun with the host's NCCL log (NCCL_DEBUG=INFO); check /dev/shm size, driver and fabric manager")
     hang = nccl.get("hang")
