@@ -80,7 +80,9 @@ def test_prometheus_per_gpu_gauges(outputs: tuple[Path, dict]) -> None:
     p2p = gpu("fleetprobe_gpu_p2p_min_bandwidth_bytes_per_second", "dgx-h100-04", "2")
     assert 1e9 < p2p < 1e12  # bytes per second, not GB/s
     labels = next(s.labels for s in m["fleetprobe_gpu_nvlink_links_up"] if s.labels["host"] == "dgx-h100-04")
-    assert set(labels) == {"host", "gpu", "bus_id", "uuid"} and labels["uuid"].startswith("GPU-")
+    assert set(labels) == {"host", "gpu", "bus_id", "uuid"} | {"UUID", "pci_bus_id", "Hostname", "modelName"}
+    assert labels["uuid"].startswith("GPU-") and labels["UUID"] == labels["uuid"]  # dcgm-exporter's join labels
+    assert labels["pci_bus_id"].endswith(labels["bus_id"][-7:].upper()) and len(labels["pci_bus_id"]) == 16
     assert not [s for s in m["fleetprobe_gpu_nvlink_links_up"] if s.labels["host"] == "offline-01"]
 
 
