@@ -123,7 +123,7 @@ def test_expectations_a_document_asks_that_this_version_cannot_read_are_one_mess
     assert got.code == 2 and "Traceback" not in got.stderr, got.stderr
     assert "the documents' plan expects" in got.stderr and "give --expect" in got.stderr, got.stderr
     got = _import(tmp_path, str(docs), "--expect", "gpu_count=8", "--format", "json")
-    assert got.code in (1, 4, 5), got.stderr
+    assert got.code == 0, got.stderr
     assert {h["name"]: h["expect"].get("gpu_count") for h in _strict_stdout(got.stdout)["hosts"]} == {"a": 8, "b": 8}
 
 
@@ -166,7 +166,7 @@ def test_a_document_whose_plan_cannot_be_used_here_costs_only_its_plan(tmp_path:
         doc["plan"] = {**doc["plan"], **doc_plan}
         (docs / f"{name}.json").write_text(json.dumps(doc))
     got = _import(tmp_path, str(docs), "--format", "json", measure_rss=tmp_path / "rss", timeout=120)
-    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    assert got.code == 0 and "Traceback" not in got.stderr, got.stderr
     hosts = {h["name"]: h for h in _strict_stdout(got.stdout)["hosts"]}
     assert set(hosts) == {"a-odd", "b-good"}
     assert all(h["probes"]["host"]["outcome"] == "ok" for h in hosts.values())
@@ -194,7 +194,7 @@ def test_documents_that_all_name_a_plan_unusable_here_are_one_message(tmp_path: 
     if "playbook" in plan:
         assert "give -p PLAYBOOK" in got.stderr, got.stderr
         got = _import(tmp_path, str(docs), "-p", "quick", "--format", "json", timeout=120)
-        assert got.code in (1, 4, 5), got.stderr
+        assert got.code == 0, got.stderr
         assert sorted(h["name"] for h in _strict_stdout(got.stdout)["hosts"]) == ["a", "b"]
     else:
         assert "a_newer_probe" in got.stderr and "newer fleetprobe" in got.stderr, got.stderr
@@ -214,7 +214,7 @@ def test_a_plan_expecting_what_no_expectation_is_costs_its_plan_in_one_line(tmp_
         doc["plan"] = {**doc["plan"], "expect": doc_expect}
         (docs / f"{name}.json").write_text(json.dumps(doc))
     got = _import(tmp_path, str(docs), "--format", "json")
-    assert got.code in (1, 4, 5) and "Traceback" not in got.stderr, got.stderr
+    assert got.code == 0 and "Traceback" not in got.stderr, got.stderr
     assert sorted(h["name"] for h in _strict_stdout(got.stdout)["hosts"]) == ["a-odd", "b-good"]
     assert len(got.stderr.splitlines()) == 1, got.stderr  # the one warning, no forged line after it
     assert got.stderr.startswith("warning: 1 document(s) come from a bundle whose plan"), got.stderr
