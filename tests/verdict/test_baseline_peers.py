@@ -166,8 +166,12 @@ def test_the_demos_faulty_dgx_h100s_are_baselined_against_their_hardware_peers(t
     assert {f["subject"] for f in six} == {"GPU2 (0000:3a:00.0) host->GPU copy", "GPU2 (0000:3a:00.0) GPU->host copy"}
     assert all(f"GPUs of class {NOMINAL}" in f["message"] for f in six)
     blamed = {f["host"] for f in fleet["findings"] if f["id"].startswith("baseline.")}
-    # the planted ones (dgx-h100-22 hot, -25 slow, -26 hot and slow, rtx4090-02's fan) and -06's slow link
-    assert blamed == {"dgx-h100-06", "dgx-h100-22", "dgx-h100-25", "dgx-h100-26", "rtx4090-02"}
+    # the planted ones (dgx-h100-22 hot, -25 slow, -26 hot and slow, rtx4090-02's fan) and -06's slow link;
+    # since every demo host records NCCL (issue 49), the hosts whose planted P2P or NCCL fault slows
+    # their all_reduce too, each figure a consequence of that host's own root, never a fault alone
+    slowed = {"dgx-a100-05", "dgx-h100-10", "dgx-h100-13", "dgx-h100-14"}
+    assert blamed == {"dgx-h100-06", "dgx-h100-22", "dgx-h100-25", "dgx-h100-26", "rtx4090-02"} | slowed
+    assert all(f["caused_by"] for f in fleet["findings"] if f["id"].startswith("baseline.") and f["host"] in slowed)
     # the peers still never mix boards: the three rented H100s on another board stay among themselves
     assert "3 host(s) of class 8xH100-SXM-NV18-8NIC-PIX@X13DEG-OAD" in fleet["not_judged"][baseline.BANDWIDTH_LOW][
         "rent-h100-01"]
