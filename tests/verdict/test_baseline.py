@@ -157,18 +157,24 @@ def test_three_hosts_judged_against_a_known_good_fleet_of_their_class() -> None:
     assert all(e.startswith("baseline base.json (from run t)") for f in found for e in f.evidence[:1])
 
 
-def test_probe_baseline_exports_a_class_and_baseline_file_judges_three_hosts_against_it(tmp_path: Path) -> None:
-    """The CLI: a known-good premigration run of the demo's DGX H100 class exported with
-    `probe baseline`, then three hosts of that class alone (too few to compare among themselves)
-    judged against it with --baseline-file: the GPU planted 10 % slow (dgx-h100-25) is found."""
-    known = ",".join(f"dgx-h100-{i:02d}" for i in (1, 2, 3, 12, 13, 15, 19, 20))
-    _rc, fleet, err = run_cli(["-l", known, "-p", "premigration"], tmp_path / "good")
+def baseline_file(tmp_path: Path, hosts: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`probe baseline` of a premigration run of `hosts` of the demo: the file, and what it said."""
+    _rc, fleet, err = run_cli(["-l", hosts, "-p", "premigration"], tmp_path / "good")
     assert fleet is not None, err
     base = tmp_path / "base.json"
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"))
     proc = subprocess.run([sys.executable, "-m", "orchestrator", "baseline", str(tmp_path / "good"), "-o", str(base)],
                           capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
+    return base, proc
+
+
+def test_probe_baseline_exports_a_class_and_baseline_file_judges_three_hosts_against_it(tmp_path: Path) -> None:
+    """The CLI: a known-good premigration run of the demo's DGX H100 class exported with
+    `probe baseline`, then three hosts of that class alone (too few to compare among themselves)
+    judged against it with --baseline-file: the GPU planted 10 % slow (dgx-h100-25) is found."""
+    known = ",".join(f"dgx-h100-{i:02d}" for i in (1, 2, 3, 12, 13, 15, 19, 20))
+    base, proc = baseline_file(tmp_path, known)
     doc = json.loads(base.read_text())
     (cls,) = [c for c in doc["classes"].values() if c["name"] == "8xH100-SXM-NV18-8NIC-PIX"]
     # dgx-h100-13 (NCCL over SHM: a fail) is no baseline; the warn hosts are

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ import pytest
 from orchestrator.engine.results import HostInput
 from orchestrator.verdict import baseline
 from orchestrator.verdict import classes as fingerprint
-from tests.verdict.test_baseline import RECORDINGS, REPO, _baseline, _fleet, _host
+from tests.verdict.test_baseline import RECORDINGS, _baseline, _fleet, _host, baseline_file
 from tests.verdict.test_verdict_demo import recorded_facts, run_cli
 
 NOMINAL = "8xH100-SXM-NV18-8NIC-PIX"  # the demo's DGX H100 class: what its hardware looks like unharmed
@@ -181,21 +178,10 @@ def test_the_demos_faulty_dgx_h100s_are_baselined_against_their_hardware_peers(t
         "too few GPUs of this host measured the same figures (3)")
 
 
-def _baseline_file(tmp_path: Path, hosts: str) -> Path:
-    _rc, fleet, err = run_cli(["-l", hosts, "-p", "premigration"], tmp_path / "good")
-    assert fleet is not None, err
-    base = tmp_path / "base.json"
-    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"))
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "baseline", str(tmp_path / "good"), "-o", str(base)],
-                          capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return base
-
-
 def test_with_a_baseline_file_too_few_peers_names_the_file_and_its_peer_count(tmp_path: Path) -> None:
     """A baseline of three DGX H100s (min_hosts is 4) judges nobody, and says it is the file's three;
     a host whose hardware the file does not hold says that, and counts its peers in this run."""
-    base = _baseline_file(tmp_path, "dgx-h100-01,dgx-h100-02,dgx-h100-03")
+    base, _ = baseline_file(tmp_path, "dgx-h100-01,dgx-h100-02,dgx-h100-03")
     _rc, judged, err = run_cli(["-l", "dgx-h100-25,dgx-h100-04,rtx4090-01", "-p", "premigration",
                                 "--baseline-file", str(base)], tmp_path / "judged")
     assert judged is not None, err
