@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from orchestrator.verdict.checks import gpu_health, software
 from orchestrator.verdict.checks.base import HostView
 
@@ -58,6 +60,19 @@ def test_only_hardware_slowdown_reasons_are_judged() -> None:
     v = view([gpu(0, clock_event_reason_names=["sw_power_cap", "applications_clocks", "gpu_idle"]),
               gpu(1, clock_event_reason_names=["hw_power_brake"]), gpu(2, clock_event_reason_names=None)])
     assert run(gpu_health.clocks_slowdown, v) == [("gpu.clocks.slowdown", "warn", "GPU1 (0000:19:00.0)")]
+
+
+@pytest.mark.parametrize(("reasons", "severity"), [
+    (["hw_thermal"], "fail"), (["hw_slowdown", "hw_thermal"], "fail"), (["hw_thermal", "hw_power_brake"], "fail"),
+    (["hw_slowdown"], "warn"), (["hw_power_brake"], "warn"), (["hw_slowdown", "hw_power_brake"], "warn"),
+    (["sw_thermal"], None), (["sw_thermal", "sw_power_cap"], None)])
+def test_hw_thermal_slowdown_is_a_cooling_fault(reasons: list[str], severity: str | None) -> None:
+    """The hardware halving the clocks for heat fails the host (bench/precision.py planted it at
+    Llama 3's thermal rate and found every such host only degraded); the driver's own thermal
+    management (sw_thermal) is no finding, the chassis's slowdown signal alone a warning."""
+    v = view([gpu(0, clock_event_reason_names=reasons)])
+    want = [("gpu.clocks.slowdown", severity, "GPU0 (0000:18:00.0)")] if severity else []
+    assert run(gpu_health.clocks_slowdown, v) == want
 
 
 def test_power_limit_below_the_default() -> None:

@@ -22,6 +22,11 @@ from orchestrator.verdict.rule import Unjudged
 # Clock event reasons that mean the hardware is slowing the GPU down (idle, application clocks,
 # SW power cap and sync boost are normal operation and not judged).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal", "hw_power_brake")
+# The GPU reached the temperature at which the hardware itself halves its clocks (above the
+# driver's own thermal management, `sw_thermal`): its cooling failed, and a GPU at half speed
+# holds back every job it is in.  HW slowdown or the power brake alone can be the chassis's signal
+# under load: a warning.
+THERMAL_SLOWDOWN = "hw_thermal"
 # A power limit below this share of the board's default is a cap someone set.
 POWER_LIMIT_MIN_SHARE = 0.95
 # Correctable SRAM errors over the GPU's life at which it is worth a look (fleetprobe's threshold;
@@ -176,7 +181,8 @@ def clocks_slowdown(view: HostView) -> Iterator[Finding]:
             yield fault(rules.gpu.CLOCKS_SLOWDOWN.id, view.name, _subject(g),
                         f"the hardware is slowing the GPU's clocks ({', '.join(hw)})"
                         + (f" at {temp} °C" if temp is not None else ""),
-                        severity=Severity.WARN, expected="no HW slowdown", actual=names,
+                        severity=Severity.FAIL if THERMAL_SLOWDOWN in hw else Severity.WARN,
+                        expected="no HW slowdown", actual=names,
                         evidence=["gpus.list.clock_event_reasons"],
                         hint="HW slowdown halves the clocks or more: check cooling (inlet, fans, heatsink), the "
                              "power supply and the power brake signal; `nvidia-smi -q -d PERFORMANCE`")

@@ -322,7 +322,8 @@ CLOCKS_SLOWDOWN = Rule(
     because="HW slowdown / thermal / power brake clock event reasons",
     needs=Needs(sections=("gpus",), gpus=True),
     doc=Doc(
-        severity="warn",
+        severity="fail for HW thermal slowdown (the GPU reached the temperature at which the hardware "
+        "halves its clocks: a cooling fault); warn for HW slowdown or the power brake alone",
         kind="fault",
         means="the clock event reasons include HW slowdown, HW thermal or HW power brake (idle,"
         " application clocks, SW power cap, sync boost are not judged)",
