@@ -605,8 +605,8 @@ def _items(recipe_text: str) -> str:
 READING = ["", "## Reading the result", "",
            "* A host counts as found when its health is `failed`: what a drain list acts on. A fault its rule raises "
            "as a warning leaves the host `degraded` and counts as missed in `host_recall` (`host_recall_flagged` "
-           "counts failed or degraded): `gpu.clocks.slowdown` is a warning by its rule (HW slowdown also comes from "
-           "a power brake under load), and `nic.port.rate_low` fails only below a written `nic_rate_gbps` (the "
+           "counts failed or degraded): `gpu.clocks.slowdown` fails only for HW thermal slowdown (HW slowdown or the "
+           "power brake alone also come from the chassis under load: a warning), and `nic.port.rate_low` fails only below a written `nic_rate_gbps` (the "
            "demo inventory's DGX H100 group writes none; below the fleet's usual rate it warns).",
            "* NVLink links down on a GPU in MIG mode are read as MIG's (no NVLink between MIG instances, a platform "
            "limitation): a link fault planted under MIG is not told apart, by design (the missed list).",
