@@ -84,7 +84,7 @@ def present_run(args: argparse.Namespace, root: Path, result: RunResult,
     run_dir = result.run.dir
     for w in result.baseline.warnings:
         print(f"probe: warning: {w}", file=sys.stderr)
-    status = deliver(args, result.fleet, run_dir, result.drift)
+    status = deliver(args, result.fleet, run_dir, result.drift, result.baseline.fleet)
     if keep:
         _prune(root, keep, tuple(p.name for p in (result.baseline.path, run_dir) if p))
     if result.interrupted:
@@ -104,18 +104,20 @@ def _prune(root: Path, keep: tuple[int | None, int | None], protect: tuple[str, 
         print(f"probe: warning: nothing pruned this time ({e}); the next run prunes", file=sys.stderr)
 
 
-def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None
-            ) -> exitcodes.ExitStatus:
+def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None,
+            previous: FleetResult | None = None) -> exitcodes.ExitStatus:
     """Show the judged fleet and write every output the command line asked for.  An output that
     cannot be written is one line naming it and why; the others are still written and the status
     is RESULTS_UNWRITABLE (73), so cron does not read a missing file as success."""
     emit(fleet, args, run_dir, drift)
-    failed = write_requested(args, fleet, drift)
+    failed = write_requested(args, fleet, drift, previous)
     return exitcodes.RESULTS_UNWRITABLE if failed else exitcodes.for_fleet(fleet)
 
 
-def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDiff | None = None) -> int:
-    """Write --html and every registered output file; how many could not be written (each said)."""
+def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDiff | None = None,
+                    previous: FleetResult | None = None) -> int:
+    """Write --html and every registered output file; how many could not be written (each said).
+    `previous`: the run before this one (--k8s-out carries its conditions' transition times)."""
     failed = 0
     html = getattr(args, "html", None)
     if html:
@@ -138,7 +140,7 @@ def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDi
             print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: {shown(left.host)} left out: {left.why}; "
                   "drain it by hand if it is a node of yours", file=sys.stderr)
     try:
-        write_outputs(fleet, drain=drain, **wanted)
+        write_outputs(fleet, drain=drain, previous=previous, **wanted)
     except OutputError as e:
         for line in e.failures:
             print(f"probe: {line}", file=sys.stderr)

@@ -21,7 +21,7 @@ from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.files.records import RecordList
-from orchestrator.inventory.model import CONNECTION_VARS
+from orchestrator.inventory.model import CONNECTION_VARS, SCHEDULER_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
@@ -73,7 +73,7 @@ def host_record(h: HostInput) -> dict[str, Any]:
         "name": h.name,
         "address": h.address,
         "groups": h.groups,
-        "connection": {k: h.vars[k] for k in CONNECTION_VARS if k in h.vars and not is_secret(k)},
+        "connection": {k: h.vars[k] for k in (*CONNECTION_VARS, *SCHEDULER_VARS) if k in h.vars and not is_secret(k)},
         "outcome": outcome.value,
         "reason": reasons[0] if reasons else "",
         "probes": h.probes,
