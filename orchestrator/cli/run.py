@@ -42,7 +42,8 @@ def plan_inputs(args: argparse.Namespace) -> PlanInputs:
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
                       timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
                       security_floor=getattr(args, "security_floor", None),
-                      baseline_file=getattr(args, "baseline_file", None))
+                      baseline_file=getattr(args, "baseline_file", None),
+                      slurm=bool(getattr(args, "slurm", False)), k8s_nodes=getattr(args, "k8s_nodes", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -252,6 +253,7 @@ def add_parser(sub: Any) -> None:
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
     add_reference_arguments(p)
+    add_scheduler_arguments(p)
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
@@ -267,6 +269,17 @@ def add_reference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-file", metavar="FILE",
                    help="judge each topology class's measured figures against this class baseline (made by "
                         "`probe baseline RUN -o FILE` from a known-good fleet) instead of the run's own hosts")
+
+
+def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
+    """What the scheduler advertises, reconciled with the verdict (docs/scheduler.md); read only."""
+    p.add_argument("--slurm", action="store_true",
+                   help="reconcile with Slurm: read `scontrol show node -o` (Gres, State) and compare each node's "
+                        "GPUs, GPU type and state with what the run found (node names: probe_slurm_node)")
+    p.add_argument("--k8s-nodes", metavar="FILE|-",
+                   help="reconcile with Kubernetes: read `kubectl get nodes -o json` from FILE (- for standard input) "
+                        "and compare nvidia.com/gpu, GFD's product label and cordoning with what the run found "
+                        "(node names: probe_k8s_node)")
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.facts.textsafe import one_line
-from orchestrator.files.jsontext import dumps, loads_strict
 from orchestrator.files.bounded import read_regular
+from orchestrator.files.jsontext import dumps, loads_strict
 from orchestrator.inventory.model import K8S_NODE_VAR
 from orchestrator.present.outputs import write_atomic
 from orchestrator.store.rundir import safe_component
