@@ -113,20 +113,23 @@ def _count(value: Any) -> int | None:
     return int(value) if isinstance(value, str) and is_digits(value) and len(value) < 7 else None
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _k8s_node(item: Mapping[str, Any]) -> Advert | str:
-    meta, spec, status = (item.get(k) if isinstance(item.get(k), dict) else {} for k in ("metadata", "spec", "status"))
+    meta, spec, status = (_obj(item.get(k)) for k in ("metadata", "spec", "status"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         return "a node without metadata.name"
-    res = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else status.get("capacity")
-    res = res if isinstance(res, dict) else {}
+    res = _obj(status.get("allocatable") if isinstance(status.get("allocatable"), dict) else status.get("capacity"))
     raw = res.get(GPU_RESOURCE, "0")
     gpus = _count(raw)
     if gpus is None:
         return f"{one_line(name)}: {GPU_RESOURCE} is {one_line(raw)!r}, not a count of devices"
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    labels = _obj(meta.get("labels"))
     product = labels.get(GFD_PRODUCT)
-    conds = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    conds: list[Any] = status["conditions"] if isinstance(status.get("conditions"), list) else []
     ready = [c.get("status") for c in conds if isinstance(c, dict) and c.get("type") == "Ready"]
     cordoned = spec.get("unschedulable") is True
     state = "cordoned" if cordoned else "Ready" if ready == ["True"] else "not Ready"
