@@ -518,9 +518,15 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     plan.hosts = [h for h in limited if h.name in by_play]
     if stored is None:
         check_key_files(plan.hosts)
-    plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    plan.expectations = {h.name: _scheduler_given(by_play[h.name].merged(cli_expect), refs) for h in plan.hosts}
     plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _scheduler_given(expect: Expectations, refs: References) -> Expectations:
+    """`scheduler: true` only where the run has the scheduler's view: an inventory that asks for it
+    without one would have its reconciliation pass unjudged (it is not judged instead)."""
+    return replace(expect, scheduler=None) if expect.scheduler and refs.scheduler is None else expect
 
 
 def _cli_expect(inputs: PlanInputs) -> Expectations:

@@ -205,3 +205,13 @@ def test_a_scontrol_line_that_is_not_a_node_costs_that_line_only(line: str) -> N
     ("NVIDIA-A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", False), ("", "NVIDIA H100 80GB HBM3", False)])
 def test_model_agreement(advertised: str, name: str, agrees: bool) -> None:
     assert model_agrees(advertised, name) is agrees
+
+
+def test_an_inventory_asking_for_the_scheduler_without_its_view_is_not_judged_never_passed(tmp_path: Path) -> None:
+    inv = tmp_path / "fleet.yml"
+    inv.write_text(replay_inventory(["dgx-h100-01"]).replace('"gpu_count"', '"scheduler": true, "gpu_count"', 1))
+    proc, fleet = Cli.create(tmp_path).run_json("run", "-i", str(inv))
+    assert proc.returncode in (0, 1), proc.stderr
+    host = fleet["hosts"][0]
+    assert "scheduler" not in host["expect"]
+    assert set(host["not_judged"]) >= SCHEDULER_IDS, host["not_judged"]
