@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,10 +25,11 @@ from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import DEFAULT_FORKS, ProbeCall
 from orchestrator.facts import security
 from orchestrator.facts.shown import json_shown
-from orchestrator.facts.textsafe import is_digits
+from orchestrator.facts.textsafe import is_digits, one_line
 from orchestrator.files.bounded import UnreadableInput
-from orchestrator.files.jsontext import read_json_file
+from orchestrator.files.jsontext import loads_strict, read_json_file
 from orchestrator.inventory.model import Group, Host, Inventory, InventoryError
+from orchestrator.inventory.scheduler import SchedulerView, parse_k8s_nodes, parse_scontrol
 from orchestrator.store.redaction import redact_message
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import baseline
@@ -61,6 +64,10 @@ class PlanInputs:
     # --baseline-file FILE: judge each class's figures against this exported class baseline
     # (`probe baseline RUN -o FILE`, verdict/baseline.py) instead of against the run's own hosts
     baseline_file: str | None = None
+    # --slurm / --k8s-nodes FILE|-: reconcile what the scheduler advertises with the verdict
+    # (inventory/scheduler.py, verdict/checks/scheduler.py); a rejudge reads the scheduler again
+    slurm: bool = False
+    k8s_nodes: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -93,16 +100,18 @@ class PlanInputs:
                 return value
             raise PlanError(f"{key}: {json_shown(value)} is not a number of a sane size")
 
-        become = d.get("become")
-        if become is not None and not isinstance(become, bool):
-            raise PlanError(f"become: {json_shown(become)} is not true or false")
+        become, slurm = d.get("become"), d.get("slurm")
+        for key, flag in (("become", become), ("slurm", slurm)):
+            if flag is not None and not isinstance(flag, bool):
+                raise PlanError(f"{key}: {json_shown(flag)} is not true or false")
         forks = number("forks", DEFAULT_FORKS)
         if forks != int(forks):
             raise PlanError(f"forks: {json_shown(forks)} is not a whole number")
         return cls(inventory=strings("inventory"), limit=text("limit"), playbook=text("playbook"),
                    probes=strings("probes"), expect=strings("expect"), forks=int(forks),
                    timeout=float(number("timeout", DEFAULT_TIMEOUT_S)), become=bool(become), shard=text("shard"),
-                   security_floor=text("security_floor"), baseline_file=text("baseline_file"))
+                   security_floor=text("security_floor"), baseline_file=text("baseline_file"),
+                   slurm=bool(slurm), k8s_nodes=text("k8s_nodes"))
 
 
 class PlanError(ValueError):
@@ -399,6 +408,53 @@ class ReferenceFileError(UsageError):
         self.why = why
 
 
+K8S_NODES_LIMIT = 512 << 20  # bytes: `kubectl get nodes -o json` of a large cluster, with room
+SCONTROL_TIMEOUT_S = 60.0
+
+
+def _scontrol_nodes() -> str:
+    """`scontrol show node -o` as slurmctld answers it now (read-only)."""
+    try:
+        r = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True,
+                           timeout=SCONTROL_TIMEOUT_S, errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ReferenceFileError("--slurm", f"cannot run `scontrol show node -o`: {e}; run it where Slurm's "
+                                 "client and its slurm.conf are") from None
+    if r.returncode != 0:
+        raise ReferenceFileError("--slurm", f"`scontrol show node -o` failed ({r.returncode}): "
+                                 f"{one_line(r.stderr.strip())[:300] or 'no message'}")
+    return r.stdout
+
+
+def _k8s_nodes_doc(path: str) -> Any:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(K8S_NODES_LIMIT + 1)
+            if len(data) > K8S_NODES_LIMIT:
+                raise ReferenceFileError("--k8s-nodes", f"standard input is larger than {K8S_NODES_LIMIT} bytes")
+            return loads_strict(data)
+        return read_json_file(path, K8S_NODES_LIMIT, "kubectl nodes file")
+    except UnreadableInput as e:
+        raise ReferenceFileError("--k8s-nodes", f"cannot read {e}") from None
+    except ValueError as e:  # not UTF-8, not JSON
+        raise ReferenceFileError("--k8s-nodes", f"{'standard input' if path == '-' else path}: {e}; give it the "
+                                 "output of `kubectl get nodes -o json`") from None
+
+
+def load_scheduler_view(inputs: PlanInputs) -> SchedulerView | None:
+    """What the scheduler advertises (--slurm, --k8s-nodes), read before anything runs."""
+    if inputs.slurm and inputs.k8s_nodes:
+        raise ReferenceFileError("--slurm", "give one scheduler's view: --slurm or --k8s-nodes, not both")
+    if inputs.slurm:
+        return parse_scontrol(_scontrol_nodes())
+    if inputs.k8s_nodes:
+        try:
+            return parse_k8s_nodes(_k8s_nodes_doc(inputs.k8s_nodes))
+        except ValueError as e:
+            raise ReferenceFileError("--k8s-nodes", f"{inputs.k8s_nodes}: {e}") from None
+    return None
+
+
 def load_references(inputs: PlanInputs) -> References:
     """The files the inputs name (--security-floor, --baseline-file), read and checked before
     anything runs."""
@@ -419,7 +475,7 @@ def load_references(inputs: PlanInputs) -> References:
             reference = baseline.parse_reference(doc, file)
         except ValueError as e:  # BaselineError: not a baseline file, named in the message
             raise ReferenceFileError("--baseline-file", str(e)) from None
-    return References(security_floor=floor, baseline=reference)
+    return References(security_floor=floor, baseline=reference, scheduler=load_scheduler_view(inputs))
 
 
 def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> RunPlan:
@@ -452,6 +508,8 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
         plays = _fit_descriptors(plays, warnings)
     if stored is None and not any(p.hosts for p in plays):
         raise UsageError(f"no play of {book.path} selects any of the {len(limited)} host(s) of the inventory/limit")
+    if refs.scheduler is not None:  # a node the scheduler's output held unreadable costs that node only
+        warnings = [*warnings, *(f"{refs.scheduler.source}: {p}" for p in refs.scheduler.problems)]
     plan = RunPlan(inputs, inv, book, plays, [], cli_expect, warnings=warnings, refs=refs)
     by_play = _play_expectations((pp.play, pp.hosts) for pp in plays)
     for pp in plays:  # with the finding overrides of every play that ran on the host
@@ -460,14 +518,22 @@ def build_plan(inputs: PlanInputs, stored: list[HostInput] | None = None) -> Run
     plan.hosts = [h for h in limited if h.name in by_play]
     if stored is None:
         check_key_files(plan.hosts)
-    plan.expectations = {h.name: by_play[h.name].merged(cli_expect) for h in plan.hosts}
+    plan.expectations = {h.name: _scheduler_given(by_play[h.name].merged(cli_expect), refs) for h in plan.hosts}
     plan.refs = replace(refs, thresholds_for=_thresholds(plays))
     return plan
+
+
+def _scheduler_given(expect: Expectations, refs: References) -> Expectations:
+    """`scheduler: true` only where the run has the scheduler's view: an inventory that asks for it
+    without one would have its reconciliation pass unjudged (it is not judged instead)."""
+    return replace(expect, scheduler=None) if expect.scheduler and refs.scheduler is None else expect
 
 
 def _cli_expect(inputs: PlanInputs) -> Expectations:
     """What --expect (and --security-floor) ask of every host, over inventory and plays."""
     cli_expect = parse_expect_items(inputs.expect)
+    if inputs.slurm or inputs.k8s_nodes:
+        cli_expect = Expectations(scheduler=True).merged(cli_expect)
     return Expectations(security_floor=True).merged(cli_expect) if inputs.security_floor else cli_expect
 
 

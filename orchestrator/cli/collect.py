@@ -76,7 +76,7 @@ def _drop_unwritten(out: Any) -> None:
 def present(args: argparse.Namespace, result: RunResult, warnings: list[str]) -> int:
     for w in warnings:  # they quote what documents, file names and stored runs hand over: one safe line each
         print(f"warning: {one_line(w)}", file=sys.stderr)
-    return deliver(args, result.fleet, result.run.dir, result.drift)
+    return deliver(args, result.fleet, result.run.dir, result.drift, result.baseline.fleet)
 
 
 def cmd_import_collected(args: argparse.Namespace) -> int:

@@ -42,7 +42,8 @@ def plan_inputs(args: argparse.Namespace) -> PlanInputs:
                       probes=tuple(args.probe or ()), expect=tuple(args.expect or ()), forks=args.forks,
                       timeout=args.timeout, become=args.become, shard=getattr(args, "shard", None),
                       security_floor=getattr(args, "security_floor", None),
-                      baseline_file=getattr(args, "baseline_file", None))
+                      baseline_file=getattr(args, "baseline_file", None),
+                      slurm=bool(getattr(args, "slurm", False)), k8s_nodes=getattr(args, "k8s_nodes", None))
 
 
 def execute_cli(args: argparse.Namespace) -> int:
@@ -84,7 +85,7 @@ def present_run(args: argparse.Namespace, root: Path, result: RunResult,
     run_dir = result.run.dir
     for w in result.baseline.warnings:
         print(f"probe: warning: {w}", file=sys.stderr)
-    status = deliver(args, result.fleet, run_dir, result.drift)
+    status = deliver(args, result.fleet, run_dir, result.drift, result.baseline.fleet)
     if keep:
         _prune(root, keep, tuple(p.name for p in (result.baseline.path, run_dir) if p))
     if result.interrupted:
@@ -104,18 +105,20 @@ def _prune(root: Path, keep: tuple[int | None, int | None], protect: tuple[str, 
         print(f"probe: warning: nothing pruned this time ({e}); the next run prunes", file=sys.stderr)
 
 
-def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None
-            ) -> exitcodes.ExitStatus:
+def deliver(args: argparse.Namespace, fleet: FleetResult, run_dir: Path, drift: FleetDiff | None = None,
+            previous: FleetResult | None = None) -> exitcodes.ExitStatus:
     """Show the judged fleet and write every output the command line asked for.  An output that
     cannot be written is one line naming it and why; the others are still written and the status
     is RESULTS_UNWRITABLE (73), so cron does not read a missing file as success."""
     emit(fleet, args, run_dir, drift)
-    failed = write_requested(args, fleet, drift)
+    failed = write_requested(args, fleet, drift, previous)
     return exitcodes.RESULTS_UNWRITABLE if failed else exitcodes.for_fleet(fleet)
 
 
-def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDiff | None = None) -> int:
-    """Write --html and every registered output file; how many could not be written (each said)."""
+def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDiff | None = None,
+                    previous: FleetResult | None = None) -> int:
+    """Write --html and every registered output file; how many could not be written (each said).
+    `previous`: the run before this one (--k8s-out carries its conditions' transition times)."""
     failed = 0
     html = getattr(args, "html", None)
     if html:
@@ -138,7 +141,7 @@ def write_requested(args: argparse.Namespace, fleet: FleetResult, drift: FleetDi
             print(f"probe: warning: --slurm-drain {wanted['slurm_drain']}: {shown(left.host)} left out: {left.why}; "
                   "drain it by hand if it is a node of yours", file=sys.stderr)
     try:
-        write_outputs(fleet, drain=drain, **wanted)
+        write_outputs(fleet, drain=drain, previous=previous, **wanted)
     except OutputError as e:
         for line in e.failures:
             print(f"probe: {line}", file=sys.stderr)
@@ -250,6 +253,7 @@ def add_parser(sub: Any) -> None:
                                                   "host name; `probe merge` joins the parts; docs/scale.md)")
     p.add_argument("--baseline", metavar="RUN", help="report drift against this run (default: the previous run)")
     add_reference_arguments(p)
+    add_scheduler_arguments(p)
     p.add_argument("--keep", metavar="N|Nd", help="after the run keep only N runs and/or runs younger than N days ('30,14d')")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="cron mode: problem hosts with their reason and warn/fail findings; nothing on a healthy fleet")
@@ -265,6 +269,17 @@ def add_reference_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-file", metavar="FILE",
                    help="judge each topology class's measured figures against this class baseline (made by "
                         "`probe baseline RUN -o FILE` from a known-good fleet) instead of the run's own hosts")
+
+
+def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
+    """What the scheduler advertises, reconciled with the verdict (docs/scheduler.md); read only."""
+    p.add_argument("--slurm", action="store_true",
+                   help="reconcile with Slurm: read `scontrol show node -o` (Gres, State) and compare each node's "
+                        "GPUs, GPU type and state with what the run found (node names: probe_slurm_node)")
+    p.add_argument("--k8s-nodes", metavar="FILE|-",
+                   help="reconcile with Kubernetes: read `kubectl get nodes -o json` from FILE (- for standard input) "
+                        "and compare nvidia.com/gpu, GFD's product label and cordoning with what the run found "
+                        "(node names: probe_k8s_node)")
 
 
 def add_slurm_drain(p: argparse.ArgumentParser) -> None:

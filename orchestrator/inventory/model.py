@@ -25,6 +25,12 @@ CONNECTION_VARS = (
     "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_become", "ansible_become_user",
     "ansible_become_method",
 )
+# A host's name in the scheduler, where it differs from its inventory name: kept with the
+# connection variables (the scheduler is another road to the same machine), read by --k8s-out
+# (present/outputs/kubernetes.py) and by the scheduler reconciliation (verdict/scheduler.py).
+K8S_NODE_VAR = "probe_k8s_node"
+SLURM_NODE_VAR = "probe_slurm_node"
+SCHEDULER_VARS = (K8S_NODE_VAR, SLURM_NODE_VAR)
 
 
 def is_playbook_python(value: Any) -> bool:

@@ -47,6 +47,9 @@ class Expectations:
     # True: the driver and the ConnectX/BlueField firmware must carry the fixes of NVIDIA's security
     # bulletins (facts/security.py; `--security-floor FILE` sets it for every host)
     security_floor: bool | None = None
+    # True: the scheduler's view of the host was given (`--slurm`, `--k8s-nodes`): its GPUs and state
+    # are reconciled with the verdict (verdict/checks/scheduler.py); set by the plan, like the floor
+    scheduler: bool | None = None
 
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "probe_expect") -> Expectations:

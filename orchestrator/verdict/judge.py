@@ -21,7 +21,7 @@ from orchestrator.facts import read as F
 from orchestrator.facts.model import Facts, PreviousFacts
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.files.records import RecordList
-from orchestrator.inventory.model import CONNECTION_VARS
+from orchestrator.inventory.model import CONNECTION_VARS, SCHEDULER_VARS
 from orchestrator.inventory.secrets import is_secret
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.store.spool import SpooledRecords
@@ -32,6 +32,7 @@ from orchestrator.verdict import parallel as fleet_workers
 from orchestrator.verdict.checks import CAUSES, fleet_facts, run_fleet_checks, run_host_checks, unjudgeable
 from orchestrator.verdict.checks import nccl as nccl_checks
 from orchestrator.verdict.checks.base import HostView
+from orchestrator.verdict.checks.scheduler import reconcile
 from orchestrator.verdict.expectations import ExpectationError, Expectations
 from orchestrator.verdict.fabric_faults import fabric_counts, fabric_faults, host_findings
 from orchestrator.verdict.findings import Finding, Kind, Severity
@@ -73,7 +74,7 @@ def host_record(h: HostInput) -> dict[str, Any]:
         "name": h.name,
         "address": h.address,
         "groups": h.groups,
-        "connection": {k: h.vars[k] for k in CONNECTION_VARS if k in h.vars and not is_secret(k)},
+        "connection": {k: h.vars[k] for k in (*CONNECTION_VARS, *SCHEDULER_VARS) if k in h.vars and not is_secret(k)},
         "outcome": outcome.value,
         "reason": reasons[0] if reasons else "",
         "probes": h.probes,
@@ -205,8 +206,14 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     facts = rec["facts"]
     outcomes = coverage.judged_outcomes(h.probes, facts)
     reasons = {p: str(s["reason"]) for p, s in h.probes.items() if s.get("reason")}
-    findings = run_host_checks(HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars,
-                                        previous=previous, reasons=reasons, security_floor=refs.security_floor))
+    view = HostView(name=h.name, facts=facts, outcomes=outcomes, expect=expect, vars=h.vars, previous=previous,
+                    reasons=reasons, security_floor=refs.security_floor)
+    findings = run_host_checks(view)
+    if refs.scheduler is not None:  # after the host's own checks: it compares the scheduler with their verdict
+        try:
+            findings += reconcile(view, refs.scheduler.advert_of(h.name, h.vars), findings)
+        except Exception as e:  # a value of an unexpected type costs this comparison on this host
+            findings.append(unjudgeable(h.name, "check scheduler.reconcile", e))
     for err in rec["normalize_errors"]:
         findings.append(Finding(rules.probe.DATA_MALFORMED.id, Severity.WARN, Kind.UNKNOWN, h.name, "probe data",
                                 err, hint="the host sent data of an unexpected shape; check the probe version"))

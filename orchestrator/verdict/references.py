@@ -6,6 +6,8 @@
   over the table) and a class baseline exported from a known-good fleet (`--baseline-file`);
 * the run history (verdict/offenders.py): what the previous complete runs of the same inventory
   said of their hosts, for naming repeat offenders (api/session.py reads it from the results);
+* the scheduler's view (inventory/scheduler.py): what Slurm or Kubernetes advertises of each node,
+  reconciled with the verdict (verdict/checks/scheduler.py);
 * the classes carried forward: a host this run did not class, as the last run that measured it
   classed it (verdict/classes.py:CarriedClass), shown as carried.
 """
@@ -16,6 +18,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from orchestrator.facts.security import SecurityFloor
+from orchestrator.inventory.scheduler import SchedulerView
 from orchestrator.verdict.baseline import Reference, Threshold
 from orchestrator.verdict.classes import CarriedClass
 from orchestrator.verdict.offenders import PastRun
@@ -31,3 +34,5 @@ class References:
     # hosts this run did not class -> their class in the last run that measured them (api/session.py
     # reads the history only when asked, for those hosts); None: no history (merge, import)
     carry: Callable[[Collection[str]], Mapping[str, CarriedClass]] | None = None
+    # what Slurm or Kubernetes advertises about the hosts (--slurm, --k8s-nodes); None: not reconciled
+    scheduler: SchedulerView | None = None

@@ -84,19 +84,33 @@ class PortTaken(RuntimeError):
     """A daemon found the port it was given already taken."""
 
 
-def start_cluster(work: Path, n_nodes: int = 4) -> SlurmCluster:
+def start_cluster(work: Path, n_nodes: int = 4, gres: dict[str, str] | None = None) -> SlurmCluster:
     """Start the cluster in `work`; a daemon whose port was taken between choosing and binding it
-    costs one more start with new ports, in a fresh directory (`work/2`, `work/3`)."""
+    costs one more start with new ports, in a fresh directory (`work/2`, `work/3`).  `gres`: node ->
+    its `gpu:TYPE:N` (slurm.conf's Gres, gres.conf's count without device files)."""
     for attempt in range(1, 4):
         try:
-            return _start_once(work if attempt == 1 else work / str(attempt), n_nodes)
+            return _start_once(work if attempt == 1 else work / str(attempt), n_nodes, gres or {})
         except PortTaken:
             if attempt == 3:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_once(work: Path, n_nodes: int) -> SlurmCluster:
+def _gres_conf(work: Path, gres: dict[str, str]) -> str:
+    """gres.conf: each node's GPUs as files of its own (slurmd counts the files; nothing opens them)."""
+    rows = []
+    for node, spec in gres.items():
+        _, kind, count = spec.split(":")
+        dev = work / "dev" / node
+        dev.mkdir(parents=True, exist_ok=True)
+        for i in range(int(count)):
+            (dev / f"nvidia{i}").touch()
+        rows.append(f"NodeName={node} Name=gpu Type={kind} File={dev}/nvidia[0-{int(count) - 1}]")
+    return "AutoDetect=off\n" + "\n".join(rows) + "\n"
+
+
+def _start_once(work: Path, n_nodes: int, gres: dict[str, str]) -> SlurmCluster:
     work.mkdir(parents=True, exist_ok=True)
     for sub in ("state", "spool", "log"):
         (work / sub).mkdir(exist_ok=True)
@@ -122,15 +136,17 @@ def _start_once(work: Path, n_nodes: int) -> SlurmCluster:
         "SchedulerType=sched/builtin", "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none", "MpiDefault=none",
         "ReturnToService=2",
-    ]
+    ] + (["GresTypes=gpu", "SlurmdParameters=config_overrides"] if gres else [])  # no GPUs here: the configured count stands
     for node in nodes:
         # several slurmd on one machine: each node its own port, all on localhost
         port = free_port(ports)
         ports.add(port)
         lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} CPUs=1 "
-                     "State=UNKNOWN")
+                     + (f"Gres={gres[node]} " if node in gres else "") + "State=UNKNOWN")
     lines.append("PartitionName=fp Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     cluster.conf.write_text("\n".join(lines) + "\n")
+    if gres:
+        (work / "gres.conf").write_text(_gres_conf(work, gres))
     env = cluster.env()
 
     def spawn(argv: list[str]) -> None:

@@ -14,6 +14,7 @@ from orchestrator.present.outputs import write_atomic
 from orchestrator.present.outputs.ansible_inventory import write_inventory
 from orchestrator.present.outputs.ctrf import write_ctrf
 from orchestrator.present.outputs.junit import write_junit
+from orchestrator.present.outputs.kubernetes import write_k8s
 from orchestrator.present.outputs.node_verdicts import write_node_verdicts
 from orchestrator.present.outputs.prometheus import write_prometheus
 from orchestrator.present.outputs.slurm_drain import write_drain, write_resume
@@ -37,6 +38,7 @@ class WriteContext:
     check_ids: tuple[str, ...] | None = None  # JUnit's test cases (None: every id the run could raise)
     junit_fail_on: tuple[str, ...] = ("fail",)
     drain: Plan | None = None  # the verdict's drain decision (verdict/remedy.py); None: its default guard
+    previous: FleetResult | None = None  # the run before this one (history): --k8s-out's transition times
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,10 @@ OUTPUT_FILES: tuple[OutputFile, ...] = (
     OutputFile("slurm_resume", "write `scontrol update NodeName=... State=RESUME` lines for the hosts this run found "
                "clean, each applied only to a node whose drain reason is fleetprobe's own (read when it runs)",
                lambda fleet, p, ctx: write_resume(fleet, p)),
+    OutputFile("k8s_out", "write Kubernetes objects into DIR: per node a status patch with conditions, a label "
+               "patch and DeviceTaintRules for its faulted GPUs, and DIR/apply.sh, the kubectl lines to apply "
+               "them (fleetprobe never calls an API server)",
+               lambda fleet, p, ctx: write_k8s(fleet, p, ctx.previous), metavar="DIR"),
 )
 
 
@@ -96,13 +102,14 @@ def requested(args: argparse.Namespace | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_outputs(fleet: FleetResult, *, check_ids: Iterable[str] | None = None, junit_fail_on: Iterable[str] = ("fail",),
-                  drain: Plan | None = None, **paths: str | Path | None) -> list[Path]:
+                  drain: Plan | None = None, previous: FleetResult | None = None,
+                  **paths: str | Path | None) -> list[Path]:
     """Write each requested file (`name=path`, names as in OUTPUT_FILES) atomically; every one is
     attempted even if an earlier one fails, then OutputError lists what could not be written."""
     unknown = sorted(set(paths) - set(_by_name()))
     if unknown:
         raise TypeError(f"write_outputs: no output named {', '.join(unknown)}")
-    ctx = WriteContext(None if check_ids is None else tuple(check_ids), tuple(junit_fail_on), drain)
+    ctx = WriteContext(None if check_ids is None else tuple(check_ids), tuple(junit_fail_on), drain, previous)
     written: list[Path] = []
     errors: list[str] = []
     for out in OUTPUT_FILES:

@@ -21,6 +21,7 @@ from orchestrator.verdict.checks import (
     nvlink_domain,
     p2p,
     pcie,
+    scheduler,
     software,
 )
 from orchestrator.verdict.checks.base import FleetCheck, FleetReads, HostCheck, HostView
@@ -130,10 +131,12 @@ def run_checks(views: Iterable[HostView]) -> list[Finding]:
 # Every finding id fleetprobe can raise: each area declares its own beside its checks; raised
 # outside the areas are the topology class comparison (verdict/classes.py), the judge's own
 # rejection of unusable probe data (verdict/judge.py), the fleet baselines (verdict/baseline.py) and
-# the repeat offenders of the run history (verdict/offenders.py).
+# the repeat offenders of the run history (verdict/offenders.py) and the scheduler reconciliation,
+# which reads the host checks' verdict (checks/scheduler.py, run by the judge after them).
 FINDING_IDS: tuple[str, ...] = (
     *(fid for area in _AREAS for fid in area.FINDING_IDS),
     rules.topology.CLASS_OUTLIER.id, rules.probe.DATA_MALFORMED.id, *baseline.FINDING_IDS, rules.host.REPEAT_OFFENDER.id,
+    *scheduler.FINDING_IDS,
 )
 
 # Which ids follow from which (verdict/causes.py): each rule declares its roots (its module's

@@ -25,6 +25,7 @@ from orchestrator.verdict.rules import (
     p2p,
     pcie,
     probe,
+    scheduler,
     sensor,
     software,
     topology,
@@ -33,7 +34,7 @@ from orchestrator.verdict.rules import (
 __all__ = ["ALL", "BY_ID", "causes", "declared_in"]
 
 _MODULES: tuple[ModuleType, ...] = (host, identity, topology, probe, gpu, sensor, nvlink, nvswitch, pcie, p2p,
-                                    nccl, nic, fabric, software, baseline)
+                                    nccl, nic, fabric, software, baseline, scheduler)
 
 
 def _declared(module: ModuleType) -> Iterator[Rule]:
