@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Where a judging worker's CPU goes, host by host, without a profiler.
+
+    python bench/worker_phases.py [--hosts 500]
+
+Judges N demo-derived hosts (bench/controller_bench.py's inputs, each host's data made when it is
+judged, as `probe run`'s workers read it back) through the steps `verdict/parallel.PartWriter.judge`
+takes, and prints the CPU (time.process_time) each step costs a host: judging (the envelope data
+made, normalizers, host checks, coverage, figures), the stored text (store/fleet_file.stored_record:
+the schema-2 encoding and its json text), the drift digest and the verdict's pickle.  cProfile
+inflates the normalizers' many small calls several times over (about 90 ms a host under it against
+about 4 on a quiet machine), so its shares mislead; these do not.  The first 25 hosts warm the
+codec's column memo and are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+import controller_bench as cb  # noqa: E402
+
+from orchestrator.store.fleet_file import stored_record  # noqa: E402
+from orchestrator.verdict import handoff  # noqa: E402
+from orchestrator.verdict.judge import host_judge  # noqa: E402
+from orchestrator.verdict.parallel import Spooled, drift_digest  # noqa: E402
+
+WARM = 25
+STEPS = ("judge", "stored text", "drift digest", "verdict pickle")
+
+
+def phases(n: int) -> dict[str, float]:
+    """CPU seconds of each step over hosts WARM..n."""
+    inputs, expect = cb.make_inputs(n, held=False)
+    judge = host_judge(lambda h: expect[h.name], lambda host: {})
+    spent = dict.fromkeys(STEPS, 0.0)
+    sink = io.BytesIO()
+    clock = time.process_time
+    for i, h in enumerate(inputs):
+        c0 = clock()
+        rec, verdict = judge(h)
+        c1 = clock()
+        del rec["fingerprint"], rec["class"]
+        parts: dict[str, str] = {}
+        text, layout = stored_record(rec, parts)
+        data = text.encode("utf-8")
+        c2 = clock()
+        digest = drift_digest(rec, parts)
+        c3 = clock()
+        handoff.dump(Spooled(0, len(data), verdict, digest, layout), sink)
+        c4 = clock()
+        sink.seek(0)
+        sink.truncate()
+        if i >= WARM:
+            for step, dt in zip(STEPS, (c1 - c0, c2 - c1, c3 - c2, c4 - c3)):
+                spent[step] += dt
+    return spent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", type=int, default=500)
+    args = ap.parse_args()
+    spent: dict[str, Any] = phases(args.hosts + WARM)
+    total = sum(spent.values())
+    print(f"{args.hosts} demo-derived hosts judged as a worker judges them; Python {sys.version.split()[0]}")
+    print()
+    print("| step | ms CPU a host | share |")
+    print("|---|---:|---:|")
+    for step, s in spent.items():
+        print(f"| {step} | {s / args.hosts * 1e3:.2f} | {s / total * 100:.0f} % |")
+    print(f"| all | {total / args.hosts * 1e3:.2f} | |")
+
+
+if __name__ == "__main__":
+    main()
