@@ -24,6 +24,7 @@ from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_ver
 from orchestrator.facts.textparse.nvlink import parse_nvlink
 from orchestrator.facts.textparse.perftest import runs_or_error
 from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
+from orchestrator.facts.textparse.smi_screen import parse_smi_screen
 from orchestrator.facts.textparse.topo import parse_topo_cpu, parse_topo_matrix, parse_topo_p2p
 from orchestrator.files.bounded import is_regular
 
@@ -37,6 +38,7 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_query": parse_smi_query,
     "smi_query_xml": parse_smi_xml,
     "smi_query_csv": parse_smi_csv,
+    "smi_screen": parse_smi_screen,  # the default `nvidia-smi` screen, every era
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
     "kernel_log": parse_kernel_log,

@@ -204,6 +204,9 @@ class SmiGpu:
     fabric_status: str | None = None
     fabric_clique_id: int | None = None
     fabric_cluster_uuid: str | None = None
+    perf_state: str | None = None  # "P0".."P15": the default screen's Perf column
+    utilization_pct: int | None = None  # the default screen's GPU-Util column
+    lost: bool | None = None  # the default screen: "Unable to determine the device handle" for this GPU
     unknown: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,6 +214,20 @@ class SmiGpu:
         d["mig_devices"] = [m.to_dict() for m in self.mig_devices]
         d["unknown"] = dict(self.unknown)
         return d
+
+
+@dataclass
+class ScreenProcess:
+    """A row of the default screen's Processes box."""
+
+    gpu: int
+    pid: int
+    type: str  # C, G, C+G, M, M+C as printed
+    name: str
+    memory_used_bytes: int | None  # None where the screen printed N/A (WSL, containers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -222,15 +239,19 @@ class SmiQuery:
     xml: bool
     notes: list[Note] = field(default_factory=list)
     source: str = "<text>"
+    screen: bool = False  # read from the default `nvidia-smi` screen, not -q
+    processes: list[ScreenProcess] = field(default_factory=list)  # the screen's Processes box
+    at_least: int | None = None  # a cut screen: the fewest GPUs the host has (attached_gpus is then None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": "smi_query_xml" if self.xml else "smi_query",
+            "kind": "smi_screen" if self.screen else "smi_query_xml" if self.xml else "smi_query",
             "source": self.source,
             "driver_version": self.driver_version,
             "cuda_version": self.cuda_version,
             "attached_gpus": self.attached_gpus,
             "gpus": [g.to_dict() for g in self.gpus],
+            "processes": [p.to_dict() for p in self.processes],
             "notes": [n.to_dict() for n in self.notes],
         }
 
