@@ -93,7 +93,7 @@ def detect_kind(text: str) -> str:
     stripped = head.lstrip()
     if stripped.startswith("<?xml") or "<nvidia_smi_log" in head:
         return "smi_query_xml"
-    if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version)\s+:", head, re.M):
+    if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version|KMD Version)\s+:", head, re.M):
         return "smi_query"
     # a -q excerpt that starts at a GPU block (the banner and Attached GPUs cut away)
     if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n\s+\S[^:\n]*\s:\s", head, re.M):
