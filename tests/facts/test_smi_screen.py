@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from orchestrator.facts.textparse import TextParseError, detect_kind, import_files, import_texts, parse_text, read_path
+from orchestrator.facts.textparse import (
+    TextParseError,
+    detect_kind,
+    import_files,
+    import_texts,
+    parse_text,
+    read_path,
+)
 from orchestrator.facts.textparse.smi_screen import parse_smi_screen
 from tests.support.evidence import EVIDENCE, evidence
 

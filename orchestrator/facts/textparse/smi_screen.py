@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 
 from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
-from orchestrator.facts.textparse.smi import MigDevice, ScreenProcess, SmiGpu, SmiQuery, _float, _int, _mib, _pct, _temp
+from orchestrator.facts.textparse.smi import (
+    MigDevice,
+    ScreenProcess,
+    SmiGpu,
+    SmiQuery,
+    _float,
+    _int,
+    _mib,
+    _pct,
+    _temp,
+)
 
 BANNER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+(?:Driver|KMD)\s+Version:\s*(\S+)"
                     r"(?:\s+CUDA(?:\s+UMD)?\s+Version:\s*([^\s|]+))?")
@@ -144,7 +154,7 @@ def _cells(line: str) -> list[str]:
 
 def _row2(g: SmiGpu, cells: list[str]) -> None:
     toks = (cells[0] if cells else "").split()
-    fan, temp, perf = (toks + ["", "", ""])[:3]
+    fan, temp, perf = [*toks, "", "", ""][:3]
     g.fan_speed_pct = _pct(fan) if fan.endswith("%") else None
     if g.fan_speed_pct is None:
         g.unknown["fan_speed_pct"] = _why(fan)
