@@ -89,6 +89,16 @@ def test_a_screen_states_its_versions_count_and_rows(name: str, driver: str | No
             bus, power, cap, used, total, util)
 
 
+def test_wsl_and_windows_screens() -> None:
+    # WSL: the Linux nvidia-smi's own version in the banner, the Windows driver's as Driver Version
+    g = _gpus("smi_screen_545_wsl_rtx4060_laptop_driver_546_01.txt")
+    assert (g["driver_version"], g["cuda_driver_version"], g["count"]) == ("546.12", "12.3", 1)
+    # Windows prints TCC/WDDM where Linux prints Persistence-M: the driver model, never "persistence off"
+    [x] = _gpus("smi_screen_546_windows_wddm_gtx1660ti_from_wsl_01.txt")["list"]
+    assert x["persistence_mode"] is None and x["unknown"]["persistence_mode"] == "WDDM in the source"
+    assert (x["power_w"], x["memory_used_bytes"] >> 20) == (24.0, 1513)
+
+
 def test_mig_devices_box_fills_the_gpus_mig_instances() -> None:
     x = _gpus("smi_screen_535_a100_pcie_mig_2_devices_01.txt")["list"][0]
     assert x["mig"]["current"] is True and x["ecc"]["mode_current"] is True  # the ECC cell reads `On` under MIG
@@ -103,8 +113,10 @@ def test_processes_box_rows_every_era() -> None:
         (0, 1591, "G", "/usr/lib/xorg/Xorg", 4), (0, 10941, "C+G", "/usr/lib/virtualbox/VirtualBoxVM", 64)]
     assert len(_gpus("smi_screen_535_gtx1070_five_processes_01.txt")["processes"]) == 5
     old = "|    0      4242      C   python                                      1234MiB |\n"
-    q = parse_smi_screen(_screen(1, era="old") + _PROC_HEAD + old, "t")
-    assert [(p.gpu, p.pid, p.type, p.memory_used_bytes) for p in q.processes] == [(0, 4242, "C", 1234 << 20)]
+    wsl = "|    0   N/A  N/A        33      G   /Xwayland                                 N/A      |\n"
+    q = parse_smi_screen(_screen(1, era="old") + _PROC_HEAD + old + wsl, "t")
+    assert [(p.gpu, p.pid, p.type, p.memory_used_bytes) for p in q.processes] == [
+        (0, 4242, "C", 1234 << 20), (0, 33, "G", None)]  # WSL prints N/A memory: unknown
 
 
 def test_a_gpu_whose_handle_could_not_be_determined_is_counted_lost_with_its_bus_id() -> None:
