@@ -287,3 +287,12 @@ def test_a_cut_name_is_a_model_only_when_one_model_has_that_start() -> None:
     assert models == {"V100-SXM"}
     # "NVIDIA GeForce RTX 4090 ..." is a 4090 *and more* (a Laptop GPU): not the desktop board
     assert _gpus("smi_screen_610_kmd_rtx4090_laptop_01.txt")["list"][0]["model"] is None
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_screen_beside_q_never_replaces_the_q_record(order: int) -> None:
+    files = [evidence("q_570_rtx5090_blackwell_addressing_hmm_simulator_01.txt"),
+             evidence("smi_screen_580_rtx5070ti_prompt_01.txt")][::order]
+    host = import_files(files)
+    [x] = host.facts["gpus"]["list"]
+    assert x["uuid"] == "GPU-ea2294a3-4d61-1757-8aed-f91723f16ad2" and x["name"] == "NVIDIA GeForce RTX 5090"
