@@ -296,3 +296,10 @@ def test_a_screen_beside_q_never_replaces_the_q_record(order: int) -> None:
     host = import_files(files)
     [x] = host.facts["gpus"]["list"]
     assert x["uuid"] == "GPU-ea2294a3-4d61-1757-8aed-f91723f16ad2" and x["name"] == "NVIDIA GeForce RTX 5090"
+
+
+@pytest.mark.parametrize("times", [2, 3])
+def test_a_screen_pasted_more_than_once_keeps_each_gpu_once(times: int) -> None:
+    q = parse_smi_screen(_screen(2) * times, "t")
+    assert [g.index for g in q.gpus] == [0, 1] and q.attached_gpus == 2
+    assert sum("has a second row" in n.text for n in q.notes) == 2 * (times - 1)

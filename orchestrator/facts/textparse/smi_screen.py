@@ -123,6 +123,10 @@ def _row1(st: _State, lineno: int, m: re.Match[str]) -> None:
         st.notes.append(Note(lineno, f"GPU row with no index a host has ({m.group(1)[:20]}...), skipped"))
         st.current = None
         return
+    if any(x.index == idx for x in st.gpus):  # a paste repeated (two screens, `watch` output)
+        st.notes.append(Note(lineno, f"GPU {idx} has a second row: the first is kept, this one skipped"))
+        st.current = None
+        return
     g = SmiGpu(bus_id=norm_bus_id(m.group(4)), name=m.group(2).strip() or None, index=idx)
     g.persistence_mode = _cell_state(m.group(3))
     if g.persistence_mode is None:
