@@ -102,7 +102,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("import", help="judge nvidia-smi / lspci / benchmark text, bundle outputs or Ansible jobs like a live run",
-                       description="Recognise each file by its content (nvidia-smi topo -m/-c/-p2p, -q, -q -x, --query-gpu CSV, "
+                       description="Recognise each file by its content (nvidia-smi topo -m/-c/-p2p, -q, -q -x, --query-gpu CSV, the default screen, "
                                    "-L, nvlink -s/-c, lspci -tv/-vvv, p2pBandwidthLatencyTest, nvbandwidth, nccl-tests, "
                                    "dmesg / journalctl -k, ibstat / ibv_devinfo), merge the files of one host, run the same "
                                    "checks as a live run and store the result as a run. Lines a file cannot explain are skipped "

@@ -167,6 +167,18 @@ def _lookup(name: str | None, pci_device_id: str | None) -> GpuModel | None:
     return _BY_NAME.get(_norm_name(name))
 
 
+def lookup_cut(name: Any) -> GpuModel | None:
+    """A name the default nvidia-smi screen cut to its column ("Tesla V100-SXM2...", "NVIDIA A100-PCI..."):
+    the model when every known name starting so belongs to one model, else None ("NVIDIA GeForce ...")."""
+    if not isinstance(name, str) or not name.rstrip().endswith("...") or len(name.rstrip()) < 8:
+        return None
+    start = _norm_name(name.rstrip()[:-3])
+    if start in _BY_NAME:  # "NVIDIA GeForce RTX 4090 ...": a known name and more, so a product the table lacks
+        return None
+    found = {m.key for n, m in _BY_NAME.items() if n.startswith(start)}
+    return next((m for m in MODELS if m.key in found), None) if len(found) == 1 else None
+
+
 def pcie_gbps(gen: int | None, width: int | None) -> float | None:
     if not gen or not width or gen not in PCIE_LANE_GBPS:
         return None

@@ -193,6 +193,9 @@ class GpuRecord(TypedDict):
     power_limit_w: NotRequired[float | None]
     module_power_w: NotRequired[float | None]
     memory_temperature_c: NotRequired[float | None]
+    # the default nvidia-smi screen (issue 48): its Perf and GPU-Util columns
+    perf_state: NotRequired[str | None]
+    utilization_pct: NotRequired[int | None]
     # live probe (nvml 1.2, issue 18): cumulative violation time per performance policy (ns since
     # the driver loaded, `reference_us` the CPU timestamp of the reading), the temperature
     # thresholds and margin, and NVML's GPU recovery action (R570+; None with a reason before)
@@ -228,6 +231,8 @@ class GpusFacts(TextSource):
     count_sources: NotRequired[dict[str, int]]
     # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound
     count_at_least: NotRequired[int]
+    # the default nvidia-smi screen's Processes box: [{gpu, pid, type, name, memory_used_bytes}]
+    processes: NotRequired[list[dict[str, Any]]]
     # driver calls that did not return within their share of the probe's deadline (a wedged
     # driver): [{call, subject, waited_s, limit_s}]; the probe answered without them
     unresponsive: NotRequired[list[dict[str, Any]]]

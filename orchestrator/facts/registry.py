@@ -49,7 +49,7 @@ PROBES: tuple[ProbeRow, ...] = (
     ProbeRow("host", "host", (), None, None, "docs/facts-host.md", normalizer=_N + "host:normalize"),
     ProbeRow("pcie", "pcie", ("lspci_tree", "lspci_verbose"), "pcie", _V + "pcie:render_pcie",
              "docs/facts-pcie.md", normalizer=_N + "pcie:normalize"),
-    ProbeRow("gpus", "nvml", ("smi_list", "smi_query", "smi_query_xml", "smi_query_csv", "topo_matrix", "topo_p2p",
+    ProbeRow("gpus", "nvml", ("smi_list", "smi_query", "smi_query_xml", "smi_query_csv", "smi_screen", "topo_matrix", "topo_p2p",
                               "nvlink_status", "nvlink_caps"),
              "gpus", _V + "gpus:view_gpus", "docs/facts-gpus.md", normalizer=_N + "gpus:normalize"),
     ProbeRow("nvlink", "nvlink", ("nvlink_status", "nvlink_caps", "topo_matrix"), "nvlink",

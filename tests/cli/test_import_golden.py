@@ -37,7 +37,32 @@ def _line(f: Path, fleet: dict) -> str:
     sections = ",".join(sorted(host["facts"]))
     findings = "; ".join(sorted(f"{x['id']} {x['severity']} {x['subject']}" for x in fleet["findings"])) or "none"
     return (f"{f.name} | {host['outcome']} | gpus {gpus} x {'/'.join(models)} | class {host.get('class') or '-'} | "
-            f"facts {sections}{_events(host['facts'])}{_ports(host['facts'])} | {findings}")
+            f"facts {sections}{_events(host['facts'])}{_ports(host['facts'])}{_screen(f.name, host['facts'])} | {findings}")
+
+
+def _screen(name: str, facts: dict) -> str:
+    """The default nvidia-smi screen (issue 48): what its banner and each GPU's rows state, so the
+    reviewer can hold the line against the file: driver/CUDA, then per GPU bus id, power/cap,
+    memory used/total MiB, utilisation, ECC count, MIG mode and devices; then the processes box."""
+    if not name.startswith("smi_screen_"):
+        return ""
+    g = facts.get("gpus") or {}
+
+    def mib(v: object) -> str:
+        return str(v >> 20) if isinstance(v, int) else "?"
+
+    def one(x: dict) -> str:
+        if x.get("lost"):
+            return f"{x.get('bus_id')} LOST"
+        ecc = (x.get("ecc") or {}).get("volatile_uncorrected")
+        mig = x.get("mig") or {}
+        return (f"{x.get('bus_id')} {x.get('power_w')}/{x.get('power_limit_w')}W "
+                f"{mib(x.get('memory_used_bytes'))}/{mib(x.get('memory_total_bytes'))}MiB "
+                f"{x.get('utilization_pct')}% ecc {ecc} mig {mig.get('current')}"
+                + (f" x{len(mig.get('instances') or [])}" if mig.get("current") else ""))
+
+    return (f" | driver {g.get('driver_version')} cuda {g.get('cuda_driver_version')}: "
+            + ", ".join(one(x) for x in g.get("list") or []) + f"; processes {len(g.get('processes') or [])}")
 
 
 def _events(facts: dict) -> str:

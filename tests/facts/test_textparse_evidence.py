@@ -34,6 +34,8 @@ def test_every_evidence_file_is_recognised():
         # issue 30: kernel logs in every shape they are pasted, InfiniBand tools
         "kmsg_": "kernel_log", "dmesg_": "kernel_log", "journal": "kernel_log", "nvrm_": "kernel_log",
         "syslog_": "kernel_log", "ib": "ibstat", "smi_csv_": "smi_query_csv",
+        # issue 48: the default nvidia-smi screen of every era
+        "smi_screen_": "smi_screen", "q_": "smi_query", "qx_": "smi_query_xml",
     }
     files = sorted(EVIDENCE.glob("*.txt"))
     assert len(files) >= 19

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.facts.textparse import csvquery, ibstat, kernel_log, perftest
+from orchestrator.facts.textparse import csvquery, ibstat, kernel_log, perftest, smi_screen
 from orchestrator.facts.textparse.common import MAX_LINE, text_lines, untagged
 from orchestrator.facts.textparse.nvlink import GPU_LINE
 from orchestrator.facts.textparse.topo import LEVEL_TOKEN, P2P_TOKEN, _header_tokens
@@ -24,6 +24,7 @@ KINDS = (
     "smi_query",
     "smi_query_xml",
     "smi_query_csv",
+    "smi_screen",
     "lspci_tree",
     "lspci_verbose",
     "kernel_log",
@@ -92,7 +93,7 @@ def detect_kind(text: str) -> str:
     stripped = head.lstrip()
     if stripped.startswith("<?xml") or "<nvidia_smi_log" in head:
         return "smi_query_xml"
-    if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version)\s+:", head, re.M):
+    if "NVSMI LOG" in head or re.search(r"^\s*(Attached GPUs|Driver Version|KMD Version)\s+:", head, re.M):
         return "smi_query"
     # a -q excerpt that starts at a GPU block (the banner and Attached GPUs cut away)
     if re.search(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*\n\s+\S[^:\n]*\s:\s", head, re.M):
@@ -136,4 +137,7 @@ def detect_kind(text: str) -> str:
         return "lspci_verbose"
     if any(GPU_LINE.match(x) for x in lines):
         return "smi_list"
+    # last: benchmark logs often begin with the screen, and are read as the benchmark they are
+    if smi_screen.looks_like(head):
+        return "smi_screen"
     return "unknown"

@@ -153,10 +153,13 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     # -q fields beyond the ones above (most of them the nvml probe does not read; the InfoROM image
     # it does): kept, null with a reason when not printed
     for key in ("minor_number", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w", "module_power_w",
-                "memory_temperature_c", "inforom_image"):
+                "memory_temperature_c", "inforom_image", "perf_state", "utilization_pct"):
         g[key] = getattr(q, key)
         if g[key] is None:
             g["unknown"][key] = q.unknown.get(key, NOT_IN_TEXT)
+    if q.lost:  # the default screen: a GPU nvidia-smi could not reach (its handle), counted with its bus id
+        g["lost"] = True
+        g["unknown"].pop("lost", None)
     mig_instances = [{"index": m.index, "uuid": m.uuid, "name": None, "memory_total_bytes": m.memory_total_bytes,
                       "gpu_instance_id": m.gpu_instance_id} for m in q.mig_devices]
     mig = {"current": q.mig_current, "pending": q.mig_pending, "instances": mig_instances}
@@ -235,7 +238,7 @@ class _GpuBook:
 
 
 # where the GPU count comes from, most trusted first
-_COUNT_SOURCES = ("nvidia-smi -q", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
+_COUNT_SOURCES = ("nvidia-smi -q", "nvidia-smi", "nvidia-smi -L", "nvidia-smi topo -m", "p2pBandwidthLatencyTest", "nvbandwidth",
                   "nccl-tests")
 
 
@@ -358,12 +361,16 @@ def _gpus_from_query(book: _GpuBook, query: SmiQuery) -> None:
             continue
         _apply_query(g, qg)
     if query.attached_gpus is not None:
-        book.counts["nvidia-smi -q"] = query.attached_gpus  # also --query-gpu: its rows (or its count column)
+        # also --query-gpu: its rows (or its count column); the default screen: its rows and the GPUs it could not reach
+        book.counts["nvidia-smi" if query.screen else "nvidia-smi -q"] = query.attached_gpus
+    if query.at_least is not None:
+        book.at_least = max(book.at_least or 0, query.at_least)
 
 
 def _gpu_model(g: dict[str, Any]) -> None:
-    # by PCI device id where -q printed one, else by the exact product name (never a substring)
-    m = gpu_models.lookup(g["name"], g["pci_device_id"])
+    # by PCI device id where -q printed one, else by the exact product name (never a substring); a name
+    # the default screen cut ("Tesla V100-SXM2...") only when every known name starting so is one model
+    m = gpu_models.lookup(g["name"], g["pci_device_id"]) or gpu_models.lookup_cut(g["name"])
     _known(g, "model", m.key if m else None, None if g["name"] is None else "not in the model table")
     if g["name"] is None and m is None:
         g["unknown"]["model"] = "name unknown (this text does not print the GPU model)"
@@ -398,6 +405,8 @@ def _gpus_section(p: Parsed, book: _GpuBook, count: int | None,
                                   for g in listed]),
         "notes": book.notes,
     }
+    if p.query and p.query.screen:
+        section["processes"] = [pr.to_dict() for pr in p.query.processes]
     if not p.query:
         section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
     if count is None:

@@ -23,7 +23,8 @@ from orchestrator.facts.textparse.kernel_log import parse_kernel_log
 from orchestrator.facts.textparse.lspci import parse_lspci_tree, parse_lspci_verbose
 from orchestrator.facts.textparse.nvlink import parse_nvlink
 from orchestrator.facts.textparse.perftest import runs_or_error
-from orchestrator.facts.textparse.smi import parse_smi_list, parse_smi_query, parse_smi_xml
+from orchestrator.facts.textparse.smi import SmiQuery, parse_smi_list, parse_smi_query, parse_smi_xml
+from orchestrator.facts.textparse.smi_screen import parse_smi_screen
 from orchestrator.facts.textparse.topo import parse_topo_cpu, parse_topo_matrix, parse_topo_p2p
 from orchestrator.files.bounded import is_regular
 
@@ -37,6 +38,7 @@ PARSERS: dict[str, Callable[[str, str], Any]] = {
     "smi_query": parse_smi_query,
     "smi_query_xml": parse_smi_xml,
     "smi_query_csv": parse_smi_csv,
+    "smi_screen": parse_smi_screen,  # the default `nvidia-smi` screen, every era
     "lspci_tree": parse_lspci_tree,
     "lspci_verbose": parse_lspci_verbose,
     "kernel_log": parse_kernel_log,
@@ -99,6 +101,10 @@ def parse_text(text: str, source: str, kind: str | None = None) -> tuple[str, An
 
 
 def _merge(p: Parsed, obj: Any, host_notes: list[str]) -> None:
+    if isinstance(obj, SmiQuery) and obj.screen and p.query is not None and not p.query.screen:
+        # the default screen says less than -q about the same GPUs: it never replaces it
+        host_notes.append(f"{obj.source}: the default nvidia-smi screen beside {p.query.source}: the -q record is kept")
+        return
     existing = {
         "TopoMatrix": p.topo, "SmiList": p.smi_list, "SmiQuery": p.query, "LspciTree": p.tree,
         "LspciVerbose": p.verbose,

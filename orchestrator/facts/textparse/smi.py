@@ -204,6 +204,9 @@ class SmiGpu:
     fabric_status: str | None = None
     fabric_clique_id: int | None = None
     fabric_cluster_uuid: str | None = None
+    perf_state: str | None = None  # "P0".."P15": the default screen's Perf column
+    utilization_pct: int | None = None  # the default screen's GPU-Util column
+    lost: bool | None = None  # the default screen: "Unable to determine the device handle" for this GPU
     unknown: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,6 +214,20 @@ class SmiGpu:
         d["mig_devices"] = [m.to_dict() for m in self.mig_devices]
         d["unknown"] = dict(self.unknown)
         return d
+
+
+@dataclass
+class ScreenProcess:
+    """A row of the default screen's Processes box."""
+
+    gpu: int
+    pid: int
+    type: str  # C, G, C+G, M, M+C as printed
+    name: str
+    memory_used_bytes: int | None  # None where the screen printed N/A (WSL, containers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -222,15 +239,19 @@ class SmiQuery:
     xml: bool
     notes: list[Note] = field(default_factory=list)
     source: str = "<text>"
+    screen: bool = False  # read from the default `nvidia-smi` screen, not -q
+    processes: list[ScreenProcess] = field(default_factory=list)  # the screen's Processes box
+    at_least: int | None = None  # a cut screen: the fewest GPUs the host has (attached_gpus is then None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": "smi_query_xml" if self.xml else "smi_query",
+            "kind": "smi_screen" if self.screen else "smi_query_xml" if self.xml else "smi_query",
             "source": self.source,
             "driver_version": self.driver_version,
             "cuda_version": self.cuda_version,
             "attached_gpus": self.attached_gpus,
             "gpus": [g.to_dict() for g in self.gpus],
+            "processes": [p.to_dict() for p in self.processes],
             "notes": [n.to_dict() for n in self.notes],
         }
 
@@ -295,6 +316,12 @@ def _virt(v: str) -> str | None:
 def _fabric_state(v: str) -> str | None:
     s = v.strip().lower().replace(" ", "_")
     return s if s in ("not_supported", "not_started", "in_progress", "completed") else None
+
+
+def _perf(v: str) -> str | None:
+    """`P0`..`P15` as printed (a poster's trailing comment removed)."""
+    m = re.match(r"\s*(P\d{1,2})\b", v)
+    return m.group(1) if m else None
 
 
 def _dev_id(v: str) -> str | None:
@@ -368,6 +395,9 @@ _FIELDS: list[tuple[str, Any, list[tuple[str, ...]], list[str]]] = [
     ("fabric_status", lambda v: v.strip(), [("Fabric", "Status")], ["fabric/status"]),
     ("fabric_clique_id", _int, [("Fabric", "CliqueId")], ["fabric/cliqueId"]),
     ("fabric_cluster_uuid", lambda v: v.strip(), [("Fabric", "ClusterUUID")], ["fabric/clusterUuid"]),
+    # the default screen's Perf and GPU-Util columns, which -q prints too
+    ("perf_state", _perf, [("Performance State",)], ["performance_state"]),
+    ("utilization_pct", _pct, [("Utilization", "GPU")], ["utilization/gpu_util"]),
 ]
 
 
@@ -474,18 +504,27 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
             notes.append(Note(node.line, f"GPU block {m.group(1)} says PCI Bus Id {pci_bus}"))
         gpus.append(gpu)
     top = {c.key.lower(): c.value for c in root.children if c.value is not None}
-    if not gpus and "driver version" not in top:
+    if not gpus and "driver version" not in top and "kmd version" not in top:
         raise TextParseError("no 'GPU 00000000:bb:dd.f' block found: not nvidia-smi -q output", source, 1)
     attached = _int(top.get("attached gpus") or "")
     if attached is not None and attached != len(gpus):
         notes.append(Note(None, f"Attached GPUs says {attached} but {len(gpus)} GPU block(s) are in the text "
                                 "(an excerpt, or GPUs whose block is missing)"))
-    return SmiQuery(_clean(top.get("driver version")), _clean(top.get("cuda version")), attached, gpus, False,
-                    notes, source)
+    driver, cuda = _versions(top.get("kmd version"), top.get("driver version"), top.get("cuda umd version"),
+                             top.get("cuda version"))
+    return SmiQuery(driver, cuda, attached, gpus, False, notes, source)
 
 
 def _clean(v: str | None) -> str | None:
-    return None if v is None or _na_reason(v) else v.strip()
+    """A version as printed, less the `[Deprecated; ... Use KMD Version instead]` 610+ drivers append."""
+    v = None if v is None else re.sub(r"\s*\[Deprecated[^\]]*\]?\s*$", "", v.strip(), flags=re.I)
+    return None if v is None or _na_reason(v) or v.lower().startswith("deprecated") else v
+
+
+def _versions(kmd: str | None, driver: str | None, umd: str | None, cuda: str | None) -> tuple[str | None, str | None]:
+    """(driver, CUDA) versions: from 610 `KMD Version` / `CUDA UMD Version` (the old names are then
+    deprecated copies), before that `Driver Version` / `CUDA Version`."""
+    return _clean(kmd) or _clean(driver), _clean(umd) or _clean(cuda)
 
 
 _DOCTYPE = re.compile(r"<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+\"[\w.\-]+\.dtd\"\s*>")
@@ -535,5 +574,6 @@ def parse_smi_xml(text: str | bytes, source: str = "<text>") -> SmiQuery:
     attached = _int(root.findtext("attached_gpus") or "")
     if attached is not None and attached != len(gpus):
         notes.append(Note(None, f"attached_gpus says {attached} but {len(gpus)} <gpu> element(s) are present"))
-    return SmiQuery(_clean(root.findtext("driver_version")), _clean(root.findtext("cuda_version")), attached, gpus,
-                    True, notes, source)
+    driver, cuda = _versions(root.findtext("kmd_version"), root.findtext("driver_version"),
+                             root.findtext("cuda_umd_version"), root.findtext("cuda_version"))
+    return SmiQuery(driver, cuda, attached, gpus, True, notes, source)
