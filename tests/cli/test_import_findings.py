@@ -134,3 +134,14 @@ def test_nv_links_with_p2p_status_not_ok_from_topo_text(tmp_path: Path, capsys: 
     got = [(f["id"], f["subject"]) for f in fleet["findings"] if f["id"] == "nvlink.p2p_status_mismatch"]
     assert got == [("nvlink.p2p_status_mismatch", "GPU0<->GPU1 (bus id unknown / bus id unknown)")]
     assert ids(imported(capsys, tmp_path, str(topo), "--host", "ws2")) == []
+
+
+def test_a_screen_gpu_without_a_handle_is_lost_in_nvidia_smis_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the default screen's "Unable to determine the device handle for GPU1": no NVML answered
+    screen = str(EVIDENCE / "smi_screen_610_unable_handle_gpu1_rtx_pro_6000_01.txt")
+    fleet = imported(capsys, tmp_path, screen)
+    [lost] = [f for f in fleet["findings"] if f["id"] == "gpu.lost"]
+    assert "0000:34:00.0" in lost["subject"]
+    assert "NVML" not in lost["message"] and "device handle" in lost["message"]
+    assert lost["actual"] == "no device handle"
