@@ -338,7 +338,9 @@ def test_healthy_members_are_rows_and_pictures_only_for_troubled_and_representat
     member_rows = sum(len(t.find_all("tbody")[0].find_all("tr")) for t in doc.find_all("table", cls="members"))
     assert member_rows == 60 - len(detailed)
     # Three broken H100 hosts and the H100 and A100 representatives (the MIG VM has no NVLink).
-    assert len(pictures(doc, "nvlink")) == 3 + 2
+    assert len([p for d in doc.find_all("details", cls="host") for p in pictures(d, "nvlink")]) == 3 + 2
+    # and each class's shape with the class (issue 49), drawn from its representative
+    assert len([p for d in doc.find_all("div", cls="class-head") for p in pictures(d, "nvlink")]) == 2
 
 
 def test_picture_cap_is_reported():
