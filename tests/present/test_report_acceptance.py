@@ -195,8 +195,8 @@ def test_fault_classes_sit_under_their_nominal_class_with_the_difference_named()
     result, page = demo()
     doc = parse(page.read_text(encoding="utf-8"))
     table = doc.by_id("class-table")
-    nominal = [r for r in table.find_all("tr") if "class-row" in r.attrs.get("class", "")]
-    faults = [r for r in table.find_all("tr") if "fault-class-row" in r.attrs.get("class", "")]
+    nominal = [r for r in table.find_all("tr") if r.attrs.get("class") == "class-row"]
+    faults = [r for r in table.find_all("tr") if r.attrs.get("class") == "fault-class-row"]
     named = {c.name for c in result.classes}
     suffixed = {n for n in named if re.search(r"~[0-9a-f]{4}$", n)}
     assert suffixed, "the demo has fault classes"
@@ -205,7 +205,7 @@ def test_fault_classes_sit_under_their_nominal_class_with_the_difference_named()
     assert len(nominal) + len(faults) == len(named)
     for row in faults:
         first = row.find_all("td")[0].text()
-        assert "with a fault:" in first and "class usual:" in first, first
+        assert "with a fault" in first and "class usual:" in first, first
         assert row.attrs["data-nominal"] in {r.attrs["data-class"] for r in nominal}
     # dgx-h100-04 (a GPU with NVLinks down) is under the H100 class, its cause named
     row = next(r for r in faults if "dgx-h100-04" in r.text())
