@@ -117,7 +117,7 @@ def _class_pictures(view: FleetView, pictures: dict[str, dict[str, Markup]],
     """class anchor -> its health chart and its topology pictures (NVLink graph, PCIe tree with the
     GPU-NIC placement), drawn from its representative: what every member's shape is."""
     out: dict[str, dict[str, Markup]] = {}
-    for c in [*view.classes, *(fc for c in view.classes for fc in c.fault_classes)]:
+    for c in [*view.classes, *(fc for top in view.classes for fc in top.fault_classes)]:
         pics = {k: v for k, v in pictures.get(anchors.get(c.representative, ""), {}).items() if k in ("nvlink", "pcie")}
         out[c.anchor] = {"health": Markup(svg.health_svg(c.health, f"hosts of {c.name} by health")), **pics}
     return out
@@ -157,7 +157,7 @@ def render_report(fleet: FleetResult, drift: FleetDiff | None = None, max_pictur
     css, js = _static()
     # the run on every printed page (Chromium draws @page margin boxes since 131); generated here,
     # hashed with the rest of the stylesheet, its text a CSS string that cannot end the rule
-    css += "\n@page { @top-left { content: %s; } }\n" % _css_string(run_line(view))
+    css += "\n@page { @top-left { content: " + _css_string(run_line(view)) + "; } }\n"
     csp = "; ".join([
         "default-src 'none'", "img-src data:", f"style-src {_csp_hash(css)}", f"script-src {_csp_hash(js)}",
         "base-uri 'none'", "form-action 'none'"])
