@@ -245,3 +245,29 @@ def _view(result: FleetResult) -> Any:
     from orchestrator.present.report.model import build_fleet_view
 
     return build_fleet_view(result)
+
+
+def test_broken_hosts_why_names_device_and_id_once_in_one_unit_style():
+    """Each broken host's why cell: every root fault's finding id and its device, the device named
+    once; no figure said twice in a row ("400.0 /day, 400.0 /day above"), temperatures as "44 °C"."""
+    from tests.present.test_report import parse
+
+    result, page = demo()
+    doc = parse(page.read_text(encoding="utf-8"))
+    rows = {r.find_all("td")[0].text(): r for r in doc.by_id("broken-table").find_all("tr")[1:]}
+    checked = 0
+    for h in result.hosts:
+        roots = [f for f in host_findings(result.findings_of(h.name))
+                 if f.caused_by is None and f.severity in (Severity.FAIL, Severity.WARN)][:3]
+        if h.name not in rows or not roots:
+            continue
+        whys = [d.text() for d in rows[h.name].find_all("div", cls="why")]
+        for f in roots:
+            why = next((w for w in whys if f.id in w and f.message in w), None)
+            assert why is not None, (h.name, f.id, whys)
+            assert why.count(str(f.subject)) == max(1, f.message.count(str(f.subject))), why  # the device once
+            assert not re.search(r"(\d+(?:\.\d+)? \S+), \1 ", why), why
+            assert not re.search(r"\d C\b", why), why
+            checked += 1
+    assert checked >= 20
+    assert any("°C" in r.text() for r in rows.values())
