@@ -90,7 +90,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("nccl_busbw_gbps", "NCCL bus bandwidth", "GB/s", BANDWIDTH_LOW, "low", True, ""),
     Metric("sm_clock_mhz", "SM clock under load", "MHz", CLOCKS_LOW, "low", True, "siblings"),
     Metric("power_w", "power under load", "W", POWER_OUTLIER, "both", True, "siblings"),
-    Metric("temperature_c", "temperature", "C", TEMPERATURE_HIGH, "high", False, "siblings"),
+    Metric("temperature_c", "temperature", "°C", TEMPERATURE_HIGH, "high", False, "siblings"),
     Metric("ecc_corrected_per_day", "corrected ECC errors per day", "/day", ERRORS_HIGH, "high", True, "class"),
     Metric("pcie_replays_per_day", "PCIe replays per day", "/day", ERRORS_HIGH, "high", True, "class"),
 )
@@ -525,18 +525,28 @@ def measured_figures(facts: Facts) -> frozenset[tuple[str, str | None]]:
     return frozenset(out)
 
 
+def _fig(value: float, unit: str) -> str:
+    """A figure with its unit as every surface writes it: "44 °C", "400 /day", "361.2 GB/s"; one
+    decimal where it says something, never "44.0 C" beside "58 °C"."""
+    text = f"{value:.1f}".removesuffix(".0")
+    return ("0" if text == "-0" else text) + f" {unit}"
+
+
 def _finding(host: str, m: Metric, subject: Located, value: float, stats: Stats, peers: str, basis: str,
              t: Threshold, kind: str) -> Finding:
     dev = value - stats.median
     side = "below" if dev < 0 else "above"
-    # a share where the threshold is one, else the step in the metric's unit (7 C hotter)
+    # a share where the threshold is one, else the step in the metric's unit (7 °C hotter); against a
+    # median of 0 the step is the figure itself, said once ("400 /day above the median 0 /day")
     rel = (f"{abs(dev) / abs(stats.median) * 100:.0f} % {side}" if t.pct is not None and stats.median
-           else f"{abs(dev):.1f} {m.unit} {side}")
+           else f"{_fig(abs(dev), m.unit)} {side}")
+    said = rel if _fig(abs(dev), m.unit) == _fig(value, m.unit) and not rel.endswith(f"% {side}") \
+        else f"{_fig(value, m.unit)}, {rel}"
     rule = ", ".join(x for x in (f"{t.pct:g} %" if t.pct is not None else "",
-                                 f"{t.delta:g} {m.unit}" if t.delta is not None else "", f"{t.z:g} spreads") if x)
+                                 _fig(t.delta, m.unit) if t.delta is not None else "", f"{t.z:g} spreads") if x)
     return fault(m.finding, host, subject,
-                 f"{value:.1f} {m.unit}, {rel} the median {stats.median:.1f} {m.unit} of {peers} "
-                 f"(spread {stats.spread:.1f} {m.unit}; the threshold is {rule})",
+                 f"{said} the median {_fig(stats.median, m.unit)} of {peers} "
+                 f"(spread {_fig(stats.spread, m.unit)}; the threshold is {rule})",
                  severity=Severity.WARN, expected=round(stats.median, 2), actual=round(value, 2),
                  evidence=[f"{basis}: median {stats.median:.2f} {m.unit}, MAD {stats.mad:.2f}, {stats.n} measured",
                            f"{_METRIC}{_key(m.key, kind)}"],

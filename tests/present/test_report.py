@@ -338,7 +338,9 @@ def test_healthy_members_are_rows_and_pictures_only_for_troubled_and_representat
     member_rows = sum(len(t.find_all("tbody")[0].find_all("tr")) for t in doc.find_all("table", cls="members"))
     assert member_rows == 60 - len(detailed)
     # Three broken H100 hosts and the H100 and A100 representatives (the MIG VM has no NVLink).
-    assert len(pictures(doc, "nvlink")) == 3 + 2
+    assert len([p for d in doc.find_all("details", cls="host") for p in pictures(d, "nvlink")]) == 3 + 2
+    # and each class's shape with the class (issue 49), drawn from its representative
+    assert len([p for d in doc.find_all("div", cls="class-head") for p in pictures(d, "nvlink")]) == 2
 
 
 def test_picture_cap_is_reported():
@@ -449,3 +451,17 @@ def test_load_fleet_errors_are_one_line(tmp_path: Path, content, message):
     with pytest.raises(RunNotFound) as err:
         load_fleet(tmp_path)
     assert message in str(err.value) and "\n" not in str(err.value) and "rejudge" in str(err.value)
+
+
+@pytest.mark.parametrize("hostile", ['"; } body { display: none } @page { content: "', "</style><script>alert(1)</script>",
+                                     "a\\\" b", "run\n\r\x00\u202e", "ünïcode · run"])
+def test_the_running_header_is_a_css_string_nothing_can_end(hostile):
+    """Issue 49: the printed pages' header carries the run id and playbook inside the stylesheet;
+    every character that could end the string, the rule or the <style> element is escaped."""
+    from orchestrator.present.report.render import _css_string
+
+    text = _css_string(hostile)
+    inner = text[1:-1]
+    assert text[0] == text[-1] == '"' and not re.search(r'["<>{};\n\r\x00/]', inner)
+    # and it reads back as the same text: each escape is \HHHHHH of one character
+    assert re.sub(r"\\([0-9a-f]{6})", lambda m: chr(int(m.group(1), 16)), inner) == hostile

@@ -40,7 +40,10 @@ def test_2000_hosts(label: str, broken_every: int):
     # About 45 KB per detailed 8-GPU host, 0.7 KB per member row and 0.4 KB per finding row (with
     # the fault it belongs to: "follows from"); the findings table was counted in the per-host share
     # before, which held only while few hosts had findings.
-    assert size < sections * 50_000 + 2000 * 1_000 + len(fleet["findings"]) * 400 + 200_000
+    # Since issue 49 every host's identity is on the page (the acceptance document): each member's
+    # GPU UUIDs and serials, NICs and a row in the hosts table add about 2.4 KB to its 0.7 KB row
+    # (2.9 KB where every host is broken: the why column names each fault's device and finding id).
+    assert size < sections * 50_000 + 2000 * 4_000 + len(fleet["findings"]) * 400 + 200_000
     ARTIFACTS.mkdir(exist_ok=True)
     name = "report-2000.html" if broken_every == 50 else "report-2000-all-broken.html"
     (ARTIFACTS / name).write_text(html, encoding="utf-8")

@@ -290,3 +290,26 @@ def test_probe_baseline_leaves_out_the_figures_the_run_flagged(finding: str, fig
     (cls,) = doc["classes"].values()
     for key, stats in cls["gpu"].items():  # 6 hosts of 8 GPUs; good00's flagged figures left out
         assert stats["n"] == (40 if key.split("[")[0] in figures else 48), (key, stats)
+
+
+@pytest.mark.parametrize(("metric", "value", "median", "said"), [
+    # a rate against a median of 0: the step is the figure; said once (issue 49: "400.0 /day, 400.0 /day above")
+    ("ecc_corrected_per_day", 400.0, 0.0, "400 /day above the median 0 /day"),
+    ("pcie_replays_per_day", 12.5, 0.0, "12.5 /day above the median 0 /day"),
+    # a temperature: "°C" as every other surface writes it, never "44.0 C"
+    ("temperature_c", 44.0, 33.0, "44 °C, 11 °C above the median 33 °C"),
+    ("temperature_c", 89.25, 33.1, "89.2 °C, 56.1 °C above the median 33.1 °C"),
+    # a share: the figure and the share, each once
+    ("p2p_pair_gbps", 300.0, 360.0, "300 GB/s, 17 % below the median 360 GB/s"),
+])
+def test_a_baseline_message_says_each_figure_once_in_one_unit_style(metric: str, value: float, median: float,
+                                                                     said: str) -> None:
+    from orchestrator.verdict.findings import Located
+
+    m = baseline.BY_KEY[metric]
+    f = baseline._finding("h", m, Located("GPU0"), value, baseline.Stats(median, 0.0, 8), "8 GPUs", "class",
+                          baseline.THRESHOLDS[metric], "")
+    assert f.message.startswith(said), f.message
+    assert not re.search(r"\d C\b|\.0 ", f.message), f.message  # no bare "C", no "44.0 "
+    figures = re.findall(r"\d+(?:\.\d+)? (?:/day|°C|GB/s|%)", f.message.split(" the median")[0])
+    assert len(figures) == len(set(figures)), f.message  # nothing said twice before the median

@@ -22,6 +22,7 @@ from typing import Any, cast
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.facts.model import Facts, GpusFacts, HostBoard, HostDriver, HostFacts, HostVirtualization
 from orchestrator.present.readable import readable
+from orchestrator.verdict import rules
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.device_health import DeviceHealth, DeviceState, HostDevices, without_verdict
 from orchestrator.verdict.drawing import HostDrawing
@@ -31,6 +32,7 @@ from orchestrator.verdict.health import HEALTH_ORDER
 from orchestrator.verdict.result import FleetResult, JudgedHost
 
 SEVERITIES = SEVERITY_ORDER
+_OUTLIER = rules.topology.CLASS_OUTLIER.id
 LEVELS = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 
@@ -57,6 +59,14 @@ class FindingRow:
     action: str = ""  # the finding's action class (verdict/actions.py) and its reason
     because: str = ""
     devices: str = ""  # its devices, one line ("gpu gpu=2 bus_id=0000:3a:00.0"): the subject cell's title
+
+    @property
+    def why(self) -> str:
+        """The finding as a why cell says it: its device (the subject) and message, the subject once
+        ("GPU2 (0000:3a:00.0) link trained at ..." names it already)."""
+        if not self.subject or self.subject in self.message:
+            return self.message
+        return f"{self.subject}: {self.message}"
 
 
 @dataclass
@@ -168,6 +178,18 @@ class NcclTable:
 
 
 @dataclass
+class NicRow:
+    """One network adapter's identity (facts["nic"]["devices"]): what a procurement list names."""
+
+    name: str
+    bus_id: str
+    model: str  # HCA type ("MT4129")
+    board_id: str  # PSID ("MT_0000000838")
+    firmware: str
+    guid: str
+
+
+@dataclass
 class HostPage:
     name: str
     anchor: str
@@ -194,6 +216,10 @@ class HostPage:
     nccl: NcclTable | None
     detailed: bool  # full section with pictures (hosts with problems, class representatives)
     representative: bool
+    nics: list[NicRow] = field(default_factory=list)
+    model: str = ""  # the GPUs as the hosts table filters them: "8× NVIDIA H100 80GB HBM3"
+    driver: str = ""
+    nominal_class: str = ""  # the class of its hardware when nothing is wrong (ClassView.nominal)
 
 
 @dataclass
@@ -205,6 +231,25 @@ class ClassView:
     outliers: list[tuple[str, list[str]]]
     representative: str
     hosts: list[HostPage]
+    # a fault class (its hosts differ from `nominal` by a fault): the nominal class's name and what
+    # differs, the cause's finding ids; "" / [] for a class of its own
+    nominal: str = ""
+    difference: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    fault_classes: list[ClassView] = field(default_factory=list)  # of a nominal class: its fault classes
+    health: list[tuple[str, int]] = field(default_factory=list)  # CLASS_HEALTH -> hosts, fault classes included
+
+
+# A class's health chart: the verdict's health folded into what a class owner asks (unreachable and
+# incomplete hosts were not judged).
+CLASS_HEALTH = ("healthy", "degraded", "failed", "not judged")
+
+
+def class_health(pages: Sequence[HostPage]) -> list[tuple[str, int]]:
+    counts = dict.fromkeys(CLASS_HEALTH, 0)
+    for p in pages:
+        counts[p.health if p.health in counts else "not judged"] += 1
+    return list(counts.items())
 
 
 @dataclass
@@ -435,6 +480,27 @@ def read_gpus(facts: Facts, drawing: HostDrawing | None = None, devices: HostDev
     return rows
 
 
+def read_nics(facts: Facts) -> list[NicRow]:
+    """facts["nic"]["devices"] (docs/facts-nic.md): each adapter's identity and firmware."""
+    rows = []
+    for d in _list(_dict(facts.get("nic")).get("devices")):
+        d = _dict(d)
+        if d:
+            rows.append(NicRow(name=_str(d.get("name")), bus_id=_str(d.get("bus_id")), model=_str(d.get("hca_type")),
+                               board_id=_str(d.get("board_id")), firmware=_str(d.get("fw_ver")),
+                               guid=_str(d.get("node_guid"))))
+    return rows
+
+
+def gpu_models(gpus: Sequence[GpuRow]) -> str:
+    """The host's GPUs as one filterable phrase: "8× NVIDIA H100 80GB HBM3" ("" without GPUs)."""
+    counts: dict[str, int] = {}
+    for g in gpus:
+        name = g.name.removesuffix(" (lost)") or "unknown GPU"
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n}× {name}" for name, n in counts.items())
+
+
 def read_levels(facts: Facts, devices: HostDevices | None = None) -> LevelMatrix | None:
     """The merged `topo -m` matrix (facts["topology"]); the PCIe-only levels when it is absent.
     `devices`: the verdict, for each NV# bond's health (none without it)."""
@@ -580,8 +646,13 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDev
         switch_ups = {b for b, d in devices.items() if "upstream_port" in (d.get("role"), d.get("port_type"))
                       and _dict(devices.get(_str(d.get("parent")).lower())).get("kind") != "switch_port"}
 
+    def faulted_port(bus: str) -> str:
+        # a downstream port a finding names (ACS redirect on it: pcie.acs.enabled) is drawn as its
+        # own box under its switch, so the picture shows which ports the findings mean
+        return _faulted(verdict.pcie(bus)) if verdict is not None else ""
+
     def shown(bus: str, d: dict[str, Any]) -> bool:
-        return _str(d.get("kind")) != "switch_port" or bus in switch_ups
+        return _str(d.get("kind")) != "switch_port" or bus in switch_ups or bool(faulted_port(bus))
 
     nodes: dict[str, PcieNode] = {}
     for bus, d in devices.items():
@@ -589,9 +660,10 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDev
             continue
         kind = _str(d.get("kind")) or "other"
         if kind == "switch_port":
-            kind = "switch"
+            kind = "switch" if bus in switch_ups else "port"
         link = _link_text(_dict(d.get("link")))
-        label = labels.get(bus) or {"root_port": "root port", "switch": "PCIe switch", "nvswitch": "NVSwitch",
+        label = labels.get(bus) or {"root_port": "root port", "switch": "PCIe switch", "port": "switch port",
+                                    "nvswitch": "NVSwitch",
                                     "nvme": "NVMe", "host_bridge": "host bridge"}.get(kind, kind)
         name = gpu_names.get(bus) or _str(d.get("model")) or \
             " ".join(x for x in (_str(d.get("family")), _str(d.get("label"))) if x)
@@ -608,8 +680,8 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDev
         else:
             roots.append(node)
     for node in nodes.values():
-        node.children = [c for c in node.children if c.kind in _KEEP or any(x.kind in _KEEP for x in _descendants(c))]
-    roots = [r for r in roots if r.kind in _KEEP or any(x.kind in _KEEP for x in _descendants(r))]
+        node.children = [c for c in node.children if _kept(c)]
+    roots = [r for r in roots if _kept(r)]
     for u in _list(section.get("uplinks")):
         u = _dict(u)
         uplink = nodes.get(_str(u.get("id")).lower())
@@ -624,6 +696,11 @@ def read_pcie(facts: Facts, drawing: HostDrawing | None = None, verdict: HostDev
         # own NIC under one switch, which is what GPUDirect RDMA wants): said, not painted.
         uplink.note = ("uplink shared: " if uplink.shared_uplink else "on this switch: ") + ", ".join(names)
     return roots
+
+
+def _kept(node: PcieNode) -> bool:
+    """Drawn: a GPU, NIC, NVSwitch or NVMe, a device a finding faulted, or a branch holding one."""
+    return any(x.kind in _KEEP or x.health for x in [node, *_descendants(node)])
 
 
 def _descendants(node: PcieNode) -> list[PcieNode]:
@@ -842,6 +919,7 @@ def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pic
             outliers=[(visible(o.host), [visible(d) for d in o.differences]) for o in c.outliers],
             representative=visible(representatives.get(c.name, "")), hosts=hosts))
     unclassified = [p for n, p in pages.items() if n not in classified]
+    class_views = nest_fault_classes(class_views, fleet)
 
     summary = fleet.summary
     outcome_order = [o.value for o in reversed(list(Outcome))]  # worst first
@@ -859,6 +937,38 @@ def build_fleet_view(fleet: FleetResult, drift: FleetDiff | None = None, max_pic
         pictures_capped=capped, fabric=[fabric_row(f) for f in fleet.fabric_faults])
 
 
+def nest_fault_classes(views: list[ClassView], fleet: FleetResult) -> list[ClassView]:
+    """Fault classes under their nominal class.  A class whose every member is an outlier of one
+    class (the shape its hardware has when nothing is wrong: verdict/classes.py) is that class's
+    fault class, shown with what differs and the faults that made it differ, never as a bare name
+    with a digest suffix; each nominal class gets the health of all its hosts."""
+    nominal_of: dict[str, tuple[str, list[str]]] = {}  # outlier host -> (its nominal class, differences)
+    for c in fleet.classes:
+        for o in c.outliers:
+            nominal_of[o.host] = (visible(c.name), [visible(d) for d in o.differences])
+    by_name = {v.name: v for v in views}
+    top: list[ClassView] = []
+    for v in views:
+        marks = {nominal_of.get(h.name, ("", []))[0] for h in v.hosts}
+        parent = by_name.get(next(iter(marks))) if len(marks) == 1 and v.hosts else None
+        if parent is None or parent is v:
+            top.append(v)
+            continue
+        v.nominal = parent.name
+        v.difference = nominal_of[v.hosts[0].name][1]
+        v.causes = sorted({f.caused_by_id for h in v.hosts for f in h.findings
+                           if f.id == _OUTLIER and f.caused_by_id})
+        parent.fault_classes.append(v)
+    for v in top:
+        family = [*v.hosts, *(h for fc in v.fault_classes for h in fc.hosts)]
+        v.health = class_health(family)
+        for h in family:
+            h.nominal_class = v.name
+        for fc in v.fault_classes:
+            fc.health = class_health(fc.hosts)
+    return top
+
+
 def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[FindingRow],
                outlier: list[str] | None, detailed: bool, representative: bool) -> HostPage:
     facts = h.facts
@@ -866,13 +976,15 @@ def _host_page(h: JudgedHost, fleet: FleetResult, anchor: str, findings: list[Fi
     worst = max((r.severity for r in findings), key=severity_rank, default="")
     drawing = fleet.drawing(h) if detailed else HostDrawing()
     devices = fleet.devices(h)
+    gpus: list[GpuRow] = _drawn(read_gpus, [], facts, drawing, devices)
+    identity = _drawn(read_identity, [], facts)
     return HostPage(
         name=_str(h.name), anchor=anchor, address=_str(h.address), groups=[_str(g) for g in h.groups],
         health=h.health.state.value, health_reason=_str(h.health.reason), faults_fail=h.health.fail,
         faults_warn=h.health.warn, outcome=_str(h.outcome), reason=_str(h.reason),
         host_class=_str(fleet.class_shown(h)), is_outlier=outlier is not None, outlier_differences=outlier or [],
-        identity=_drawn(read_identity, {}, facts), probes=probes, findings=findings, worst=worst,
-        gpus=_drawn(read_gpus, [], facts, drawing, devices),
+        identity=identity, probes=probes, findings=findings, worst=worst,
+        gpus=gpus, nics=_drawn(read_nics, [], facts), model=gpu_models(gpus), driver=dict(identity).get("Driver", ""),
         levels=_drawn(read_levels, None, facts, devices) if detailed else None,
         nvlink=_drawn(read_nvlink, None, facts, devices) if detailed else None,
         pcie=_drawn(read_pcie, [], facts, drawing, devices) if detailed else [],

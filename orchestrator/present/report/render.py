@@ -24,7 +24,14 @@ from markupsafe import Markup, escape
 
 from orchestrator.facts.textsafe import display_safe
 from orchestrator.present.report import svg
-from orchestrator.present.report.model import FleetView, HostPage, build_fleet_view, hint_groups, level_class
+from orchestrator.present.report.model import (
+    FleetView,
+    HostPage,
+    build_fleet_view,
+    class_health,
+    hint_groups,
+    level_class,
+)
 from orchestrator.store import atomic
 from orchestrator.verdict.changes import FleetDiff
 from orchestrator.verdict.findings import SEVERITY_ORDER, severity_rank
@@ -76,6 +83,8 @@ def _environment() -> Environment:
                       trim_blocks=False, lstrip_blocks=False, finalize=_finalize)
     env.globals["level_class"] = level_class
     env.globals["hint_groups"] = hint_groups
+    env.globals["class_health"] = class_health
+    env.globals["health_rank"] = lambda h: HEALTH_ORDER.index(h) if h in HEALTH_ORDER else len(HEALTH_ORDER)
     env.filters["breakable"] = breakable
     return env
 
@@ -103,10 +112,37 @@ def _pictures(page: HostPage) -> dict[str, Markup]:
     return pics
 
 
+def _class_pictures(view: FleetView, pictures: dict[str, dict[str, Markup]],
+                    anchors: dict[str, str]) -> dict[str, dict[str, Markup]]:
+    """class anchor -> its health chart and its topology pictures (NVLink graph, PCIe tree with the
+    GPU-NIC placement), drawn from its representative: what every member's shape is."""
+    out: dict[str, dict[str, Markup]] = {}
+    for c in [*view.classes, *(fc for top in view.classes for fc in top.fault_classes)]:
+        pics = {k: v for k, v in pictures.get(anchors.get(c.representative, ""), {}).items() if k in ("nvlink", "pcie")}
+        out[c.anchor] = {"health": Markup(svg.health_svg(c.health, f"hosts of {c.name} by health")), **pics}
+    return out
+
+
+def _pages(view: FleetView) -> list[HostPage]:
+    """Every host's page: the classes', their fault classes' and the unclassified."""
+    return [h for c in view.classes for v in (c, *c.fault_classes) for h in v.hosts] + view.unclassified
+
+
+def run_line(view: FleetView) -> str:
+    """What every printed page says in its running header: the run, its date, its playbook."""
+    return " · ".join(x for x in (f"fleetprobe run {view.run_id}", view.started[:10],
+                                  f"playbook {view.playbook}" if view.playbook else "") if x)
+
+
+def _css_string(text: str) -> str:
+    """Text as a CSS string literal: every character but letters, digits, space and . : - _ escaped
+    (\\HHHHHH), so no host- or run-supplied value can end the string, the rule or the <style>."""
+    return '"' + "".join(c if c.isascii() and (c.isalnum() or c in " .:-_") else f"\\{ord(c):06x}" for c in text) + '"'
+
+
 def _broken(view: FleetView) -> list[HostPage]:
     """Hosts that are not healthy, worst health first (the verdict's health)."""
-    pages = [h for c in view.classes for h in c.hosts] + view.unclassified
-    broken = [h for h in pages if h.health != "healthy"]
+    broken = [h for h in _pages(view) if h.health != "healthy"]
     return sorted(broken, key=lambda h: (HEALTH_ORDER.index(h.health) if h.health in HEALTH_ORDER else 0, h.name))
 
 
@@ -115,14 +151,20 @@ def render_report(fleet: FleetResult, drift: FleetDiff | None = None, max_pictur
     from orchestrator import __version__
 
     view = build_fleet_view(fleet, drift, max_pictures=max_pictures)
-    pages = [h for c in view.classes for h in c.hosts] + view.unclassified
+    pages = _pages(view)
+    anchors = {h.name: h.anchor for h in pages}
+    pictures = {h.anchor: _pictures(h) for h in pages}
     css, js = _static()
+    # the run on every printed page (Chromium draws @page margin boxes since 131); generated here,
+    # hashed with the rest of the stylesheet, its text a CSS string that cannot end the rule
+    css += "\n@page { @top-left { content: " + _css_string(run_line(view)) + "; } }\n"
     csp = "; ".join([
         "default-src 'none'", "img-src data:", f"style-src {_csp_hash(css)}", f"script-src {_csp_hash(js)}",
         "base-uri 'none'", "form-action 'none'"])
     return _environment().get_template("report.html.j2").render(
         v=view, version=__version__, css=Markup(css), js=Markup(js), csp=csp,
-        anchors={h.name: h.anchor for h in pages}, pictures={h.anchor: _pictures(h) for h in pages},
+        anchors=anchors, pictures=pictures, class_pictures=_class_pictures(view, pictures, anchors),
+        every_host=sorted(pages, key=lambda h: h.name), run_line=run_line(view),
         broken=_broken(view), rank={s: severity_rank(s) for s in SEVERITY_ORDER}, identity_keys=IDENTITY_KEYS)
 
 

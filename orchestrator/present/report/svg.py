@@ -38,6 +38,27 @@ def _svg(width: float, height: float, kind: str, title: str, body: list[str]) ->
 
 
 # ----------------------------------------------------------------------------------------------
+# A class's health
+
+
+def health_svg(counts: list[tuple[str, int]], title: str = "hosts by health") -> str:
+    """One bar per health (healthy, degraded, failed, not judged), its length the share of the
+    class's hosts, the count written beside it: a class's state at a glance, on paper too."""
+    total = max(sum(n for _, n in counts), 1)
+    bar_x, bar_w, row_h = 90.0, 220.0, 18.0
+    body: list[str] = []
+    for i, (health, n) in enumerate(counts):
+        y = 4 + i * row_h
+        body.append(_el("g", {"class": "hb hb-" + health.replace(" ", "-"), "data-health": health, "data-count": n},
+                        _el("text", {"class": "hb-label", "x": 0.0, "y": y + 12}, text=health),
+                        _el("rect", {"class": "hb-track", "x": bar_x, "y": y + 2, "width": bar_w, "height": row_h - 6}),
+                        _el("rect", {"class": "hb-bar", "x": bar_x, "y": y + 2, "width": bar_w * n / total,
+                                     "height": row_h - 6}),
+                        _el("text", {"class": "hb-count", "x": bar_x + bar_w + 6, "y": y + 12}, text=str(n))))
+    return _svg(bar_x + bar_w + 40, 8 + len(counts) * row_h, "health", title, body)
+
+
+# ----------------------------------------------------------------------------------------------
 # NVLink graph
 
 
