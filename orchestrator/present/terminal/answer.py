@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -103,11 +103,27 @@ _KEYSCAN = re.compile(r"unknown host key for .*?`ssh-keyscan -p (\d+) (\S+) >> (
 KEYSCAN_LISTED = 50  # hosts written into the one ssh-keyscan command; more go through a file
 
 
+# `host skipped (why); pcie skipped (why): judged on what finished` (verdict/health.py's reason)
+_PROBE_PARTS = re.compile(r"^((?:\S+ \w+ \([^()]*\)(?:; |(?=:)|$))+)(.*)$")
+_PROBE_PART = re.compile(r"(\S+) (\w+) \(([^()]*)\)")
+
+
+def _same_why(text: str) -> str:
+    """`host, pcie, nvml skipped (run interrupted ...): ...` where every probe says the same."""
+    m = _PROBE_PARTS.match(text)
+    if not m:
+        return text
+    parts = _PROBE_PART.findall(m[1])
+    if len(parts) < 2 or len({(o, why) for _, o, why in parts}) != 1:
+        return text
+    return f"{', '.join(p for p, _, _ in parts)} {parts[0][1]} ({parts[0][2]}){m[2]}"
+
+
 def _transport_reason(h: JudgedHost) -> str:
     """Why a host without faults is not healthy, without its own name in front, so that hosts
     with one cause share a line."""
     text = h.reason if h.outcome_is_problem and h.reason else (h.health.reason or h.reason or h.outcome)
-    return re.sub(_LABEL.format(name=re.escape(h.name)), "", clean(text, 1000), count=1)
+    return _same_why(re.sub(_LABEL.format(name=re.escape(h.name)), "", clean(text, 1000), count=1))
 
 
 def _keyscan_lines(hosts: list[JudgedHost], width: int | None) -> tuple[list[str], list[JudgedHost]]:
@@ -124,7 +140,7 @@ def _keyscan_lines(hosts: list[JudgedHost], width: int | None) -> tuple[list[str
     lines = []
     for (port, record_to), members in groups.items():
         names = [h.name for h, _ in members]
-        targets = [t for _, t in members]
+        targets = list(dict.fromkeys(t for _, t in members))  # hosts may share an address
         if len(targets) <= KEYSCAN_LISTED:
             command = f"`ssh-keyscan -p {port} {' '.join(targets)} >> {record_to}`"
         else:
@@ -177,7 +193,10 @@ def _head(h: JudgedHost) -> str:
     return head + ": "
 
 
-def host_lines(fleet: FleetResult, hosts: Sequence[JudgedHost], width: int | None) -> list[str]:
+Faults = Mapping[str, Sequence[Fault]]  # host -> its warn/fail faults
+
+
+def host_lines(hosts: Sequence[JudgedHost], faults: Faults, width: int | None) -> list[str]:
     """Each host with its warn/fail faults, two lines a fault; hosts without faults by cause,
     after the hosts of their health with faults (the hosts come worst health first)."""
     lines: list[str] = []
@@ -185,46 +204,49 @@ def host_lines(fleet: FleetResult, hosts: Sequence[JudgedHost], width: int | Non
     for _, same_health in groupby(hosts, key=lambda h: h.health.state):
         causeless = []
         for h in same_health:
-            faults = [f for f in fleet.faults_of(h.name) if f.severity.rank >= severity_rank("warn")]
-            if not faults:
+            if not faults[h.name]:
                 causeless.append(h)
                 continue
             head = _head(h)
-            for i, fault in enumerate(faults):
+            for i, fault in enumerate(faults[h.name]):
                 lines.extend(fault_lines(head if i == 0 else "  + ", fault, hinted, width))
         lines.extend(cause_lines(causeless, width))
     return lines
 
 
-def grouped_lines(fleet: FleetResult, hosts: Sequence[JudgedHost], width: int | None) -> list[str]:
-    """The hosts past the detailed ones: one line per root id with its hosts folded."""
+def grouped_lines(hosts: Sequence[JudgedHost], faults: Faults, width: int | None) -> list[str]:
+    """The hosts with faults past the detailed ones: one line per root id with its hosts folded."""
     by_id: dict[str, list[str]] = {}
-    causeless = []
     for h in hosts:
-        faults = [f for f in fleet.faults_of(h.name) if f.severity.rank >= severity_rank("warn")]
-        if not faults:
-            causeless.append(h)
-        for f in faults:
+        for f in faults[h.name]:
             by_id.setdefault(f"{f.severity.value.upper()} {f.root.id}", []).append(h.name)
     ranked = sorted(by_id.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     lines = [cut(f"{fid} on {fold_names(names)}", width) for fid, names in ranked[:GROUPED_IDS]]
     if len(ranked) > GROUPED_IDS:
         left = ranked[GROUPED_IDS:]
         lines.append(cut(f"{len(left)} more finding id(s) on {len({n for _, ns in left for n in ns})} host(s)", width))
-    return lines + cause_lines(causeless, width)
+    return lines
 
 
 def unhealthy_lines(fleet: FleetResult, width: int | None) -> list[str]:
+    """The unhealthy hosts: the first DETAILED_HOSTS with faults fault by fault, the rest with
+    faults by finding id; those without faults (a transport failure, a Ctrl-C) by cause."""
     hosts = fleet.problem_hosts
     if not hosts:
         return ["No unhealthy hosts."]
+    faults = {h.name: [f for f in fleet.faults_of(h.name) if f.severity.rank >= severity_rank("warn")]
+              for h in hosts}
+    detailed = {h.name for h in hosts if faults[h.name]}
+    rest = [h for h in hosts if faults[h.name]][DETAILED_HOSTS:]
+    detailed -= {h.name for h in rest}
     counts = ", ".join(f"{n} {state}" for state, n in fleet.health_counts.items() if n and state != "healthy")
     head = f"Unhealthy hosts ({counts}): each fault's root, -> what followed; -v shows all whole"
-    lines = [cut(head, width), *host_lines(fleet, hosts[:DETAILED_HOSTS], width)]
-    if len(hosts) > DETAILED_HOSTS:
-        lines.append(cut(f"{len(hosts) - DETAILED_HOSTS} more unhealthy host(s), by finding id "
+    shown = [h for h in hosts if h.name in detailed or not faults[h.name]]
+    lines = [cut(head, width), *host_lines(shown, faults, width)]
+    if rest:
+        lines.append(cut(f"{len(rest)} more unhealthy host(s) with faults, by finding id "
                          "(--findings checks lists each):", width))
-        lines.extend(grouped_lines(fleet, hosts[DETAILED_HOSTS:], width))
+        lines.extend(grouped_lines(rest, faults, width))
     return lines
 
 
@@ -243,14 +265,18 @@ def fabric_lines(fleet: FleetResult, width: int | None) -> list[str]:
 
 
 def notes_line(fleet: FleetResult, width: int | None) -> str:
-    """The info faults in one line: each root id once with its hosts folded."""
+    """The info faults in one line: each root id once with its hosts folded (ids on the same hosts
+    together)."""
     by_id: dict[str, list[str]] = {}
     for fault in fleet.faults():
         if fault.severity.value == "info":
             by_id.setdefault(fault.root.id, []).append(fault.host)
     if not by_id:
         return ""
-    parts = "; ".join(f"{fid} on {fold_names(hosts)}" for fid, hosts in by_id.items())
+    same_hosts: dict[tuple[str, ...], list[str]] = {}  # ids on the very same hosts share their names
+    for fid, hosts in by_id.items():
+        same_hosts.setdefault(tuple(dict.fromkeys(hosts)), []).append(fid)
+    parts = "; ".join(f"{', '.join(ids)} on {fold_names(hosts)}" for hosts, ids in same_hosts.items())
     return wrap(f"Notes (info, --findings checks shows them whole): {parts}", width, "", "  ")
 
 

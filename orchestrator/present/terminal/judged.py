@@ -44,7 +44,7 @@ def _hosts_text(hosts: list[str]) -> str:
 # Why a check did not judge, by kind: the one-line count of the default report (answer.py) names
 # these.  The first matching pattern wins; a reason of several parts is classed by its first.
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("host did not answer", re.compile(r"^(host unreachable|no probe ran)")),
+    ("host not probed", re.compile(r"^(host unreachable|no probe ran)")),
     ("probe not in this run", re.compile(r"probe not in this run")),
     ("no expectation set", re.compile(r"^(no expectation|its stored expectation)")),
     ("too few peers or runs", re.compile(r"too few|needs at least|needs \d")),
