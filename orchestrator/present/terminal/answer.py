@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
+from orchestrator.present.terminal.findings import carried_line, classes_table
 from orchestrator.present.terminal.judged import reason_kind
 from orchestrator.present.terminal.names import fold_names
 from orchestrator.present.terminal.text import clean
@@ -77,9 +78,12 @@ def _health_text(counts: Counter[str]) -> str:
 
 
 def classes_lines(fleet: FleetResult, width: int | None) -> list[str]:
+    """A line per class with its hosts by health; a run that measured no host's shape says so
+    and why (findings.py:classes_table), and hosts showing a carried class are counted."""
+    if not fleet.classes:
+        said = classes_table(fleet, width)
+        return [said] if said else []
     verdicts = class_verdicts(fleet)
-    if not verdicts:
-        return []
     pad = min(40, max(len(clean(v.name, 80)) for v in verdicts))
     head = f"Classes ({len(verdicts)}): healthy hosts fold into their class; -v (or --hosts all) lists every host"
     lines = [cut(head, width)]
@@ -93,7 +97,8 @@ def classes_lines(fleet: FleetResult, width: int | None) -> list[str]:
     if len(singles) > 1:
         names = ", ".join(clean(v.name, 80) for v in singles)
         lines.append(wrap(f"+ {len(singles)} healthy one-host classes: {names}", width, "  ", "    "))
-    return lines
+    carried = carried_line(fleet, width)
+    return lines + ([carried] if carried else [])
 
 
 # --- unhealthy hosts --------------------------------------------------------------------------
