@@ -129,6 +129,7 @@ def test_verbose_and_hosts_all_keep_a_row_per_host(demo: tuple[list[str], FleetR
         assert len(rows) == 1 and h.health.state.value in rows[0].split(), (h.name, rows)
 
 
+@pytest.mark.slow
 def test_10000_hosts_with_10_faults_fit_100_lines(demo: tuple[list[str], FleetResult], tmp_path: Path) -> None:
     lines, _ = demo
     source = _run_dir(lines)

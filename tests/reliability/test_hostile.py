@@ -41,7 +41,7 @@ def _run(tmp_path: Path, hosts: dict[str, dict[str, Any]], *extra: str, probe: s
     inv = inventory(tmp_path / "inventory.yml", hosts)
     results = tmp_path / "results"
     res = run_cli(["run", "-i", str(inv), "--probe", probe, "--results", str(results), "-t", str(timeout_s),
-                   *extra], measure_rss=(tmp_path / "rss") if rss else None)
+                   "--hosts", "all", *extra], measure_rss=(tmp_path / "rss") if rss else None)  # a row per host
     run_dir = only_run_dir(results)
     return res, run_dir, load_fleet(run_dir)
 
