@@ -156,6 +156,7 @@ def add_parsers(sub: Any) -> None:
 
     add_slurm_drain(p)
     views.add_color(p)
+    views.add_detail(p)
     p.set_defaults(func=cmd_merge, show=[], output_dir=None)
     add_collection_parser(sub)
 

@@ -144,6 +144,7 @@ def add_parsers(sub: Any) -> None:
     views.add_show(p)
     views.add_findings_view(p)
     views.add_color(p)
+    views.add_detail(p)
     p.add_argument("-q", "--quiet", action="store_true", help="only unhealthy hosts with their warn/fail faults")
     p.set_defaults(func=cmd_show)
 
@@ -167,6 +168,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     p.add_argument("-q", "--quiet", action="store_true")
     views.add_color(p)
+    views.add_detail(p)
     p.set_defaults(func=cmd_rejudge, show=[])
 
     p = sub.add_parser("report", help="write the self-contained HTML report of a run (default: the latest)")

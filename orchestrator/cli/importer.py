@@ -128,6 +128,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     views.add_show(p, what="detail views", importable_only=True)
     views.add_color(p)
+    views.add_detail(p)
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_import, output_dir=None)
 

@@ -170,7 +170,8 @@ def emit(fleet: FleetResult, args: argparse.Namespace, run_dir: Path, drift: Fle
 
     text = render_fleet_text(fleet, quiet=args.quiet, show=getattr(args, "show", None) or [],
                              by=getattr(args, "findings", None) or "hosts",
-                             colour=wanted(getattr(args, "color", None) or "auto", sys.stdout))
+                             colour=wanted(getattr(args, "color", None) or "auto", sys.stdout),
+                             full=views.full_report(args))
     if not text:
         return  # -q on a healthy fleet: nothing at all, so cron sends no mail
     print(text)
@@ -180,11 +181,13 @@ def emit(fleet: FleetResult, args: argparse.Namespace, run_dir: Path, drift: Fle
 
 
 def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] | None = None,
-                      by: str = "hosts", colour: bool = False) -> str:
-    """The terminal report, fitted to the terminal's width: the hosts table (health first), the
-    `--show` views, the classes, the findings by host (each unhealthy host with its faults) or by
-    check, what was not judged, RECAP; health and severity coloured with `colour`.  With `quiet`
-    the cron report (unhealthy hosts and their warn/fail faults, "" on a healthy fleet)."""
+                      by: str = "hosts", colour: bool = False, full: bool = True) -> str:
+    """The terminal report, fitted to the terminal's width.  Without `full` the answer first
+    (present/terminal/answer.py: RECAP, the classes, the unhealthy hosts, one line of what was not
+    judged), then the `--show` views.  With `full` (-v, --hosts all, --findings checks) the hosts
+    table (one line per host, health first), the `--show` views, the classes, the findings by host
+    or by check, what was not judged, RECAP.  Health and severity coloured with `colour`.  With
+    `quiet` the cron report (unhealthy hosts and their warn/fail faults, "" on a healthy fleet)."""
     from orchestrator.present.terminal.colour import Painter
     from orchestrator.present.terminal.sections import render_views
     from orchestrator.present.terminal.width import terminal_width
@@ -193,6 +196,8 @@ def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] |
     if quiet:
         return quiet_text(fleet, width)
     paint = Painter(colour)
+    if not full and by != "checks":
+        return _answer(fleet, paint, width, show or [])
     out = [paint.column(hosts_table(fleet, width), HEADERS.index("health"))]
     out.extend(render_views(fleet, show or [], width))
     ct = classes_table(fleet, width)
@@ -214,6 +219,17 @@ def render_fleet_text(fleet: FleetResult, quiet: bool = False, show: list[str] |
     if fleet.silenced:
         out.append(f"{len(fleet.silenced)} finding(s) silenced by the playbook")
     out.append(paint.counts(recap(fleet, width)))
+    return "\n\n".join(out)
+
+
+def _answer(fleet: FleetResult, paint: Any, width: int | None, show: list[str]) -> str:
+    """The default report: the answer first, in one screen (answer.py), then any `--show` views."""
+    from orchestrator.present.terminal.answer import answer_text
+    from orchestrator.present.terminal.sections import render_views
+
+    blocks = answer_text(fleet, width, recap(fleet, width))
+    out = [paint.counts(blocks[0]), *(paint.faults(b) for b in blocks[1:])]
+    out.extend(render_views(fleet, show, width))
     return "\n\n".join(out)
 
 
@@ -246,6 +262,7 @@ def add_parser(sub: Any) -> None:
     views.add_show(p, suffix=" (comma list)")
     views.add_findings_view(p)
     views.add_color(p)
+    views.add_detail(p)
     p.add_argument("--html", metavar="FILE", help="write the self-contained HTML report")
     add_output_arguments(p)  # --prometheus, --junit, ... : present/outputs/emit.py's OUTPUT_FILES
     add_guard_arguments(p)

@@ -44,3 +44,22 @@ def add_color(p: Any) -> None:
     p.add_argument("--color", "--colour", choices=MODES, default="auto",
                    help="colour health and severity: auto (default: on a terminal, off when piped or when "
                         "NO_COLOR is set), always, never")
+
+
+HOSTS_SHOWN = ("unhealthy", "all")
+
+
+def add_detail(p: Any) -> None:
+    """Add `-v` and `--hosts unhealthy|all`: the default report is the answer in one screen
+    (healthy hosts folded into their class line); either flag keeps the full report, a table row
+    per host (one line per host when piped, for grep)."""
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="the full report: every host's row, every fault and note whole, what was not judged by reason")
+    p.add_argument("--hosts", choices=HOSTS_SHOWN, default="unhealthy", dest="hosts_shown",
+                   help="unhealthy (default: healthy hosts fold into their class line) or all (a row per host; "
+                        "one line per host when piped)")
+
+
+def full_report(args: argparse.Namespace) -> bool:
+    """Whether the command line asked for the full report rather than the one-screen answer."""
+    return bool(getattr(args, "verbose", False)) or getattr(args, "hosts_shown", None) == "all"

@@ -67,7 +67,7 @@ def test_gpus_view_names_the_host_and_fills_nvlink(results: str) -> None:
 @pytest.mark.parametrize("columns", [80, 200])
 def test_demo_fits_the_terminal_width(tmp_path: Path, columns: int) -> None:
     # a fresh results directory: the drift text (its own layout, issue 16 part A) is not shown
-    r = probe("run", "--results", str(tmp_path), columns=columns)
+    r = probe("run", "--results", str(tmp_path), "-v", columns=columns)  # the full report: the hosts table
     wide = [ln for ln in r.stdout.splitlines() if len(ln) > columns and not ln.startswith("run: ")]
     assert wide == []
     # wrapped, not cut: the unreachable host's advice is there in full
@@ -77,7 +77,7 @@ def test_demo_fits_the_terminal_width(tmp_path: Path, columns: int) -> None:
 
 
 def test_not_a_terminal_means_no_truncation(results: str) -> None:
-    r = probe("run", "--results", results)
+    r = probe("run", "--results", results, "--hosts", "all")  # piped, a row per host
     assert "Red Hat Enterprise Linux 9.4 (Plow)" in r.stdout  # the os column was cut at 30 characters
     long_msgs = [ln for ln in r.stdout.splitlines() if "redirected through the root complex" in ln]
     assert long_msgs, "an ACS finding's message is shown whole on one line"

@@ -27,11 +27,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("demo")
     out = {"tmp": tmp}
     for name, columns in (("tty200", "200"), ("tty80", "80")):
-        r = run_cli(["run", "--results", str(tmp / name), "--html", str(tmp / f"{name}.html"),
+        r = run_cli(["run", "--hosts", "all", "--results", str(tmp / name), "--html", str(tmp / f"{name}.html"),
                      "--prometheus", str(tmp / f"{name}.prom")], env=cli_env(COLUMNS=columns), timeout=180)
         assert r.code == 5, r.stderr
         out[name] = r.stdout
-    piped = run_cli(["run", "--results", str(tmp / "piped")], timeout=180)
+    piped = run_cli(["run", "--hosts", "all", "--results", str(tmp / "piped")], timeout=180)  # a row per host
     out["piped"] = piped.stdout
     js = run_cli(["run", "--results", str(tmp / "json"), "--format", "json"], timeout=180)
     out["json"] = json.loads(js.stdout)

@@ -41,7 +41,7 @@ def test_the_counts_add_up_to_the_hosts_done(tmp_path: Path, argv: list[str], ho
 @pytest.mark.slow
 @pytest.mark.parametrize("limit", ["dgx-h100-0[1:3],this-machine", "dgx-h100-1[0:2]"])
 def test_no_line_is_written_onto_the_progress_line(tmp_path: Path, limit: str) -> None:
-    r = run_on_tty(["run", "-p", "fabric", "-l", limit, "--results", str(tmp_path / "runs")])
+    r = run_on_tty(["run", "-p", "fabric", "-l", limit, "--results", str(tmp_path / "runs"), "-v"])  # the hosts table
     lines = r.lines
     notices = [ln for ln in lines if "fabric [" in ln]
     assert notices, r.raw[:3000]  # the fabric step spoke while the progress line was up

@@ -31,7 +31,7 @@ def _row(lines: list[str], host: str) -> str:
 
 
 def test_a_terminal_gets_health_and_severity_in_colour(demo_run: Path) -> None:
-    r = run_on_tty(["show", "--results", str(demo_run)])
+    r = run_on_tty(["show", "--results", str(demo_run), "-v"])  # the full report: a row per host
     assert r.code == 0, r.raw[-2000:]
     raw_lines = r.raw.replace("\r\n", "\n").split("\n")
     for host, state, colour in [("dgx-h100-04", "failed", RED), ("dgx-h100-11", "degraded", YELLOW),
@@ -45,7 +45,7 @@ def test_a_terminal_gets_health_and_severity_in_colour(demo_run: Path) -> None:
     recap = next(ln for ln in raw_lines if "RECAP" in ln)
     assert f"{RED}failed=" in recap and f"{GREEN}healthy=" in recap
     # the colour takes no column: what the terminal shows is the piped text, laid out the same
-    piped = run_cli(["show", "--results", str(demo_run)], env=cli_env(COLUMNS="120"))
+    piped = run_cli(["show", "--results", str(demo_run), "-v"], env=cli_env(COLUMNS="120"))
     assert [ln.rstrip() for ln in r.lines] == [ln.rstrip() for ln in piped.stdout.splitlines()]
 
 
@@ -70,7 +70,7 @@ def test_no_colour_on_a_terminal_when_asked(demo_run: Path, argv: list[str], env
 ])
 def test_piped_output_is_plain_unless_always(demo_run: Path, argv: list[str], env: dict[str, str],
                                              coloured: bool) -> None:
-    r = run_cli(["show", "--results", str(demo_run), *argv], env=cli_env(**env))
+    r = run_cli(["show", "--results", str(demo_run), "--hosts", "all", *argv], env=cli_env(**env))
     assert r.code == 0 and "RECAP" in r.stdout
     assert bool(_ANY_CODE.search(r.stdout)) is coloured
     if coloured:  # piped and coloured: still one line per host, the health painted in place
@@ -79,7 +79,7 @@ def test_piped_output_is_plain_unless_always(demo_run: Path, argv: list[str], en
 
 @pytest.mark.parametrize("columns", [120, 160, 200, 300])
 def test_why_is_shown_on_a_wide_terminal_before_time_and_outcome(demo_run: Path, columns: int) -> None:
-    lines = run_on_tty(["show", "--results", str(demo_run), "--color", "never"], columns=columns).lines
+    lines = run_on_tty(["show", "--results", str(demo_run), "-v", "--color", "never"], columns=columns).lines
     head = lines[0].split()
     assert head[:4] == ["host", "health", "fail", "warn"] and head[-1] == "why", lines[0]
     assert max(len(ln) for ln in lines) <= columns
@@ -93,7 +93,7 @@ def test_why_is_shown_on_a_wide_terminal_before_time_and_outcome(demo_run: Path,
 
 @pytest.mark.parametrize("columns", [80, 100])
 def test_a_narrow_terminal_drops_why_last(demo_run: Path, columns: int) -> None:
-    lines = run_on_tty(["show", "--results", str(demo_run), "--color", "never"], columns=columns).lines
+    lines = run_on_tty(["show", "--results", str(demo_run), "-v", "--color", "never"], columns=columns).lines
     head = lines[0].split()
     assert max(len(ln) for ln in lines[:lines.index("")]) <= columns  # the hosts table
     assert "why" not in head and "time" not in head and "outcome" not in head

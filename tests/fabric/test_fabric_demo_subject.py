@@ -58,7 +58,7 @@ def test_the_demo_rail_and_path_faults_are_the_fabrics(tmp_path: Path) -> None:
         'action="none"} 24']
     assert 'fleetprobe_host_health{host="dgx-h100-02",health="healthy"} 1' in prom
     # the terminal: a section of its own, each fault once, RECAP counts the fabric beside the hosts
-    text = cli.run("show")
+    text = cli.run("show", "-v")  # the full report: its hosts named five by five
     assert text.returncode == 0, text.stderr
     assert text.stdout.count(RAIL) == 1 and "Fabric faults (2)" in text.stdout
     assert "24 host(s): dgx-h100-01, dgx-h100-02, dgx-h100-03, dgx-h100-04, dgx-h100-05 (+19 more)" in text.stdout

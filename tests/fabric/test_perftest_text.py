@@ -110,7 +110,8 @@ def test_probe_import_reads_a_perftest_output(tmp_path: Path) -> None:
     [host] = json.loads(res.stdout)["hosts"]
     assert host["probes"]["fabric"]["outcome"] == "ok"
     assert [m["value"] for m in host["facts"]["fabric"]["measurements"]] == [195.603]
-    shown = cli.run("import", str(path), "--results", str(tmp_path / "runs"), "--show", "fabric")
+    shown = cli.run("import", str(path), "--results", str(tmp_path / "runs"), "--show", "fabric",
+                    "-v")  # what was not judged, by reason: the full report
     assert "== ib_write_bw_a_hdr_cx6_2node_client_01: fabric" in shown.stdout and "195.6" in shown.stdout, shown.stdout
     # one output of one pair localises nothing: never "passed"
     assert "fabric.host.slow" in shown.stdout or "fabric.* (" in shown.stdout

@@ -63,14 +63,14 @@ def test_audit_without_p2p_passes_no_p2p_case(tmp_path: Path) -> None:
     assert rec["not_judged"]["p2p.bandwidth.low"] == "p2p probe not in this run"
     assert "nvlink.link.down" not in rec["not_judged"]
     # and the terminal: one line per reason, not a silent pass
-    shown = _probe("show", "--results", str(tmp_path / "runs"))
+    shown = _probe("show", "--results", str(tmp_path / "runs"), "-v")  # the block by reason: the full report
     header = "Not judged (these checks did not run: their silence is not a pass):"
     assert header in shown.stdout
     p2p_ids = sum(1 for i in FINDING_IDS if i.startswith("p2p."))
     hosts = len(fleet["hosts"])
     assert f"p2p.* ({p2p_ids - 1} of {p2p_ids}) on {hosts} hosts: p2p probe not in this run" in shown.stdout
     # at 80 columns the block wraps: no line past the width, and a reason keeps its advice whole
-    narrow = _probe("show", "--results", str(tmp_path / "runs"), columns=80).stdout
+    narrow = _probe("show", "--results", str(tmp_path / "runs"), "-v", columns=80).stdout
     block = narrow[narrow.index(header):].split("\n\n")[0].splitlines()
     assert max(len(line) for line in block) <= 80, block
     # every line of the wide block is in the narrow one, whole, reason and advice included

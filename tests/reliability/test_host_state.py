@@ -40,7 +40,7 @@ def _run(tmp_path: Path, hosts: dict[str, dict[str, Any]], probes: list[str], en
          timeout_s: float = 20) -> tuple[Any, Path, dict[str, Any]]:
     inv = inventory(tmp_path / "inventory.yml", hosts)
     results = tmp_path / "results"
-    args = ["run", "-i", str(inv), "--results", str(results), "-t", str(timeout_s)]
+    args = ["run", "-i", str(inv), "--results", str(results), "-t", str(timeout_s), "--hosts", "all"]  # a row per host
     for p in probes:
         args += ["--probe", p]
     res = run_cli(args, env=env)

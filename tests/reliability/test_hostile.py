@@ -41,7 +41,7 @@ def _run(tmp_path: Path, hosts: dict[str, dict[str, Any]], *extra: str, probe: s
     inv = inventory(tmp_path / "inventory.yml", hosts)
     results = tmp_path / "results"
     res = run_cli(["run", "-i", str(inv), "--probe", probe, "--results", str(results), "-t", str(timeout_s),
-                   *extra], measure_rss=(tmp_path / "rss") if rss else None)
+                   "--hosts", "all", *extra], measure_rss=(tmp_path / "rss") if rss else None)  # a row per host
     run_dir = only_run_dir(results)
     return res, run_dir, load_fleet(run_dir)
 
@@ -241,7 +241,7 @@ def test_escape_sequences_never_reach_the_terminal(tmp_path: Path) -> None:
     assert host_record(fleet, "escfail01")["outcome"] == "failed"
     assert_good_host(fleet, "good01")
     # stored runs re-rendered later are just as clean
-    for cmd in (["show", run_dir.name], ["runs"]):
+    for cmd in (["show", run_dir.name], ["show", run_dir.name, "-v"], ["runs"]):
         again = run_cli([*cmd, "--results", str(run_dir.parent)])
         assert again.code in (0, 1, 4, 5), again.stderr
         assert again.stdout and ESC not in again.stdout and ESC not in again.stderr
@@ -304,7 +304,7 @@ def test_path_like_host_names_and_hostname_facts_never_escape_the_run_directory(
     assert len(raw) == len(hosts)  # one directory per host, none merged into another
     assert all("/" not in r and r not in (".", "..") and not r.startswith(".") for r in raw), raw
     # the stored run reads back under the original names
-    shown = run_cli(["show", run_dir.name, "--results", str(results)])
+    shown = run_cli(["show", run_dir.name, "--results", str(results), "--hosts", "all"])  # every host's row
     assert shown.code in (0, 1, 4, 5) and "../../etc/x" in shown.stdout, shown.stderr
 
 

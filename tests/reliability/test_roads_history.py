@@ -333,7 +333,7 @@ def clean_views(shards: tuple[Path, Path]) -> dict[str, str]:
     """What show (JSON and table) and merge print for the undamaged shards."""
     a, b = shards
     show = run_cli(["show", str(a), "--format", "json"], timeout=120)
-    table = run_cli(["show", str(a)], timeout=120)
+    table = run_cli(["show", str(a), "--hosts", "all"], timeout=120)  # every host's row
     merged = run_cli(["merge", str(a), str(b), "--results", str(a.parent / "merged"), "--format", "json"],
                      timeout=300)
     return {"show": show.stdout, "table": table.stdout, "merge": merged.stdout}
@@ -349,7 +349,7 @@ def test_a_wrong_index_or_layout_costs_no_host_and_no_fact(tmp_path: Path, shard
     a = shutil.copytree(shards[0], tmp_path / shards[0].name)
     damage(a)
     show = run_cli(["show", str(a), "--format", "json"], timeout=120)
-    table = run_cli(["show", str(a)], timeout=120)
+    table = run_cli(["show", str(a), "--hosts", "all"], timeout=120)  # every host's row
     merged = run_cli(["merge", str(a), str(shards[1]), "--results", str(tmp_path / "merged"), "--format", "json"],
                      timeout=300)
     diff = run_cli(["diff", str(shards[0]), str(a)], timeout=120)

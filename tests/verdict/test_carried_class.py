@@ -31,7 +31,7 @@ def _classes(run: Path) -> dict[str, str | None]:
 def test_a_partial_run_shows_each_hosts_class_carried_from_its_last_complete_run(tmp_path: Path, case: str) -> None:
     results = tmp_path / "runs"
     probe("run", "-q", *LIMIT, "--results", str(results))
-    partial = probe("run", *LIMIT, *PARTIAL[case], "--results", str(results))
+    partial = probe("run", *LIMIT, *PARTIAL[case], "--results", str(results), "--hosts", "all")  # a row per host
     audit, run = _runs(results)
     measured = _classes(audit)
     assert all(measured.values()) and measured["dgx-h100-04"] != measured["dgx-h100-01"]  # one NVLink down

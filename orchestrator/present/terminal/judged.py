@@ -6,6 +6,7 @@ not in this run"), not 13 ids x 25 hosts.  The states come from verdict/coverage
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from orchestrator.present.terminal.text import clean
@@ -38,6 +39,24 @@ def _hosts_text(hosts: list[str]) -> str:
     if len(hosts) <= _SHOWN_HOSTS:
         return ", ".join(clean(h, 40) for h in hosts)
     return f"{len(hosts)} hosts"
+
+
+# Why a check did not judge, by kind: the one-line count of the default report (answer.py) names
+# these.  The first matching pattern wins; a reason of several parts is classed by its first.
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("host not probed", re.compile(r"^(host unreachable|no probe ran)")),
+    ("probe not in this run", re.compile(r"probe not in this run")),
+    ("no expectation set", re.compile(r"^(no expectation|its stored expectation)")),
+    ("too few peers or runs", re.compile(r"too few|needs at least|needs \d")),
+    ("platform unsupported", re.compile(r"^\S+ unsupported")),
+    ("not readable there", re.compile(r"not readable|neither|^no |unreadable|not run")),
+)
+
+
+def reason_kind(reason: str) -> str:
+    """`probe not in this run`, `no expectation set`, ...: what kind of gap a not-judged reason is."""
+    first = reason.split("; ", 1)[0]
+    return next((kind for kind, pattern in _KINDS if pattern.search(first)), "other")
 
 
 def not_judged_lines(fleet: FleetResult) -> list[str]:
