@@ -18,6 +18,7 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
+from orchestrator.facts.normalize import nvlink as nvlink_normalize
 from orchestrator.facts.normalize.budget import MAX_GPUS
 from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
@@ -451,27 +452,24 @@ def _gpu_matrices(p: Parsed, listed: list[dict[str, Any]]) -> tuple[Any, dict[st
 
 
 def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """nvlink -s / -c (and topo -m's NV#) -> what the nvlink probe would have sent -> its normalizer.
+    Text cannot see remote ends: the payload says so (`remote_ends: false`), so pairs and switches
+    stay unknown; NV# comes from topo -m as printed."""
     if not p.nvlink and not (p.topo and any(c and c.startswith("NV") for r in p.topo.matrix for c in r)):
         return None
     bus = {g["index"]: g["bus_id"] for g in (gpus or {}).get("list", [])}
     merged = _merge_nvlink_reports(p.nvlink, bus)
-    out_gpus = [_nvlink_gpu(merged[key]) for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6))]
-    nv = _topo_nv(p.topo, out_gpus, bus) if p.topo else None
-    ups = [g["links_up"] for g in out_gpus]
-    totals = [g["links_total"] for g in out_gpus]
-    section: dict[str, Any] = {
-        "supported": True if (any(u for u in ups if u) or (nv and any(x for r in nv for x in r))
-                              or any(e["all_inactive"] for e in merged.values())) else None,
-        "order": [g["bus_id"] for g in out_gpus],
-        "gpus": out_gpus,
-        "pairs": None,
-        "pairs_unknown": "text does not tell direct GPU links from NVSwitch paths",
-        "nvswitches": None,
-        "nvswitches_unknown": "NVSwitches are not listed in nvidia-smi text",
-        "nv": nv,
-        "links_up_total": sum(u for u in ups if u is not None) if ups and None not in ups else None,
-        "links_total": sum(t for t in totals if t is not None) if totals and None not in totals else None,
-    }
+    raw = [_nvlink_gpu(merged[key]) for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6))]
+    if p.topo:
+        raw += _topo_only_gpus(p.topo, raw, bus)
+    section = dict(nvlink_normalize.normalize({"gpus": raw, "remote_ends": False}))
+    section.pop("driver_version", None)  # nvlink -s does not print it (the gpus section has it from -q)
+    nv = _topo_nv(p.topo, raw) if p.topo else None
+    section["nv"] = nv
+    if not section["supported"]:
+        # no link listed: NVLink is known present only from topo -m's NV# or NVML's "all inActive"
+        section["supported"] = True if (nv and any(x for r in nv for x in r)) or any(
+            e["all_inactive"] for e in merged.values()) else None
     if not p.nvlink:
         section["gpus_unknown"] = "per-link state needs nvidia-smi nvlink -s; only topo -m NV# was imported"
     low = ["version", "remote_bus_id", "remote_type", "errors", "pairs", "nvswitches"]
@@ -501,7 +499,7 @@ def _merge_nvlink_reports(reports: list[NvlinkReport], bus: dict[Any, Any]) -> d
 
 
 def _nvlink_link(n: Any, d: dict[str, Any]) -> dict[str, Any]:
-    """One merged link in the live probe's link shape, what text cannot say null with its reason."""
+    """One merged link as the nvlink probe sends a link; what text cannot say is null with its reason."""
     unknown = {"version": "nvidia-smi nvlink -s does not print it",
                "remote_bus_id": "not in nvlink -s/-c text (needs nvlink -R)",
                "remote_type": "not in nvlink -s/-c text", "errors": "not in nvlink -s/-c text (needs -e)"}
@@ -511,62 +509,54 @@ def _nvlink_link(n: Any, d: dict[str, Any]) -> dict[str, Any]:
     for c in CAP_KEYS.values():
         if c not in caps:
             unknown[c] = "capabilities not imported (nvlink -c)"
-    rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
-                "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
-                "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
-                "errors": None, "unknown": unknown}
     # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
-    rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
-    rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
-    return rec_link
+    return {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], **{c: caps.get(c) for c in CAP_KEYS.values()},
+            "unknown": unknown}
 
 
 def _nvlink_gpu(e: dict[str, Any]) -> dict[str, Any]:
-    """One merged GPU's record; link counts the text does not establish are null with the reason."""
+    """One merged GPU as the nvlink probe sends it; where the text lists only part of its links the
+    reason goes in `unknown`, which the normalizer reads to leave the counts null."""
     links = [_nvlink_link(n, e["links"][n]) for n in sorted(e["links"])]
     states = [lk["state"] for lk in links]
-    rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
-           "links_total": len(links), "links_up": states.count("up"),
-           "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
-           "links": links,
-           "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
+    unknown: dict[str, Any] = {"version": "nvidia-smi nvlink -s does not print it"}
     if e["bus_id"] is None:
-        rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+        unknown["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
     if e["all_inactive"] and not links:
         # NVML printed only "all links are inActive": none is up, but how many exist is not said.
-        rec["links_total"], rec["inactive"] = None, None
-        rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+        unknown["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
     if e.get("partial") and links:
         # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
-        rec["links_total"] = None
-        rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
-                                         "the rest)")
+        unknown["links_total"] = f"partial listing ({len(links)} link lines; the paste elided or cut the rest)"
     if states and all(s is None for s in states):
         # -c lists links but not their state: nothing about up/down may be concluded.
-        rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
-        rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
+        unknown["links_up"] = unknown["links_total"] = (
             f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
-    return rec
+    return {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"], "links": links,
+            "unknown": unknown}
 
 
-def _topo_nv(topo: TopoMatrix, out_gpus: list[dict[str, Any]], bus: dict[Any, Any]) -> list[list[int | None]]:
-    """topo -m's NV# per GPU pair; appends a record (links unknown) to `out_gpus` for every GPU
-    of topo -m that nvlink -s did not list."""
-    # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
-    # topo -m gets a record, its links unknown where nvlink -s did not list it.
-    have = {g["index"] for g in out_gpus}
+def _topo_only_gpus(topo: TopoMatrix, listed: list[dict[str, Any]], bus: dict[Any, Any]) -> list[dict[str, Any]]:
+    """A record (links unknown) for every GPU of topo -m that nvlink -s did not list: `nv` is indexed
+    like `order` and `gpus`, the shape the live probe writes."""
+    have = {g["index"] for g in listed}
+    out = []
     for d in topo.gpus:
         k = int_or_none(d.label[3:], INDEX)
         if k is not None and k < MAX_GPUS and k not in have:
-            out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
-                             "links_up": None, "inactive": None, "version": None, "links": [],
-                             "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
-                                         "links_up": "not in the imported nvlink -s text",
-                                         "version": "nvidia-smi nvlink -s does not print it"}})
+            have.add(k)
+            out.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links": [],
+                        "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
+                                    "links_up": "not in the imported nvlink -s text",
+                                    "version": "nvidia-smi nvlink -s does not print it"}})
+    return out
+
+
+def _topo_nv(topo: TopoMatrix, gpus: list[dict[str, Any]]) -> list[list[int | None]]:
+    """topo -m's NV# per GPU pair, row i for gpus[i] (named by its `index`, as a live run's); a GPU
+    whose `GPU n:` header was cropped from nvlink -s has no index and so no NV# row."""
     topo_labels = {d.label for d in topo.gpus}
-    # row i of `nv` is gpus[i] (named by its `index`, as a live run's); a GPU whose `GPU n:`
-    # header was cropped from nvlink -s has no index and so no NV# row
-    labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
+    labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in gpus]
     return [[_nv(topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
              for b in labels] for a in labels]
 
