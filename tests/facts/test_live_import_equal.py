@@ -1,0 +1,85 @@
+"""One writer per facts section (issue 48 item 5): the text nvidia-smi prints about a simulated
+machine, imported, gives the same facts as that machine's live probe, for every field both see.
+
+The live side is the nvlink probe's data of demo machines (orchestrator/demo/recordings: the real
+probe run on the simulated NVML) through the normalizers; the text side is what nvidia-smi prints
+from the same NVML answers (orchestrator/simulate/smi_text.py: `nvlink -s`, `nvlink -c`, a CSV
+query for the bus ids), read by `probe import`'s parser.  Every field of either section is listed
+below as seen by both, or by one side only, so a field that appears on one side unlisted fails.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from orchestrator.facts.normalize import normalize_host
+from orchestrator.facts.textparse import import_texts
+from orchestrator.simulate import smi_text
+from tests.support.collected import RECORDINGS
+
+# NVSwitch with two links down, direct hybrid cube mesh, workstation bridges, PCI domains (GB200), 7 GPUs
+MACHINES = ["dgx-h100-04", "dgx1-v100-01", "ws-a6000-01", "gb200-01", "b300-01"]
+
+SECTION_BOTH = {"supported", "order", "gpus", "links_total", "links_up_total"}
+# NVML's remote ends (pairs, switches and the NV# they make) and the driver are not in nvlink -s/-c
+SECTION_LIVE_ONLY = {"pairs", "nvswitches", "nv", "driver_version"}
+SECTION_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields",
+                     "pairs_unknown", "nvswitches_unknown"}
+GPU_BOTH = {"index", "bus_id", "uuid", "name", "links_total", "links_up", "inactive", "lost", "links"}
+GPU_ONE_SIDE = {"version", "unknown"}  # the NVLink version is NVML's; text names why it is missing
+LINK_BOTH = {"link", "state", "p2p_supported", "sysmem_access", "p2p_atomics"}
+LINK_LIVE_ONLY = {"version", "remote_bus_id", "remote_type", "errors"}
+# speed as nvlink -s prints it; nvlink -c capabilities NVML's probe does not read
+LINK_TEXT_ONLY = {"speed_gbps", "sysmem_atomics", "sli_supported", "link_supported"}
+
+
+def _recorded(machine: str, probe: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RECORDINGS / machine / f"{probe}.json").read_text())["data"]
+    return data
+
+
+def _live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = _recorded(machine, "nvlink")
+    live = normalize_host({"nvlink": raw})[0]["nvlink"]
+    texts = [("nvlink-s.txt", smi_text.nvlink_status(raw)), ("nvlink-c.txt", smi_text.nvlink_caps(raw)),
+             ("query.csv", smi_text.gpu_query_csv(raw))]
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts["nvlink"]
+
+
+def _pick(d: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: d.get(k) for k in sorted(keys)}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_imported_nvlink_text_equals_the_live_nvlink_facts(machine: str) -> None:
+    live, text = _live_and_text(machine)
+    assert set(live) == SECTION_BOTH | SECTION_LIVE_ONLY
+    # text keeps pairs, switches, NV# null (NV# is topo -m's where imported); nvlink -s names no driver
+    assert set(text) == SECTION_BOTH | SECTION_TEXT_ONLY | SECTION_LIVE_ONLY - {"driver_version"}
+    assert text["pairs"] is None and text["nvswitches"] is None and text["nv"] is None
+    assert _pick(text, SECTION_BOTH - {"gpus"}) == _pick(live, SECTION_BOTH - {"gpus"})
+    assert len(text["gpus"]) == len(live["gpus"]) > 0
+    for lg, tg in zip(live["gpus"], text["gpus"], strict=True):
+        assert set(lg) == set(tg) == GPU_BOTH | GPU_ONE_SIDE
+        assert _pick(tg, GPU_BOTH - {"links"}) == _pick(lg, GPU_BOTH - {"links"}), lg["index"]
+        assert len(tg["links"]) == len(lg["links"]) > 0
+        for ll, tl in zip(lg["links"], tg["links"], strict=True):
+            assert set(ll) == LINK_BOTH | LINK_LIVE_ONLY | {"unknown"}
+            assert set(tl) == LINK_BOTH | LINK_LIVE_ONLY | LINK_TEXT_ONLY | {"unknown"}
+            assert _pick(tl, LINK_BOTH) == _pick(ll, LINK_BOTH), (lg["index"], ll["link"])
+            # what text cannot see is null there and named as unknown, never a guess
+            assert all(tl[k] is None for k in LINK_LIVE_ONLY) and set(tl["unknown"]) >= LINK_LIVE_ONLY
+            assert tl["speed_gbps"] if tl["state"] == "up" else tl["speed_gbps"] is None
+
+
+def test_the_machines_cover_links_down_direct_links_and_switches() -> None:
+    """The set above is not all alike: a down link, direct GPU pairs and NVSwitch fabrics."""
+    lives = {m: _live_and_text(m)[0] for m in MACHINES}
+    assert any(g["inactive"] for live in lives.values() for g in live["gpus"])
+    assert any(live["pairs"] for live in lives.values()) and any(live["nvswitches"] for live in lives.values())
+    assert any(b and not b.startswith("0000:") for live in lives.values() for b in live["order"])
