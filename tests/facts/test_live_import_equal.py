@@ -3,7 +3,7 @@ machine, imported, gives the same facts as that machine's live probe, for every 
 
 The live side is the nvlink probe's data of demo machines (orchestrator/demo/recordings: the real
 probe run on the simulated NVML) through the normalizers; the text side is what nvidia-smi prints
-from the same NVML answers (orchestrator/simulate/smi_text.py: `nvlink -s`, `nvlink -c`, a CSV
+from the same NVML answers (orchestrator/simulate/textout.py: `nvlink -s`, `nvlink -c`, a CSV
 query for the bus ids), read by `probe import`'s parser.  Every field of either section is listed
 below as seen by both, or by one side only, so a field that appears on one side unlisted fails.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.facts.textparse import import_texts
-from orchestrator.simulate import smi_text
+from orchestrator.simulate import textout
 from tests.support.collected import RECORDINGS
 
 # NVSwitch with two links down, direct hybrid cube mesh, workstation bridges, PCI domains (GB200), 7 GPUs
@@ -44,8 +44,8 @@ def _recorded(machine: str, probe: str) -> dict[str, Any]:
 def _live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
     raw = _recorded(machine, "nvlink")
     live = normalize_host({"nvlink": raw})[0]["nvlink"]
-    texts = [("nvlink-s.txt", smi_text.nvlink_status(raw)), ("nvlink-c.txt", smi_text.nvlink_caps(raw)),
-             ("query.csv", smi_text.gpu_query_csv(raw))]
+    texts = [("nvlink-s.txt", textout.nvlink_status(raw)), ("nvlink-c.txt", textout.nvlink_caps(raw)),
+             ("query.csv", textout.gpu_query_csv(raw))]
     host = import_texts(texts)
     assert set(host.outcomes.values()) == {"ok"}, host.outcomes
     return live, host.facts["nvlink"]
@@ -83,3 +83,71 @@ def test_the_machines_cover_links_down_direct_links_and_switches() -> None:
     assert any(g["inactive"] for live in lives.values() for g in live["gpus"])
     assert any(live["pairs"] for live in lives.values()) and any(live["nvswitches"] for live in lives.values())
     assert any(b and not b.startswith("0000:") for live in lives.values() for b in live["order"])
+
+
+# -- nic and kmsg: ibstat and dmesg of the same machines ---------------------------------------------
+
+# dgx-h100-16/17 log an Xid; ws-a6000-01 has no HCA (no nic section either way)
+HEALTH_MACHINES = [*MACHINES, "dgx-h100-16", "dgx-h100-17"]
+NIC_BOTH = {"devices", "infiniband_present"}
+# the peer-memory module and the net interfaces are not in ibstat: text names them unknown
+NIC_LIVE_ONLY = {"gdr", "netdevs"}
+NIC_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields", "unknown"}
+HCA_BOTH = {"name", "hca_type", "model", "fw_ver", "node_guid", "sys_image_guid", "ports"}
+HCA_LIVE_ONLY = {"bus_id", "board_id", "driver"}  # sysfs's; ibstat prints none of them
+PORT_BOTH = {"port", "state", "phys_state", "rate_gbps", "link_layer", "port_guid"}
+# sysfs's rate reads "400 Gb/sec (4X NDR)", ibstat's "400": both give rate_gbps; counters and the
+# port's net interface are sysfs's (null in text)
+PORT_ONE_SIDE = {"rate", "counters", "hw_counters", "netdev"}
+KMSG_BOTH = {"readable", "unreadable_reason", "attempts", "events", "truncated"}
+# which boot, when it began and who read it are /dev/kmsg's; dmesg prints the lines only.  The
+# recording keeps the lines the probe kept, not every line it scanned: lines_scanned is the live one's
+KMSG_LIVE_ONLY = {"boot_id", "boot_time", "uid", "lines_scanned", "source"}
+KMSG_TEXT_ONLY = {"origin", "source_files", "confidence", "low_confidence_fields"}
+
+
+def _health(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    nic, kmsg = _recorded(machine, "nic"), _recorded(machine, "kmsg")
+    live = normalize_host({"nic": nic, "kmsg": kmsg})[0]
+    texts = [("dmesg.txt", textout.dmesg(kmsg))]
+    if nic["infiniband"]:
+        texts.append(("ibstat.txt", textout.ibstat(nic["infiniband"])))
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts
+
+
+@pytest.mark.parametrize("machine", HEALTH_MACHINES)
+def test_imported_ibstat_equals_the_live_nic_facts(machine: str) -> None:
+    live, text = _health(machine)
+    if not live["nic"]["devices"]:
+        assert "nic" not in text  # an empty ibstat is not a host without HCAs: nothing imported
+        return
+    nic = text["nic"]
+    assert set(live["nic"]) == NIC_BOTH | NIC_LIVE_ONLY and set(nic) == NIC_BOTH | NIC_LIVE_ONLY | NIC_TEXT_ONLY
+    assert nic["gdr"] is None and "netdevs" in nic["unknown"]
+    assert len(nic["devices"]) == len(live["nic"]["devices"])
+    for ld, td in zip(live["nic"]["devices"], nic["devices"], strict=True):
+        assert set(ld) == set(td) == HCA_BOTH | HCA_LIVE_ONLY
+        assert _pick(td, HCA_BOTH - {"ports"}) == _pick(ld, HCA_BOTH - {"ports"})
+        assert all(td[k] is None for k in HCA_LIVE_ONLY)
+        for lp, tp in zip(ld["ports"], td["ports"], strict=True):
+            assert set(lp) == set(tp) == PORT_BOTH | PORT_ONE_SIDE
+            assert _pick(tp, PORT_BOTH) == _pick(lp, PORT_BOTH)
+            assert tp["netdev"] is None
+
+
+@pytest.mark.parametrize("machine", HEALTH_MACHINES)
+def test_imported_dmesg_equals_the_live_kmsg_facts(machine: str) -> None:
+    live, text = _health(machine)
+    kmsg = text["kmsg"]
+    assert set(live["kmsg"]) == KMSG_BOTH | KMSG_LIVE_ONLY
+    assert set(kmsg) == KMSG_BOTH | KMSG_LIVE_ONLY | KMSG_TEXT_ONLY
+    assert _pick(kmsg, KMSG_BOTH) == _pick(live["kmsg"], KMSG_BOTH)
+    assert kmsg["boot_id"] is None and kmsg["uid"] is None and kmsg["source"] == "text"
+
+
+def test_the_health_machines_hold_events_and_hcas() -> None:
+    lives = [_health(m)[0] for m in HEALTH_MACHINES]
+    assert any(live["kmsg"]["events"] for live in lives)
+    assert sum(1 for live in lives if live["nic"]["devices"]) >= 3
