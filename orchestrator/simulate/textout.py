@@ -120,3 +120,37 @@ def ibstatus(devices: list[dict[str, Any]]) -> str:
 def dmesg(kmsg: dict[str, Any]) -> str:
     """`dmesg` of the kmsg probe's lines: seconds since boot in brackets, then the message."""
     return "".join(f"[{float(ln['t']):12.6f}] {ln['msg']}\n" for ln in kmsg.get("lines") or [])
+
+
+TOPO_LEGEND = """
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def _topo_cell(value: Any) -> str:
+    return " X " if value == "X" else str(value) if value is not None else "N/A"
+
+
+def topo_matrix(topology: dict[str, Any]) -> str:
+    """`nvidia-smi topo -m` of a host's topology (NVML's matrix: the merged section a live run
+    writes), tab-separated as nvidia-smi prints it, with its legend and NIC legend."""
+    devices = topology["devices"]
+    gpu = [d["kind"] == "gpu" for d in devices]
+    rows = ["\t" + "\t".join(d["name"] for d in devices) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for i, d in enumerate(devices):
+        cells = [_topo_cell(v) for v in topology["matrix"][i]]
+        if gpu[i]:
+            numa = d.get("numa")
+            cells += [d.get("cpu_affinity") or "N/A", "N/A" if numa is None else str(numa), "N/A"]
+        rows.append(d["name"] + "\t" + "\t".join(cells))
+    nics = [d for d in devices if d["kind"] == "nic"]
+    legend = ["", "NIC Legend:", ""] + [f"  {d['name']}: {d.get('label')}" for d in nics] if nics else []
+    return "\n".join(rows) + "\n" + TOPO_LEGEND + "\n".join(legend) + "\n"

@@ -151,3 +151,35 @@ def test_the_health_machines_hold_events_and_hcas() -> None:
     lives = [_health(m)[0] for m in HEALTH_MACHINES]
     assert any(live["kmsg"]["events"] for live in lives)
     assert sum(1 for live in lives if live["nic"]["devices"]) >= 3
+
+
+# -- topology: nvidia-smi topo -m of the same machines ---------------------------------------------
+
+TOPO_BOTH = {"devices", "matrix"}
+# live: which probe gave each cell (nvlink, nvml, pcie); text: every cell "text"
+TOPO_ONE_SIDE = {"source"}
+TOPO_TEXT_ONLY = {"origin", "source_files", "confidence", "low_confidence_fields", "legend_style",
+                  "nearest_gpus_by_cpu", "notes"}
+GPU_DEVICE_BOTH = {"name", "kind", "bus_id", "cpu_affinity", "numa"}  # bus ids from the CSV query
+NIC_DEVICE_BOTH = {"name", "kind", "label"}
+NIC_DEVICE_LIVE_ONLY = {"bus_id"}  # topo -m names a NIC by its label only: null in text
+DEVICE_TEXT_ONLY = {"gpu_numa_id", "unknown"}  # topo -m's own column; text's reasons
+
+
+@pytest.mark.parametrize("machine", [*MACHINES, "dgx-h100-16"])
+def test_imported_topo_m_equals_the_live_topology(machine: str) -> None:
+    env = {p: _recorded(machine, p) for p in ("nvml", "nvlink", "pcie")}
+    live = normalize_host(env)[0]["topology"]
+    texts = [("topo.txt", textout.topo_matrix(live)), ("query.csv", textout.gpu_query_csv(env["nvlink"]))]
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    text = host.facts["topology"]
+    assert set(live) == TOPO_BOTH | TOPO_ONE_SIDE and set(text) == TOPO_BOTH | TOPO_ONE_SIDE | TOPO_TEXT_ONLY
+    assert text["matrix"] == live["matrix"]
+    assert {c for row in text["source"] for c in row} == {"self", "text"}
+    assert len(text["devices"]) == len(live["devices"]) > 0
+    for ld, td in zip(live["devices"], text["devices"], strict=True):
+        both, live_only = (GPU_DEVICE_BOTH, set()) if ld["kind"] == "gpu" else (NIC_DEVICE_BOTH, NIC_DEVICE_LIVE_ONLY)
+        assert set(ld) == both | live_only and set(td) - DEVICE_TEXT_ONLY == both | live_only
+        assert _pick(td, both) == _pick(ld, both)
+        assert all(td[k] is None and k in td["unknown"] for k in live_only)
