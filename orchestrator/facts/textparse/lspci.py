@@ -88,6 +88,15 @@ class _Ctx:
 _TOP = _Ctx(-1, -1, None, "")
 
 
+def _describe_leaf(node: TreeNode, desc: str) -> None:
+    """A device's name as the tree draws it, with its [vendor:device] ids where -nn printed them."""
+    if desc:
+        ids = _IDS.search(desc)
+        if ids:
+            node.vendor_id, node.device_id = ids.group(1).lower(), ids.group(2).lower()
+        node.description = desc
+
+
 def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
@@ -162,12 +171,7 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
                     node.description = rest.strip(" -") or None
                     break
                 continue
-            desc = line[i:].strip()
-            if desc:
-                ids = _IDS.search(desc)
-                if ids:
-                    node.vendor_id, node.device_id = ids.group(1).lower(), ids.group(2).lower()
-                node.description = desc
+            _describe_leaf(node, line[i:].strip())
             break
     if not nodes:
         raise TextParseError("no devices found: not lspci -t output", source, 1)
