@@ -540,7 +540,7 @@ def _topo_only_gpus(topo: TopoMatrix, listed: list[dict[str, Any]], bus: dict[An
     """A record (links unknown) for every GPU of topo -m that nvlink -s did not list: `nv` is indexed
     like `order` and `gpus`, the shape the live probe writes."""
     have = {g["index"] for g in listed}
-    out = []
+    out: list[dict[str, Any]] = []
     for d in topo.gpus:
         k = int_or_none(d.label[3:], INDEX)
         if k is not None and k < MAX_GPUS and k not in have:
