@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.present.terminal.topo import LEGEND
+
 # The per-link speed `nvlink -s` prints, by NVLink version (as printed in the published captures:
 # V100 25.781, A100 25.000, H100 26.562, GB200/B300 53.125; a 3.x bridge between workstation cards 14.062).
 SPEED_BY_VERSION = {"2.0": "25.781", "2.2": "25.781", "3.0": "25.000", "3.1": "14.062", "4.0": "26.562",
@@ -122,17 +124,8 @@ def dmesg(kmsg: dict[str, Any]) -> str:
     return "".join(f"[{float(ln['t']):12.6f}] {ln['msg']}\n" for ln in kmsg.get("lines") or [])
 
 
-TOPO_LEGEND = """
-Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
-"""
+# nvidia-smi's legend is the terminal view's without its own "?" (unknown) line
+TOPO_LEGEND = "\n" + LEGEND.rsplit("\n", 1)[0] + "\n"
 
 
 def _topo_cell(value: Any) -> str:

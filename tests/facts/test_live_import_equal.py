@@ -1,11 +1,13 @@
-"""One writer per facts section (issue 48 item 5): the text nvidia-smi prints about a simulated
-machine, imported, gives the same facts as that machine's live probe, for every field both see.
+"""One writer per facts section (issue 48 item 5): the text a simulated machine's tools print,
+imported, gives the same facts as that machine's live probes, for every field both can see.
 
-The live side is the nvlink probe's data of demo machines (orchestrator/demo/recordings: the real
-probe run on the simulated NVML) through the normalizers; the text side is what nvidia-smi prints
-from the same NVML answers (orchestrator/simulate/textout.py: `nvlink -s`, `nvlink -c`, a CSV
-query for the bus ids), read by `probe import`'s parser.  Every field of either section is listed
-below as seen by both, or by one side only, so a field that appears on one side unlisted fails.
+The live side is the probes' data of demo machines (orchestrator/demo/recordings: the real probes
+run on the simulated NVML, sysfs and /dev/kmsg) through the normalizers; the text side is what
+the tools print from the same sources (orchestrator/simulate/textout.py: `nvidia-smi nvlink -s`
+and `-c` with a CSV query for the bus ids, `nvidia-smi topo -m`, `ibstat`, `dmesg`), read by
+`probe import`'s parser, which hands the nvlink, nic and kmsg normalizers the probe's shape.
+Every field of either section is listed below as seen by both, or by one side only, so a field
+that appears on one side unlisted fails.
 """
 
 from __future__ import annotations
