@@ -38,6 +38,8 @@ _VENDORS = {NVIDIA: "NVIDIA", 0x15B3: "Mellanox", 0x14E4: "Broadcom", 0x8086: "I
 _VIRTUAL_HOST_BRIDGES = {(0x8086, 0x1237): "QEMU i440FX host bridge", (0x8086, 0x29C0): "QEMU Q35 host bridge"}
 _VIRTUAL_VENDORS = {0x1AF4: "virtio device", 0x1B36: "QEMU device", 0x1414: "Hyper-V device",
                     0x15AD: "VMware device", 0x1234: "QEMU/Bochs display"}
+PORT_TYPES = _PORT_TYPES  # the PCIe capability's port type codes, for sources that print the name
+ACS_BITS = _ACS_BITS
 LEVEL_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 HEADER_ONLY = "needs root: config space beyond 64 bytes"
 
@@ -112,7 +114,9 @@ def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
 def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
     acs = cfg.get("acs")
     if isinstance(acs, dict) and "unknown" in acs:
-        return None, HEADER_ONLY if int(cfg.get("length") or 0) <= 64 else str(acs["unknown"])
+        # no length: not read from config space (a text import), so the reason is the source's own
+        length = cfg.get("length")
+        return None, HEADER_ONLY if isinstance(length, int) and length <= 64 else str(acs["unknown"])
     if "unreadable" in cfg:
         return None, str(cfg["unreadable"])
     if not isinstance(acs, dict):
@@ -130,17 +134,24 @@ def _acs_bits(cap: Any, ctl: Any) -> tuple[tuple[str, ...], tuple[str, ...], boo
 
 @_per_fleet
 def _kind(vendor_id: Any, class_id: Any) -> str:
-    """The device kind from the raw vendor and class ids (before bridges get their roles)."""
+    """The device kind from the raw vendor and class ids (before bridges get their roles).
+
+    sysfs gives six hex digits (class, subclass, prog-if); a text import may give four (lspci -nn
+    prints `[0302]` without the prog-if): there the subclass decides, as NVIDIA's only 0680
+    functions are NVSwitches and 0108 is the NVMe subclass."""
     vendor, cls = _hex(vendor_id), _hex(class_id)
     if cls is None:
         return "other"
+    prog_if_known = len(str(class_id).removeprefix("0x")) > 4
+    if not prog_if_known:
+        cls <<= 8
     if vendor == NVIDIA and cls >> 8 in (0x0300, 0x0302):
         return "gpu"
-    if vendor == NVIDIA and cls == 0x068000:
+    if vendor == NVIDIA and (cls == 0x068000 or (not prog_if_known and cls >> 8 == 0x0680)):
         return "nvswitch"
     if cls >> 8 in (0x0200, 0x0207):
         return "nic"
-    if cls == 0x010802:
+    if cls == 0x010802 or (not prog_if_known and cls >> 8 == 0x0108):
         return "nvme"
     if cls >> 8 == 0x0600:
         return "host_bridge"
@@ -204,7 +215,9 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     numa = _int(raw.get("numa_node"))
     pcie = cfg.get("pcie")
     port_type, port_unknown = None, None
-    if isinstance(pcie, dict) and "unknown" not in pcie:
+    if isinstance(pcie, dict) and pcie.get("port_type", -1) is None:
+        port_unknown = str(pcie.get("port_type_unknown") or "port type not read")  # a text import without it
+    elif isinstance(pcie, dict) and "unknown" not in pcie:
         port_type = _PORT_TYPES.get(int(pcie.get("port_type", -1)), "other")
     elif isinstance(pcie, dict):
         port_unknown = HEADER_ONLY
@@ -214,7 +227,9 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     rdma = [str(x) for x in raw.get("rdma") or []]
     netdevs = [str(x) for x in raw.get("netdevs") or []]
     vendor, cls = raw.get("vendor"), raw.get("class")
-    kind = _kind(vendor, cls)
+    # a text import without a class code gives the kind its device name says, or None (unknown)
+    by_name = cls is None and "name_kind" in raw
+    kind = raw["name_kind"] if by_name else _kind(vendor, cls)
     d: dict[str, Any] = {
         "bdf": bdf,
         "vendor": vendor, "device": raw.get("device"),
@@ -236,8 +251,10 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
         "link": _link(raw, cfg),
         "acs": acs,
         "acs_unknown": acs_unknown,
-        "vf": bool(raw.get("vf")),
+        "vf": None if raw.get("vf", False) is None else bool(raw.get("vf")),  # None: a source that cannot tell
     }
+    if by_name and kind is not None and kind != "bridge":
+        d["kind_source"] = "name"
     if kind == "nic":
         d["label"] = d["rdma"] or (netdevs[0] if netdevs else None)
     return d
