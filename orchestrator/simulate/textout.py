@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
+from orchestrator.facts.normalize.pcie import ACS_BITS
+from orchestrator.facts.textparse.lspci import ACS_WORDS, CLASS_NAMES, PORT_NAMES
 from orchestrator.present.terminal.topo import LEGEND
 
 # The per-link speed `nvlink -s` prints, by NVLink version (as printed in the published captures:
@@ -147,3 +150,123 @@ def topo_matrix(topology: dict[str, Any]) -> str:
     nics = [d for d in devices if d["kind"] == "nic"]
     legend = ["", "NIC Legend:", ""] + [f"  {d['name']}: {d.get('label')}" for d in nics] if nics else []
     return "\n".join(rows) + "\n" + TOPO_LEGEND + "\n".join(legend) + "\n"
+
+
+# ACS bit values in the order lspci prints its words (SrcValid TransBlk ReqRedir ...)
+_ACS_BIT_VALUES = [dict(ACS_BITS)[short] for short in ACS_WORDS.values()]
+
+# -- lspci: the pcie probe's sysfs records as lspci -tvnn and -vvvnn print them ----------------------
+# (layout as lspci's ls-tree.c and the captures lspci_tvnn_*.txt / lspci_vvvnn_*.txt in tests/fixtures)
+
+
+def _pci_devices(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(d["bdf"]): d for d in data.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+
+
+def _pci_parent(d: dict[str, Any]) -> str | None:
+    path = [str(c) for c in d.get("path") or []]
+    return path[-2] if len(path) >= 2 and not path[-2].startswith("pci") else None
+
+
+def _pci_name(d: dict[str, Any]) -> str:
+    """The name lspci -nn prints: the simulated machine has no pci.ids, so vendor and device ids."""
+    vid, did = str(d.get("vendor") or "0x0000")[2:], str(d.get("device") or "0x0000")[2:]
+    vendor = "NVIDIA Corporation" if vid == "10de" else f"Vendor {vid}"
+    return f"{vendor} Device {did} [{vid}:{did}]"
+
+
+def _bus(bdf: str) -> int:
+    return int(bdf.split(":")[-2], 16)
+
+
+class _TreeWriter:
+    """lspci's tree drawing (ls-tree.c): one line buffer; a printed line leaves only its `|` and `+`
+    columns standing (as `|`) for the lines below."""
+
+    def __init__(self, devs: dict[str, dict[str, Any]]) -> None:
+        self.devs, self.out, self.line = devs, [], ""
+        self.children: dict[str, list[str]] = {}
+        for b, d in sorted(devs.items()):
+            self.children.setdefault(_pci_parent(d) or "", []).append(b)
+
+    def emit(self, text: str) -> None:
+        self.out.append(text)
+        self.line = "".join("|" if c in "+|" else " " for c in text)
+
+    def bus(self, members: list[str], prefix: str) -> None:
+        if not members:
+            self.emit(prefix)
+        elif len(members) == 1:
+            self.dev(members[0], prefix + "--")
+        for i, b in enumerate(members if len(members) > 1 else []):
+            lead = prefix if i == 0 else self.line[:len(prefix)]
+            self.dev(b, lead + ("\\-" if i == len(members) - 1 else "+-"))
+
+    def dev(self, b: str, prefix: str) -> None:
+        text = prefix + b.split(":")[-1]
+        kids = self.children.get(b, [])
+        if kids:
+            below = [_bus(x) for x in self.devs if x != b and b in (self.devs[x].get("path") or [])]
+            lo, hi = min(below), max(below)
+            self.bus(kids, text + (f"-[{lo:02x}]--" if lo == hi else f"-[{lo:02x}-{hi:02x}]--"))
+            return
+        self.emit(f"{text}  {_pci_name(self.devs[b])}")
+
+
+def lspci_tree(data: dict[str, Any]) -> str:
+    """`lspci -tvnn`: one root per host bridge the sysfs paths name, bridges with their bus range."""
+    devs = _pci_devices(data)
+    w = _TreeWriter(devs)
+    roots: dict[str, list[str]] = {}
+    for b in w.children.get("", []):
+        path = [str(c) for c in devs[b].get("path") or []]
+        host = path[0][3:] if path and path[0].startswith("pci") else b.rsplit(":", 1)[0]
+        roots.setdefault(host, []).append(b)
+    for i, (root, members) in enumerate(sorted(roots.items())):
+        lead = "-" if len(roots) == 1 else "-+-" if i == 0 else " \\-" if i == len(roots) - 1 else " +-"
+        w.bus(members, f"{lead}[{root}]-")
+    return "\n".join(w.out) + "\n"
+
+
+def _lspci_link(key: str, gen: Any, width: Any) -> str | None:
+    if not isinstance(gen, int) or gen not in PCIE_GEN_GT_S or not isinstance(width, int):
+        return None
+    return f"\t\t{key}:\t" + ("Port #0, " if key == "LnkCap" else "") + f"Speed {PCIE_GEN_GT_S[gen]:g}GT/s, Width x{width}"
+
+
+def _lspci_acs(acs: Any) -> list[str]:
+    if not (isinstance(acs, dict) and isinstance(acs.get("cap"), int)):
+        return []  # no ACS capability, or not read: lspci prints no ACS lines either
+
+    def flags(value: int) -> str:
+        return " ".join(f"{word}{'+' if value & bit else '-'}" for word, bit in zip(ACS_WORDS, _ACS_BIT_VALUES, strict=True))
+    return ["\tCapabilities: [220 v1] Access Control Services",
+            f"\t\tACSCap:\t{flags(acs['cap'])}", f"\t\tACSCtl:\t{flags(int(acs.get('ctl') or 0))}"]
+
+
+def _lspci_block(d: dict[str, Any]) -> list[str]:
+    """One device's `lspci -vvvnn` block: header, bus range, NUMA node, IOMMU group, the PCI Express
+    capability's port type and link, ACS, the bound driver (what lspci -vvv prints as root)."""
+    code = str(d.get("class") or "0x000000")[2:6]
+    out = [f"{d['bdf']} {CLASS_NAMES.get(code, 'Class ' + code)} [{code}]: {_pci_name(d)}"]
+    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    if isinstance(cfg.get("secondary_bus"), int):
+        out.append(f"\tBus: primary=00, secondary={cfg['secondary_bus']:02x}, subordinate={cfg.get('subordinate_bus') or 0:02x}")
+    if d.get("numa_node") not in (None, "-1"):
+        out.append(f"\tNUMA node: {d['numa_node']}")
+    if d.get("iommu_group") is not None:
+        out.append(f"\tIOMMU group: {d['iommu_group']}")
+    pcie = cfg.get("pcie")
+    if isinstance(pcie, dict) and isinstance(pcie.get("port_type"), int):
+        out.append(f"\tCapabilities: [68] Express (v2) {PORT_NAMES.get(pcie['port_type'], 'Endpoint')}, MSI 00")
+        out += [x for x in (_lspci_link("LnkCap", pcie.get("lnkcap_speed"), pcie.get("lnkcap_width")),
+                            _lspci_link("LnkSta", pcie.get("lnksta_speed"), pcie.get("lnksta_width"))) if x]
+    out += _lspci_acs(cfg.get("acs"))
+    if d.get("driver"):
+        out.append(f"\tKernel driver in use: {d['driver']}")
+    return out
+
+
+def lspci_verbose(data: dict[str, Any]) -> str:
+    """`lspci -vvvnn` of every function, in bus order, a blank line after each block."""
+    return "".join("\n".join(_lspci_block(d)) + "\n\n" for _, d in sorted(_pci_devices(data).items()))

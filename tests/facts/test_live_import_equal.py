@@ -185,3 +185,73 @@ def test_imported_topo_m_equals_the_live_topology(machine: str) -> None:
         assert set(ld) == both | live_only and set(td) - DEVICE_TEXT_ONLY == both | live_only
         assert _pick(td, both) == _pick(ld, both)
         assert all(td[k] is None and k in td["unknown"] for k in live_only)
+
+
+# -- pcie: lspci -tvnn and -vvvnn of the same machines ------------------------------------------------
+
+# NVSwitch trays, a DGX-1's PLX switches, workstation root ports with an NVMe switch, two PCI domains
+# (B300), a 4090 box with down links, a GPU link trained below its width (dgx-h100-06), ACS redirect
+# above the GPUs (dgx-a100-03).  gb200-01's recording puts a NIC on bus 09 straight below a
+# root port whose bus is 01, which no lspci tree can draw (it names a device by dev.fn below its
+# bridge's secondary bus), so that machine is not in this set.
+PCIE_MACHINES = ["dgx-h100-04", "dgx1-v100-01", "ws-a6000-01", "b300-01", "rtx4090-01", "dgx-h100-06",
+                 "dgx-a100-03"]
+PCIE_BOTH = {"devices", "gpus", "nics", "nvswitches", "nvme", "switches", "acs", "tree", "downgraded"}
+# /proc/driver/nvidia, /dev, the iommu, AER counters and sysfs names are not in lspci; text keeps
+# the judgements built on them (uplinks, virtual platform, config access) null and says why
+PCIE_LIVE_ONLY = {"iommu", "aer_links", "nvswitch_nodes"}
+PCIE_ONE_SIDE = {"levels", "gpu_counts", "uplinks", "virtual_platform", "config_access", "needs_root"}
+PCIE_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields",
+                  "config_access_unknown", "uplinks_unknown"}
+PCI_DEV_BOTH = {"bdf", "vendor", "device", "kind", "family", "driver", "numa", "iommu_group", "host_bridge",
+                "chain", "parent", "port_type", "switch", "link", "acs", "role"}
+# sysfs names and subsystem ids and the virtual-function link: text null
+PCI_DEV_LIVE_ONLY = {"subsystem_vendor", "subsystem_device", "label", "rdma", "netdevs", "local_cpulist", "vf"}
+# class: lspci -nn prints no prog-if (4 of sysfs's 6 digits); a GPU's model is the driver's (/proc,
+# null in text); the reasons: see the test
+PCI_DEV_ONE_SIDE = {"class", "model", "acs_unknown", "port_type_unknown", "unknown"}
+
+
+def _pcie_live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = _recorded(machine, "pcie")
+    live = normalize_host({"pcie": raw})[0]["pcie"]
+    host = import_texts([("lspci-tv.txt", textout.lspci_tree(raw)), ("lspci-vvv.txt", textout.lspci_verbose(raw))])
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts["pcie"]
+
+
+@pytest.mark.parametrize("machine", PCIE_MACHINES)
+def test_imported_lspci_equals_the_live_pcie_facts(machine: str) -> None:
+    live, text = _pcie_live_and_text(machine)
+    assert set(live) == PCIE_BOTH | PCIE_LIVE_ONLY | PCIE_ONE_SIDE
+    assert set(text) == PCIE_BOTH | PCIE_ONE_SIDE | PCIE_TEXT_ONLY
+    assert _pick(text, PCIE_BOTH - {"devices", "downgraded"}) == _pick(live, PCIE_BOTH - {"devices", "downgraded"})
+    # text says against whose LnkCap it judged a downgrade; the judgement is the same
+    assert [{k: v for k, v in e.items() if k not in ("max_of", "evidence")} for e in text["downgraded"]] \
+        == live["downgraded"]
+    # the GPUs' topo -m levels; which NICs topo -m lists (those with an RDMA device) is sysfs's
+    n = len(live["gpus"])
+    assert [row[:n] for row in text["levels"]["matrix"][:n]] == [row[:n] for row in live["levels"]["matrix"][:n]]
+    assert text["levels"]["order"][:n] == live["levels"]["order"][:n]
+    counts = {"pci", "driver_loaded", "passthrough"}  # /proc's and /dev's counts are not in lspci
+    assert _pick(text["gpu_counts"], counts) == _pick(live["gpu_counts"], counts)
+    assert text["gpu_counts"]["proc"] is None and "/proc/driver/nvidia" in text["gpu_counts"]["unknown"]
+    assert text["uplinks"] is None and text["config_access"] is None and text["virtual_platform"]["detected"] is None
+    assert len(text["devices"]) == len(live["devices"]) > 0
+    by = {d["bdf"]: d for d in text["devices"]}
+    for ld in live["devices"]:
+        td = by[ld["bdf"]]
+        assert set(ld) - PCI_DEV_ONE_SIDE == set(td) - PCI_DEV_ONE_SIDE == PCI_DEV_BOTH | PCI_DEV_LIVE_ONLY
+        assert _pick(td, PCI_DEV_BOTH) == _pick(ld, PCI_DEV_BOTH), ld["bdf"]
+        assert td["class"] == ld["class"][:6]
+        assert all(td[k] is None for k in PCI_DEV_LIVE_ONLY) and td.get("model") is None
+        assert {"label", "rdma", "netdevs", "local_cpulist", "vf"} <= set(td["unknown"])
+        if ld["port_type"] is not None:  # lspci printed the PCI Express capability: ACS read the same
+            assert td.get("acs_unknown") == ld.get("acs_unknown")
+
+
+def test_the_pcie_machines_cover_switches_acs_down_links_and_domains() -> None:
+    lives = [_pcie_live_and_text(m)[0] for m in PCIE_MACHINES]
+    assert sum(1 for live in lives if live["switches"]) >= 3
+    assert any(live["downgraded"] for live in lives) and any(live["acs"] for live in lives)
+    assert any(b and not b.startswith("0000:") for live in lives for b in live["gpus"])

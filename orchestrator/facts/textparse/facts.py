@@ -28,7 +28,16 @@ from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.fabric_facts import fabric_from_text
 from orchestrator.facts.textparse.ibstat import IbReport
 from orchestrator.facts.textparse.kernel_log import KernelLog
-from orchestrator.facts.textparse.lspci import LinkInfo, LspciTree, LspciVerbose, PciDevice, TreeNode
+from orchestrator.facts.textparse.lspci import (
+    ACS_WORDS,
+    CLASS_NAMES,
+    PORT_NAMES,
+    LinkInfo,
+    LspciTree,
+    LspciVerbose,
+    PciDevice,
+    TreeNode,
+)
 from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
 from orchestrator.facts.textparse.perftest import PerftestLog
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
@@ -627,14 +636,8 @@ def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, A
 
 # lspci's printed names -> the codes sysfs gives the probe (pci.ids class names, PCIe capability port
 # types, ACS flag words): the text says the same thing in words.
-_CLASS_NAMES = {"vga compatible controller": "0300", "3d controller": "0302", "display controller": "0380",
-                "ethernet controller": "0200", "infiniband controller": "0207", "network controller": "0280",
-                "non-volatile memory controller": "0108", "host bridge": "0600", "pci bridge": "0604"}
-_PORT_CODE = {name.replace("_", " "): code for code, name in pcie_normalize.PORT_TYPES.items()} | {
-    "root complex integrated endpoint": 9, "root complex event collector": 10,
-    "pci-express to pci/pci-x bridge": 7, "pci/pci-x to pci-express bridge": 8}
-_ACS_WORDS = {"SrcValid": "SV", "TransBlk": "TB", "ReqRedir": "RR", "CmpltRedir": "CR", "UpstreamFwd": "UF",
-              "EgressCtrl": "EC", "DirectTrans": "DT"}
+_CLASS_NAMES = {name.lower(): code for code, name in CLASS_NAMES.items()}
+_PORT_CODE = {name.lower(): code for code, name in PORT_NAMES.items()}
 _SYSFS_ONLY = "not in lspci text (sysfs only)"
 
 
@@ -716,21 +719,22 @@ def _pci_text(p: Parsed) -> _PciText:
 
 def _raw_config(v: PciDevice | None) -> dict[str, Any]:
     """The config-space part of the probe's record, from the capabilities lspci -vvv decoded."""
-    cfg: dict[str, Any] = {"length": None}  # not read from config space: no root/length judgement
+    cfg: dict[str, Any] = {"length": None}  # not read from config space: no judgement of root from its length
     if v is None:
         return cfg
     cap, sta = v.lnk_cap or LinkInfo(), v.lnk_sta or LinkInfo()
     code = _PORT_CODE.get((v.port_type or "").lower())
     if v.lnk_sta is not None or code is not None:
-        cfg["pcie"] = {"port_type": code, "port_type_unknown": "needs lspci -vvv (PCI Express capability)",
-                       "lnkcap_speed": cap.gen, "lnkcap_width": cap.width,
+        cfg["pcie"] = {"port_type": code, "lnkcap_speed": cap.gen, "lnkcap_width": cap.width,
                        "lnksta_speed": sta.gen, "lnksta_width": sta.width}
     if v.acs_cap is not None:
         bits = dict(pcie_normalize.ACS_BITS)
-        cfg["acs"] = {"cap": sum(bits.get(_ACS_WORDS.get(k, k), 0) for k, on in v.acs_cap.items() if on),
-                      "ctl": sum(bits.get(_ACS_WORDS.get(k, k), 0) for k, on in (v.acs_ctl or {}).items() if on)}
-    else:
+        cfg["acs"] = {"cap": sum(bits.get(ACS_WORDS.get(k, k), 0) for k, on in v.acs_cap.items() if on),
+                      "ctl": sum(bits.get(ACS_WORDS.get(k, k), 0) for k, on in (v.acs_ctl or {}).items() if on)}
+    elif code is None:  # capabilities not printed: lspci without root, or a grep of some lines
         cfg["acs"] = {"unknown": "no ACSCap in the imported text (absent, or lspci run without root)"}
+    else:
+        cfg["acs"] = None  # capabilities printed (lspci as root) and no ACS among them: none
     return cfg
 
 
@@ -741,7 +745,7 @@ def _raw_device(b: str, pt: _PciText) -> dict[str, Any]:
     did = (v.device_id if v else None) or (t.device_id if t else None)
     chain = _chain(b, pt.parents)
     raw: dict[str, Any] = {
-        "bdf": b, "path": ([f"pci{t.root}"] if t else []) + [*chain, b],
+        "source": pcie_normalize.TEXT_SOURCE, "bdf": b, "path": ([f"pci{t.root}"] if t else []) + [*chain, b],
         "vendor": f"0x{vid}" if vid else None, "device": f"0x{did}" if did else None,
         "subsystem_vendor": None, "subsystem_device": None, "class": _class_code(v),
         "current_link_speed": None, "max_link_speed": None, "current_link_width": None, "max_link_width": None,
@@ -785,7 +789,7 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
     section.update({
         "config_access": None, "config_access_unknown": "not known from text", "needs_root": None,
         "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
-        "tree": _tree(p) if p.tree else None, "uplinks": None, "uplinks_unknown": "not computed from text",
+        "tree": section["tree"] if p.tree else None, "uplinks": None, "uplinks_unknown": "not computed from text",
         "gpu_counts": _gpu_counts(section["devices"], section["gpus"]),
         "levels": _levels_from_topo(p.topo) if p.topo else section["levels"]})
     for key in ("nvswitch_nodes", "iommu", "aer_links"):  # /dev, the iommu and AER counters: sysfs's only
@@ -904,18 +908,6 @@ def _chain(b: str, parents: dict[str, str]) -> list[str]:
         out.append(cur)
         cur = parents.get(cur)
     return list(reversed(out))
-
-
-def _tree(p: Parsed) -> list[dict[str, Any]]:
-    assert p.tree is not None
-    nodes = p.tree.nodes
-
-    def sub(b: str) -> dict[str, Any]:
-        return {"bdf": b, "children": [sub(c) for c in nodes[b].children]}
-
-    return [{"host_bridge": f"pci{r}", "numa": None,
-             "children": [sub(b) for b, n in nodes.items() if n.root == r and n.parent is None]}
-            for r in p.tree.roots]
 
 
 def _levels_from_topo(t: TopoMatrix) -> dict[str, Any]:

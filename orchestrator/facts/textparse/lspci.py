@@ -182,6 +182,19 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
 # lspci -vvv / -vvvnn
 
 
+# lspci's class names (pci.ids) of the classes fleetprobe tells apart, by class code
+CLASS_NAMES = {"0300": "VGA compatible controller", "0302": "3D controller", "0380": "Display controller",
+               "0200": "Ethernet controller", "0207": "Infiniband controller", "0280": "Network controller",
+               "0108": "Non-Volatile memory controller", "0600": "Host bridge", "0604": "PCI bridge"}
+# the PCI Express capability's port types as lspci -vvv names them, by code
+PORT_NAMES = {0: "Endpoint", 1: "Legacy Endpoint", 4: "Root Port", 5: "Upstream Port", 6: "Downstream Port",
+              7: "PCI-Express to PCI/PCI-X Bridge", 8: "PCI/PCI-X to PCI-Express Bridge",
+              9: "Root Complex Integrated Endpoint", 10: "Root Complex Event Collector"}
+# the ACS flag words lspci -vvv prints, and the capability bits' short names
+ACS_WORDS = {"SrcValid": "SV", "TransBlk": "TB", "ReqRedir": "RR", "CmpltRedir": "CR", "UpstreamFwd": "UF",
+             "EgressCtrl": "EC", "DirectTrans": "DT"}
+
+
 @dataclass
 class LinkInfo:
     speed: str | None = None  # "16GT/s" as printed
@@ -345,7 +358,7 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
             cur.secondary = int(sec.group(1), 16) if sec else None
             cur.subordinate = int(sub.group(1), 16) if sub else None
         elif key == "Capabilities":
-            mm = re.search(r"Express\s*(?:\(v\d\))?\s*([A-Za-z][A-Za-z ]*?)\s*(?:\(|,|$)", value)
+            mm = re.search(r"Express\s*(?:\(v\d\))?\s*([A-Za-z][A-Za-z /-]*?)\s*(?:\(|,|$)", value)
             if mm:
                 cur.port_type = mm.group(1).strip()
     if not devices:
