@@ -152,8 +152,8 @@ def topo_matrix(topology: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n" + TOPO_LEGEND + "\n".join(legend) + "\n"
 
 
-# ACS bit values in the order lspci prints its words (SrcValid TransBlk ReqRedir ...)
-_ACS_BIT_VALUES = [dict(ACS_BITS)[short] for short in ACS_WORDS.values()]
+# ACS words with their bit values, in the order lspci prints them (SrcValid TransBlk ReqRedir ...)
+_ACS_PRINTED = [(word, dict(ACS_BITS)[short]) for word, short in ACS_WORDS.items()]
 
 # -- lspci: the pcie probe's sysfs records as lspci -tvnn and -vvvnn print them ----------------------
 # (layout as lspci's ls-tree.c and the captures lspci_tvnn_*.txt / lspci_vvvnn_*.txt in tests/fixtures)
@@ -184,7 +184,8 @@ class _TreeWriter:
     columns standing (as `|`) for the lines below."""
 
     def __init__(self, devs: dict[str, dict[str, Any]]) -> None:
-        self.devs, self.out, self.line = devs, [], ""
+        self.devs, self.line = devs, ""
+        self.out: list[str] = []
         self.children: dict[str, list[str]] = {}
         for b, d in sorted(devs.items()):
             self.children.setdefault(_pci_parent(d) or "", []).append(b)
@@ -239,7 +240,7 @@ def _lspci_acs(acs: Any) -> list[str]:
         return []  # no ACS capability, or not read: lspci prints no ACS lines either
 
     def flags(value: int) -> str:
-        return " ".join(f"{word}{'+' if value & bit else '-'}" for word, bit in zip(ACS_WORDS, _ACS_BIT_VALUES, strict=True))
+        return " ".join(f"{word}{'+' if value & bit else '-'}" for word, bit in _ACS_PRINTED)
     return ["\tCapabilities: [220 v1] Access Control Services",
             f"\t\tACSCap:\t{flags(acs['cap'])}", f"\t\tACSCtl:\t{flags(int(acs.get('ctl') or 0))}"]
 
@@ -249,7 +250,7 @@ def _lspci_block(d: dict[str, Any]) -> list[str]:
     capability's port type and link, ACS, the bound driver (what lspci -vvv prints as root)."""
     code = str(d.get("class") or "0x000000")[2:6]
     out = [f"{d['bdf']} {CLASS_NAMES.get(code, 'Class ' + code)} [{code}]: {_pci_name(d)}"]
-    cfg = d.get("config") if isinstance(d.get("config"), dict) else {}
+    cfg: dict[str, Any] = d["config"] if isinstance(d.get("config"), dict) else {}
     if isinstance(cfg.get("secondary_bus"), int):
         out.append(f"\tBus: primary=00, secondary={cfg['secondary_bus']:02x}, subordinate={cfg.get('subordinate_bus') or 0:02x}")
     if d.get("numa_node") not in (None, "-1"):

@@ -776,8 +776,8 @@ def pcie_facts(p: Parsed) -> dict[str, Any] | None:
     if not (p.tree or p.verbose):
         return None
     pt = _pci_text(p)
-    payload = {"devices": [_raw_device(b, pt) for b in pt.bdfs], "nvidia": {}, "iommu": None}
-    section: dict[str, Any] = dict(pcie_normalize.normalize(payload))  # type: ignore[arg-type]
+    payload: dict[str, Any] = {"devices": [_raw_device(b, pt) for b in pt.bdfs], "nvidia": {}, "iommu": None}
+    section: dict[str, Any] = dict(pcie_normalize.normalize(payload))
     order = {b: i for i, b in enumerate(pt.bdfs)}
     section["devices"] = sorted(section["devices"], key=lambda d: order[d["bdf"]])  # as lspci lists them
     for d in section["devices"]:
