@@ -26,7 +26,7 @@ import pytest
 from orchestrator.engine.payload import build_script
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.facts.textparse import import_texts, read_path
-from orchestrator.simulate import build_machine
+from orchestrator.simulate import build_machine, textout
 from orchestrator.simulate.hostfiles import build_kernel_log
 from orchestrator.simulate.sysfs import build_nic_state
 from tests.facts.test_textparse_common import FIXTURES
@@ -108,42 +108,6 @@ def test_the_simulated_fault_logs_read_the_same_both_ways(tmp_path: Path) -> Non
 
 # -- NIC ----------------------------------------------------------------------------------------------
 
-_IBSTAT_STATE = {"ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed"}
-
-
-def _hexguid(colon: str) -> str:
-    return "0x" + colon.replace(":", "")
-
-
-def _ibstat(devices: list[dict[str, Any]]) -> str:
-    """`ibstat` of the probe's raw devices, laid out as rdma-core prints it (the captures above)."""
-    out = []
-    for d in devices:
-        out += [f"CA '{d['name']}'", f"\tCA type: {d['hca_type']}", f"\tNumber of ports: {len(d['ports'])}",
-                f"\tFirmware version: {d['fw_ver']}", "\tHardware version: 0",
-                f"\tNode GUID: {_hexguid(d['node_guid'])}", f"\tSystem image GUID: {_hexguid(d['sys_image_guid'])}"]
-        for p in d["ports"]:
-            state = p["state"].split(": ")[1]
-            out += [f"\tPort {p['port']}:", f"\t\tState: {_IBSTAT_STATE[state]}",
-                    f"\t\tPhysical state: {p['phys_state'].split(': ')[1]}",
-                    f"\t\tRate: {p['rate'].split()[0]}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
-                    "\t\tCapability mask: 0xa651e848", f"\t\tPort GUID: {_hexguid(p['port_guid'])}",
-                    f"\t\tLink layer: {p['link_layer']}"]
-    return "\n".join(out) + "\n"
-
-
-def _ibstatus(devices: list[dict[str, Any]]) -> str:
-    """`ibstatus`: the sysfs texts themselves, as in ibstatus_a100_9ports_gpud_01.txt."""
-    out = []
-    for d in devices:
-        for p in d["ports"]:
-            out += [f"Infiniband device '{d['name']}' port {p['port']} status:",
-                    f"\tdefault gid:\t fe80:0000:0000:0000:{p['port_guid']}", "\tbase lid:\t 0x0",
-                    "\tsm lid:\t\t 0x0", f"\tstate:\t\t {p['state']}", f"\tphys state:\t {p['phys_state']}",
-                    f"\trate:\t\t {p['rate']}", f"\tlink_layer:\t {p['link_layer']}", ""]
-    return "\n".join(out)
-
-
 # What both sides show of an HCA and its ports (the rest text cannot print: unknown there).
 DEVICE_KEYS = ("name", "hca_type", "model", "fw_ver", "node_guid", "sys_image_guid")
 PORT_KEYS = ("port", "state", "phys_state", "rate_gbps", "link_layer", "port_guid")
@@ -164,9 +128,9 @@ def test_ibstat_and_ibstatus_of_a_machine_give_the_probes_devices(tmp_path: Path
     raw = json.loads(res.stdout)["data"]
     live = normalize_host({"nic": raw})[0]["nic"]
     assert live["devices"] and all(d["sys_image_guid"] and d["ports"][0]["port_guid"] for d in live["devices"])
-    text = import_texts([("ibstat.txt", _ibstat(raw["infiniband"]))]).facts["nic"]
+    text = import_texts([("ibstat.txt", textout.ibstat(raw["infiniband"]))]).facts["nic"]
     assert _shown(text, DEVICE_KEYS) == _shown(live, DEVICE_KEYS)
     assert set(text["unknown"]) == {"bus_id", "counters", "netdevs"}
     # ibstatus prints no HCA type, firmware or node GUID; its default GID carries the port GUID
-    status = import_texts([("ibstatus.txt", _ibstatus(raw["infiniband"]))]).facts["nic"]
+    status = import_texts([("ibstatus.txt", textout.ibstatus(raw["infiniband"]))]).facts["nic"]
     assert _shown(status, IBSTATUS_DEVICE_KEYS) == _shown(live, IBSTATUS_DEVICE_KEYS)

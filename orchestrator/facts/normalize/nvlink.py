@@ -12,24 +12,50 @@ from typing import Any
 from orchestrator.facts.model import NvlinkFacts, NvlinkGpu, NvlinkLink, NvlinkPair, NvSwitch
 from orchestrator.facts.normalize.gpus import bus_id, unresponsive_calls
 
+# What `nvidia-smi nvlink -s/-c` prints and NVML's probe does not read: kept when a text import sends it.
+TEXT_LINK_KEYS = ("speed_gbps", "sysmem_atomics", "sli_supported", "link_supported")
+# A source that cannot see remote ends (a text import, `remote_ends: false`): why pairs and switches are unknown.
+NO_REMOTE_ENDS = {"pairs_unknown": "text does not tell direct GPU links from NVSwitch paths",
+                  "nvswitches_unknown": "NVSwitches are not listed in nvidia-smi text"}
 
-def _link(raw: dict[str, Any], gpu_bus: set[str]) -> NvlinkLink:
+
+def _link(raw: dict[str, Any], gpu_bus: set[str], remote_ends: bool) -> NvlinkLink:
     remote = bus_id(raw.get("remote_bus_id"))
     rtype = raw.get("remote_type")
     state = raw.get("state")
     if remote in gpu_bus:
         rtype = "gpu"  # the remote's bus id is one of ours: a GPU whatever an old driver can say
-    elif rtype is None and state == "up" and remote is None:
+    elif rtype is None and state == "up" and remote is None and remote_ends:
         rtype = "nvswitch"  # NCCL's rule: an active link with an invisible remote goes to a switch
     errors = raw.get("errors")
-    return {"link": raw.get("link"), "state": state, "version": raw.get("version"),
-            "remote_bus_id": remote, "remote_type": rtype,
-            "p2p_supported": raw.get("p2p_supported"), "sysmem_access": raw.get("sysmem_access"),
-            "p2p_atomics": raw.get("p2p_atomics"), "errors": errors if isinstance(errors, dict) else None,
-            "unknown": dict(raw.get("unknown") or {})}
+    out: NvlinkLink = {"link": raw.get("link"), "state": state, "version": raw.get("version"),
+                       "remote_bus_id": remote, "remote_type": rtype,
+                       "p2p_supported": raw.get("p2p_supported"), "sysmem_access": raw.get("sysmem_access"),
+                       "p2p_atomics": raw.get("p2p_atomics"), "errors": errors if isinstance(errors, dict) else None,
+                       "unknown": dict(raw.get("unknown") or {})}
+    for key in TEXT_LINK_KEYS:
+        if key in raw:
+            out[key] = raw[key]  # type: ignore[literal-required]
+    return out
+
+
+def _counts(unknown: dict[str, Any], links: list[NvlinkLink], lost: bool, up: int,
+            inactive: list[int | None]) -> tuple[int | None, int | None, list[int | None] | None]:
+    """(links_total, links_up, inactive) of one GPU.  A source that lists only part of a GPU's links
+    (a text excerpt, NVML's bare "all links are inActive", a topo -m NV# only) says so with
+    `unknown["links_total"]`: then the count is null, the up links are a lower bound, and what it
+    could not see at all (`unknown["links_up"]`, or no link listed) is null too."""
+    counted = "links_total" not in unknown
+    total: int | None = len(links) if counted and not (lost or "handle" in unknown) else None
+    if unknown.get("links") == "NOT_SUPPORTED":
+        total = 0
+    seen_up = total is not None or (not counted and "links_up" not in unknown)
+    seen_down = (counted or bool(links)) and "links_up" not in unknown
+    return total, (up if seen_up else None), (inactive if seen_down else None)
 
 
 def normalize(data: dict[str, Any]) -> NvlinkFacts:
+    remote_ends = data.get("remote_ends") is not False  # the probe reads them; a text import cannot
     raw_gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     order = [bus_id(g.get("bus_id")) for g in raw_gpus]
     gpu_bus = {b for b in order if b}
@@ -44,7 +70,7 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
     any_links = False
     for i, g in enumerate(raw_gpus):
         unknown = dict(g.get("unknown") or {})
-        links = [_link(lk, gpu_bus) for lk in g.get("links") or [] if isinstance(lk, dict)]
+        links = [_link(lk, gpu_bus, remote_ends) for lk in g.get("links") or [] if isinstance(lk, dict)]
         up = 0
         version = None  # the first active link's
         inactive = []
@@ -68,30 +94,31 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
                     sw["gpus"].append(order[i])
         lost = "GPU_IS_LOST" in unknown.values() or any(
             "GPU_IS_LOST" in lk["unknown"].values() for lk in links if lk["unknown"])
-        total: int | None = len(links) if not (lost or "handle" in unknown) else None
-        if unknown.get("links") == "NOT_SUPPORTED":
-            total = 0
+        total, links_up, seen_inactive = _counts(unknown, links, lost, up, inactive)
         any_links = any_links or bool(links)
         gpus.append({
             "index": g.get("index"), "bus_id": order[i], "uuid": g.get("uuid"),
-            "name": g.get("name"), "links_total": total, "links_up": up if total is not None else None,
-            "inactive": inactive,
+            "name": g.get("name"), "links_total": total, "links_up": links_up,
+            "inactive": seen_inactive,
             "version": version, "lost": lost,
             "links": links, "unknown": unknown,
         })
     pairs = _pairs(gpus, direct, order)
-    nv = _nv_matrix(pairs, order, switch_up)
+    # a GPU whose links the source could not count leaves the host's totals unknown too
+    uncounted = any("links_total" in g["unknown"] for g in gpus)
     out: NvlinkFacts = {
         "supported": any_links,
         "order": order,
         "gpus": gpus,
-        "pairs": pairs,
-        "nvswitches": sorted(switches.values(), key=lambda s: s["bus_id"]),
-        "nv": nv,
-        "links_total": sum(g["links_total"] or 0 for g in gpus),
-        "links_up_total": sum(g["links_up"] or 0 for g in gpus),
+        "pairs": pairs if remote_ends else None,
+        "nvswitches": sorted(switches.values(), key=lambda s: s["bus_id"]) if remote_ends else None,
+        "nv": _nv_matrix(pairs, order, switch_up) if remote_ends else None,
+        "links_total": None if uncounted else sum(g["links_total"] or 0 for g in gpus),
+        "links_up_total": None if uncounted else sum(g["links_up"] or 0 for g in gpus),
         "driver_version": data.get("driver_version"),
     }
+    if not remote_ends:
+        out.update(NO_REMOTE_ENDS)  # type: ignore[typeddict-item]
     if data.get("unresponsive"):
         out["unresponsive"] = unresponsive_calls(data["unresponsive"])
     return out

@@ -38,6 +38,9 @@ _VENDORS = {NVIDIA: "NVIDIA", 0x15B3: "Mellanox", 0x14E4: "Broadcom", 0x8086: "I
 _VIRTUAL_HOST_BRIDGES = {(0x8086, 0x1237): "QEMU i440FX host bridge", (0x8086, 0x29C0): "QEMU Q35 host bridge"}
 _VIRTUAL_VENDORS = {0x1AF4: "virtio device", 0x1B36: "QEMU device", 0x1414: "Hyper-V device",
                     0x15AD: "VMware device", 0x1234: "QEMU/Bochs display"}
+PORT_TYPES = _PORT_TYPES  # the PCIe capability's port type codes, for sources that print the name
+ACS_BITS = _ACS_BITS
+TEXT_SOURCE = "lspci"  # a device record built from lspci text (facts/textparse): what it could not read is None
 LEVEL_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
 HEADER_ONLY = "needs root: config space beyond 64 bytes"
 
@@ -103,14 +106,18 @@ def _link(raw: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any] | None:
             gen_max, w_max = pcie.get("lnkcap_speed") or None, pcie.get("lnkcap_width")
             gen_cur, w_cur = pcie.get("lnksta_speed") or None, pcie.get("lnksta_width")
             speed_cur, speed_max = _GEN_SPEED.get(gen_cur or 0), _GEN_SPEED.get(gen_max or 0)
+            if w_cur == 0 and raw.get("source") == TEXT_SOURCE:
+                gen_cur, speed_cur = None, None  # no link trained: LnkSta's speed is stale (sysfs: "Unknown")
         if gen_max is None and w_max is None:
             return None
     return {"gen_current": gen_cur, "gen_max": gen_max, "speed_current": speed_cur, "speed_max": speed_max,
             "width_current": w_cur, "width_max": w_max}
 
 
-def _acs(cfg: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def _acs(cfg: dict[str, Any], text: bool = False) -> tuple[dict[str, Any] | None, str | None]:
     acs = cfg.get("acs")
+    if isinstance(acs, dict) and "unknown" in acs and text:
+        return None, str(acs["unknown"])  # not read from config space (lspci text): the source's reason
     if isinstance(acs, dict) and "unknown" in acs:
         return None, HEADER_ONLY if int(cfg.get("length") or 0) <= 64 else str(acs["unknown"])
     if "unreadable" in cfg:
@@ -147,6 +154,18 @@ def _kind(vendor_id: Any, class_id: Any) -> str:
     if cls >> 8 in (0x0604, 0x0609):
         return "bridge"
     return "other"
+
+
+def _text_kind(raw: dict[str, Any]) -> str | None:
+    """The kind of a device from lspci text: lspci -nn prints the class without its prog-if
+    (`[0302]`), so the subclass decides (NVIDIA's only 0680 functions are NVSwitches, 0108 is the
+    NVMe subclass); without a class code, the kind the device's name gave (None: unknown)."""
+    cls = _hex(raw.get("class"))
+    if cls is None:
+        name_kind = raw.get("name_kind")
+        return str(name_kind) if name_kind else None
+    kind = _kind(raw.get("vendor"), f"0x{cls:04x}00")  # prog-if 00: NVSwitches' own (068000)
+    return "nvme" if kind == "other" and cls == 0x0108 else kind
 
 
 @_per_fleet
@@ -204,17 +223,20 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
     numa = _int(raw.get("numa_node"))
     pcie = cfg.get("pcie")
     port_type, port_unknown = None, None
-    if isinstance(pcie, dict) and "unknown" not in pcie:
+    text = raw.get("source") == TEXT_SOURCE
+    if text and (not isinstance(pcie, dict) or pcie.get("port_type") is None):
+        port_unknown = "needs lspci -vvv (PCI Express capability)"
+    elif isinstance(pcie, dict) and "unknown" not in pcie:
         port_type = _PORT_TYPES.get(int(pcie.get("port_type", -1)), "other")
     elif isinstance(pcie, dict):
         port_unknown = HEADER_ONLY
     elif "unreadable" in cfg:
         port_unknown = str(cfg["unreadable"])
-    acs, acs_unknown = _acs(cfg)
+    acs, acs_unknown = _acs(cfg, text)
     rdma = [str(x) for x in raw.get("rdma") or []]
     netdevs = [str(x) for x in raw.get("netdevs") or []]
     vendor, cls = raw.get("vendor"), raw.get("class")
-    kind = _kind(vendor, cls)
+    kind = _text_kind(raw) if text else _kind(vendor, cls)
     d: dict[str, Any] = {
         "bdf": bdf,
         "vendor": vendor, "device": raw.get("device"),
@@ -236,8 +258,10 @@ def _device(raw: dict[str, Any]) -> dict[str, Any] | None:
         "link": _link(raw, cfg),
         "acs": acs,
         "acs_unknown": acs_unknown,
-        "vf": bool(raw.get("vf")),
+        "vf": None if text else bool(raw.get("vf")),  # lspci does not say which functions are virtual
     }
+    if text and cls is None and kind is not None and kind != "bridge":
+        d["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
     if kind == "nic":
         d["label"] = d["rdma"] or (netdevs[0] if netdevs else None)
     return d

@@ -18,6 +18,8 @@ from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
+from orchestrator.facts.normalize import nvlink as nvlink_normalize
+from orchestrator.facts.normalize import pcie as pcie_normalize
 from orchestrator.facts.normalize.budget import MAX_GPUS
 from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
@@ -26,7 +28,16 @@ from orchestrator.facts.textparse.common import Note
 from orchestrator.facts.textparse.fabric_facts import fabric_from_text
 from orchestrator.facts.textparse.ibstat import IbReport
 from orchestrator.facts.textparse.kernel_log import KernelLog
-from orchestrator.facts.textparse.lspci import LspciTree, LspciVerbose, PciDevice, TreeNode
+from orchestrator.facts.textparse.lspci import (
+    ACS_WORDS,
+    CLASS_NAMES,
+    PORT_NAMES,
+    LinkInfo,
+    LspciTree,
+    LspciVerbose,
+    PciDevice,
+    TreeNode,
+)
 from orchestrator.facts.textparse.nvlink import CAP_KEYS, NvlinkReport
 from orchestrator.facts.textparse.perftest import PerftestLog
 from orchestrator.facts.textparse.smi import SmiList, SmiQuery
@@ -460,27 +471,24 @@ def _gpu_matrices(p: Parsed, listed: list[dict[str, Any]]) -> tuple[Any, dict[st
 
 
 def nvlink_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """nvlink -s / -c (and topo -m's NV#) -> what the nvlink probe would have sent -> its normalizer.
+    Text cannot see remote ends: the payload says so (`remote_ends: false`), so pairs and switches
+    stay unknown; NV# comes from topo -m as printed."""
     if not p.nvlink and not (p.topo and any(c and c.startswith("NV") for r in p.topo.matrix for c in r)):
         return None
     bus = {g["index"]: g["bus_id"] for g in (gpus or {}).get("list", [])}
     merged = _merge_nvlink_reports(p.nvlink, bus)
-    out_gpus = [_nvlink_gpu(merged[key]) for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6))]
-    nv = _topo_nv(p.topo, out_gpus, bus) if p.topo else None
-    ups = [g["links_up"] for g in out_gpus]
-    totals = [g["links_total"] for g in out_gpus]
-    section: dict[str, Any] = {
-        "supported": True if (any(u for u in ups if u) or (nv and any(x for r in nv for x in r))
-                              or any(e["all_inactive"] for e in merged.values())) else None,
-        "order": [g["bus_id"] for g in out_gpus],
-        "gpus": out_gpus,
-        "pairs": None,
-        "pairs_unknown": "text does not tell direct GPU links from NVSwitch paths",
-        "nvswitches": None,
-        "nvswitches_unknown": "NVSwitches are not listed in nvidia-smi text",
-        "nv": nv,
-        "links_up_total": sum(u for u in ups if u is not None) if ups and None not in ups else None,
-        "links_total": sum(t for t in totals if t is not None) if totals and None not in totals else None,
-    }
+    raw = [_nvlink_gpu(merged[key]) for key in sorted(merged, key=lambda k: (k if isinstance(k, int) else 10**6))]
+    if p.topo:
+        raw += _topo_only_gpus(p.topo, raw, bus)
+    section = dict(nvlink_normalize.normalize({"gpus": raw, "remote_ends": False}))
+    section.pop("driver_version", None)  # nvlink -s does not print it (the gpus section has it from -q)
+    nv = _topo_nv(p.topo, raw) if p.topo else None
+    section["nv"] = nv
+    if not section["supported"]:
+        # no link listed: NVLink is known present only from topo -m's NV# or NVML's "all inActive"
+        section["supported"] = True if (nv and any(x for r in nv for x in r)) or any(
+            e["all_inactive"] for e in merged.values()) else None
     if not p.nvlink:
         section["gpus_unknown"] = "per-link state needs nvidia-smi nvlink -s; only topo -m NV# was imported"
     low = ["version", "remote_bus_id", "remote_type", "errors", "pairs", "nvswitches"]
@@ -510,7 +518,7 @@ def _merge_nvlink_reports(reports: list[NvlinkReport], bus: dict[Any, Any]) -> d
 
 
 def _nvlink_link(n: Any, d: dict[str, Any]) -> dict[str, Any]:
-    """One merged link in the live probe's link shape, what text cannot say null with its reason."""
+    """One merged link as the nvlink probe sends a link; what text cannot say is null with its reason."""
     unknown = {"version": "nvidia-smi nvlink -s does not print it",
                "remote_bus_id": "not in nvlink -s/-c text (needs nvlink -R)",
                "remote_type": "not in nvlink -s/-c text", "errors": "not in nvlink -s/-c text (needs -e)"}
@@ -520,62 +528,54 @@ def _nvlink_link(n: Any, d: dict[str, Any]) -> dict[str, Any]:
     for c in CAP_KEYS.values():
         if c not in caps:
             unknown[c] = "capabilities not imported (nvlink -c)"
-    rec_link = {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], "version": None,
-                "remote_bus_id": None, "remote_type": None, "p2p_supported": caps.get("p2p_supported"),
-                "sysmem_access": caps.get("sysmem_access"), "p2p_atomics": caps.get("p2p_atomics"),
-                "errors": None, "unknown": unknown}
     # every capability nvlink -c prints (system memory atomics, SLI, link supported too)
-    rec_link.update({c: caps.get(c) for c in CAP_KEYS.values() if c not in rec_link})
-    rec_link.update({c: v for c, v in caps.items() if c not in rec_link})
-    return rec_link
+    return {"link": n, "state": d["state"], "speed_gbps": d["speed_gbps"], **{c: caps.get(c) for c in CAP_KEYS.values()},
+            "unknown": unknown}
 
 
 def _nvlink_gpu(e: dict[str, Any]) -> dict[str, Any]:
-    """One merged GPU's record; link counts the text does not establish are null with the reason."""
+    """One merged GPU as the nvlink probe sends it; where the text lists only part of its links the
+    reason goes in `unknown`, which the normalizer reads to leave the counts null."""
     links = [_nvlink_link(n, e["links"][n]) for n in sorted(e["links"])]
     states = [lk["state"] for lk in links]
-    rec = {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"],
-           "links_total": len(links), "links_up": states.count("up"),
-           "inactive": [lk["link"] for lk in links if lk["state"] == "down"], "version": None,
-           "links": links,
-           "unknown": {"version": "nvidia-smi nvlink -s does not print it"}}
+    unknown: dict[str, Any] = {"version": "nvidia-smi nvlink -s does not print it"}
     if e["bus_id"] is None:
-        rec["unknown"]["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+        unknown["bus_id"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
     if e["all_inactive"] and not links:
         # NVML printed only "all links are inActive": none is up, but how many exist is not said.
-        rec["links_total"], rec["inactive"] = None, None
-        rec["unknown"]["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
+        unknown["links_total"] = "nvidia-smi printed 'all links are inActive' without listing them"
     if e.get("partial") and links:
         # an excerpt of the GPU's links: how many it has is not in the text (never "links absent")
-        rec["links_total"] = None
-        rec["unknown"]["links_total"] = (f"partial listing ({len(links)} link lines; the paste elided or cut "
-                                         "the rest)")
+        unknown["links_total"] = f"partial listing ({len(links)} link lines; the paste elided or cut the rest)"
     if states and all(s is None for s in states):
         # -c lists links but not their state: nothing about up/down may be concluded.
-        rec["links_total"], rec["links_up"], rec["inactive"] = None, None, None
-        rec["unknown"]["links_up"] = rec["unknown"]["links_total"] = (
+        unknown["links_up"] = unknown["links_total"] = (
             f"only capabilities (-c) were imported ({len(links)} links listed, their state unknown)")
-    return rec
+    return {"index": e["index"], "bus_id": e["bus_id"], "uuid": e["uuid"], "name": e["name"], "links": links,
+            "unknown": unknown}
 
 
-def _topo_nv(topo: TopoMatrix, out_gpus: list[dict[str, Any]], bus: dict[Any, Any]) -> list[list[int | None]]:
-    """topo -m's NV# per GPU pair; appends a record (links unknown) to `out_gpus` for every GPU
-    of topo -m that nvlink -s did not list."""
-    # `nv` is indexed like `order` and `gpus` (the shape the live probe writes): every GPU of
-    # topo -m gets a record, its links unknown where nvlink -s did not list it.
-    have = {g["index"] for g in out_gpus}
+def _topo_only_gpus(topo: TopoMatrix, listed: list[dict[str, Any]], bus: dict[Any, Any]) -> list[dict[str, Any]]:
+    """A record (links unknown) for every GPU of topo -m that nvlink -s did not list: `nv` is indexed
+    like `order` and `gpus`, the shape the live probe writes."""
+    have = {g["index"] for g in listed}
+    out: list[dict[str, Any]] = []
     for d in topo.gpus:
         k = int_or_none(d.label[3:], INDEX)
         if k is not None and k < MAX_GPUS and k not in have:
-            out_gpus.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links_total": None,
-                             "links_up": None, "inactive": None, "version": None, "links": [],
-                             "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
-                                         "links_up": "not in the imported nvlink -s text",
-                                         "version": "nvidia-smi nvlink -s does not print it"}})
+            have.add(k)
+            out.append({"index": k, "bus_id": bus.get(k), "uuid": None, "name": None, "links": [],
+                        "unknown": {"links_total": "not in the imported nvlink -s text (topo -m NV# only)",
+                                    "links_up": "not in the imported nvlink -s text",
+                                    "version": "nvidia-smi nvlink -s does not print it"}})
+    return out
+
+
+def _topo_nv(topo: TopoMatrix, gpus: list[dict[str, Any]]) -> list[list[int | None]]:
+    """topo -m's NV# per GPU pair, row i for gpus[i] (named by its `index`, as a live run's); a GPU
+    whose `GPU n:` header was cropped from nvlink -s has no index and so no NV# row."""
     topo_labels = {d.label for d in topo.gpus}
-    # row i of `nv` is gpus[i] (named by its `index`, as a live run's); a GPU whose `GPU n:`
-    # header was cropped from nvlink -s has no index and so no NV# row
-    labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in out_gpus]
+    labels = [f"GPU{g['index']}" if isinstance(g["index"], int) else "GPU?" for g in gpus]
     return [[_nv(topo.level(a, b)) if a != b and a in topo_labels and b in topo_labels else None
              for b in labels] for a in labels]
 
@@ -643,49 +643,29 @@ def topology_facts(p: Parsed, gpus: dict[str, Any] | None = None) -> dict[str, A
 # ---------------------------------------------------------------------------------------------
 # facts["pcie"]
 
-_PORT = {"root port": "root_port", "upstream port": "upstream_port", "downstream port": "downstream_port",
-         "endpoint": "endpoint", "legacy endpoint": "legacy_endpoint",
-         "root complex integrated endpoint": "rc_integrated", "root complex event collector": "rc_event_collector",
-         "pci-express to pci/pci-x bridge": "pcie_to_pci_bridge", "pci/pci-x to pci-express bridge": "pci_to_pcie_bridge"}
-_ACS = {"SrcValid": "SV", "TransBlk": "TB", "ReqRedir": "RR", "CmpltRedir": "CR", "UpstreamFwd": "UF",
-        "EgressCtrl": "EC", "DirectTrans": "DT"}
+# lspci's printed names -> the codes sysfs gives the probe (pci.ids class names, PCIe capability port
+# types, ACS flag words): the text says the same thing in words.
+_CLASS_NAMES = {name.lower(): code for code, name in CLASS_NAMES.items()}
+_PORT_CODE = {name.lower(): code for code, name in PORT_NAMES.items()}
+_SYSFS_ONLY = "not in lspci text (sysfs only)"
 
 
-def _kind(d: PciDevice) -> str | None:
-    code, name, desc = d.class_code, (d.class_name or "").lower(), d.description or ""
-    nvidia = d.vendor_id == "10de" or "NVIDIA" in desc
-    if code:
-        if code in ("0300", "0302") and nvidia:
-            return "gpu"
-        if code == "0680" and nvidia:
-            return "nvswitch"
-        if code.startswith("02"):
-            return "nic"
-        if code == "0108":
-            return "nvme"
-        if code == "0600":
-            return "host_bridge"
-    elif name:
-        if name in ("vga compatible controller", "3d controller") and nvidia:
-            return "gpu"
-        if name == "bridge" and nvidia:
-            return "nvswitch"
-        if name in ("ethernet controller", "infiniband controller", "network controller"):
-            return "nic"
-        if name == "non-volatile memory controller":
-            return "nvme"
-        if name == "host bridge":
-            return "host_bridge"
-    else:
+def _class_code(v: PciDevice | None) -> str | None:
+    """The class as sysfs would give it, without the prog-if lspci -nn leaves out: "0x0302"."""
+    if v is None:
         return None
-    pt = _PORT.get((d.port_type or "").lower())
-    if pt == "root_port":
-        return "root_port"
-    if pt in ("upstream_port", "downstream_port"):
-        return "switch_port"
-    if code == "0604" or name == "pci bridge":
-        return "bridge"
-    return "other"
+    if v.class_code:
+        return f"0x{v.class_code}"
+    name = (v.class_name or "").lower()
+    if name == "bridge" and (v.vendor_id == "10de" or "NVIDIA" in (v.description or "")):
+        return "0x0680"  # NVIDIA's "Bridge" functions are NVSwitches (class 0680)
+    code = _CLASS_NAMES.get(name)
+    return f"0x{code}" if code else None
+
+
+def _vendor_by_name(v: PciDevice | None) -> str | None:
+    """NVIDIA's vendor id where lspci printed its pci.ids name without -nn: a GPU is NVIDIA's by id."""
+    return "10de" if v and (v.description or "").startswith("NVIDIA Corporation") else None
 
 
 # lspci -tv prints no class, only the pci.ids name: the device kind is read from the name where the
@@ -715,6 +695,7 @@ def _kind_from_name(desc: str | None) -> str | None:
 
 
 def _family(desc: str | None) -> str | None:
+    """The maker read from the device name, where lspci printed no vendor id to read it from."""
     if not desc:
         return None
     for pat, fam in (("Mellanox|ConnectX", "ConnectX"), ("PEX|Broadcom / LSI", "Broadcom PEX"), ("PLX", "PLX"),
@@ -725,161 +706,166 @@ def _family(desc: str | None) -> str | None:
     return None
 
 
-def pcie_facts(p: Parsed) -> dict[str, Any] | None:
-    if not (p.tree or p.verbose):
-        return None
+@dataclass
+class _PciText:
+    """One host's lspci text, indexed: -vvv devices by bus id, the tree's nodes, each device's parent."""
+
+    vdev: dict[str, PciDevice]
+    nodes: dict[str, TreeNode]
+    parents: dict[str, str]
+    bdfs: list[str]
+    partial: bool  # `lspci -s` prompts or a grep: not every device of the host is listed
+
+
+def _pci_text(p: Parsed) -> _PciText:
     vdev = {d.bdf: d for d in (p.verbose.devices if p.verbose else []) if d.bdf}
-    unnamed = [d for d in (p.verbose.devices if p.verbose else []) if not d.bdf]
-    tree_nodes = p.tree.nodes if p.tree else {}
+    nodes = p.tree.nodes if p.tree else {}
     # A listing is complete when it came from real device headers or a tree, not `lspci -s` prompts.
     partial = bool(p.verbose and any(d.class_name is None for d in p.verbose.devices)) and not p.tree
-    bdfs = list(dict.fromkeys([*tree_nodes.keys(), *vdev.keys()]))
-    parents = _parents(p, bdfs)
-    devices = [_pcie_device(b, vdev, tree_nodes.get(b), parents) for b in bdfs]
-    _assign_switches(devices)
-    for u in unnamed:
-        devices.append({"bdf": None, "kind": None, "link": _link_rec(u, None), "unknown": {"bdf": "no device header"}})
-    gpus = _of_kind(devices, partial, "gpu")
-    section: dict[str, Any] = {
-        "config_access": None,
-        "config_access_unknown": "not known from text",
-        "needs_root": None,
-        "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
-        "devices": devices,
-        "tree": _tree(p) if p.tree else None,
-        "gpus": gpus,
-        "nics": _of_kind(devices, partial, "nic"),
-        "nvswitches": _of_kind(devices, partial, "nvswitch"),
-        "nvme": _of_kind(devices, partial, "nvme"),
-        "switches": _switches(devices),
-        "uplinks": None,
-        "uplinks_unknown": "not computed from text",
-        "levels": _levels_from_topo(p.topo) if p.topo else None,
-        "downgraded": _downgraded(devices),
-        "acs": _acs_redirects(devices),
-        "gpu_counts": _gpu_counts(devices, gpus),
+    bdfs = list(dict.fromkeys([*nodes.keys(), *vdev.keys()]))
+    return _PciText(vdev, nodes, _parents(p, bdfs), bdfs, partial)
+
+
+def _raw_config(v: PciDevice | None) -> dict[str, Any]:
+    """The config-space part of the probe's record, from the capabilities lspci -vvv decoded."""
+    cfg: dict[str, Any] = {"length": None}  # not read from config space: no judgement of root from its length
+    if v is None:
+        return cfg
+    cap, sta = v.lnk_cap or LinkInfo(), v.lnk_sta or LinkInfo()
+    code = _PORT_CODE.get((v.port_type or "").lower())
+    if v.lnk_sta is not None or code is not None:
+        cfg["pcie"] = {"port_type": code, "lnkcap_speed": cap.gen, "lnkcap_width": cap.width,
+                       "lnksta_speed": sta.gen, "lnksta_width": sta.width}
+    if v.acs_cap is not None:
+        bits = dict(pcie_normalize.ACS_BITS)
+        cfg["acs"] = {"cap": sum(bits.get(ACS_WORDS.get(k, k), 0) for k, on in v.acs_cap.items() if on),
+                      "ctl": sum(bits.get(ACS_WORDS.get(k, k), 0) for k, on in (v.acs_ctl or {}).items() if on)}
+    elif code is None:  # capabilities not printed: lspci without root, or a grep of some lines
+        cfg["acs"] = {"unknown": "no ACSCap in the imported text (absent, or lspci run without root)"}
+    else:
+        cfg["acs"] = None  # capabilities printed (lspci as root) and no ACS among them: none
+    return cfg
+
+
+def _raw_device(b: str, pt: _PciText) -> dict[str, Any]:
+    """One device as the pcie probe would have sent it; what lspci does not print is left None."""
+    v, t = pt.vdev.get(b), pt.nodes.get(b)
+    vid = (v.vendor_id if v else None) or (t.vendor_id if t else None) or _vendor_by_name(v)
+    did = (v.device_id if v else None) or (t.device_id if t else None)
+    chain = _chain(b, pt.parents)
+    raw: dict[str, Any] = {
+        "source": pcie_normalize.TEXT_SOURCE, "bdf": b, "path": ([f"pci{t.root}"] if t else []) + [*chain, b],
+        "vendor": f"0x{vid}" if vid else None, "device": f"0x{did}" if did else None,
+        "subsystem_vendor": None, "subsystem_device": None, "class": _class_code(v),
+        "current_link_speed": None, "max_link_speed": None, "current_link_width": None, "max_link_width": None,
+        "local_cpulist": None, "numa_node": None if v is None or v.numa_node is None else str(v.numa_node),
+        "driver": v.driver if v else None, "iommu_group": v.iommu_group if v else None,
+        "vf": None, "rdma": [], "netdevs": [], "config": _raw_config(v), "aer": None,
     }
-    if gpus is None:
-        section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
-                                   if partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
+    if raw["class"] is None:
+        raw["name_kind"] = _name_kind(v, t)
+    return raw
+
+
+def _name_kind(v: PciDevice | None, t: TreeNode | None) -> str | None:
+    """The kind of a device whose class code the text lacks: a class name of no kind told apart
+    ("DMA controller") is "other"; a tree draws bridges as bridges and names the rest; an `lspci -s`
+    excerpt without a header says nothing (None: unknown)."""
+    if v is not None:
+        return "other" if v.class_name else None
+    if t is None:
+        return None
+    return "bridge" if t.is_bridge else _kind_from_name(t.description)
+
+
+def pcie_facts(p: Parsed) -> dict[str, Any] | None:
+    """lspci text -> the pcie probe's payload -> the pcie normalizer: one writer for facts["pcie"].
+    What only the text has (partial listings, lspci's own downgrade marks, the driver it prints)
+    and what it cannot have (sysfs names, /proc, the iommu) is added or marked unknown after."""
+    if not (p.tree or p.verbose):
+        return None
+    pt = _pci_text(p)
+    payload: dict[str, Any] = {"devices": [_raw_device(b, pt) for b in pt.bdfs], "nvidia": {}, "iommu": None}
+    section: dict[str, Any] = dict(pcie_normalize.normalize(payload))
+    order = {b: i for i, b in enumerate(pt.bdfs)}
+    section["devices"] = sorted(section["devices"], key=lambda d: order[d["bdf"]])  # as lspci lists them
+    for d in section["devices"]:
+        _text_device(d, pt)
+    section["devices"].extend({"bdf": None, "kind": None, "link": _lone_link(u), "unknown": {"bdf": "no device header"}}
+                              for u in (p.verbose.devices if p.verbose else []) if not u.bdf)
+    _text_lists(section, pt)
+    section["downgraded"] = _downgraded(section, pt)
+    section.update({
+        "config_access": None, "config_access_unknown": "not known from text", "needs_root": None,
+        "virtual_platform": {"detected": None, "evidence": [], "detected_unknown": "not judged from text"},
+        "tree": section["tree"] if p.tree else None, "uplinks": None, "uplinks_unknown": "not computed from text",
+        "gpu_counts": _gpu_counts(section["devices"], section["gpus"]),
+        "levels": _levels_from_topo(p.topo) if p.topo else section["levels"]})
+    for key in ("nvswitch_nodes", "iommu", "aer_links"):  # /dev, the iommu and AER counters: sysfs's only
+        section.pop(key)
+    if section["switches"] == [] and not any(d.get("port_type") for d in section["devices"]):
+        section["switches"] = None  # no port types in the text: switches unknown, not none
     low = ["label", "rdma", "netdevs", "local_cpulist", "vf", "config_access", "uplinks", "virtual_platform"]
     return _mark(section, p.sources(p.tree, p.verbose, p.topo), low)
 
 
-def _pcie_identity(rec: dict[str, Any], unknown: dict[str, str], v: PciDevice | None, t: TreeNode | None) -> None:
-    """What the device is (ids, class, kind, family) from lspci -vvvnn, else from lspci -tv."""
-    vid = (v.vendor_id if v else None) or (t.vendor_id if t else None)
-    did = (v.device_id if v else None) or (t.device_id if t else None)
-    rec["vendor"] = f"0x{vid}" if vid else None
-    rec["device"] = f"0x{did}" if did else None
-    if vid is None:
-        unknown["vendor"] = "needs lspci -nn"
-    rec["subsystem_vendor"] = rec["subsystem_device"] = None
-    rec["class"] = f"0x{v.class_code}" if v and v.class_code else None
-    if rec["class"] is None:
-        unknown["class"] = "needs lspci -vvvnn (class code)"
-    kind = _kind(v) if v else ("bridge" if t and t.is_bridge else _kind_from_name(t.description) if t else None)
-    rec["kind"] = kind
-    if kind is None:
-        unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
-    elif v is None and t is not None and not t.is_bridge:
-        rec["kind_source"] = "name"  # read from the pci.ids name lspci -tv printed, not a class code
-    rec["family"] = _family((v.description if v else None) or (t.description if t else None))
-
-
-def _pcie_device(b: str, vdev: dict[str, PciDevice], t: TreeNode | None, parents: dict[str, str]) -> dict[str, Any]:
-    """One device in the pcie probe's shape; what lspci text cannot give is null with its reason."""
-    v = vdev.get(b)
-    unknown: dict[str, str] = {}
-    rec: dict[str, Any] = {"bdf": b}
-    _pcie_identity(rec, unknown, v, t)
-    rec["label"] = rec["rdma"] = None
-    rec["netdevs"] = None
-    unknown["label"] = unknown["rdma"] = unknown["netdevs"] = "not in lspci text (sysfs only)"
-    rec["driver"] = v.driver if v else None
-    rec["numa"] = v.numa_node if v else None
-    rec["local_cpulist"] = None
-    unknown["local_cpulist"] = "not in lspci text (sysfs only)"
-    rec["iommu_group"] = v.iommu_group if v else None
-    root = t.root if t else None
-    rec["host_bridge"] = f"pci{root}" if root else None
-    rec["chain"] = _chain(b, parents)
-    rec["parent"] = parents.get(b)
-    if b not in parents and not t:
-        unknown["parent"] = "position in the tree unknown (no lspci -tv, no bridge bus ranges)"
-    pt = _PORT.get((v.port_type or "").lower()) if v else None
-    rec["port_type"] = pt
-    if pt is None:
-        rec["port_type_unknown"] = "needs lspci -vvv (PCI Express capability)"
-    rec["switch"] = None  # _assign_switches fills it once every device is known
-    rec["link"] = _link_rec(v, vdev.get(parents.get(b) or ""))
-    if rec["link"] is None:
-        unknown["link"] = "no LnkCap/LnkSta in the imported text"
-    rec["acs"] = _acs_rec(v)
-    if rec["acs"] is None:
-        rec["acs_unknown"] = "no ACSCap in the imported text (absent, or lspci run without root)"
-    rec["vf"] = None
+def _text_device(d: dict[str, Any], pt: _PciText) -> None:
+    """What the normalizer cannot know a text lacked: named unknowns, the maker read from the name."""
+    v, t = pt.vdev.get(d["bdf"]), pt.nodes.get(d["bdf"])
+    unknown: dict[str, str] = {k: _SYSFS_ONLY for k in ("label", "rdma", "netdevs", "local_cpulist")}
+    d["netdevs"] = None
     unknown["vf"] = "not in lspci text"
-    rec["unknown"] = unknown
-    return rec
+    if d["vendor"] is None:
+        unknown["vendor"] = "needs lspci -nn"
+    if d["class"] is None:
+        unknown["class"] = "needs lspci -vvvnn (class code)"
+    if d["kind"] is None:
+        unknown["kind"] = "lspci -t without -v prints no device names" if t else "no class in the imported lines"
+    if d["family"] is None:
+        d["family"] = _family((v.description if v else None) or (t.description if t else None))
+    if d["bdf"] not in pt.parents and not t:
+        unknown["parent"] = "position in the tree unknown (no lspci -tv, no bridge bus ranges)"
+    if d["link"] is None:
+        unknown["link"] = "no LnkCap/LnkSta in the imported text"
+    d["unknown"] = unknown
 
 
-def _acs_rec(v: PciDevice | None) -> dict[str, Any] | None:
-    if not (v and v.acs_cap is not None):
+def _lone_link(v: PciDevice) -> dict[str, Any] | None:
+    """The link lines of a device the text does not name (a grep without headers)."""
+    if v.lnk_sta is None:
         return None
-    en = [_ACS.get(k, k) for k, on in (v.acs_ctl or {}).items() if on]
-    return {"capable": [_ACS.get(k, k) for k, on in v.acs_cap.items() if on], "enabled": en,
-            "redirect": any(x in en for x in ("RR", "CR", "EC"))}
+    gmax, wmax = (v.lnk_cap.gen, v.lnk_cap.width) if v.lnk_cap else (None, None)
+    return {"gen_current": v.lnk_sta.gen, "gen_max": gmax, "speed_current": _speed(v.lnk_sta.gen),
+            "speed_max": _speed(gmax), "width_current": v.lnk_sta.width, "width_max": wmax}
 
 
-def _assign_switches(devices: list[dict[str, Any]]) -> None:
-    """Each device's switch: the first upstream port on its chain (itself, if it is one)."""
-    by = {d["bdf"]: d for d in devices}
-    for d in devices:
-        own = [d["bdf"]] if d.get("port_type") == "upstream_port" else []
-        ups = [c for c in d["chain"] + own if by.get(c, {}).get("port_type") == "upstream_port"]
-        d["switch"] = ups[0] if ups else None
+def _text_lists(section: dict[str, Any], pt: _PciText) -> None:
+    """A partial listing, or a device of unknown kind, leaves the per-kind lists unknown."""
+    if not (pt.partial or any(d["kind"] is None for d in section["devices"] if d["bdf"])):
+        return
+    for key in ("gpus", "nics", "nvswitches", "nvme"):
+        section[key] = None
+    section["gpus_unknown"] = ("partial lspci output (lspci -s or grep): the device list is incomplete"
+                               if pt.partial else "device names unknown (lspci -t without -v; add lspci -tv or -vvvnn)")
 
 
-def _of_kind(devices: list[dict[str, Any]], partial: bool, kind: str) -> list[str] | None:
-    """The bdfs of one kind; None where the listing is partial or a device's kind is unknown."""
-    if partial:
-        return None
-    if any(x["kind"] is None for x in devices):
-        return None
-    return sorted(x["bdf"] for x in devices if x["kind"] == kind)
-
-
-def _downgraded(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    downgraded = []
-    for d in devices:
-        lk = d.get("link")
-        if lk and lk.get("downgraded"):
-            downgraded.append({"bdf": d["bdf"], "kind": d.get("kind"), **{k: lk[k] for k in (
-                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")},
-                "max_of": lk["max_of"], "evidence": f"lspci {d['bdf']}: LnkSta vs LnkCap"
-                + (" of the device and its port" if lk["max_of"] == "link" else " of the device (its port's is not in the text)")})
-    return downgraded
-
-
-def _acs_redirects(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ports with ACS redirection on and GPUs below them, with the P2P partners it slows."""
-    acs = []
-    for d in devices:
-        role = d.get("port_type")
-        if role not in ("downstream_port", "root_port") or not (d.get("acs") or {}).get("redirect"):
-            continue
-        below = [x["bdf"] for x in devices if x.get("kind") == "gpu" and d["bdf"] in x.get("chain", [])]
-        if not below:
-            continue
-        # P2P partners affected: other GPUs/NICs under the same switch (or below this port).
-        group = d.get("switch") or (d["bdf"] if role == "downstream_port" else None)
-        peers = sorted(x["bdf"] for x in devices if x.get("kind") in ("gpu", "nic") and x["bdf"] not in below
-                       and group and (x.get("switch") == group or group in x.get("chain", [])))
-        acs.append({"port": d["bdf"], "port_role": role,
-                    "enabled": [e for e in d["acs"]["enabled"] if e in ("RR", "CR", "EC")], "gpus": below,
-                    "peers": peers})
-    return acs
+def _downgraded(section: dict[str, Any], pt: _PciText) -> list[dict[str, Any]]:
+    """The normalizer's downgraded links, plus those only lspci's own `(downgraded)` mark shows,
+    each saying whose maximum it was judged against (the port's LnkCap may be missing)."""
+    out = {e["bdf"]: dict(e) for e in section["downgraded"]}
+    by = {d["bdf"]: d for d in section["devices"] if d["bdf"]}
+    for b, v in pt.vdev.items():
+        sta = v.lnk_sta
+        if b not in out and sta and (sta.speed_downgraded or sta.width_downgraded) and by[b]["link"]:
+            lk = by[b]["link"]
+            out[b] = {"bdf": b, "kind": by[b]["kind"], **{k: lk[k] for k in (
+                "gen_current", "gen_max", "speed_current", "speed_max", "width_current", "width_max")}}
+    for b, e in out.items():
+        parent = pt.vdev.get(pt.parents.get(b) or "")
+        e["max_of"] = "link" if parent is not None and parent.lnk_cap is not None else "device"
+        e["evidence"] = f"lspci {b}: LnkSta vs LnkCap" + (
+            " of the device and its port" if e["max_of"] == "link" else " of the device (its port's is not in the text)")
+    return [out[b] for b in sorted(out)]
 
 
 def _gpu_counts(devices: list[dict[str, Any]], gpus: list[str] | None) -> dict[str, Any]:
@@ -931,60 +917,6 @@ def _chain(b: str, parents: dict[str, str]) -> list[str]:
         out.append(cur)
         cur = parents.get(cur)
     return list(reversed(out))
-
-
-def _link_rec(v: PciDevice | None, parent: PciDevice | None) -> dict[str, Any] | None:
-    if v is None or v.lnk_sta is None:
-        return None
-    cap, sta = v.lnk_cap, v.lnk_sta
-    gen_max = cap.gen if cap else None
-    width_max = cap.width if cap else None
-    # What the link can train to is the lower of both ends' capabilities when the port is known.
-    max_of = "device"
-    if parent is not None and parent.lnk_cap is not None:
-        max_of = "link"
-        if gen_max and parent.lnk_cap.gen:
-            gen_max = min(gen_max, parent.lnk_cap.gen)
-        if width_max and parent.lnk_cap.width:
-            width_max = min(width_max, parent.lnk_cap.width)
-    down = bool(sta.speed_downgraded or sta.width_downgraded)
-    if not down and None not in (gen_max, sta.gen):
-        down = sta.gen < gen_max  # type: ignore[operator]
-    if not down and None not in (width_max, sta.width):
-        down = sta.width < width_max  # type: ignore[operator]
-    return {"gen_current": sta.gen, "gen_max": gen_max, "speed_current": _speed(sta.gen), "speed_max": _speed(gen_max),
-            "width_current": sta.width, "width_max": width_max, "downgraded": down, "max_of": max_of,
-            "lspci_marks": {"speed": sta.speed_downgraded, "width": sta.width_downgraded}}
-
-
-def _switches(devices: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    if not any(d.get("port_type") for d in devices):
-        return None
-    by = {d["bdf"]: d for d in devices if d.get("bdf")}
-    out = []
-    for d in devices:
-        if d.get("port_type") != "upstream_port" or d.get("switch") != d["bdf"]:
-            continue
-        inner = [x for x in devices if x.get("switch") == d["bdf"]]
-        downs = [x["bdf"] for x in inner if x.get("port_type") == "downstream_port" and x.get("parent") == d["bdf"]]
-        # Nested upstream ports inside one physical switch (Broadcom Gen4 parts have two levels).
-        levels = max((sum(1 for c in [*x["chain"], x["bdf"]] if by.get(c, {}).get("port_type") == "upstream_port")
-                      for x in inner if x.get("port_type") == "upstream_port"), default=1)
-        out.append({"upstream": d["bdf"], "parent": d.get("parent"), "vendor": d.get("vendor"),
-                    "device": d.get("device"), "family": d.get("family"), "levels": levels, "downstream": downs})
-    return out
-
-
-def _tree(p: Parsed) -> list[dict[str, Any]]:
-    assert p.tree is not None
-    nodes = p.tree.nodes
-
-    def sub(b: str) -> dict[str, Any]:
-        return {"bdf": b, "children": [sub(c) for c in nodes[b].children]}
-
-    return [{"host_bridge": f"pci{r}", "numa": None,
-             "children": [sub(b) for b, n in nodes.items() if n.root == r and n.parent is None]}
-            for r in p.tree.roots]
 
 
 def _levels_from_topo(t: TopoMatrix) -> dict[str, Any]:

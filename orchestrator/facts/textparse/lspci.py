@@ -88,6 +88,15 @@ class _Ctx:
 _TOP = _Ctx(-1, -1, None, "")
 
 
+def _describe_leaf(node: TreeNode, desc: str) -> None:
+    """A device's name as the tree draws it, with its [vendor:device] ids where -nn printed them."""
+    if desc:
+        ids = _IDS.search(desc)
+        if ids:
+            node.vendor_id, node.device_id = ids.group(1).lower(), ids.group(2).lower()
+        node.description = desc
+
+
 def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
     text = decode_input(text, source) if isinstance(text, bytes) else text
     if not text.strip():
@@ -162,12 +171,7 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
                     node.description = rest.strip(" -") or None
                     break
                 continue
-            desc = line[i:].strip()
-            if desc:
-                ids = _IDS.search(desc)
-                if ids:
-                    node.vendor_id, node.device_id = ids.group(1).lower(), ids.group(2).lower()
-                node.description = desc
+            _describe_leaf(node, line[i:].strip())
             break
     if not nodes:
         raise TextParseError("no devices found: not lspci -t output", source, 1)
@@ -176,6 +180,19 @@ def parse_lspci_tree(text: str | bytes, source: str = "<text>") -> LspciTree:
 
 # ---------------------------------------------------------------------------------------------
 # lspci -vvv / -vvvnn
+
+
+# lspci's class names (pci.ids) of the classes fleetprobe tells apart, by class code
+CLASS_NAMES = {"0300": "VGA compatible controller", "0302": "3D controller", "0380": "Display controller",
+               "0200": "Ethernet controller", "0207": "Infiniband controller", "0280": "Network controller",
+               "0108": "Non-Volatile memory controller", "0600": "Host bridge", "0604": "PCI bridge"}
+# the PCI Express capability's port types as lspci -vvv names them, by code
+PORT_NAMES = {0: "Endpoint", 1: "Legacy Endpoint", 4: "Root Port", 5: "Upstream Port", 6: "Downstream Port",
+              7: "PCI-Express to PCI/PCI-X Bridge", 8: "PCI/PCI-X to PCI-Express Bridge",
+              9: "Root Complex Integrated Endpoint", 10: "Root Complex Event Collector"}
+# the ACS flag words lspci -vvv prints, and the capability bits' short names
+ACS_WORDS = {"SrcValid": "SV", "TransBlk": "TB", "ReqRedir": "RR", "CmpltRedir": "CR", "UpstreamFwd": "UF",
+             "EgressCtrl": "EC", "DirectTrans": "DT"}
 
 
 @dataclass
@@ -341,7 +358,7 @@ def parse_lspci_verbose(text: str | bytes, source: str = "<text>") -> LspciVerbo
             cur.secondary = int(sec.group(1), 16) if sec else None
             cur.subordinate = int(sub.group(1), 16) if sub else None
         elif key == "Capabilities":
-            mm = re.search(r"Express\s*(?:\(v\d\))?\s*([A-Za-z][A-Za-z ]*?)\s*(?:\(|,|$)", value)
+            mm = re.search(r"Express\s*(?:\(v\d\))?\s*([A-Za-z][A-Za-z /-]*?)\s*(?:\(|,|$)", value)
             if mm:
                 cur.port_type = mm.group(1).strip()
     if not devices:

@@ -268,20 +268,9 @@ def _read_matrix(
     lines: list[str], source: str, single: re.Pattern[str], run: re.Pattern[str], what: str
 ) -> tuple[_Header, list[_Row], int, list[Note]]:
     notes: list[Note] = []
-    header: _Header | None = None
-    start = 0
-    for i, line in enumerate(lines):
-        parsed = _header_tokens(line)
-        if parsed:
-            header = _Header(i + 1, parsed[0], parsed[1], parsed[2])
-            start = i + 1
-            break
-    if header is None:
-        raise TextParseError(f"no {what} header (a line of GPU0 GPU1 ... column labels) found", source, 1)
+    header = _find_header(lines, source, what)
+    start = header.line_no
     labels = header.labels
-    dup = sorted({x for x in labels if labels.count(x) > 1}) if len(set(labels)) != len(labels) else []
-    if dup:
-        raise TextParseError(f"column label(s) {', '.join(dup)} appear twice in the header", source, header.line_no)
     n = len(labels)
     label_set = set(labels)
     seen: set[str] = set()
@@ -347,17 +336,35 @@ def _read_matrix(
                                 "excerpt or truncated paste); their rows are unknown"))
         for x in missing:
             rows.append(_Row(last, x, [("X" if y == x else None) for y in labels], [], []))
-    cut = {r.label for r in rows if any(c is None for c in r.cells)}
     by_label = {r.label: r for r in rows}
-    ordered = [by_label[x] for x in labels]
-    # The path between two devices is one path: a cell lost to a cut row is its mirror cell.
+    return header, _fill_from_mirrors([by_label[x] for x in labels]), end, notes
+
+
+def _find_header(lines: list[str], source: str, what: str) -> _Header:
+    """The matrix's column-label line (its line_no is 1-based, so rows start at lines[line_no])."""
+    for i, line in enumerate(lines):
+        parsed = _header_tokens(line)
+        if parsed:
+            header = _Header(i + 1, parsed[0], parsed[1], parsed[2])
+            labels = header.labels
+            dup = sorted({x for x in labels if labels.count(x) > 1}) if len(set(labels)) != len(labels) else []
+            if dup:
+                raise TextParseError(f"column label(s) {', '.join(dup)} appear twice in the header", source,
+                                     header.line_no)
+            return header
+    raise TextParseError(f"no {what} header (a line of GPU0 GPU1 ... column labels) found", source, 1)
+
+
+def _fill_from_mirrors(ordered: list[_Row]) -> list[_Row]:
+    """The path between two devices is one path: a cell lost to a cut row is its mirror cell."""
+    cut = {r.label for r in ordered if any(c is None for c in r.cells)}
     for i, r in enumerate(ordered):
         if r.label not in cut:
             continue
         for j, c in enumerate(r.cells):
             if c is None and ordered[j].cells[i] is not None:
                 r.cells[j] = ordered[j].cells[i]
-    return header, ordered, end, notes
+    return ordered
 
 
 def _check_shape(labels: list[str], rows: list[_Row], notes: list[Note]) -> None:

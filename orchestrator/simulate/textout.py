@@ -1,0 +1,273 @@
+"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, a `--query-gpu` CSV of
+the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the import-vs-live tests.
+
+Each tool answers from the same source as a probe: nvidia-smi from NVML (the `nvlink` probe's
+data), ibstat and ibstatus from sysfs (the `nic` probe's), dmesg from /dev/kmsg (the `kmsg`
+probe's).  So the text is rendered from that probe's data of the same machine (its demo
+recording, or a run of the probe on the simulated machine), laid out as the published captures in
+tests/fixtures/evidence print it (nvlink_s_i0_h100_sxm_18links_01.txt,
+nvlink_s_3x_rtx_a6000_inactive_01.txt, nvlink_c_i0_h100_sxm_18links_01.txt, the ibstat/ibstatus
+captures, dmesg_*.txt).  Pure: data in, text out.  What the source told the probe and the tool
+does not print (remote ends, NVLink versions, error counters, PCI functions) is left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
+from orchestrator.facts.normalize.pcie import ACS_BITS
+from orchestrator.facts.textparse.lspci import ACS_WORDS, CLASS_NAMES, PORT_NAMES
+from orchestrator.present.terminal.topo import LEGEND
+
+# The per-link speed `nvlink -s` prints, by NVLink version (as printed in the published captures:
+# V100 25.781, A100 25.000, H100 26.562, GB200/B300 53.125; a 3.x bridge between workstation cards 14.062).
+SPEED_BY_VERSION = {"2.0": "25.781", "2.2": "25.781", "3.0": "25.000", "3.1": "14.062", "4.0": "26.562",
+                    "5.0": "53.125"}
+ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive"
+# the probe's capability keys -> nvidia-smi's wording (the ones NVML's probe reads)
+CAP_WORDS = {"p2p_supported": "P2P is supported", "sysmem_access": "Access to system memory supported",
+             "p2p_atomics": "P2P atomics supported"}
+
+
+def _gpus(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return [g for g in data.get("gpus") or [] if isinstance(g, dict)]
+
+
+def _header(g: dict[str, Any]) -> str:
+    return f"GPU {g['index']}: {g.get('name')} (UUID: {g.get('uuid')})"
+
+
+def _has_links(g: dict[str, Any]) -> bool:
+    """nvidia-smi lists a GPU's links where NVML answered for them (no NVLink: no lines at all)."""
+    return bool(g.get("links")) and (g.get("unknown") or {}).get("links") != "NOT_SUPPORTED"
+
+
+def nvlink_status(data: dict[str, Any]) -> str:
+    """`nvidia-smi nvlink -s`: a line per link, its speed or `<inactive>`; a GPU whose links are
+    all down gets NVML's one-line message instead."""
+    out: list[str] = []
+    for g in _gpus(data):
+        out.append(_header(g))
+        if not _has_links(g):
+            continue
+        links = g["links"]
+        if all(lk.get("state") == "down" for lk in links):
+            out.append(ALL_INACTIVE)
+            continue
+        for lk in links:
+            up = lk.get("state") == "up"
+            value = f"{SPEED_BY_VERSION.get(str(lk.get('version')), '25.000')} GB/s" if up else "<inactive>"
+            out.append(f"\t Link {lk['link']}: {value}")
+    return "\n".join(out) + "\n"
+
+
+def _yes(value: Any) -> str:
+    return "true" if value else "false"
+
+
+def nvlink_caps(data: dict[str, Any]) -> str:
+    """`nvidia-smi nvlink -c`: a line per link and capability NVML answered (no states)."""
+    out: list[str] = []
+    for g in _gpus(data):
+        out.append(_header(g))
+        for lk in g["links"] if _has_links(g) else []:
+            out += [f"\t Link {lk['link']}, {words}: {_yes(lk.get(key))}"
+                    for key, words in CAP_WORDS.items() if lk.get(key) is not None]
+    return "\n".join(out) + "\n"
+
+
+def gpu_query_csv(data: dict[str, Any]) -> str:
+    """`nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv`, the 8-digit domain as printed."""
+    rows = ["index, name, uuid, pci.bus_id"]
+    for g in _gpus(data):
+        dom, _, rest = str(g.get("bus_id")).partition(":")
+        rows.append(f"{g['index']}, {g.get('name')}, {g.get('uuid')}, {dom.zfill(8).upper()}:{rest.upper()}")
+    return "\n".join(rows) + "\n"
+
+
+_IBSTAT_STATE = {"ACTIVE": "Active", "DOWN": "Down", "INIT": "Initializing", "ARMED": "Armed"}
+
+
+def _hexguid(colon: str) -> str:
+    return "0x" + colon.replace(":", "")
+
+
+def ibstat(devices: list[dict[str, Any]]) -> str:
+    """`ibstat` of the nic probe's raw `infiniband` devices, laid out as rdma-core prints it."""
+    out = []
+    for d in devices:
+        out += [f"CA '{d['name']}'", f"\tCA type: {d['hca_type']}", f"\tNumber of ports: {len(d['ports'])}",
+                f"\tFirmware version: {d['fw_ver']}", "\tHardware version: 0",
+                f"\tNode GUID: {_hexguid(d['node_guid'])}", f"\tSystem image GUID: {_hexguid(d['sys_image_guid'])}"]
+        for p in d["ports"]:
+            state = p["state"].split(": ")[1]
+            out += [f"\tPort {p['port']}:", f"\t\tState: {_IBSTAT_STATE[state]}",
+                    f"\t\tPhysical state: {p['phys_state'].split(': ')[1]}",
+                    f"\t\tRate: {p['rate'].split()[0]}", "\t\tBase lid: 0", "\t\tLMC: 0", "\t\tSM lid: 0",
+                    "\t\tCapability mask: 0xa651e848", f"\t\tPort GUID: {_hexguid(p['port_guid'])}",
+                    f"\t\tLink layer: {p['link_layer']}"]
+    return "\n".join(out) + "\n"
+
+
+def ibstatus(devices: list[dict[str, Any]]) -> str:
+    """`ibstatus`: the sysfs texts themselves, as in ibstatus_a100_9ports_gpud_01.txt."""
+    out = []
+    for d in devices:
+        for p in d["ports"]:
+            out += [f"Infiniband device '{d['name']}' port {p['port']} status:",
+                    f"\tdefault gid:\t fe80:0000:0000:0000:{p['port_guid']}", "\tbase lid:\t 0x0",
+                    "\tsm lid:\t\t 0x0", f"\tstate:\t\t {p['state']}", f"\tphys state:\t {p['phys_state']}",
+                    f"\trate:\t\t {p['rate']}", f"\tlink_layer:\t {p['link_layer']}", ""]
+    return "\n".join(out)
+
+
+def dmesg(kmsg: dict[str, Any]) -> str:
+    """`dmesg` of the kmsg probe's lines: seconds since boot in brackets, then the message."""
+    return "".join(f"[{float(ln['t']):12.6f}] {ln['msg']}\n" for ln in kmsg.get("lines") or [])
+
+
+# nvidia-smi's legend is the terminal view's without its own "?" (unknown) line
+TOPO_LEGEND = "\n" + LEGEND.rsplit("\n", 1)[0] + "\n"
+
+
+def _topo_cell(value: Any) -> str:
+    return " X " if value == "X" else str(value) if value is not None else "N/A"
+
+
+def topo_matrix(topology: dict[str, Any]) -> str:
+    """`nvidia-smi topo -m` of a host's topology (NVML's matrix: the merged section a live run
+    writes), tab-separated as nvidia-smi prints it, with its legend and NIC legend."""
+    devices = topology["devices"]
+    gpu = [d["kind"] == "gpu" for d in devices]
+    rows = ["\t" + "\t".join(d["name"] for d in devices) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for i, d in enumerate(devices):
+        cells = [_topo_cell(v) for v in topology["matrix"][i]]
+        if gpu[i]:
+            numa = d.get("numa")
+            cells += [d.get("cpu_affinity") or "N/A", "N/A" if numa is None else str(numa), "N/A"]
+        rows.append(d["name"] + "\t" + "\t".join(cells))
+    nics = [d for d in devices if d["kind"] == "nic"]
+    legend = ["", "NIC Legend:", ""] + [f"  {d['name']}: {d.get('label')}" for d in nics] if nics else []
+    return "\n".join(rows) + "\n" + TOPO_LEGEND + "\n".join(legend) + "\n"
+
+
+# ACS words with their bit values, in the order lspci prints them (SrcValid TransBlk ReqRedir ...)
+_ACS_PRINTED = [(word, dict(ACS_BITS)[short]) for word, short in ACS_WORDS.items()]
+
+# -- lspci: the pcie probe's sysfs records as lspci -tvnn and -vvvnn print them ----------------------
+# (layout as lspci's ls-tree.c and the captures lspci_tvnn_*.txt / lspci_vvvnn_*.txt in tests/fixtures)
+
+
+def _pci_devices(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(d["bdf"]): d for d in data.get("devices") or [] if isinstance(d, dict) and d.get("bdf")}
+
+
+def _pci_parent(d: dict[str, Any]) -> str | None:
+    path = [str(c) for c in d.get("path") or []]
+    return path[-2] if len(path) >= 2 and not path[-2].startswith("pci") else None
+
+
+def _pci_name(d: dict[str, Any]) -> str:
+    """The name lspci -nn prints: the simulated machine has no pci.ids, so vendor and device ids."""
+    vid, did = str(d.get("vendor") or "0x0000")[2:], str(d.get("device") or "0x0000")[2:]
+    vendor = "NVIDIA Corporation" if vid == "10de" else f"Vendor {vid}"
+    return f"{vendor} Device {did} [{vid}:{did}]"
+
+
+def _bus(bdf: str) -> int:
+    return int(bdf.split(":")[-2], 16)
+
+
+class _TreeWriter:
+    """lspci's tree drawing (ls-tree.c): one line buffer; a printed line leaves only its `|` and `+`
+    columns standing (as `|`) for the lines below."""
+
+    def __init__(self, devs: dict[str, dict[str, Any]]) -> None:
+        self.devs, self.line = devs, ""
+        self.out: list[str] = []
+        self.children: dict[str, list[str]] = {}
+        for b, d in sorted(devs.items()):
+            self.children.setdefault(_pci_parent(d) or "", []).append(b)
+
+    def emit(self, text: str) -> None:
+        self.out.append(text)
+        self.line = "".join("|" if c in "+|" else " " for c in text)
+
+    def bus(self, members: list[str], prefix: str) -> None:
+        if not members:
+            self.emit(prefix)
+        elif len(members) == 1:
+            self.dev(members[0], prefix + "--")
+        for i, b in enumerate(members if len(members) > 1 else []):
+            lead = prefix if i == 0 else self.line[:len(prefix)]
+            self.dev(b, lead + ("\\-" if i == len(members) - 1 else "+-"))
+
+    def dev(self, b: str, prefix: str) -> None:
+        text = prefix + b.split(":")[-1]
+        kids = self.children.get(b, [])
+        if kids:
+            below = [_bus(x) for x in self.devs if x != b and b in (self.devs[x].get("path") or [])]
+            lo, hi = min(below), max(below)
+            self.bus(kids, text + (f"-[{lo:02x}]--" if lo == hi else f"-[{lo:02x}-{hi:02x}]--"))
+            return
+        self.emit(f"{text}  {_pci_name(self.devs[b])}")
+
+
+def lspci_tree(data: dict[str, Any]) -> str:
+    """`lspci -tvnn`: one root per host bridge the sysfs paths name, bridges with their bus range."""
+    devs = _pci_devices(data)
+    w = _TreeWriter(devs)
+    roots: dict[str, list[str]] = {}
+    for b in w.children.get("", []):
+        path = [str(c) for c in devs[b].get("path") or []]
+        host = path[0][3:] if path and path[0].startswith("pci") else b.rsplit(":", 1)[0]
+        roots.setdefault(host, []).append(b)
+    for i, (root, members) in enumerate(sorted(roots.items())):
+        lead = "-" if len(roots) == 1 else "-+-" if i == 0 else " \\-" if i == len(roots) - 1 else " +-"
+        w.bus(members, f"{lead}[{root}]-")
+    return "\n".join(w.out) + "\n"
+
+
+def _lspci_link(key: str, gen: Any, width: Any) -> str | None:
+    if not isinstance(gen, int) or gen not in PCIE_GEN_GT_S or not isinstance(width, int):
+        return None
+    return f"\t\t{key}:\t" + ("Port #0, " if key == "LnkCap" else "") + f"Speed {PCIE_GEN_GT_S[gen]:g}GT/s, Width x{width}"
+
+
+def _lspci_acs(acs: Any) -> list[str]:
+    if not (isinstance(acs, dict) and isinstance(acs.get("cap"), int)):
+        return []  # no ACS capability, or not read: lspci prints no ACS lines either
+
+    def flags(value: int) -> str:
+        return " ".join(f"{word}{'+' if value & bit else '-'}" for word, bit in _ACS_PRINTED)
+    return ["\tCapabilities: [220 v1] Access Control Services",
+            f"\t\tACSCap:\t{flags(acs['cap'])}", f"\t\tACSCtl:\t{flags(int(acs.get('ctl') or 0))}"]
+
+
+def _lspci_block(d: dict[str, Any]) -> list[str]:
+    """One device's `lspci -vvvnn` block: header, bus range, NUMA node, IOMMU group, the PCI Express
+    capability's port type and link, ACS, the bound driver (what lspci -vvv prints as root)."""
+    code = str(d.get("class") or "0x000000")[2:6]
+    out = [f"{d['bdf']} {CLASS_NAMES.get(code, 'Class ' + code)} [{code}]: {_pci_name(d)}"]
+    cfg: dict[str, Any] = d["config"] if isinstance(d.get("config"), dict) else {}
+    if isinstance(cfg.get("secondary_bus"), int):
+        out.append(f"\tBus: primary=00, secondary={cfg['secondary_bus']:02x}, subordinate={cfg.get('subordinate_bus') or 0:02x}")
+    if d.get("numa_node") not in (None, "-1"):
+        out.append(f"\tNUMA node: {d['numa_node']}")
+    if d.get("iommu_group") is not None:
+        out.append(f"\tIOMMU group: {d['iommu_group']}")
+    pcie = cfg.get("pcie")
+    if isinstance(pcie, dict) and isinstance(pcie.get("port_type"), int):
+        out.append(f"\tCapabilities: [68] Express (v2) {PORT_NAMES.get(pcie['port_type'], 'Endpoint')}, MSI 00")
+        out += [x for x in (_lspci_link("LnkCap", pcie.get("lnkcap_speed"), pcie.get("lnkcap_width")),
+                            _lspci_link("LnkSta", pcie.get("lnksta_speed"), pcie.get("lnksta_width"))) if x]
+    out += _lspci_acs(cfg.get("acs"))
+    if d.get("driver"):
+        out.append(f"\tKernel driver in use: {d['driver']}")
+    return out
+
+
+def lspci_verbose(data: dict[str, Any]) -> str:
+    """`lspci -vvvnn` of every function, in bus order, a blank line after each block."""
+    return "".join("\n".join(_lspci_block(d)) + "\n\n" for _, d in sorted(_pci_devices(data).items()))

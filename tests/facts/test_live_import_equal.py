@@ -1,0 +1,257 @@
+"""One writer per facts section (issue 48 item 5): the text a simulated machine's tools print,
+imported, gives the same facts as that machine's live probes, for every field both can see.
+
+The live side is the probes' data of demo machines (orchestrator/demo/recordings: the real probes
+run on the simulated NVML, sysfs and /dev/kmsg) through the normalizers; the text side is what
+the tools print from the same sources (orchestrator/simulate/textout.py: `nvidia-smi nvlink -s`
+and `-c` with a CSV query for the bus ids, `nvidia-smi topo -m`, `ibstat`, `dmesg`), read by
+`probe import`'s parser, which hands the nvlink, nic and kmsg normalizers the probe's shape.
+Every field of either section is listed below as seen by both, or by one side only, so a field
+that appears on one side unlisted fails.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from orchestrator.facts.normalize import normalize_host
+from orchestrator.facts.textparse import import_texts
+from orchestrator.simulate import textout
+from tests.support.collected import RECORDINGS
+
+# NVSwitch with two links down, direct hybrid cube mesh, workstation bridges, PCI domains (GB200), 7 GPUs
+MACHINES = ["dgx-h100-04", "dgx1-v100-01", "ws-a6000-01", "gb200-01", "b300-01"]
+
+SECTION_BOTH = {"supported", "order", "gpus", "links_total", "links_up_total"}
+# NVML's remote ends (pairs, switches and the NV# they make) and the driver are not in nvlink -s/-c
+SECTION_LIVE_ONLY = {"pairs", "nvswitches", "nv", "driver_version"}
+SECTION_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields",
+                     "pairs_unknown", "nvswitches_unknown"}
+GPU_BOTH = {"index", "bus_id", "uuid", "name", "links_total", "links_up", "inactive", "lost", "links"}
+GPU_ONE_SIDE = {"version", "unknown"}  # the NVLink version is NVML's; text names why it is missing
+LINK_BOTH = {"link", "state", "p2p_supported", "sysmem_access", "p2p_atomics"}
+LINK_LIVE_ONLY = {"version", "remote_bus_id", "remote_type", "errors"}
+# speed as nvlink -s prints it; nvlink -c capabilities NVML's probe does not read
+LINK_TEXT_ONLY = {"speed_gbps", "sysmem_atomics", "sli_supported", "link_supported"}
+
+
+def _recorded(machine: str, probe: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RECORDINGS / machine / f"{probe}.json").read_text())["data"]
+    return data
+
+
+def _live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = _recorded(machine, "nvlink")
+    live = normalize_host({"nvlink": raw})[0]["nvlink"]
+    texts = [("nvlink-s.txt", textout.nvlink_status(raw)), ("nvlink-c.txt", textout.nvlink_caps(raw)),
+             ("query.csv", textout.gpu_query_csv(raw))]
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts["nvlink"]
+
+
+def _pick(d: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {k: d.get(k) for k in sorted(keys)}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_imported_nvlink_text_equals_the_live_nvlink_facts(machine: str) -> None:
+    live, text = _live_and_text(machine)
+    assert set(live) == SECTION_BOTH | SECTION_LIVE_ONLY
+    # text keeps pairs, switches, NV# null (NV# is topo -m's where imported); nvlink -s names no driver
+    assert set(text) == SECTION_BOTH | SECTION_TEXT_ONLY | SECTION_LIVE_ONLY - {"driver_version"}
+    assert text["pairs"] is None and text["nvswitches"] is None and text["nv"] is None
+    assert _pick(text, SECTION_BOTH - {"gpus"}) == _pick(live, SECTION_BOTH - {"gpus"})
+    assert len(text["gpus"]) == len(live["gpus"]) > 0
+    for lg, tg in zip(live["gpus"], text["gpus"], strict=True):
+        assert set(lg) == set(tg) == GPU_BOTH | GPU_ONE_SIDE
+        assert _pick(tg, GPU_BOTH - {"links"}) == _pick(lg, GPU_BOTH - {"links"}), lg["index"]
+        assert len(tg["links"]) == len(lg["links"]) > 0
+        for ll, tl in zip(lg["links"], tg["links"], strict=True):
+            assert set(ll) == LINK_BOTH | LINK_LIVE_ONLY | {"unknown"}
+            assert set(tl) == LINK_BOTH | LINK_LIVE_ONLY | LINK_TEXT_ONLY | {"unknown"}
+            assert _pick(tl, LINK_BOTH) == _pick(ll, LINK_BOTH), (lg["index"], ll["link"])
+            # what text cannot see is null there and named as unknown, never a guess
+            assert all(tl[k] is None for k in LINK_LIVE_ONLY) and set(tl["unknown"]) >= LINK_LIVE_ONLY
+            assert tl["speed_gbps"] if tl["state"] == "up" else tl["speed_gbps"] is None
+
+
+def test_the_machines_cover_links_down_direct_links_and_switches() -> None:
+    """The set above is not all alike: a down link, direct GPU pairs and NVSwitch fabrics."""
+    lives = {m: _live_and_text(m)[0] for m in MACHINES}
+    assert any(g["inactive"] for live in lives.values() for g in live["gpus"])
+    assert any(live["pairs"] for live in lives.values()) and any(live["nvswitches"] for live in lives.values())
+    assert any(b and not b.startswith("0000:") for live in lives.values() for b in live["order"])
+
+
+# -- nic and kmsg: ibstat and dmesg of the same machines ---------------------------------------------
+
+# dgx-h100-16/17 log an Xid; ws-a6000-01 has no HCA (no nic section either way)
+HEALTH_MACHINES = [*MACHINES, "dgx-h100-16", "dgx-h100-17"]
+NIC_BOTH = {"devices", "infiniband_present"}
+# the peer-memory module and the net interfaces are not in ibstat: text names them unknown
+NIC_LIVE_ONLY = {"gdr", "netdevs"}
+NIC_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields", "unknown"}
+HCA_BOTH = {"name", "hca_type", "model", "fw_ver", "node_guid", "sys_image_guid", "ports"}
+HCA_LIVE_ONLY = {"bus_id", "board_id", "driver"}  # sysfs's; ibstat prints none of them
+PORT_BOTH = {"port", "state", "phys_state", "rate_gbps", "link_layer", "port_guid"}
+# sysfs's rate reads "400 Gb/sec (4X NDR)", ibstat's "400": both give rate_gbps; counters and the
+# port's net interface are sysfs's (null in text)
+PORT_ONE_SIDE = {"rate", "counters", "hw_counters", "netdev"}
+KMSG_BOTH = {"readable", "unreadable_reason", "attempts", "events", "truncated"}
+# which boot, when it began and who read it are /dev/kmsg's; dmesg prints the lines only.  The
+# recording keeps the lines the probe kept, not every line it scanned: lines_scanned is the live one's
+KMSG_LIVE_ONLY = {"boot_id", "boot_time", "uid", "lines_scanned", "source"}
+KMSG_TEXT_ONLY = {"origin", "source_files", "confidence", "low_confidence_fields"}
+
+
+def _health(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    nic, kmsg = _recorded(machine, "nic"), _recorded(machine, "kmsg")
+    live = normalize_host({"nic": nic, "kmsg": kmsg})[0]
+    texts = [("dmesg.txt", textout.dmesg(kmsg))]
+    if nic["infiniband"]:
+        texts.append(("ibstat.txt", textout.ibstat(nic["infiniband"])))
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts
+
+
+@pytest.mark.parametrize("machine", HEALTH_MACHINES)
+def test_imported_ibstat_equals_the_live_nic_facts(machine: str) -> None:
+    live, text = _health(machine)
+    if not live["nic"]["devices"]:
+        assert "nic" not in text  # an empty ibstat is not a host without HCAs: nothing imported
+        return
+    nic = text["nic"]
+    assert set(live["nic"]) == NIC_BOTH | NIC_LIVE_ONLY and set(nic) == NIC_BOTH | NIC_LIVE_ONLY | NIC_TEXT_ONLY
+    assert nic["gdr"] is None and "netdevs" in nic["unknown"]
+    assert len(nic["devices"]) == len(live["nic"]["devices"])
+    for ld, td in zip(live["nic"]["devices"], nic["devices"], strict=True):
+        assert set(ld) == set(td) == HCA_BOTH | HCA_LIVE_ONLY
+        assert _pick(td, HCA_BOTH - {"ports"}) == _pick(ld, HCA_BOTH - {"ports"})
+        assert all(td[k] is None for k in HCA_LIVE_ONLY)
+        for lp, tp in zip(ld["ports"], td["ports"], strict=True):
+            assert set(lp) == set(tp) == PORT_BOTH | PORT_ONE_SIDE
+            assert _pick(tp, PORT_BOTH) == _pick(lp, PORT_BOTH)
+            assert tp["netdev"] is None
+
+
+@pytest.mark.parametrize("machine", HEALTH_MACHINES)
+def test_imported_dmesg_equals_the_live_kmsg_facts(machine: str) -> None:
+    live, text = _health(machine)
+    kmsg = text["kmsg"]
+    assert set(live["kmsg"]) == KMSG_BOTH | KMSG_LIVE_ONLY
+    assert set(kmsg) == KMSG_BOTH | KMSG_LIVE_ONLY | KMSG_TEXT_ONLY
+    assert _pick(kmsg, KMSG_BOTH) == _pick(live["kmsg"], KMSG_BOTH)
+    assert kmsg["boot_id"] is None and kmsg["uid"] is None and kmsg["source"] == "text"
+
+
+def test_the_health_machines_hold_events_and_hcas() -> None:
+    lives = [_health(m)[0] for m in HEALTH_MACHINES]
+    assert any(live["kmsg"]["events"] for live in lives)
+    assert sum(1 for live in lives if live["nic"]["devices"]) >= 3
+
+
+# -- topology: nvidia-smi topo -m of the same machines ---------------------------------------------
+
+TOPO_BOTH = {"devices", "matrix"}
+# live: which probe gave each cell (nvlink, nvml, pcie); text: every cell "text"
+TOPO_ONE_SIDE = {"source"}
+TOPO_TEXT_ONLY = {"origin", "source_files", "confidence", "low_confidence_fields", "legend_style",
+                  "nearest_gpus_by_cpu", "notes"}
+GPU_DEVICE_BOTH = {"name", "kind", "bus_id", "cpu_affinity", "numa"}  # bus ids from the CSV query
+NIC_DEVICE_BOTH = {"name", "kind", "label"}
+NIC_DEVICE_LIVE_ONLY = {"bus_id"}  # topo -m names a NIC by its label only: null in text
+DEVICE_TEXT_ONLY = {"gpu_numa_id", "unknown"}  # topo -m's own column; text's reasons
+
+
+@pytest.mark.parametrize("machine", [*MACHINES, "dgx-h100-16"])
+def test_imported_topo_m_equals_the_live_topology(machine: str) -> None:
+    env = {p: _recorded(machine, p) for p in ("nvml", "nvlink", "pcie")}
+    live = normalize_host(env)[0]["topology"]
+    texts = [("topo.txt", textout.topo_matrix(live)), ("query.csv", textout.gpu_query_csv(env["nvlink"]))]
+    host = import_texts(texts)
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    text = host.facts["topology"]
+    assert set(live) == TOPO_BOTH | TOPO_ONE_SIDE and set(text) == TOPO_BOTH | TOPO_ONE_SIDE | TOPO_TEXT_ONLY
+    assert text["matrix"] == live["matrix"]
+    assert {c for row in text["source"] for c in row} == {"self", "text"}
+    assert len(text["devices"]) == len(live["devices"]) > 0
+    for ld, td in zip(live["devices"], text["devices"], strict=True):
+        both, live_only = (GPU_DEVICE_BOTH, set()) if ld["kind"] == "gpu" else (NIC_DEVICE_BOTH, NIC_DEVICE_LIVE_ONLY)
+        assert set(ld) == both | live_only and set(td) - DEVICE_TEXT_ONLY == both | live_only
+        assert _pick(td, both) == _pick(ld, both)
+        assert all(td[k] is None and k in td["unknown"] for k in live_only)
+
+
+# -- pcie: lspci -tvnn and -vvvnn of the same machines ------------------------------------------------
+
+# NVSwitch trays, a DGX-1's PLX switches, workstation root ports with an NVMe switch, two PCI domains
+# (B300), a 4090 box with down links, a GPU link trained below its width (dgx-h100-06), ACS redirect
+# above the GPUs (dgx-a100-03).  gb200-01's recording puts a NIC on bus 09 straight below a
+# root port whose bus is 01, which no lspci tree can draw (it names a device by dev.fn below its
+# bridge's secondary bus), so that machine is not in this set.
+PCIE_MACHINES = ["dgx-h100-04", "dgx1-v100-01", "ws-a6000-01", "b300-01", "rtx4090-01", "dgx-h100-06",
+                 "dgx-a100-03"]
+PCIE_BOTH = {"devices", "gpus", "nics", "nvswitches", "nvme", "switches", "acs", "tree", "downgraded"}
+# /proc/driver/nvidia, /dev, the iommu, AER counters and sysfs names are not in lspci; text keeps
+# the judgements built on them (uplinks, virtual platform, config access) null and says why
+PCIE_LIVE_ONLY = {"iommu", "aer_links", "nvswitch_nodes"}
+PCIE_ONE_SIDE = {"levels", "gpu_counts", "uplinks", "virtual_platform", "config_access", "needs_root"}
+PCIE_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields",
+                  "config_access_unknown", "uplinks_unknown"}
+PCI_DEV_BOTH = {"bdf", "vendor", "device", "kind", "family", "driver", "numa", "iommu_group", "host_bridge",
+                "chain", "parent", "port_type", "switch", "link", "acs", "role"}
+# sysfs names and subsystem ids and the virtual-function link: text null
+PCI_DEV_LIVE_ONLY = {"subsystem_vendor", "subsystem_device", "label", "rdma", "netdevs", "local_cpulist", "vf"}
+# class: lspci -nn prints no prog-if (4 of sysfs's 6 digits); a GPU's model is the driver's (/proc,
+# null in text); the reasons: see the test
+PCI_DEV_ONE_SIDE = {"class", "model", "acs_unknown", "port_type_unknown", "unknown"}
+
+
+def _pcie_live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = _recorded(machine, "pcie")
+    live = normalize_host({"pcie": raw})[0]["pcie"]
+    host = import_texts([("lspci-tv.txt", textout.lspci_tree(raw)), ("lspci-vvv.txt", textout.lspci_verbose(raw))])
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts["pcie"]
+
+
+@pytest.mark.parametrize("machine", PCIE_MACHINES)
+def test_imported_lspci_equals_the_live_pcie_facts(machine: str) -> None:
+    live, text = _pcie_live_and_text(machine)
+    assert set(live) == PCIE_BOTH | PCIE_LIVE_ONLY | PCIE_ONE_SIDE
+    assert set(text) == PCIE_BOTH | PCIE_ONE_SIDE | PCIE_TEXT_ONLY
+    assert _pick(text, PCIE_BOTH - {"devices", "downgraded"}) == _pick(live, PCIE_BOTH - {"devices", "downgraded"})
+    # text says against whose LnkCap it judged a downgrade; the judgement is the same
+    assert [{k: v for k, v in e.items() if k not in ("max_of", "evidence")} for e in text["downgraded"]] \
+        == live["downgraded"]
+    # the GPUs' topo -m levels; which NICs topo -m lists (those with an RDMA device) is sysfs's
+    n = len(live["gpus"])
+    assert [row[:n] for row in text["levels"]["matrix"][:n]] == [row[:n] for row in live["levels"]["matrix"][:n]]
+    assert text["levels"]["order"][:n] == live["levels"]["order"][:n]
+    counts = {"pci", "driver_loaded", "passthrough"}  # /proc's and /dev's counts are not in lspci
+    assert _pick(text["gpu_counts"], counts) == _pick(live["gpu_counts"], counts)
+    assert text["gpu_counts"]["proc"] is None and "/proc/driver/nvidia" in text["gpu_counts"]["unknown"]
+    assert text["uplinks"] is None and text["config_access"] is None and text["virtual_platform"]["detected"] is None
+    assert len(text["devices"]) == len(live["devices"]) > 0
+    by = {d["bdf"]: d for d in text["devices"]}
+    for ld in live["devices"]:
+        td = by[ld["bdf"]]
+        assert set(ld) - PCI_DEV_ONE_SIDE == set(td) - PCI_DEV_ONE_SIDE == PCI_DEV_BOTH | PCI_DEV_LIVE_ONLY
+        assert _pick(td, PCI_DEV_BOTH) == _pick(ld, PCI_DEV_BOTH), ld["bdf"]
+        assert td["class"] == ld["class"][:6]
+        assert all(td[k] is None for k in PCI_DEV_LIVE_ONLY) and td.get("model") is None
+        assert {"label", "rdma", "netdevs", "local_cpulist", "vf"} <= set(td["unknown"])
+        if ld["port_type"] is not None:  # lspci printed the PCI Express capability: ACS read the same
+            assert td.get("acs_unknown") == ld.get("acs_unknown")
+
+
+def test_the_pcie_machines_cover_switches_acs_down_links_and_domains() -> None:
+    lives = [_pcie_live_and_text(m)[0] for m in PCIE_MACHINES]
+    assert sum(1 for live in lives if live["switches"]) >= 3
+    assert any(live["downgraded"] for live in lives) and any(live["acs"] for live in lives)
+    assert any(b and not b.startswith("0000:") for live in lives for b in live["gpus"])
