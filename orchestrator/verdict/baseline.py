@@ -709,10 +709,11 @@ def _judge_host(h: Judged, cls: ClassStats, from_file: bool, basis: str, limits:
 CAUSES: tuple[Cause, ...] = tuple(rules.baseline.causes())
 
 
-def unjudged(facts: Facts) -> dict[str, str]:
+def unjudged(facts: Facts, measured: Measures | None = None) -> dict[str, str]:
     """What a host's own facts hold back from the comparisons (verdict/coverage.py); too few peers
-    is the fleet's to say (judge's not-judged table)."""
-    have = {BY_KEY[m.metric].finding for m in measures(facts)}
+    is the fleet's to say (judge's not-judged table).  `measured`: measures(facts), where the
+    caller has it already (judging a host needs it twice)."""
+    have = {BY_KEY[m.metric].finding for m in (measures(facts) if measured is None else measured)}
     out = {}
     if CLOCKS_LOW not in have:
         out[CLOCKS_LOW] = out[POWER_OUTLIER] = "no reading under load (p2p probe 1.1 with NVML and load_s > 0)"

@@ -66,13 +66,14 @@ class _HostFacts:
     function's answer (about 80 ids share a dozen of them; asking each anew read the host's GPU
     list ~40 times and was a fifth of judging a DGX host)."""
 
-    def __init__(self, facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any]) -> None:
+    def __init__(self, facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any],
+                 answered: Mapping[Any, Mapping[str, str]] | None = None) -> None:
         self.facts = facts
         self._outcomes = outcomes
         self._probes = probes
         self._missing: dict[tuple[str, bool], str | None] = {}
         self._gpu_count: int | None = -1
-        self._unjudged: dict[Any, Mapping[str, str]] = {}
+        self._unjudged: dict[Any, Mapping[str, str]] = dict(answered or {})
 
     def missing(self, section: str, unreadable_ok: bool) -> str | None:
         key = (section, unreadable_ok)
@@ -129,13 +130,15 @@ def _unset(keys: tuple[str, ...], unusable: Collection[str]) -> str:
 
 def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, Any],
                expect: Expectations | None = None, host_outcome: str = "", host_reason: str = "",
-               needs: Mapping[str, Needs] = NEEDS, unusable_expect: Collection[str] = ()) -> dict[str, str]:
+               needs: Mapping[str, Needs] = NEEDS, unusable_expect: Collection[str] = (),
+               answered: Mapping[Any, Mapping[str, str]] | None = None) -> dict[str, str]:
     """finding id -> why its check could not judge this host (ids judged are absent).
 
     `outcomes`: probe -> outcome as the checks saw them (judged_outcomes: raw mode counts);
     `probes`: the host's probe records (their reasons); `expect` None: expectations unknown (a
     record from before they were stored), so no id is held back for a missing one;
-    `unusable_expect`: keys of the host's stored probe_expect left out as unreadable here."""
+    `unusable_expect`: keys of the host's stored probe_expect left out as unreadable here;
+    `answered`: `Needs.unjudged` functions' answers for these facts that the caller worked out already."""
     if host_outcome == "unreachable":
         why = "host unreachable" + (f": {host_reason}" if host_reason else "")
         return dict.fromkeys(needs, why)
@@ -146,7 +149,7 @@ def not_judged(facts: Facts, outcomes: Mapping[str, str], probes: Mapping[str, A
         why = f"no probe ran: {first} {outcomes[first]}" + (f": {reason}" if reason else "")
         return dict.fromkeys(needs, why)
     out = {}
-    host = _HostFacts(facts, outcomes, probes)
+    host = _HostFacts(facts, outcomes, probes, answered)
     for fid, need in needs.items():
         missing = _why_not(fid, need, expect, host, unusable_expect)
         if missing:

@@ -221,8 +221,10 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
     # JUnit, drift and the terminal read these instead of calling a silent check "passed".
     rec["expect"] = {f.name: getattr(expect, f.name) for f in fields(expect) if getattr(expect, f.name) is not None}
     rec["normalize_errors"].extend(h.notes)  # its inputs, not its data: no probe.data.malformed finding
-    rec["not_judged"] = coverage.not_judged(facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"],
-                                            unusable_expect=h.unusable_expect)
+    measured = _measured(facts)
+    rec["not_judged"] = coverage.not_judged(
+        facts, outcomes, h.probes, expect, rec["outcome"], rec["reason"], unusable_expect=h.unusable_expect,
+        answered=None if measured is None else {baseline.unjudged: baseline.unjudged(facts, measured)})
     for late in ("fingerprint", "class"):  # set fleet-wide later: they stay the record's last keys (store/spool.py)
         rec[late] = rec.pop(late)
     slim = fleet_facts(facts)
@@ -234,13 +236,26 @@ def _judge_host(h: HostInput, expect: Expectations, previous: PreviousFacts | No
         findings.append(unjudgeable(h.name, "the topology fingerprint", e))
     return rec, HostVerdict(h.name, rec["outcome"], findings, descriptor,
                             HostView(name=h.name, facts=slim, outcomes=outcomes, expect=expect, vars=h.vars),
-                            rec["reason"], unfinished, _measures(h.name, facts, outcomes, findings))
+                            rec["reason"], unfinished, _measures(h.name, facts, outcomes, findings, measured))
 
 
-def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding]) -> baseline.Measures:
+def _measured(facts: Facts) -> baseline.Measures | None:
+    """Every figure of the host's facts, worked out once for both coverage and the fleet
+    baselines (each read them anew: ~4 % of judging); None where a value of an odd type stops it,
+    so that each asks again and fails as it did."""
+    try:
+        return baseline.measures(facts)
+    except Exception:
+        return None
+
+
+def _measures(name: str, facts: Facts, outcomes: Mapping[str, str], findings: list[Finding],
+              measured: baseline.Measures | None) -> baseline.Measures:
     """The figures the fleet baselines compare, of the probes that ran ok; a value of an odd type
-    costs this host its comparisons only."""
+    costs this host its comparisons only.  `measured`: those of all its facts (None: unknown)."""
     sections: Mapping[str, Any] = facts  # picked by section name
+    if measured is not None and all(outcomes.get(k) in (None, "ok") for k in ("p2p", "nccl") if k in sections):
+        return measured  # no section left out: the same facts, so the same figures
     ran = cast(Facts, {k: v for k, v in sections.items() if k not in ("p2p", "nccl") or outcomes.get(k) in (None, "ok")})
     try:
         return baseline.measures(ran)

@@ -10,6 +10,7 @@ part.  The caps are documented in docs/reliability.md.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.facts.numbers import (
@@ -105,43 +106,88 @@ FIELD_RULES: dict[str, tuple[_FieldRule, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class _Walk:
+    """One probe's FIELD_RULES as a tree of path steps, built once: the paths that share a prefix
+    (an RDMA port's port, counters and hw_counters; a GPU pair's three figures) walk the data once
+    instead of once a rule.  `ends`: the rules (by index) whose path ends here."""
+
+    ends: tuple[tuple[int, Bound], ...]
+    steps: tuple[tuple[str, _Walk], ...]
+
+
+def _walk_of(rules: list[tuple[int, tuple[str, ...], Bound]]) -> _Walk:
+    keys = dict.fromkeys(path[0] for _, path, _ in rules if path)
+    return _Walk(tuple((i, rng) for i, path, rng in rules if not path),
+                 tuple((k, _walk_of([(i, path[1:], rng) for i, path, rng in rules if path and path[0] == k]))
+                       for k in keys))
+
+
+_WALKS: dict[str, _Walk] = {probe: _walk_of([(i, path, rng) for i, (path, rng) in enumerate(rules)])
+                            for probe, rules in FIELD_RULES.items()}
+
+
 def check_fields(probe: str, data: Any) -> tuple[Any, list[str]]:
     """`data` with every figure of FIELD_RULES[probe] outside its range made None (copies only
     where one was), and one note per field path: '<probe>: 2 value(s) of results.*.busbw_gbps
     refused (GPU bandwidth -5 GB/s is outside 0..20000 ...): unknown'."""
-    notes: list[str] = []
-    for path, rng in FIELD_RULES.get(probe, ()):
-        refused: list[str] = []
-        data = _refuse(data, path, rng, refused)
-        if refused:
-            notes.append(f"{probe}: {len(refused)} value(s) of {'.'.join(path)} refused ({refused[0]}): unknown")
-    return data, notes
+    rules = FIELD_RULES.get(probe, ())
+    refused: list[list[str]] = [[] for _ in rules]
+    if rules:
+        data = _refuse(data, _WALKS[probe], refused)
+    return data, [f"{probe}: {len(why)} value(s) of {'.'.join(path)} refused ({why[0]}): unknown"
+                  for (path, _), why in zip(rules, refused) if why]
 
 
-def _refuse(value: Any, path: tuple[str, ...], rng: Bound, refused: list[str]) -> Any:
-    if not path:
-        if rng is INDEX and isinstance(value, str):  # a number (a port) that text may carry: read it
-            index, why = value_int(value, rng)
-            if index is None:
-                refused.append(str(why))
-            return index
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            ok, why = check(value, rng)
-            if ok is None:
-                refused.append(str(why))
-                return None
-        return value
-    key, rest = path[0], path[1:]
+def _refuse(value: Any, walk: _Walk, refused: list[list[str]]) -> Any:
+    """`value` with the rules of `walk` applied, copied only where a figure was refused.  The
+    rules' paths end on different figures, so applying them one after another, in any order,
+    changes what applying them rule by rule over the whole data changed."""
+    for i, rng in walk.ends:
+        value = _figure(value, rng, refused[i])
+    for key, sub in walk.steps:
+        value = _step(value, key, sub, refused)
+    return value
+
+
+def _step(value: Any, key: str, sub: _Walk, refused: list[list[str]]) -> Any:
     if key == "*" and isinstance(value, list):
-        out = [_refuse(v, rest, rng, refused) for v in value]
-        return out if any(a is not b for a, b in zip(out, value)) else value
+        out: list[Any] | None = None
+        for j, v in enumerate(value):
+            new = _refuse(v, sub, refused)
+            if new is not v:
+                if out is None:
+                    out = list(value)
+                out[j] = new
+        return value if out is None else out
     if key == "*" and isinstance(value, dict):
-        new = {k: _refuse(v, rest, rng, refused) for k, v in value.items()}
-        return new if any(new[k] is not value[k] for k in value) else value
+        changed: dict[Any, Any] = {}
+        for k, v in value.items():
+            new = _refuse(v, sub, refused)
+            if new is not v:
+                changed[k] = new
+        return {**value, **changed} if changed else value
     if not isinstance(value, dict) or key not in value:
         return value
-    inner = _refuse(value[key], rest, rng, refused)
+    inner = _refuse(value[key], sub, refused)
     return value if inner is value[key] else {**value, key: inner}
+
+
+def _figure(value: Any, rng: Bound, refused: list[str]) -> Any:
+    """One figure checked against its range: the figure, or None with why appended to `refused`."""
+    if (type(value) is int or type(value) is float) and rng.lo <= value <= rng.hi:
+        return value  # the usual case, told without check()'s calls (NaN fails the comparison)
+    if rng is INDEX and isinstance(value, str):  # a number (a port) that text may carry: read it
+        index, why = value_int(value, rng)
+        if index is None:
+            refused.append(str(why))
+        return index
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ok, why = check(value, rng)
+        if ok is None:
+            refused.append(str(why))
+            return None
+    return value
 
 
 # Raw mode (nvidia-smi / lspci text parsed on the controller) gives facts sections directly: the
