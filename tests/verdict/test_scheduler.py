@@ -215,3 +215,18 @@ def test_an_inventory_asking_for_the_scheduler_without_its_view_is_not_judged_ne
     host = fleet["hosts"][0]
     assert "scheduler" not in host["expect"]
     assert set(host["not_judged"]) >= SCHEDULER_IDS, host["not_judged"]
+
+
+def test_a_healthy_host_the_scheduler_overcounts_is_a_config_fault_not_a_node_to_drain(tmp_path: Path) -> None:
+    # dgx-h100-01 is healthy with 8 GPUs; a view advertising 9 (or 16) is the scheduler's error: its count is
+    # a finding, but the node's own verdict gives no reason to take it out of service
+    for advertised in ("9", "16"):
+        doc = json.loads(DEMO_VIEW.read_text())
+        [item] = [i for i in doc["items"] if i["metadata"]["name"] == "dgx-h100-01"]
+        for key in ("capacity", "allocatable"):
+            item["status"][key]["nvidia.com/gpu"] = advertised
+        view = tmp_path / f"nodes-{advertised}.json"
+        view.write_text(json.dumps(doc))
+        proc, fleet = Cli.create(tmp_path / advertised).run_json("run", "-l", "dgx-h100-01", "--k8s-nodes", str(view))
+        assert proc.returncode == 1, proc.stderr
+        assert _scheduler_findings(fleet) == {"dgx-h100-01": {S.ADVERTISED_MISSING.id}}

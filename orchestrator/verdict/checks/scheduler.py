@@ -93,7 +93,8 @@ def reconcile(view: HostView, advert: Advert | None, findings: list[Finding]) ->
                                                    for g in gpus)
     out = [] if mig else _count(view, advert, healthy_gpus(view, findings), len(gpus))
     out += _models(view, advert)
-    failed = [f.id for f in (*findings, *out) if f.severity is Severity.FAIL]
+    # the host's own faults: a count the scheduler has wrong is fixed in its config, not by a drain
+    failed = [f.id for f in findings if f.severity is Severity.FAIL]
     if advert.schedulable and failed:
         out.append(_finding(view, rules.scheduler.SCHEDULABLE_WHILE_FAILED.id, Severity.FAIL,
                             f"{advert.source} has the node {advert.state} (schedulable) while it has fail findings: "
