@@ -70,7 +70,7 @@ SCHEDULABLE_WHILE_FAILED = Rule(
     doc=Doc(
         severity="fail",
         kind="fault",
-        means="the node has fail findings, and the scheduler has it schedulable (Slurm: not DRAIN/DOWN/FAIL; "
+        means="the node has fail findings of its own (not scheduler.*), and the scheduler has it schedulable (Slurm: not DRAIN/DOWN/FAIL; "
         "Kubernetes: not cordoned)",
         todo="drain or cordon it (`--slurm-drain`, `--k8s-out`), then fix its root fault",
     ),
