@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,10 @@ def test_the_fixture_is_schema_1_read_by_its_index(cli: Cli) -> None:
 
 
 def _same(text: str) -> str:
-    """Output with the two runs' names (the directory read, the id it holds) made one."""
-    return text.replace(V1, "RUN").replace(V2, "RUN")
+    """Output with the two runs' names (the directory read, the id it holds) made one.  The report's
+    content-security hashes are of its inline style, which prints the run's id on every page: the
+    style itself is compared with the names made one, its hash cannot be."""
+    return re.sub(r"sha256-[A-Za-z0-9+/=]+", "sha256-HASH", text.replace(V1, "RUN").replace(V2, "RUN"))
 
 
 def _ok(cli: Cli, *args: str, codes: tuple[int, ...] = (0, 1)) -> str:

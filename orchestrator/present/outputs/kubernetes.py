@@ -268,7 +268,7 @@ def write_k8s(fleet: FleetResult, directory: str | Path, previous: FleetResult |
                 ".status.json": status_patch(fleet, h, node, now, previous_conditions(status_path), previous)}
         if rules_:
             docs[".devicetaintrules.json"] = {"apiVersion": "v1", "kind": "List", "items": rules_}
-        else:  # an earlier run's rules for a GPU no longer faulted: apply.sh deletes them, the file goes
+        elif out.is_dir():  # an earlier run's rules for a GPU no longer faulted: apply.sh deletes them, the file goes
             (out / f"{base}.devicetaintrules.json").unlink(missing_ok=True)
         for suffix, doc in docs.items():
             write_atomic(out / f"{base}{suffix}", dumps(doc, indent=2, ensure_ascii=False) + "\n")
