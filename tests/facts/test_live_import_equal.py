@@ -38,6 +38,12 @@ LINK_LIVE_ONLY = {"version", "remote_bus_id", "remote_type", "errors"}
 LINK_TEXT_ONLY = {"speed_gbps", "sysmem_atomics", "sli_supported", "link_supported"}
 
 
+
+def _pairs(live: list, text: list) -> list:
+    """The two sides' items side by side, none left over (zip's strict= is Python 3.10+)."""
+    assert len(live) == len(text), (len(live), len(text))
+    return list(zip(live, text))
+
 def _recorded(machine: str, probe: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((RECORDINGS / machine / f"{probe}.json").read_text())["data"]
     return data
@@ -66,11 +72,11 @@ def test_imported_nvlink_text_equals_the_live_nvlink_facts(machine: str) -> None
     assert text["pairs"] is None and text["nvswitches"] is None and text["nv"] is None
     assert _pick(text, SECTION_BOTH - {"gpus"}) == _pick(live, SECTION_BOTH - {"gpus"})
     assert len(text["gpus"]) == len(live["gpus"]) > 0
-    for lg, tg in zip(live["gpus"], text["gpus"], strict=True):
+    for lg, tg in _pairs(live["gpus"], text["gpus"]):
         assert set(lg) == set(tg) == GPU_BOTH | GPU_ONE_SIDE
         assert _pick(tg, GPU_BOTH - {"links"}) == _pick(lg, GPU_BOTH - {"links"}), lg["index"]
         assert len(tg["links"]) == len(lg["links"]) > 0
-        for ll, tl in zip(lg["links"], tg["links"], strict=True):
+        for ll, tl in _pairs(lg["links"], tg["links"]):
             assert set(ll) == LINK_BOTH | LINK_LIVE_ONLY | {"unknown"}
             assert set(tl) == LINK_BOTH | LINK_LIVE_ONLY | LINK_TEXT_ONLY | {"unknown"}
             assert _pick(tl, LINK_BOTH) == _pick(ll, LINK_BOTH), (lg["index"], ll["link"])
@@ -129,11 +135,11 @@ def test_imported_ibstat_equals_the_live_nic_facts(machine: str) -> None:
     assert set(live["nic"]) == NIC_BOTH | NIC_LIVE_ONLY and set(nic) == NIC_BOTH | NIC_LIVE_ONLY | NIC_TEXT_ONLY
     assert nic["gdr"] is None and "netdevs" in nic["unknown"]
     assert len(nic["devices"]) == len(live["nic"]["devices"])
-    for ld, td in zip(live["nic"]["devices"], nic["devices"], strict=True):
+    for ld, td in _pairs(live["nic"]["devices"], nic["devices"]):
         assert set(ld) == set(td) == HCA_BOTH | HCA_LIVE_ONLY
         assert _pick(td, HCA_BOTH - {"ports"}) == _pick(ld, HCA_BOTH - {"ports"})
         assert all(td[k] is None for k in HCA_LIVE_ONLY)
-        for lp, tp in zip(ld["ports"], td["ports"], strict=True):
+        for lp, tp in _pairs(ld["ports"], td["ports"]):
             assert set(lp) == set(tp) == PORT_BOTH | PORT_ONE_SIDE
             assert _pick(tp, PORT_BOTH) == _pick(lp, PORT_BOTH)
             assert tp["netdev"] is None
@@ -180,7 +186,7 @@ def test_imported_topo_m_equals_the_live_topology(machine: str) -> None:
     assert text["matrix"] == live["matrix"]
     assert {c for row in text["source"] for c in row} == {"self", "text"}
     assert len(text["devices"]) == len(live["devices"]) > 0
-    for ld, td in zip(live["devices"], text["devices"], strict=True):
+    for ld, td in _pairs(live["devices"], text["devices"]):
         both, live_only = (GPU_DEVICE_BOTH, set()) if ld["kind"] == "gpu" else (NIC_DEVICE_BOTH, NIC_DEVICE_LIVE_ONLY)
         assert set(ld) == both | live_only and set(td) - DEVICE_TEXT_ONLY == both | live_only
         assert _pick(td, both) == _pick(ld, both)

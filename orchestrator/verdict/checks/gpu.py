@@ -78,12 +78,12 @@ def _vgpu(g: GpuRecord | None) -> bool:
 def check_lost(view: HostView) -> Iterator[Finding]:
     for g in _gpus(view):
         if g.get("lost"):
-            # NVML's own word where NVML said it; a text import's lost GPU is nvidia-smi's handle error
+            # NVML's own word only where NVML said it (a text import's lost GPU is nvidia-smi's handle error)
             nvml = "GPU_IS_LOST" in (g.get("unknown") or {}).values()
             yield fault(rules.gpu.LOST.id, view.name, _subject(g),
                         "NVML reports the GPU as lost (GPU_IS_LOST)" if nvml else
-                        "nvidia-smi lists the GPU but cannot reach it (unable to determine the device handle)",
-                        expected="GPU answering", actual="GPU_IS_LOST" if nvml else "no device handle",
+                        "the GPU is listed but its driver cannot reach it (lost)",
+                        expected="GPU answering", actual="GPU_IS_LOST" if nvml else "lost",
                         evidence=[f"nvml.gpus[{g.get('index')}].unknown"],
                         hint="check `dmesg` for Xid 79 (fallen off the bus); a reset or reboot is needed, "
                              "reseat or RMA if it recurs")
