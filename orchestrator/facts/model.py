@@ -446,6 +446,7 @@ class P2pGpu(TypedDict):
     # copy kernel back to back on the GPU; absent when not read (load_unknown says why, where known)
     load: NotRequired[dict[str, Any] | None]
     load_unknown: NotRequired[str]
+    unknown: NotRequired[dict[str, str]]  # text imports: field -> why the tool's output cannot say
 
 
 class P2pFacts(TextSource):
@@ -469,6 +470,7 @@ class P2pFacts(TextSource):
     rank_unknown: NotRequired[str]  # text imports: what a benchmark's output cannot say
     nvml_nvlink_unknown: NotRequired[str]
     all_to_host_unknown: NotRequired[str]
+    dmabuf_unknown: NotRequired[str]
     # CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU bus id (issue 18); None when not read
     dmabuf: NotRequired[dict[str, bool | None] | None]
 

@@ -4,12 +4,20 @@ Matrices are lists of lists indexed by CUDA ordinal; the `order` list gives each
 (CUDA order is not NVML order), so other sections (nvlink, topology, pcie) join on bus ids through
 `order`, never on bare indices.  (A second copy keyed by bus id, `by_bus`, had no reader and was a
 tenth of a host's facts; it was dropped.)
+
+A text import (p2pBandwidthLatencyTest, nvbandwidth: facts/textparse/bench_facts.py) hands this
+normalizer the probe's shape too.  What a tool's text cannot say it sends as null with a reason, and
+that stays null here, never a default that reads as measured: a GPU or pair's `unknown` reasons,
+`guard.ran: null` with `ran_unknown`, `staged: null` where a pair's `unknown` names `can_access_peer`
+(the tool printed no peer-access matrix), the section's `unknown` (`rank`, `nvml_nvlink`, `all_to_host`, `dmabuf`: as
+`<field>_unknown`), a bus id the tool does not print (null in `order`).  The tool's own tables
+without a probe counterpart stay as printed under `tool_matrices` (merged into `matrices`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
@@ -36,7 +44,7 @@ class _Frame:
     """What every step shares: the GPU count, each CUDA ordinal's bus id, the matrices being
     filled and the copy mismatches found so far (in the order the steps meet them)."""
     n: int
-    order: list[str]
+    order: list[str | None]
     mats: dict[str, list[list[Any]]]
     mismatches: list[dict[str, Any]] = field(default_factory=list)
 
@@ -53,9 +61,10 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         raise ValueError("p2p data must be a mapping")
     raw_gpus: list[Any] = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     n = len(raw_gpus)
-    order = [str(g.get("bus_id") or "").lower() for g in raw_gpus]
+    order: list[str | None] = [str(g["bus_id"]).lower() if g.get("bus_id") else None for g in raw_gpus]
     busy = (data.get("guard") or {}).get("busy") or {}
     frame = _Frame(n, order, {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS})
+    frame.mats.update(_tool_matrices(data.get("tool_matrices")))
     gpus = [_gpu(frame, i, g, busy) for i, g in enumerate(raw_gpus)]
     _fill_can_access_peer(frame, data.get("can_access_peer") or [])
     for i, g in enumerate(gpus):  # the diagonal holds the device-local copy, as p2pBandwidthLatencyTest
@@ -66,8 +75,8 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
     all_to_host = _all_to_host(frame, data.get("all_to_host"), gpus)
     guard = data.get("guard") or {}
     params = data.get("params") or {}
-    return {
-        "order": cast("list[str | None]", order),
+    out: P2pFacts = {
+        "order": order,
         "summary": _summary(gpus, pairs),
         "driver": data.get("cuda_driver"),
         "gpus": gpus,
@@ -77,9 +86,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "nvml_nvlink": data.get("nvml_nvlink"),
         "all_to_host": all_to_host,
         "mismatches": frame.mismatches,
-        "guard": {"ran": bool(guard.get("ran")), "reason": guard.get("reason"),
-                  "forced": bool(guard.get("forced")),
-                  "busy": {order[int(k)]: v for k, v in busy.items() if is_digits(str(k)) and int(k) < n}},
+        "guard": _guard(guard, busy, order),
         "errors": [e for e in data.get("errors") or [] if isinstance(e, dict)],
         "budget_exhausted": bool(data.get("budget_exhausted")),
         "not_reached": list(data.get("not_reached") or []),
@@ -88,6 +95,41 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "elapsed_s": _f(data.get("elapsed_s")),
         "dmabuf": _dmabuf(raw_gpus, order),
     }
+    for key, why in _reasons(data.get("unknown")).items():
+        if key in _SECTION_UNKNOWN and out.get(key) is None:
+            out[key + "_unknown"] = why  # type: ignore[literal-required]
+    return out
+
+
+# the section's fields a source may name unknown (a text import: the tool does not read them)
+_SECTION_UNKNOWN = ("rank", "nvml_nvlink", "all_to_host", "dmabuf")
+
+
+def _reasons(raw: Any) -> dict[str, str]:
+    """A source's `unknown` map (field -> why it could not say), strings only."""
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _guard(guard: dict[str, Any], busy: Any, order: list[str | None]) -> dict[str, Any]:
+    """The busy-GPU guard; `ran` stays null where the source says why it has none (a benchmark's text)."""
+    unknown = guard.get("ran_unknown")
+    out: dict[str, Any] = {
+        "ran": None if guard.get("ran") is None and isinstance(unknown, str) else bool(guard.get("ran")),
+        "reason": guard.get("reason"), "forced": bool(guard.get("forced")),
+        "busy": {bus: v for k, v in busy.items()
+                 if is_digits(str(k)) and int(k) < len(order) and (bus := order[int(k)])}}
+    if out["ran"] is None:
+        out["forced"] = None
+        out["ran_unknown"] = unknown
+    return out
+
+
+def _tool_matrices(raw: Any) -> dict[str, list[list[Any]]]:
+    """A tool's own tables that have no probe counterpart (P2P=Disabled, CPU latency, nvbandwidth's
+    testcases), kept as printed; never one of the probe's keys, which the probe's records fill."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if k not in MATRIX_KEYS and isinstance(v, list)}
 
 
 def _gpu(frame: _Frame, i: int, g: dict[str, Any], busy: Any) -> P2pGpu:
@@ -106,6 +148,8 @@ def _gpu(frame: _Frame, i: int, g: dict[str, Any], busy: Any) -> P2pGpu:
         "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
         "verified": _all_true(verified),
     }
+    if _reasons(g.get("unknown")):
+        out["unknown"] = _reasons(g.get("unknown"))  # a text import: what the tool does not print
     # p2p 1.1's readings under load: kept where the probe took them or said why it could not
     load = _load(g.get("load"))
     if load is not None:
@@ -137,14 +181,18 @@ def _pairs(frame: _Frame, raw_pairs: Any) -> list[dict[str, Any]]:
         for kind, ok in pverified.items():
             if not ok:
                 frame.mismatch(kind, a, b)
-        enabled = p.get("peer_enabled")
+        enabled = bool(p.get("peer_enabled"))
+        # staged null: the source did not read the peer-access matrix (a benchmark's text)
         rec = {
             "src": a, "dst": b, "src_bus_id": frame.order[a], "dst_bus_id": frame.order[b],
-            "can_access_peer": p.get("can_access_peer"), "peer_enabled": bool(enabled),
-            "peer_error": p.get("peer_error"), "staged": not enabled,
+            "can_access_peer": p.get("can_access_peer"), "peer_enabled": enabled,
+            "peer_error": p.get("peer_error"),
+            "staged": None if "can_access_peer" in _reasons(p.get("unknown")) else not enabled,
             "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
             "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
         }
+        if _reasons(p.get("unknown")):
+            rec["unknown"] = _reasons(p.get("unknown"))
         pairs.append(rec)
         mats["peer_enabled"][a][b], mats["verified"][a][b] = rec["peer_enabled"], rec["verified"]
         mats["ce_gbps"][a][b], mats["sm_read_gbps"][a][b] = rec["ce_gbps"], rec["sm_read_gbps"]
@@ -160,10 +208,16 @@ def _bidirectional(frame: _Frame, raw: Any, pairs: list[dict[str, Any]]) -> None
         if not (frame.ordinal(a) and frame.ordinal(b)):
             continue
         total = _f(bd.get("total_gbps"))
-        frame.mats["bidir_gbps"][a][b] = frame.mats["bidir_gbps"][b][a] = total
-        for ab in ((a, b), (b, a)):
-            if ab in by_pair:
-                by_pair[ab]["bidir_gbps"] = total
+        # an entry's own direction wins over the mirror of another: the probe sends one entry a
+        # pair, a tool that prints both directions (p2pBandwidthLatencyTest) one each
+        mat = frame.mats["bidir_gbps"]
+        mat[a][b] = total
+        if mat[b][a] is None:
+            mat[b][a] = total
+        if (a, b) in by_pair:
+            by_pair[(a, b)]["bidir_gbps"] = total
+        if (b, a) in by_pair and by_pair[(b, a)]["bidir_gbps"] is None:
+            by_pair[(b, a)]["bidir_gbps"] = total
         if bd.get("verified") is False:
             frame.mismatch("bidirectional", a, b)
 
@@ -193,7 +247,7 @@ def _all_to_host(frame: _Frame, a2h: Any, gpus: list[P2pGpu]) -> dict[str, Any] 
 
 
 def _summary(gpus: list[P2pGpu], pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    ce = [(p["ce_gbps"], f"{p['src_bus_id']}->{p['dst_bus_id']}") for p in pairs if p["ce_gbps"] is not None]
+    ce = [(p["ce_gbps"], _pair_label(p)) for p in pairs if p["ce_gbps"] is not None]
     ce_min = min(ce) if ce else None
     return {
         # the slowest one-way GPU->GPU copy-engine figure (what outputs/prometheus report)
@@ -204,6 +258,13 @@ def _summary(gpus: list[P2pGpu], pairs: list[dict[str, Any]]) -> dict[str, Any]:
         "gpus_measured": sum(1 for g in gpus if g["h2d_gbps"] is not None),
         "pairs_measured": len(ce),
     }
+
+
+def _pair_label(p: dict[str, Any]) -> str:
+    """bus id -> bus id; GPU ordinals where the source names no bus ids (nvbandwidth's text)."""
+    if p["src_bus_id"] and p["dst_bus_id"]:
+        return f"{p['src_bus_id']}->{p['dst_bus_id']}"
+    return f"GPU{p['src']}->GPU{p['dst']}"
 
 
 def _load(raw: Any) -> dict[str, Any] | None:
@@ -218,13 +279,13 @@ def _load(raw: Any) -> dict[str, Any] | None:
     return out
 
 
-def _dmabuf(raw_gpus: list[Any], order: list[str]) -> dict[str, bool | None] | None:
+def _dmabuf(raw_gpus: list[Any], order: list[str | None]) -> dict[str, bool | None] | None:
     """CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED per GPU by bus id (None: the driver did not answer it);
     None for the whole map when the probe did not read it (p2p before issue 18)."""
     if not any("dmabuf_supported" in g for g in raw_gpus):
         return None
-    return {order[i]: (bool(g["dmabuf_supported"]) if isinstance(g.get("dmabuf_supported"), int) else None)
-            for i, g in enumerate(raw_gpus)}
+    return {bus: (bool(g["dmabuf_supported"]) if isinstance(g.get("dmabuf_supported"), int) else None)
+            for bus, g in zip(order, raw_gpus) if bus}
 
 
 def _sum(values: list[Any]) -> float | None:

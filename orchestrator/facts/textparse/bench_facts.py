@@ -1,5 +1,6 @@
-"""Parsed benchmark outputs -> facts["p2p"] (the p2p probe's shape, docs/facts-p2p.md) and
-facts["nccl"] (docs/facts-nccl.md), so the same checks judge an imported benchmark as a live one.
+"""Parsed benchmark outputs -> what the p2p probe would have sent -> the p2p normalizer (facts["p2p"],
+docs/facts-p2p.md), and facts["nccl"] (docs/facts-nccl.md), so the same checks judge an imported
+benchmark as a live one and the live and imported sections of one machine agree.
 
 What a benchmark does not print is null with a reason (`<field>_unknown`), never a default that
 would read as measured: no data verification (verified null), no busy-GPU guard (guard.ran null),
@@ -12,6 +13,7 @@ import statistics
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.normalize import p2p as p2p_normalize
 from orchestrator.facts.textparse.bench import (
     BenchDevice,
     BwLatency,
@@ -23,18 +25,21 @@ from orchestrator.facts.textparse.bench import (
 _NOT_PRINTED = "not printed by {tool}"
 
 
-def _gpu(dev: BenchDevice, tool: str) -> dict[str, Any]:
-    model = gpu_models.lookup(dev.name) if dev.name else None
-    g: dict[str, Any] = {"index": dev.index, "bus_id": dev.bus_id, "name": dev.name, "model": model.key if model else None,
-                         "status": "ok", "error": None, "busy_processes": None, "h2d_gbps": None, "d2h_gbps": None,
-                         "local_ce_gbps": None, "local_sm_gbps": None, "verified": None,
+def _gpu(dev: BenchDevice, tool: str, host: dict[str, list[list[Any]]]) -> dict[str, Any]:
+    """One GPU as the probe sends it: what the tool printed, the rest null with the reason."""
+    i = dev.index
+    g: dict[str, Any] = {"index": i, "bus_id": dev.bus_id, "name": dev.name, "status": "ok", "error": None,
                          "unknown": {"verified": f"{tool} does not verify the copied data",
                                      "busy_processes": f"{tool} does not check for other processes"}}
+    for key in ("h2d_gbps", "d2h_gbps"):
+        g[key] = _cell(host.get(key), 0, i)
+        if g[key] is None:
+            g["unknown"][key] = f"not in the imported {tool} output"
     if dev.bus_id is None:
         g["unknown"]["bus_id"] = _NOT_PRINTED.format(tool=tool)
     if dev.name is None:
         g["unknown"]["name"] = g["unknown"]["model"] = _NOT_PRINTED.format(tool=tool)
-    elif model is None:
+    elif gpu_models.lookup(dev.name) is None:
         g["unknown"]["model"] = "not in the model table"
     return g
 
@@ -46,73 +51,54 @@ def _cell(m: list[list[float | None]] | None, a: int, b: int) -> float | None:
         return None
 
 
+def _pair(tool: str, a: int, b: int, mats: dict[str, list[list[Any]]],
+          access: dict[tuple[int, int], bool] | None) -> dict[str, Any] | None:
+    """One ordered GPU pair as the probe sends it; None where the tool printed nothing for it."""
+    can = access.get((a, b)) if access is not None else None
+    cells = {k: _cell(mats.get(k), a, b) for k in ("ce_gbps", "sm_read_gbps", "latency_us")}
+    if can is None and _cell(mats.get("bidir_gbps"), a, b) is None and all(v is None for v in cells.values()):
+        return None
+    p: dict[str, Any] = {"src": a, "dst": b, "can_access_peer": can, "peer_error": None, **cells,
+                         "unknown": {"verified": f"{tool} does not verify the copied data"}}
+    # a figure means peer access worked (nvbandwidth measures only pairs with it); whether an
+    # unmeasured pair is staged the tool does not say without its peer-access matrix
+    p["peer_enabled"] = can if can is not None else cells["ce_gbps"] is not None
+    if can is None:
+        p["unknown"]["can_access_peer"] = f"{tool} does not print the peer-access matrix"
+    return p
+
+
+_TOOL_UNKNOWN = {"rank": "{tool} does not print the P2P performance rank",
+                 "nvml_nvlink": "{tool} does not print NVML's NVLink P2P status",
+                 "all_to_host": "not in the imported {tool} output",
+                 "dmabuf": "{tool} does not print the GPUs' DMA-BUF support"}
+
+
 def _section(tool: str, devices: list[BenchDevice], matrices: dict[str, list[list[Any]]],
              access: dict[tuple[int, int], bool] | None, runs: dict[str, int], version: str | None) -> dict[str, Any]:
+    """The tool's figures as the p2p probe would have sent them, through the p2p normalizer:
+    a device-local copy on the diagonal, a pair a cell off it, both directions of the bidirectional
+    test; the tool's tables without a probe counterpart kept as printed."""
     n = len(devices)
-    gpus = [_gpu(d, tool) for d in devices]
-    ce, bidir, lat = matrices.get("ce_gbps"), matrices.get("bidir_gbps"), matrices.get("latency_us")
+    gpus = [_gpu(d, tool, matrices) for d in devices]
     for g in gpus:
-        i = g["index"]
-        g["local_ce_gbps"] = _cell(ce, i, i)
-        for key in ("h2d_gbps", "d2h_gbps"):
-            per = matrices.get(key)
-            if per is not None and per and i < len(per[0]):
-                g[key] = per[0][i]
-            elif g[key] is None:
-                g["unknown"][key] = f"not in the imported {tool} output"
-    pairs = []
-    for a in range(n):
-        for b in range(n):
-            if a == b:
-                continue
-            can = access.get((a, b)) if access is not None else None
-            bw = _cell(ce, a, b)
-            if bw is None and _cell(bidir, a, b) is None and _cell(lat, a, b) is None and can is None:
-                continue
-            p: dict[str, Any] = {"src": a, "dst": b, "src_bus_id": devices[a].bus_id, "dst_bus_id": devices[b].bus_id,
-                                 "can_access_peer": can, "peer_enabled": can if can is not None else bw is not None,
-                                 "peer_error": None, "staged": None if can is None else not can, "ce_gbps": bw,
-                                 "sm_read_gbps": None, "bidir_gbps": _cell(bidir, a, b), "latency_us": _cell(lat, a, b),
-                                 "verified": None, "unknown": {"verified": f"{tool} does not verify the copied data"}}
-            if can is None:
-                # nvbandwidth measures only pairs with peer access: a figure means peer access worked
-                p["unknown"]["can_access_peer"] = f"{tool} does not print the peer-access matrix"
-            pairs.append(p)
-    measured = [p for p in pairs if p["ce_gbps"] is not None]
-    slow = min(measured, key=lambda p: p["ce_gbps"]) if measured else None
-    h2d = [g["h2d_gbps"] for g in gpus if g["h2d_gbps"] is not None]
-    d2h = [g["d2h_gbps"] for g in gpus if g["d2h_gbps"] is not None]
-    if access is not None:
-        matrices = dict(matrices, can_access_peer=[[None if a == b else access.get((a, b)) for b in range(n)]
-                                                   for a in range(n)])
-    order = [d.bus_id for d in devices]
-    return {
-        "order": order,
-        "driver": version,
-        "summary": {"min_gbps": slow["ce_gbps"] if slow else None,
-                    "min_pair": f"GPU{slow['src']}->GPU{slow['dst']}" if slow else None,
-                    "h2d_min_gbps": min(h2d) if h2d else None, "d2h_min_gbps": min(d2h) if d2h else None,
-                    "gpus_measured": n, "pairs_measured": len(measured)},
-        "gpus": gpus,
-        "pairs": pairs,
-        "matrices": matrices,
-        "rank": None,
-        "rank_unknown": f"{tool} does not print the P2P performance rank",
-        "nvml_nvlink": None,
-        "nvml_nvlink_unknown": f"{tool} does not print NVML's NVLink P2P status",
-        "all_to_host": None,
-        "all_to_host_unknown": f"not in the imported {tool} output",
-        "mismatches": [],
-        "guard": {"ran": None, "reason": None, "forced": None, "busy": {},
-                  "ran_unknown": f"{tool} has no busy-GPU guard"},
-        "errors": [],
-        "budget_exhausted": False,
-        "not_reached": [],
-        "complete": True,
-        "params": {"tool": tool, "runs": runs},
-        "elapsed_s": None,
-        "source": tool,
+        g["local_ce_gbps"] = _cell(matrices.get("ce_gbps"), g["index"], g["index"])
+    pairs = [p for a in range(n) for b in range(n) if a != b
+             and (p := _pair(tool, a, b, matrices, access)) is not None]
+    bidir = [{"a": a, "b": b, "total_gbps": v} for a in range(n) for b in range(n)
+             if a != b and (v := _cell(matrices.get("bidir_gbps"), a, b)) is not None]
+    payload = {
+        "gpus": gpus, "pairs": pairs, "bidirectional": bidir, "cuda_driver": version,
+        "can_access_peer": [[None if a == b else access.get((a, b)) for b in range(n)] for a in range(n)]
+        if access is not None else [],
+        "tool_matrices": {k: v for k, v in matrices.items() if k not in ("h2d_gbps", "d2h_gbps")},
+        "guard": {"ran": None, "ran_unknown": f"{tool} has no busy-GPU guard"}, "complete": True,
+        "unknown": {k: v.format(tool=tool) for k, v in _TOOL_UNKNOWN.items()},
     }
+    sec = dict(p2p_normalize.normalize(payload))
+    sec["params"] = {"tool": tool, "runs": runs}
+    sec["source"] = tool
+    return sec
 
 
 def p2p_from_bwlat(b: BwLatency) -> dict[str, Any]:
