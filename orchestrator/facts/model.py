@@ -501,7 +501,8 @@ class NcclFacts(TextOrigin):
     source: str  # "probe" | "nccl-tests"
     # the probe's NCCL INFO log and the host's settings (nccl-tests text prints neither)
     channels: NotRequired[int | None]  # coll channels
-    env_overrides: NotRequired[dict[str, str]]  # NCCL settings of the host (environment over conf files)
+    # NCCL settings of the host (environment over conf files); None: a text import cannot see them
+    env_overrides: NotRequired[dict[str, str] | None]
     # what only nccl-tests output knows
     ranks: NotRequired[int | None]
     ranks_at_least: NotRequired[int]  # the rank lines were trimmed: a lower bound, `ranks` None (issue 48)

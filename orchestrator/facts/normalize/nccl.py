@@ -148,18 +148,21 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
     log = parse_debug_log(lines if isinstance(lines, list) else [])
     raw_env = data.get("env")
     env: dict[str, Any] = raw_env if isinstance(raw_env, dict) else {}
+    # data moved between GPUs: more than one GPU measured, or (a text import that does not know this
+    # host's GPUs) more than one rank in the run
+    moved = len(selected) > 1 or (not selected and (_i(data.get("ranks")) or 0) > 1)
     out: NcclFacts = {
         "version": lib.get("version") if isinstance(lib.get("version"), str) else log["version"],
         "gpu_count": len(selected) or None,
         "results": results,
         "avg_busbw_gbps": average_busbw(results),
-        "transport": log["transport"] if len(selected) > 1 else None,
-        "channels": log["channels"] if len(selected) > 1 else None,
+        "transport": log["transport"] if moved else None,
+        "channels": log["channels"] if moved else None,
         "env_overrides": env_overrides(env.get("inherited"), env.get("files")),
-        "source": "probe",
+        "source": data["source"] if isinstance(data.get("source"), str) else "probe",
         "gpus": [str(gpus[i].get("bus_id") or "").lower() for i in selected],
         "gpu_model": model_key(gpus[selected[0]].get("name")) if selected else None,
-        "transports": log["transports"] if len(selected) > 1 else [],
+        "transports": log["transports"] if moved else [],
         "env_kept": bool(env.get("kept")),
         "library": lib.get("path") if isinstance(lib.get("path"), str) else None,
         "errors": [e for e in data.get("errors") or [] if isinstance(e, dict)],
@@ -171,17 +174,35 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
         if isinstance(data.get("platform"), dict) else None,
         "busy_gpus": _busy(data, gpus, selected),
     }
+    _unknowns(out, lines, _reasons(data.get("unknown")))
+    return out
+
+
+def _reasons(raw: Any) -> dict[str, str]:
+    """A source's `unknown` map (field -> why it could not say; a text import's), strings only."""
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
+def _unknowns(out: NcclFacts, lines: Any, told: dict[str, str]) -> None:
+    """`<field>_unknown` for each field left null: the source's own reason where it gave one.  A
+    source that cannot see the host's settings or library says so, and those stay null too."""
+    why: dict[str, str] = {}
     if out["version"] is None:
-        out["version_unknown"] = "the probe found no usable NCCL library"
+        why["version"] = "the probe found no usable NCCL library"
     if out["gpu_count"] is None:
-        out["gpu_count_unknown"] = out["limitation"] or "no GPU was measured"
+        why["gpu_count"] = out["limitation"] or "no GPU was measured"
     if out["avg_busbw_gbps"] is None:
-        out["avg_busbw_gbps_unknown"] = "no message size was measured"
-    if len(selected) == 1:
-        out["transport_unknown"] = out["channels_unknown"] = "one GPU: NCCL moves no data between GPUs"
+        why["avg_busbw_gbps"] = "no message size was measured"
+    if len(out["gpus"]) == 1:
+        why["transport"] = why["channels"] = "one GPU: NCCL moves no data between GPUs"
     else:
         if out["transport"] is None:
-            out["transport_unknown"] = "NCCL's log named no transport" if lines else "NCCL's log was not read"
+            why["transport"] = "NCCL's log named no transport" if lines else "NCCL's log was not read"
         if out["channels"] is None:
-            out["channels_unknown"] = "NCCL's log named no channel count" if lines else "NCCL's log was not read"
-    return out
+            why["channels"] = "NCCL's log named no channel count" if lines else "NCCL's log was not read"
+    for key in ("env_overrides", "library"):
+        if key in told:
+            out[key] = None  # type: ignore[literal-required]
+            why[key] = told[key]
+    for key in why:
+        out[key + "_unknown"] = told.get(key, why[key])  # type: ignore[literal-required]

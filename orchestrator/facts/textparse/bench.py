@@ -375,6 +375,8 @@ class NcclRun:
     # the rank lines do not run 0..N-1 (a poster kept the last rank's line alone): at least this
     # many ranks, `ranks` None, and the devices listed are not all of any host's GPUs
     ranks_at_least: int | None = None
+    # the NCCL INFO lines as printed, for the nccl normalizer's log reader (transport, channels)
+    info_lines: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -514,6 +516,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     avg = oob = None
     cols: list[str] | None = None
     transports: Counter[str] = Counter()
+    info: list[str] = []
     skipped_info = 0
     for i, line in enumerate(lines, start=1):
         s = line.strip()
@@ -531,6 +534,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
             t = _TRANSPORT.search(s)
             if t:
                 transports[t.group(1)] += 1
+            info.append(s)
             skipped_info += 1
             continue
         m = _RANK.match(s)
@@ -569,7 +573,7 @@ def parse_nccl_tests(text: str | bytes, source: str = "<text>") -> NcclRun:
     if result_ranks:
         ranks = sorted({r for r, _ in tagged if r is not None})
         notes.append(Note(None, f"mpirun --tag-output prefixes removed (ranks {', '.join(map(str, ranks))})"))
-    run = NcclRun(op, version, None, [], devices, results, avg, oob, transports, notes, source)
+    run = NcclRun(op, version, None, [], devices, results, avg, oob, transports, notes, source, info_lines=info)
     _finish(run)
     return run
 

@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from orchestrator.facts import gpu_models
+from orchestrator.facts.normalize import nccl as nccl_normalize
 from orchestrator.facts.normalize import p2p as p2p_normalize
 from orchestrator.facts.textparse.bench import (
     BenchDevice,
@@ -153,48 +154,66 @@ def p2p_from_nvbandwidth(reports: list[NvBandwidth]) -> dict[str, Any]:
     return out
 
 
-def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
-    """facts["nccl"] (NcclFacts): every result row of every file, op named per row."""
-    results: list[dict[str, Any]] = []
-    for r in runs:
-        for row in r.results:
-            results.append({"op": r.op, **row})
-    first = runs[0]
-    version = next((r.version for r in runs if r.version), None)
-    sec: dict[str, Any] = {"version": version, "gpu_count": None, "results": results, "avg_busbw_gbps": None,
-                           "transport": None, "source": "nccl-tests"}
-    hosts = list(dict.fromkeys(h for r in runs for h in r.hosts))
-    ranks = first.ranks
-    sec["ranks"], sec["hosts"] = ranks, hosts
+def _nccl_gpus(first: NcclRun, hosts: list[str]) -> tuple[list[dict[str, Any]], str | None]:
+    """The GPUs of the one host a complete one-host run lists; else none, and why."""
     if first.ranks_at_least is not None:
-        sec["ranks_at_least"] = first.ranks_at_least
-        sec["gpu_count_unknown"] = (f"the output lists some ranks only (the highest {first.ranks_at_least - 1}): at "
-                                    f"least {first.ranks_at_least} ranks; this host's GPUs are unknown")
-    elif ranks is not None and len(hosts) <= 1:
-        sec["gpu_count"] = ranks
-    elif ranks is not None:
+        return [], (f"the output lists some ranks only (the highest {first.ranks_at_least - 1}): at "
+                    f"least {first.ranks_at_least} ranks; this host's GPUs are unknown")
+    if first.ranks is not None and len(hosts) <= 1:
+        by_rank = {d["rank"]: d for d in first.devices}
+        return [{"bus_id": by_rank[r].get("bus_id") if r in by_rank else None,
+                 "name": by_rank[r].get("name") if r in by_rank else None} for r in range(first.ranks)], None
+    if first.ranks is not None:
         per = [sum(1 for d in first.devices if d["host"] == h) for h in hosts]
-        sec["gpu_count_unknown"] = (f"{ranks} ranks on {len(hosts)} hosts ({', '.join(map(str, per))} per host): "
-                                    "a multi-node run, not one host's GPUs")
-    else:
-        sec["gpu_count_unknown"] = "no 'Using devices' list in the imported output"
+        return [], (f"{first.ranks} ranks on {len(hosts)} hosts ({', '.join(map(str, per))} per host): "
+                    "a multi-node run, not one host's GPUs")
+    return [], "no 'Using devices' list in the imported output"
+
+
+def _stated_average(runs: list[NcclRun], sec: dict[str, Any]) -> None:
+    """nccl-tests' own 'Avg bus bandwidth' line, as printed (the mean where several runs print one)."""
     avgs = [r.avg_busbw_gbps for r in runs if r.avg_busbw_gbps is not None]
+    sec.pop("avg_busbw_gbps_unknown", None)
     if len(avgs) == 1:
         sec["avg_busbw_gbps"] = avgs[0]
     elif avgs:
         sec["avg_busbw_gbps"] = round(statistics.mean(avgs), 3)
         sec["avg_busbw_note"] = f"mean of {len(avgs)} runs' 'Avg bus bandwidth'"
     else:
+        sec["avg_busbw_gbps"] = None
         sec["avg_busbw_gbps_unknown"] = "no 'Avg bus bandwidth' line in the imported output"
+
+
+def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
+    """nccl-tests outputs -> what the nccl probe would have sent -> the nccl normalizer (NcclFacts):
+    every result row of every file, op named per row; NCCL's INFO lines read by the probe's log
+    reader.  What nccl-tests does not print is null with the reason, never the probe's default."""
+    first = runs[0]
+    hosts = list(dict.fromkeys(h for r in runs for h in r.hosts))
+    gpus, gpus_unknown = _nccl_gpus(first, hosts)
+    version = next((r.version for r in runs if r.version), None)
+    lines = [x for r in runs for x in r.info_lines]
+    unknown = {"version": "no 'NCCL version' line in the imported output",
+               "env_overrides": "nccl-tests does not print the host's NCCL settings",
+               "library": "nccl-tests does not print which libnccl it loaded"}
+    if gpus_unknown:
+        unknown["gpu_count"] = gpus_unknown
+    if not lines and len(gpus) != 1:  # one GPU: the normalizer says no data moved
+        unknown["transport"] = unknown["channels"] = \
+            "no NCCL INFO 'via ...' lines (run with NCCL_DEBUG=INFO to see the transport)"
+    payload = {"library": {"version": version}, "gpus": gpus, "selected": list(range(len(gpus))),
+               "ranks": first.ranks or first.ranks_at_least,
+               "results": [{"op": r.op, **row} for r in runs for row in r.results], "debug_lines": lines,
+               # nccl-tests prints its closing lines (average, out-of-bounds count) once the sweep ended
+               "complete": all(r.avg_busbw_gbps is not None or r.out_of_bounds is not None for r in runs),
+               "source": "nccl-tests", "unknown": unknown}
+    sec = dict(nccl_normalize.normalize(payload))
+    _stated_average(runs, sec)
+    sec["ranks"], sec["hosts"] = first.ranks, hosts
+    if first.ranks_at_least is not None:
+        sec["ranks_at_least"] = first.ranks_at_least
     oob = [r.out_of_bounds for r in runs if r.out_of_bounds is not None]
     sec["out_of_bounds"] = sum(oob) if oob else None
     if not oob:
         sec["out_of_bounds_unknown"] = "no 'Out of bounds values' line in the imported output"
-    transports = sum((r.transports for r in runs), start=type(first.transports)())
-    if transports:
-        sec["transport"] = "+".join(t for t, _ in transports.most_common())
-    else:
-        sec["transport_unknown"] = "no NCCL INFO 'via ...' lines (run with NCCL_DEBUG=INFO to see the transport)"
-    if version is None:
-        sec["version_unknown"] = "no 'NCCL version' line in the imported output"
     return sec
