@@ -516,11 +516,13 @@ class NcclFacts(TextOrigin):
     transport_unknown: NotRequired[str]
     channels_unknown: NotRequired[str]
     env_overrides_unknown: NotRequired[str]
+    env_kept_unknown: NotRequired[str]
+    library_unknown: NotRequired[str]
     # what only the probe knows
     gpus: NotRequired[list[str]]  # bus ids of the ranks
     gpu_model: NotRequired[str | None]
     transports: NotRequired[list[str]]  # every transport a channel used
-    env_kept: NotRequired[bool]  # measured under the host's settings (keep_env)
+    env_kept: NotRequired[bool | None]  # measured under the host's settings (keep_env); None: text cannot say
     library: NotRequired[str | None]
     errors: NotRequired[list[dict[str, Any]]]
     hang: NotRequired[dict[str, Any] | None]

@@ -271,3 +271,72 @@ def _lspci_block(d: dict[str, Any]) -> list[str]:
 def lspci_verbose(data: dict[str, Any]) -> str:
     """`lspci -vvvnn` of every function, in bus order, a blank line after each block."""
     return "".join("\n".join(_lspci_block(d)) + "\n\n" for _, d in sorted(_pci_devices(data).items()))
+
+
+# -- benchmarks: p2pBandwidthLatencyTest and nccl-tests ---------------------------------------------
+
+def _cells(row: list[Any], fmt: str) -> str:
+    """One matrix row as the CUDA sample prints it; a cell the probe did not measure (the GPU-local
+    latency and bidirectional copy it does not time) as `N/A`."""
+    return "".join(f" {fmt % v:>6}" if v is not None else "    N/A" for v in row)
+
+
+def _p2p_matrix(title: str, corner: str, mat: list[list[Any]], fmt: str) -> list[str]:
+    n = len(mat)
+    out = [title, f"   {corner:>3}" + "".join(f" {i:>6}" for i in range(n))]
+    out += [f" {a:>5}" + _cells(row, fmt) for a, row in enumerate(mat)]
+    return out
+
+
+def p2p_bandwidth_latency(p2p: dict[str, Any]) -> str:
+    """`p2pBandwidthLatencyTest` (CUDA samples) from a machine's live p2p facts: the same CUDA
+    answers the probe read (devices, cuDeviceCanAccessPeer, the copies it timed), laid out as
+    tests/fixtures/evidence/p2p_8x_h100_sxm_hgx_01.txt prints them.  The P2P=Disabled and CPU
+    latency blocks, which the probe does not measure, are left out."""
+    mats = p2p["matrices"]
+    out = ["[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]"]
+    for g in p2p["gpus"]:
+        dom, bus, _ = str(g["bus_id"]).split(":")
+        out.append(f"Device: {g['index']}, {g['name']}, pciBusID: {int(bus, 16):x}, pciDeviceID: 0, "
+                   f"pciDomainID:{int(dom, 16):x}")
+    for a, row in enumerate(mats["can_access_peer"]):
+        out += [f"Device={a} {'CAN' if ok else 'CANNOT'} Access Peer Device={b}"
+                for b, ok in enumerate(row) if a != b and ok is not None]
+    out += _p2p_matrix("Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)", "D\\D",
+                       mats["ce_gbps"], "%.2f")
+    out += _p2p_matrix("Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)", "D\\D", mats["bidir_gbps"], "%.2f")
+    out += _p2p_matrix("P2P=Enabled Latency (P2P Writes) Matrix (us)", "GPU", mats["latency_us"], "%.2f")
+    return "\n".join(out) + "\n"
+
+
+def _nccl_row(r: dict[str, Any]) -> str:
+    """A result row: the out-of-place figures as nccl-tests prints them; the in-place columns N/A
+    (the probe times out-of-place only, as nccl-tests prints an op without an in-place form)."""
+    time = f"{r['time_us']:.0f}" if r["time_us"] >= 10000 else f"{r['time_us']:.1f}"
+    return (f"{r['size_bytes']:>12} {r['count']:>13} {r['dtype']:>9} {r['redop']:>7} {-1:>7} {time:>8} "
+            f"{r['algbw_gbps']:>7.2f} {r['busbw_gbps']:>7.2f} {r['wrong']:>6}      N/A     N/A     N/A    N/A")
+
+
+def nccl_tests(nccl: dict[str, Any], host: str) -> str:
+    """`all_reduce_perf -g N` with NCCL_DEBUG=INFO, from the nccl probe's data of a machine: the
+    GPUs it selected as ranks, NCCL's own INFO lines, its results and their average, laid out as
+    tests/fixtures/evidence/nccl_all_reduce_2x8_h100_a3mega_01.txt prints them."""
+    gpus, sel = nccl["gpus"], nccl["selected"]
+    out = ["# Collective test starting: all_reduce_perf", f"# nThread 1 nGpus {len(sel)} minBytes {nccl['params']['min_bytes']} maxBytes "
+           f"{nccl['params']['max_bytes']} step: {nccl['params']['step_factor']}(factor) warmup iters: 1 iters: 2 "
+           "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    for rank, i in enumerate(sel):
+        dom, bus, dev = str(gpus[i]["bus_id"]).split(".")[0].split(":")
+        out.append(f"#  Rank {rank:>2} Group  0 Pid   4242 on {host} device {rank:>2} [{dom}:{bus}:{dev}] "
+                   f"{gpus[i]['name']}")
+    out += list(nccl["debug_lines"])
+    out += ["#", "#                                                              out-of-place                       "
+            "in-place", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time "
+            "  algbw   busbw #wrong", "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)"]
+    out += [_nccl_row(r) for r in nccl["results"]]
+    busbw = [r["busbw_gbps"] for r in nccl["results"]]
+    wrong = sum(r["wrong"] for r in nccl["results"])
+    out += [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
+            f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):g} ", "#"]
+    return "\n".join(out) + "\n"

@@ -261,3 +261,128 @@ def test_the_pcie_machines_cover_switches_acs_down_links_and_domains() -> None:
     assert sum(1 for live in lives if live["switches"]) >= 3
     assert any(live["downgraded"] for live in lives) and any(live["acs"] for live in lives)
     assert any(b and not b.startswith("0000:") for live in lives for b in live["gpus"])
+
+
+# -- p2p: p2pBandwidthLatencyTest of the same machines -------------------------------------------------
+
+# NVSwitch (H100, B300 with 7 GPUs), a hybrid cube mesh (DGX-1), bridged workstation pairs, PCI domains
+# (GB200), consumer cards without peer access (RTX 4090)
+BENCH_MACHINES = ["dgx-h100-04", "dgx1-v100-01", "ws-a6000-01", "gb200-01", "b300-01", "rtx4090-01"]
+P2P_BOTH = {"order", "gpus", "pairs", "matrices", "summary", "mismatches", "errors", "budget_exhausted",
+            "not_reached", "complete"}
+# NVML's rank and NVLink status, the all-GPU host copy, DMA-BUF support, the CUDA driver, the busy
+# guard, the probe's timing and its parameters are not in the sample's output: null in text (the
+# guard's `ran` with ran_unknown; params name the tool and its tables)
+P2P_LIVE_ONLY = {"rank", "nvml_nvlink", "all_to_host", "dmabuf", "driver", "elapsed_s"}
+P2P_ONE_SIDE = {"guard", "params"}
+P2P_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields", "rank_unknown",
+                 "nvml_nvlink_unknown", "all_to_host_unknown", "dmabuf_unknown"}
+P2P_GPU_BOTH = {"index", "bus_id", "name", "model", "status", "error", "busy_processes", "local_ce_gbps"}
+# host copies, the SM copy and data checks are the probe's; p2pBandwidthLatencyTest times none of them
+P2P_GPU_LIVE_ONLY = {"h2d_gbps", "d2h_gbps", "local_sm_gbps", "verified"}
+P2P_GPU_ONE_SIDE = {"load", "load_unknown", "unknown"}
+PAIR_BOTH = {"src", "dst", "src_bus_id", "dst_bus_id", "can_access_peer", "peer_enabled", "peer_error", "staged",
+             "ce_gbps", "bidir_gbps", "latency_us"}
+PAIR_LIVE_ONLY = {"sm_read_gbps", "verified"}
+MATRIX_BOTH = {"can_access_peer", "peer_enabled", "ce_gbps", "bidir_gbps", "latency_us"}
+MATRIX_LIVE_ONLY = {"sm_read_gbps", "verified"}
+
+
+def _printed(v: Any) -> Any:
+    """A figure as the tools print it (two decimals); anything else as it is."""
+    if isinstance(v, float):
+        return round(v, 2)
+    if isinstance(v, list):
+        return [_printed(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _printed(x) for k, x in v.items()}
+    return v
+
+
+def _p2p_live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    live = normalize_host({"p2p": _recorded(machine, "p2p")})[0]["p2p"]
+    host = import_texts([("p2p.txt", textout.p2p_bandwidth_latency(live))])
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    return live, host.facts["p2p"]
+
+
+@pytest.mark.parametrize("machine", BENCH_MACHINES)
+def test_imported_p2p_bandwidth_latency_equals_the_live_p2p_facts(machine: str) -> None:
+    live, text = _p2p_live_and_text(machine)
+    assert set(live) == P2P_BOTH | P2P_LIVE_ONLY | P2P_ONE_SIDE
+    assert set(text) == P2P_BOTH | P2P_LIVE_ONLY | P2P_ONE_SIDE | P2P_TEXT_ONLY
+    assert _pick(text, P2P_BOTH - {"gpus", "pairs", "matrices", "summary"}) \
+        == _pick(live, P2P_BOTH - {"gpus", "pairs", "matrices", "summary"})
+    assert all(text[k] is None and text[f"{k}_unknown"] for k in ("rank", "nvml_nvlink", "all_to_host", "dmabuf"))
+    assert text["driver"] is None and text["elapsed_s"] is None
+    assert live["guard"]["ran"] is True and text["guard"]["ran"] is None and text["guard"]["ran_unknown"]
+    summary = {"min_gbps", "min_pair", "pairs_measured"}  # host copies: the probe's (gpus_measured counts them)
+    assert _pick(text["summary"], summary) == _pick(live["summary"], summary)
+    assert len(text["gpus"]) == len(live["gpus"]) > 0
+    for lg, tg in _pairs(live["gpus"], text["gpus"]):
+        assert set(lg) - P2P_GPU_ONE_SIDE == set(tg) - P2P_GPU_ONE_SIDE == P2P_GPU_BOTH | P2P_GPU_LIVE_ONLY
+        assert _pick(tg, P2P_GPU_BOTH) == _printed(_pick(lg, P2P_GPU_BOTH)), lg["index"]
+        assert all(tg[k] is None and k in tg["unknown"] for k in P2P_GPU_LIVE_ONLY)
+        assert "load" in lg and tg["load_unknown"] and "load" not in tg
+    assert len(text["pairs"]) == len(live["pairs"]) > 0
+    by_pair = {(p["src"], p["dst"]): p for p in text["pairs"]}  # the probe's order is its own: matched by pair
+    for lp in live["pairs"]:
+        tp = by_pair[(lp["src"], lp["dst"])]
+        assert set(lp) == PAIR_BOTH | PAIR_LIVE_ONLY and set(tp) == PAIR_BOTH | PAIR_LIVE_ONLY | {"unknown"}
+        assert _pick(tp, PAIR_BOTH) == _printed(_pick(lp, PAIR_BOTH)), (lp["src"], lp["dst"])
+        assert tp["sm_read_gbps"] is None and tp["verified"] is None and "verified" in tp["unknown"]
+    # the probe's matrices; the sample's P2P=Disabled and CPU blocks are not rendered, so none is text's own
+    assert set(live["matrices"]) == set(text["matrices"]) == MATRIX_BOTH | MATRIX_LIVE_ONLY
+    assert _pick(text["matrices"], MATRIX_BOTH) == _printed(_pick(live["matrices"], MATRIX_BOTH))
+    n = len(live["gpus"])
+    assert text["matrices"]["verified"] == [[None] * n for _ in range(n)]
+
+
+def test_the_bench_machines_cover_switches_meshes_domains_and_no_peer_access() -> None:
+    lives = [_p2p_live_and_text(m)[0] for m in BENCH_MACHINES]
+    assert any(p["staged"] for live in lives for p in live["pairs"])  # a pair copied through the host
+    assert any(b and not b.startswith("0000:") for live in lives for b in live["order"])
+    slowest = [live["summary"]["min_gbps"] for live in lives]
+    assert max(slowest) > 300 and min(slowest) < 30  # NVLink boxes and PCIe-only ones
+
+
+# -- nccl: nccl-tests all_reduce_perf of the same machines ----------------------------------------------
+
+NCCL_BOTH = {"version", "gpu_count", "results", "avg_busbw_gbps", "transport", "channels", "gpus", "gpu_model",
+             "transports", "errors", "hang", "limitation", "complete", "busy_gpus"}
+# the host's NCCL settings and whether the run kept them, the library's path and NVML's
+# virtualization mode are the probe's: null in text, with the reason where the probe's field has one
+NCCL_LIVE_ONLY = {"env_overrides", "env_kept", "library", "virtualization_mode"}
+NCCL_ONE_SIDE = {"source", "stdout_bytes"}  # the probe's own stdout noise: nothing of nccl-tests
+NCCL_TEXT_ONLY = {"origin", "source_files", "confidence", "low_confidence_fields", "ranks", "hosts",
+                  "out_of_bounds", "env_overrides_unknown", "env_kept_unknown", "library_unknown"}
+
+
+def _nccl_printed(r: dict[str, Any]) -> dict[str, Any]:
+    """A result row as nccl-tests prints it: time to 0.1 us (whole us from 10 ms), bandwidths to 0.01 GB/s."""
+    t = r["time_us"]
+    return {**r, "time_us": float(round(t)) if t >= 10000 else round(t, 1), "algbw_gbps": round(r["algbw_gbps"], 2),
+            "busbw_gbps": round(r["busbw_gbps"], 2)}
+
+
+@pytest.mark.parametrize("machine", BENCH_MACHINES)
+def test_imported_nccl_tests_equals_the_live_nccl_facts(machine: str) -> None:
+    raw = _recorded(machine, "nccl")
+    live = normalize_host({"nccl": raw})[0]["nccl"]
+    host = import_texts([("nccl.txt", textout.nccl_tests(raw, machine))])
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    text = host.facts["nccl"]
+    live_unknown = {k for k in live if k.endswith("_unknown")}  # one GPU's transport, a log without channels
+    assert set(live) - live_unknown == NCCL_BOTH | NCCL_LIVE_ONLY | NCCL_ONE_SIDE
+    assert set(text) - live_unknown == NCCL_BOTH | NCCL_LIVE_ONLY | NCCL_ONE_SIDE | NCCL_TEXT_ONLY
+    assert _pick(text, NCCL_BOTH - {"results", "avg_busbw_gbps"}) == _pick(live, NCCL_BOTH - {"results", "avg_busbw_gbps"})
+    # nccl-tests prints its average with %g (six digits); the probe's normalizer keeps three decimals
+    assert round(text["avg_busbw_gbps"], 3) == live["avg_busbw_gbps"]
+    assert text["results"] == [_nccl_printed(r) for r in live["results"]] and text["results"]
+    assert all(text[k] is None for k in NCCL_LIVE_ONLY) and text["source"] == "nccl-tests"
+    assert text["ranks"] == live["gpu_count"] and text["hosts"] == [machine] and text["out_of_bounds"] == 0
+
+
+def test_the_bench_machines_cover_nvls_p2p_and_shm_transports() -> None:
+    transports = {normalize_host({"nccl": _recorded(m, "nccl")})[0]["nccl"]["transport"] for m in BENCH_MACHINES}
+    assert {"NVLS", "P2P", "SHM"} <= transports

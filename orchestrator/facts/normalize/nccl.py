@@ -200,7 +200,7 @@ def _unknowns(out: NcclFacts, lines: Any, told: dict[str, str]) -> None:
             why["transport"] = "NCCL's log named no transport" if lines else "NCCL's log was not read"
         if out["channels"] is None:
             why["channels"] = "NCCL's log named no channel count" if lines else "NCCL's log was not read"
-    for key in ("env_overrides", "library"):
+    for key in ("env_overrides", "env_kept", "library"):
         if key in told:
             out[key] = None  # type: ignore[literal-required]
             why[key] = told[key]

@@ -32,6 +32,8 @@ def _gpu(dev: BenchDevice, tool: str, host: dict[str, list[list[Any]]]) -> dict[
     g: dict[str, Any] = {"index": i, "bus_id": dev.bus_id, "name": dev.name, "status": "ok", "error": None,
                          "unknown": {"verified": f"{tool} does not verify the copied data",
                                      "busy_processes": f"{tool} does not check for other processes"}}
+    g["unknown"]["local_sm_gbps"] = f"{tool} does not print an SM copy within the GPU"
+    g["load_unknown"] = f"{tool} does not read the GPU's clocks and power under load"
     for key in ("h2d_gbps", "d2h_gbps"):
         g[key] = _cell(host.get(key), 0, i)
         if g[key] is None:
@@ -195,6 +197,7 @@ def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
     lines = [x for r in runs for x in r.info_lines]
     unknown = {"version": "no 'NCCL version' line in the imported output",
                "env_overrides": "nccl-tests does not print the host's NCCL settings",
+               "env_kept": "nccl-tests does not print the host's NCCL settings",
                "library": "nccl-tests does not print which libnccl it loaded"}
     if gpus_unknown:
         unknown["gpu_count"] = gpus_unknown
