@@ -12,11 +12,13 @@ that appears on one side unlisted fails.
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any
 
 import pytest
 
+from orchestrator.facts.normalize import fabric as fabric_normalize
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.facts.textparse import import_texts
 from orchestrator.simulate import textout
@@ -386,3 +388,71 @@ def test_imported_nccl_tests_equals_the_live_nccl_facts(machine: str) -> None:
 def test_the_bench_machines_cover_nvls_p2p_and_shm_transports() -> None:
     transports = {normalize_host({"nccl": _recorded(m, "nccl")})[0]["nccl"]["transport"] for m in BENCH_MACHINES}
     assert {"NVLS", "P2P", "SHM"} <= transports
+
+
+# -- fabric: ib_write_bw / ib_write_lat and a multi-node nccl-tests run of the same machines ----------
+
+# every HCA up (04), a host with an HCA fewer in its plan (18), one whose link is slow (22)
+FABRIC_MACHINES = ["dgx-h100-04", "dgx-h100-18", "dgx-h100-22"]
+# the figures and the whole run as printed, written by the one `fill_figures` for both roads
+MEASURE_BOTH = {"test", "kind", "value", "p99_us", "size", "error", "error_kind", "link_type", "remote", "unit",
+                "rows", "peak_gbps", "msg_rate_mpps", "latency", "extra", "gdr_error"}
+# the plan's round, rail, peer host, peer HCA, role and CUDA buffer are the controller's: text says
+# round 0 rail 0, names the peer by the LID it printed and the role unknown
+MEASURE_ONE_SIDE = {"round", "rail", "hca", "peer", "peer_hca", "role", "use_cuda"}
+
+
+def _fabric_results(machine: str) -> list[dict[str, Any]]:
+    wave = gzip.decompress((RECORDINGS / machine / "fabric" / "wave1.stdout.gz").read_bytes()).decode()
+    data: dict[str, Any] = json.loads(wave.split("\n", 2)[1])["data"]
+    return [r for r in data["results"] if r["role"] == "client"]
+
+
+@pytest.mark.parametrize("machine", FABRIC_MACHINES)
+def test_imported_perftest_equals_the_live_fabric_measurements(machine: str) -> None:
+    """What ib_write_bw / ib_write_lat printed on the machine (the recording keeps each run's
+    stdout), imported, measures what the fabric normalizer read of the same run."""
+    results = _fabric_results(machine)
+    assert len(results) > 20 and {r["test"] for r in results} == {"ib_write_bw", "ib_write_lat"}
+    for rec in results:
+        live = fabric_normalize.measurement(rec)
+        host = import_texts([(f"{rec['test']}.txt", rec["stdout"])])
+        assert live is not None and set(host.outcomes.values()) == {"ok"}, host.outcomes
+        [text] = host.facts["fabric"]["measurements"]
+        assert set(live) == set(text) == MEASURE_BOTH | MEASURE_ONE_SIDE
+        assert _pick(text, MEASURE_BOTH) == _pick(live, MEASURE_BOTH), (rec["round"], rec["hca"], rec["test"])
+        assert live["value"] is not None and text["hca"] == live["hca"]
+        assert (text["round"], text["rail"], text["role"]) == (0, 0, "unknown")
+        assert text["peer"] == f"LID {rec['peer_lid']:#x}" and live["peer"] == rec["peer"]
+
+
+NCCL_GROUP_BOTH = {"members", "ranks", "transport", "gdr", "busbw_gbps", "results", "wrong", "error"}
+# the plan's group name, kind (all, rail), rail and HCA; text names its file, kind "text"
+NCCL_GROUP_ONE_SIDE = {"group", "kind", "rail", "hca"}
+
+
+@pytest.mark.parametrize("machine", BENCH_MACHINES[:3])
+def test_imported_multi_node_nccl_tests_equals_the_live_fabric_group(machine: str) -> None:
+    """The nccl probe's run of a machine, printed by nccl-tests as two hosts' ranks, imported as a
+    fabric group equals the fabric normalizer's group of the same data."""
+    raw = _recorded(machine, "nccl")
+    members = [machine, machine + "-peer"]
+    half = len(raw["selected"]) // 2
+    text = textout.nccl_tests(raw, machine).replace(f"on {machine} device", f"on {members[1]} device")
+    lines = text.splitlines()
+    for i, line in enumerate(lines):  # the first half of the ranks on the first host
+        if "# Using devices" in line:
+            for k in range(i + 1, i + 1 + half):
+                lines[k] = lines[k].replace(f"on {members[1]} device", f"on {machine} device")
+    net = [f"{machine}:4242:4250 [0] NCCL INFO Channel 00/0 : 0[0] -> {half}[0] [send] via NET/IB/0/GDRDMA"]
+    host = import_texts([("nccl.txt", "\n".join(lines[:4] + net + lines[4:]) + "\n")])
+    assert set(host.outcomes.values()) == {"ok"}, host.outcomes
+    [text_group] = host.facts["fabric"]["nccl"]
+    data = dict(raw, comm={"nranks": len(raw["selected"])}, debug_lines=[*net, *raw["debug_lines"]])
+    [live] = fabric_normalize.normalize({"nccl": [{"group": "all", "kind": "all", "members": members,
+                                                   "data": data}]})["nccl"]
+    assert set(live) == set(text_group) == NCCL_GROUP_BOTH | NCCL_GROUP_ONE_SIDE
+    assert _pick(text_group, NCCL_GROUP_BOTH - {"results"}) == _printed(_pick(live, NCCL_GROUP_BOTH - {"results"}))
+    assert text_group["results"] == [_nccl_printed(r) for r in live["results"]]
+    assert live["transport"] == "NET/IB/GDRDMA" and live["gdr"] is True and live["busbw_gbps"]
+    assert text_group["kind"] == "text" and text_group["group"] == "text0:nccl.txt"

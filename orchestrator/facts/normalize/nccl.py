@@ -202,7 +202,7 @@ def _unknowns(out: NcclFacts, lines: Any, told: dict[str, str]) -> None:
             why["channels"] = "NCCL's log named no channel count" if lines else "NCCL's log was not read"
     for key in ("env_overrides", "env_kept", "library"):
         if key in told:
-            out[key] = None  # type: ignore[literal-required]
+            out[key] = None
             why[key] = told[key]
     for key in why:
         out[key + "_unknown"] = told.get(key, why[key])  # type: ignore[literal-required]

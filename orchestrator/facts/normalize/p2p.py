@@ -10,7 +10,8 @@ normalizer the probe's shape too.  What a tool's text cannot say it sends as nul
 that stays null here, never a default that reads as measured: a GPU or pair's `unknown` reasons,
 `guard.ran: null` with `ran_unknown`, `staged: null` where a pair's `unknown` names `can_access_peer`
 (the tool printed no peer-access matrix), the section's `unknown` (`rank`, `nvml_nvlink`, `all_to_host`, `dmabuf`: as
-`<field>_unknown`), a bus id the tool does not print (null in `order`).  The tool's own tables
+`<field>_unknown`), a bus id the tool does not print (null in `order`: the GPU's `unknown` names
+`bus_id`), each direction of the bidirectional test as printed (`directed` entries).  The tool's own tables
 without a probe counterpart stay as printed under `tool_matrices` (merged into `matrices`).
 """
 
@@ -61,7 +62,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         raise ValueError("p2p data must be a mapping")
     raw_gpus: list[Any] = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     n = len(raw_gpus)
-    order: list[str | None] = [str(g["bus_id"]).lower() if g.get("bus_id") else None for g in raw_gpus]
+    order = [_bus_id(g) for g in raw_gpus]
     busy = (data.get("guard") or {}).get("busy") or {}
     frame = _Frame(n, order, {k: [[None] * n for _ in range(n)] for k in MATRIX_KEYS})
     frame.mats.update(_tool_matrices(data.get("tool_matrices")))
@@ -116,8 +117,7 @@ def _guard(guard: dict[str, Any], busy: Any, order: list[str | None]) -> dict[st
     out: dict[str, Any] = {
         "ran": None if guard.get("ran") is None and isinstance(unknown, str) else bool(guard.get("ran")),
         "reason": guard.get("reason"), "forced": bool(guard.get("forced")),
-        "busy": {bus: v for k, v in busy.items()
-                 if is_digits(str(k)) and int(k) < len(order) and (bus := order[int(k)])}}
+        "busy": {order[int(k)]: v for k, v in busy.items() if is_digits(str(k)) and int(k) < len(order)}}
     if out["ran"] is None:
         out["forced"] = None
         out["ran_unknown"] = unknown
@@ -130,6 +130,14 @@ def _tool_matrices(raw: Any) -> dict[str, list[list[Any]]]:
     if not isinstance(raw, dict):
         return {}
     return {str(k): v for k, v in raw.items() if k not in MATRIX_KEYS and isinstance(v, list)}
+
+
+def _bus_id(g: dict[str, Any]) -> str | None:
+    """A GPU's bus id, lower case; null only where the source says it cannot see it (a tool that
+    prints none), so a probe record that lost its bus id reads as before ("")."""
+    if not g.get("bus_id") and "bus_id" in _reasons(g.get("unknown")):
+        return None
+    return str(g.get("bus_id") or "").lower()
 
 
 def _gpu(frame: _Frame, i: int, g: dict[str, Any], busy: Any) -> P2pGpu:
@@ -208,16 +216,13 @@ def _bidirectional(frame: _Frame, raw: Any, pairs: list[dict[str, Any]]) -> None
         if not (frame.ordinal(a) and frame.ordinal(b)):
             continue
         total = _f(bd.get("total_gbps"))
-        # an entry's own direction wins over the mirror of another: the probe sends one entry a
-        # pair, a tool that prints both directions (p2pBandwidthLatencyTest) one each
-        mat = frame.mats["bidir_gbps"]
-        mat[a][b] = total
-        if mat[b][a] is None:
-            mat[b][a] = total
-        if (a, b) in by_pair:
-            by_pair[(a, b)]["bidir_gbps"] = total
-        if (b, a) in by_pair and by_pair[(b, a)]["bidir_gbps"] is None:
-            by_pair[(b, a)]["bidir_gbps"] = total
+        # the probe times both directions at once, one entry a pair: the total is both cells'; a
+        # tool that prints each direction (p2pBandwidthLatencyTest) sends each as `directed`
+        ends = ((a, b),) if bd.get("directed") is True else ((a, b), (b, a))
+        for x, y in ends:
+            frame.mats["bidir_gbps"][x][y] = total
+            if (x, y) in by_pair:
+                by_pair[(x, y)]["bidir_gbps"] = total
         if bd.get("verified") is False:
             frame.mismatch("bidirectional", a, b)
 
@@ -262,9 +267,9 @@ def _summary(gpus: list[P2pGpu], pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _pair_label(p: dict[str, Any]) -> str:
     """bus id -> bus id; GPU ordinals where the source names no bus ids (nvbandwidth's text)."""
-    if p["src_bus_id"] and p["dst_bus_id"]:
-        return f"{p['src_bus_id']}->{p['dst_bus_id']}"
-    return f"GPU{p['src']}->GPU{p['dst']}"
+    if p["src_bus_id"] is None or p["dst_bus_id"] is None:
+        return f"GPU{p['src']}->GPU{p['dst']}"
+    return f"{p['src_bus_id']}->{p['dst_bus_id']}"
 
 
 def _load(raw: Any) -> dict[str, Any] | None:
@@ -284,8 +289,8 @@ def _dmabuf(raw_gpus: list[Any], order: list[str | None]) -> dict[str, bool | No
     None for the whole map when the probe did not read it (p2p before issue 18)."""
     if not any("dmabuf_supported" in g for g in raw_gpus):
         return None
-    return {bus: (bool(g["dmabuf_supported"]) if isinstance(g.get("dmabuf_supported"), int) else None)
-            for bus, g in zip(order, raw_gpus) if bus}
+    return {(order[i] or ""): (bool(g["dmabuf_supported"]) if isinstance(g.get("dmabuf_supported"), int) else None)
+            for i, g in enumerate(raw_gpus)}
 
 
 def _sum(values: list[Any]) -> float | None:

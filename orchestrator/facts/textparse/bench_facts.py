@@ -88,7 +88,7 @@ def _section(tool: str, devices: list[BenchDevice], matrices: dict[str, list[lis
         g["local_ce_gbps"] = _cell(matrices.get("ce_gbps"), g["index"], g["index"])
     pairs = [p for a in range(n) for b in range(n) if a != b
              and (p := _pair(tool, a, b, matrices, access)) is not None]
-    bidir = [{"a": a, "b": b, "total_gbps": v} for a in range(n) for b in range(n)
+    bidir = [{"a": a, "b": b, "total_gbps": v, "directed": True} for a in range(n) for b in range(n)
              if a != b and (v := _cell(matrices.get("bidir_gbps"), a, b)) is not None]
     payload = {
         "gpus": gpus, "pairs": pairs, "bidirectional": bidir, "cuda_driver": version,

@@ -4,14 +4,18 @@ What text can say: a perftest output names its own HCA (`Device : mlx5_0`), the 
 remote LID it prints (its GID on RoCE, where the LID is 0), and carries no round or rail of a plan (round 0, rail 0); a multi-node
 nccl-tests output names its hosts (`Rank N ... on HOST device D`), its sizes and bus bandwidths and,
 where NCCL's INFO lines were kept, the network transport.  Unknown values stay null.
+
+The nccl-tests runs go through the fabric normalizer as the NCCL groups of a live run (one writer,
+issue 48); the perftest runs share `fill_figures` with the probe's road (the normalizer parses the
+probe's stored stdout per run, and names a failed run by its last line, which text does not split).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.facts.model import FabricFacts, FabricMeasure, FabricNcclGroup, NcclResult
-from orchestrator.facts.normalize.nccl import largest_allreduce
+from orchestrator.facts.model import FabricFacts, FabricMeasure
+from orchestrator.facts.normalize import fabric as fabric_normalize
 from orchestrator.facts.textparse.bench import NcclRun
 from orchestrator.facts.textparse.perftest import PerftestLog, fill_figures, peer_name
 
@@ -37,29 +41,12 @@ def _measurements(log: PerftestLog) -> list[FabricMeasure]:
     return out
 
 
-def _transport(run: NcclRun) -> tuple[str | None, bool | None]:
-    net = {k: v for k, v in run.transports.items() if k.startswith("NET/")}
-    if not net:
-        return None, None
-    total = sum(net.values())
-    gdr = sum(v for k, v in net.items() if k.endswith("/GDRDMA"))
-    kind = max(net.items(), key=lambda kv: kv[1])[0].split("/")[1]
-    return f"NET/{kind}" + ("/GDRDMA" if gdr * 2 >= total else ""), gdr * 2 >= total
-
-
-def _group(i: int, run: NcclRun) -> FabricNcclGroup:
-    results: list[NcclResult] = []
-    for r in run.results:
-        results.append({"op": run.op, "size_bytes": int(r["size_bytes"]), "count": r.get("count"),
-                        "dtype": r.get("dtype"), "redop": r.get("redop"), "time_us": r.get("time_us"),
-                        "algbw_gbps": r.get("algbw_gbps"), "busbw_gbps": r.get("busbw_gbps"),
-                        "in_place": bool(r.get("in_place")), "wrong": r.get("wrong")})
-    transport, gdr = _transport(run)
-    wrong = [r["wrong"] for r in results if r["wrong"] is not None]
-    return {"group": f"text{i}:{run.source}", "kind": "text", "rail": None, "hca": None, "members": list(run.hosts),
-            "ranks": run.ranks, "transport": transport, "gdr": gdr,
-            "busbw_gbps": largest_allreduce(results) if run.op == "all_reduce" else None,
-            "results": results, "wrong": sum(wrong) if wrong else None, "error": None}
+def _group(i: int, run: NcclRun) -> dict[str, Any]:
+    """A multi-node nccl-tests run as the fabric envelope holds an NCCL group (the nccl probe's data
+    of one communicator), for the fabric normalizer: results, NCCL's INFO lines, the rank count."""
+    return {"group": f"text{i}:{run.source}", "kind": "text", "members": list(run.hosts),
+            "data": {"results": [{"op": run.op, **r} for r in run.results], "debug_lines": list(run.info_lines),
+                     "comm": {"nranks": run.ranks}}}
 
 
 def fabric_from_text(perftest: list[PerftestLog], nccl: list[NcclRun]) -> dict[str, Any] | None:
@@ -72,6 +59,8 @@ def fabric_from_text(perftest: list[PerftestLog], nccl: list[NcclRun]) -> dict[s
     facts: FabricFacts = {
         "source": "text", "skipped": None, "hcas": [], "gpus": [], "gdr": None,
         "perftest": {"tools": {}, "cuda": None, "missing": []}, "measurements": measurements,
-        "nccl": [_group(i, r) for i, r in enumerate(multi)], "plan": None, "errors": [],
+        # the groups through the fabric normalizer: transport, GDR and bus bandwidth read as a live run's
+        "nccl": fabric_normalize.normalize({"nccl": [_group(i, r) for i, r in enumerate(multi)]})["nccl"],
+        "plan": None, "errors": [],
     }
     return dict(facts)

@@ -234,7 +234,7 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
         off = plan.off
         platform = _platform(facts, nccl)
         why = ("NCCL_P2P_DISABLE is set and was kept for the test" if nccl.get("env_kept")
-               and nccl.get("env_overrides", {}).get("NCCL_P2P_DISABLE") not in (None, "", "0") else cross)
+               and (nccl.get("env_overrides") or {}).get("NCCL_P2P_DISABLE") not in (None, "", "0") else cross)
         msg = (f"NCCL moved all_reduce over {'/'.join(off)} on an NVLink box ({busbw:.1f} GB/s bus bandwidth): "
                f"P2P is off; {why}")
         if platform:
