@@ -38,3 +38,9 @@ def is_digits(text: str) -> bool:
     also says yes to superscripts and other digits that int() refuses ('²'), which a host, a file
     or a user can hand over."""
     return text.isascii() and text.isdigit()
+
+
+def reasons(raw: Any) -> dict[str, str]:
+    """A source's `unknown` map (field -> why it could not say it; a text import's, handed to a
+    normalizer), strings only; anything but a mapping is no reasons at all."""
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}

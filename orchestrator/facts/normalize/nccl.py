@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.facts.model import NcclFacts, NcclResult
 from orchestrator.facts.normalize.gpus import model_key
-from orchestrator.facts.textsafe import is_digits
+from orchestrator.facts.textsafe import is_digits, reasons
 
 # The settings that only decide where NCCL logs (the probe sets them itself) change no result.
 LOGGING_SETTINGS = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS", "NCCL_CONF_FILE"})
@@ -174,13 +174,8 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
         if isinstance(data.get("platform"), dict) else None,
         "busy_gpus": _busy(data, gpus, selected),
     }
-    _unknowns(out, lines, _reasons(data.get("unknown")))
+    _unknowns(out, lines, reasons(data.get("unknown")))
     return out
-
-
-def _reasons(raw: Any) -> dict[str, str]:
-    """A source's `unknown` map (field -> why it could not say; a text import's), strings only."""
-    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _unknowns(out: NcclFacts, lines: Any, told: dict[str, str]) -> None:

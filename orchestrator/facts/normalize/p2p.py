@@ -22,7 +22,7 @@ from typing import Any
 
 from orchestrator.facts.model import P2pFacts, P2pGpu
 from orchestrator.facts.normalize.gpus import model_key
-from orchestrator.facts.textsafe import is_digits
+from orchestrator.facts.textsafe import is_digits, reasons
 
 MATRIX_KEYS = ("can_access_peer", "peer_enabled", "ce_gbps", "sm_read_gbps", "bidir_gbps", "latency_us",
                "verified")
@@ -96,7 +96,7 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
         "elapsed_s": _f(data.get("elapsed_s")),
         "dmabuf": _dmabuf(raw_gpus, order),
     }
-    for key, why in _reasons(data.get("unknown")).items():
+    for key, why in reasons(data.get("unknown")).items():
         if key in _SECTION_UNKNOWN and out.get(key) is None:
             out[key + "_unknown"] = why  # type: ignore[literal-required]
     return out
@@ -104,11 +104,6 @@ def normalize(data: dict[str, Any]) -> P2pFacts:
 
 # the section's fields a source may name unknown (a text import: the tool does not read them)
 _SECTION_UNKNOWN = ("rank", "nvml_nvlink", "all_to_host", "dmabuf")
-
-
-def _reasons(raw: Any) -> dict[str, str]:
-    """A source's `unknown` map (field -> why it could not say), strings only."""
-    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _guard(guard: dict[str, Any], busy: Any, order: list[str | None]) -> dict[str, Any]:
@@ -135,7 +130,7 @@ def _tool_matrices(raw: Any) -> dict[str, list[list[Any]]]:
 def _bus_id(g: dict[str, Any]) -> str | None:
     """A GPU's bus id, lower case; null only where the source says it cannot see it (a tool that
     prints none), so a probe record that lost its bus id reads as before ("")."""
-    if not g.get("bus_id") and "bus_id" in _reasons(g.get("unknown")):
+    if not g.get("bus_id") and "bus_id" in reasons(g.get("unknown")):
         return None
     return str(g.get("bus_id") or "").lower()
 
@@ -156,8 +151,8 @@ def _gpu(frame: _Frame, i: int, g: dict[str, Any], busy: Any) -> P2pGpu:
         "local_ce_gbps": _f(g.get("local_ce_gbps")), "local_sm_gbps": _f(g.get("local_sm_gbps")),
         "verified": _all_true(verified),
     }
-    if _reasons(g.get("unknown")):
-        out["unknown"] = _reasons(g.get("unknown"))  # a text import: what the tool does not print
+    if reasons(g.get("unknown")):
+        out["unknown"] = reasons(g.get("unknown"))  # a text import: what the tool does not print
     # p2p 1.1's readings under load: kept where the probe took them or said why it could not
     load = _load(g.get("load"))
     if load is not None:
@@ -195,12 +190,12 @@ def _pairs(frame: _Frame, raw_pairs: Any) -> list[dict[str, Any]]:
             "src": a, "dst": b, "src_bus_id": frame.order[a], "dst_bus_id": frame.order[b],
             "can_access_peer": p.get("can_access_peer"), "peer_enabled": enabled,
             "peer_error": p.get("peer_error"),
-            "staged": None if "can_access_peer" in _reasons(p.get("unknown")) else not enabled,
+            "staged": None if "can_access_peer" in reasons(p.get("unknown")) else not enabled,
             "ce_gbps": _f(p.get("ce_gbps")), "sm_read_gbps": _f(p.get("sm_read_gbps")),
             "latency_us": _f(p.get("latency_us")), "bidir_gbps": None, "verified": _all_true(pverified),
         }
-        if _reasons(p.get("unknown")):
-            rec["unknown"] = _reasons(p.get("unknown"))
+        if reasons(p.get("unknown")):
+            rec["unknown"] = reasons(p.get("unknown"))
         pairs.append(rec)
         mats["peer_enabled"][a][b], mats["verified"][a][b] = rec["peer_enabled"], rec["verified"]
         mats["ce_gbps"][a][b], mats["sm_read_gbps"][a][b] = rec["ce_gbps"], rec["sm_read_gbps"]
