@@ -15,7 +15,14 @@ import re
 from dataclasses import dataclass, field
 
 from orchestrator.facts.numbers import INDEX, int_or_none
-from orchestrator.facts.textparse.common import HalfReadable, Note, TextParseError, decode_input, norm_bus_id, text_lines
+from orchestrator.facts.textparse.common import (
+    HalfReadable,
+    Note,
+    TextParseError,
+    decode_input,
+    norm_bus_id,
+    text_lines,
+)
 from orchestrator.facts.textparse.smi import (
     MigDevice,
     ScreenProcess,
