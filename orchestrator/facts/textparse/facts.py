@@ -151,6 +151,15 @@ def _known(g: dict[str, Any], key: str, value: Any, reason: str | None = None) -
     g["unknown"].pop(key, None)
 
 
+# the GPU's link as -q prints it (the host's maximum too, which the probe does not read)
+_PCIE_KEYS = ("gen_current", "gen_max", "gen_gpu_max", "gen_host_max", "width_current", "width_max")
+
+
+def _not_supported(why: str | None) -> bool:
+    """nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED."""
+    return bool(why and re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I))
+
+
 def _apply_query(g: dict[str, Any], q: Any) -> None:
     for key, attr in (("bus_id", "bus_id"), ("uuid", "uuid"), ("name", "name"), ("serial", "serial"),
                       ("board_part_number", "board_part_number"), ("vbios", "vbios"),
@@ -178,17 +187,13 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     for k, attr in (("current", "mig_current"), ("pending", "mig_pending")):
         if getattr(q, attr) is None:
             mig[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
-    _known(g, "mig", mig)
-    pcie = {"gen_current": q.pcie_gen_current, "gen_max": q.pcie_gen_max, "gen_gpu_max": q.pcie_gen_gpu_max,
-            "gen_host_max": q.pcie_gen_host_max,
-            "width_current": q.pcie_width_current, "width_max": q.pcie_width_max,
-            "speed_current": _speed(q.pcie_gen_current), "speed_max": _speed(q.pcie_gen_max)}
-    for k, attr in (("gen_current", "pcie_gen_current"), ("gen_max", "pcie_gen_max"),
-                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("gen_host_max", "pcie_gen_host_max"),
-                    ("width_current", "pcie_width_current"),
-                    ("width_max", "pcie_width_max")):
-        if getattr(q, attr) is None:
-            pcie[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
+    if q.mig_current is None and q.mig_pending is None and not mig_instances and _not_supported(q.unknown.get("mig_current")):
+        g["unknown"]["mig"] = "NOT_SUPPORTED"  # a GPU without MIG: NVML's answer, as the probe records it
+    else:
+        _known(g, "mig", mig)
+    # the probe's shape: the link as read, what was not printed named in pcie.unknown (speeds: the normalizer's)
+    pcie = {k: getattr(q, f"pcie_{k}") for k in _PCIE_KEYS}
+    pcie["unknown"] = {k: q.unknown.get(f"pcie_{k}", NOT_IN_TEXT) for k in _PCIE_KEYS if pcie[k] is None}
     _known(g, "pcie", pcie)
     if q.fan_speed_pct is not None:
         g["fans"], g["fans_unknown"] = [{"index": 0, "speed_pct": q.fan_speed_pct}], None
@@ -196,7 +201,7 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     else:
         why = q.unknown.get("fan_speed_pct", NOT_IN_TEXT)
         # nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED.
-        g["fans_unknown"] = "NOT_SUPPORTED" if re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I) else None
+        g["fans_unknown"] = "NOT_SUPPORTED" if _not_supported(why) else None
         g["unknown"]["fans"] = why
     ecc = {"mode_current": q.ecc_current, "volatile_uncorrected": q.ecc_volatile_uncorrected,
            "aggregate_uncorrected": q.ecc_aggregate_uncorrected, "aggregate_corrected": q.ecc_aggregate_corrected}
@@ -409,11 +414,7 @@ def _probe_gpu(g: dict[str, Any]) -> dict[str, Any]:
     if g.get("fans_unknown"):
         unknown["fans"] = g["fans_unknown"]
     raw = {k: g.get(k) for k in _PROBE_KEYS}
-    pcie = g["pcie"] or {}
-    keys = ("gen_current", "gen_max", "gen_gpu_max", "gen_host_max", "width_current", "width_max")
-    raw["pcie"] = {**{k: pcie.get(k) for k in keys},
-                   "unknown": {k: pcie.get(f"{k}_unknown") or unknown.get("pcie", NOT_IN_TEXT)
-                               for k in keys if pcie.get(k) is None}}
+    raw["pcie"] = g["pcie"] or {"unknown": dict.fromkeys(_PCIE_KEYS, unknown.get("pcie", NOT_IN_TEXT))}
     raw["unknown"] = unknown
     return raw
 
@@ -440,7 +441,9 @@ def _gpus_section(p: Parsed, book: _GpuBook, count: int | None,
     unknown: dict[str, Any] = {"nvml_version": "nvidia-smi text does not print it"}
     if levels is None:
         unknown["levels"] = "needs nvidia-smi topo -m"
-    for key, what, values in (("mig_enabled_any", "MIG mode", [(g["mig"] or {}).get("current") for g in listed]),
+    migs = [False if g["mig"] is None and g["unknown"].get("mig") == "NOT_SUPPORTED" else (g["mig"] or {}).get("current")
+            for g in listed]
+    for key, what, values in (("mig_enabled_any", "MIG mode", migs),
                               ("virtualized", "virtualization mode", [g["virtualization_mode"] for g in listed])):
         if not listed or any(v is None for v in values):
             unknown[key] = f"the {what} of some GPU is not in the imported text"
