@@ -4,8 +4,9 @@ imported, gives the same facts as that machine's live probes, for every field bo
 The live side is the probes' data of demo machines (orchestrator/demo/recordings: the real probes
 run on the simulated NVML, sysfs and /dev/kmsg) through the normalizers; the text side is what
 the tools print from the same sources (orchestrator/simulate/textout.py: `nvidia-smi nvlink -s`
-and `-c` with a CSV query for the bus ids, `nvidia-smi topo -m`, `ibstat`, `dmesg`), read by
-`probe import`'s parser, which hands the nvlink, nic and kmsg normalizers the probe's shape.
+and `-c` with a CSV query for the bus ids, `nvidia-smi -q`, `nvidia-smi topo -m`, `ibstat`, `dmesg`,
+lspci), read by `probe import`'s parser, which hands the nvlink, gpus, pcie, nic and kmsg
+normalizers the probe's shape.
 Every field of either section is listed below as seen by both, or by one side only, so a field
 that appears on one side unlisted fails.
 """
