@@ -1,4 +1,5 @@
-"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q`, a
+"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q` and the
+default screen, a
 `--query-gpu` CSV of the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the import-vs-live tests.
 
 Each tool answers from the same source as a probe: nvidia-smi from NVML (the `nvlink` probe's
@@ -374,4 +375,53 @@ def smi_query(data: dict[str, Any]) -> str:
            _row(0, "Attached GPUs", str(data.get("count", len(gpus))))]
     for g in gpus:
         out += _q_gpu(g)
+    return "\n".join(out) + "\n"
+
+
+# -- the default nvidia-smi screen (535-575 layout) ----------------------------------------------------
+
+_SCREEN_RULE = "+-----------------------------------------+----------------------+----------------------+"
+
+
+def _screen_ecc(g: dict[str, Any]) -> str:
+    """Volatile Uncorr. ECC: the count with ECC on, `On` while MIG is on (no count), `Off`, `N/A`."""
+    ecc, mig = g.get("ecc") or {}, g.get("mig") or {}
+    if ecc.get("mode_current") is None:
+        return "N/A"
+    if not ecc["mode_current"]:
+        return "Off"
+    return "On" if mig.get("current") else _na(ecc.get("volatile_uncorrected"))
+
+
+def _screen_gpu(g: dict[str, Any]) -> list[str]:
+    fans, mig = g.get("fans"), g.get("mig")
+    name = str(g.get("name"))
+    name = name if len(name) <= 28 else name[:25] + "..."  # nvidia-smi cuts a name to its column
+    mib = {k: _na(g.get(k) and g[k] // 2**20, "{}MiB") for k in ("memory_used_bytes", "memory_total_bytes")}
+    limit = (g.get("power_limits") or {}).get("limit_w")
+    power = f"{_na(g.get('power_w') and round(g['power_w']), '{}W')} / {_na(limit and round(limit), '{}W')}"
+    compute = (g.get("compute_mode") or "").replace("exclusive_", "E. ").title() or "N/A"
+    fan = _na(fans[0]["speed_pct"] if fans else None, "{}%")
+    # the simulated NVML has no performance state (the probe does not read it): the screen shows P0
+    row2 = f" {fan:<4} {_na(g.get('temperature_c'), '{}C'):>5}    P0 {power:>22} "
+    return [f"| {g.get('index'):>3}  {name:<28}{_enabled(g.get('persistence_mode')).replace('Enabled', 'On').replace('Disabled', 'Off'):>5}  "
+            f"| {_smi_bus(g.get('bus_id'))} Off | {_screen_ecc(g):>20} |",
+            f"|{row2}| {mib['memory_used_bytes']:>8} / {mib['memory_total_bytes']:>9} | {'N/A':>8} {compute:>11} |",
+            f"|{'':41}|{'':22}| {_enabled(mig.get('current') if mig else None):>20} |", _SCREEN_RULE]
+
+
+def smi_screen(data: dict[str, Any]) -> str:
+    """The default `nvidia-smi` screen of the nvml probe's data, laid out as the 535-575 drivers print
+    it (tests/fixtures/evidence/smi_screen_535_a100_pcie_mig_2_devices_01.txt): banner, header and three
+    rows per GPU; no MIG devices or processes boxes (the probe reads neither)."""
+    out = ["+---------------------------------------------------------------------------------------+",
+           f"| NVIDIA-SMI {_na(data.get('driver_version')):<22} Driver Version: {_na(data.get('driver_version')):<14}"
+           f" CUDA Version: {_na(data.get('cuda_driver_version')):<9}|",
+           "|-----------------------------------------+----------------------+----------------------+",
+           "| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+           "| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |",
+           "|                                         |                      |               MIG M. |",
+           "|=========================================+======================+======================|"]
+    for g in _gpus(data):
+        out += _screen_gpu(g)
     return "\n".join(out) + "\n"

@@ -359,3 +359,35 @@ def test_the_gpu_machines_cover_mig_fans_domains_fabric_and_no_mig() -> None:
     assert any(g["fans"] for g in gpus) and any(g["fans_unknown"] == "NOT_SUPPORTED" for g in gpus)
     assert any(g["fabric"] for g in gpus) and any(not b.startswith("0000:") for live in lives for b in live["order"])
     assert any(live["virtualized"] for live in lives)
+
+
+# the default screen of the same machines: what its three rows per GPU print
+SCREEN_BOTH = {"index", "bus_id", "name", "model", "persistence_mode", "temperature_c", "compute_mode", "fans_unknown"}
+# not on the screen: null in text with a reason (virtualization: -q's; the link: -q's or lspci's)
+SCREEN_NOT_SHOWN = {"uuid", "serial", "vbios", "board_part_number", "pci_device_id", "architecture", "minor_number",
+                    "pcie_replays", "inforom_image", "virtualization_mode", "remapped_rows", "fabric",
+                    "compute_capability", "numa_node", "cpu_affinity"}
+
+
+@pytest.mark.parametrize("machine", GPU_MACHINES)
+def test_imported_default_screen_equals_the_live_gpus_facts_where_it_shows_them(machine: str) -> None:
+    raw = _recorded(machine, "nvml")
+    live = normalize_host({"nvml": raw})[0]["gpus"]
+    host = import_texts([("screen.txt", textout.smi_screen(raw))])
+    assert set(host.outcomes.values()) == {"ok"} and not host.errors, (host.outcomes, host.errors)
+    text = host.facts["gpus"]
+    assert _pick(text, GPUS_BOTH - {"list", "virtualized"}) == _pick(live, GPUS_BOTH - {"list", "virtualized"})
+    assert text["virtualized"] is None and "virtualized_unknown" in text  # the screen does not print the mode
+    for lg, tg in _pairs(live["list"], text["list"]):
+        assert _pick(tg, SCREEN_BOTH) == _pick(lg, SCREEN_BOTH), lg["index"]
+        assert {k: _mib(tg[k]) for k in GPU_FIELDS_MIB} == {k: _mib(lg[k]) for k in GPU_FIELDS_MIB}
+        assert tg["power_w"] == round(lg["power_w"])  # the screen prints whole watts
+        assert (lg["fans"] or [None])[0] == (tg["fans"] or [None])[0]
+        assert (tg["mig"] is None) == (lg["mig"] is None)
+        if lg["mig"] is not None:  # the MIG column: the mode, not the instances (the MIG box is not rendered)
+            assert _pick(tg["mig"], {"current", "pending"}) == _pick(lg["mig"], {"current", "pending"})
+        assert tg["ecc"]["mode_current"] == lg["ecc"]["mode_current"]
+        if not (lg["mig"] or {}).get("current"):  # with MIG on the column says `On`, no count
+            assert tg["ecc"]["volatile_uncorrected"] == lg["ecc"]["volatile_uncorrected"]
+        assert all(tg[k] is None for k in SCREEN_NOT_SHOWN), [k for k in SCREEN_NOT_SHOWN if tg[k] is not None]
+        assert all(tg["pcie"][k] is None for k in PCIE_LINK_BOTH)
