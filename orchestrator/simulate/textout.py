@@ -1,6 +1,6 @@
 """The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q` and the
-default screen, a
-`--query-gpu` CSV of the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the import-vs-live tests.
+default screen, a `--query-gpu` CSV of the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the
+import-vs-live tests.
 
 Each tool answers from the same source as a probe: nvidia-smi from NVML (the `nvlink` probe's
 data), ibstat and ibstatus from sysfs (the `nic` probe's), dmesg from /dev/kmsg (the `kmsg`
