@@ -14,6 +14,7 @@ class ExitStatus(IntEnum):
     OK = 0  # every host answered every probe, no finding of severity fail
     FINDINGS_FAIL = 1  # at least one finding of severity fail
     USAGE = 2  # bad command line, inventory, playbook or expectation: nothing was run
+    HALF_READABLE = 3  # probe import: a file of a known kind cut before it states a fact (and nothing worse)
     HOSTS_FAILED = 4  # at least one host unreachable, timed out, or a probe failed / sent invalid output
     FINDINGS_FAIL_AND_HOSTS_FAILED = 5  # 1 and 4 combine
     OS_LIMIT = 71  # EX_OSERR: the controller ran out of what the system lends it (open files, processes)
@@ -28,6 +29,8 @@ MEANING: dict[ExitStatus, str] = {
     ExitStatus.OK: "all hosts answered, no finding of severity fail",
     ExitStatus.FINDINGS_FAIL: "at least one finding of severity fail",
     ExitStatus.USAGE: "usage error (command line, inventory, playbook, expectations): nothing was run",
+    ExitStatus.HALF_READABLE: "probe import: a file is of a known kind but cut before it states any fact "
+                              "(half-readable); the message names the command to paste instead; nothing worse",
     ExitStatus.HOSTS_FAILED: "at least one host unreachable / timeout / failed / invalid output",
     ExitStatus.FINDINGS_FAIL_AND_HOSTS_FAILED: "1 and 4 together",
     ExitStatus.OS_LIMIT: "the controller ran out of open files or processes (ulimit); the message says which",
@@ -41,6 +44,7 @@ MEANING: dict[ExitStatus, str] = {
 OK = ExitStatus.OK
 FINDINGS_FAIL = ExitStatus.FINDINGS_FAIL
 USAGE = ExitStatus.USAGE
+HALF_READABLE = ExitStatus.HALF_READABLE
 HOSTS_FAILED = ExitStatus.HOSTS_FAILED
 OS_LIMIT = ExitStatus.OS_LIMIT
 RESULTS_UNWRITABLE = ExitStatus.RESULTS_UNWRITABLE

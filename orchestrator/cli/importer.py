@@ -97,7 +97,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"== {name}: imported", file=out)
         print("\n".join(f"  {line}" for line in summary_lines(host)), file=out)
     print(file=out)
-    return deliver(args, result.fleet, result.run.dir)
+    return _half_readable_status(deliver(args, result.fleet, result.run.dir), imported)
+
+
+def _half_readable_status(status: exitcodes.ExitStatus, imported: dict[str, Any]) -> exitcodes.ExitStatus:
+    """A half-readable file is named in the exit code where nothing worse is: a run that is otherwise
+    clean (0), or whose only failed hosts are those a half-readable file left without facts (4)."""
+    cut = [f for host in imported.values() for f in host.half_readable]
+    if not cut:
+        return status
+    failed = [host for host in imported.values() if not host.facts]
+    if status is exitcodes.OK or (status is exitcodes.HOSTS_FAILED and all(
+            f.paste for h in failed for f in h.files if not f.ok)):
+        return exitcodes.HALF_READABLE
+    return status
 
 
 def add_parser(sub: Any) -> None:

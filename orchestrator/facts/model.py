@@ -122,6 +122,7 @@ class GpuPcie(TypedDict):
     gen_gpu_max_unknown: NotRequired[str]
     width_current_unknown: NotRequired[str]
     width_max_unknown: NotRequired[str]
+    gen_host_max_unknown: NotRequired[str]
 
 
 class GpuMig(TypedDict):
@@ -227,6 +228,11 @@ class GpusFacts(TextSource):
     nvml_version_unknown: NotRequired[str]
     cuda_driver_version_unknown: NotRequired[str]
     count_unknown: NotRequired[str]
+    # a source that names why it cannot tell (text: no topo -m; a GPU whose MIG or virtualization
+    # mode it does not print): the value is null beside its reason
+    levels_unknown: NotRequired[str]
+    mig_enabled_any_unknown: NotRequired[str]
+    virtualized_unknown: NotRequired[str]
     # text imports: which file kind gave which count (provenance of `count`; disagreements are notes)
     count_sources: NotRequired[dict[str, int]]
     # an excerpt (nvlink -s -i N, part of a paste): count is null, this is the lower bound

@@ -1,5 +1,6 @@
-"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, a `--query-gpu` CSV of
-the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the import-vs-live tests.
+"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q` and the
+default screen, a `--query-gpu` CSV of the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the
+import-vs-live tests.
 
 Each tool answers from the same source as a probe: nvidia-smi from NVML (the `nvlink` probe's
 data), ibstat and ibstatus from sysfs (the `nic` probe's), dmesg from /dev/kmsg (the `kmsg`
@@ -339,4 +340,156 @@ def nccl_tests(nccl: dict[str, Any], host: str) -> str:
     wrong = sum(r["wrong"] for r in nccl["results"])
     out += [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
             f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):g} ", "#"]
+
+
+# -- nvidia-smi -q: the nvml probe's data as nvidia-smi prints the same NVML answers -----------------
+
+_VIRT_WORDS = {"none": "None", "passthrough": "Pass-Through", "vgpu": "VGPU", "host_vgpu": "Host VGPU",
+               "host_vsga": "Host VSGA"}
+
+
+def _na(value: Any, fmt: str = "{}") -> str:
+    """A value as nvidia-smi prints it; what NVML did not answer is `N/A`, as there."""
+    return "N/A" if value is None else fmt.format(value)
+
+
+def _enabled(value: Any) -> str:
+    return "N/A" if value is None else ("Enabled" if value else "Disabled")
+
+
+def _yes_no(value: Any) -> str:
+    return "N/A" if value is None else ("Yes" if value else "No")
+
+
+def _row(depth: int, key: str, value: str | None = None) -> str:
+    """One -q line: four spaces a level, the key padded to nvidia-smi's column (55) before ` : `."""
+    left = "    " * depth + key
+    return left if value is None else f"{left.ljust(55)}: {value}"
+
+
+def _smi_bus(bus: Any) -> str:
+    dom, _, rest = str(bus).partition(":")
+    return f"{dom.zfill(8).upper()}:{rest.upper()}"
+
+
+def _q_pcie(g: dict[str, Any]) -> list[str]:
+    p = g.get("pcie") or {}
+    dev = g.get("pci_device_id")
+    return [_row(1, "PCI"), _row(2, "Bus Id", _smi_bus(g.get("bus_id"))),
+            _row(2, "Device Id", _na(dev and f"{dev[2:].upper()}10DE", "0x{}")),
+            _row(2, "GPU Link Info"), _row(3, "PCIe Generation"), _row(4, "Max", _na(p.get("gen_max"))),
+            _row(4, "Current", _na(p.get("gen_current"))), _row(4, "Device Max", _na(p.get("gen_gpu_max"))),
+            _row(3, "Link Width"), _row(4, "Max", _na(p.get("width_max"), "{}x")),
+            _row(4, "Current", _na(p.get("width_current"), "{}x")),
+            _row(2, "Replays Since Reset", _na(g.get("pcie_replays")))]
+
+
+def _q_health(g: dict[str, Any]) -> list[str]:
+    """ECC, remapped rows, temperature, power and fabric, as -q groups them."""
+    ecc, rr, fab = g.get("ecc") or {}, g.get("remapped_rows") or {}, g.get("fabric") or {}
+    status = fab.get("status")
+    return [_row(1, "ECC Mode"), _row(2, "Current", _enabled(ecc.get("mode_current"))),
+            _row(2, "Pending", _enabled(ecc.get("mode_pending"))), _row(1, "ECC Errors"), _row(2, "Volatile"),
+            _row(3, "DRAM Uncorrectable", _na(ecc.get("volatile_uncorrected"))), _row(2, "Aggregate"),
+            _row(3, "DRAM Correctable", _na(ecc.get("aggregate_corrected"))),
+            _row(3, "DRAM Uncorrectable", _na(ecc.get("aggregate_uncorrected"))),
+            _row(1, "Remapped Rows"), _row(2, "Correctable Error", _na(rr.get("correctable"))),
+            _row(2, "Uncorrectable Error", _na(rr.get("uncorrectable"))), _row(2, "Pending", _yes_no(rr.get("pending"))),
+            _row(2, "Remapping Failure Occurred", _yes_no(rr.get("failure"))),
+            _row(1, "Temperature"), _row(2, "GPU Current Temp", _na(g.get("temperature_c"), "{} C")),
+            _row(1, "GPU Power Readings"), _row(2, "Power Draw", _na(g.get("power_w"), "{:.2f} W")),
+            _row(1, "Fabric"), _row(2, "State", _na(fab.get("state"), "{}").replace("_", " ").title()),
+            _row(2, "Status", _na(status and status.title())), _row(2, "CliqueId", _na(fab.get("clique_id"))),
+            _row(2, "ClusterUUID", _na(fab.get("cluster_uuid")))]
+
+
+def _q_mig(g: dict[str, Any]) -> list[str]:
+    mig = g.get("mig") or {}
+    out = [_row(1, "MIG Mode"), _row(2, "Current", _enabled(mig.get("current"))),
+           _row(2, "Pending", _enabled(mig.get("pending")))]
+    if mig.get("instances"):
+        out.append(_row(1, "MIG Devices"))
+        for m in mig["instances"]:
+            out += [_row(2, "MIG Device"), _row(3, "Index", _na(m.get("index"))), _row(3, "FB Memory Usage"),
+                    _row(4, "Total", _na(m.get("memory_total_bytes") and m["memory_total_bytes"] // 2**20, "{} MiB"))]
+    return out
+
+
+def _q_gpu(g: dict[str, Any]) -> list[str]:
+    fans = g.get("fans")
+    mem = {k: g.get(k) and g[k] // 2**20 for k in ("memory_total_bytes", "memory_used_bytes")}
+    compute = g.get("compute_mode")
+    return [f"GPU {_smi_bus(g.get('bus_id'))}", _row(1, "Product Name", _na(g.get("name"))),
+            _row(1, "Product Architecture", _na(g.get("architecture"))),
+            _row(1, "Persistence Mode", _enabled(g.get("persistence_mode"))), *_q_mig(g),
+            _row(1, "Serial Number", _na(g.get("serial"))), _row(1, "GPU UUID", _na(g.get("uuid"))),
+            _row(1, "Minor Number", _na(g.get("minor_number"))), _row(1, "VBIOS Version", _na(g.get("vbios"))),
+            _row(1, "Board Part Number", _na(g.get("board_part_number"))), _row(1, "Inforom Version"),
+            _row(2, "Image Version", _na(g.get("inforom_image"))), _row(1, "GPU Virtualization Mode"),
+            _row(2, "Virtualization Mode", _na(_VIRT_WORDS.get(g.get("virtualization_mode") or ""))),
+            *_q_pcie(g), _row(1, "Fan Speed", _na(fans[0]["speed_pct"] if fans else None, "{} %")),
+            _row(1, "FB Memory Usage"), _row(2, "Total", _na(mem["memory_total_bytes"], "{} MiB")),
+            _row(2, "Used", _na(mem["memory_used_bytes"], "{} MiB")),
+            _row(1, "Compute Mode", _na(compute and compute.replace("_", " ").title())), *_q_health(g), ""]
+
+
+def smi_query(data: dict[str, Any]) -> str:
+    """`nvidia-smi -q` of the nvml probe's data (the fields nvidia-smi prints from the NVML calls the
+    probe makes), laid out as the real capture tests/fixtures/text/h200_real_q.txt prints them.
+    A lost GPU is left out: nvidia-smi cannot print a block for a GPU it cannot open."""
+    gpus = [g for g in _gpus(data) if not g.get("lost")]
+    out = ["", "==============NVSMI LOG==============", "", _row(0, "Driver Version", _na(data.get("driver_version"))),
+           _row(0, "CUDA Version", _na(data.get("cuda_driver_version"))), "",
+           _row(0, "Attached GPUs", str(data.get("count", len(gpus))))]
+    for g in gpus:
+        out += _q_gpu(g)
+    return "\n".join(out) + "\n"
+
+
+# -- the default nvidia-smi screen (535-575 layout) ----------------------------------------------------
+
+_SCREEN_RULE = "+-----------------------------------------+----------------------+----------------------+"
+
+
+def _screen_ecc(g: dict[str, Any]) -> str:
+    """Volatile Uncorr. ECC: the count with ECC on, `On` while MIG is on (no count), `Off`, `N/A`."""
+    ecc, mig = g.get("ecc") or {}, g.get("mig") or {}
+    if ecc.get("mode_current") is None:
+        return "N/A"
+    if not ecc["mode_current"]:
+        return "Off"
+    return "On" if mig.get("current") else _na(ecc.get("volatile_uncorrected"))
+
+
+def _screen_gpu(g: dict[str, Any]) -> list[str]:
+    fans, mig = g.get("fans"), g.get("mig")
+    name = str(g.get("name"))
+    name = name if len(name) <= 28 else name[:25] + "..."  # nvidia-smi cuts a name to its column
+    mib = {k: _na(g.get(k) and g[k] // 2**20, "{}MiB") for k in ("memory_used_bytes", "memory_total_bytes")}
+    limit = (g.get("power_limits") or {}).get("limit_w")
+    power = f"{_na(g.get('power_w') and round(g['power_w']), '{}W')} / {_na(limit and round(limit), '{}W')}"
+    compute = (g.get("compute_mode") or "").replace("exclusive_", "E. ").title() or "N/A"
+    fan = _na(fans[0]["speed_pct"] if fans else None, "{}%")
+    # the simulated NVML has no performance state (the probe does not read it): the screen shows P0
+    row2 = f" {fan:<4} {_na(g.get('temperature_c'), '{}C'):>5}    P0 {power:>22} "
+    return [f"| {g.get('index'):>3}  {name:<28}{_enabled(g.get('persistence_mode')).replace('Enabled', 'On').replace('Disabled', 'Off'):>5}  "
+            f"| {_smi_bus(g.get('bus_id'))} Off | {_screen_ecc(g):>20} |",
+            f"|{row2}| {mib['memory_used_bytes']:>8} / {mib['memory_total_bytes']:>9} | {'N/A':>8} {compute:>11} |",
+            f"|{'':41}|{'':22}| {_enabled(mig.get('current') if mig else None):>20} |", _SCREEN_RULE]
+
+
+def smi_screen(data: dict[str, Any]) -> str:
+    """The default `nvidia-smi` screen of the nvml probe's data, laid out as the 535-575 drivers print
+    it (tests/fixtures/evidence/smi_screen_535_a100_pcie_mig_2_devices_01.txt): banner, header and three
+    rows per GPU; no MIG devices or processes boxes (the probe reads neither)."""
+    out = ["+---------------------------------------------------------------------------------------+",
+           f"| NVIDIA-SMI {_na(data.get('driver_version')):<22} Driver Version: {_na(data.get('driver_version')):<14}"
+           f" CUDA Version: {_na(data.get('cuda_driver_version')):<9}|",
+           "|-----------------------------------------+----------------------+----------------------+",
+           "| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+           "| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |",
+           "|                                         |                      |               MIG M. |",
+           "|=========================================+======================+======================|"]
+    for g in _gpus(data):
+        out += _screen_gpu(g)
     return "\n".join(out) + "\n"

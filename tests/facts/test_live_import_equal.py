@@ -4,8 +4,9 @@ imported, gives the same facts as that machine's live probes, for every field bo
 The live side is the probes' data of demo machines (orchestrator/demo/recordings: the real probes
 run on the simulated NVML, sysfs and /dev/kmsg) through the normalizers; the text side is what
 the tools print from the same sources (orchestrator/simulate/textout.py: `nvidia-smi nvlink -s`
-and `-c` with a CSV query for the bus ids, `nvidia-smi topo -m`, `ibstat`, `dmesg`), read by
-`probe import`'s parser, which hands the nvlink, nic and kmsg normalizers the probe's shape.
+and `-c` with a CSV query for the bus ids, `nvidia-smi -q`, `nvidia-smi topo -m`, `ibstat`, `dmesg`,
+lspci), read by `probe import`'s parser, which hands the nvlink, gpus, pcie, nic and kmsg
+normalizers the probe's shape.
 Every field of either section is listed below as seen by both, or by one side only, so a field
 that appears on one side unlisted fails.
 """
@@ -456,3 +457,132 @@ def test_imported_multi_node_nccl_tests_equals_the_live_fabric_group(machine: st
     assert text_group["results"] == [_nccl_printed(r) for r in live["results"]]
     assert live["transport"] == "NET/IB/GDRDMA" and live["gdr"] is True and live["busbw_gbps"]
     assert text_group["kind"] == "text" and text_group["group"] == "text0:nccl.txt"
+
+
+# -- gpus: nvidia-smi -q of the same machines ---------------------------------------------------------
+
+# 8 H100 on NVSwitch, a MIG-on pass-through VM, a V100 box without MIG, a GB200 tray (PCI domain
+# 0008, fabric state), workstation cards with fans, a 4090 box with two fans per card
+GPU_MACHINES = ["dgx-h100-04", "vm-a100-01", "dgx1-v100-01", "gb200-01", "ws-a6000-01", "rtx4090-01"]
+GPUS_BOTH = {"driver_version", "cuda_driver_version", "count", "order", "list", "mig_enabled_any", "virtualized"}
+# NVML's version, topology levels, peer capabilities and the symbols the probe missed are not in -q
+# (levels and p2p are topo -m's and topo -p2p's: tested above); pairs_unknown is empty on both
+GPUS_LIVE_ONLY = {"nvml_version", "levels", "p2p", "missing_symbols"}
+GPUS_BOTH_EMPTY = {"pairs_unknown"}
+GPUS_TEXT_ONLY = {"origin", "source", "source_files", "confidence", "low_confidence_fields", "count_sources", "notes",
+                  "nvml_version_unknown", "levels_unknown"}
+GPU_FIELDS_BOTH = {"index", "bus_id", "uuid", "name", "model", "serial", "board_part_number", "vbios", "pci_device_id",
+                   "architecture", "persistence_mode", "compute_mode", "virtualization_mode", "temperature_c",
+                   "power_w", "minor_number", "pcie_replays", "inforom_image", "remapped_rows", "fans_unknown"}
+# nvidia-smi -q prints memory in MiB: equal to the MiB
+GPU_FIELDS_MIB = {"memory_total_bytes", "memory_used_bytes"}
+# compared key by key below: what -q prints of each (ECC's counts, the link, MIG modes and
+# instances' memory, the fabric's state; -q prints one fan speed)
+GPU_FIELDS_PART = {"ecc", "pcie", "mig", "fabric", "fans"}
+# NVML's: the CUDA capability, the clock event bits, violation times, thermal thresholds, power
+# limits, the recovery action, retired pages; NUMA node and CPU affinity are topo -m's (above)
+GPU_FIELDS_LIVE_ONLY = {"compute_capability", "clock_event_reasons", "clock_event_reason_names", "violation_ns",
+                        "thermal", "power_limits", "recovery_action", "retired_pages_pending", "numa_node",
+                        "cpu_affinity"}
+# text cannot tell a lost GPU from a missing one: None with its reason (live: False)
+GPU_FIELDS_ONE_SIDE = {"lost", "unknown"}
+# what -q prints that the probe does not read; `display` comes from the model table
+GPU_FIELDS_TEXT_ONLY = {"display", "module_id", "c2c_mode", "bar1_total_bytes", "addressing_mode", "power_limit_w",
+                        "module_power_w", "memory_temperature_c", "perf_state", "utilization_pct"}
+ECC_BOTH = {"mode_current", "volatile_uncorrected", "aggregate_uncorrected", "aggregate_corrected"}
+PCIE_LINK_BOTH = {"gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max", "speed_current", "speed_max"}
+FABRIC_BOTH = {"state", "status", "clique_id", "cluster_uuid"}
+
+
+def _gpus_live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    raw = _recorded(machine, "nvml")
+    live = normalize_host({"nvml": raw})[0]["gpus"]
+    host = import_texts([("q.txt", textout.smi_query(raw))])
+    assert set(host.outcomes.values()) == {"ok"} and not host.errors, (host.outcomes, host.errors)
+    return live, host.facts["gpus"]
+
+
+def _fields(g: dict[str, Any]) -> set[str]:
+    """A GPU record's fields less the `<field>_unknown` reasons (each side words its own), fans'
+    reason kept: it is NVML's code on both sides."""
+    return {k for k in g if not k.endswith("_unknown") or k == "fans_unknown"}
+
+
+def _mib(v: Any) -> Any:
+    return None if v is None else v // 2**20
+
+
+@pytest.mark.parametrize("machine", GPU_MACHINES)
+def test_imported_smi_q_equals_the_live_gpus_facts(machine: str) -> None:
+    live, text = _gpus_live_and_text(machine)
+    assert set(live) == GPUS_BOTH | GPUS_LIVE_ONLY | GPUS_BOTH_EMPTY
+    assert set(text) - {"mig_enabled_any_unknown", "virtualized_unknown"} == (
+        GPUS_BOTH | GPUS_LIVE_ONLY | GPUS_BOTH_EMPTY | GPUS_TEXT_ONLY)
+    assert _pick(text, GPUS_BOTH - {"list"}) == _pick(live, GPUS_BOTH - {"list"})
+    assert text["levels"] is None and text["p2p"] == {} and text["pairs_unknown"] == live["pairs_unknown"] == {}
+    assert len(text["list"]) == len(live["list"]) > 0
+    for lg, tg in _pairs(live["list"], text["list"]):
+        both = GPU_FIELDS_BOTH | GPU_FIELDS_MIB | GPU_FIELDS_PART
+        assert _fields(lg) == both | GPU_FIELDS_LIVE_ONLY | GPU_FIELDS_ONE_SIDE, sorted(_fields(lg) ^ both)
+        assert _fields(tg) == both | GPU_FIELDS_LIVE_ONLY | GPU_FIELDS_ONE_SIDE | GPU_FIELDS_TEXT_ONLY
+        assert _pick(tg, GPU_FIELDS_BOTH) == _pick(lg, GPU_FIELDS_BOTH), lg["index"]
+        assert {k: _mib(tg[k]) for k in GPU_FIELDS_MIB} == {k: _mib(lg[k]) for k in GPU_FIELDS_MIB}
+        _same_parts(lg, tg)
+        # what -q cannot show is null and named, never a guess
+        assert all(tg[k] is None and f"{k}_unknown" in tg for k in GPU_FIELDS_LIVE_ONLY - {"clock_event_reason_names"})
+        assert lg["lost"] is False and tg["lost"] is None and "lost" in tg["unknown"]
+
+
+def _same_parts(lg: dict[str, Any], tg: dict[str, Any]) -> None:
+    for key, keys in (("ecc", ECC_BOTH), ("pcie", PCIE_LINK_BOTH), ("fabric", FABRIC_BOTH)):
+        assert (lg[key] is None) == (tg[key] is None), (lg["index"], key)
+        if lg[key] is not None:
+            assert _pick(tg[key], keys) == _pick(lg[key], keys), (lg["index"], key)
+    assert (lg["mig"] is None) == (tg["mig"] is None)
+    if lg["mig"] is not None:
+        assert _pick(tg["mig"], {"current", "pending"}) == _pick(lg["mig"], {"current", "pending"})
+        assert [(m["index"], _mib(m["memory_total_bytes"])) for m in tg["mig"]["instances"]] == \
+            [(m["index"], _mib(m["memory_total_bytes"])) for m in lg["mig"]["instances"]]
+    # -q prints the first fan's speed (a board's fans turn together); NOT_SUPPORTED on both sides
+    assert (lg["fans"] or [None])[0] == (tg["fans"] or [None])[0]
+
+
+def test_the_gpu_machines_cover_mig_fans_domains_fabric_and_no_mig() -> None:
+    lives = [_gpus_live_and_text(m)[0] for m in GPU_MACHINES]
+    gpus = [g for live in lives for g in live["list"]]
+    assert any(live["mig_enabled_any"] for live in lives) and any(g["mig"] is None for g in gpus)
+    assert any(g["fans"] for g in gpus) and any(g["fans_unknown"] == "NOT_SUPPORTED" for g in gpus)
+    assert any(g["fabric"] for g in gpus) and any(not b.startswith("0000:") for live in lives for b in live["order"])
+    assert any(live["virtualized"] for live in lives)
+
+
+# the default screen of the same machines: what its three rows per GPU print
+SCREEN_BOTH = {"index", "bus_id", "name", "model", "persistence_mode", "temperature_c", "compute_mode", "fans_unknown"}
+# not on the screen: null in text with a reason (virtualization: -q's; the link: -q's or lspci's)
+SCREEN_NOT_SHOWN = {"uuid", "serial", "vbios", "board_part_number", "pci_device_id", "architecture", "minor_number",
+                    "pcie_replays", "inforom_image", "virtualization_mode", "remapped_rows", "fabric",
+                    "compute_capability", "numa_node", "cpu_affinity"}
+
+
+@pytest.mark.parametrize("machine", GPU_MACHINES)
+def test_imported_default_screen_equals_the_live_gpus_facts_where_it_shows_them(machine: str) -> None:
+    raw = _recorded(machine, "nvml")
+    live = normalize_host({"nvml": raw})[0]["gpus"]
+    host = import_texts([("screen.txt", textout.smi_screen(raw))])
+    assert set(host.outcomes.values()) == {"ok"} and not host.errors, (host.outcomes, host.errors)
+    text = host.facts["gpus"]
+    assert _pick(text, GPUS_BOTH - {"list", "virtualized"}) == _pick(live, GPUS_BOTH - {"list", "virtualized"})
+    assert text["virtualized"] is None and "virtualized_unknown" in text  # the screen does not print the mode
+    for lg, tg in _pairs(live["list"], text["list"]):
+        assert _pick(tg, SCREEN_BOTH) == _pick(lg, SCREEN_BOTH), lg["index"]
+        assert {k: _mib(tg[k]) for k in GPU_FIELDS_MIB} == {k: _mib(lg[k]) for k in GPU_FIELDS_MIB}
+        assert tg["power_w"] == round(lg["power_w"])  # the screen prints whole watts
+        assert (lg["fans"] or [None])[0] == (tg["fans"] or [None])[0]
+        assert (tg["mig"] is None) == (lg["mig"] is None)
+        if lg["mig"] is not None:  # the MIG column: the mode, not the instances (the MIG box is not rendered)
+            assert _pick(tg["mig"], {"current", "pending"}) == _pick(lg["mig"], {"current", "pending"})
+        assert tg["ecc"]["mode_current"] == lg["ecc"]["mode_current"]
+        if not (lg["mig"] or {}).get("current"):  # with MIG on the column says `On`, no count
+            assert tg["ecc"]["volatile_uncorrected"] == lg["ecc"]["volatile_uncorrected"]
+        assert all(tg[k] is None for k in SCREEN_NOT_SHOWN), [k for k in SCREEN_NOT_SHOWN if tg[k] is not None]
+        assert all(tg["pcie"][k] is None for k in PCIE_LINK_BOTH)

@@ -90,15 +90,15 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
     if g["bus_id"] is None and "bus_id_unknown" not in g:
         g["bus_id_unknown"] = unknown.get("handle", "no PCI info")
     g["model"] = model_key(g.get("name"))
-    mig = raw.get("mig")
-    g["mig"] = ({"current": bool(mig.get("current")), "pending": bool(mig.get("pending")),
-                 "instances": list(mig.get("instances") or [])} if isinstance(mig, dict) else None)
+    g["mig"] = _mig(raw.get("mig"))
     if g["mig"] is None:
         g["mig_unknown"] = unknown.get("mig", "not reported")
     pcie = dict(raw.get("pcie") or {})
     pu = pcie.pop("unknown", {}) or {}
     p: dict[str, Any] = {}
-    for key in ("gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max"):
+    # the host's maximum is printed by nvidia-smi -q ("Host Max"); NVML's probe does not read it
+    for key in ("gen_current", "gen_max", "gen_gpu_max", "width_current", "width_max",
+                *(("gen_host_max",) if "gen_host_max" in pcie else ())):
         _with_unknown(p, key, pcie.get(key), pu)
     p["speed_current"] = PCIE_SPEED_TEXT.get(p["gen_current"]) if p["gen_current"] else None
     p["speed_max"] = PCIE_SPEED_TEXT.get(p["gen_max"]) if p["gen_max"] else None
@@ -113,10 +113,27 @@ def _gpu(raw: dict[str, Any]) -> dict[str, Any]:
         g[key] = dict(v) if isinstance(v, dict) else None
         if g[key] is None:
             g[f"{key}_unknown"] = unknown.get(key, "not reported")
-    g["lost"] = bool(raw.get("lost")) or "GPU_IS_LOST" in unknown.values()
+    # a source that cannot tell a lost GPU from a missing one (text) names why: unknown, not False
+    g["lost"] = None if raw.get("lost") is None and "lost" in unknown else (
+        bool(raw.get("lost")) or "GPU_IS_LOST" in unknown.values())
     g["unknown"] = unknown
     _health_readings(raw, g, unknown)
     return g
+
+
+def _mig(mig: Any) -> dict[str, Any] | None:
+    """MIG mode as NVML answers it; a mode the source did not state (text: `-L` lists MIG devices
+    but not the pending mode) stays None beside its `<mode>_unknown` reason, never False."""
+    if not isinstance(mig, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key in ("current", "pending"):
+        why = mig.get(f"{key}_unknown")
+        out[key] = None if mig.get(key) is None and why else bool(mig.get(key))
+        if out[key] is None:
+            out[f"{key}_unknown"] = why
+    out["instances"] = list(mig.get("instances") or [])
+    return out
 
 
 def _health_readings(raw: dict[str, Any], g: dict[str, Any], unknown: dict[str, Any]) -> None:
@@ -199,6 +216,14 @@ def unresponsive_calls(raw: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _any(unknown: dict[str, Any], key: str, values: list[bool | None]) -> bool | None:
+    """True where any GPU says so; else False, or None where the source names why it cannot
+    tell (text: a GPU whose MIG or virtualization mode it does not print)."""
+    if any(v is True for v in values):
+        return True
+    return None if key in unknown and not (values and all(v is False for v in values)) else False
+
+
 def normalize(data: dict[str, Any]) -> GpusFacts:
     unknown = dict(data.get("unknown") or {})
     gpus = [_gpu(g) for g in data.get("gpus") or [] if isinstance(g, dict)]
@@ -208,13 +233,20 @@ def normalize(data: dict[str, Any]) -> GpusFacts:
         _with_unknown(out, key, data.get(key), unknown)
     out["list"] = gpus
     out["order"] = [g["bus_id"] for g in gpus]
-    out["levels"] = _matrix(data.get("levels"), n)
+    # a source without the matrix (text with no topo -m) names why: null, not a matrix of nulls
+    out["levels"] = None if data.get("levels") is None and "levels" in unknown else _matrix(data.get("levels"), n)
+    if out["levels"] is None:
+        out["levels_unknown"] = unknown["levels"]
     p2p = data.get("p2p") or {}
     out["p2p"] = {cap: _matrix(p2p.get(cap), n) for cap in P2P_CAPS}
     out["pairs_unknown"] = unknown.get("pairs") or {}
     out["missing_symbols"] = list(data.get("missing_symbols") or [])
-    out["mig_enabled_any"] = any((g["mig"] or {}).get("current") for g in gpus)
-    out["virtualized"] = any(g["virtualization_mode"] not in (None, "none") for g in gpus)
+    out["mig_enabled_any"] = _any(unknown, "mig_enabled_any", [(g["mig"] or {}).get("current") for g in gpus])
+    out["virtualized"] = _any(unknown, "virtualized", [None if g["virtualization_mode"] is None
+                                                      else g["virtualization_mode"] != "none" for g in gpus])
+    for key in ("mig_enabled_any", "virtualized"):
+        if out[key] is None:
+            out[f"{key}_unknown"] = unknown[key]
     if data.get("unresponsive"):
         out["unresponsive"] = unresponsive_calls(data["unresponsive"])
     return cast(GpusFacts, out)  # built key by key above

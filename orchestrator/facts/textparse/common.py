@@ -39,6 +39,17 @@ class TextParseError(ValueError):
         return f"{where}: {self.message}"
 
 
+class HalfReadable(TextParseError):
+    """A file of a recognised kind cut or garbled before it states any fact (a default screen with
+    no readable GPU row, `-q` cut above its first GPU block, `-q -x` cut before its end): `paste`
+    names the command whose whole output to paste instead.  `probe import` gives it an exit code
+    of its own (exitcodes.HALF_READABLE)."""
+
+    def __init__(self, message: str, paste: str, source: str | None = None, line: int | None = None):
+        self.paste = paste
+        super().__init__(f"{message}; paste {paste} instead", source, line)
+
+
 @dataclass
 class Note:
     """Something the parser saw but could not read; `line` is 1-based, None for the whole file."""

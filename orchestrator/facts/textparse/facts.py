@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.facts import gpu_models
 from orchestrator.facts.gpu_models import PCIE_SPEED_TEXT
+from orchestrator.facts.normalize import gpus as gpus_normalize
 from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
 from orchestrator.facts.normalize import nvlink as nvlink_normalize
@@ -150,6 +151,15 @@ def _known(g: dict[str, Any], key: str, value: Any, reason: str | None = None) -
     g["unknown"].pop(key, None)
 
 
+# the GPU's link as -q prints it (the host's maximum too, which the probe does not read)
+_PCIE_KEYS = ("gen_current", "gen_max", "gen_gpu_max", "gen_host_max", "width_current", "width_max")
+
+
+def _not_supported(why: str | None) -> bool:
+    """nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED."""
+    return bool(why and re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I))
+
+
 def _apply_query(g: dict[str, Any], q: Any) -> None:
     for key, attr in (("bus_id", "bus_id"), ("uuid", "uuid"), ("name", "name"), ("serial", "serial"),
                       ("board_part_number", "board_part_number"), ("vbios", "vbios"),
@@ -177,17 +187,13 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     for k, attr in (("current", "mig_current"), ("pending", "mig_pending")):
         if getattr(q, attr) is None:
             mig[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
-    _known(g, "mig", mig)
-    pcie = {"gen_current": q.pcie_gen_current, "gen_max": q.pcie_gen_max, "gen_gpu_max": q.pcie_gen_gpu_max,
-            "gen_host_max": q.pcie_gen_host_max,
-            "width_current": q.pcie_width_current, "width_max": q.pcie_width_max,
-            "speed_current": _speed(q.pcie_gen_current), "speed_max": _speed(q.pcie_gen_max)}
-    for k, attr in (("gen_current", "pcie_gen_current"), ("gen_max", "pcie_gen_max"),
-                    ("gen_gpu_max", "pcie_gen_gpu_max"), ("gen_host_max", "pcie_gen_host_max"),
-                    ("width_current", "pcie_width_current"),
-                    ("width_max", "pcie_width_max")):
-        if getattr(q, attr) is None:
-            pcie[f"{k}_unknown"] = q.unknown.get(attr, NOT_IN_TEXT)
+    if q.mig_current is None and q.mig_pending is None and not mig_instances and _not_supported(q.unknown.get("mig_current")):
+        g["unknown"]["mig"] = "NOT_SUPPORTED"  # a GPU without MIG: NVML's answer, as the probe records it
+    else:
+        _known(g, "mig", mig)
+    # the probe's shape: the link as read, what was not printed named in pcie.unknown (speeds: the normalizer's)
+    pcie = {k: getattr(q, f"pcie_{k}") for k in _PCIE_KEYS}
+    pcie["unknown"] = {k: q.unknown.get(f"pcie_{k}", NOT_IN_TEXT) for k in _PCIE_KEYS if pcie[k] is None}
     _known(g, "pcie", pcie)
     if q.fan_speed_pct is not None:
         g["fans"], g["fans_unknown"] = [{"index": 0, "speed_pct": q.fan_speed_pct}], None
@@ -195,7 +201,7 @@ def _apply_query(g: dict[str, Any], q: Any) -> None:
     else:
         why = q.unknown.get("fan_speed_pct", NOT_IN_TEXT)
         # nvidia-smi prints N/A / [Not Supported] where NVML answered NOT_SUPPORTED.
-        g["fans_unknown"] = "NOT_SUPPORTED" if re.match(r"(N/A|\[?Not Supported\]?) in the source", why, re.I) else None
+        g["fans_unknown"] = "NOT_SUPPORTED" if _not_supported(why) else None
         g["unknown"]["fans"] = why
     ecc = {"mode_current": q.ecc_current, "volatile_uncorrected": q.ecc_volatile_uncorrected,
            "aggregate_uncorrected": q.ecc_aggregate_uncorrected, "aggregate_corrected": q.ecc_aggregate_corrected}
@@ -269,8 +275,6 @@ def gpus_facts(p: Parsed) -> dict[str, Any] | None:
         _gpus_from_bench(book, bench)
     if p.query:
         _gpus_from_query(book, p.query)
-    for g in book.by_index.values():
-        _gpu_model(g)
     count = next((book.counts[src] for src in _COUNT_SOURCES if src in book.counts), None)
     if len(set(book.counts.values())) > 1:
         book.notes.append("GPU counts disagree: " + ", ".join(f"{k} {v}" for k, v in book.counts.items()))
@@ -390,55 +394,92 @@ def _gpu_model(g: dict[str, Any]) -> None:
         g["unknown"].pop("display", None)
 
 
+# what the nvml probe reads and no nvidia-smi text prints: named unknown in the payload
+_PROBE_ONLY = ("clock_event_reasons", "retired_pages_pending", "power_limits", "violation_ns", "thermal",
+               "recovery_action")
+# the probe's per-GPU keys whose value the text record already holds in the probe's shape
+_PROBE_KEYS = ("index", "bus_id", "uuid", "name", "serial", "board_part_number", "vbios", "pci_device_id",
+               "memory_total_bytes", "memory_used_bytes", "architecture", "compute_capability", "persistence_mode",
+               "compute_mode", "virtualization_mode", "numa_node", "cpu_affinity", "temperature_c", "power_w",
+               "minor_number", "pcie_replays", "inforom_image", "mig", "fans", "ecc", "remapped_rows", "fabric", "lost")
+
+
+def _probe_gpu(g: dict[str, Any]) -> dict[str, Any]:
+    """One text GPU record as the nvml probe sends a GPU: its pcie reasons in `pcie.unknown`, fans'
+    reason an NVML code only where nvidia-smi printed N/A (NOT_SUPPORTED), what text never shows
+    named unknown."""
+    unknown = dict(g["unknown"])
+    unknown.update({k: NOT_IN_TEXT for k in _PROBE_ONLY})
+    unknown.pop("fans", None)
+    if g.get("fans_unknown"):
+        unknown["fans"] = g["fans_unknown"]
+    raw = {k: g.get(k) for k in _PROBE_KEYS}
+    raw["pcie"] = g["pcie"] or {"unknown": dict.fromkeys(_PCIE_KEYS, unknown.get("pcie", NOT_IN_TEXT))}
+    raw["unknown"] = unknown
+    return raw
+
+
+def _text_gpu(g: dict[str, Any], text: dict[str, Any]) -> dict[str, Any]:
+    """The normalized GPU plus what only the text has (the screen's perf state and utilisation, -q's
+    power limit, BAR1, module id ...) and its own reasons for what it lacks; the model also from a
+    name nvidia-smi cut to its column."""
+    for k, v in text.items():
+        if k not in g and not k.endswith("_unknown"):
+            g[k] = v
+    if text.get("fans") is None:  # the probe's payload held NVML's code there, or nothing
+        g["unknown"]["fans"] = text["unknown"].get("fans", NOT_IN_TEXT)
+    _gpu_model(g)
+    return g
+
+
 def _gpus_section(p: Parsed, book: _GpuBook, count: int | None,
                   bench: tuple[str, list[tuple[int, str | None, str | None]]] | None) -> dict[str, Any]:
+    """The text GPUs -> the nvml probe's payload -> the gpus normalizer; then the import's own
+    fields (which file gave the count, merge notes, the screen's processes, a lower bound)."""
     listed = [book.by_index[i] for i in sorted(book.by_index)]
-    order = [g["bus_id"] for g in listed]
-    low = ["compute_capability", "lost"]
-    if any(b is None for b in order):
-        low.append("bus_id")
-    if not p.query:
-        low += ["serial", "vbios", "pcie", "ecc", "remapped_rows", "fabric", "temperature_c", "fans"]
     levels, p2p = _gpu_matrices(p, listed)
-    section: dict[str, Any] = {
-        "driver_version": p.query.driver_version if p.query else None,
-        "nvml_version": None,
-        "nvml_version_unknown": "nvidia-smi text does not print it",
-        "cuda_driver_version": p.query.cuda_version if p.query else None,
-        "count": count,
-        "count_sources": book.counts,
-        "order": order,
-        "list": listed,
-        "levels": levels,
-        "p2p": p2p,
-        "mig_enabled_any": _any_bool([(g.get("mig") or {}).get("current") for g in listed]),
-        "virtualized": _any_bool([None if g["virtualization_mode"] is None else g["virtualization_mode"] != "none"
-                                  for g in listed]),
-        "notes": book.notes,
-    }
+    unknown: dict[str, Any] = {"nvml_version": "nvidia-smi text does not print it"}
+    if levels is None:
+        unknown["levels"] = "needs nvidia-smi topo -m"
+    migs = [False if g["mig"] is None and g["unknown"].get("mig") == "NOT_SUPPORTED" else (g["mig"] or {}).get("current")
+            for g in listed]
+    for key, what, values in (("mig_enabled_any", "MIG mode", migs),
+                              ("virtualized", "virtualization mode", [g["virtualization_mode"] for g in listed])):
+        if not listed or any(v is None for v in values):
+            unknown[key] = f"the {what} of some GPU is not in the imported text"
+    if not p.query:
+        unknown["driver_version"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
+    known = max([book.at_least or 0, len(listed)])
+    if count is None:
+        unknown["count"] = (f"the imported text describes part of the host (at least {known} GPU(s)); "
+                            "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
+    payload = {"driver_version": p.query.driver_version if p.query else None, "nvml_version": None,
+               "cuda_driver_version": p.query.cuda_version if p.query else None, "count": count,
+               "gpus": [_probe_gpu(g) for g in listed], "levels": levels,
+               "p2p": {k: v for k, v in p2p.items() if k in gpus_normalize.P2P_CAPS}, "unknown": unknown}
+    section: dict[str, Any] = dict(gpus_normalize.normalize(payload))
+    section["list"] = [_text_gpu(g, t) for g, t in zip(section["list"], listed)]
+    # the modes topo -p2p printed, no others (pcie: `topo -p2p p`, which NVML's probe does not read)
+    section["p2p"] = {k: section["p2p"][k] if k in gpus_normalize.P2P_CAPS else v for k, v in p2p.items()}
+    section.update(count_sources=book.counts, notes=book.notes)
     if p.query and p.query.screen:
         section["processes"] = [pr.to_dict() for pr in p.query.processes]
-    if not p.query:
-        section["driver_version_unknown"] = NOT_IN_TEXT + " (needs nvidia-smi -q)"
-    if count is None:
-        known = max([book.at_least or 0, len(listed)])
-        section["count_unknown"] = (f"the imported text describes part of the host (at least {known} GPU(s)); "
-                                    "import nvidia-smi -q or -L for the count") if known else NOT_IN_TEXT
-        if known:
-            section["count_at_least"] = known
+    if count is None and known:
+        section["count_at_least"] = known
     files = p.sources(p.query, p.smi_list, p.topo, *p.nvlink, *p.p2p, p.cpu if not p.topo else None,
                       *([p.bwlat] if bench and bench[0] == "p2pBandwidthLatencyTest" else []),
                       *(p.nvbandwidth if bench and bench[0] == "nvbandwidth" else []),
                       *(p.nccl if bench and bench[0] == "nccl-tests" else []))
-    return _mark(section, files, low)
+    return _mark(section, files, _low_fields(p, section))
 
 
-def _any_bool(values: list[bool | None]) -> bool | None:
-    if any(v is True for v in values):
-        return True
-    if values and all(v is False for v in values):
-        return False
-    return None
+def _low_fields(p: Parsed, section: dict[str, Any]) -> list[str]:
+    low = ["compute_capability", "lost"]
+    if any(b is None for b in section["order"]):
+        low.append("bus_id")
+    if not p.query:
+        low += ["serial", "vbios", "pcie", "ecc", "remapped_rows", "fabric", "temperature_c", "fans"]
+    return low
 
 
 def _gpu_matrices(p: Parsed, listed: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]]:

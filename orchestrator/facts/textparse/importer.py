@@ -14,7 +14,7 @@ from typing import Any
 from orchestrator.facts import registry
 from orchestrator.facts.conform import conform_facts
 from orchestrator.facts.textparse.bench import parse_nccl_tests, parse_nvbandwidth, parse_p2p_bwlat
-from orchestrator.facts.textparse.common import TextParseError, decode_input, read_path
+from orchestrator.facts.textparse.common import HalfReadable, TextParseError, decode_input, read_path
 from orchestrator.facts.textparse.csvquery import parse_smi_csv
 from orchestrator.facts.textparse.detect import PARSED_KINDS, detect_kind
 from orchestrator.facts.textparse.facts import Parsed, all_notes, to_facts
@@ -67,9 +67,10 @@ class ImportedFile:
     kind: str
     ok: bool
     error: str | None = None  # one line: "file:line: why"
+    paste: str | None = None  # a half-readable file: the command whose whole output to paste instead
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "paste" or v is not None}
 
 
 @dataclass
@@ -78,6 +79,11 @@ class ImportedHost:
     files: list[ImportedFile]
     notes: list[str] = field(default_factory=list)  # what could not be read, with file and line
     errors: list[str] = field(default_factory=list)  # files that could not be imported at all
+
+    @property
+    def half_readable(self) -> list[ImportedFile]:
+        """The files of a known kind that were cut before they stated a fact (HalfReadable)."""
+        return [f for f in self.files if f.paste is not None]
 
     @property
     def outcomes(self) -> dict[str, str]:
@@ -115,6 +121,10 @@ def _merge(p: Parsed, obj: Any, host_notes: list[str]) -> None:
     p.add(obj)
 
 
+def _refused(source: str, kind: str | None, e: TextParseError) -> ImportedFile:
+    return ImportedFile(source, kind or "unknown", False, str(e), e.paste if isinstance(e, HalfReadable) else None)
+
+
 def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) -> ImportedHost:
     """[(source name, text or bytes)] of one host -> ImportedHost.  Bad files become errors, not
     exceptions, so one broken paste does not lose the others."""
@@ -127,7 +137,7 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
             text = decode_input(data, source)
             k, obj = parse_text(text, source, kind)
         except TextParseError as e:
-            files.append(ImportedFile(source, kind or "unknown", False, str(e)))
+            files.append(_refused(source, kind, e))
             errors.append(str(e))
             continue
         _merge(p, obj, notes)

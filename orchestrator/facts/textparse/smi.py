@@ -24,6 +24,7 @@ from orchestrator.facts.numbers import (
     int_or_none,
 )
 from orchestrator.facts.textparse.common import (
+    HalfReadable,
     Note,
     TextParseError,
     clean_lines,
@@ -507,6 +508,11 @@ def parse_smi_query(text: str | bytes, source: str = "<text>") -> SmiQuery:
     if not gpus and "driver version" not in top and "kmd version" not in top:
         raise TextParseError("no 'GPU 00000000:bb:dd.f' block found: not nvidia-smi -q output", source, 1)
     attached = _int(top.get("attached gpus") or "")
+    if not gpus and attached != 0:
+        # its header without a GPU block: which GPUs, and whether any is there, is cut away
+        raise HalfReadable("nvidia-smi -q, half-readable: cut before its first 'GPU 00000000:bb:dd.f' block "
+                           f"(Attached GPUs: {top.get('attached gpus') or 'not printed'})",
+                           "the whole `nvidia-smi -q` (or `nvidia-smi -L`)", source, len(lines))
     if attached is not None and attached != len(gpus):
         notes.append(Note(None, f"Attached GPUs says {attached} but {len(gpus)} GPU block(s) are in the text "
                                 "(an excerpt, or GPUs whose block is missing)"))
@@ -546,7 +552,12 @@ def parse_smi_xml(text: str | bytes, source: str = "<text>") -> SmiQuery:
         root = ET.fromstring(cleaned)
     except ET.ParseError as e:
         line = e.position[0] if getattr(e, "position", None) else None
-        raise TextParseError(f"not well-formed XML ({str(e).split(':')[0]}; truncated?)", source, line) from None
+        why = f"not well-formed XML ({str(e).split(':')[0]}; truncated?)"
+        if re.search(r"<nvidia_smi_log\b", cleaned) and "</nvidia_smi_log>" not in cleaned:
+            # nvidia-smi's log, cut before its end: a cut XML document cannot be read in part
+            raise HalfReadable(f"{why}: nvidia-smi -q -x cut before its end, half-readable",
+                               "the whole `nvidia-smi -q -x` (or `nvidia-smi -q`)", source, line) from None
+        raise TextParseError(why, source, line) from None
     if root.tag != "nvidia_smi_log":
         raise TextParseError(f"XML root is <{root.tag}>, not <nvidia_smi_log>", source, 1)
     notes: list[Note] = []

@@ -15,7 +15,14 @@ import re
 from dataclasses import dataclass, field
 
 from orchestrator.facts.numbers import INDEX, int_or_none
-from orchestrator.facts.textparse.common import Note, TextParseError, decode_input, norm_bus_id, text_lines
+from orchestrator.facts.textparse.common import (
+    HalfReadable,
+    Note,
+    TextParseError,
+    decode_input,
+    norm_bus_id,
+    text_lines,
+)
 from orchestrator.facts.textparse.smi import (
     MigDevice,
     ScreenProcess,
@@ -45,7 +52,8 @@ _COMPUTE = {"default": "default", "e. process": "exclusive_process", "e. thread"
             "prohibited": "prohibited"}
 NOT_ON_SCREEN = ("the default nvidia-smi screen does not print UUIDs, serials, VBIOS, PCIe links or topology: "
                  "import `nvidia-smi -q` (or -q -x) for those")
-PASTE_INSTEAD = "paste `nvidia-smi -q` (or at least `nvidia-smi -L`) instead"
+PASTE = "`nvidia-smi -q` (or at least `nvidia-smi -L`)"
+PASTE_INSTEAD = f"paste {PASTE} instead"
 
 
 def looks_like(head: str) -> bool:
@@ -288,7 +296,7 @@ def parse_smi_screen(text: str | bytes, source: str = "<text>") -> SmiQuery:
     if not st.gpus and not missing and not none_found:
         why = ("its banner is there but no GPU row could be read (cut or wrapped past reading)" if has_banner
                else "no GPU row with a bus id could be read")
-        raise TextParseError(f"the default nvidia-smi screen, half-readable: {why}; {PASTE_INSTEAD}", source, 1)
+        raise HalfReadable(f"the default nvidia-smi screen, half-readable: {why}", PASTE, source, 1)
     return _query(st, driver, cuda, missing, procs, none_found, source)
 
 
