@@ -340,6 +340,7 @@ def nccl_tests(nccl: dict[str, Any], host: str) -> str:
     wrong = sum(r["wrong"] for r in nccl["results"])
     out += [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
             f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):g} ", "#"]
+    return "\n".join(out) + "\n"
 
 
 # -- nvidia-smi -q: the nvml probe's data as nvidia-smi prints the same NVML answers -----------------
