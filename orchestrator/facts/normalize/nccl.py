@@ -85,11 +85,14 @@ def _i(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _result(r: dict[str, Any]) -> NcclResult | None:
+def _result(r: dict[str, Any], op_unknown: bool = False) -> NcclResult | None:
+    """A result row; a row without an op is kept only where the source said why it cannot name one
+    (nccl-tests' all_gather and alltoall tables look alike), never from the probe's own results."""
     size = _i(r.get("size_bytes"))
-    if size is None or not isinstance(r.get("op"), str):
+    op = r.get("op")
+    if size is None or not (isinstance(op, str) or (op is None and op_unknown)):
         return None
-    return {"op": r["op"], "size_bytes": size, "count": _i(r.get("count")),
+    return {"op": op, "size_bytes": size, "count": _i(r.get("count")),
             "dtype": r.get("dtype") if isinstance(r.get("dtype"), str) else None,
             "redop": r.get("redop") if isinstance(r.get("redop"), str) else None,
             "time_us": _f(r.get("time_us")), "algbw_gbps": _f(r.get("algbw_gbps")),
@@ -143,7 +146,9 @@ def normalize(data: dict[str, Any]) -> NcclFacts:
     lib: dict[str, Any] = raw_lib if isinstance(raw_lib, dict) else {}
     gpus = [g for g in data.get("gpus") or [] if isinstance(g, dict)]
     selected = [i for i in data.get("selected") or [] if isinstance(i, int) and 0 <= i < len(gpus)]
-    results = [x for x in (_result(r) for r in data.get("results") or [] if isinstance(r, dict)) if x is not None]
+    op_unknown = "op" in reasons(data.get("unknown"))
+    results = [x for x in (_result(r, op_unknown) for r in data.get("results") or [] if isinstance(r, dict))
+               if x is not None]
     lines = data.get("debug_lines")
     log = parse_debug_log(lines if isinstance(lines, list) else [])
     raw_env = data.get("env")

@@ -201,6 +201,8 @@ def nccl_from_runs(runs: list[NcclRun]) -> dict[str, Any]:
                "library": "nccl-tests does not print which libnccl it loaded"}
     if gpus_unknown:
         unknown["gpu_count"] = gpus_unknown
+    if any(r.op is None for r in runs):
+        unknown["op"] = "the output names no binary and its columns print all_gather and alltoall alike"
     if not lines and len(gpus) != 1:  # one GPU: the normalizer says no data moved
         unknown["transport"] = unknown["channels"] = \
             "no NCCL INFO 'via ...' lines (run with NCCL_DEBUG=INFO to see the transport)"
