@@ -80,7 +80,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         probes = {p: {"outcome": "ok", "reason": "imported from text", "duration_s": 0.0, "probe_version": "text",
                       "retried": 0} for p in host.outcomes}
         if not ok:
-            why = ("; ".join(host.errors) or "no facts in the imported files")[:500]
+            why = _no_facts_reason(host)
             probes = {"import": {"outcome": "invalid_output", "reason": why, "duration_s": 0.0,
                                  "probe_version": "text", "retried": 0}}
         inputs.append(HostInput(name=name, address="(imported)", groups=["imported"], probes=probes, data={},
@@ -98,6 +98,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("\n".join(f"  {line}" for line in summary_lines(host)), file=out)
     print(file=out)
     return _half_readable_status(deliver(args, result.fleet, result.run.dir), imported)
+
+
+def _no_facts_reason(host: Any) -> str:
+    """The host record's reason when no file gave a fact.  Each file's own reason (with the command to
+    paste) is printed once, in the import's file list, and kept in the run's evidence record: here the
+    files are only named, so the host table, its detail and the not-judged list do not repeat it."""
+    refused = [f for f in host.files if not f.ok]
+    if not refused:
+        return "no facts in the imported files"
+    named = ", ".join(f"{Path(f.source).name} ({'half-readable' if f.paste else 'unreadable'})"
+                      for f in refused[:8])
+    more = f" and {len(refused) - 8} more" if len(refused) > 8 else ""
+    return f"no file could be read: {named}{more}; each file's reason is in the import's file list"[:500]
 
 
 def _half_readable_status(status: exitcodes.ExitStatus, imported: dict[str, Any]) -> exitcodes.ExitStatus:

@@ -1,4 +1,4 @@
-"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q` and the
+"""The text a simulated machine's tools print: `nvidia-smi nvlink -s` / `-c`, `nvidia-smi -q`, `-q -x` and the
 default screen, a `--query-gpu` CSV of the GPUs' bus ids, `ibstat`, `ibstatus` and `dmesg`, for the
 import-vs-live tests.
 
@@ -15,6 +15,7 @@ does not print (remote ends, NVLink versions, error counters, PCI functions) is 
 from __future__ import annotations
 
 from typing import Any
+from xml.sax.saxutils import escape as xml_escape
 
 from orchestrator.facts.gpu_models import PCIE_GEN_GT_S
 from orchestrator.facts.normalize.pcie import ACS_BITS
@@ -446,6 +447,92 @@ def smi_query(data: dict[str, Any]) -> str:
         out += _q_gpu(g)
     return "\n".join(out) + "\n"
 
+
+
+# -- nvidia-smi -q -x (580 layout) ---------------------------------------------------------------------
+
+# An element: (tag, text) or (tag, [children]); built from the same values -q prints, laid out as the
+# real capture tests/fixtures/text/h200_real_q_x.xml (580.159.04) and the MIG one beside it.
+_Xml = tuple  # (str, str | list[_Xml])
+
+
+def _x_pci(g: dict[str, Any]) -> _Xml:
+    p = g.get("pcie") or {}
+    dev = g.get("pci_device_id")
+    gen = [("max_link_gen", _na(p.get("gen_max"))), ("current_link_gen", _na(p.get("gen_current"))),
+           ("max_device_link_gen", _na(p.get("gen_gpu_max"))), ("max_host_link_gen", "N/A")]
+    widths = [("max_link_width", _na(p.get("width_max"), "{}x")),
+              ("current_link_width", _na(p.get("width_current"), "{}x"))]
+    return ("pci", [("pci_device_id", _na(dev and f"{dev[2:].upper()}10DE")), ("pci_bus_id", _smi_bus(g.get("bus_id"))),
+                    ("pci_gpu_link_info", [("pcie_gen", gen), ("link_widths", widths)]),
+                    ("replay_counter", _na(g.get("pcie_replays")))])
+
+
+def _x_health(g: dict[str, Any]) -> list[_Xml]:
+    ecc, rr, fab = g.get("ecc") or {}, g.get("remapped_rows") or {}, g.get("fabric") or {}
+    status = fab.get("status")
+    return [("ecc_mode", [("current_ecc", _enabled(ecc.get("mode_current"))),
+                          ("pending_ecc", _enabled(ecc.get("mode_pending")))]),
+            ("ecc_errors", [("volatile", [("dram_uncorrectable", _na(ecc.get("volatile_uncorrected")))]),
+                            ("aggregate", [("dram_correctable", _na(ecc.get("aggregate_corrected"))),
+                                           ("dram_uncorrectable", _na(ecc.get("aggregate_uncorrected")))])]),
+            ("remapped_rows", [("remapped_row_corr", _na(rr.get("correctable"))),
+                               ("remapped_row_unc", _na(rr.get("uncorrectable"))),
+                               ("remapped_row_pending", _yes_no(rr.get("pending"))),
+                               ("remapped_row_failure", _yes_no(rr.get("failure")))]),
+            ("temperature", [("gpu_temp", _na(g.get("temperature_c"), "{} C"))]),
+            ("gpu_power_readings", [("instant_power_draw", _na(g.get("power_w"), "{:.2f} W"))]),
+            ("fabric", [("state", _na(fab.get("state"), "{}").replace("_", " ").title()),
+                        ("status", _na(status and status.title())), ("cliqueId", _na(fab.get("clique_id"))),
+                        ("clusterUuid", _na(fab.get("cluster_uuid")))])]
+
+
+def _x_mig(g: dict[str, Any]) -> list[_Xml]:
+    mig = g.get("mig") or {}
+    devices = [("mig_device", [("index", _na(m.get("index"))), ("fb_memory_usage", [(
+        "total", _na(m.get("memory_total_bytes") and m["memory_total_bytes"] // 2**20, "{} MiB"))])])
+        for m in mig.get("instances") or []]
+    return [("mig_mode", [("current_mig", _enabled(mig.get("current"))), ("pending_mig", _enabled(mig.get("pending")))]),
+            ("mig_devices", devices or "None")]
+
+
+def _x_gpu(g: dict[str, Any]) -> _Xml:
+    fans = g.get("fans")
+    mem = {k: g.get(k) and g[k] // 2**20 for k in ("memory_total_bytes", "memory_used_bytes")}
+    compute = g.get("compute_mode")
+    return ("gpu", [
+        ("product_name", _na(g.get("name"))), ("product_architecture", _na(g.get("architecture"))),
+        ("persistence_mode", _enabled(g.get("persistence_mode"))), *_x_mig(g), ("serial", _na(g.get("serial"))),
+        ("uuid", _na(g.get("uuid"))), ("minor_number", _na(g.get("minor_number"))),
+        ("vbios_version", _na(g.get("vbios"))), ("board_part_number", _na(g.get("board_part_number"))),
+        ("inforom_version", [("img_version", _na(g.get("inforom_image")))]),
+        ("gpu_virtualization_mode", [("virtualization_mode",
+                                      _na(_VIRT_WORDS.get(g.get("virtualization_mode") or "")))]),
+        _x_pci(g), ("fan_speed", _na(fans[0]["speed_pct"] if fans else None, "{} %")),
+        ("fb_memory_usage", [("total", _na(mem["memory_total_bytes"], "{} MiB")),
+                             ("used", _na(mem["memory_used_bytes"], "{} MiB"))]),
+        ("compute_mode", _na(compute and compute.replace("_", " ").title())), *_x_health(g)])
+
+
+def _x_lines(el: _Xml, depth: int, attrs: str = "") -> list[str]:
+    tag, body = el
+    pad = "\t" * depth
+    if isinstance(body, str):
+        return [f"{pad}<{tag}{attrs}>{xml_escape(body)}</{tag}>"]
+    return [f"{pad}<{tag}{attrs}>", *(ln for c in body for ln in _x_lines(c, depth + 1)), f"{pad}</{tag}>"]
+
+
+def smi_query_xml(data: dict[str, Any]) -> str:
+    """`nvidia-smi -q -x` of the nvml probe's data: the values `smi_query` prints, as the 580 driver's
+    XML names them (a lost GPU is left out, as there)."""
+    gpus = [g for g in _gpus(data) if not g.get("lost")]
+    out = ['<?xml version="1.0" ?>', '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">', "<nvidia_smi_log>"]
+    out += _x_lines(("driver_version", _na(data.get("driver_version"))), 1)
+    out += _x_lines(("cuda_version", _na(data.get("cuda_driver_version"))), 1)
+    out += _x_lines(("attached_gpus", str(data.get("count", len(gpus)))), 1)
+    for g in gpus:
+        out += _x_lines(_x_gpu(g), 1, f' id="{xml_escape(_smi_bus(g.get("bus_id")))}"')
+    return "\n".join([*out, "</nvidia_smi_log>"]) + "\n"
 
 # -- the default nvidia-smi screen (535-575 layout) ----------------------------------------------------
 

@@ -4,7 +4,7 @@ imported, gives the same facts as that machine's live probes, for every field bo
 The live side is the probes' data of demo machines (orchestrator/demo/recordings: the real probes
 run on the simulated NVML, sysfs and /dev/kmsg) through the normalizers; the text side is what
 the tools print from the same sources (orchestrator/simulate/textout.py: `nvidia-smi nvlink -s`
-and `-c` with a CSV query for the bus ids, `nvidia-smi -q`, `nvidia-smi topo -m`, `ibstat`, `dmesg`,
+and `-c` with a CSV query for the bus ids, `nvidia-smi -q` and `-q -x`, `nvidia-smi topo -m`, `ibstat`, `dmesg`,
 lspci), read by `probe import`'s parser, which hands the nvlink, gpus, pcie, nic and kmsg
 normalizers the probe's shape.
 Every field of either section is listed below as seen by both, or by one side only, so a field
@@ -494,11 +494,17 @@ PCIE_LINK_BOTH = {"gen_current", "gen_max", "gen_gpu_max", "width_current", "wid
 FABRIC_BOTH = {"state", "status", "clique_id", "cluster_uuid"}
 
 
-def _gpus_live_and_text(machine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+# `nvidia-smi -q` and `-q -x` of the same machine: the same fields, as text and as XML
+QUERY_FORMATS = {"q": ("q.txt", textout.smi_query), "q_x": ("q.xml", textout.smi_query_xml)}
+
+
+def _gpus_live_and_text(machine: str, fmt: str = "q") -> tuple[dict[str, Any], dict[str, Any]]:
     raw = _recorded(machine, "nvml")
     live = normalize_host({"nvml": raw})[0]["gpus"]
-    host = import_texts([("q.txt", textout.smi_query(raw))])
+    name, render = QUERY_FORMATS[fmt]
+    host = import_texts([(name, render(raw))])
     assert set(host.outcomes.values()) == {"ok"} and not host.errors, (host.outcomes, host.errors)
+    assert [f.kind for f in host.files] == [{"q": "smi_query", "q_x": "smi_query_xml"}[fmt]]
     return live, host.facts["gpus"]
 
 
@@ -512,9 +518,10 @@ def _mib(v: Any) -> Any:
     return None if v is None else v // 2**20
 
 
+@pytest.mark.parametrize("fmt", list(QUERY_FORMATS))
 @pytest.mark.parametrize("machine", GPU_MACHINES)
-def test_imported_smi_q_equals_the_live_gpus_facts(machine: str) -> None:
-    live, text = _gpus_live_and_text(machine)
+def test_imported_smi_q_equals_the_live_gpus_facts(machine: str, fmt: str) -> None:
+    live, text = _gpus_live_and_text(machine, fmt)
     assert set(live) == GPUS_BOTH | GPUS_LIVE_ONLY | GPUS_BOTH_EMPTY
     assert set(text) - {"mig_enabled_any_unknown", "virtualized_unknown"} == (
         GPUS_BOTH | GPUS_LIVE_ONLY | GPUS_BOTH_EMPTY | GPUS_TEXT_ONLY)

@@ -251,7 +251,9 @@ def test_import_fleet_directory_and_host_records(tmp_path: Path):
     r1, r3 = records["gpu01"], records["gpu03"]
     assert r1["outcome"] == "ok" and r1["probes"]["nvml"]["probe_version"] == "text"
     assert r1["facts"]["gpus"]["list"][0]["bus_id"] == "0000:00:06.0"
-    assert r3["outcome"] == "invalid_output" and "binary data" in r3["reason"] and r3["facts"] == {}
+    assert r3["outcome"] == "invalid_output" and "gpu03.junk (unreadable)" in r3["reason"] and r3["facts"] == {}
+    # the file's own reason is said once, in the import's file list (stderr beside a machine format)
+    assert out.stderr.count("binary data") == 1 and "binary data" not in out.stdout
     lines = summary_lines(hosts["gpu01"])
     assert any(line.endswith(": topo_matrix") for line in lines)
     assert all(line.isprintable() for line in lines)

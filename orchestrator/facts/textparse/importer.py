@@ -125,14 +125,15 @@ def _refused(source: str, kind: str | None, e: TextParseError) -> ImportedFile:
     return ImportedFile(source, kind or "unknown", False, str(e), e.paste if isinstance(e, HalfReadable) else None)
 
 
-def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) -> ImportedHost:
-    """[(source name, text or bytes)] of one host -> ImportedHost.  Bad files become errors, not
-    exceptions, so one broken paste does not lose the others."""
+def _parse_all(items: list[tuple[str, str | bytes, str | None]]) -> tuple[Parsed, list[ImportedFile], list[str], list[str]]:
+    """[(source, data, kind or None to sniff)] -> (merged parse, one record per file, errors, notes).
+    The one loop of `probe import` and raw mode, so a refused file (a half-readable one with the
+    command to paste) is recorded the same way by both."""
     p = Parsed()
     files: list[ImportedFile] = []
     errors: list[str] = []
     notes: list[str] = []
-    for source, data in items:
+    for source, data, kind in items:
         try:
             text = decode_input(data, source)
             k, obj = parse_text(text, source, kind)
@@ -142,6 +143,13 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
             continue
         _merge(p, obj, notes)
         files.append(ImportedFile(source, k, True))
+    return p, files, errors, notes
+
+
+def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) -> ImportedHost:
+    """[(source name, text or bytes)] of one host -> ImportedHost.  Bad files become errors, not
+    exceptions, so one broken paste does not lose the others."""
+    p, files, errors, notes = _parse_all([(source, data, kind) for source, data in items])
     # what the parsers made is held to the declared types like stored facts are: a parser that
     # let a wrong shape through costs its section, never a check's crash
     facts, malformed = conform_facts(to_facts(p))
@@ -188,25 +196,14 @@ def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
             continue
         items.append((src, raw))
         kinds[src] = k
-    p = Parsed()
-    files: list[ImportedFile] = []
-    errors: list[str] = []
-    notes: list[str] = []
-    for src, data in items:
-        try:
-            text = decode_input(data, src)
-            k, obj = parse_text(text, src, kinds[src])
-        except TextParseError as e:
-            files.append(ImportedFile(src, kinds[src], False, str(e)))
-            errors.append(str(e))
-            continue
-        _merge(p, obj, notes)
-        files.append(ImportedFile(src, k, True))
+    p, files, errors, notes = _parse_all([(src, data, kinds[src]) for src, data in items])
     facts = to_facts(p)
     notes.extend(str(n) for n in all_notes(p))
     host = ImportedHost(facts, files, empty + notes, errors)
     out = host.to_dict()
     out["mode"] = "raw"
+    # a command's output cut before it stated a fact: named apart, with the command to run whole
+    out["half_readable"] = [f.to_dict() for f in host.half_readable]
     out["missing"] = [f"{RAW_COMMANDS.get(k, k)}: no output (command missing, failed or timed out)" for k in missing]
     return out
 
