@@ -227,8 +227,10 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
     if TRANSPORT_UNEXPECTED in plan.why_not:
         return
     busbw, size, n = plan.busbw, plan.size, plan.n
+    cross = _p2p_says(facts)
+    evidence = [f"busbw {busbw:.1f} GB/s at {size} bytes over {n} GPUs",
+                f"transport {nccl.get('transport') or '?'}, channels {nccl.get('channels') or '?'}", cross]
     if plan.nvlink and plan.off:
-        cross, evidence = _evidence(facts, nccl, plan)
         off = plan.off
         platform = _platform(facts, nccl)
         why = ("NCCL_P2P_DISABLE is set and was kept for the test" if nccl.get("env_kept")
@@ -246,7 +248,6 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
         return
     stage, stage_src = plan.stage, plan.stage_src
     if plan.nvlink and stage is not None and busbw <= stage:
-        cross, evidence = _evidence(facts, nccl, plan)
         yield fault(SLOWER_THAN_PCIE, host, SUBJECT,
                     f"all_reduce bus bandwidth {busbw:.1f} GB/s on an NVLink box is no faster than staging "
                     f"through host memory ({stage:.1f} GB/s, {stage_src}); {cross}",
@@ -255,7 +256,6 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
         return  # slower than PCIe is the stronger statement of the same low figure
     busy = nccl.get("busy_gpus") or []
     if busy:
-        _, evidence = _evidence(facts, nccl, plan)
         yield unknown(BUSBW_LOW, host, SUBJECT,
                       f"not judged against a floor: measured over {n} GPUs, {len(busy)} were busy with other "
                       f"processes and left out ({', '.join(busy)})", actual=busbw, evidence=evidence,
@@ -265,26 +265,16 @@ def check_nccl(view: HostView) -> Iterable[Finding]:
     if floor is None:
         return  # judged against its peers (check_nccl_peers), or not judged (plan.why_not)
     if size < gpu_models.NCCL_FLOOR_MIN_BYTES and floor_src.startswith("published"):
-        _, evidence = _evidence(facts, nccl, plan)
         yield unknown(BUSBW_LOW, host, SUBJECT,
                       f"not judged against the {floor:.0f} GB/s floor: the largest message was {size} bytes, "
                       f"the floor holds from {gpu_models.NCCL_FLOOR_MIN_BYTES} bytes (max_bytes)",
                       expected=floor, actual=busbw, evidence=evidence)
         return
     if busbw < floor:
-        cross, evidence = _evidence(facts, nccl, plan)
         yield fault(BUSBW_LOW, host, SUBJECT,
                     f"all_reduce bus bandwidth {busbw:.1f} GB/s is below the {floor:.1f} GB/s floor ({floor_src}); "
                     f"{cross}", expected=floor, actual=busbw, evidence=evidence,
                     hint="compare with the p2p probe's pairs; then NCCL settings, plugins, fabric manager")
-
-
-def _evidence(facts: Facts, nccl: NcclFacts, plan: _Plan) -> tuple[str, list[str]]:
-    """(the p2p cross-check, a finding's evidence): worked out only where a finding is raised, since
-    the cross-check judges every p2p pair again (pair_floors) and a passing host needs neither."""
-    cross = _p2p_says(facts)
-    return cross, [f"busbw {plan.busbw:.1f} GB/s at {plan.size} bytes over {plan.n} GPUs",
-                   f"transport {nccl.get('transport') or '?'}, channels {nccl.get('channels') or '?'}", cross]
 
 
 def _model_from_gpus(facts: Facts) -> gpu_models.GpuModel | None:
