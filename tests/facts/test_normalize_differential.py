@@ -10,7 +10,7 @@ Regenerate after a deliberate change, then review which cases moved:
     git diff tests/facts/golden/differential.txt
 
 To see what differs inside a case, compare against a worktree of the old commit:
-`python bench/equivalence.py /tmp/base` names the first differing case and its outputs.
+`python bench/equivalence.py /tmp/base` names every differing case and which of its outputs differ.
 """
 
 from __future__ import annotations

@@ -41,29 +41,31 @@ def parse_debug_log(lines: list[str]) -> dict[str, Any]:
     nvls = 0
     version = None
     env: dict[str, str] = {}
+    # Each pattern is searched only in a line holding its literal text (a match implies it): a
+    # substring test costs a fraction of a regex search, and most lines match one pattern or none.
     for line in lines:
         if not isinstance(line, str):
             continue
-        m = _VIA.search(line)
+        m = _VIA.search(line) if "via " in line else None
         if m:
             via["NET" if m.group(1) == "CollNet" else m.group(1)] += 1
             continue
-        m = _COLL.search(line)
+        m = _COLL.search(line) if " coll channels," in line else None
         if m:
             channels = max(channels or 0, int(m.group(1)))
             if m.group(3):
                 nvls = max(nvls, int(m.group(3)))
             continue
-        m = _RING.search(line)
+        m = _RING.search(line) if "Channel " in line else None
         if m:
             channels = max(channels or 0, int(m.group(1)))
             continue
         if "Connected NVLS" in line:
             nvls = max(nvls, 1)
-        m = _VERSION.search(line)
+        m = _VERSION.search(line) if "NCCL version " in line else None
         if m and version is None:
             version = m.group(1)
-        m = _ENV.search(line)
+        m = _ENV.search(line) if " set by environment to " in line else None
         if m:
             env[m.group(1)] = m.group(2)
     seen = [t for t in TRANSPORTS if t in via or (t == "NVLS" and nvls)]

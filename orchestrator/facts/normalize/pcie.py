@@ -598,8 +598,12 @@ def _aer_end(bdf: str, counts: dict[str, Any]) -> dict[str, Any]:
     end: dict[str, Any] = {"device": bdf}
     for key, _total in _AER_TOTALS:
         kind = counts.get(key)
-        end[key] = ({str(k): v for k, v in kind.items() if type(v) is int and v} if isinstance(kind, dict)
-                     else None)
+        if not isinstance(kind, dict):
+            end[key] = None
+        elif any(kind.values()):
+            end[key] = {str(k): v for k, v in kind.items() if type(v) is int and v}
+        else:  # every value falsy, so none is kept: told in C, without the per-counter loop (the usual case)
+            end[key] = {}
     return end
 
 

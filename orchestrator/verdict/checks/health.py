@@ -311,11 +311,10 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
         prev_links = {lk.get("device"): lk for lk in (prev_pcie.get("aer_links") if prev_pcie else None) or []
                       if isinstance(lk, dict)}
     for lk in links:
-        served = joined(_gpu_label(view, b) for b in lk.get("serves") or [])
-        serves = served.text
         kw: dict[str, Any] = {"evidence": ["pcie.aer_links (aer_dev_* of both link ends)"]}
         fatal = lk.get("fatal")
         if isinstance(fatal, int) and fatal > 0:
+            serves = _served(view, lk)
             yield fault(rules.pcie.AER_COUNTERS.id, view.name, _link_at(lk),
                         f"{fatal} fatal PCIe error(s) counted on the link since boot (serves {serves})",
                         expected=0, actual={"fatal": fatal, "ends": lk.get("ends")},
@@ -332,6 +331,7 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
                 grown[k] = now - then
         threshold = aer_corrected_threshold(lk)
         if grown.get("nonfatal") or grown.get("correctable", 0) >= threshold:
+            serves = _served(view, lk)
             yield fault(rules.pcie.AER_COUNTERS.id, view.name, _link_at(lk),
                         "PCIe AER counters grew since the previous run of this boot: "
                         + ", ".join(f"{k} +{v}" for k, v in sorted(grown.items())) + f" (serves {serves})",
@@ -340,6 +340,12 @@ def aer_counters(view: HostView) -> Iterator[Finding]:
                         + " per run (scaled to the link's width and speed)", actual=grown,
                         hint="a link that keeps counting errors is marginal: check the riser, cable or slot and "
                              "whether it trained at its full speed and width", **kw)
+
+
+def _served(view: HostView, lk: AerLink) -> str:
+    """The GPUs (or bus ids) a link serves, as a message names them: worked out only for a link
+    that has a finding, since each GPU's label scans the host's GPUs and most links count nothing."""
+    return joined(_gpu_label(view, b) for b in lk.get("serves") or []).text
 
 
 def _aer_links(facts: Facts) -> list[AerLink]:

@@ -5,7 +5,8 @@ could not be judged without root.  Pure: HostView in, findings out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -405,7 +406,16 @@ def check_needs_root(view: HostView) -> Iterator[Finding]:
                   hint="run the pcie probe with become (sudo -n) to judge ACS and confirm switch ports")
 
 
-def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, Located]], list[list[Any]], str] | None:
+# A device's subject, made when a finding names it: on a healthy host none is, and naming a PCIe
+# device builds the host's GPU and NIC names (_Names).
+_Label = Callable[[], Located]
+
+
+def _named_at(pcie: PcieFacts, bdf: str, names: _Names) -> Located:
+    return _at(pcie, bdf, names.get(bdf, bdf))
+
+
+def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, _Label]], list[list[Any]], str] | None:
     """(key, label) per device in matrix order, the GPU x NIC level matrix, and where it came from.
 
     The PCIe probe's `levels` first; without them (a `nvidia-smi topo -m` text import, or a host
@@ -417,7 +427,8 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, Located]], list[li
     if pcie is not None and order and levels.get("matrix"):
         gpus = set(pcie.get("gpus") or [])
         names = _Names(pcie, view)
-        keyed = [(("gpu:" if b in gpus else "nic:") + b, _at(pcie, b, names.get(b, b))) for b in order]
+        keyed: list[tuple[str, _Label]] = [(("gpu:" if b in gpus else "nic:") + b,
+                                            functools.partial(_named_at, pcie, b, names)) for b in order]
         return keyed, levels["matrix"], "pcie.levels (GPU x NIC)"
     if view.outcomes and not (view.ran("nvml") or view.ran("pcie")):
         return None
@@ -435,7 +446,7 @@ def _affinity_matrix(view: HostView) -> tuple[list[tuple[str, Located]], list[li
         if kind == "nic" and d.get("label"):
             label = f"NIC {d['label']}" + (f" ({bus})" if bus else "")
         dev = pci_device({"gpu": DeviceKind.GPU, "nic": DeviceKind.NIC}.get(kind, DeviceKind.PCIE), bus)
-        keyed.append((f"{kind}:{bus or name}#{i}", Located(label, (dev,) if bus else ())))
+        keyed.append((f"{kind}:{bus or name}#{i}", functools.partial(Located, label, (dev,) if bus else ())))
     # Without the PCIe probe a live run's merged matrix has no GPU x NIC cells (they come from that
     # probe only): no known cell means "not known", never "no NIC".
     gpu_idx = [i for i, (k, _) in enumerate(keyed) if k.startswith("gpu:")]
@@ -472,7 +483,7 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
                           hint="run the pcie probe: it reads each NIC's NUMA node, which decides a Grace GPU's NIC")
             return
         want_rank = max(want_rank, LEVEL_RANK["NODE"])  # a NIC on the GPU's own CPU is the closest there is
-    for gi, (key, subject) in enumerate(keyed):
+    for gi, (key, label) in enumerate(keyed):
         if not key.startswith("gpu:"):
             continue
         row = matrix[gi] if gi < len(matrix) and isinstance(matrix[gi], list) else []  # as _cell reads it
@@ -480,11 +491,12 @@ def check_gpu_nic_affinity(view: HostView) -> Iterator[Finding]:
         for j in nic_idx:
             cell = row[j] if j < len(row) else None
             if cell in LEVEL_RANK:
-                cells.append((cell, keyed[j][1]))
+                cells.append((cell, j))
         best = min(cells, key=lambda c: LEVEL_RANK[c[0]]) if cells else None
         if best and LEVEL_RANK[best[0]] <= want_rank:
             continue
-        actual = f"{best[0]} to {best[1]}" if best else "no NIC found"
+        subject = label()
+        actual = f"{best[0]} to {keyed[best[1]][1]()}" if best else "no NIC found"
         yield fault(rules.pcie.GPU_NIC_AFFINITY.id, view.name, subject,
                     f"{subject} has no NIC at {want} or closer (nearest: {actual})",
                     expected=want, actual=best[0] if best else None,
