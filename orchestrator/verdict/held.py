@@ -3,10 +3,11 @@
 A merge holds every host's verdict until the last part is read (the fleet-wide steps compare all
 of them).  Most of a held verdict was its fleet view's facts: what the fleet checks read of the
 host's GPUs, NICs and board, 4.1 KB of a DGX host's ~6 KB as dicts, even with equal values shared
-(verdict/handoff.py), since each GPU's dict holds the host's own UUID and serial.  Held here, each
-facts section is its value in `marshal`'s form (the same JSON types back, 1, 1.0 and True kept
-apart), equal sections one bytes object: about 1.6 KB a DGX host.  A section is decoded each time
-a fleet check reads it, which the fleet-wide steps do a few times a host.
+(verdict/handoff.py), since each GPU's dict holds the host's own UUID and serial.  Held here, a
+section no other host had is its value in `marshal`'s form (the same JSON types back, 1, 1.0 and
+True kept apart), decoded each time a fleet check reads it (a few times a host); a section equal,
+byte for byte in that form, to one an earlier host had is that one object, so a check that keeps
+what it read (the NIC peers group hosts by their ports) holds it once.  About 1.6 KB a DGX host.
 """
 
 from __future__ import annotations
@@ -26,20 +27,23 @@ MAX_SHARED = 1 << 14
 
 
 class PackedFacts(Mapping[str, Any]):
-    """A host's facts sections, each decoded when read: a fresh value at each read, never changed
-    by the fleet checks (they only read facts)."""
+    """A host's facts sections: each held as its value where another host had an equal one (one
+    object for all of them, as the handoff Reader gave it: read, never changed, by the fleet
+    checks), else in marshal's form, decoded at each read (a fresh value each time)."""
 
-    __slots__ = ("_blobs", "_names")
+    __slots__ = ("_names", "_packed", "_values")
 
-    def __init__(self, names: tuple[str, ...], blobs: tuple[bytes, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], values: tuple[Any, ...], packed: int) -> None:
         self._names = names
-        self._blobs = blobs
+        self._values = values
+        self._packed = packed  # bit k set: values[k] is marshal's bytes of section k
 
     def __getitem__(self, key: str) -> Any:
         try:
-            return marshal.loads(self._blobs[self._names.index(key)])
+            k = self._names.index(key)
         except ValueError:
             raise KeyError(key) from None
+        return marshal.loads(self._values[k]) if self._packed >> k & 1 else self._values[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
@@ -48,7 +52,7 @@ class PackedFacts(Mapping[str, Any]):
         return len(self._names)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return PackedFacts, (self._names, self._blobs)
+        return PackedFacts, (self._names, self._values, self._packed)
 
 
 class Holder:
@@ -56,7 +60,9 @@ class Holder:
     byte, the sections' names, and the expectations (most hosts of a playbook have the same)."""
 
     def __init__(self) -> None:
-        self._shared: dict[Any, Any] = {}
+        self._shared: dict[Any, Any] = {}  # names and expectations
+        self._once: dict[bytes, bytes] = {}  # a section's form -> itself, seen on one host
+        self._sections: dict[bytes, Any] = {}  # ... -> the value, seen on more
 
     def _one(self, value: Any, key: Any = None) -> Any:
         if len(self._shared) >= MAX_SHARED:
@@ -65,8 +71,25 @@ class Holder:
 
     def facts(self, facts: Mapping[str, Any]) -> PackedFacts:
         names = tuple(facts)
-        blobs = tuple(self._one(marshal.dumps(v)) for v in facts.values())
-        return PackedFacts(self._one(names, key=("names", names)), blobs)
+        values, packed = [], 0
+        for k, value in enumerate(facts.values()):
+            blob = marshal.dumps(value)
+            held = self._sections.get(blob)
+            if held is None and blob not in self._once:  # the first host with it: held small
+                self._bounded(self._once)[blob] = blob
+                values.append(self._once[blob])
+                packed |= 1 << k
+            else:  # a value hosts have alike: one object for all the hosts after the first
+                if held is None:
+                    held = self._bounded(self._sections)[blob] = value
+                values.append(held)
+        return PackedFacts(self._one(names, key=("names", names)), tuple(values), packed)
+
+    @staticmethod
+    def _bounded(table: dict[bytes, Any]) -> dict[bytes, Any]:
+        if len(table) >= MAX_SHARED:
+            table.clear()
+        return table
 
     def expect(self, expect: Expectations) -> Expectations:
         try:

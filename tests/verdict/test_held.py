@@ -67,10 +67,14 @@ def test_a_held_section_is_read_back_as_the_value_it_was(value: Any) -> None:
 
 def test_equal_sections_names_and_expectations_are_held_once() -> None:
     holder = Holder()
-    a = holder.facts({"nic": {"devices": [{"name": "mlx5_0"}]}, "host": {"hostname": "a"}})
-    b = holder.facts({"nic": {"devices": [{"name": "mlx5_0"}]}, "host": {"hostname": "b"}})
-    assert a._blobs[0] is b._blobs[0] and a._names is b._names
-    assert a._blobs[1] is not b._blobs[1]
+    nic = [{"nic": {"devices": [{"name": "mlx5_0", "rate": 400}]}, "host": {"hostname": h}} for h in "abc"]
+    a, b, c = (holder.facts(f) for f in nic)
+    assert a._names is b._names is c._names
+    assert a._packed == 0b11 and b._packed == c._packed == 0b10  # the NICs seen before: one object
+    assert b["nic"] is c["nic"] is nic[1]["nic"] and a["nic"] == b["nic"]
+    assert b._values[1] is not c._values[1]  # the hostnames differ
+    odd = holder.facts({"nic": {"devices": [{"name": "mlx5_0", "rate": 400.0}]}})
+    assert odd._packed == 1 and _typed(odd["nic"]) != _typed(b["nic"])  # 400.0 is not 400
     one, other = Expectations(gpu_count=8), Expectations(gpu_count=8)
     assert holder.expect(one) is holder.expect(other)
     assert holder.expect(Expectations(gpu_count=4)) == Expectations(gpu_count=4)
@@ -106,7 +110,7 @@ def _deep(obj: Any, seen: set[int]) -> int:
         elif isinstance(o, (list, tuple)):
             stack.extend(o)
         elif isinstance(o, PackedFacts):
-            stack.extend((o._names, o._blobs))
+            stack.extend((o._names, o._values))
     return size
 
 
