@@ -365,8 +365,8 @@ def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str
         for g in _gpus(v):
             value = _identity(g, field)
             if value is not None:
-                h = hash(value)
-                (again if h in once else once).add(h)
+                key = hash(value)
+                (again if key in once else once).add(key)
     del once
     seen: dict[str, list[tuple[str, Located]]] = defaultdict(list)
     for v in views if again else ():
