@@ -16,10 +16,13 @@ from typing import Any
 import pytest
 
 from orchestrator.engine.results import HostInput
-from orchestrator.verdict import handoff
+from orchestrator.verdict import causes, handoff
+from orchestrator.verdict.causes import Cause, Scope
 from orchestrator.verdict.checks import FLEET_CHECKS, fleet_facts
+from orchestrator.verdict.checks import gpu as gpu_checks
 from orchestrator.verdict.checks.base import HostView
 from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.findings import DeviceKind, fault, located, pci_device
 from orchestrator.verdict.held import Holder, PackedFacts
 from orchestrator.verdict.judge import HostVerdict, judge_host, stored_verdict
 from tests.verdict.test_fleet_parallel import _copies, _every_fleet_check_has_work, _expect
@@ -156,3 +159,46 @@ def test_held_facts_are_a_fraction_of_the_dicts_they_were(demo_inputs: list[Host
     holder, seen = Holder(), set()
     as_held = sum(_deep(holder.verdict(v).fleet_view.facts, seen) for v in shared)
     assert as_held * 2 < as_dicts, (as_held, as_dicts)
+
+
+def test_findings_grouped_as_they_were_are_kept_not_copied() -> None:
+    """A merge hands causes.group every host's stored findings, grouped when their run was judged,
+    beside the new fleet-wide ones: a copy of each was every finding of the fleet held twice."""
+    table = [Cause("gpu.xid", "gpu.fallen_off_bus", Scope.DEVICE)]
+    at = located("GPU1 (0000:2a:00.0)", [pci_device(DeviceKind.GPU, "0000:2a:00.0", gpu=1)])
+    stored = [fault("gpu.xid", h, at, "Xid 79") for h in ("h1", "h2", "h3")]
+    stored += [fault("gpu.fallen_off_bus", "h1", at, "fell off"), fault("host.kernel.old", "h2", "kernel", "old")]
+    first = causes.group(stored, causes.by_consequence(table))
+    again = causes.group(first, causes.by_consequence(table))
+    assert [a is b for a, b in zip(again, first)] == [True] * len(first)
+    # ... and only those: a finding whose root changes is a new one, the stored one left alone
+    fell = next(f for f in first if f.id == "gpu.fallen_off_bus")
+    moved = causes.group([f for f in first if not (f.id == "gpu.xid" and f.host == "h1")], {})
+    assert next(f for f in moved if f.id == "gpu.fallen_off_bus") is not fell and fell.caused_by is not None
+
+
+@pytest.mark.parametrize("field", ["uuid", "serial"])
+def test_the_identity_duplicate_checks_make_places_only_for_repeated_values(field: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """At fleet scale every GPU's identity is its own: a place (subject and device) made for each
+    GPU before looking for repeats was the largest step of a merge's peak."""
+    made: list[Any] = []
+    real = gpu_checks._subject
+
+    def counted(g: Any) -> Any:
+        made.append(g)
+        return real(g)
+
+    monkeypatch.setattr(gpu_checks, "_subject", counted)
+    views = []
+    for h in range(40):
+        gpus = [{"index": i, "bus_id": f"0000:{i:02x}:00.0", "uuid": f"GPU-{h}-{i}", "serial": f"{h}{i:03d}"}
+                for i in range(8)]
+        if h in (7, 30):  # one GPU of two hosts shares an identity (a forged list, a copied VM)
+            gpus[3] = {**gpus[3], "uuid": "GPU-twin", "serial": "99999"}
+        views.append(HostView(name=f"h{h:02d}", facts=Holder().facts({"gpus": {"list": gpus}}),  # type: ignore[arg-type]
+                              outcomes={"nvml": "ok"}))
+    check = gpu_checks.check_uuid_duplicates if field == "uuid" else gpu_checks.check_serial_duplicates
+    found = list(check(views))
+    assert sorted(f.host for f in found) == ["h07", "h30"]
+    assert len(made) == 2, f"{len(made)} places made for 2 repeated GPUs of {8 * len(views)}"
