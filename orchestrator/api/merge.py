@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -45,6 +46,7 @@ from orchestrator.verdict.carried import CarriedPart
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.expectations import ExpectationError
 from orchestrator.verdict.findings import Finding
+from orchestrator.verdict.held import Holder
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings
 from orchestrator.verdict.overrides import Override, Silenced
 from orchestrator.verdict.parallel import worker_count
@@ -162,6 +164,27 @@ def _value_key(v: Any) -> Any:
     return json.dumps(v, sort_keys=True, default=str)
 
 
+class _Bodies:
+    """Where each carried record's text sits (file, offset, length), in the order read: the files
+    once each, the numbers in arrays (a tuple of three was ~130 bytes a host)."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, int] = {}
+        self._paths: list[Path] = []
+        self._at = array("q")  # per record: file number, offset, length
+
+    def append(self, body: Body) -> None:
+        path, offset, length = body
+        number = self._files.setdefault(path, len(self._paths))
+        if number == len(self._paths):
+            self._paths.append(path)
+        self._at.extend((number, offset, length))
+
+    def __getitem__(self, i: int) -> Body:
+        number, offset, length = self._at[3 * i:3 * i + 3]
+        return self._paths[number], offset, length
+
+
 def merge_runs(sources: list[Path], root: Path,
                step: Callable[[str], None] | None = None) -> tuple[RunResult, list[str]]:
     """One run of `sources`, and the warnings; `step` hears where the merge stands (a line of safe text)."""
@@ -181,12 +204,13 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
     verdicts: list[HostVerdict] = []
     silenced: list[Silenced] = []
     rules: dict[str, Mapping[str, Override]] = {}
-    bodies: list[Body] = []
+    bodies = _Bodies()
     sizes: list[int] = []
     # one part at a time, its records decoded once each (verdict/carried.py): a record's verdict is
     # what the fleet-wide steps read, its stored text is what the merged fleet.json gets.  The next
     # part is decoded in workers while this process judges the part before it.
     strings = handoff.Reader()  # the parts' verdicts are held together: their common words once
+    holder = Holder()  # ... and each held compactly once its part is folded in (verdict/held.py)
 
     def start(r: RunDirectory) -> tuple[FleetResult, CarriedPart]:
         try:
@@ -227,9 +251,11 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
             for f in own_findings:
                 own.setdefault(f.host, []).append(f)
             silenced.extend(own_silenced)
-            verdicts.extend(replace(v, findings=own.get(v.name, [])) for v in part_verdicts)
+            verdicts.extend(holder.verdict(replace(v, findings=own.get(v.name, []))) for v in part_verdicts)
+            del carried, part_verdicts, own_findings, own  # this part's own state: only its held verdicts stay
     finally:
         upcoming[1].stop()
+    del fleet, upcoming
     metas = [r.meta for r in runs]
     inv_sources = _inventories(metas)
     # The fleet-wide messages name hosts in fleet order: in the inventory's order, a merge of its
@@ -239,6 +265,7 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
     ranked = sorted(range(len(verdicts)), key=lambda i: (pos.get(verdicts[i].name, len(pos)), i))
     verdicts = [verdicts[i] for i in ranked]
     records = carrier.records([(v.name, bodies[i]) for v, i in zip(verdicts, ranked)])
+    del bodies, owner
     meta = RunMeta(
         inventory=inv_sources, limit=None,
         playbook=metas[0].playbook and anchored(metas[0].playbook, metas[0].cwd),
@@ -255,6 +282,8 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
     merged.stop("complete")
     step(f"the fleet-wide steps over {len(verdicts):,} hosts")
     fleet = assemble_judged(merged.meta, records, verdicts, silenced, lambda host: rules.get(host, {}))
+    verdicts.clear()  # judged: the merged run is written from its result, without them
+    silenced.clear()
     step("writing the merged run")
     merged.finish(fleet.to_document())
     return RunResult(merged, fleet), warnings

@@ -86,7 +86,11 @@ def group(findings: Sequence[Finding], causes: Mapping[str, list[Cause]]) -> lis
     out = []
     for i, f in enumerate(findings):
         caused_by = findings[top[i]].ref if i in top else None
-        out.append(replace(f, caused_by=caused_by, consequences=tuple(followers.get(i, ()))))
+        consequences = tuple(followers.get(i, ()))
+        # a finding grouped as it was (a merge's stored ones, mostly) is kept, not copied: a merge
+        # of 100,000 hosts held every finding twice here
+        same = f.caused_by == caused_by and f.consequences == consequences
+        out.append(f if same else replace(f, caused_by=caused_by, consequences=consequences))
     return out
 
 

@@ -347,12 +347,32 @@ def _shown(by_host: dict[str, list[str]]) -> list[str]:
     return sorted(h for h, places in by_host.items() if len(places) > 1)
 
 
+def _identity(g: GpuRecord, field: str) -> str | None:
+    """A GPU's identity `field` where it names one GPU (not a placeholder)."""
+    value = g.get(field)
+    if isinstance(value, str) and value.strip() and not value.upper().startswith(("N/A", "0000000")):
+        return value
+    return None
+
+
 def _identity_duplicates(views: list[HostView], field: str, fid: str, label: str) -> Iterator[Finding]:
-    seen: dict[str, list[tuple[str, Located]]] = defaultdict(list)
+    # Two passes: the places (a subject each) are made only for values held more than once; made
+    # for every GPU they were most of a 100,000-host merge's peak (identities never repeat there).
+    # The first pass keeps hashes, not the values, which a merge holds packed (verdict/held.py).
+    once: set[int] = set()
+    again: set[int] = set()
     for v in views:
         for g in _gpus(v):
-            value = g.get(field)
-            if isinstance(value, str) and value.strip() and not value.upper().startswith(("N/A", "0000000")):
+            value = _identity(g, field)
+            if value is not None:
+                key = hash(value)
+                (again if key in once else once).add(key)
+    del once
+    seen: dict[str, list[tuple[str, Located]]] = defaultdict(list)
+    for v in views if again else ():
+        for g in _gpus(v):
+            value = _identity(g, field)
+            if value is not None and hash(value) in again:
                 seen[value].append((v.name, _subject(g)))
     for value, where in sorted(seen.items()):
         if len(where) < 2:
