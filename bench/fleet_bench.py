@@ -50,6 +50,7 @@ from orchestrator.engine import payload as probes  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from delayproxy import DelayProxy  # noqa: E402
+from replayhost import Replayer  # noqa: E402
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Fleet:
     sshd_port: int = 0  # where sshd listens; `port` is where the tools connect (a delay proxy's, or the same)
     proxy: DelayProxy | None = None  # the tools reach sshd through it (latency tables)
     helpers: list[int] = field(default_factory=list)  # bench processes (delay proxies) no tool owns
+    replay: Replayer | None = None  # every login answered from recordings (bench/replayhost.py)
 
     @property
     def sshd(self) -> subprocess.Popen:
@@ -144,7 +146,10 @@ def bench_user() -> str:
     return BENCH_USER
 
 
-def start_fleet(n: int, work: Path) -> Fleet:
+def start_fleet(n: int, work: Path, replay: str = "") -> Fleet:
+    """The simulated fleet: sshd running the real probes, or with `replay` answering from recordings
+    (bench/replayhost.py): "sshd" through a ForceCommand, "asyncssh" from one bench/replayserver.py
+    process in sshd's place (the recordings are made through "sshd" first)."""
     work.mkdir(parents=True, exist_ok=True)
     for name in ("host_key", "user_key"):
         if not (work / name).exists():
@@ -169,6 +174,10 @@ def start_fleet(n: int, work: Path) -> Fleet:
         "UseDNS no\nX11Forwarding no\nPrintMotd no\nPrintLastLog no\nPermitUserEnvironment no\n"
         "Subsystem sftp internal-sftp\n"
     )
+    replayer = Replayer.prepare(work) if replay else None
+    if replayer is not None and replay == "sshd":
+        with open(cfg, "a") as f:
+            f.write(replayer.sshd_config())
     sshd_bin = shutil.which("sshd") or "/usr/sbin/sshd"
     check = subprocess.run([sshd_bin, "-t", "-f", str(cfg)], capture_output=True, text=True)
     if check.returncode != 0:
@@ -176,10 +185,15 @@ def start_fleet(n: int, work: Path) -> Fleet:
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory sshd insists on
     # sshd runs under a subreaper of its own, so no process of the hosts' side (an sshd session or
     # a probe that lost its parent) is ever reparented to this process and counted as a tool's CPU.
+    # -r (replaying fleets): no re-exec of sshd for every login, which costs the host a quarter of a login's CPU
+    server = [sshd_bin, "-D", "-e", *(["-r"] if replay else []), "-f", str(cfg)]
+    if replayer is not None and replay == "asyncssh":
+        server = [sys.executable, str(Path(__file__).resolve().parent / "replayserver.py"), "--port", str(port),
+                  "--host-key", str(work / "host_key"), "--authorized-keys", str(auth),
+                  "--recordings", str(replayer.folder / "recordings"), "--shim", str(replayer.folder / "shim")]
     with open(work / "sshd.log", "w") as log:
         reaper = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "subreaper.py"),
-                                   sshd_bin, "-D", "-e", "-f", str(cfg)], stdout=subprocess.PIPE, stderr=log,
-                                  text=True)
+                                   *server], stdout=subprocess.PIPE, stderr=log, text=True)
     assert reaper.stdout is not None
     sshd_pid = int(reaper.stdout.readline().strip() or 0)
     if not sshd_pid:
@@ -199,7 +213,8 @@ def start_fleet(n: int, work: Path) -> Fleet:
     opts = ["-F", "/dev/null", "-i", str(work / "user_key"), "-o", "IdentitiesOnly=yes",
             "-o", f"UserKnownHostsFile={kh}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
             "-o", "ConnectTimeout=10", "-o", f"KexAlgorithms={KEX}"]
-    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts, sshd_port=port)
+    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts, sshd_port=port,
+                 replay=replayer)
 
 
 def via_proxy(fleet: Fleet, rtt_ms: float) -> Fleet:
