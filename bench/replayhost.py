@@ -44,6 +44,20 @@ class Recording:
         return out
 
 
+FNV_OFFSET = 1469598103934665603
+FNV_PRIME = 1099511628211
+
+
+def recording_key(options: list[str], script: bytes) -> str:
+    """replayhost.c's key of a recording: FNV-1a 64 over each interpreter option and its NUL, then the
+    script bytes (the file name is `<key>.out`)."""
+    h = FNV_OFFSET
+    for chunk in [*(o.encode() + b"\0" for o in options), script]:
+        for byte in chunk:
+            h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
 def read_recording(path: Path) -> Recording:
     head, _, body = path.read_text().partition("\n")
     tag, _, status = head.partition(" ")
@@ -80,6 +94,11 @@ class Replayer:
 
     def recordings(self) -> list[Recording]:
         return [read_recording(p) for p in sorted((self.folder / "recordings").glob("*.out"))]
+
+    def recording_for(self, options: list[str], script: bytes) -> Recording | None:
+        """The recorded answer to `python3 OPTIONS -` fed `script`, if one was recorded."""
+        path = self.folder / "recordings" / f"{recording_key(options, script)}.out"
+        return read_recording(path) if path.is_file() else None
 
     def count(self) -> int:
         return sum(1 for _ in (self.folder / "recordings").glob("*.out"))

@@ -35,21 +35,10 @@ warnings.filterwarnings("ignore", category=RuntimeWarning)  # asyncssh on 3.11: 
 
 import asyncssh  # noqa: E402  (bench-only dependency: sh bench/setup.sh installs it)
 
-PLACEHOLDER = b"@@FP_SSH_CONNECTION@@"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replayhost import PLACEHOLDER, recording_key  # noqa: E402
+
 MISSING = 97
-FNV_OFFSET = 1469598103934665603
-FNV_PRIME = 1099511628211
-
-
-def recording_key(options: list[str], script: bytes) -> str:
-    """replayhost.c's key: FNV-1a 64 over each option and its NUL, then the script bytes."""
-    h = FNV_OFFSET
-    for chunk in [*(o.encode() + b"\0" for o in options), script]:
-        for byte in chunk:
-            h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
-
-
 def probe_options(command: str) -> list[str] | None:
     """The options of a plain `python3 [options] -` (no shell syntax), or None for any other command."""
     if any(c in command for c in "'\"$;&|<>`\\(){}*?~\t\n"):
@@ -104,7 +93,7 @@ async def replay(process: asyncssh.SSHServerProcess, recordings: Recordings, opt
         process.exit(MISSING)
         return
     status, body = got
-    process.stdout.write(body.replace(PLACEHOLDER, ssh_connection(process)))
+    process.stdout.write(body.replace(PLACEHOLDER.encode(), ssh_connection(process)))
     process.exit(status)
 
 
