@@ -97,9 +97,10 @@ async def replay(process: asyncssh.SSHServerProcess, recordings: Recordings, opt
     process.exit(status)
 
 
-async def shell(process: asyncssh.SSHServerProcess, shim: Path) -> None:
+async def shell(process: asyncssh.SSHServerProcess, recordings: Recordings, shim: Path) -> None:
+    # the shim's python3 is replayhost.c: it answers a script file from the same recordings folder
     env = dict(os.environ, PATH=f"{shim}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               SSH_CONNECTION=ssh_connection(process).decode())
+               SSH_CONNECTION=ssh_connection(process).decode(), FP_REPLAY_DIR=str(recordings.folder))
     proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", process.command or "exec /bin/sh", env=env,
                                                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
@@ -131,7 +132,7 @@ def handler(recordings: Recordings, shim: Path) -> Callable[[asyncssh.SSHServerP
         if options is not None:
             await replay(process, recordings, options)
         else:
-            await shell(process, shim)
+            await shell(process, recordings, shim)
 
     return handle
 
