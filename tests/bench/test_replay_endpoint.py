@@ -131,9 +131,11 @@ def _ssh(fleet, command: str, stdin: bytes, address: str) -> subprocess.Complete
                           input=stdin, capture_output=True, timeout=60)
 
 
-def test_sshd_endpoint_runs_a_new_script_once_then_replays_it(bench: Bench, tmp_path: Path) -> None:
-    tmp_path.chmod(0o777)
-    marks = tmp_path / "ran"
+def test_sshd_endpoint_runs_a_new_script_once_then_replays_it(bench: Bench) -> None:
+    where = bench.tmp / "marks"  # the login user writes here (pytest's tmp_path is root's alone)
+    where.mkdir()
+    where.chmod(0o777)
+    marks = where / "ran"
     script = (f"import os\nopen({str(marks)!r}, 'a').write('x')\n"
               "print('conn=' + os.environ['SSH_CONNECTION'])\nraise SystemExit(3)\n").encode()
     fleet = fb.start_fleet(3, bench.fleet_dir, replay="sshd")
