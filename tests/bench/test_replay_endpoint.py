@@ -29,8 +29,9 @@ from tests.support.skips import not_here
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc")) or not shutil.which("sshd")
-                                and not Path("/usr/sbin/sshd").exists(), reason="needs gcc and sshd")
+pytestmark = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc"))
+                                or not (shutil.which("sshd") or Path("/usr/sbin/sshd").exists()),
+                                reason="needs gcc and sshd")
 
 
 def _fleet_bench() -> ModuleType:
@@ -84,7 +85,7 @@ def _envelopes(tool: str, tmp: Path) -> list[dict]:
     return fb._envelopes_in((tmp / "ansible-script.json").read_text(errors="replace"))
 
 
-def _recorded(b: Bench, fleet, tool: str) -> dict:  # noqa: ANN001 (fleet_bench.Fleet)
+def _recorded(b: Bench, fleet, tool: str) -> dict:
     if tool == "probe":  # `probe run` sends its own script (start mark, `-I -S`): the recording of that
         recs = [r for r in fleet.replay.recordings() if r.stdout.startswith("FPSTART")]
         assert len(recs) == 1
@@ -126,7 +127,7 @@ def test_each_tool_gets_the_real_probes_recorded_envelope(bench: Bench, endpoint
     assert len(conns) == n  # each login its own $SSH_CONNECTION, not the recording's
 
 
-def _ssh(fleet, command: str, stdin: bytes, address: str) -> subprocess.CompletedProcess:  # noqa: ANN001
+def _ssh(fleet, command: str, stdin: bytes, address: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ssh", *fleet.ssh_opts, "-p", str(fleet.port), "-l", fleet.user, address, command],
                           input=stdin, capture_output=True, timeout=60)
 
@@ -185,7 +186,7 @@ def test_endpoints_cpu_per_login_is_measured_and_a_fraction_of_the_real_probes(b
     assert "| asyncssh (used below) | " in table and "| real probe | " in table
 
 
-def _row(tool: str, wall: float, host: float, proxy: float = 0.0, forks: int = 32, rtt: float = 20.0):  # noqa: ANN202
+def _row(tool: str, wall: float, host: float, proxy: float = 0.0, forks: int = 32, rtt: float = 20.0):
     return fb.Measure(tool, 1000, forks, wall, 10.0, 50.0, 1000, 1000, host_cpu_s=host, rtt_ms=rtt,
                       proxy_cpu_s=proxy)
 
