@@ -17,6 +17,8 @@ processes is ever reaped by this one.  Results go to bench/RESULTS.md, regenerat
     # the fan-out under latency, through bench/delayproxy.c (docs/performance.md, "Fan-out under latency"):
     python bench/fleet_bench.py --sizes '' --rtt-ms 20,100 --rtt-sizes 500,1000 --rtt-forks 32,128,256,512 \
         --ansible-max 500 --controller-sizes ''
+    # the same with hosts that answer from recordings of the real probe (bench/replayhost.py, issue 51):
+    python bench/fleet_bench.py --latency-only --replay asyncssh --rtt-ms 0,20,100 --rtt-forks 32,128,256,512
 
 Run as root it creates the login user `fpbench`.  Not part of the test suite.
 """

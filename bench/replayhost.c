@@ -181,7 +181,10 @@ static int python_main(int argc, char **argv)
 {
     const char *dir = getenv("FP_REPLAY_DIR");
     const char *last = argc > 1 ? argv[argc - 1] : NULL;
-    if (!dir || !last || (last[0] == '-' && last[1] != 0)) { /* `python3 -c ...`, no script: not replayed */
+    int inline_code = 0; /* `python3 -c CODE` / `-m MODULE`: no script to key on */
+    for (int i = 1; i < argc; i++)
+        inline_code |= strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "-m") == 0;
+    if (!dir || !last || inline_code || (last[0] == '-' && last[1] != 0)) { /* not replayed: the real python3 */
         argv[0] = (char *)real_python();
         execv(argv[0], argv);
         perror("replayhost: exec python3");

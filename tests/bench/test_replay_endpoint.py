@@ -234,3 +234,23 @@ def test_goal_line_counts_only_cells_not_machine_bound() -> None:
     small = [dataclasses.replace(r, n=200, wall_s=r.wall_s * (3 if r.tool == "probe run" else 1)) for r in rows[:2]]
     assert fb.goal_line(rows + small, cores) == goal
     assert "NOT met: 0 of 1 counted cells" in fb.goal_line(rows + small, cores, hosts=200)
+
+
+@pytest.mark.parametrize("command,stdin,want", [
+    ("python3 -c 'print(6*7)'", b"", b"42\n"),  # Ansible's raw module: code inline, nothing to key on
+    ("python3 -I -c 'print(6*7)'", b"", b"42\n"),
+    ("python3 -m json.tool --compact", b'{"a": 1}', b'{"a":1}\n'),
+    ("echo ~ && sleep 0", b"", None),  # Ansible's shell commands run for real
+])
+def test_sshd_endpoint_runs_what_it_cannot_replay_for_real(bench: Bench, command: str, stdin: bytes,
+                                                           want: bytes | None) -> None:
+    fleet = fb.start_fleet(1, bench.fleet_dir, replay="sshd")
+    try:
+        before = fleet.replay.count()
+        out = _ssh(fleet, command, stdin, fleet.addresses[0])
+        after = fleet.replay.count()
+    finally:
+        fleet.stop()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (want if want is not None else f"/home/{fleet.user}\n".encode())
+    assert after == before  # nothing recorded: these are not replayed
