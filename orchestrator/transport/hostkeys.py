@@ -95,7 +95,9 @@ class IndexedHostKeys(HostKeys):
         return sub
 
 
-_merged: dict[tuple[str, ...], tuple[tuple[tuple[int, int], ...], HostKeys]] = {}
+# paths -> (the parsed files and their entry counts when merged, the merge); the parsed objects
+# themselves are kept, not their ids, which a re-parsed file's new object could reuse
+_merged: dict[tuple[str, ...], tuple[list[tuple[HostKeys, int]], HostKeys]] = {}
 
 
 def load_known_hosts(paths: list[str]) -> HostKeys:
@@ -106,15 +108,16 @@ def load_known_hosts(paths: list[str]) -> HostKeys:
     loaded = [keys for keys in (_load_one(path) for path in paths) if keys is not None]
     if len(loaded) == 1:
         return loaded[0]
-    sig = tuple((id(k), len(k._entries)) for k in loaded)  # type: ignore[attr-defined]
+    parts = [(k, len(k._entries)) for k in loaded]  # type: ignore[attr-defined]
     with _lock:
         cached = _merged.get(tuple(paths))
-        if cached is not None and cached[0] == sig:
+        if cached is not None and len(cached[0]) == len(parts) and all(
+                a is b and m == n for (a, m), (b, n) in zip(cached[0], parts)):
             return cached[1]
         merged = IndexedHostKeys()
         for keys in loaded:
             merged._entries.extend(keys._entries)  # type: ignore[attr-defined]
-        _merged[tuple(paths)] = (sig, merged)
+        _merged[tuple(paths)] = (parts, merged)
         return merged
 
 
