@@ -30,25 +30,27 @@ class BuildError(RuntimeError):
     pass
 
 
-def build(cache: Path | None = None) -> Path:
-    """The compiled proxy, built with gcc -O2 once per source text (cached by its hash)."""
-    text = SOURCE.read_bytes()
+def build(cache: Path | None = None, source: Path = SOURCE) -> Path:
+    """The compiled `source` (default the proxy), built with gcc -O2 once per source text (cached by its
+    hash); bench/replayhost.py builds the replaying host's program with it too."""
+    text = source.read_bytes()
     key = hashlib.sha256(text).hexdigest()[:16]
-    cache = cache or Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / f"fleetprobe-delayproxy-{os.getuid()}"
-    exe = cache / key / "delayproxy"
+    name = source.stem
+    cache = cache or Path(os.environ.get("TMPDIR", tempfile.gettempdir())) / f"fleetprobe-{name}-{os.getuid()}"
+    exe = cache / key / name
     if exe.is_file():
         return exe
     gcc = shutil.which("gcc") or shutil.which("cc")
     if not gcc:
-        raise BuildError("building bench/delayproxy.c needs gcc (apt-get install gcc)")
+        raise BuildError(f"building bench/{source.name} needs gcc (apt-get install gcc)")
     tmp = cache / f".{key}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    proc = subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-o", str(tmp / "delayproxy"), str(SOURCE)],
+    proc = subprocess.run([gcc, "-O2", "-Wall", "-Wextra", "-o", str(tmp / name), str(source)],
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise BuildError(f"gcc failed for bench/delayproxy.c:\n{proc.stderr[-3000:]}")
+        raise BuildError(f"gcc failed for bench/{source.name}:\n{proc.stderr[-3000:]}")
     try:
         tmp.rename(exe.parent)
     except OSError:  # a concurrent build won the race; its result is identical

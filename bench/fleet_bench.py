@@ -17,6 +17,8 @@ processes is ever reaped by this one.  Results go to bench/RESULTS.md, regenerat
     # the fan-out under latency, through bench/delayproxy.c (docs/performance.md, "Fan-out under latency"):
     python bench/fleet_bench.py --sizes '' --rtt-ms 20,100 --rtt-sizes 500,1000 --rtt-forks 32,128,256,512 \
         --ansible-max 500 --controller-sizes ''
+    # the same with hosts that answer from recordings of the real probe (bench/replayhost.py, issue 51):
+    python bench/fleet_bench.py --latency-only --replay asyncssh --rtt-ms 0,20,100 --rtt-forks 32,128,256,512
 
 Run as root it creates the login user `fpbench`.  Not part of the test suite.
 """
@@ -50,6 +52,7 @@ from orchestrator.engine import payload as probes  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from delayproxy import DelayProxy  # noqa: E402
+from replayhost import Replayer, replayed, uses_placeholder  # noqa: E402
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Measure:
     work: str = "host"  # "host": the host probe; "audit": every probe of the audit playbook
     rc: int = 0  # the tool's exit status (pssh and xargs say non-zero when a host failed)
     rtt_ms: float | None = None  # through bench/delayproxy.c at this round-trip time; None: direct
+    replay: str = ""  # the hosts answered from recordings through this endpoint (bench/replayhost.py)
     proxy_cpu_s: float = 0.0  # the delay proxy's own CPU during the run (neither tool nor hosts)
     bad: dict[str, int] = field(default_factory=dict)  # `probe run`: hosts per outcome other than ok
     why: dict[str, int] = field(default_factory=dict)  # `probe run`: hosts per reason of those outcomes
@@ -86,6 +90,8 @@ class Fleet:
     sshd_port: int = 0  # where sshd listens; `port` is where the tools connect (a delay proxy's, or the same)
     proxy: DelayProxy | None = None  # the tools reach sshd through it (latency tables)
     helpers: list[int] = field(default_factory=list)  # bench processes (delay proxies) no tool owns
+    replay: Replayer | None = None  # every login answered from recordings (bench/replayhost.py)
+    replay_kind: str = ""  # through which endpoint: "sshd" or "asyncssh"
 
     @property
     def sshd(self) -> subprocess.Popen:
@@ -144,7 +150,10 @@ def bench_user() -> str:
     return BENCH_USER
 
 
-def start_fleet(n: int, work: Path) -> Fleet:
+def start_fleet(n: int, work: Path, replay: str = "") -> Fleet:
+    """The simulated fleet: sshd running the real probes, or with `replay` answering from recordings
+    (bench/replayhost.py): "sshd" through a ForceCommand, "asyncssh" from one bench/replayserver.py
+    process in sshd's place (the recordings are made through "sshd" first)."""
     work.mkdir(parents=True, exist_ok=True)
     for name in ("host_key", "user_key"):
         if not (work / name).exists():
@@ -169,6 +178,10 @@ def start_fleet(n: int, work: Path) -> Fleet:
         "UseDNS no\nX11Forwarding no\nPrintMotd no\nPrintLastLog no\nPermitUserEnvironment no\n"
         "Subsystem sftp internal-sftp\n"
     )
+    replayer = Replayer.prepare(work) if replay else None
+    if replayer is not None and replay == "sshd":
+        with open(cfg, "a") as f:
+            f.write(replayer.sshd_config())
     sshd_bin = shutil.which("sshd") or "/usr/sbin/sshd"
     check = subprocess.run([sshd_bin, "-t", "-f", str(cfg)], capture_output=True, text=True)
     if check.returncode != 0:
@@ -176,10 +189,15 @@ def start_fleet(n: int, work: Path) -> Fleet:
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory sshd insists on
     # sshd runs under a subreaper of its own, so no process of the hosts' side (an sshd session or
     # a probe that lost its parent) is ever reparented to this process and counted as a tool's CPU.
+    # -r (replaying fleets): no re-exec of sshd for every login, which costs the host a quarter of a login's CPU
+    server = [sshd_bin, "-D", "-e", *(["-r"] if replay else []), "-f", str(cfg)]
+    if replayer is not None and replay == "asyncssh":
+        server = [sys.executable, str(Path(__file__).resolve().parent / "replayserver.py"), "--port", str(port),
+                  "--host-key", str(work / "host_key"), "--authorized-keys", str(auth),
+                  "--recordings", str(replayer.folder / "recordings"), "--shim", str(replayer.folder / "shim")]
     with open(work / "sshd.log", "w") as log:
         reaper = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "subreaper.py"),
-                                   sshd_bin, "-D", "-e", "-f", str(cfg)], stdout=subprocess.PIPE, stderr=log,
-                                  text=True)
+                                   *server], stdout=subprocess.PIPE, stderr=log, text=True)
     assert reaper.stdout is not None
     sshd_pid = int(reaper.stdout.readline().strip() or 0)
     if not sshd_pid:
@@ -199,7 +217,8 @@ def start_fleet(n: int, work: Path) -> Fleet:
     opts = ["-F", "/dev/null", "-i", str(work / "user_key"), "-o", "IdentitiesOnly=yes",
             "-o", f"UserKnownHostsFile={kh}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
             "-o", "ConnectTimeout=10", "-o", f"KexAlgorithms={KEX}"]
-    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts, sshd_port=port)
+    return Fleet(work, port, user, work / "user_key", kh, addrs, reaper, sshd_pid, opts, sshd_port=port,
+                 replay=replayer, replay_kind=replay)
 
 
 def via_proxy(fleet: Fleet, rtt_ms: float) -> Fleet:
@@ -444,7 +463,7 @@ class Work:
 def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dict], fleet: Fleet) -> Measure:
     reached, ok = reached_from_envelopes(envs, fleet.sshd_port, work.probe_names)
     return Measure(tool, n, forks, u.wall_s, u.cpu_s, u.peak_mb, reached, ok, u.peak_rss_mb, u.host_cpu_s, work.name,
-                   u.rc, fleet.proxy.rtt_ms if fleet.proxy else None, u.proxy_cpu_s)
+                   u.rc, fleet.proxy.rtt_ms if fleet.proxy else None, fleet.replay_kind, u.proxy_cpu_s)
 
 
 def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure:
@@ -1004,18 +1023,100 @@ def latency_selfcheck(fleet: Fleet, views: dict[float, Fleet], work: Work, tmp: 
     return not problems, "\n".join(lines) + f"\n\nLatency self-check: {verdict}", logins
 
 
+# -- the replaying endpoint (issue 51 item 4): the simulated hosts answer from recordings --------------
+
+REPLAY_HEADING = "## Fan-out through a replaying endpoint (issue 51 item 4)"
+ENDPOINTS = ("sshd", "asyncssh")
+
+
+def record_answers(fleet_dir: Path, work: Work, tmp: Path, tools: list[str]) -> int:
+    """Run each tool once on 3 hosts of a fleet whose sshd records what the real probe prints for every
+    script it is sent (bench/replayhost.c); the recordings every replaying endpoint answers from."""
+    rec = start_fleet(3, fleet_dir, replay="sshd")
+    try:
+        for tool in tools:
+            RUNNERS[tool](rec, 3, 3, work, tmp)
+    finally:
+        rec.stop()
+    assert rec.replay is not None
+    return rec.replay.count()
+
+
+def replay_mismatches(fleet: Fleet, work: Work, envs: list[dict]) -> list[str]:
+    """What differs between `envs` (the OpenSSH fan-out's, through a replaying fleet) and the real probe's
+    recording of the same script with each login's $SSH_CONNECTION put in; [] when every one matches."""
+    assert fleet.replay is not None
+    rec = fleet.replay.recording_for([], work.script("host").read_bytes())
+    if rec is None or len(rec.envelopes()) != 1:
+        return ["no recording of the OpenSSH fan-out's script"]
+    want = rec.envelopes()[0]
+    if not uses_placeholder(want):
+        return ["the recording does not carry the login's $SSH_CONNECTION as a placeholder"]
+    bad = []
+    for env in envs:
+        conn = str((env.get("data") or {}).get("ssh_connection"))
+        if env != replayed(want, conn):
+            bad.append(f"envelope from {conn} differs from the recording")
+    return bad
+
+
+@dataclass(frozen=True)
+class LoginCost:
+    endpoint: str  # "real probe", "sshd", "asyncssh"
+    ms_per_login: float  # host-side CPU ÷ logins, median of the runs
+    client_ms: float  # the OpenSSH fan-out's own CPU ÷ hosts (the same client work for every endpoint)
+    problems: tuple[str, ...]
+
+
+def login_cost(kind: str, fleet_dir: Path, work: Work, tmp: Path, n: int, runs: int = 2) -> LoginCost:
+    """Host-side CPU per login of one endpoint, through the OpenSSH fan-out of the `host` probe."""
+    fleet = start_fleet(n, fleet_dir, replay=kind)
+    try:
+        ms, problems = [], []
+        for _ in range(runs):
+            m = run_openssh(fleet, n, 8, work, tmp)
+            ms.append(m)
+            if m.reached != n or m.ok != n:
+                problems.append(f"{kind or 'real'}: reached {m.reached}, ok {m.ok} of {n}")
+            if fleet.replay is not None:
+                problems += replay_mismatches(fleet, work, envelopes_from_files((tmp / "ssh-out").glob("*.json")))
+    finally:
+        fleet.stop()
+    per = statistics.median(m.host_cpu_s / n * 1000 for m in ms)
+    client = statistics.median(m.cpu_s / n * 1000 for m in ms)
+    return LoginCost(kind or "real probe", per, client, tuple(dict.fromkeys(problems)))
+
+
+def endpoint_check(costs: list[LoginCost], used: str, n: int) -> str:
+    lines = [f"Host-side CPU per login, OpenSSH fan-out of the `host` probe, {n} hosts, forks 8, median of 2 runs "
+             "(the endpoint's envelopes compared with the real probe's recording, each login's $SSH_CONNECTION "
+             "put in):", "",
+             "| endpoint | host-side CPU ms a login | OpenSSH client CPU ms a host | envelopes equal to the recording |",
+             "|---|---:|---:|---|"]
+    for c in costs:
+        eq = "–" if c.endpoint == "real probe" else ("yes" if not c.problems else "NO: " + "; ".join(c.problems)[:200])
+        lines.append(f"| {c.endpoint}{' (used below)' if c.endpoint == used else ''} | {c.ms_per_login:.1f} | "
+                     f"{c.client_ms:.1f} | {eq} |")
+    return "\n".join(lines)
+
+
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
+
+
 LATENCY_HEADING = "## Fan-out under latency: the `host` probe through a delay proxy"
 
 
 def latency_section(rows: list[Measure], check: str, logins: dict[float, float], elapsed_s: float | None = None,
-                    raw: str = "") -> str:
+                    raw: str = "", heading: str = LATENCY_HEADING, preface: str = "") -> str:
     """The latency section; with `elapsed_s`, as a run of the latency table alone writes it (its command,
     date and raw rows named, since the rest of RESULTS.md comes from other runs)."""
     own = ""
     if elapsed_s is not None:
         own = (f"Regenerated alone by `python bench/fleet_bench.py {shlex.join(sys.argv[1:])}` on "
                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} ({elapsed_s / 60:.1f} min; raw rows: `{raw}`).\n\n")
-    return (f"{LATENCY_HEADING}\n\n{own}{LATENCY_METHOD}\n\n### Latency self-check (before the table)\n\n{check}\n\n"
+    return (f"{heading}\n\n{own}{preface}{LATENCY_METHOD}\n\n### Latency self-check (before the table)\n\n{check}\n\n"
             + summarize_latency(rows) + "\n\n" + saturation_note(rows, logins))
 
 
@@ -1042,8 +1143,10 @@ def saturation_note(rows: list[Measure], logins: dict[float, float]) -> str:
     cores = os.cpu_count() or 1
     per_host_s = statistics.median(r.host_cpu_s / r.n for r in floor)
     n = floor[0].n
-    lines = [f"What bounds these rows: the simulated hosts cost {per_host_s * 1000:.0f} ms of CPU per host (sshd's "
-             f"login and `python3` with the `host` probe; median of the OpenSSH fan-out's runs), on the {cores} "
+    what = ("the endpoint's login and its recorded answer" if any(r.replay for r in floor)
+            else "sshd's login and `python3` with the `host` probe")
+    lines = [f"What bounds these rows: the simulated hosts cost {per_host_s * 1000:.0f} ms of CPU per host ({what}; "
+             f"median of the OpenSSH fan-out's runs), on the {cores} "
              f"cores the tools also run on, so {n} hosts take at least {per_host_s * n / cores:.1f} s of wall "
              "before any tool's own CPU counts.  The link bounds a run only while forks × CPU per host < one "
              "host's wall × cores:"]
@@ -1055,27 +1158,90 @@ def saturation_note(rows: list[Measure], logins: dict[float, float]) -> str:
     return "\n".join(lines)
 
 
-def summarize_latency(rows: list[Measure]) -> str:
+# A row whose simulated hosts (host side + proxy) keep more than this share of the cores busy measures the
+# machine, not the tool: it is marked machine-bound and its ratio is not counted (issue 51 item 4).
+MACHINE_BOUND_PCT = 50.0
+
+
+def host_share_pct(ms: list[Measure], cores: int) -> float:
+    """(host-side CPU + proxy CPU) ÷ cores ÷ wall of a row's runs (medians), in % of the cores."""
+    med = statistics.median(m.wall_s for m in ms)
+    return (_median(ms, "host_cpu_s") + _median(ms, "proxy_cpu_s")) / cores / med * 100 if med > 0 else 100.0
+
+
+def latency_cells(rows: list[Measure]) -> dict[tuple[float, int, int, str], list[Measure]]:
     by: dict[tuple[float, int, int, str], list[Measure]] = {}
     for r in rows:
         if r.rtt_ms is not None and r.work == "host":
             by.setdefault((r.rtt_ms, r.n, r.forks, r.tool), []).append(r)
+    return by
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """`probe run` against the fastest peer in one (RTT, hosts, forks) cell."""
+
+    rtt_ms: float
+    n: int
+    forks: int
+    ratio: float
+    peer: str
+    counted: bool  # neither `probe run`'s row nor the best peer's is machine-bound
+
+
+def probe_ratios(rows: list[Measure], cores: int) -> list[Ratio]:
+    by = latency_cells(rows)
+    out = []
+    for (rtt, n, forks, tool), ms in sorted(by.items()):
+        if tool != "probe run":
+            continue
+        peers = {p: by[(rtt, n, forks, p)] for p in LATENCY_PEERS if (rtt, n, forks, p) in by}
+        if not peers:
+            continue
+        peer, pms = min(peers.items(), key=lambda kv: statistics.median(m.wall_s for m in kv[1]))
+        ratio = statistics.median(m.wall_s for m in ms) / statistics.median(m.wall_s for m in pms)
+        counted = max(host_share_pct(ms, cores), host_share_pct(pms, cores)) <= MACHINE_BOUND_PCT
+        out.append(Ratio(rtt, n, forks, ratio, peer, counted))
+    return out
+
+
+def goal_line(rows: list[Measure], cores: int, goal: float = 1.0, hosts: int = 1000) -> str:
+    """Whether `probe run` is within `goal`× the best peer at `hosts` hosts in every cell not machine-bound
+    (the issue's goal); cells of other sizes are in the table, not in the goal."""
+    ratios = [r for r in probe_ratios(rows, cores) if r.n == hosts]
+    counted = [r for r in ratios if r.counted]
+    head = f"Goal (≤ {goal:.1f}× the best peer at {hosts} hosts in every cell not machine-bound): "
+    if not ratios:
+        return head + f"not decided; no `probe run` cell of {hosts} hosts with a peer to compare."
+    if not counted:
+        return (head + f"not decided; all {len(ratios)} of `probe run`'s cells are machine-bound (host side + "
+                f"proxy over {MACHINE_BOUND_PCT:.0f} % of the cores).")
+    worst = max(counted, key=lambda r: r.ratio)
+    within = sum(r.ratio <= goal for r in counted)
+    return (head + f"{'met' if within == len(counted) else 'NOT met'}: {within} of {len(counted)} counted cells "
+            f"within {goal:.1f}× ({len(ratios) - len(counted)} machine-bound, not counted); worst counted: "
+            f"{worst.ratio:.2f}× {worst.peer} at {worst.rtt_ms:g} ms, forks {worst.forks}.")
+
+
+def summarize_latency(rows: list[Measure]) -> str:
+    by = latency_cells(rows)
     if not by:
         return "(not run)"
     cores = os.cpu_count() or 1
+    ratios = {(r.rtt_ms, r.n, r.forks): r for r in probe_ratios(rows, cores)}
     lines = ["| RTT ms | hosts | forks | tool | runs | wall s, median (min–max) | × best peer | controller CPU s | "
-             "host-side CPU s | proxy CPU s | host side + proxy, % of the cores | whole machine, % of the cores | "
+             "host-side CPU s | host-side CPU ms a host | proxy CPU s | host side + proxy, % of the cores | "
+             "machine-bound | whole machine, % of the cores | "
              "peak MB, PSS (RSS sum) | distinct hosts reached (min) | ok envelopes (min) | not ok (probe run, worst run) |",
-             "|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for (rtt, n, forks, tool), ms in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
                                                                         TOOL_ORDER.get(kv[0][3], 9))):
         walls = [m.wall_s for m in ms]
         med = statistics.median(walls)
-        peers = [statistics.median(m.wall_s for m in by[(rtt, n, forks, p)]) for p in LATENCY_PEERS
-                 if p != tool and (rtt, n, forks, p) in by]
-        best = f"{med / min(peers):.2f}" if peers and tool == "probe run" else "–"
+        r = ratios.get((rtt, n, forks)) if tool == "probe run" else None
+        best = "–" if r is None else f"{r.ratio:.2f}" + ("" if r.counted else " (not counted)")
         cpu, host, prox = _median(ms, "cpu_s"), _median(ms, "host_cpu_s"), _median(ms, "proxy_cpu_s")
-        load = (host + prox) / cores / med * 100
+        load = host_share_pct(ms, cores)
         whole = (host + prox + cpu) / cores / med * 100
         worst = max(ms, key=lambda m: sum(m.bad.values()))
         bad = ", ".join(f"{k} {v}" for k, v in sorted(worst.bad.items())) or ("0" if tool == "probe run" else "–")
@@ -1083,10 +1249,32 @@ def summarize_latency(rows: list[Measure]) -> str:
             reason, count = max(worst.why.items(), key=lambda kv: kv[1])
             bad += f" ({count}: {reason.replace('|', '/')[:100]})"
         lines.append(f"| {rtt:g} | {n} | {forks} | {tool} | {len(ms)} | {med:.2f} ({min(walls):.2f}–{max(walls):.2f}) | "
-                     f"{best} | {cpu:.2f} | {host:.2f} | {prox:.2f} | {load:.0f} | {whole:.0f} | "
+                     f"{best} | {cpu:.2f} | {host:.2f} | {host / n * 1000:.1f} | {prox:.2f} | {load:.0f} | "
+                     f"{'yes' if load > MACHINE_BOUND_PCT else 'no'} | {whole:.0f} | "
                      f"{max(m.peak_mb for m in ms):.0f} ({max(m.peak_rss_mb for m in ms):.0f}) | "
                      f"{min(m.reached for m in ms)} | {min(m.ok for m in ms)} | {bad} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\n" + goal_line(rows, cores)
+
+
+REPLAY_METHOD = """\
+- The simulated hosts answer from recordings, so that they cost the machine less than the tools do.
+  Recorded first: each tool ran once on 3 hosts of an sshd whose ForceCommand is `bench/replayhost.c`,
+  which ran the real `python3` with the probe for every script it had not seen and stored its stdout and
+  exit status (keyed by the interpreter options and the script bytes; the login's `$SSH_CONNECTION`
+  stored as a placeholder).  {recorded} recordings; scripts first seen during the table: {late}.
+- The table's endpoint: `{endpoint}`.  `sshd`: the same sshd and ForceCommand (`sshd -r`, no re-exec per
+  login), answering a `python3 ... -` from the recording and running any other command (Ansible's)
+  in /bin/sh with a `python3` shim that answers from the recording of the script file.  `asyncssh`:
+  one `bench/replayserver.py` process in sshd's place (curve25519-sha256, the same ed25519 keys, known
+  hosts and one address per host), answering from the same recordings, other commands through
+  /bin/sh, sftp by asyncssh's server.  The check below measures both against the real probe.
+- A row is **machine-bound** when host side + proxy keep more than 50 % of the cores busy; its ratio is
+  shown but not counted.  Load when the table ended: {load} (above the core count, other work shared
+  the cores: the walls are noisy, and a tool of many processes gets more of a loaded machine's CPU
+  than one of a single process).
+- The full matrix, on a quiet machine: `sh bench/setup.sh && BENCH_ANSIBLE=/tmp/ansible-venv/bin/ansible
+  python bench/fleet_bench.py --latency-only --replay asyncssh --rtt-ms 0,20,100 --rtt-sizes 1000
+  --rtt-forks 32,128,256,512 --rtt-tools probe,openssh,pssh,ansible-script --ansible-max 1000 --rtt-repeats 3`."""
 
 
 LATENCY_METHOD = """\
@@ -1154,6 +1342,11 @@ def main() -> int:
     ap.add_argument("--latency-only", action="store_true",
                     help="run the latency table alone (--rtt-*) and replace only its section of --out; the raw "
                          "rows go to RESULTS-latency.json beside it")
+    ap.add_argument("--replay", choices=ENDPOINTS, default="",
+                    help="the fleet answers from recordings of the real probe (bench/replayhost.py): through sshd's "
+                         "ForceCommand or one asyncssh process; with --latency-only its section is "
+                         f"'{REPLAY_HEADING[3:]}'")
+    ap.add_argument("--replay-check-n", type=int, default=50, help="hosts of the endpoints' CPU-per-login check")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"))
     a = ap.parse_args()
     if a.controller_one:
@@ -1216,7 +1409,14 @@ def main() -> int:
     works = {"host": host_work(tmp)}
     if audit_sizes:
         works["audit"] = audit_work(tmp, a.audit_machine, a.audit_playbook, max(audit_sizes))
-    fleet = start_fleet(max([*sizes, *audit_sizes, *rtt_sizes, a.sweep_n if sweep else 0]), tmp / "fleet")
+    replay_preface = ""
+    if a.replay:
+        recorded = record_answers(tmp / "fleet", works["host"], tmp, rtt_tools or tools)
+        costs = [login_cost(k, tmp / "fleet", works["host"], tmp, a.replay_check_n) for k in ("", *ENDPOINTS)]
+        replay_preface = endpoint_check(costs, a.replay, a.replay_check_n)
+        print(replay_preface, flush=True)
+    fleet = start_fleet(max([*sizes, *audit_sizes, *rtt_sizes, a.sweep_n if sweep else 0]), tmp / "fleet",
+                        replay=a.replay)
     views = {rtt: via_proxy(fleet, rtt) for rtt in sorted(set(rtts) | ({0.0} if rtts else set()))}
     rows: list[Measure] = []
     attribution = latency_check = "(not run)"
@@ -1267,12 +1467,18 @@ def main() -> int:
                 view.proxy.stop()
         fleet.stop()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    raw = Path(a.out).with_name(Path(a.out).stem + "-latency.json") if a.latency_only else Path(a.out).with_suffix(".json")
+    suffix = "-replay.json" if a.replay else "-latency.json"
+    raw = Path(a.out).with_name(Path(a.out).stem + suffix) if a.latency_only else Path(a.out).with_suffix(".json")
     raw.write_text(json.dumps([m.__dict__ for m in rows], indent=1) + "\n")
     fan_elapsed = time.monotonic() - t_start
+    if a.replay and fleet.replay is not None:
+        late = fleet.replay.count() - recorded
+        replay_preface = (REPLAY_METHOD.format(endpoint=a.replay, load=load_line(), recorded=recorded,
+                                               late=late if late else "none") + "\n\n" + replay_preface + "\n\n")
     if a.latency_only:
-        section = latency_section(rows, latency_check, logins, fan_elapsed, raw.name)
-        replace_section(Path(a.out), LATENCY_HEADING, section)
+        heading = REPLAY_HEADING if a.replay else LATENCY_HEADING
+        section = latency_section(rows, latency_check, logins, fan_elapsed, raw.name, heading, replay_preface)
+        replace_section(Path(a.out), heading, section)
         print(section)
         return 0
     ctl = controller_only([int(x) for x in a.controller_sizes.split(",") if x], a.controller_timeout)

@@ -8,6 +8,7 @@ workers' costs then show up only as waits), and prints the top functions by own 
     python bench/profile_run.py -n 500 -f 32 [--py-spy /tmp/tools-venv/bin/py-spy]
     python bench/profile_run.py -n 200 -f 256 --rtt-ms 100     # through bench/delayproxy.c
     python bench/profile_run.py -n 200 -f 256 --rtt-ms 100 --threads active   # every thread on a CPU
+    python bench/profile_run.py -n 1000 -f 256 --replay asyncssh --timeline   # hosts from recordings
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ def main() -> int:
     ap.add_argument("--timeline", action="store_true",
                     help="no sampler: the controller's CPU (/proc) and its finished hosts every 0.1 s, split into "
                     "start-up, fan-out and judging, with the fan-out's CPU rate (1.0 = one core, the GIL's ceiling)")
+    ap.add_argument("--replay", choices=fb.ENDPOINTS, default="",
+                    help="the hosts answer from recordings of the real probe (bench/replayhost.py), so the "
+                         "profile is the controller's and not the simulated hosts' CPU")
     ap.add_argument("--no-fsync", action="store_true",
                     help="experiment: run with os.fsync a no-op, to measure what per-file fsync costs")
     a = ap.parse_args()
@@ -147,7 +151,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="fpprof-"))
     tmp.chmod(0o755)
-    base = fleet = fb.start_fleet(a.n, tmp / "fleet")
+    if a.replay:
+        fb.record_answers(tmp / "fleet", fb.host_work(tmp), tmp, ["probe"])
+    base = fleet = fb.start_fleet(a.n, tmp / "fleet", replay=a.replay)
     if a.rtt_ms is not None:
         fleet = fb.via_proxy(base, a.rtt_ms)
     try:

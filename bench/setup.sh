@@ -16,6 +16,10 @@ if [ ! -x "$VENV/bin/ansible" ] || [ ! -x "$VENV/bin/ansible-playbook" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q ansible-core
 fi
+# asyncssh: bench/replayserver.py, the one-process replaying endpoint (--replay asyncssh), in the
+# interpreter that runs fleet_bench.py (it starts the server with its own sys.executable)
+PY=${BENCH_PYTHON:-/work/venv/bin/python}
+"$PY" -c 'import asyncssh' 2>/dev/null || "$PY" -m pip install -q asyncssh
 echo "parallel-ssh $(parallel-ssh --version 2>&1)"
 "$VENV/bin/ansible" --version | sed -n 1p
 echo "export BENCH_ANSIBLE=$VENV/bin/ansible"

@@ -13,6 +13,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
 command -v lspci >/dev/null 2>&1 || need_apt+=(pciutils)
 # jq reads stored forms as a user would (tests/bench/test_codec_forms.py).
 command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+# pssh through the fan-out benchmark's replaying endpoint (tests/bench/test_replay_endpoint.py).
+command -v parallel-ssh >/dev/null 2>&1 || need_apt+=(pssh)
 # A real Slurm for tests/cli/test_slurm.py (munged, slurmctld and emulated slurmd nodes, on loopback).
 command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need_apt+=(munge)

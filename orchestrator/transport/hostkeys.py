@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from paramiko import HostKeys, MissingHostKeyPolicy, PKey, SSHClient
 from paramiko.hostkeys import HostKeyEntry
@@ -47,18 +48,77 @@ def _signature(path: str) -> tuple[int, int] | None:
     return (st.st_mtime_ns, st.st_size)
 
 
+class IndexedHostKeys(HostKeys):
+    """Paramiko's HostKeys, with lookup() finding a name through a dict instead of a scan.
+
+    Paramiko compares the name with every entry on every connection: one known_hosts file listing
+    a 1,000-host fleet cost a million comparisons per run, on the core the fan-out shares.  Here a
+    plain name (or a hashed one given as such) is one dict access; only hashed entries (`|1|salt|hash`,
+    each with its own salt) are still tried one by one, with Paramiko's own match.  The answer is
+    Paramiko's: the same entries in file order, in Paramiko's own mapping of key types.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._index_lock = threading.Lock()
+        self._indexed: tuple[int, int] = (0, 0)  # (id of the entry list, entries covered)
+        self._by_name: dict[str, list[tuple[int, HostKeyEntry]]] = {}
+        self._hashed: list[tuple[int, HostKeyEntry]] = []
+
+    def _refresh(self) -> None:
+        # entries are appended (parsing, add()); anything else (a deletion, clear()) rebuilds
+        entries: list[HostKeyEntry] = self._entries  # type: ignore[attr-defined]
+        start = self._indexed[1] if self._indexed[0] == id(entries) and self._indexed[1] <= len(entries) else 0
+        if start == 0:
+            self._by_name, self._hashed = {}, []
+        for pos in range(start, len(entries)):
+            entry = entries[pos]
+            for name in dict.fromkeys(entry.hostnames):
+                self._by_name.setdefault(name, []).append((pos, entry))
+            if any(name.startswith("|1|") for name in entry.hostnames):
+                self._hashed.append((pos, entry))
+        self._indexed = (id(entries), len(entries))
+
+    def lookup(self, hostname: str) -> Any:
+        with self._index_lock:
+            self._refresh()
+            found = dict(self._by_name.get(hostname, ()))
+            if not hostname.startswith("|1|"):
+                found.update((pos, e) for pos, e in self._hashed
+                             if pos not in found and self._hostname_matches(hostname, e))  # type: ignore[attr-defined]
+        if not found:
+            return None
+        view = HostKeys()
+        view._entries = [found[pos] for pos in sorted(found)]  # type: ignore[attr-defined]
+        sub: Any = view.lookup(hostname)
+        sub._hostkeys = self  # a key set through the answer is added here, as Paramiko's would be
+        return sub
+
+
+# paths -> (the parsed files and their entry counts when merged, the merge); the parsed objects
+# themselves are kept, not their ids, which a re-parsed file's new object could reuse
+_merged: dict[tuple[str, ...], tuple[list[tuple[HostKeys, int]], HostKeys]] = {}
+
+
 def load_known_hosts(paths: list[str]) -> HostKeys:
-    """The keys of all existing files in `paths`, merged. Missing or unreadable files count as empty."""
-    merged = HostKeys()
-    for path in paths:
-        keys = _load_one(path)
-        if keys is None:
-            continue
-        if len(paths) == 1:
-            return keys  # the common case: share the cached object itself
-        for entry in keys._entries:  # type: ignore[attr-defined]
-            merged._entries.append(entry)  # type: ignore[attr-defined]
-    return merged
+    """The keys of all existing files in `paths`, merged. Missing or unreadable files count as empty.
+
+    Shared between connections: one file's parsed object itself, several files' merge kept while
+    none of them changed (a merge per connection would copy every entry per host)."""
+    loaded = [keys for keys in (_load_one(path) for path in paths) if keys is not None]
+    if len(loaded) == 1:
+        return loaded[0]
+    parts = [(k, len(k._entries)) for k in loaded]  # type: ignore[attr-defined]
+    with _lock:
+        cached = _merged.get(tuple(paths))
+        if cached is not None and len(cached[0]) == len(parts) and all(
+                a is b and m == n for (a, m), (b, n) in zip(cached[0], parts)):
+            return cached[1]
+        merged = IndexedHostKeys()
+        for keys in loaded:
+            merged._entries.extend(keys._entries)  # type: ignore[attr-defined]
+        _merged[tuple(paths)] = (parts, merged)
+        return merged
 
 
 def _load_one(path: str) -> HostKeys | None:
@@ -85,7 +145,7 @@ def _load_locked(path: str) -> HostKeys | None:
 def parse_known_hosts(path: str, lines: list[str]) -> HostKeys:
     """known_hosts lines as OpenSSH reads them: a line it cannot parse is skipped with a warning
     (Paramiko's own loader raises on the first one, which cost the whole run)."""
-    keys = HostKeys()
+    keys = IndexedHostKeys()
     for lineno, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -122,7 +182,7 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
         sig = _signature(path)
         if sig is not None:
             if current is None:
-                current = HostKeys()
+                current = IndexedHostKeys()
             current.add(name, key.get_name(), key)
             _cache[path] = (sig, current)
 
