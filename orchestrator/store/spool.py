@@ -51,8 +51,11 @@ def _unpack(packed: _Packed) -> FactsLayout:
         (name, offsets[2 + 2 * k], offsets[3 + 2 * k]) for k, name in enumerate(names))
 
 
-def _late_text(keys: Mapping[str, Any]) -> str:
-    """The fleet-wide keys as they end a record's text, its closing brace included."""
+def _late_text(keys: Mapping[str, Any], version: int = 2) -> str:
+    """The fleet-wide keys as they end a record's text, its closing brace included (in schema 3,
+    written as store/members.py writes every value, so a record's text is one writer's)."""
+    if version == members.SCHEMA_VERSION:
+        return "".join(f",{members.text(k).decode()}:{members.text(v).decode()}" for k, v in keys.items()) + "}"
     return "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
 
 
@@ -104,7 +107,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
         decided once every host was judged."""
         self._classes = {name: (keys.get("fingerprint"), keys.get("class")) for name, keys in of_host.items()}
-        self._tail = {name: _late_text(keys) for name, keys in of_host.items()}
+        self._tail = {name: _late_text(keys, self.version) for name, keys in of_host.items()}
 
     def body(self, i: int) -> tuple[dict[str, Any], Body | None]:
         """Record i decoded, as reading it gives it, and where its stored text sits without its
@@ -144,7 +147,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         if not isinstance(rec, dict):
             return self[i], None
         if len(found) < 2 or list(rec)[-len(LATE_KEYS):] != list(LATE_KEYS) \
-                or found[-1][1] != _late_text({k: rec[k] for k in LATE_KEYS}).encode("utf-8"):
+                or found[-1][1] != _late_text({k: rec[k] for k in LATE_KEYS}, self.version).encode("utf-8"):
             return rec, None
         return rec, (path, offset, length - found[-1][0])
 

@@ -15,12 +15,17 @@ from typing import Any
 
 import pytest
 
+from orchestrator.engine.results import HostInput
 from orchestrator.store import members
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, read_fleet_bounded, write_fleet
 from orchestrator.store.history import RunNotFound, load_fleet
 from orchestrator.store.spool import LATE_KEYS, SpooledRecords
+from orchestrator.verdict.expectations import Expectations
+from orchestrator.verdict.judge import build_fleet
 from orchestrator.verdict.result import FleetResult
+from tests.support.demo_inputs import copies
+from tests.support.judged import meta
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 V1 = FIXTURES / "runs_v1" / "20261201T134403Z-916ca5822"
@@ -103,7 +108,7 @@ def _deep(levels: int) -> Any:
     return value
 
 
-@pytest.mark.parametrize("value,expected", HOSTILE + [(_deep(300), None)])
+@pytest.mark.parametrize("value,expected", [*HOSTILE, (_deep(300), None)])
 def test_both_writers_write_the_same_bytes(value: Any, expected: bytes | None) -> None:
     """msgspec (where installed) and the standard library's fallback write one text, on hostile
     values; the fallback is held to msgspec's known text where msgspec is not installed."""
@@ -228,3 +233,33 @@ def test_a_record_whose_last_keys_are_not_the_fleet_wide_ones_is_one_member(tmp_
     hosts = read_fleet(path)["hosts"]
     back, body = hosts.body(0)
     assert body is None and json.dumps(back) == json.dumps(fleet["hosts"][0])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_fleet_judged_in_workers_is_written_from_their_members(demo_inputs: list[HostInput], tmp_path: Path,
+                                                                 workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers spool each record as schema 3's member (verdict/parallel.PartWriter) and the
+    writer copies it: the file is byte for byte the one written from the same records in memory,
+    reads back as them, and a reader of a section or two parses only those (the facts layouts are
+    byte offsets in the decompressed text, which is UTF-8, not ASCII)."""
+    from orchestrator.store import spool
+
+    fleet = build_fleet(meta(f"w{workers}"), copies(demo_inputs, 30), lambda h: Expectations(gpu_count=8),
+                        lambda h: {}, spool=tmp_path, workers=workers).to_document()
+    hosts = fleet["hosts"]
+    assert not isinstance(hosts, SpooledRecords) if workers == 1 else hosts.version == members.SCHEMA_VERSION
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = write_fleet(tmp_path / "a" / "fleet.json", fleet)
+    in_memory = {**fleet, "hosts": [json.loads(json.dumps(h)) for h in hosts]}
+    assert path.read_bytes() == write_fleet(tmp_path / "b" / "fleet.json", in_memory).read_bytes()
+    back = read_fleet(path)["hosts"]
+    assert _texts(back) == _texts(in_memory["hosts"])
+    seen: list[Any] = []
+    real = spool.json.loads
+    monkeypatch.setattr(spool.json, "loads", lambda text, *a, **k: seen.append(text) or real(text, *a, **k))
+    light = list(back.with_facts(("gpus",)))
+    monkeypatch.undo()
+    assert seen and sum(map(len, seen)) < sum(len(back.plain(i)) for i in range(len(back))) / 2
+    for a, c in zip(light, in_memory["hosts"]):
+        assert a["facts"] == {s: c["facts"][s] for s in ("gpus",) if s in c["facts"]}
