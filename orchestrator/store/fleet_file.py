@@ -165,13 +165,18 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
 
 
 def _value_pieces(value: Any) -> Iterator[bytes]:
-    """A top-level value's text in pieces (a long list item by item, as one text would be: the
-    findings of a big fleet are not held as one text)."""
+    """A top-level value's text in pieces (a list item by item, an object member by member, as one
+    text would be: the findings and not-judged table of a big fleet are not held as one text)."""
     if isinstance(value, (list, tuple)):
         yield b"["
         for i, item in enumerate(value):
             yield (b"," if i else b"") + members.text(item)
         yield b"]"
+    elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        yield b"{"
+        for i, (key, item) in enumerate(value.items()):
+            yield (b"," if i else b"") + members.text(key) + b":" + members.text(item)
+        yield b"}"
     else:
         yield members.text(value)
 

@@ -58,15 +58,13 @@ def _msgspec_float(m: re.Match[str]) -> str:
 def _stdlib(value: Any) -> bytes:
     """msgspec's text, written by the standard library (the pure-Python fallback, and the path
     both take for what msgspec does not write)."""
+    out = _plain.encode(value)
+    if "e+" in out or "e-" in out:
+        out = _EXPONENT.sub(_msgspec_float, out)
     try:
-        out = _plain.encode(value)
-        data = None
-        if "e+" in out or "e-" in out:
-            out = _EXPONENT.sub(_msgspec_float, out)
-        data = out.encode("utf-8")
+        return out.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: not UTF-8, so every string is escaped
-        data = _EXPONENT.sub(_msgspec_float, _ascii.encode(value)).encode("ascii")
-    return data
+        return _EXPONENT.sub(_msgspec_float, _ascii.encode(value)).encode("ascii")
 
 
 def text(value: Any, fast: bool = True) -> bytes:
