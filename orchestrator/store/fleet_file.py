@@ -18,10 +18,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from orchestrator.files.jsonstream import JsonStream
 from orchestrator.store import atomic, compact, members
@@ -558,9 +559,12 @@ def _members_read(path: Path, max_findings: int | None) -> Bounded:
             start = json.loads(head + b"]}")
             if not isinstance(start, dict):
                 raise ValueError("its head is not a fleet document's")
-            with gzip.GzipFile(fileobj=f, mode="rb") as rest:
-                streamed, kept, more = _stream_rest(start, JsonStream(rest, 1 << 62, VALUE_LIMIT), max_findings)
-            doc = streamed
+            try:
+                with gzip.GzipFile(fileobj=f, mode="rb") as rest:
+                    doc, kept, more = _stream_rest(start, JsonStream(cast(IO[bytes], rest), 1 << 62, VALUE_LIMIT),
+                                                   max_findings)
+            except (OSError, EOFError, zlib.error) as e:  # gzip's words for a member that does not decompress
+                raise ValueError(f"the rest of the document does not decompress ({e})") from None
     if not isinstance(doc, dict) or doc.get("hosts") != []:
         raise ValueError("its compressed members are not the document schema 3 writes")
     return Bounded(_spooled_members(path, doc, found.hosts), kept, more)

@@ -263,3 +263,21 @@ def test_a_fleet_judged_in_workers_is_written_from_their_members(demo_inputs: li
     assert seen and sum(map(len, seen)) < sum(len(back.plain(i)) for i in range(len(back))) / 2
     for a, c in zip(light, in_memory["hosts"]):
         assert a["facts"] == {s: c["facts"][s] for s in ("gpus",) if s in c["facts"]}
+
+
+@pytest.mark.parametrize("reader", ["load_fleet", "load_past_fleet"])
+@pytest.mark.parametrize("where", ["head", "rest", "rest cut short"])
+def test_a_head_or_rest_that_does_not_decompress_is_one_message(tmp_path: Path, reader: str, where: str) -> None:
+    """With the index matching, the head's or the rest's member damaged (same size): the run is
+    unreadable, said once, by the whole reader and by the history's bounded one."""
+    from orchestrator.store.history import load_past_fleet
+
+    path = write_fleet(tmp_path / "fleet.json", _fleet(3, findings=40))
+    head, rest = json.loads((tmp_path / INDEX_NAME).read_text())["rest"]
+    size = path.stat().st_size
+    at = {"head": 14, "rest": rest + 14, "rest cut short": size - 6}[where]
+    _damage(path, at, b"\x00\xff\x00\xff")
+    read = load_fleet if reader == "load_fleet" else load_past_fleet
+    with pytest.raises(RunNotFound) as e:
+        read(tmp_path)
+    assert "fleet.json is unreadable" in str(e.value) and "None" not in str(e.value)
