@@ -273,7 +273,7 @@ def test_a_head_or_rest_that_does_not_decompress_is_one_message(tmp_path: Path, 
     from orchestrator.store.history import load_past_fleet
 
     path = write_fleet(tmp_path / "fleet.json", _fleet(3, findings=40))
-    head, rest = json.loads((tmp_path / INDEX_NAME).read_text())["rest"]
+    _head, rest = json.loads((tmp_path / INDEX_NAME).read_text())["rest"]
     size = path.stat().st_size
     at = {"head": 14, "rest": rest + 14, "rest cut short": size - 6}[where]
     _damage(path, at, b"\x00\xff\x00\xff")
