@@ -309,6 +309,13 @@ def _named_as_indexed(fd: int, rows: list[list[Any]]) -> bool:
 def fleet_index_names(path: Path) -> list[str]:
     """The host names fleet.json's index lists, in its order; [] without an index of this very
     file (the names are then only in the records, which this does not read)."""
+    try:
+        if _is_members(path):
+            with open(path, "rb") as f:
+                found = _members_index(path, f.fileno())
+            return [e[0] for e in found.hosts] if found else []
+    except OSError:
+        return []
     return [e[0] for e in _index(path) or [] if isinstance(e[0], str)]
 
 

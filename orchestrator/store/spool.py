@@ -236,7 +236,7 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         # a record damaged on disk costs only its host: it is shown, named, not judged, and says why
         rec: Any = None
         try:
-            rec = json.loads(self.text(i))
+            rec = json.loads(self.plain(i))
             if not isinstance(rec, dict):
                 raise ValueError(f"a JSON {type(rec).__name__}, not a host record")
             rec = narrow(rec)
