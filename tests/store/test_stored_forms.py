@@ -18,7 +18,13 @@ import pytest
 from orchestrator.engine.results import HostInput
 from orchestrator.store import members
 from orchestrator.store.compact import read_plain
-from orchestrator.store.fleet_file import INDEX_NAME, fleet_index_names, read_fleet, read_fleet_bounded, write_fleet
+from orchestrator.store.fleet_file import (
+    INDEX_NAME,
+    fleet_index_names,
+    read_fleet,
+    read_fleet_bounded,
+    write_fleet,
+)
 from orchestrator.store.history import RunNotFound, load_fleet
 from orchestrator.store.spool import LATE_KEYS, SpooledRecords
 from orchestrator.verdict.expectations import Expectations
