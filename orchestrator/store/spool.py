@@ -110,30 +110,14 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         self._tail = {name: _late_text(keys, self.version) for name, keys in of_host.items()}
 
     def body(self, i: int) -> tuple[dict[str, Any], Body | None]:
-        """Record i decoded, as reading it gives it, and where its stored text sits without its
-        fleet-wide keys (file, offset, length), or None when its text is not in that form (schema
-        1, damaged, or not ending with the keys as this writer writes them): a record carried into
-        another run is then copied as stored text, decoded once (store/carry.py)."""
-        path, offset, length, _ = self._entries[i]
-        if self.version == 1 or self._tail is not None or self._cut:
+        """Record i decoded, as reading it gives it, and where its stored members sit without its
+        fleet-wide keys' member (file, offset, length), or None when its text is not in that form
+        (schema 1 or 2, whose text a schema-3 file cannot copy; damaged; not ending with the keys as
+        this writer writes them): a record carried into another run is then copied as stored
+        members, decoded once (store/carry.py), or else encoded again."""
+        if self.version != members.SCHEMA_VERSION or self._tail is not None or self._cut:
             return self[i], None
-        if self.version == members.SCHEMA_VERSION:
-            return self._members_body(i)
-        data = self.stored(i)
-        try:
-            stored = json.loads(data)
-            rec = decode_host(stored) if isinstance(stored, dict) else None
-        except ValueError:
-            rec = None
-        if rec is None:
-            return self[i], None  # read the usual way, which says what is wrong with it
-        keys = list(stored)
-        if keys[-len(LATE_KEYS):] != list(LATE_KEYS):
-            return rec, None
-        tail = _late_text({k: stored[k] for k in LATE_KEYS}).encode("utf-8")
-        if not data.endswith(tail):
-            return rec, None
-        return rec, (path, offset, length - len(tail))
+        return self._members_body(i)
 
     def _members_body(self, i: int) -> tuple[dict[str, Any], Body | None]:
         """body() of a schema-3 record: its members but the last, when the last holds exactly its
