@@ -289,3 +289,15 @@ def test_a_head_or_rest_that_does_not_decompress_is_one_message(tmp_path: Path, 
     with pytest.raises(RunNotFound) as e:
         read(tmp_path)
     assert "fleet.json is unreadable" in str(e.value) and "None" not in str(e.value)
+
+
+@pytest.mark.parametrize("fixture", [V1, V2], ids=["schema1", "schema2"])
+def test_a_record_of_an_older_schema_is_never_copied_into_schema_3(tmp_path: Path, fixture: Path) -> None:
+    """A merge copies a record's stored members only from a schema-3 file: an older run's record
+    text is not a gzip member, so it is encoded again (body() names no bytes to copy)."""
+    run = _copy(fixture, tmp_path / fixture.name)
+    hosts = read_fleet(run / "fleet.json")["hosts"]
+    whole = read_plain(run / "fleet.json")["hosts"]
+    for i in range(len(hosts)):
+        rec, body = hosts.body(i)
+        assert body is None and json.dumps(rec) == json.dumps(whole[i])
