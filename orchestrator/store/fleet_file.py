@@ -509,6 +509,18 @@ def _members_index(path: Path, fd: int) -> _Members | None:
     return _Members(rest[0], rows, rest[1]) if at == rest[1] < st.st_size else None
 
 
+def _named_members(fd: int, rows: list[list[Any]]) -> bool:
+    """Does each row's first member decompress to the record the row names?  Records are stored
+    name first, so a few bytes are inflated per record, never the record: an index whose names or
+    ranges are another host's is not believed (the members are then read through)."""
+    for name, offset, length in rows:
+        want = b'{"name":' + members.text(name)
+        if not members.text_starts(os.pread(fd, min(length, 1024), offset), want) and \
+                not members.text_starts(os.pread(fd, length, offset), want):
+            return False
+    return True
+
+
 def _members_scanned(f: IO[bytes]) -> _Members:
     """The pieces of a schema-3 file found by reading it through (no index that matches it).
     ValueError when it is not the document schema 3 writes, or a member does not decompress."""
@@ -556,6 +568,11 @@ def _members_read(path: Path, max_findings: int | None) -> Bounded:
                 raise ValueError(f"fleet.json is {size:,} bytes without a valid index of its host records; a "
                                  f"past run is read through only up to {WHOLE_LIMIT:,}")
             found = _members_scanned(f)
+        elif not _named_members(f.fileno(), found.hosts):
+            try:
+                found = _members_scanned(f)
+            except ValueError:
+                pass  # damaged as well: read by the index, a damaged record costs only its host
         if max_findings is not None and found.head > HEAD_LIMIT:
             raise ValueError(f"fleet.json has {found.head:,} bytes before its host records, over the {HEAD_LIMIT:,} read")
         head = members.unpack(os.pread(f.fileno(), found.head, 0))

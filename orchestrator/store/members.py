@@ -163,6 +163,16 @@ def unpack(data: bytes) -> bytes:
     return b"".join(t for _, t in member_sizes(data))
 
 
+def text_starts(data: bytes, want: bytes) -> bool:
+    """Does the gzip member starting `data` (its first bytes, or all of it) decompress to a text
+    starting with `want`?  False where it does not decompress (only as much is inflated as `want`
+    needs)."""
+    try:
+        return zlib.decompressobj(_GZIP).decompress(data, len(want)) == want
+    except zlib.error:
+        return False
+
+
 def is_members(head: bytes) -> bool:
     """Does a file starting with `head` hold gzip members (schema 3) rather than JSON text?"""
     return head.startswith(MAGIC[:2])

@@ -160,7 +160,8 @@ def test_a_member_that_does_not_decompress_costs_only_its_host(tmp_path: Path, w
     assert dict(h0.facts) == {"x": {"v": [0, 1.5e-05, "é"]}} and dict(h2.facts) == {"x": {"v": [2, 1.5e-05, "é"]}}
 
 
-@pytest.mark.parametrize("index", ["missing", "not json", "offsets shifted", "another file's", "names not strings"])
+@pytest.mark.parametrize("index", ["missing", "not json", "offsets shifted", "another file's", "names not strings",
+                                   "names swapped", "a name another host's"])
 def test_an_index_that_does_not_match_is_rebuilt_from_the_members(tmp_path: Path, index: str) -> None:
     fleet = _fleet(4, findings=5)
     path = write_fleet(tmp_path / "fleet.json", fleet)
@@ -176,9 +177,18 @@ def test_an_index_that_does_not_match_is_rebuilt_from_the_members(tmp_path: Path
     elif index == "another file's":
         idx["size"] += 1
         idx_path.write_text(json.dumps(idx))
-    else:
+    elif index == "names not strings":
         idx["hosts"][0][0] = None
         idx_path.write_text(json.dumps(idx))
+    else:  # the ranges right, the names wrong: a few bytes of each member are checked
+        rows = idx["hosts"]
+        if index == "names swapped":
+            rows[1][0], rows[2][0] = rows[2][0], rows[1][0]
+        else:
+            rows[3][0] = rows[0][0]
+        idx_path.write_text(json.dumps(idx))
+        st = path.stat()
+        os.utime(path, ns=(st.st_mtime_ns, st.st_mtime_ns))
     doc = read_fleet(path)
     assert isinstance(doc["hosts"], SpooledRecords) and doc["hosts"].names() == ["h0", "h1", "h2", "h3"]
     assert _texts(doc["hosts"]) == _texts(fleet["hosts"]) and doc["findings"] == fleet["findings"]
