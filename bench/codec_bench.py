@@ -53,7 +53,8 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 import controller_bench as cb  # noqa: E402
 
 from orchestrator.files.jsontext import loads_strict  # noqa: E402
-from orchestrator.store import compact  # noqa: E402
+from orchestrator.store import compact, members  # noqa: E402
+from orchestrator.store.fleet_file import stored_record  # noqa: E402
 from orchestrator.verdict.judge import host_judge  # noqa: E402
 
 
@@ -118,6 +119,14 @@ def stored_forms(libs: dict[str, Any]) -> list[Form]:
         Form("schema 1: json + zlib 1 (gzip member)", lambda r: gzip_member(plain(r).encode()),
              lambda b: json.loads(gunzip(b)), "zcat"),
     ]
+    # schema 3 as fleetprobe writes and reads it (issue 51): store/fleet_file.stored_record's text
+    # (store/members.py: msgspec where installed) in a gzip member; read as spool.SpooledRecords does
+    forms += [
+        Form("schema 3 (written): fleet_file.stored_record + gzip member", lambda r: stored_record(r).members(),
+             lambda b: json.loads(members.unpack(b)), "zcat"),
+        Form("schema 3, the stdlib writer (no msgspec)", lambda r: members.pack(members.text(r, fast=False)),
+             lambda b: json.loads(members.unpack(b)), "zcat"),
+    ]
     ms, oj, zs = libs.get("msgspec"), libs.get("orjson"), libs.get("zstandard")
     if ms is not None:
         enc, dec = ms.json.Encoder(), ms.json.Decoder()
@@ -152,7 +161,7 @@ def demo_records(n: int) -> Iterator[dict[str, Any]]:
         yield rec
 
 
-def jq_reads(form: Form, members: list[bytes], tmp: Path) -> str:
+def jq_reads(form: Form, stored: list[bytes], tmp: Path) -> str:
     """Does `cat|zcat|zstdcat FILE | jq` read a file of these members as one fleet document?"""
     wrap = {"cat": lambda b: b, "zcat": gzip_member}.get(form.cat)
     if wrap is None:
@@ -160,13 +169,13 @@ def jq_reads(form: Form, members: list[bytes], tmp: Path) -> str:
         wrap = zstandard.ZstdCompressor(level=1).compress
     path = tmp / "fleet"
     body = [wrap(b'{"schema_version":1,"hosts":[')]
-    body += [(wrap(b",") if i else b"") + m for i, m in enumerate(members)] + [wrap(b"]}")]
+    body += [(wrap(b",") if i else b"") + m for i, m in enumerate(stored)] + [wrap(b"]}")]
     path.write_bytes(b"".join(body))
     cmd = f"{form.cat} < {path} | jq -e '[.hosts[].facts.host.hostname // .hosts[].name] | length'"
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return f"no ({out.stderr.strip()[:60]})"
-    plain_facts = form.name.startswith("schema 1")
+    plain_facts = form.name.startswith(("schema 1", "schema 3"))
     return f"yes ({form.cat})" if plain_facts else f"parses ({form.cat}); values in schema-2 forms"
 
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.store.compact import decode_fleet
+from orchestrator.store.compact import read_plain
 
 PLAYBOOKS = ("audit", "premigration", "quick")
 VOLATILE_KEYS = {"id", "started", "finished", "user", "duration_s", "rejudged_from"}
@@ -53,7 +53,7 @@ def snapshot(out: Path) -> None:
                          "--format", "table", "--show", "topo,gpus,pcie,p2p"])
             text = _SECONDS.sub("<s>", _RUN_ID.sub("<run-id>", cp.stdout)).replace(tmp, "<tmp>").replace(REPO, "<repo>")
             (out / f"{book}.table.txt").write_text(f"exit {cp.returncode}\n{text}")
-            fleet = decode_fleet(json.loads((run_dir / "fleet.json").read_text()))
+            fleet = read_plain(run_dir / "fleet.json")  # any schema (3: gzip members)
             (out / f"{book}.fleet.json").write_text(json.dumps(_scrub(fleet), indent=1, sort_keys=True))
             cp = _probe(["rejudge", str(run_dir), "--results", str(results), "--format", "json"])
             rejudged = json.loads(cp.stdout) if cp.stdout.strip() else {"error": cp.stderr}

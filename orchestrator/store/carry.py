@@ -5,8 +5,10 @@ fleet-wide steps decide (spool.LATE_KEYS: fingerprint, class, health) are decide
 merged fleet.  So a record is decoded once, for those steps, and its text is copied from the part's
 fleet.json up to those keys (SpooledRecords.body); the merged fleet.json is written from the parts'
 files and the new keys, never holding more than one record's text.  A record whose text is not in
-that form (a schema-1 file, a record conformed as it was read, a file without its index) is
-encoded once more into a spool file of the carrier's own.
+that form (a schema-1 or -2 file, a record conformed as it was read, a file without its index) is
+encoded once more into a spool file of the carrier's own.  In schema 3 (store/members.py) the
+fleet-wide keys are a gzip member of their own, so the record's other member is copied as it is
+and only the keys' member is written anew.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.files.records import Body
-from orchestrator.store import compact
+from orchestrator.store import members
 from orchestrator.store.fleet_file import record_text
 from orchestrator.store.spool import LATE_KEYS, SpooledRecords
 
@@ -72,7 +74,7 @@ class Carrier:
     def body(self, rec: Mapping[str, Any]) -> Body:
         """Where the text of `rec` without its fleet-wide keys sits, once written to the spool."""
         kept = {k: v for k, v in rec.items() if k not in LATE_KEYS}
-        data = record_text(kept).encode("utf-8")[:-1]  # open: the new keys and "}" follow
+        data = members.pack(record_text(kept)[:-1])  # open: the new keys and "}" follow
         path = self.directory() / self._file
         if self._spool is None:
             self._spool = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -86,7 +88,7 @@ class Carrier:
     def records(self, bodies: list[tuple[str, Body]]) -> SpooledRecords:
         """The records of the new run, in the order given: fleet.json copies their texts."""
         self._close()
-        out = SpooledRecords(self._dir, version=compact.SCHEMA_VERSION, cut=True)
+        out = SpooledRecords(self._dir, version=members.SCHEMA_VERSION, cut=True)
         self._dir = None  # the records own the spool now
         for name, (path, offset, length) in bodies:
             out.add(path, offset, length, name)

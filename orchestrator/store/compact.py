@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.files.jsontext import StrictEncoder, text_of
+from orchestrator.store import members
 
 SCHEMA_VERSION = 2  # fleet.json files written by this codec; 1: the plain records (no codec)
 
@@ -424,11 +425,6 @@ def is_member_wise(value: Any, stored: Any) -> bool:
             and list(stored) == list(value))
 
 
-def recode_text(text: str, version: int) -> str:
-    """A stored record's text (from a file of schema `version`) as a schema-2 file holds it."""
-    return text if version == SCHEMA_VERSION else host_text(json.loads(text))
-
-
 def stored_version(doc: dict[str, Any]) -> int:
     """Which schema a parsed fleet.json (hosts aside) was written in: 1 when it does not say 2."""
     return SCHEMA_VERSION if doc.get("schema_version") == SCHEMA_VERSION else 1
@@ -451,8 +447,10 @@ def encode_fleet(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_fleet(doc: Any) -> Any:
-    """A parsed fleet.json of either schema as readers read it; anything else is returned as it is
+    """A parsed fleet.json of any schema as readers read it; anything else is returned as it is
     (the readers say what is wrong with it)."""
+    if isinstance(doc, dict) and doc.get("schema_version") == members.SCHEMA_VERSION:
+        return {**doc, "schema_version": 1}  # schema 3 is the plain document, compressed
     if not isinstance(doc, dict) or stored_version(doc) != SCHEMA_VERSION:
         return doc
     out = decode_fleet_rest(doc)
@@ -466,6 +464,16 @@ _text_default: Callable[[Any], str] = StrictEncoder(separators=(",", ":"), defau
 
 
 def read_plain(path: Path) -> Any:
-    """A fleet.json of either schema parsed whole, as readers read it (tools and tests; a run's
+    """A fleet.json of any schema parsed whole, as readers read it (tools and tests; a run's
     readers go through fleet_file.read_fleet, which reads hosts on demand)."""
-    return decode_fleet(json.loads(Path(path).read_text(encoding="utf-8")))
+    data = Path(path).read_bytes()
+    return decode_fleet(members.loads(data) if members.is_members(data) else json.loads(data.decode("utf-8")))
+
+
+def plain_record(text: str, version: int) -> dict[str, Any]:
+    """A stored record's text (from a file of schema `version`) as readers read it.  ValueError:
+    it is not a record of that schema."""
+    rec = json.loads(text)
+    if not isinstance(rec, dict):
+        raise ValueError(f"a JSON {type(rec).__name__}, not a host record")
+    return decode_host(rec) if version == SCHEMA_VERSION else rec

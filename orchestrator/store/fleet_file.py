@@ -8,25 +8,35 @@ small rest of the document; the hosts come back as records read one at a time on
 (spool.SpooledRecords).  Without a matching index (older runs, a file edited by hand)
 fleet.json is parsed whole, as before.
 
-Files are written in schema 2 (store/compact.py) and read in either schema: a reader always gets
+Files are written in schema 3 (store/members.py: the schema-1 document as gzip members, with the
+index of each host's members) and read in any schema (2: store/compact.py): a reader always gets
 the schema-1 shape facts/model.py describes.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from orchestrator.files.jsonstream import JsonStream
-from orchestrator.store import atomic, compact
-from orchestrator.store.spool import FactsLayout, SpooledRecords
+from orchestrator.store import atomic, compact, members
+from orchestrator.store.spool import LATE_KEYS, FactsLayout, SpooledRecords
 
+# The fleet.json schemas this fleetprobe reads: 1 (plain JSON), 2 (store/compact.py's forms) and 3
+# (plain JSON in gzip members, store/members.py), which it writes.
+READ_VERSIONS = (1, compact.SCHEMA_VERSION, members.SCHEMA_VERSION)
 INDEX_NAME = "fleet.index.json"
 INDEX_VERSION = 1
+# The index of a schema-3 fleet.json (members of gzip, store/members.py): each host's byte range
+# covers its members, and "rest" says where the head's member ends and the rest's starts.  Another
+# number than schema 1 and 2's index, so a reader of those never takes it for one of theirs.
+MEMBERS_INDEX_VERSION = 2
 # Each host record's drift digest (verdict/drift.py: what `probe diff` compares), in index order:
 # two runs' records with one digest need not be parsed to be diffed.  Written for fleets judged in
 # workers; without it (small fleets, older runs) diff parses every record, as before.
@@ -37,87 +47,115 @@ DIGESTS_NAME = "fleet.digests.json"
 LAYOUTS_NAME = "fleet.layouts.json"
 
 
-def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> str:
-    """One host record as fleet.json stores it (schema 2, compact.host_text): the one place a record
-    becomes stored text (the workers' spool holds the same text, verdict/parallel.py; the writer
-    copies it unchanged).
+@dataclass(frozen=True)
+class StoredRecord:
+    """One host record as fleet.json schema 3 stores it (store/members.py): its JSON text, where its
+    facts sit in that text (spool.FactsLayout, in bytes; None when not stored section by section),
+    and where the keys decided fleet-wide begin (spool.LATE_KEYS, when they are its last keys)."""
 
-    `parts`, when given, is filled with the stored text of each top-level value and of each facts
-    section ("facts.<section>"), cut from the same encoding (verdict/drift.py hashes some of them:
-    encoding them apart again cost a fifth of judging a host).  The stored text of an object is its
-    members' texts joined, so the text is byte for byte compact.host_text(rec)."""
-    return stored_record(rec, parts)[0]
+    text: bytes
+    layout: FactsLayout | None
+    late_at: int | None
+
+    def members(self) -> bytes:
+        """The record as gzip members: its text up to the fleet-wide keys, then those (a merge
+        copies the first and writes the second anew), or one member when it has no such keys."""
+        if self.late_at is None:
+            return members.pack(self.text)
+        return members.pack(self.text[:self.late_at]) + members.pack(self.text[self.late_at:])
 
 
-def stored_record(rec: dict[str, Any], parts: dict[str, str] | None = None) -> tuple[str, FactsLayout | None]:
-    """record_text(rec, parts), and where its facts sit in that text (spool.FactsLayout; None when
-    the facts are not stored section by section, or `parts` is not asked for)."""
-    stored = compact.encode_host(rec)
-    if parts is None or not compact.is_member_wise(rec, stored):
-        return compact.stored_text(stored), None
-    enc = compact.stored_text
-    members: list[str] = []
+def record_text(rec: dict[str, Any], parts: dict[str, str] | None = None) -> bytes:
+    """One host record's JSON text as fleet.json stores it: the one place a record becomes stored
+    text (the workers' spool holds the same text, verdict/parallel.py; the writer copies it).
+
+    `parts`, when given, is filled with the text of each top-level value and of each facts section
+    ("facts.<section>"), cut from the same encoding (verdict/drift.py hashes some of them: encoding
+    them apart again cost a fifth of judging a host).  The text of a record is its members' texts
+    joined (members.text of each), so a reader can cut a section out by the layout."""
+    return stored_record(rec, parts).text
+
+
+def stored_record(rec: dict[str, Any], parts: dict[str, str] | None = None) -> StoredRecord:
+    """record_text(rec, parts), where its facts sit in it, and where its fleet-wide keys begin."""
+    enc = members.text
+    pieces: list[bytes] = []
     layout: FactsLayout | None = None
-    at = 1  # characters so far, the opening brace included; the text is ASCII (json escapes the rest)
-    for key, value in stored.items():
-        head = f"{',' if members else ''}{enc(key)}:"
+    late_at: int | None = None
+    keys = list(rec)
+    late_first = len(keys) - len(LATE_KEYS) if keys[-len(LATE_KEYS):] == list(LATE_KEYS) else -1
+    at = 1  # bytes so far, the opening brace included
+    for i, (key, value) in enumerate(rec.items()):
+        if i == late_first:
+            late_at = at
+        head = (b"," if i else b"") + enc(key) + b":"
         at += len(head)
-        if key == "facts" and isinstance(value, dict) and compact.is_member_wise(rec[key], value):
-            sections: list[str] = []
+        if key == "facts" and isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+            sections: list[bytes] = []
             spans: list[tuple[str, int, int]] = []
             inner = at + 1
             for section, facts in value.items():
-                text = parts[f"facts.{section}"] = enc(facts)
-                name = f"{',' if sections else ''}{enc(section)}:"
-                spans.append((section, inner + len(name), inner + len(name) + len(text)))
-                inner += len(name) + len(text)
-                sections.append(name + text)
-            parts[key] = "{" + "".join(sections) + "}"
-            layout = (at, at + len(parts[key]), tuple(spans))
+                data = enc(facts)
+                if parts is not None:
+                    parts[f"facts.{section}"] = data.decode("utf-8")
+                name = (b"," if sections else b"") + enc(section) + b":"
+                spans.append((section, inner + len(name), inner + len(name) + len(data)))
+                inner += len(name) + len(data)
+                sections.append(name + data)
+            data = b"{" + b"".join(sections) + b"}"
+            layout = (at, at + len(data), tuple(spans))
         else:
-            parts[key] = enc(value)
-        at += len(parts[key])
-        members.append(head + parts[key])
-    text = "{" + "".join(members) + "}"
-    return text, (layout if text.isascii() else None)
+            data = enc(value)
+        if parts is not None:
+            parts[str(key)] = data.decode("utf-8")
+        at += len(data)
+        pieces.append(head + data)
+    return StoredRecord(b"{" + b"".join(pieces) + b"}", layout, late_at)
 
 
 def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
-    """fleet.json in schema 2 (store/compact.py: each value as compact.encode writes it), then its
-    index (both atomically)."""
-    fleet = {**fleet, "schema_version": compact.SCHEMA_VERSION}
+    """fleet.json in schema 3 (store/members.py: the plain document, a gzip member for its head,
+    one for each separator, two for each host record and one for the rest), then its index (both
+    atomically)."""
+    fleet = {**fleet, "schema_version": members.SCHEMA_VERSION}
     entries, layouts = _JsonRows(), _JsonRows()
+    ends: list[int] = []  # the head's length, then where the rest's member starts
 
     def chunks() -> Iterator[bytes]:
         pos = 0
+        packer = members.Packer()
 
-        def put(text: str | bytes) -> bytes:
+        def put(data: bytes) -> bytes:
             nonlocal pos
-            data = text if isinstance(text, bytes) else text.encode("utf-8")
             pos += len(data)
             return data
 
-        yield put("{")
+        yield put(packer.add(b"{"))
         for i, (key, value) in enumerate(fleet.items()):
-            yield put(("," if i else "") + atomic.encode_json(key) + ":")
+            yield put(packer.add((b"," if i else b"") + members.text(key) + b":"))
             if key != "hosts":
-                yield from map(put, atomic.iter_json(compact.encode(value)))
+                for piece in _value_pieces(value):
+                    yield put(packer.add(piece))
                 continue
-            yield put("[")
-            for j, (name, text, layout) in enumerate(_stored_records(value)):
+            yield put(packer.add(b"[") + packer.end())
+            ends.append(pos)
+            for j, (name, data, layout) in enumerate(_stored_records(value)):
                 if j:
-                    yield put(",")
+                    yield put(members.COMMA)
                 start = pos
-                yield put(text)
+                yield put(data)
                 entries.append([name, start, pos - start])
                 layouts.append(_layout_json(layout) if layout else None)
-            yield put("]")
-        yield put("}\n")
+            ends.append(pos)
+            packer = members.Packer()
+            yield put(packer.add(b"]"))
+        yield put(packer.add(b"}\n") + packer.end())
 
     atomic.write_chunks(path, chunks(), mode)
     st = path.stat()
-    atomic.write_json(path.with_name(INDEX_NAME), {"version": INDEX_VERSION, "size": st.st_size,
-                                                   "mtime_ns": st.st_mtime_ns, "hosts": entries}, mode=mode)
+    atomic.write_json(path.with_name(INDEX_NAME), {"version": MEMBERS_INDEX_VERSION, "size": st.st_size,
+                                                   "mtime_ns": st.st_mtime_ns, "rest": ends,
+                                                   "hosts": entries}, mode=mode)
     hosts = fleet.get("hosts")
     digests = hosts.digests() if isinstance(hosts, SpooledRecords) else []
     for name, per_host, known in ((DIGESTS_NAME, digests, any(digests)), (LAYOUTS_NAME, layouts, layouts.any_set)):
@@ -125,6 +163,23 @@ def write_fleet(path: Path, fleet: dict[str, Any], mode: int = 0o644) -> Path:
             atomic.write_json(path.with_name(name), {"version": INDEX_VERSION, "size": st.st_size,
                                                      "mtime_ns": st.st_mtime_ns, "hosts": per_host}, mode=mode)
     return path
+
+
+def _value_pieces(value: Any) -> Iterator[bytes]:
+    """A top-level value's text in pieces (a list item by item, an object member by member, as one
+    text would be: the findings and not-judged table of a big fleet are not held as one text)."""
+    if isinstance(value, (list, tuple)):
+        yield b"["
+        for i, item in enumerate(value):
+            yield (b"," if i else b"") + members.text(item)
+        yield b"]"
+    elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        yield b"{"
+        for i, (key, item) in enumerate(value.items()):
+            yield (b"," if i else b"") + members.text(key) + b":" + members.text(item)
+        yield b"}"
+    else:
+        yield members.text(value)
 
 
 class _JsonRows:
@@ -150,18 +205,19 @@ class _JsonRows:
         yield "]"
 
 
-def _stored_records(hosts: Any) -> Iterator[tuple[Any, str | bytes, FactsLayout | None]]:
-    """Each host's name, stored text and facts layout, as fleet.json writes them."""
-    if isinstance(hosts, SpooledRecords):  # judged in workers, or a stored file: its text is copied
+def _stored_records(hosts: Any) -> Iterator[tuple[Any, bytes, FactsLayout | None]]:
+    """Each host's name, stored members and facts layout, as fleet.json writes them."""
+    if isinstance(hosts, SpooledRecords):  # judged in workers, or a stored file: its members are copied
         for j, name in enumerate(hosts.names()):
-            if hosts.version == compact.SCHEMA_VERSION:
+            if hosts.version == members.SCHEMA_VERSION:
                 yield name, hosts.stored(j), hosts.layout(j)
             else:
-                yield name, compact.recode_text(hosts.text(j), hosts.version), None
+                stored = stored_record(compact.plain_record(hosts.text(j), hosts.version))
+                yield name, stored.members(), stored.layout
         return
     for rec in hosts:
-        text, layout = stored_record(rec, {})
-        yield rec.get("name"), text, layout
+        stored = stored_record(rec)
+        yield rec.get("name"), stored.members(), stored.layout
 
 
 def _layout_json(layout: FactsLayout) -> list[Any]:
@@ -253,12 +309,21 @@ def _named_as_indexed(fd: int, rows: list[list[Any]]) -> bool:
 def fleet_index_names(path: Path) -> list[str]:
     """The host names fleet.json's index lists, in its order; [] without an index of this very
     file (the names are then only in the records, which this does not read)."""
+    try:
+        if _is_members(path):
+            with open(path, "rb") as f:
+                found = _members_index(path, f.fileno())
+            return [e[0] for e in found.hosts] if found else []
+    except OSError:
+        return []
     return [e[0] for e in _index(path) or [] if isinstance(e[0], str)]
 
 
 def read_fleet(path: Path) -> Any:
     """A stored fleet.json: its hosts read on demand when it has an index, else parsed whole.
     Raises OSError/UnicodeDecodeError/ValueError like json.loads(path.read_text())."""
+    if _is_members(path):
+        return _members_read(path, None).doc
     hosts = _index(path)
     if not hosts:
         return _parsed_whole(path)
@@ -299,6 +364,8 @@ def read_fleet_bounded(path: Path, max_findings: int) -> Bounded:
     them, the silenced findings and the not-judged table, is not read then), and no part of the
     file held past its bound.
     Raises OSError/ValueError (the file is unreadable, or a part of it is over its bound)."""
+    if _is_members(path):
+        return _members_read(path, max_findings)
     hosts = _index(path)
     if hosts:
         with open(path, "rb") as f:
@@ -334,7 +401,12 @@ def _rest_streamed(f: IO[bytes], hosts: list[list[Any]], max_findings: int) -> t
     if not isinstance(doc, dict) or doc.get("hosts") != []:
         return None, 0, False
     f.seek(end)
-    stream = JsonStream(f, os.fstat(f.fileno()).st_size, VALUE_LIMIT)
+    return _stream_rest(doc, JsonStream(f, os.fstat(f.fileno()).st_size, VALUE_LIMIT), max_findings)
+
+
+def _stream_rest(doc: dict[str, Any], stream: JsonStream, max_findings: int) -> tuple[dict[str, Any] | None, int, bool]:
+    """The rest of fleet.json after its host records (from the list's "]"), read into `doc` up to
+    its first `max_findings` findings, and whether it has more."""
     try:
         stream.expect("]")
         while stream.peek() == ",":
@@ -358,7 +430,7 @@ def _rest_streamed(f: IO[bytes], hosts: list[list[Any]], max_findings: int) -> t
 
 
 def _parsed_whole(path: Path) -> Any:
-    return compact.decode_fleet(json.loads(path.read_text(encoding="utf-8")))
+    return compact.read_plain(path)
 
 
 def _rest_by_index(path: Path, hosts: list[list[Any]]) -> tuple[dict[str, Any] | None, bool]:
@@ -389,3 +461,148 @@ def _spooled(path: Path, rest: dict[str, Any], hosts: list[list[Any]]) -> dict[s
                     _layout(layout, length))
     doc["hosts"] = records
     return doc
+
+
+# Schema 3: gzip members (store/members.py).  The index gives each host's members; without one
+# that matches (a file copied without it, edited, or checked out of git, which keeps no file
+# times) the file is read through once and the same ranges found by its members.
+
+
+@dataclass(frozen=True)
+class _Members:
+    """Where a schema-3 file's pieces sit: its head's member ends at `head`, each host's members
+    are a row (name, offset, length), and the rest's member starts at `rest`."""
+
+    head: int
+    hosts: list[list[Any]]
+    rest: int
+
+
+def _is_members(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return members.is_members(f.read(2))
+
+
+def _members_index(path: Path, fd: int) -> _Members | None:
+    """The schema-3 index, when it belongs to this very file: its ranges follow one another, a
+    separator apart, between the head and the rest, and each starts a gzip member."""
+    try:
+        idx = json.loads(path.with_name(INDEX_NAME).read_text(encoding="utf-8"))
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(idx, dict) or idx.get("version") != MEMBERS_INDEX_VERSION or idx.get("size") != st.st_size \
+            or idx.get("mtime_ns") != st.st_mtime_ns or not isinstance(idx.get("hosts"), list):
+        return None
+    rest, rows = idx.get("rest"), idx["hosts"]
+    if not (isinstance(rest, list) and len(rest) == 2 and all(_int(v) for v in rest)):
+        return None
+    at = rest[0]
+    for j, e in enumerate(rows):
+        at += len(members.COMMA) if j else 0
+        if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and _int(e[1]) and _int(e[2])
+                and e[1] == at and e[2] > 0):
+            return None
+        if os.pread(fd, len(members.MAGIC), at) != members.MAGIC:
+            return None
+        at += e[2]
+    return _Members(rest[0], rows, rest[1]) if at == rest[1] < st.st_size else None
+
+
+def _named_members(fd: int, rows: list[list[Any]]) -> bool:
+    """Does each row's first member decompress to the record the row names?  Records are stored
+    name first, so a few bytes are inflated per record, never the record: an index whose names or
+    ranges are another host's is not believed (the members are then read through)."""
+    for name, offset, length in rows:
+        want = b'{"name":' + members.text(name)
+        if not members.text_starts(os.pread(fd, min(length, 1024), offset), want) and \
+                not members.text_starts(os.pread(fd, length, offset), want):
+            return False
+    return True
+
+
+def _members_scanned(f: IO[bytes]) -> _Members:
+    """The pieces of a schema-3 file found by reading it through (no index that matches it).
+    ValueError when it is not the document schema 3 writes, or a member does not decompress."""
+    f.seek(0)
+    head: int | None = None
+    rows: list[list[Any]] = []
+    new_host = True
+    for offset, length, text in members.scan(f):
+        if head is None:
+            if not text.endswith(b'"hosts":['):
+                raise ValueError("its first compressed member is not the head of a fleet document")
+            head = length
+        elif text.startswith(b"]"):
+            return _Members(head, rows, offset)
+        elif text == b",":
+            new_host = True
+        elif new_host:
+            rows.append([_name_in(text, len(rows)), offset, length])
+            new_host = False
+        else:
+            rows[-1][2] = offset + length - rows[-1][1]
+    raise ValueError("it ends before the rest of the document (cut short?)")
+
+
+def _name_in(text: bytes, j: int) -> str:
+    """The host name a record's text starts with (records are stored name first), else its place."""
+    if text.startswith(b'{"name":'):
+        try:
+            name, _ = json.JSONDecoder().raw_decode(text[8:8 + 4096].decode("utf-8", "replace"))
+            if isinstance(name, str):
+                return name
+        except ValueError:
+            pass
+    return f"host record {j + 1}"
+
+
+def _members_read(path: Path, max_findings: int | None) -> Bounded:
+    """A schema-3 fleet.json: its hosts read on demand, the rest parsed (the first `max_findings`
+    findings only, when given: a reader of the history)."""
+    with open(path, "rb") as f:
+        found = _members_index(path, f.fileno())
+        if found is None:
+            size = os.fstat(f.fileno()).st_size
+            if max_findings is not None and size > WHOLE_LIMIT:
+                raise ValueError(f"fleet.json is {size:,} bytes without a valid index of its host records; a "
+                                 f"past run is read through only up to {WHOLE_LIMIT:,}")
+            found = _members_scanned(f)
+        elif not _named_members(f.fileno(), found.hosts):
+            try:
+                found = _members_scanned(f)
+            except ValueError:
+                pass  # damaged as well: read by the index, a damaged record costs only its host
+        if max_findings is not None and found.head > HEAD_LIMIT:
+            raise ValueError(f"fleet.json has {found.head:,} bytes before its host records, over the {HEAD_LIMIT:,} read")
+        head = members.unpack(os.pread(f.fileno(), found.head, 0))
+        f.seek(found.rest)
+        if max_findings is None:
+            doc, kept, more = json.loads(head + members.unpack(f.read())), 0, False
+        else:
+            start = json.loads(head + b"]}")
+            if not isinstance(start, dict):
+                raise ValueError("its head is not a fleet document's")
+            try:
+                with gzip.GzipFile(fileobj=f, mode="rb") as rest:
+                    doc, kept, more = _stream_rest(start, JsonStream(cast(IO[bytes], rest), 1 << 62, VALUE_LIMIT),
+                                                   max_findings)
+            except (OSError, EOFError, zlib.error) as e:  # gzip's words for a member that does not decompress
+                raise ValueError(f"the rest of the document does not decompress ({e})") from None
+    if not isinstance(doc, dict) or doc.get("hosts") != []:
+        raise ValueError("its compressed members are not the document schema 3 writes")
+    return Bounded(_spooled_members(path, doc, found.hosts), kept, more)
+
+
+def _spooled_members(path: Path, rest: dict[str, Any], hosts: list[list[Any]]) -> dict[str, Any]:
+    rest["schema_version"] = 1  # in memory every fleet document has the schema-1 shape
+    records = SpooledRecords(remove=False, version=members.SCHEMA_VERSION)
+    layouts = _per_host(path, LAYOUTS_NAME, len(hosts))
+    digests = _per_host(path, DIGESTS_NAME, len(hosts))
+    for (name, offset, length), digest, layout in zip(hosts, digests, layouts):
+        # a layout is in the record's decompressed text, whose length the index does not hold: one
+        # that does not fit it is found so when it is used (spool: the record is then parsed whole)
+        records.add(path, offset, length, name, digest if isinstance(digest, str) else None,
+                    _layout(layout, 1 << 62))
+    rest["hosts"] = records
+    return rest

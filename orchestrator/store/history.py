@@ -19,8 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.store import compact
-from orchestrator.store.fleet_file import read_fleet, read_fleet_bounded
+from orchestrator.store.fleet_file import READ_VERSIONS, read_fleet, read_fleet_bounded
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
 _TS_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -416,9 +415,9 @@ def fleet_problem(fleet: dict[str, Any]) -> str:
     class that is not of its stored shape costs only itself: the judged fleet's reader
     (verdict/result.py:FleetResult.from_document) leaves it out and says so."""
     version = fleet.get("schema_version", 1)
-    if type(version) is not int or version not in (1, compact.SCHEMA_VERSION):
+    if type(version) is not int or version not in READ_VERSIONS:
         return (f"its schema_version is {json.dumps(version)[:40]}, which this fleetprobe does not read "
-                f"(it reads 1 and {compact.SCHEMA_VERSION}); a newer fleetprobe wrote it, or it was edited")
+                f"(it reads {', '.join(map(str, READ_VERSIONS))}); a newer fleetprobe wrote it, or it was edited")
     if not isinstance(fleet.get("run", {}), dict) or not isinstance(fleet.get("summary", {}), dict):
         return "its run or summary is not an object"
     hosts = fleet.get("hosts")

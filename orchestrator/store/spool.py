@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from orchestrator.files.records import Body
+from orchestrator.store import members
 from orchestrator.store.atomic import encode_json
 from orchestrator.store.compact import damaged_host, decode_host
 
@@ -50,8 +51,11 @@ def _unpack(packed: _Packed) -> FactsLayout:
         (name, offsets[2 + 2 * k], offsets[3 + 2 * k]) for k, name in enumerate(names))
 
 
-def _late_text(keys: Mapping[str, Any]) -> str:
-    """The fleet-wide keys as they end a record's text, its closing brace included."""
+def _late_text(keys: Mapping[str, Any], version: int = 2) -> str:
+    """The fleet-wide keys as they end a record's text, its closing brace included (in schema 3,
+    written as store/members.py writes every value, so a record's text is one writer's)."""
+    if version == members.SCHEMA_VERSION:
+        return "".join(f",{members.text(k).decode()}:{members.text(v).decode()}" for k, v in keys.items()) + "}"
     return "".join(f",{encode_json(k)}:{encode_json(v)}" for k, v in keys.items()) + "}"
 
 
@@ -62,7 +66,9 @@ class SpooledRecords(Sequence[dict[str, Any]]):
 
     def __init__(self, directory: Path | None = None, remove: bool = True, version: int = 1,
                  cut: bool = False) -> None:
-        self.version = version  # the fleet.json schema the texts are in (2: store/compact.py's form)
+        # the fleet.json schema the texts are in (2: store/compact.py's form; 3: gzip members of the
+        # plain text, store/members.py, whose spool holds a record's text open: the keys follow)
+        self.version = version
         # False: each text is a whole record ("}" last); True: each is a record's text cut before
         # its fleet-wide keys (store/carry.py: a stored run's record carried into a merged run)
         self._cut = cut
@@ -101,51 +107,71 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
         decided once every host was judged."""
         self._classes = {name: (keys.get("fingerprint"), keys.get("class")) for name, keys in of_host.items()}
-        self._tail = {name: _late_text(keys) for name, keys in of_host.items()}
+        self._tail = {name: _late_text(keys, self.version) for name, keys in of_host.items()}
 
     def body(self, i: int) -> tuple[dict[str, Any], Body | None]:
-        """Record i decoded, as reading it gives it, and where its stored text sits without its
-        fleet-wide keys (file, offset, length), or None when its text is not in that form (schema
-        1, damaged, or not ending with the keys as this writer writes them): a record carried into
-        another run is then copied as stored text, decoded once (store/carry.py)."""
-        path, offset, length, _ = self._entries[i]
-        if self.version == 1 or self._tail is not None or self._cut:
+        """Record i decoded, as reading it gives it, and where its stored members sit without its
+        fleet-wide keys' member (file, offset, length), or None when its text is not in that form
+        (schema 1 or 2, whose text a schema-3 file cannot copy; damaged; not ending with the keys as
+        this writer writes them): a record carried into another run is then copied as stored
+        members, decoded once (store/carry.py), or else encoded again."""
+        if self.version != members.SCHEMA_VERSION or self._tail is not None or self._cut:
             return self[i], None
-        data = self.stored(i)
+        return self._members_body(i)
+
+    def _members_body(self, i: int) -> tuple[dict[str, Any], Body | None]:
+        """body() of a schema-3 record: its members but the last, when the last holds exactly its
+        fleet-wide keys as the writer writes them (store/members.py)."""
+        path, offset, length, _ = self._entries[i]
         try:
-            stored = json.loads(data)
-            rec = decode_host(stored) if isinstance(stored, dict) else None
+            found = members.member_sizes(self.stored(i))
+            rec = json.loads(b"".join(t for _, t in found))
         except ValueError:
-            rec = None
-        if rec is None:
-            return self[i], None  # read the usual way, which says what is wrong with it
-        keys = list(stored)
-        if keys[-len(LATE_KEYS):] != list(LATE_KEYS):
+            return self[i], None
+        if not isinstance(rec, dict):
+            return self[i], None
+        if len(found) < 2 or list(rec)[-len(LATE_KEYS):] != list(LATE_KEYS) \
+                or found[-1][1] != _late_text({k: rec[k] for k in LATE_KEYS}, self.version).encode("utf-8"):
             return rec, None
-        tail = _late_text({k: stored[k] for k in LATE_KEYS}).encode("utf-8")
-        if not data.endswith(tail):
-            return rec, None
-        return rec, (path, offset, length - len(tail))
+        return rec, (path, offset, length - found[-1][0])
 
     def text(self, i: int) -> str:
-        """Record i as JSON text, exactly as fleet.json holds it."""
-        return self.stored(i).decode("utf-8")
+        """Record i as JSON text, exactly as fleet.json holds it (decompressed, schema 3)."""
+        return self.plain(i).decode("utf-8")
+
+    def plain(self, i: int) -> bytes:
+        """Record i's JSON text in UTF-8 (schema 3's members decompressed).  ValueError: a member
+        that does not decompress."""
+        if self.version != members.SCHEMA_VERSION:
+            return self.stored(i)
+        tail = self._late(i)
+        data = members.unpack(self._pread(i))
+        return data if tail is None else data + tail.encode("utf-8")
 
     def stored(self, i: int) -> bytes:
-        """Record i as fleet.json holds it, in UTF-8: what the fleet.json writer copies, never
-        decoding a byte (a 10,000-host fleet is 1.3 GB of records)."""
+        """Record i as fleet.json holds it (UTF-8 text, or schema 3's gzip members): what the
+        fleet.json writer copies, never decoding a byte (a 10,000-host fleet is 1.3 GB of records)."""
+        data = self._pread(i)
+        tail = self._late(i)
+        if tail is None:
+            return data
+        if self.version == members.SCHEMA_VERSION:
+            return data + members.pack(tail.encode("utf-8"))  # the spool's member is open: the keys follow
+        # an encoded record ends with "}": reopened for the fleet-wide keys (a cut one is open)
+        return (data if self._cut else data[:-1]) + tail.encode("utf-8")
+
+    def _pread(self, i: int) -> bytes:
         path, offset, length, name = self._entries[i]
         data = os.pread(self._fds[path], length, offset)
         if len(data) != length:
             raise OSError(f"{path}: host record {name} is cut short; was the file changed?")
+        return data
+
+    def _late(self, i: int) -> str | None:
+        """The text of record i's fleet-wide keys that the spool adds, or None (stored whole)."""
         if self._tail is not None:
-            tail = self._tail.get(name, _NO_LATE)
-        elif self._cut:
-            tail = _NO_LATE
-        else:
-            return data
-        # an encoded record ends with "}": reopened for the fleet-wide keys (a cut one is open)
-        return (data if self._cut else data[:-1]) + tail.encode("utf-8")
+            return self._tail.get(self._entries[i][3], _NO_LATE)
+        return _NO_LATE if self._cut else None
 
     def names(self) -> list[str]:
         return [e[3] for e in self._entries]
@@ -194,11 +220,11 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         # a record damaged on disk costs only its host: it is shown, named, not judged, and says why
         rec: Any = None
         try:
-            rec = json.loads(self.text(i))
+            rec = json.loads(self.plain(i))
             if not isinstance(rec, dict):
                 raise ValueError(f"a JSON {type(rec).__name__}, not a host record")
             rec = narrow(rec)
-            return rec if self.version == 1 else decode_host(rec)
+            return decode_host(rec) if self.version == 2 else rec
         except ValueError as e:
             return damaged_host(rec, e, self._entries[i][3])
 
@@ -227,16 +253,19 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         layout = self.layout(i)
         if layout is None or self.version == 1:
             return None
-        start, end, members = layout
-        data = self.stored(i)
-        if not 0 < start < end < len(data) or not _sections_where_laid_out(data, start, end, members):
+        start, end, spans = layout
+        try:
+            data = self.plain(i)
+        except ValueError:
+            return None
+        if not 0 < start < end < len(data) or not _sections_where_laid_out(data, start, end, spans):
             return None
         try:
             rec = json.loads(data[:start] + b"{}" + data[end:])
             if not isinstance(rec, dict) or rec.get("facts") != {}:
                 return None
-            rec["facts"] = {name: json.loads(data[a:b]) for name, a, b in members if name in sections}
-            return decode_host(rec)
+            rec["facts"] = {name: json.loads(data[a:b]) for name, a, b in spans if name in sections}
+            return decode_host(rec) if self.version == 2 else rec
         except (ValueError, RecursionError):
             return None
 
@@ -244,8 +273,17 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         """The records as one JSON array, in pieces (what atomic.iter_json writes for this list)."""
         yield "["
         for i in range(len(self._entries)):
-            yield ("," if i else "") + (self.text(i) if self.version == 1 else encode_json(self[i]))
+            yield ("," if i else "") + self._plain_text(i)
         yield "]"
+
+    def _plain_text(self, i: int) -> str:
+        """Record i as plain JSON text: its stored text where that is plain, else it read and written."""
+        if self.version != 2:
+            try:
+                return self.text(i)
+            except ValueError:  # a member that does not decompress: what reading it gives
+                pass
+        return encode_json(self[i])
 
     def close(self) -> None:
         self._finalizer()

@@ -25,7 +25,7 @@ from orchestrator.facts import read as F
 from orchestrator.facts import registry
 from orchestrator.facts.model import Facts
 from orchestrator.facts.shown import shown
-from orchestrator.store import compact
+from orchestrator.store import members
 from orchestrator.store.atomic import encode_json
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import baseline, coverage
@@ -198,9 +198,9 @@ def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) 
     host have one digest, the same class and the same findings have no change on it, so `probe
     diff` of two 10,000-host runs decodes only the hosts that differ.
 
-    `encoded`: the compact JSON of the record's values and facts sections as the writer cut it
-    (fleet_file.record_text's `parts`, in schema 2's stored form); what it lacks is encoded here, to
-    the same text."""
+    `encoded`: the JSON of the record's values and facts sections as the writer cut it
+    (fleet_file.record_text's `parts`, schema 3's text, store/members.py); what it lacks is encoded
+    here, to the same text."""
     try:
         if rec.get("outcome") == "unreachable" or not isinstance(rec.get("not_judged"), dict):
             return None
@@ -211,14 +211,18 @@ def drift_digest(rec: dict[str, Any], encoded: Mapping[str, str] | None = None) 
             return None
         by_name: Mapping[str, Any] = facts  # sections by a name held in a variable
         have = encoded or {}
-        parts = [have.get(k) or (compact.value_text(rec[k]) if k in rec else _ABSENT) for k in _DIGEST_KEYS]
-        parts += [have.get(f"facts.{k}") or (compact.value_text(by_name[k]) if k in by_name else _ABSENT)
+        parts = [have.get(k) or (_text(rec[k]) if k in rec else _ABSENT) for k in _DIGEST_KEYS]
+        parts += [have.get(f"facts.{k}") or (_text(by_name[k]) if k in by_name else _ABSENT)
                   for k in _DIGEST_SECTIONS]
         pcie = facts.get("pcie")
         parts.append(_ABSENT if "pcie" not in facts else encode_json(pcie.get("gpus") if isinstance(pcie, dict) else pcie))
         return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
     except Exception:  # a value of an odd type: this host is compared the slow way
         return None
+
+
+def _text(value: Any) -> str:
+    return members.text(value).decode("utf-8")
 
 
 def _self_diff(name: str, facts: Facts) -> bool:

@@ -3,8 +3,8 @@
 Normalizing, checking and encoding one host is independent of every other host and costs a few
 milliseconds of CPU; a 10,000-host fleet spends most of its controller time there.  Each worker
 process judges a contiguous slice of the hosts and writes two files into a spool directory: the
-hosts' fleet.json records as compact JSON (already encoded: the fleet.json writer only copies
-them) and their verdicts (findings, fingerprint descriptors, the few facts fleet-wide checks need)
+hosts' fleet.json records as gzip members (store/members.py; already encoded: the fleet.json
+writer only copies them) and their verdicts (findings, fingerprint descriptors, the few facts fleet-wide checks need)
 with each record's drift digest (verdict/drift.py), one pickle per host, as each is judged.  The parent never holds the fleet's facts: `SpooledRecords` reads a record back
 from the spool when someone iterates the hosts (the table, drift, outputs, the report).
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orchestrator.facts.textsafe import is_digits
-from orchestrator.store import compact
+from orchestrator.store import members
 from orchestrator.store.fleet_file import stored_record
 from orchestrator.store.spool import FactsLayout, SpooledRecords
 from orchestrator.verdict import handoff
@@ -105,11 +105,12 @@ class PartWriter:
         # the fleet-wide keys, decided when every host is judged, end the record: SpooledRecords appends them
         del rec["fingerprint"], rec["class"]
         parts: dict[str, str] = {}
-        text, layout = stored_record(rec, parts)
-        data = text.encode("utf-8")
+        stored = stored_record(rec, parts)
+        # the text open, as a gzip member (store/members.py): the spool adds the keys and "}"
+        data = members.pack(stored.text[:-1])
         digest = drift_digest(rec, parts)
         self._out.write(data)
-        handoff.dump(Spooled(self._offset, len(data), verdict, digest, layout), self._index)
+        handoff.dump(Spooled(self._offset, len(data), verdict, digest, stored.layout), self._index)
         self._offset += len(data)
 
     def __enter__(self) -> PartWriter:
@@ -236,7 +237,7 @@ def judge_hosts(inputs: Sequence[HostInput], judge: Judge, workers: int, spool: 
         tmp = Path(tempfile.mkdtemp(prefix=".verdict-", dir=spool))
     except OSError:
         return None
-    records = SpooledRecords(tmp, version=compact.SCHEMA_VERSION)
+    records = SpooledRecords(tmp, version=members.SCHEMA_VERSION)
     parts = [tmp / f"part{i}" for i in range(workers)]
     if workers <= 1:
         try:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
-from orchestrator.store import compact
+from orchestrator.store import members
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict import handoff
 from orchestrator.verdict.parallel import Judge, PartWriter, Spooled, kill_all, read_part
@@ -186,7 +186,7 @@ def spooled_in_order(spool: Path, parts: int, names: Sequence[str]) -> tuple[Spo
             return None
     except (OSError, EOFError, pickle.UnpicklingError):
         return None
-    records = SpooledRecords(spool, version=compact.SCHEMA_VERSION)
+    records = SpooledRecords(spool, version=members.SCHEMA_VERSION)
     verdicts = []
     try:
         for name in names:

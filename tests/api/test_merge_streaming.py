@@ -22,10 +22,11 @@ import pytest
 
 from orchestrator.api.merge import merge_runs
 from orchestrator.simulate.record import demo_hosts
-from orchestrator.store import spool
+from orchestrator.store import members, spool
 from orchestrator.store.compact import read_plain
 from orchestrator.verdict.parallel import WORKERS_ENV
 from tests.support.fleet import Cli, replay_inventory
+from tests.support.schema2 import write_fleet as write_schema_2
 
 SHARDS = 3
 
@@ -68,10 +69,11 @@ def _pieces(run: Path) -> tuple[bytes, bytes, dict[str, Any]]:
     records' text, the rest parsed with the repeat offenders' not-judged reasons left out): the
     header says how the run was made (a merge says it is one) and a merge reads no run history
     (`probe run` judges repeat offenders over its results directory's earlier runs)."""
-    data = (run / "fleet.json").read_bytes()
+    stored = (run / "fleet.json").read_bytes()
     index = json.loads((run / "fleet.index.json").read_text())["hosts"]
     start, end = index[0][1], index[-1][1] + index[-1][2]
-    head = data[:start].decode("utf-8")
+    # schema 3 (store/members.py): the head's and the records' gzip members, decompressed
+    head = members.unpack(stored[:start]).decode("utf-8")
     key = '"run":'
     at = head.index(key) + len(key)  # the document's second key, after schema_version
     _, stop = json.JSONDecoder().raw_decode(head, at)
@@ -79,7 +81,7 @@ def _pieces(run: Path) -> tuple[bytes, bytes, dict[str, Any]]:
     rest.pop("hosts")
     rest.pop("run")
     rest["not_judged"].pop("host.repeat_offender")
-    return (head[:at] + head[stop:]).encode("utf-8"), data[start:end], rest
+    return (head[:at] + head[stop:]).encode("utf-8"), members.unpack(stored[start:end]), rest
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -105,10 +107,9 @@ def test_a_merge_decodes_each_record_once_and_holds_a_bounded_number(fleet: dict
     live: set[int] = set()
     peak = [0]
     decoded: dict[str, int] = {}
-    real = spool.decode_host
 
     def tracked(stored: dict[str, Any]) -> dict[str, Any]:
-        rec = _Tracked(real(stored))
+        rec = _Tracked(stored)
         name = str(rec.get("name"))
         decoded[name] = decoded.get(name, 0) + 1
         key = id(rec)
@@ -117,8 +118,16 @@ def test_a_merge_decodes_each_record_once_and_holds_a_bounded_number(fleet: dict
         weakref.finalize(rec, live.discard, key)
         return rec
 
-    monkeypatch.setattr(spool, "decode_host", tracked)
+    real_loads = spool.json.loads
+
+    def parsed(text: Any, *a: Any, **k: Any) -> Any:
+        # a schema-3 record is its plain text (store/members.py): parsing it is what decoding was
+        value = real_loads(text, *a, **k)
+        return tracked(value) if isinstance(value, dict) and "name" in value and "facts" in value else value
+
+    monkeypatch.setattr(spool.json, "loads", parsed)
     result, _ = merge_runs(list(fleet["parts"]), fleet["tmp"] / "merged-in-process")
+    monkeypatch.undo()
     n = len(_names())
     assert len(result.fleet.hosts) == n
     assert sorted(decoded) == sorted(_names())  # every record was read ...
@@ -131,6 +140,9 @@ def test_a_damaged_record_is_carried_as_what_readers_get(fleet: dict[str, Any], 
     every reader of the part gets (its name, that it is damaged), and the other records are copied."""
     part = tmp_path / "s1"
     shutil.copytree(fleet["parts"][0], part)
+    # a run stored in schema 2 (tests/support/schema2.py: its own writer), whose records' text the
+    # test can damage in place; schema 3's damaged members: the test after this one
+    write_schema_2(part / "fleet.json", read_plain(part / "fleet.json"))
     index = json.loads((part / "fleet.index.json").read_text())
     name, offset, length = index["hosts"][0]
     data = bytearray((part / "fleet.json").read_bytes())
@@ -146,12 +158,15 @@ def test_a_damaged_record_is_carried_as_what_readers_get(fleet: dict[str, Any], 
     rec = result.fleet.hosts.record(name)
     assert rec is not None
     assert any("does not read back" in e for e in rec["normalize_errors"])
-    merged = json.loads((result.run.dir / "fleet.json").read_text())
+    merged = read_plain(result.run.dir / "fleet.json")
     assert len(merged["hosts"]) == len(_names())
 
 
-def test_a_record_that_is_not_json_any_more_is_merged_as_not_judged(fleet: dict[str, Any], tmp_path: Path) -> None:
-    """A byte of a stored record broken so that it no longer parses (the index still matches):
+@pytest.mark.parametrize("schema", [2, 3])
+def test_a_record_that_is_not_json_any_more_is_merged_as_not_judged(fleet: dict[str, Any], tmp_path: Path,
+                                                                    schema: int) -> None:
+    """A byte of a stored record broken so that it no longer parses (schema 2), or its compressed
+    member broken so that it no longer decompresses (schema 3; the index still matches either way):
     the merge keeps the host, as every reader of the part has it, as failed and not judged with
     why, never as a host that answered and passed; the other records are merged as they were."""
     from orchestrator.store.history import load_fleet
@@ -159,12 +174,17 @@ def test_a_record_that_is_not_json_any_more_is_merged_as_not_judged(fleet: dict[
 
     part = tmp_path / "s1"
     shutil.copytree(fleet["parts"][0], part)
+    if schema == 2:
+        write_schema_2(part / "fleet.json", read_plain(part / "fleet.json"))
     healthy = {h["name"] for h in read_plain(part / "fleet.json")["hosts"] if h["health"]["state"] == "healthy"}
     name, offset, _length = next(e for e in json.loads((part / "fleet.index.json").read_text())["hosts"]
                                  if e[0] in healthy)  # no finding of its own says it failed
     data = bytearray((part / "fleet.json").read_bytes())
-    at = data.index(b'"outcome"', offset)
-    data[at] = ord("x")  # an unquoted key: not JSON, same length
+    if schema == 2:
+        at = data.index(b'"outcome"', offset)
+        data[at] = ord("x")  # an unquoted key: not JSON, same length
+    else:
+        data[offset + 20:offset + 28] = b"\xff" * 8  # inside its first member's deflate data
     st = (part / "fleet.json").stat()
     (part / "fleet.json").write_bytes(bytes(data))
     os.utime(part / "fleet.json", ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -215,5 +235,5 @@ def test_parts_decoded_at_once_in_workers_each_write_files_of_their_own(fleet: d
             for _verdict, (path, offset, length) in part:
                 with open(path, "rb") as fh:
                     fh.seek(offset)
-                    text = fh.read(length) + b"}"
+                    text = members.unpack(fh.read(length)) + b"}"  # its text, open: a member
                 assert json.loads(text)["name"] == _verdict.name

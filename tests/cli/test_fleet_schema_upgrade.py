@@ -1,7 +1,8 @@
 """A run stored in fleet.json schema 1 (tests/fixtures/runs_v1: written by the code before schema
-2) is read by every reader exactly as the same document written in schema 2: show (tables,
+2) is read by every reader exactly as the same document written as fleetprobe writes it today
+(schema 3 since issue 51; tests/store/test_stored_forms.py reads schemas 1 to 3): show (tables,
 views, JSON, CSV), diff (no changes), report, the machine outputs and merge; rejudge and merge
-write schema 2.  A schema-1 run rejudged today keeps its findings."""
+write today's schema.  A schema-1 run rejudged today keeps its findings."""
 
 from __future__ import annotations
 
@@ -16,14 +17,19 @@ import pytest
 
 from orchestrator.api.stored import load_result
 from orchestrator.present.outputs.emit import write_outputs
-from orchestrator.store import atomic
+from orchestrator.store import atomic, members
 from orchestrator.store.compact import read_plain
 from orchestrator.store.fleet_file import INDEX_NAME, read_fleet, write_fleet
 from orchestrator.store.spool import SpooledRecords
 from tests.support.fleet import Cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v1" / "20261201T134403Z-916ca5822"
-V1, V2 = FIXTURE.name, "20261201T134500Z-916ca5823"  # the stored run, and the same document in schema 2
+V1, V2 = FIXTURE.name, "20261201T134500Z-916ca5823"  # the stored run, and the same document as written today
+
+
+def _written_schema(path: Path) -> Any:
+    """The schema_version a fleet.json was written with (schema 3: gzip members, store/members.py)."""
+    return members.loads(path.read_bytes())["schema_version"]
 
 
 def _copy_v1(src: Path, dest: Path) -> Path:
@@ -51,7 +57,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> Cli:
 def test_the_fixture_is_schema_1_read_by_its_index(cli: Cli) -> None:
     raw = json.loads((cli.results / V1 / "fleet.json").read_text())
     assert raw["schema_version"] == 1 and len(raw["hosts"]) == 3
-    assert json.loads((cli.results / V2 / "fleet.json").read_text())["schema_version"] == 2
+    assert _written_schema(cli.results / V2 / "fleet.json") == members.SCHEMA_VERSION
     for run in (V1, V2):
         doc = read_fleet(cli.results / run / "fleet.json")
         assert isinstance(doc["hosts"], SpooledRecords)  # host by host, through the index
@@ -121,14 +127,14 @@ def test_report_and_outputs_read_both_schemas_alike(cli: Cli, tmp_path: Path) ->
     assert "dgx-h100-05" in files[V1][0] and "<testsuite" in files[V1][1]
 
 
-def test_merge_reads_schema_1_and_writes_schema_2(cli: Cli) -> None:
+def test_merge_reads_schema_1_and_writes_today_s_schema(cli: Cli) -> None:
     proc, fresh = cli.run_json("run", "-p", "premigration", "-l", "dgx-h100-02,rtx4090-01")
     assert proc.returncode in (0, 1), proc.stderr
     merged = json.loads(_ok(cli, "merge", V1, fresh["run"]["id"], "--results", str(cli.results), "--format", "json"))
     assert [h["name"] for h in merged["hosts"]] == ["dgx-h100-01", "dgx-h100-02", "dgx-h100-05", "dgx-a100-03",
                                                     "rtx4090-01"]
     run_dir = cli.results / merged["run"]["id"]
-    assert json.loads((run_dir / "fleet.json").read_text())["schema_version"] == 2
+    assert _written_schema(run_dir / "fleet.json") == members.SCHEMA_VERSION
     stored = {h["name"]: h for h in read_plain(cli.results / V1 / "fleet.json")["hosts"]}
 
     def judged(h: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +145,7 @@ def test_merge_reads_schema_1_and_writes_schema_2(cli: Cli) -> None:
             assert judged(h) == judged(stored[h["name"]])
 
 
-def test_rejudge_of_a_schema_1_run_writes_schema_2(cli: Cli, tmp_path: Path) -> None:
+def test_rejudge_of_a_schema_1_run_writes_today_s_schema(cli: Cli, tmp_path: Path) -> None:
     _ok(cli, "rejudge", V1, "--format", "json")
     # Today's checks may find more than the stored run's did; what the upgrade must keep is shown on
     # a schema-1 run written from today's judgement: rejudged, the same findings and facts.
@@ -156,7 +162,7 @@ def test_rejudge_of_a_schema_1_run_writes_schema_2(cli: Cli, tmp_path: Path) -> 
     assert json.loads((old / "fleet.json").read_text())["schema_version"] == 1
     again = json.loads(_ok(cli, "rejudge", old.name, "--format", "json"))
     new_dir = cli.results / again["run"]["id"]
-    assert json.loads((new_dir / "fleet.json").read_text())["schema_version"] == 2
+    assert _written_schema(new_dir / "fleet.json") == members.SCHEMA_VERSION
     rejudged = read_plain(new_dir / "fleet.json")
     assert rejudged["findings"] == fresh["findings"] and rejudged["findings"]
     assert [h["facts"] for h in rejudged["hosts"]] == [h["facts"] for h in fresh["hosts"]]

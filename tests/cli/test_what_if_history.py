@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from orchestrator.api.session import run_history
+from orchestrator.store.compact import read_plain
 from orchestrator.store.history import list_runs, previous_run, summarize_run
 from orchestrator.verdict import baseline
 from orchestrator.verdict.findings import fault
@@ -97,7 +98,7 @@ def test_probe_runs_marks_what_ifs_and_counts_health(tmp_path: Path) -> None:
     assert rows[first.name]["what_if"] is None and rows[plain.name]["what_if"] is None
     assert rows[what_if.name]["what_if"] == f"of {first.name} (--expect)"
     assert rows[again.name]["what_if"] == f"of {what_if.name} (--expect)"
-    fleet = json.loads((first / "fleet.json").read_text())
+    fleet = read_plain(first / "fleet.json")  # any schema (3: gzip members)
     health = fleet["summary"]["health"]
     for row in rows.values():
         counted = sum(row[k] for k in ("healthy", "degraded", "failed", "incomplete", "unreachable"))

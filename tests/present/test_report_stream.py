@@ -38,7 +38,7 @@ def test_report_of_a_stored_fleet_read_by_index_is_the_report_of_it_parsed_whole
     path = write_fleet(tmp_path / "fleet.json", fleet)
     stored = read_fleet(path)
     assert isinstance(stored["hosts"], SpooledRecords)
-    whole = read_plain(path)  # the whole file parsed and decoded (schema 2 on disk)
+    whole = read_plain(path)  # the whole file decompressed and parsed (schema 3 on disk)
     assert isinstance(whole["hosts"], list)
     assert render_report(stored, previous=read_fleet(path)) == render_report(whole, previous=whole)
     # records are parsed as they are read, a bounded number of times each: nothing holds the fleet

@@ -18,6 +18,7 @@ from orchestrator.engine.results import HostInput
 from orchestrator.facts.normalize import normalize_host
 from orchestrator.facts.textparse import import_files
 from orchestrator.files import jsontext
+from orchestrator.store import members
 from orchestrator.store.compact import (
     SCHEMA_VERSION,
     decode,
@@ -83,8 +84,13 @@ def test_every_demo_record_reads_back_as_it_was_judged(demo_runs: dict[str, tupl
                                                        book: str) -> None:
     printed, run_dir = demo_runs[book]
     assert len(printed["hosts"]) > 30
-    raw = json.loads((run_dir / "fleet.json").read_text())
-    assert raw["schema_version"] == SCHEMA_VERSION and printed["schema_version"] == 1
+    # fleet.json is schema 3 (store/members.py) since issue 51: the codec's forms are measured on
+    # what it encodes of the same records, which is what a schema-2 file held
+    stored = (run_dir / "fleet.json").read_bytes()
+    assert members.is_members(stored) and json.loads(members.unpack(stored))["schema_version"] == members.SCHEMA_VERSION
+    assert printed["schema_version"] == 1
+    raw = {"hosts": [json.loads(host_text(h)) for h in printed["hosts"]]}
+    assert encode_fleet(printed)["schema_version"] == SCHEMA_VERSION
     assert json.dumps(read_plain(run_dir / "fleet.json")) == json.dumps(printed)  # parsed whole
     by_index = read_fleet(run_dir / "fleet.json")  # host by host through fleet.index.json
     assert [json.dumps(h) for h in by_index["hosts"]] == [json.dumps(h) for h in printed["hosts"]]
@@ -205,28 +211,35 @@ def test_a_damaged_record_is_one_value_error(bad: Any) -> None:
 @pytest.mark.parametrize("indexed", [True, False])
 def test_a_damaged_schema_2_record_costs_only_its_host(tmp_path: Path, indexed: bool) -> None:
     """Read through the index or whole, a host record that does not decode is its name, its
-    outcome and why its facts are gone; the other hosts read back as written."""
-    from orchestrator.store.fleet_file import INDEX_NAME, write_fleet
+    outcome and why its facts are gone; the other hosts read back as written.  The run is
+    tests/fixtures/runs_v2's, as a7b062f's schema-2 writer wrote it (fleetprobe writes schema 3
+    since issue 51)."""
+    import shutil
+
+    from orchestrator.store.fleet_file import INDEX_NAME
     from orchestrator.store.history import load_fleet
     from orchestrator.verdict.result import FleetResult
 
-    recs = [{"name": n, "outcome": "ok", "probes": {}, "facts": {"x": {"devices": [{"a": i, "b": 0} for i in range(5)]}}}
-            for n in ("h", "g")]
-    path = write_fleet(tmp_path / "fleet.json", {"schema_version": 1, "run": {"id": "r"}, "summary": {},
-                                                 "hosts": recs, "classes": [], "findings": [], "silenced": []})
-    st = path.stat()
-    text = path.read_text()
-    assert text.count('"@table":5') == 2
-    path.write_text(text.replace('"@table":5', '"@tablx":5', 1))  # same length: the index still matches
-    os.utime(path, ns=(st.st_mtime_ns, st.st_mtime_ns))
+    fixture = ROOT / "tests" / "fixtures" / "runs_v2" / "20261207T090123Z-39971c393"
+    run = tmp_path / fixture.name
+    shutil.copytree(fixture, run)
+    path = run / "fleet.json"
+    whole = read_plain(path)
+    idx = json.loads((run / INDEX_NAME).read_text())
+    _, offset, length = idx["hosts"][0]
+    text = path.read_bytes()
+    at = text.index(b'"@table":', offset)
+    assert at < offset + length
+    path.write_bytes(text[:at] + b'"@tablx":' + text[at + 9:])  # same length: the index still matches
+    os.utime(path, ns=(idx["mtime_ns"], idx["mtime_ns"]))
     if not indexed:
-        (tmp_path / INDEX_NAME).unlink()
-    fleet = FleetResult.from_document(load_fleet(tmp_path))
-    assert fleet.hosts.names() == ["h", "g"]
-    h, g = fleet.hosts
+        (run / INDEX_NAME).unlink()
+    fleet = FleetResult.from_document(load_fleet(run))
+    assert fleet.hosts.names() == ["dgx-h100-01", "dgx-h100-05", "dgx-a100-03"]
+    h, g, a = fleet.hosts
     assert (h.outcome, dict(h.facts)) == ("ok", {})
     assert any("does not read back" in e and "schema-2 value that does not decode" in e for e in h.normalize_errors)
-    assert dict(g.facts) == recs[1]["facts"] and not g.normalize_errors
+    assert dict(g.facts) == whole["hosts"][1]["facts"] and dict(a.facts) == whole["hosts"][2]["facts"]
 
 
 def test_columns_met_again_encode_as_the_first_time_and_keep_their_types() -> None:

@@ -1,6 +1,8 @@
-"""fleet.json with its index: the bytes write_json writes for the schema-2 document
+"""fleet.json schema 2 with its index: the bytes write_json writes for the schema-2 document
 (store/compact.py), host records read back one at a time, and a plain full parse whenever the
-index does not belong to the file."""
+index does not belong to the file.  The files are written by schema 2's own writer, kept in
+tests/support/schema2.py since fleetprobe writes schema 3 (issue 51: tests/store/test_stored_forms.py);
+the readers under test are the product's."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from orchestrator.engine.results import HostInput
 from orchestrator.store import atomic
 from orchestrator.store.compact import decode_fleet, encode_fleet, read_plain
-from orchestrator.store.fleet_file import INDEX_NAME, LAYOUTS_NAME, read_fleet, write_fleet
+from orchestrator.store.fleet_file import INDEX_NAME, LAYOUTS_NAME, read_fleet
 from orchestrator.store.history import load_fleet
 from orchestrator.store.spool import SpooledRecords
 from orchestrator.verdict.drift import diff_fleets
@@ -22,6 +24,7 @@ from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import build_fleet
 from tests.support.demo_inputs import copies as _copies
 from tests.support.judged import judged, meta
+from tests.support.schema2 import write_fleet
 
 
 def _fleet(inputs: list[HostInput], workers: int, spool: Path, gpus: int = 8) -> dict:
@@ -91,7 +94,7 @@ def test_record_text_cut_into_parts_is_the_compact_encoding() -> None:
     `parts`): the text is still exactly what schema 2 stores (compact.host_text), and each part is
     its value's stored text."""
     from orchestrator.store import atomic, compact
-    from orchestrator.store.fleet_file import record_text
+    from tests.support.schema2 import record_text
 
     rec = {"name": "h1", "facts": {"gpus": {"list": [{"uuid": "GPU-ü", "x": float("nan")}]}, "pcie": {}},
            "probes": {"nvml": {"outcome": "ok", "duration_s": 0.5}}, "odd": {1: "int key"}, "class": None}
@@ -166,13 +169,13 @@ def test_a_reader_of_a_few_sections_parses_only_those_where_the_layout_is_known(
     for hosts in [*spooled, read_fleet(run / "fleet.json")["hosts"]]:
         assert isinstance(hosts, SpooledRecords)
         whole = list(hosts)
-        pcie = [hosts.stored(i)[slice(*_span(hosts, i, "pcie"))] for i in range(len(hosts))]
+        pcie = [hosts.plain(i)[slice(*_span(hosts, i, "pcie"))] for i in range(len(hosts))]
         seen = _parsed_texts(monkeypatch)
         light = list(hosts.with_facts(("host", "gpus")))
         bare = list(hosts.with_facts(()))
         monkeypatch.undo()
         assert seen and not any(p in t for t in seen for p in pcie if isinstance(t, bytes))
-        assert sum(map(len, seen)) < sum(len(hosts.stored(i)) for i in range(len(hosts))) / 2
+        assert sum(map(len, seen)) < sum(len(hosts.plain(i)) for i in range(len(hosts))) / 2
         for a, b, c in zip(light, bare, whole):
             assert list(a["facts"]) == [s for s in c["facts"] if s in ("host", "gpus")]
             assert a["facts"] == {s: c["facts"][s] for s in a["facts"]} and b["facts"] == {}

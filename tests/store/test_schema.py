@@ -30,7 +30,10 @@ def _errors(doc: dict[str, Any]) -> list[str]:
 
 def test_schema_version_is_the_one_written() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
-    assert schema["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
+    from orchestrator.store import members
+
+    # the document's in memory and in a schema-1 file, and schema 3's (the same, as gzip members)
+    assert schema["properties"]["schema_version"] == {"enum": [SCHEMA_VERSION, members.SCHEMA_VERSION]}
     for section in ("gpus", "nvlink", "pcie", "topology"):
         entry = schema["$defs"]["host"]["properties"]["facts"]["properties"][section]
         # Probe facts are held to their documented shape; facts read from text to the text shape.
@@ -129,6 +132,7 @@ def test_the_schema_rejects_what_the_contract_forbids() -> None:
 
 SCHEMA2_PATH = SCHEMA_PATH.with_name("fleet-2.schema.json")
 V1_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v1" / "20261201T134403Z-916ca5822"
+V2_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs_v2" / "20261207T090123Z-39971c393"
 
 
 def _validator2() -> jsonschema.Draft202012Validator:
@@ -138,17 +142,25 @@ def _validator2() -> jsonschema.Draft202012Validator:
 
 
 def test_the_files_validate_against_the_schema_of_their_version(tmp_path: Path) -> None:
-    from orchestrator.store.compact import SCHEMA_VERSION as FILE_VERSION
+    from orchestrator.store import members
+    from orchestrator.store.compact import SCHEMA_VERSION as SCHEMA_2
     from orchestrator.store.compact import read_plain
 
     rc, _fleet, err = run_cli(["-p", "premigration", "-l", "dgx-h100-01,dgx-h100-05,dgx-a100-03,rtx4090-01,vm-a100-01"],
                               tmp_path / "run")
     assert rc in (1, 5), err
-    raw = json.loads((tmp_path / "run" / "fleet.json").read_text())
-    assert raw["schema_version"] == FILE_VERSION == 2 and len(raw["hosts"]) == 5
+    # schema 3 (issue 51, written today): schema 1's document, as gzip members
+    three = members.loads((tmp_path / "run" / "fleet.json").read_bytes())
+    assert three["schema_version"] == members.SCHEMA_VERSION == 3 and len(three["hosts"]) == 5
+    assert _errors(three) == []
+    assert _errors(read_plain(tmp_path / "run" / "fleet.json")) == []  # as read: the schema-1 shape
+    # schema 2, as a7b062f wrote it (tests/fixtures/runs_v2)
+    raw = json.loads((V2_RUN / "fleet.json").read_text())
+    assert raw["schema_version"] == SCHEMA_2 == 2 and len(raw["hosts"]) == 3
     v2 = _validator2()
     assert [e.message for e in v2.iter_errors(raw)] == []
-    assert _errors(read_plain(tmp_path / "run" / "fleet.json")) == []  # decoded: the schema-1 shape
+    assert _errors(read_plain(V2_RUN / "fleet.json")) == []  # decoded: the schema-1 shape
+    assert list(v2.iter_errors(three)) and _errors(raw)
     # a schema-1 file (written before schema 2) validates against schema 1, and not against 2
     old = json.loads((V1_RUN / "fleet.json").read_text())
     assert old["schema_version"] == 1 and _errors(old) == []

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from orchestrator.store import members
 from orchestrator.store.fleet_file import DIGESTS_NAME, INDEX_NAME, LAYOUTS_NAME
 
 _IDS = ("pcie.link.downgraded", "gpu.ecc.sram_threshold", "nvlink.link.down", "p2p.bandwidth.low", "kmsg.xid")
@@ -28,19 +29,28 @@ def _finding_texts(count: int, hosts: Sequence[str]) -> Iterator[str]:
 
 
 def swell_findings(run_dir: Path, count: int, hosts: Sequence[str]) -> int:
-    """Put `count` findings into `run_dir`'s fleet.json (naming `hosts` in turn); its size after."""
+    """Put `count` findings into `run_dir`'s fleet.json (naming `hosts` in turn); the size of its
+    document after (decompressed: schema 3 is gzip members, store/members.py)."""
     fleet = run_dir / "fleet.json"
     text = fleet.read_bytes()
     index = json.loads((run_dir / INDEX_NAME).read_text())
-    end = max(offset + length for _name, offset, length in index["hosts"])
-    at = text.index(b'"findings":[', end) + len(b'"findings":[')
-    empty = text[at:at + 1] == b"]"
     tmp = fleet.with_name("fleet.json.swell")
+    packer: members.Packer | None = None
+    if members.is_members(text):  # schema 3: the rest's member, decompressed, swollen, compressed again
+        rest = index["rest"][1]
+        kept, text, start, packer = text[:rest], members.unpack(text[rest:]), 0, members.Packer()
+    else:
+        kept, start = b"", max(offset + length for _name, offset, length in index["hosts"])
+
+    def put(data: bytes) -> bytes:
+        return data if packer is None else packer.add(data)
+    at = text.index(b'"findings":[', start) + len(b'"findings":[')
+    empty = text[at:at + 1] == b"]"
     with open(tmp, "wb") as out:
-        out.write(text[:at])
+        out.write(kept + put(text[:at]))
         for i, finding in enumerate(_finding_texts(count, hosts)):
-            out.write((("," if i else "") + finding).encode())
-        out.write(text[at:] if empty else b"," + text[at:])
+            out.write(put((("," if i else "") + finding).encode()))
+        out.write(put(text[at:] if empty else b"," + text[at:]) + (b"" if packer is None else packer.end()))
     os.replace(tmp, fleet)
     st = fleet.stat()
     for name in (INDEX_NAME, LAYOUTS_NAME, DIGESTS_NAME):  # the files beside it name the file they belong to
@@ -49,4 +59,4 @@ def swell_findings(run_dir: Path, count: int, hosts: Sequence[str]) -> int:
             doc = json.loads(side.read_text())
             doc.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
             side.write_text(json.dumps(doc))
-    return st.st_size
+    return st.st_size if packer is None else len(members.unpack(fleet.read_bytes()))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.store import members
 from orchestrator.store.compact import read_plain
 from tests.support.sshd import ROOT_DIR
 
@@ -214,4 +215,5 @@ def strict_json(path: Path) -> Any:
     """A stored document parsed as strict JSON: NaN/Infinity are an error, not a value."""
     def refuse(name: str) -> None:
         raise AssertionError(f"{path.name} holds the non-JSON constant {name}")
-    return json.loads(path.read_text(), parse_constant=refuse)
+    data = path.read_bytes()  # fleet.json is schema 3's gzip members (store/members.py): their text
+    return json.loads(members.unpack(data) if members.is_members(data) else data, parse_constant=refuse)
