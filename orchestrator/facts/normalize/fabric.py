@@ -103,18 +103,27 @@ def _error_kind(text: str) -> str | None:
     return next((kind for kind, rx in ERRORS if rx.search(text)), None)
 
 
+def blank_measure(test: str, hca: str, peer: str, *, step: tuple[int, int] = (0, 0), role: str = "unknown",
+                  kind: str | None = None, peer_hca: str | None = None, extra: bool = False,
+                  use_cuda: int | None = None, gdr_error: str | None = None,
+                  error: str | None = None) -> FabricMeasure:
+    """A measurement before its figures: who measured what against whom.  A text source knows no
+    plan: round 0, rail 0 and role "unknown" are its defaults (docs/facts-fabric.md)."""
+    return {"round": step[0], "rail": step[1], "hca": hca, "peer": peer, "peer_hca": peer_hca, "role": role,
+            "test": test, "kind": kind or ("lat" if test.endswith("_lat") else "bw"), "extra": extra,
+            "value": None, "p99_us": None, "size": None, "use_cuda": use_cuda, "gdr_error": gdr_error,
+            "error": error, "error_kind": None}
+
+
 def measurement(rec: dict[str, Any]) -> FabricMeasure | None:
     """One perftest run of a `pairs` process -> a measurement (its figure parsed from stdout)."""
     test = rec.get("test")
     if not isinstance(test, str) or not isinstance(rec.get("round"), int) or not isinstance(rec.get("rail"), int):
         return None
-    kind = "lat" if test.endswith("_lat") else "bw"
-    out: FabricMeasure = {
-        "round": rec["round"], "rail": rec["rail"], "hca": str(rec.get("hca") or ""), "peer": str(rec.get("peer") or ""),
-        "peer_hca": _s(rec.get("peer_hca")), "role": str(rec.get("role") or ""), "test": test, "kind": kind,
-        "extra": bool(rec.get("extra")), "value": None, "p99_us": None, "size": None, "use_cuda": _i(rec.get("use_cuda")),
-        "gdr_error": _s(rec.get("gdr_error")), "error": _s(rec.get("error")), "error_kind": None,
-    }
+    out = blank_measure(test, str(rec.get("hca") or ""), str(rec.get("peer") or ""), step=(rec["round"], rec["rail"]),
+                        role=str(rec.get("role") or ""), peer_hca=_s(rec.get("peer_hca")), extra=bool(rec.get("extra")),
+                        use_cuda=_i(rec.get("use_cuda")), gdr_error=_s(rec.get("gdr_error")), error=_s(rec.get("error")))
+    kind = out["kind"]
     if out["error"] is not None:
         out["error_kind"] = "missing" if "not installed" in out["error"] else "not_run"
         return out

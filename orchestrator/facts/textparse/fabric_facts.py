@@ -6,8 +6,9 @@ nccl-tests output names its hosts (`Rank N ... on HOST device D`), its sizes and
 where NCCL's INFO lines were kept, the network transport.  Unknown values stay null.
 
 The nccl-tests runs go through the fabric normalizer as the NCCL groups of a live run (one writer,
-issue 48); the perftest runs share `fill_figures` with the probe's road (the normalizer parses the
-probe's stored stdout per run, and names a failed run by its last line, which text does not split).
+issue 48); a perftest run becomes the normalizer's measurement record (`blank_measure`) with its
+figures from `fill_figures`, as on the probe's road (which parses the probe's stored stdout per run
+and names a failed run by its last line, which text does not split).
 """
 
 from __future__ import annotations
@@ -21,23 +22,21 @@ from orchestrator.facts.textparse.perftest import PerftestLog, fill_figures, pee
 
 
 def _measurements(log: PerftestLog) -> list[FabricMeasure]:
+    """Each run as the fabric normalizer's measurement (fabric_normalize.blank_measure, then the
+    figures through `fill_figures`, as the probe's road): a failed run is named by why the parser
+    found no figure, as text does not split a run's stdout from its stderr."""
     out: list[FabricMeasure] = []
     for run in log.runs:
-        m: FabricMeasure = {
-            "round": 0, "rail": 0, "hca": run.device or "?", "peer": peer_name(run),
-            "peer_hca": None, "role": "unknown", "test": run.tool, "kind": run.kind, "extra": False,
-            "value": None, "p99_us": None, "size": None, "use_cuda": None, "gdr_error": None,
-            "error": None, "error_kind": None,
-        }
+        m = fabric_normalize.blank_measure(run.tool, run.device or "?", peer_name(run), kind=run.kind)
         fill_figures(m, run)
         if run.result() is None:
             m["error"] = run.why_no_figure()
             m["error_kind"] = run.error_kind or "failed"
         out.append(m)
     if not log.runs and log.errors:
-        out.append({"round": 0, "rail": 0, "hca": "?", "peer": "?", "peer_hca": None, "role": "unknown",
-                    "test": "perftest", "kind": "bw", "extra": False, "value": None, "p99_us": None, "size": None,
-                    "use_cuda": None, "gdr_error": None, "error": log.errors[0], "error_kind": log.error_kind or "failed"})
+        m = fabric_normalize.blank_measure("perftest", "?", "?", kind="bw", error=log.errors[0])
+        m["error_kind"] = log.error_kind or "failed"
+        out.append(m)
     return out
 
 
