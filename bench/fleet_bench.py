@@ -562,6 +562,9 @@ def ansible_exe(program: str = "ansible") -> str | None:
     base = os.environ.get("BENCH_ANSIBLE")
     if base:
         return str(Path(base).with_name(program)) if program != "ansible" else base
+    beside = Path(sys.executable).parent / program  # the venv's own, which a plain PATH may not name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
     return shutil.which(program)
 
 

@@ -14,18 +14,16 @@ What the benchmark's table relies on:
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.support.delay import bench_module
 from tests.support.skips import not_here
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,19 +33,7 @@ pytestmark = pytest.mark.skipif(not (shutil.which("gcc") or shutil.which("cc"))
                                 reason="needs gcc and sshd")
 
 
-def _fleet_bench() -> ModuleType:
-    name = "bench_fleet_bench"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "fleet_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-fb = _fleet_bench()
+fb = bench_module("fleet_bench")
 
 
 class Bench:
