@@ -113,7 +113,7 @@ def gunzip(data: bytes) -> bytes:
 def stored_forms(libs: dict[str, Any]) -> list[Form]:
     plain = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
     forms = [
-        Form("schema 2 (today): compact encode + json", lambda r: compact.host_text(r).encode(),
+        Form("schema 2 (read, written until issue 51): compact encode + json", lambda r: compact.host_text(r).encode(),
              lambda b: compact.decode_host(json.loads(b)), "cat"),
         Form("schema 1: json", lambda r: plain(r).encode(), json.loads, "cat"),
         Form("schema 1: json + zlib 1 (gzip member)", lambda r: gzip_member(plain(r).encode()),
