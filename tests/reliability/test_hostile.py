@@ -28,6 +28,7 @@ from tests.support.hostile import (
     only_run_dir,
     recorded,
     run_cli,
+    strict_json,
     tree,
 )
 
@@ -124,12 +125,6 @@ def _absurd_nvml_data() -> dict[str, Any]:
     return data
 
 
-def _strict_json(path: Path) -> Any:
-    def refuse(name: str) -> None:
-        raise AssertionError(f"{path.name} holds the non-JSON constant {name}")
-    return json.loads(path.read_text(), parse_constant=refuse)
-
-
 def test_absurd_values_do_not_crash_or_bloat_the_controller(tmp_path: Path) -> None:
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -162,7 +157,7 @@ def test_absurd_values_do_not_crash_or_bloat_the_controller(tmp_path: Path) -> N
     run_dir = only_run_dir(results)
     fleet = load_fleet(run_dir)
     for doc in ("fleet.json", "findings.json", "run.json"):
-        _strict_json(run_dir / doc)
+        strict_json(run_dir / doc)
     rec = host_record(fleet, "absurd01")
     assert rec["probes"]["host"]["outcome"] == "ok"  # the envelope itself is well-formed
     # sections of the wrong shape are reported as malformed data, not believed and not fatal

@@ -115,7 +115,8 @@ def test_a_mutated_import_is_judged_by_the_real_cli(tmp_path: Path) -> None:
         path.write_bytes(data)
         got = run_cli(["import", str(path), "--results", str(tmp_path / "r"), "--format", "json",
                        "--show", ",".join(VIEWS)], timeout=120)
-        assert got.code in (0, 1, 2, 4, 5), (fixture.name, what, got.stderr[-2000:])
+        # 3: a mutation cut the file above its first fact (half-readable, docs/text-evidence.md)
+        assert got.code in (0, 1, 2, 3, 4, 5), (fixture.name, what, got.stderr[-2000:])
         assert "Traceback" not in got.stderr and "internal error" not in got.stderr, (fixture.name, what)
 
 

@@ -214,8 +214,7 @@ def bound_sections(facts: dict[str, Any], origin: str) -> tuple[dict[str, Any], 
         if section not in out:
             continue
         for path, cap, what in rules:
-            out[section] = _cut(out[section], path, cap, _noter(
-                notes, f"{origin}: {{}} {what} reported, more than the {cap} a host is judged on; judged on the first {cap}"))
+            out[section] = _cut(out[section], path, cap, _noter(notes, origin, what, cap))
     return out, notes
 
 
@@ -224,8 +223,7 @@ def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
     changed), and one note per cut: '<probe>: 3000 GPUs reported, judged on the first 64'."""
     notes: list[str] = []
     for path, cap, what in RULES.get(probe, ()):
-        data = _cut(data, path, cap, _noter(notes, f"{probe}: {{}} {what} reported, more than the {cap} a host "
-                                                   f"is judged on; judged on the first {cap}"))
+        data = _cut(data, path, cap, _noter(notes, probe, what, cap))
     if probe == "pcie":
         data = _cut_kinds(data, notes)
     data, refused = check_fields(probe, data)
@@ -268,8 +266,13 @@ def _cut_strings(value: Any, cut: list[int]) -> Any:
     return value
 
 
-def _noter(notes: list[str], template: str) -> Callable[[int], None]:
-    return lambda n: notes.append(template.format(n))
+def cut_words(count: int, what: str, cap: int) -> str:
+    """What a cut to the budget says: '3000 GPUs reported, more than the 64 a host is judged on; ...'."""
+    return f"{count} {what} reported, more than the {cap} a host is judged on; judged on the first {cap}"
+
+
+def _noter(notes: list[str], origin: str, what: str, cap: int) -> Callable[[int], None]:
+    return lambda n: notes.append(f"{origin}: {cut_words(n, what, cap)}")
 
 
 def _cut(value: Any, path: tuple[str, ...], cap: int, note: Callable[[int], None]) -> Any:
