@@ -238,7 +238,10 @@ def normalize(data: dict[str, Any]) -> GpusFacts:
     if out["levels"] is None:
         out["levels_unknown"] = unknown["levels"]
     p2p = data.get("p2p") or {}
-    out["p2p"] = {cap: _matrix(p2p.get(cap), n) for cap in P2P_CAPS}
+    # a source that names why it lacks some peer capabilities (text without topo -p2p) gets the
+    # matrices it has, not n x n nulls for the others (8,000 claimed GPUs: 64 million cells each)
+    partial = isinstance(unknown.get("p2p"), str) and isinstance(data.get("p2p"), dict)
+    out["p2p"] = {cap: _matrix(p2p.get(cap), n) for cap in P2P_CAPS if not partial or cap in p2p}
     out["pairs_unknown"] = unknown.get("pairs") or {}
     out["missing_symbols"] = list(data.get("missing_symbols") or [])
     out["mig_enabled_any"] = _any(unknown, "mig_enabled_any", [(g["mig"] or {}).get("current") for g in gpus])

@@ -21,7 +21,7 @@ from orchestrator.facts.normalize import kmsg as kmsg_normalize
 from orchestrator.facts.normalize import nic as nic_normalize
 from orchestrator.facts.normalize import nvlink as nvlink_normalize
 from orchestrator.facts.normalize import pcie as pcie_normalize
-from orchestrator.facts.normalize.budget import MAX_GPUS, cut_words
+from orchestrator.facts.normalize.budget import MAX_GPUS
 from orchestrator.facts.numbers import INDEX, int_or_none
 from orchestrator.facts.textparse.bench import BwLatency, NcclRun, NvBandwidth
 from orchestrator.facts.textparse.bench_facts import nccl_from_runs, p2p_from_bwlat, p2p_from_nvbandwidth
@@ -67,7 +67,6 @@ class Parsed:
     nccl: list[NcclRun] = field(default_factory=list)
     perftest: list[PerftestLog] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # merge notes (disagreeing sources)
-    cuts: list[str] = field(default_factory=list)  # what was held to the budget before normalizing
 
     def add(self, obj: Any) -> None:
         if isinstance(obj, TopoMatrix):
@@ -438,12 +437,10 @@ def _gpus_section(p: Parsed, book: _GpuBook, count: int | None,
     """The text GPUs -> the nvml probe's payload -> the gpus normalizer; then the import's own
     fields (which file gave the count, merge notes, the screen's processes, a lower bound)."""
     listed = [book.by_index[i] for i in sorted(book.by_index)]
-    if len(listed) > MAX_GPUS:
-        # held to the budget before the normalizer, as the probe's road is: its matrices are n x n
-        p.cuts.append(cut_words(len(listed), "GPUs", MAX_GPUS))
-        listed = listed[:MAX_GPUS]
     levels, p2p = _gpu_matrices(p, listed)
     unknown: dict[str, Any] = {"nvml_version": "nvidia-smi text does not print it"}
+    if any(cap not in p2p for cap in gpus_normalize.P2P_CAPS):
+        unknown["p2p"] = "needs nvidia-smi topo -p2p for each capability"
     if levels is None:
         unknown["levels"] = "needs nvidia-smi topo -m"
     migs = [False if g["mig"] is None and g["unknown"].get("mig") == "NOT_SUPPORTED" else (g["mig"] or {}).get("current")

@@ -155,7 +155,6 @@ def import_texts(items: list[tuple[str, str | bytes]], kind: str | None = None) 
     facts, malformed = conform_facts(to_facts(p))
     errors.extend(malformed)
     notes.extend(str(n) for n in all_notes(p))
-    notes.extend(p.cuts)
     for sec in facts.values():
         notes.extend(f"merge: {x}" for x in sec.get("notes", []) if isinstance(x, str) and "disagree" in x)
     return ImportedHost(facts, files, notes, errors)
@@ -200,8 +199,7 @@ def facts_from_raw_outputs(outputs: dict[str, bytes | None]) -> dict[str, Any]:
     p, files, errors, notes = _parse_all([(src, data, kinds[src]) for src, data in items])
     facts = to_facts(p)
     notes.extend(str(n) for n in all_notes(p))
-    # a cut to the budget is the raw probe's normalize error, as the sections' caps are (budget.bound_sections)
-    host = ImportedHost(facts, files, empty + notes, errors + p.cuts)
+    host = ImportedHost(facts, files, empty + notes, errors)
     out = host.to_dict()
     out["mode"] = "raw"
     # a command's output cut before it stated a fact: named apart, with the command to run whole
