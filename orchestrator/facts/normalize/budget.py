@@ -266,13 +266,10 @@ def _cut_strings(value: Any, cut: list[int]) -> Any:
     return value
 
 
-def cut_words(count: int, what: str, cap: int) -> str:
-    """What a cut to the budget says: '3000 GPUs reported, more than the 64 a host is judged on; ...'."""
-    return f"{count} {what} reported, more than the {cap} a host is judged on; judged on the first {cap}"
-
-
 def _noter(notes: list[str], origin: str, what: str, cap: int) -> Callable[[int], None]:
-    return lambda n: notes.append(f"{origin}: {cut_words(n, what, cap)}")
+    """What a cut says: '<origin>: 3000 GPUs reported, more than the 64 a host is judged on; ...'."""
+    return lambda n: notes.append(f"{origin}: {n} {what} reported, more than the {cap} a host is judged on; "
+                                  f"judged on the first {cap}")
 
 
 def _cut(value: Any, path: tuple[str, ...], cap: int, note: Callable[[int], None]) -> Any:
