@@ -89,12 +89,21 @@ def timed(code: Path, label: str, args: list[str], home: Path, results: Path) ->
     return Timed(label, float(wall), float(user) + float(sys_), peak_kib / 1024, child.returncode, found)
 
 
-def make_parts(work: Path, shards: int, per_shard: int, replayed: bool) -> list[str]:
+def make_parts(work: Path, shards: int, per_shard: int, replayed: bool, maker: tuple[str, Path] | None = None
+               ) -> list[str]:
     """The parts to merge: `probe run --shard K/N` of replayed hosts (every recording's identities
     repeated over the fleet: each of its GPUs is reported by a host in ~1 of 46 and the duplicate
     findings grow with the fleet), or `probe import` of each shard's bundle documents (every host
-    with its own identities, as a real fleet)."""
-    parts = work / (f"parts-{shards}x{per_shard}" + ("" if replayed else "-own"))
+    with its own identities, as a real fleet).  `maker`: (rev, tree) whose code writes the parts,
+    so that an older baseline, which cannot read a newer stored form, merges the same files."""
+    by = f"-by-{maker[0]}" if maker else ""
+    tail = ("" if replayed else "-own") + by
+    for made in sorted(work.glob(f"parts-*x{per_shard}{tail}")):
+        # shard k of any count holds the same hosts ((k-1)*per_shard on): a larger set's first parts serve
+        count = made.name[len("parts-"):].split("x")[0]
+        if (made / "done").is_file() and count.isdigit() and int(count) >= shards and not replayed:
+            return [str(made / f"s{k}") for k in range(1, shards + 1)]
+    parts = work / f"parts-{shards}x{per_shard}{tail}"
     done = parts / "done"
     names = [str(parts / f"s{k}") for k in range(1, shards + 1)]
     if done.is_file():
@@ -116,8 +125,8 @@ def make_parts(work: Path, shards: int, per_shard: int, replayed: bool) -> list[
             for i in range((k - 1) * per_shard, k * per_shard):
                 os.link(docs / f"r{i:05d}.json", mine / f"r{i:05d}.json")
             cmd = ["import", str(mine), "--results", str(parts / f"results{k}"), "-q"]
-        subprocess.run([sys.executable, "-m", "orchestrator", *cmd], env=env_for(ROOT, work), capture_output=True,
-                       check=False)
+        subprocess.run([sys.executable, "-m", "orchestrator", *cmd], env=env_for(maker[1] if maker else ROOT, work),
+                       capture_output=True, check=False, cwd=work)
         if not replayed:
             (made,) = [d for d in (parts / f"results{k}").iterdir() if (d / "fleet.json").is_file()]
             made.rename(out)
@@ -216,6 +225,9 @@ def main() -> int:
                          "imported from documents of hosts with identities of their own)")
     ap.add_argument("--baseline", metavar="REV", action="append", default=[],
                     help="also run this commit's code, alternately (repeatable: each, in the order given)")
+    ap.add_argument("--parts-by", metavar="REV",
+                    help="merge: the parts are written by this commit's code (one of --baseline), so a baseline "
+                         "that predates the stored form of this checkout reads the same files")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "fleetprobe-stream-bench")
     ap.add_argument("--results-md", type=Path, metavar="FILE",
@@ -243,7 +255,12 @@ def main() -> int:
             write_section(args.results_md, "controller", text)
         return 0
     if args.what == "merge":
-        cmd = ["merge", *make_parts(args.work, args.shards, args.hosts_per_shard, args.replayed)]
+        maker = None
+        if args.parts_by:
+            if args.parts_by not in args.baseline:
+                ap.error("--parts-by names one of the --baseline commits")
+            maker = (args.parts_by, baseline_tree(args.work, args.parts_by))
+        cmd = ["merge", *make_parts(args.work, args.shards, args.hosts_per_shard, args.replayed, maker)]
         size = f"{args.shards} shards x {args.hosts_per_shard:,} hosts" + (" (replayed)" if args.replayed else "")
     else:
         cmd = ["import", str(make_documents(args.work, args.documents))]

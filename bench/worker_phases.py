@@ -7,7 +7,8 @@ Judges N demo-derived hosts (bench/controller_bench.py's inputs, each host's dat
 judged, as `probe run`'s workers read it back) through the steps `verdict/parallel.PartWriter.judge`
 takes, and prints the CPU (time.process_time) each step costs a host: judging (the envelope data
 made, normalizers, host checks, coverage, figures), the stored text (store/fleet_file.stored_record:
-the schema-2 encoding and its json text), the drift digest and the verdict's pickle.  cProfile
+the record's JSON text, then its gzip member as fleet.json schema 3 holds it), the drift digest and
+the verdict's pickle.  cProfile
 inflates the normalizers' many small calls several times over (about 90 ms a host under it against
 about 4 on a quiet machine), so its shares mislead; these do not.  The first 25 hosts warm the
 codec's column memo and are not counted.
@@ -27,13 +28,14 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import controller_bench as cb  # noqa: E402
 
+from orchestrator.store import members  # noqa: E402
 from orchestrator.store.fleet_file import stored_record  # noqa: E402
 from orchestrator.verdict import handoff  # noqa: E402
 from orchestrator.verdict.judge import host_judge  # noqa: E402
 from orchestrator.verdict.parallel import Spooled, drift_digest  # noqa: E402
 
 WARM = 25
-STEPS = ("judge", "stored text", "drift digest", "verdict pickle")
+STEPS = ("judge", "stored text and its gzip member", "drift digest", "verdict pickle")
 
 
 def phases(n: int) -> dict[str, float]:
@@ -49,12 +51,12 @@ def phases(n: int) -> dict[str, float]:
         c1 = clock()
         del rec["fingerprint"], rec["class"]
         parts: dict[str, str] = {}
-        text, layout = stored_record(rec, parts)
-        data = text.encode("utf-8")
+        stored = stored_record(rec, parts)
+        data = members.pack(stored.text[:-1])
         c2 = clock()
         digest = drift_digest(rec, parts)
         c3 = clock()
-        handoff.dump(Spooled(0, len(data), verdict, digest, layout), sink)
+        handoff.dump(Spooled(0, len(data), verdict, digest, stored.layout), sink)
         c4 = clock()
         sink.seek(0)
         sink.truncate()
