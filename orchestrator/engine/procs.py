@@ -1,0 +1,303 @@
+"""`probe run`'s fan-out spread over one process per core (docs/performance.md, "One process per core").
+
+Paramiko and Fabric cost ~10 ms of controller CPU a host, and under the GIL one process is one
+core.  Here the hosts are dealt to C spawned worker processes (every C-th host each, forks
+⌈F / C⌉), each running runner.run_fleet with transports of its own (no Paramiko object crosses a
+process).  Each finished HostResult comes back over the worker's pipe as it ends and the parent
+hands it to the sink: progress, run directory and streaming verdict stay in one process.
+
+What a worker needs (hosts with their variables, the transport options) travels over that pipe,
+never argv or the environment.  Stop (Ctrl-C, SIGTERM, a store failure) is a message to every
+worker, which stops as run_fleet does today.  A worker that dies costs only its unreported hosts,
+recorded as failed with the way it ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from orchestrator.engine import runner
+from orchestrator.engine.outcomes import CUT_OFF, Outcome
+from orchestrator.engine.runner import (
+    EventSink,
+    HostResult,
+    ProbeCall,
+    ProbeResult,
+    RunInterrupted,
+    RunOptions,
+    TransportFactory,
+)
+from orchestrator.inventory.model import Host
+
+# A worker costs a spawned interpreter importing Paramiko and Fabric (~0.5 s of CPU here) and the
+# parent pickles every result once more (~0.1 ms).  Against ~10 ms of CPU a host saved from the
+# one core, a worker pays for itself past ~50 hosts; 100 a worker keeps the start under ~5 % of its
+# share and every small run (the tests, a rack, the demo) in one process, as before.
+MIN_HOSTS_PER_WORKER = 100
+# More workers than this would only add handshakes racing for the same cores and sshd's MaxStartups.
+MAX_PROCS = 16
+# How long the parent waits for workers to stop after it told them to, beyond a connect timeout:
+# run_fleet in each worker closes its connections and returns in about that time.
+STOP_GRACE_S = 5.0
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def process_count(hosts: int, requested: int | None, factory: TransportFactory) -> int:
+    """How many processes probe `hosts` hosts: `requested` (1: this process), else one per usable
+    core where each gets at least MIN_HOSTS_PER_WORKER hosts.  Never more than the hosts, and 1
+    where the transport factory cannot be sent to a worker (a test's closure)."""
+    if requested is not None:
+        wanted = max(1, min(requested, MAX_PROCS, hosts))
+    else:
+        wanted = max(1, min(usable_cores(), MAX_PROCS, hosts // MIN_HOSTS_PER_WORKER))
+    if wanted > 1 and not _sendable(factory):
+        return 1
+    return wanted
+
+
+def _sendable(obj: object) -> bool:
+    try:
+        pickle.dumps(obj)
+    except Exception:  # a lambda, a closure, a bound method of something holding a lock
+        return False
+    return True
+
+
+@dataclass
+class _Job:
+    """What one worker is given, over its pipe."""
+
+    hosts: list[Host]
+    calls: list[ProbeCall]
+    options: RunOptions
+    factory: TransportFactory
+
+
+@dataclass
+class _Worker:
+    index: int
+    hosts: list[Host]
+    conn: Connection | None = None
+    process: Any = None  # multiprocessing's SpawnProcess
+    reported: set[str] = field(default_factory=set)
+    ended: bool = False  # sent its last message, or its pipe closed
+
+
+class _PipeSink:
+    """A worker's sink: every finished host goes to the parent as it ends."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def host_finished(self, result: HostResult) -> None:
+        self.conn.send(("host", result))
+
+
+def _worker_main(conn: Connection) -> None:
+    """One worker process: read its job, run it, send each host and then ("end",)."""
+    # Ctrl-C at the terminal (or systemd's SIGTERM) reaches every process of the group: here it
+    # stops the run as the parent's message does, through run_fleet's own Ctrl-C handling.
+    signal.signal(signal.SIGINT, _interrupt_once)
+    signal.signal(signal.SIGTERM, _interrupt_once)
+    try:
+        job: _Job = conn.recv()
+        threading.Thread(target=_listen_for_stop, args=(conn,), daemon=True, name="stop-listener").start()
+        try:
+            runner.run_fleet(job.hosts, job.calls, job.options, job.factory, _PipeSink(conn))
+        except RunInterrupted:
+            pass
+        conn.send(("end",))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):
+        pass  # stopped before the job began, or the parent is gone: nothing left to report to
+
+
+_stopping = False
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    """The first stop (the terminal's Ctrl-C, the parent's message, SIGTERM) is a KeyboardInterrupt;
+    the ones after it change nothing, so run_fleet's closing of connections is never cut short."""
+    global _stopping
+    if not _stopping:
+        _stopping = True
+        raise KeyboardInterrupt
+
+
+def _listen_for_stop(conn: Connection) -> None:
+    """The parent's stop (or its end: the pipe closed) becomes a Ctrl-C in this worker's main thread,
+    which run_fleet turns into closed connections, interrupted and skipped hosts."""
+    try:
+        while conn.recv() != ("stop",):
+            pass
+    except (EOFError, OSError):
+        pass
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def run_fleet_procs(hosts: Sequence[Host], calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+                    sink: EventSink, stop: threading.Event, procs: int) -> list[HostResult]:
+    """run_fleet over `procs` worker processes; the same contract (results in inventory order,
+    RunInterrupted carrying every result on Ctrl-C)."""
+    host_list = list(hosts)
+    order = {h.name: i for i, h in enumerate(host_list)}
+    # each worker runs today's one-process path, with its share of the forks
+    per_worker = dataclasses.replace(options, forks=math.ceil(max(1, options.forks) / procs), procs=1)
+    workers = [_Worker(i, host_list[i::procs]) for i in range(procs)]
+    done: dict[str, HostResult] = {}
+    interrupted: BaseException | None = None
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        for w in workers:
+            _start(ctx, w, _Job(w.hosts, calls, per_worker, factory), calls, done, sink)
+        _collect(workers, calls, done, sink, stop, deadline=None)
+    except (KeyboardInterrupt, RuntimeError) as e:
+        ctrl_c = runner.ctrl_c_of(e)
+        if ctrl_c is None:
+            raise
+        interrupted = ctrl_c
+        stop.set()
+        _stop_all(workers, calls, done, sink, options)
+    finally:
+        for w in workers:
+            _reap(w)
+    results = sorted(done.values(), key=lambda r: order[r.host.name])
+    if interrupted is not None:
+        raise RunInterrupted(results) from interrupted
+    return results
+
+
+def _start(ctx: Any, w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[str, HostResult],
+           sink: EventSink) -> None:
+    """Start worker `w` and send it its job; where it cannot start, its hosts fail with the reason."""
+    try:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(child,), name=f"probe-worker-{w.index}", daemon=True)
+        proc.start()
+        child.close()
+        w.conn, w.process = parent, proc
+        parent.send(job)
+    except (OSError, pickle.PicklingError, EOFError) as e:
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+        _fail_rest(w, f"could not start its worker process ({detail[:160]})", calls, done, sink)
+
+
+def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
+             stop: threading.Event, deadline: float | None) -> None:
+    """Hand each result to the sink as it arrives, until every worker ended (or `deadline`)."""
+    told = False
+    while True:
+        live = {w.conn: w for w in workers if not w.ended and w.conn is not None}
+        if not live or (deadline is not None and time.monotonic() > deadline):
+            return
+        if stop.is_set() and not told:  # a stop from elsewhere (the store failed): every worker stops
+            _tell_stop(workers)
+            told = True
+        for conn in wait(list(live), timeout=0.5):
+            _receive(live[conn], calls, done, sink)  # type: ignore[index]
+
+
+def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink) -> None:
+    assert w.conn is not None
+    try:
+        message = w.conn.recv()
+    except (EOFError, OSError, pickle.UnpicklingError):
+        w.ended = True
+        _fail_rest(w, f"its worker process {_how_it_ended(w)} before this host finished", calls, done, sink)
+        return
+    if message[0] == "host":
+        res: HostResult = message[1]
+        w.reported.add(res.host.name)
+        done[res.host.name] = res
+        with runner._signals_deferred():
+            sink.host_finished(res)
+    else:
+        w.ended = True
+        # a worker that ended cleanly reported every host; any it did not is still recorded
+        _fail_rest(w, "its worker process ended without reporting this host", calls, done, sink)
+
+
+def _how_it_ended(w: _Worker) -> str:
+    proc = w.process
+    if proc is None:
+        return "never started"
+    proc.join(2.0)
+    code = proc.exitcode
+    if code is None:
+        return f"(pid {proc.pid}) closed its pipe"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"(pid {proc.pid}) was killed by {name}"
+    return f"(pid {proc.pid}) exited with status {code}"
+
+
+def _fail_rest(w: _Worker, why: str, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
+               outcome: Outcome = Outcome.FAILED) -> None:
+    """Every host of `w` not yet reported gets `outcome`; the other workers' hosts are untouched."""
+    reason = why if outcome is not Outcome.FAILED else f"the controller lost this host: {why}; probe it again"
+    for h in w.hosts:
+        if h.name in w.reported:
+            continue
+        w.reported.add(h.name)
+        res = HostResult(h, {c.name: ProbeResult(c.name, outcome, reason) for c in calls})
+        done[h.name] = res
+        sink.host_finished(res)
+
+
+def _tell_stop(workers: list[_Worker]) -> None:
+    for w in workers:
+        if w.conn is not None and not w.ended:
+            try:
+                w.conn.send(("stop",))
+            except OSError:  # already gone: its end is seen when its pipe is read
+                pass
+
+
+def _stop_all(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
+              options: RunOptions) -> None:
+    """After a Ctrl-C: every worker told to stop, its closing reports taken in; a worker that would
+    not stop in time is ended, its hosts recorded as cut off (started) or never started."""
+    _tell_stop(workers)
+    give_up = time.monotonic() + options.transport.connect_timeout + STOP_GRACE_S
+    while True:
+        try:
+            _collect(workers, calls, done, sink, threading.Event(), deadline=give_up)
+            break
+        except KeyboardInterrupt:  # a second Ctrl-C while stopping: keep stopping, as runner does
+            continue
+    for w in workers:
+        if not w.ended:
+            w.ended = True
+            _fail_rest(w, CUT_OFF, calls, done, sink, outcome=Outcome.INTERRUPTED)
+
+
+def _reap(w: _Worker) -> None:
+    """No worker outlives the run."""
+    proc = w.process
+    if w.conn is not None:
+        w.conn.close()
+    if proc is None:
+        return
+    proc.join(1.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(2.0)
