@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from orchestrator.engine import runner
-from orchestrator.engine.outcomes import CUT_OFF, Outcome
+from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome
 from orchestrator.engine.runner import (
     EventSink,
     HostResult,
@@ -116,6 +116,7 @@ def _worker_main(conn: Connection) -> None:
     # stops the run as the parent's message does, through run_fleet's own Ctrl-C handling.
     signal.signal(signal.SIGINT, _interrupt_once)
     signal.signal(signal.SIGTERM, _interrupt_once)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent at start
     try:
         job: _Job = conn.recv()
         threading.Thread(target=_listen_for_stop, args=(conn,), daemon=True, name="stop-listener").start()
@@ -189,19 +190,21 @@ def _start(ctx: Any, w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[s
     try:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker_main, args=(child,), name=f"probe-worker-{w.index}", daemon=True)
-        proc.start()
+        # the child inherits this mask: a Ctrl-C reaching it while it imports waits until its own
+        # handler is in place (_worker_main) instead of ending it with a traceback
+        with runner._signals_deferred():
+            proc.start()
         child.close()
         w.conn, w.process = parent, proc
         parent.send(job)
     except (OSError, pickle.PicklingError, EOFError) as e:
         detail = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
-        _fail_rest(w, f"could not start its worker process ({detail[:160]})", calls, done, sink)
+        _record_rest(w, f"could not start its worker process ({detail[:160]})", calls, done, sink)
 
 
 def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
-             stop: threading.Event, deadline: float | None) -> None:
+             stop: threading.Event, deadline: float | None, told: bool = False) -> None:
     """Hand each result to the sink as it arrives, until every worker ended (or `deadline`)."""
-    told = False
     while True:
         live = {w.conn: w for w in workers if not w.ended and w.conn is not None}
         if not live or (deadline is not None and time.monotonic() > deadline):
@@ -210,16 +213,20 @@ def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, Hos
             _tell_stop(workers)
             told = True
         for conn in wait(list(live), timeout=0.5):
-            _receive(live[conn], calls, done, sink)  # type: ignore[index]
+            _receive(live[conn], calls, done, sink, stopping=stop.is_set())  # type: ignore[index]
 
 
-def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink) -> None:
+def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
+             stopping: bool) -> None:
     assert w.conn is not None
     try:
         message = w.conn.recv()
     except (EOFError, OSError, pickle.UnpicklingError):
         w.ended = True
-        _fail_rest(w, f"its worker process {_how_it_ended(w)} before this host finished", calls, done, sink)
+        if stopping:  # it went while the run was being stopped: its hosts were cut off with it
+            _record_rest(w, CUT_OFF, calls, done, sink, outcome=Outcome.INTERRUPTED)
+        else:
+            _record_rest(w, f"its worker process {_how_it_ended(w)} before this host finished", calls, done, sink)
         return
     if message[0] == "host":
         res: HostResult = message[1]
@@ -230,7 +237,7 @@ def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], si
     else:
         w.ended = True
         # a worker that ended cleanly reported every host; any it did not is still recorded
-        _fail_rest(w, "its worker process ended without reporting this host", calls, done, sink)
+        _record_rest(w, "its worker process ended without reporting this host", calls, done, sink)
 
 
 def _how_it_ended(w: _Worker) -> str:
@@ -250,7 +257,7 @@ def _how_it_ended(w: _Worker) -> str:
     return f"(pid {proc.pid}) exited with status {code}"
 
 
-def _fail_rest(w: _Worker, why: str, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
+def _record_rest(w: _Worker, why: str, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
                outcome: Outcome = Outcome.FAILED) -> None:
     """Every host of `w` not yet reported gets `outcome`; the other workers' hosts are untouched."""
     reason = why if outcome is not Outcome.FAILED else f"the controller lost this host: {why}; probe it again"
@@ -277,17 +284,21 @@ def _stop_all(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, Ho
     """After a Ctrl-C: every worker told to stop, its closing reports taken in; a worker that would
     not stop in time is ended, its hosts recorded as cut off (started) or never started."""
     _tell_stop(workers)
+    stopped = threading.Event()
+    stopped.set()
     give_up = time.monotonic() + options.transport.connect_timeout + STOP_GRACE_S
     while True:
         try:
-            _collect(workers, calls, done, sink, threading.Event(), deadline=give_up)
+            _collect(workers, calls, done, sink, stopped, deadline=give_up, told=True)
             break
         except KeyboardInterrupt:  # a second Ctrl-C while stopping: keep stopping, as runner does
             continue
     for w in workers:
         if not w.ended:
             w.ended = True
-            _fail_rest(w, CUT_OFF, calls, done, sink, outcome=Outcome.INTERRUPTED)
+            # never started (the stop came while the workers were being started): not begun at all
+            cut = (Outcome.INTERRUPTED, CUT_OFF) if w.conn is not None else (Outcome.SKIPPED, NOT_STARTED)
+            _record_rest(w, cut[1], calls, done, sink, outcome=cut[0])
 
 
 def _reap(w: _Worker) -> None:

@@ -5,6 +5,7 @@ every key once, whole."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -119,6 +120,7 @@ def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Pa
         stop(proc)
     assert proc.returncode not in (70, 130), err
     assert "Traceback" not in err
+    assert [r["name"] for r in json.loads(out)["hosts"]] == list(hosts)  # the whole fleet shown
     fleet = load_fleet(run_dir)
     assert [r["name"] for r in fleet["hosts"]] == list(hosts)
     for name in hosts:
