@@ -166,7 +166,9 @@ def run_fleet_procs(hosts: Sequence[Host], calls: list[ProbeCall], options: RunO
     try:
         ctx = multiprocessing.get_context("spawn")
         for w in workers:
-            _start(ctx, w, _Job(w.hosts, calls, per_worker, factory), calls, done, sink)
+            _start(ctx, w, calls, done, sink)
+        for w in workers:
+            _send_job(w, _Job(w.hosts, calls, per_worker, factory), calls, done, sink)
         _collect(workers, calls, done, sink, stop, deadline=None)
     except (KeyboardInterrupt, RuntimeError) as e:
         ctrl_c = runner.ctrl_c_of(e)
@@ -184,9 +186,8 @@ def run_fleet_procs(hosts: Sequence[Host], calls: list[ProbeCall], options: RunO
     return results
 
 
-def _start(ctx: Any, w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[str, HostResult],
-           sink: EventSink) -> None:
-    """Start worker `w` and send it its job; where it cannot start, its hosts fail with the reason."""
+def _start(ctx: Any, w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink) -> None:
+    """Start worker `w`; where it cannot start, its hosts fail with the reason."""
     try:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker_main, args=(child,), name=f"probe-worker-{w.index}", daemon=True)
@@ -196,10 +197,26 @@ def _start(ctx: Any, w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[s
             proc.start()
         child.close()
         w.conn, w.process = parent, proc
-        parent.send(job)
-    except (OSError, pickle.PicklingError, EOFError) as e:
-        detail = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
-        _record_rest(w, f"could not start its worker process ({detail[:160]})", calls, done, sink)
+    except OSError as e:  # no processes left (ulimit -u), no memory
+        _cannot_start(w, e, calls, done, sink)
+
+
+def _send_job(w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink) -> None:
+    """Sent once every worker is starting: a big job fills the pipe until its worker has imported
+    and reads it, and the next worker's start must not wait for that."""
+    if w.conn is None:
+        return
+    try:
+        w.conn.send(job)
+    except (OSError, pickle.PicklingError) as e:  # it died starting (BrokenPipeError), or the job cannot travel
+        w.ended = True
+        _cannot_start(w, e, calls, done, sink)
+
+
+def _cannot_start(w: _Worker, e: BaseException, calls: list[ProbeCall], done: dict[str, HostResult],
+                  sink: EventSink) -> None:
+    detail = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+    _record_rest(w, f"could not start its worker process ({detail[:160]})", calls, done, sink)
 
 
 def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,

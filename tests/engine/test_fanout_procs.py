@@ -97,7 +97,8 @@ def test_two_processes_give_the_same_run_as_one(sshd: SshdServer, tmp_path: Path
     assert fleets["2"]["summary"]["outcomes"] == fleets["1"]["summary"]["outcomes"]
 
 
-def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])  # killed; crashed
+def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Path, sig: signal.Signals) -> None:
     slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
     # hosts are dealt in turn: worker 0 gets fast01..fast04, worker 1 slow01..slow04
     hosts: dict[str, dict[str, Any]] = {}
@@ -114,7 +115,7 @@ def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Pa
         # worker 0 has reported its hosts and ended; the one left holds the slow hosts in flight
         wait_for(lambda: len([p for p in _workers(proc.pid) if _alive(p)]) == 1, 20, "one worker left")
         [victim] = [p for p in _workers(proc.pid) if _alive(p)]
-        os.kill(victim, signal.SIGKILL)
+        os.kill(victim, sig)
         out, err = proc.communicate(timeout=60)
     finally:
         stop(proc)
@@ -129,7 +130,7 @@ def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Pa
             assert rec["outcome"] == "ok", rec["reason"]
         else:
             assert rec["outcome"] == "failed", rec
-            assert f"its worker process (pid {victim}) was killed by SIGKILL" in rec["reason"], rec["reason"]
+            assert f"its worker process (pid {victim}) was killed by {sig.name}" in rec["reason"], rec["reason"]
             assert "None" not in rec["reason"]
     assert (run_dir / "fleet.json").exists() and not list(run_dir.glob(".verdict-*"))
 
