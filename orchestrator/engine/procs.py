@@ -59,17 +59,24 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def process_count(hosts: int, requested: int | None, factory: TransportFactory) -> int:
-    """How many processes probe `hosts` hosts: `requested` (1: this process), else one per usable
-    core where each gets at least MIN_HOSTS_PER_WORKER hosts.  Never more than the hosts, and 1
-    where the transport factory cannot be sent to a worker (a test's closure)."""
+def process_count(hosts: Sequence[Host], requested: int | None, factory: TransportFactory) -> int:
+    """How many processes probe `hosts`: `requested` (1: this process), else one per usable core
+    where each gets at least MIN_HOSTS_PER_WORKER hosts.  Never more than the hosts, and 1 where a
+    worker could not do what this process does: a transport factory that cannot be sent (a test's
+    closure), or a host whose connection was registered after import (a fresh process lacks it)."""
     if requested is not None:
-        wanted = max(1, min(requested, MAX_PROCS, hosts))
+        wanted = max(1, min(requested, MAX_PROCS, len(hosts)))
     else:
-        wanted = max(1, min(usable_cores(), MAX_PROCS, hosts // MIN_HOSTS_PER_WORKER))
-    if wanted > 1 and not _sendable(factory):
+        wanted = max(1, min(usable_cores(), MAX_PROCS, len(hosts) // MIN_HOSTS_PER_WORKER))
+    if wanted > 1 and not (_sendable(factory) and _built_in_connections(hosts)):
         return 1
     return wanted
+
+
+def _built_in_connections(hosts: Sequence[Host]) -> bool:
+    from orchestrator.transport.factory import BUILT_IN, TRANSPORTS
+
+    return all(TRANSPORTS.get(c) is BUILT_IN.get(c) for c in {h.connection for h in hosts})
 
 
 def _sendable(obj: object) -> bool:

@@ -579,7 +579,7 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     host_list = list(hosts)
     from orchestrator.engine import procs  # it imports this module
 
-    count = procs.process_count(len(host_list), options.procs, factory)
+    count = procs.process_count(host_list, options.procs, factory)
     if count > 1:
         return procs.run_fleet_procs(host_list, calls, options, factory, sink, stop, count)
     order = {h.name: i for i, h in enumerate(host_list)}

@@ -5,6 +5,7 @@ every key once, whole."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -16,7 +17,14 @@ from typing import Any
 import pytest
 
 from orchestrator.engine.procs import MIN_HOSTS_PER_WORKER, process_count
-from orchestrator.transport.factory import open_transport
+from orchestrator.inventory.model import Host
+from orchestrator.transport.factory import (
+    TRANSPORTS,
+    open_transport,
+    register_transport,
+    unregister_transport,
+)
+from orchestrator.transport.local import LocalTransport
 from tests.support.fleet import Cli, stop, wait_for
 from tests.support.hostile import host_record, interpreter, load_fleet
 from tests.support.sshd import SshdServer, descendants
@@ -71,12 +79,27 @@ def _comparable(fleet: dict[str, Any]) -> list[tuple[Any, ...]]:
     return rows
 
 
-def test_small_runs_and_unsendable_factories_stay_in_one_process() -> None:
+def test_small_runs_and_what_a_worker_could_not_do_stay_in_one_process() -> None:
+    def fleet(n: int, connection: str = "ssh") -> list[Host]:
+        return [Host(f"h{i}", {"ansible_connection": connection}) for i in range(n)]
+
     # auto: a worker only from MIN_HOSTS_PER_WORKER hosts each; --procs 1 always one process
-    assert process_count(MIN_HOSTS_PER_WORKER - 1, None, open_transport) == 1
-    assert process_count(10_000, 1, open_transport) == 1
-    assert process_count(3, 8, open_transport) == 3  # never more workers than hosts
-    assert process_count(12, 2, lambda h, o: open_transport(h, o)) == 1  # a closure cannot reach a worker
+    assert process_count(fleet(MIN_HOSTS_PER_WORKER - 1), None, open_transport) == 1
+    assert process_count(fleet(10_000), 1, open_transport) == 1
+    assert process_count(fleet(3), 8, open_transport) == 3  # never more workers than hosts
+    assert process_count(fleet(12, "local"), 2, open_transport) == 2
+    assert process_count(fleet(12), 2, lambda h, o: open_transport(h, o)) == 1  # a closure cannot reach a worker
+    # a transport registered after import (the API's own), or one replacing a built-in: a fresh
+    # process would not know it
+    for name in ("custom-test", "local"):
+        before = TRANSPORTS.get(name)
+        register_transport(name, functools.partial(LocalTransport))  # not the object imported
+        try:
+            assert process_count(fleet(12, name), 2, open_transport) == 1, name
+        finally:
+            unregister_transport(name)
+            if before is not None:
+                register_transport(name, before)
 
 
 def test_two_processes_give_the_same_run_as_one(sshd: SshdServer, tmp_path: Path) -> None:
