@@ -237,7 +237,9 @@ def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, Hos
             _tell_stop(workers)
             told = True
         for conn in wait(list(live), timeout=0.5):
-            _receive(live[conn], calls, done, sink, stopping=stop.is_set())  # type: ignore[index]
+            # a Ctrl-C between taking a result off the pipe and recording it would lose that host
+            with runner._signals_deferred():
+                _receive(live[conn], calls, done, sink, stopping=stop.is_set())  # type: ignore[index]
 
 
 def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], sink: EventSink,
@@ -256,8 +258,7 @@ def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], si
         res: HostResult = message[1]
         w.reported.add(res.host.name)
         done[res.host.name] = res
-        with runner._signals_deferred():
-            sink.host_finished(res)
+        sink.host_finished(res)
     else:
         w.ended = True
         # a worker that ended cleanly reported every host; any it did not is still recorded
