@@ -26,7 +26,7 @@ from orchestrator.transport.factory import (
 )
 from orchestrator.transport.local import LocalTransport
 from tests.support.fleet import Cli, stop, wait_for
-from tests.support.hostile import host_record, interpreter, load_fleet
+from tests.support.hostile import host_record, interpreter, load_fleet, run_cli
 from tests.support.sshd import SshdServer, descendants
 
 pytestmark = pytest.mark.ssh
@@ -212,3 +212,10 @@ def test_accept_new_from_two_processes_records_every_key_once(sshd: SshdServer, 
     host_key = sshd.keys.public(sshd.keys.host_key).split()
     want = sorted(f"[{a}]:{sshd.port} {host_key[0]} {host_key[1]}" for a in sshd.addresses[:n])
     assert sorted(lines) == want  # every address once, each line whole
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two", "1.5"])
+def test_a_bad_procs_is_one_usage_line(value: str) -> None:
+    res = run_cli(["run", "--procs", value, "--probe", "host"])
+    assert res.code == 2, res.stderr
+    assert "--procs" in res.one_line_error()
