@@ -1310,7 +1310,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--forks", type=int, default=32, help="forks for every tool (default 32)")
     ap.add_argument("--procs", type=int, default=None,
-                    help="`probe run --procs N` (default: probe run's own choice, one process per core from 100 hosts each)")
+                    help="`probe run --procs N` (default: probe run's own choice, one process per core from 500 hosts each)")
     ap.add_argument("--tools", default="probe,openssh,pssh,ansible-script,ansible-raw,openssh-defaultkex")
     ap.add_argument("--ansible-max", type=int, default=100, help="largest N Ansible is run at (it is slow)")
     ap.add_argument("--audit-sizes", default="", help="fleet sizes for the audit playbook against fixture roots, "

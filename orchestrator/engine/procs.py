@@ -40,11 +40,14 @@ from orchestrator.engine.runner import (
 )
 from orchestrator.inventory.model import Host
 
-# A worker costs a spawned interpreter importing Paramiko and Fabric (~0.5 s of CPU here) and the
-# parent pickles every result once more (~0.1 ms).  Against ~10 ms of CPU a host saved from the
-# one core, a worker pays for itself past ~50 hosts; 100 a worker keeps the start under ~5 % of its
-# share and every small run (the tests, a rack, the demo) in one process, as before.
-MIN_HOSTS_PER_WORKER = 100
+# A worker costs a spawned interpreter importing the engine, Paramiko and Fabric: measured 1.6-1.8 s
+# of wall before the first host here (2 cores, niced, loaded), against a fan-out of 6-9 ms of CPU
+# a host.  On two free cores half of N hosts' CPU is saved: N x ~3.5 ms > ~1.7 s from ~500 hosts
+# in all.  500 a worker (1,000 on two cores) keeps a margin for what each worker repeats (its own
+# Fabric config, known_hosts, first connection; every result pickled once more): 200 hosts took
+# 2.8 s in one process and 4.6-6.7 s in two here.  Small runs, the demo and every existing test
+# stay in one process; --procs N overrides.
+MIN_HOSTS_PER_WORKER = 500
 # More workers than this would only add handshakes racing for the same cores and sshd's MaxStartups.
 MAX_PROCS = 16
 # How long the parent waits for workers to stop after it told them to, beyond a connect timeout:
