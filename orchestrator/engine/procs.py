@@ -107,6 +107,7 @@ class _Worker:
     conn: Connection | None = None
     process: Any = None  # multiprocessing's SpawnProcess
     reported: set[str] = field(default_factory=set)
+    sent: bool = False  # its job is on its way: before that none of its hosts began
     ended: bool = False  # sent its last message, or its pipe closed
 
 
@@ -128,7 +129,9 @@ def _worker_main(conn: Connection) -> None:
     signal.signal(signal.SIGTERM, _interrupt_once)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # blocked by the parent at start
     try:
-        job: _Job = conn.recv()
+        job = conn.recv()
+        if not isinstance(job, _Job):  # stopped before its job came
+            return
         threading.Thread(target=_listen_for_stop, args=(conn,), daemon=True, name="stop-listener").start()
         try:
             runner.run_fleet(job.hosts, job.calls, job.options, job.factory, _PipeSink(conn))
@@ -218,7 +221,11 @@ def _send_job(w: _Worker, job: _Job, calls: list[ProbeCall], done: dict[str, Hos
         return
     try:
         w.conn.send(job)
-    except (OSError, pickle.PicklingError) as e:  # it died starting (BrokenPipeError), or the job cannot travel
+        w.sent = True
+    except OSError:  # it died starting (BrokenPipeError): how it ended says why
+        w.ended = True
+        _record_rest(w, f"its worker process {_how_it_ended(w)} before it could start", calls, done, sink)
+    except pickle.PicklingError as e:  # the job cannot travel
         w.ended = True
         _cannot_start(w, e, calls, done, sink)
 
@@ -253,7 +260,8 @@ def _receive(w: _Worker, calls: list[ProbeCall], done: dict[str, HostResult], si
     except (EOFError, OSError, pickle.UnpicklingError):
         w.ended = True
         if stopping:  # it went while the run was being stopped: its hosts were cut off with it
-            _record_rest(w, CUT_OFF, calls, done, sink, outcome=Outcome.INTERRUPTED)
+            why, outcome = _cut(w)
+            _record_rest(w, why, calls, done, sink, outcome=outcome)
         else:
             _record_rest(w, f"its worker process {_how_it_ended(w)} before this host finished", calls, done, sink)
         return
@@ -324,9 +332,14 @@ def _stop_all(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, Ho
     for w in workers:
         if not w.ended:
             w.ended = True
-            # never started (the stop came while the workers were being started): not begun at all
-            cut = (Outcome.INTERRUPTED, CUT_OFF) if w.conn is not None else (Outcome.SKIPPED, NOT_STARTED)
-            _record_rest(w, cut[1], calls, done, sink, outcome=cut[0])
+            why, outcome = _cut(w)
+            _record_rest(w, why, calls, done, sink, outcome=outcome)
+
+
+def _cut(w: _Worker) -> tuple[str, Outcome]:
+    """What a stopped run records for a worker's unreported hosts: cut off, or never started where
+    the stop came before its job (while the workers were being started)."""
+    return (CUT_OFF, Outcome.INTERRUPTED) if w.sent else (NOT_STARTED, Outcome.SKIPPED)
 
 
 def _reap(w: _Worker) -> None:

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.procs import MIN_HOSTS_PER_WORKER, process_count
+from orchestrator.engine.runner import HostResult, ProbeCall, RunOptions, run_fleet
 from orchestrator.inventory.model import Host
 from orchestrator.transport.factory import (
     TRANSPORTS,
@@ -100,6 +102,37 @@ def test_small_runs_and_what_a_worker_could_not_do_stay_in_one_process() -> None
             unregister_transport(name)
             if before is not None:
                 register_transport(name, before)
+
+
+class _Recorded:
+    def __init__(self) -> None:
+        self.hosts: list[HostResult] = []
+
+    def host_finished(self, result: HostResult) -> None:
+        self.hosts.append(result)
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python3", "/bin/false"])  # cannot start; ends at once
+def test_workers_that_cannot_start_cost_their_hosts_with_the_reason(executable: str) -> None:
+    from multiprocessing import spawn
+
+    hosts = [Host(f"h{i}", {"ansible_connection": "local"}) for i in range(4)]
+    sink = _Recorded()
+    before = spawn.get_executable()
+    spawn.set_executable(executable)
+    try:
+        results = run_fleet(hosts, [ProbeCall("host", timeout=20)], RunOptions(forks=4, procs=2), open_transport, sink)
+    finally:
+        spawn.set_executable(before)
+    assert [r.host.name for r in results] == [h.name for h in hosts]
+    assert sorted(r.host.name for r in sink.hosts) == sorted(h.name for h in hosts)  # each recorded once
+    for r in results:
+        assert r.outcome == Outcome.FAILED, r.reason
+        assert r.reason.startswith("the controller lost this host: its worker process (pid "), r.reason
+        # gone before its job was sent, or before it read it: both name how it ended
+        assert " exited with status " in r.reason, r.reason
+        assert r.reason.endswith((" before it could start; probe it again", " before this host finished; probe it again"))
+        assert "None" not in r.reason
 
 
 def test_two_processes_give_the_same_run_as_one(sshd: SshdServer, tmp_path: Path) -> None:
