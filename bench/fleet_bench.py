@@ -466,6 +466,10 @@ def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dic
                    u.rc, fleet.proxy.rtt_ms if fleet.proxy else None, fleet.replay_kind, u.proxy_cpu_s)
 
 
+# `probe run --procs N` for every probe run of this bench (None: the CLI's own choice); set by --procs.
+PROBE_PROCS: int | None = None
+
+
 def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure:
     inv = tmp / "inv.yml"
     # every host carries its own probe_root/probe_args, as a real inventory would (JSON is YAML)
@@ -480,7 +484,7 @@ def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measur
     out = results / "run"
     cmd = [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "-f", str(forks), "-o", str(out), "-q",
            "--format", "json", "--known-hosts", str(fleet.known_hosts), "--ssh-config", "/dev/null",
-           *work.probe_cli]
+           *work.probe_cli, *(["--procs", str(PROBE_PROCS)] if PROBE_PROCS is not None else [])]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("SSH_AUTH_SOCK", None)  # the same for every tool: the key file, no agent
     with open(tmp / "probe.out", "w") as so, open(tmp / "probe.err", "w") as se:
@@ -1305,6 +1309,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="10,100,500,1000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--forks", type=int, default=32, help="forks for every tool (default 32)")
+    ap.add_argument("--procs", type=int, default=None,
+                    help="`probe run --procs N` (default: probe run's own choice, one process per core from 500 hosts each)")
     ap.add_argument("--tools", default="probe,openssh,pssh,ansible-script,ansible-raw,openssh-defaultkex")
     ap.add_argument("--ansible-max", type=int, default=100, help="largest N Ansible is run at (it is slow)")
     ap.add_argument("--audit-sizes", default="", help="fleet sizes for the audit playbook against fixture roots, "
@@ -1352,6 +1358,8 @@ def main() -> int:
     ap.add_argument("--replay-check-n", type=int, default=50, help="hosts of the endpoints' CPU-per-login check")
     ap.add_argument("--out", default=str(REPO / "bench" / "RESULTS.md"))
     a = ap.parse_args()
+    global PROBE_PROCS
+    PROBE_PROCS = a.procs
     if a.controller_one:
         print(json.dumps(controller_one(a.controller_one)))
         return 0

@@ -126,6 +126,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=500)
     ap.add_argument("-f", "--forks", type=int, default=32)
+    ap.add_argument("--procs", type=int, default=None, help="probe run --procs N (default: its own choice)")
     ap.add_argument("--py-spy", default=shutil.which("py-spy") or "/tmp/tools-venv/bin/py-spy")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second (lower: less overhead)")
@@ -163,7 +164,7 @@ def main() -> int:
                        f"    ansible_ssh_private_key_file: {fleet.key}\n  hosts:\n{hosts}\n")
         run = [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "-f", str(a.forks), "-o",
                str(tmp / "results" / "run"), "-q", "--format", "json", "--known-hosts", str(fleet.known_hosts),
-               "--ssh-config", "/dev/null", "--probe", "host"]
+               "--ssh-config", "/dev/null", "--probe", "host", *(["--procs", str(a.procs)] if a.procs else [])]
         env = dict(fb.plain_env(), PYTHONPATH=str(fb.REPO))
         if a.no_fsync:
             run[1:3] = ["-c", "import os, runpy, sys; os.fsync = lambda fd: None; sys.argv[0] = 'probe'; "
@@ -196,7 +197,7 @@ def main() -> int:
         wall = time.monotonic() - t0
         envs = fb.envelopes_from_files((tmp / "results" / "run" / "raw").glob("*/host.json"))
         reached, ok = fb.reached_from_envelopes(envs, fleet.sshd_port)
-        print(f"n={a.n} forks={a.forks} wall={wall:.1f}s (profiled) reached={reached} ok={ok}\n{report}")
+        print(f"n={a.n} forks={a.forks} procs={a.procs or 'auto'} wall={wall:.1f}s (profiled) reached={reached} ok={ok}\n{report}")
     finally:
         if fleet.proxy is not None:
             fleet.proxy.stop()

@@ -376,19 +376,20 @@ def open_lock(root: Path) -> RunLock:
 
 def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
             output_dir: Path | None = None, show_progress: bool | None = None,
-            baseline: Path | None = None) -> RunResult:
+            baseline: Path | None = None, procs: int | None = None) -> RunResult:
     """Run every play of `plan`, store and judge it, and compare it with `baseline` (default: the
     previous complete run of the same inventory).  Raises LockHeld, ResultsUnwritable, UsageError;
-    a Ctrl-C keeps what finished (RunResult.interrupted)."""
+    a Ctrl-C keeps what finished (RunResult.interrupted).  `procs`: RunOptions.procs (None: auto)."""
     lock = open_lock(root)
     try:
-        return _execute_locked(plan, root, transport, options, output_dir, show_progress, baseline)
+        return _execute_locked(plan, root, transport, options, output_dir, show_progress, baseline, procs)
     finally:
         lock.release()
 
 
 def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, options: dict[str, Any],
-                    output_dir: Path | None, show_progress: bool | None, baseline: Path | None) -> RunResult:
+                    output_dir: Path | None, show_progress: bool | None, baseline: Path | None,
+                    procs: int | None = None) -> RunResult:
     run = _new_run(root, plan.meta(options=options), output_dir)
     progress = Progress(len(plan.hosts), enabled=show_progress)
     stop = threading.Event()
@@ -399,7 +400,7 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
     pool = start_judging(plan, previous, run.dir)
     try:
         result = _run_and_judge(plan, run, transport, progress, store, stop, previous, pool, history,
-                                class_carrier(root, run.dir))
+                                class_carrier(root, run.dir), procs)
     finally:
         if pool is not None:
             pool.close()
@@ -412,7 +413,8 @@ def _execute_locked(plan: RunPlan, root: Path, transport: TransportOptions, opti
 def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions, progress: Progress,
                    store: _StoreOrStop, stop: threading.Event, previous: Mapping[str, PreviousFacts],
                    pool: JudgingPool | None, history: tuple[PastRun, ...],
-                   carry: Callable[[Collection[str]], Mapping[str, CarriedClass]]) -> RunResult:
+                   carry: Callable[[Collection[str]], Mapping[str, CarriedClass]],
+                   procs: int | None = None) -> RunResult:
     merged: dict[str, HostResult] = {}
     interrupted = False
     sink = Fanout(store, _JudgeAsStored(pool, run, store), progress)
@@ -420,7 +422,7 @@ def _run_and_judge(plan: RunPlan, run: RunDirectory, transport: TransportOptions
         for pp in plan.plays:
             if not pp.hosts:
                 continue
-            run_options = RunOptions(forks=pp.forks, transport=transport, become=pp.become)
+            run_options = RunOptions(forks=pp.forks, transport=transport, become=pp.become, procs=procs)
             results: list[HostResult] = []
             if pp.calls:
                 try:

@@ -53,6 +53,9 @@ def execute_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--connect-timeout must be a positive number of seconds, got {args.connect_timeout}")
     if args.retries < 0:
         raise UsageError(f"--retries must be 0 or more, got {args.retries}")
+    procs = getattr(args, "procs", None)
+    if procs is not None and procs < 1:
+        raise UsageError(f"--procs must be a whole number of at least 1, got {procs}")
     max_share(args)  # a bad --max-drain is a usage error before anything runs
     plan = build_plan(plan_inputs(args))
     for w in plan.warnings:
@@ -76,7 +79,7 @@ def execute_cli(args: argparse.Namespace) -> int:
     options = {"forks": args.forks, "timeout": args.timeout, "connect_timeout": args.connect_timeout,
                "host_key_policy": args.host_key_policy, "become": args.become}
     result = execute(plan, root, topts, options, Path(args.output_dir) if args.output_dir else None,
-                     show_progress=False if args.quiet else None, baseline=baseline)
+                     show_progress=False if args.quiet else None, baseline=baseline, procs=procs)
     return present_run(args, root, result, keep)
 
 
@@ -246,6 +249,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--probe", action="append", metavar="NAME", help="run only these probes (repeatable; overrides the playbook's)")
     p.add_argument("-f", "--forks", type=int, default=DEFAULT_FORKS,
                    help=f"hosts probed at once (default {DEFAULT_FORKS}; see docs/performance.md)")
+    p.add_argument("--procs", type=int, metavar="N",
+                   help="processes the hosts are spread over, forks shared among them (default: one per core "
+                        "from 500 hosts a process; 1: this process only; see docs/performance.md)")
     p.add_argument("-t", "--timeout", type=float, default=60.0, help="seconds per probe (default 60)")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect and log in (default 10)")
     p.add_argument("--host-key-policy", choices=["strict", "accept-new", "off"], default="strict",

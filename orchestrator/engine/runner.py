@@ -63,6 +63,9 @@ class RunOptions:
     # Several probes on a host share one interpreter start (orchestrator/engine/bundle.py); measured in
     # docs/performance.md.  False: one `python3` per probe, as before.
     bundle: bool = True
+    # Worker processes the fan-out is spread over (engine/procs.py): None = one per usable core for a
+    # big enough run, 1 = this process only (as before), N = N.
+    procs: int | None = None
 
 
 @dataclass
@@ -574,6 +577,11 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     """
     stop = stop or threading.Event()
     host_list = list(hosts)
+    from orchestrator.engine import procs  # it imports this module
+
+    count = procs.process_count(host_list, options.procs, factory)
+    if count > 1:
+        return procs.run_fleet_procs(host_list, calls, options, factory, sink, stop, count)
     order = {h.name: i for i, h in enumerate(host_list)}
     done: dict[str, HostResult] = {}
     active: dict[str, Transport] = {}

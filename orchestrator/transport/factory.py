@@ -117,4 +117,7 @@ register_transport("ssh", _Deferred("orchestrator.transport.ssh", "SshTransport"
 register_transport("local", LocalTransport)
 register_transport("replay", ReplayTransport)
 register_transport("slurm", _Deferred("orchestrator.transport.slurm", "SlurmTransport"))
+# What every process has from importing this module: a worker process (engine/procs.py) knows
+# these and nothing registered later.
+BUILT_IN: dict[str, TransportFactory] = dict(TRANSPORTS)
 connections.install(_Book())

@@ -2,15 +2,18 @@
 
 known_hosts files are parsed once per process and shared read-only by every connection (a fleet of
 thousands of hosts must not re-parse a large known_hosts file per host). Keys accepted under
-`accept-new` are appended to the user's known_hosts under a lock, one line each, and added to the
+`accept-new` are appended to the user's known_hosts under a lock (threads and processes), one line each, and added to the
 shared copy so later connections in the same run see them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,7 +174,7 @@ def known_hosts_name(address: str, port: int) -> str:
 def append_known_host(path: str, name: str, key: PKey) -> None:
     """Record an accepted key the way ssh does: one plain line appended to the user's known_hosts."""
     line = f"{name} {key.get_name()} {key.get_base64()}\n"
-    with _lock:
+    with _lock, _across_processes(path):
         current = _load_locked(path)
         if current is not None:
             known = current.lookup(name)
@@ -185,6 +188,22 @@ def append_known_host(path: str, name: str, key: PKey) -> None:
                 current = IndexedHostKeys()
             current.add(name, key.get_name(), key)
             _cache[path] = (sig, current)
+
+
+@contextlib.contextmanager
+def _across_processes(path: str) -> Iterator[None]:
+    """The append held against other processes too (`probe run`'s workers, engine/procs.py; another
+    run): an flock on the file's directory, since the file itself is replaced by each append
+    (a lock on it would be on the old copy).  Without it two processes read the same file and
+    the second replacement loses the first one's line."""
+    parent = os.path.dirname(os.path.realpath(path)) or "."
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _append_line(path: str, line: bytes) -> None:
