@@ -470,7 +470,9 @@ def _measure(tool: str, work: Work, n: int, forks: int, u: Usage, envs: list[dic
 PROBE_PROCS: int | None = None
 
 
-def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measure:
+def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path, procs: int | None = None) -> Measure:
+    """`probe run`; `procs` (else --procs, else the CLI's own choice) is its --procs."""
+    procs = procs if procs is not None else PROBE_PROCS
     inv = tmp / "inv.yml"
     # every host carries its own probe_root/probe_args, as a real inventory would (JSON is YAML)
     def extra(i: int) -> str:
@@ -484,14 +486,14 @@ def run_probe(fleet: Fleet, n: int, forks: int, work: Work, tmp: Path) -> Measur
     out = results / "run"
     cmd = [sys.executable, "-m", "orchestrator", "run", "-i", str(inv), "-f", str(forks), "-o", str(out), "-q",
            "--format", "json", "--known-hosts", str(fleet.known_hosts), "--ssh-config", "/dev/null",
-           *work.probe_cli, *(["--procs", str(PROBE_PROCS)] if PROBE_PROCS is not None else [])]
+           *work.probe_cli, *(["--procs", str(procs)] if procs is not None else [])]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("SSH_AUTH_SOCK", None)  # the same for every tool: the key file, no agent
     with open(tmp / "probe.out", "w") as so, open(tmp / "probe.err", "w") as se:
         u = measured(cmd, fleet, env=env, stdout=so, stderr=se)
     envs = envelopes_from_files(p for p in (out / "raw").glob("*/*.json") if p.name != "_host.json") \
         if (out / "raw").is_dir() else []
-    m = _measure("probe run", work, n, forks, u, envs, fleet)
+    m = _measure(ONE_PROCESS if procs == 1 and PROBE_PROCS != 1 else "probe run", work, n, forks, u, envs, fleet)
     for meta in (out / "raw").glob("*/_host.json") if (out / "raw").is_dir() else ():
         for summary in json.loads(meta.read_text()).get("probes", {}).values():
             if summary.get("outcome") != "ok":
@@ -673,7 +675,8 @@ def host_floor_note(by: dict[tuple[int, int, str], list[Measure]]) -> str:
     return ("\n\nHost side alone in the OpenSSH floor runs: " + "; ".join(out) + ".") if out else ""
 
 
-TOOL_ORDER = {"openssh fan-out": 0, "openssh fan-out (one login per host)": 1, "probe run": 2, "pssh": 3,
+ONE_PROCESS = "probe run --procs 1"
+TOOL_ORDER = {"openssh fan-out": 0, "openssh fan-out (one login per host)": 1, "probe run": 2, ONE_PROCESS: 2.5, "pssh": 3,
               "ansible -m raw": 4, "ansible -m script": 5, "ansible -m script (free)": 6,
               "openssh fan-out (default kex)": 7}
 FLOOR = "openssh fan-out"
@@ -772,6 +775,8 @@ def machine_description() -> str:
 
 RUNNERS = {
     "probe": lambda f, n, k, w, t: run_probe(f, n, k, w, t),
+    # before/after of the fan-out over one process per core, in one invocation; not a peer
+    "probe-1proc": lambda f, n, k, w, t: run_probe(f, n, k, w, t, procs=1),
     "openssh": lambda f, n, k, w, t: run_openssh(f, n, k, w, t),
     "openssh-defaultkex": lambda f, n, k, w, t: run_openssh(f, n, k, w, t, default_kex=True),
     "openssh-mux": lambda f, n, k, w, t: run_openssh(f, n, k, w, t, mux=True),
@@ -1251,7 +1256,7 @@ def summarize_latency(rows: list[Measure]) -> str:
         load = host_share_pct(ms, cores)
         whole = (host + prox + cpu) / cores / med * 100
         worst = max(ms, key=lambda m: sum(m.bad.values()))
-        bad = ", ".join(f"{k} {v}" for k, v in sorted(worst.bad.items())) or ("0" if tool == "probe run" else "–")
+        bad = ", ".join(f"{k} {v}" for k, v in sorted(worst.bad.items())) or ("0" if tool in ("probe run", ONE_PROCESS) else "–")
         if worst.why:  # the commonest reason, so a false unreachable shows what the tool said
             reason, count = max(worst.why.items(), key=lambda kv: kv[1])
             bad += f" ({count}: {reason.replace('|', '/')[:100]})"

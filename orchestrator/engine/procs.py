@@ -206,7 +206,7 @@ def _start(ctx: Any, w: _Worker, calls: list[ProbeCall], done: dict[str, HostRes
         proc = ctx.Process(target=_worker_main, args=(child,), name=f"probe-worker-{w.index}", daemon=True)
         # the child inherits this mask: a Ctrl-C reaching it while it imports waits until its own
         # handler is in place (_worker_main) instead of ending it with a traceback
-        with runner._signals_deferred():
+        with runner.signals_deferred():
             proc.start()
         child.close()
         w.conn, w.process = parent, proc
@@ -248,7 +248,7 @@ def _collect(workers: list[_Worker], calls: list[ProbeCall], done: dict[str, Hos
             told = True
         for conn in wait(list(live), timeout=0.5):
             # a Ctrl-C between taking a result off the pipe and recording it would lose that host
-            with runner._signals_deferred():
+            with runner.signals_deferred():
                 _receive(live[conn], calls, done, sink, stopping=stop.is_set())  # type: ignore[index]
 
 

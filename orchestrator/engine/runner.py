@@ -610,7 +610,7 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
                     res = HostResult(h, {c.name: ProbeResult(c.name, Outcome.FAILED, controller_error(e)) for c in calls})
                 done[h.name] = res
                 delivering = res
-                with _signals_deferred():
+                with signals_deferred():
                     sink.host_finished(res)
                 delivering = None
             submit_more()
@@ -655,7 +655,7 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """Ctrl-C or SIGTERM arriving while a finished host is being recorded takes effect right after
     it, so that host's raw files are never left half written."""
     if threading.current_thread() is not threading.main_thread():
