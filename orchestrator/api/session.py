@@ -379,7 +379,7 @@ def execute(plan: RunPlan, root: Path, transport: TransportOptions, options: dic
             baseline: Path | None = None, procs: int | None = None) -> RunResult:
     """Run every play of `plan`, store and judge it, and compare it with `baseline` (default: the
     previous complete run of the same inventory).  Raises LockHeld, ResultsUnwritable, UsageError;
-    a Ctrl-C keeps what finished (RunResult.interrupted).  `procs`: RunOptions.procs (None: auto)."""
+    a Ctrl-C keeps what finished (RunResult.interrupted).  `procs`: RunOptions.procs (None: one process)."""
     lock = open_lock(root)
     try:
         return _execute_locked(plan, root, transport, options, output_dir, show_progress, baseline, procs)

@@ -40,14 +40,9 @@ from orchestrator.engine.runner import (
 )
 from orchestrator.inventory.model import Host
 
-# A worker costs a spawned interpreter importing the engine, Paramiko and Fabric: measured 1.6-1.8 s
-# of wall before the first host here (2 cores, niced, loaded), against a fan-out of 6-9 ms of CPU
-# a host.  On two free cores half of N hosts' CPU is saved: N x ~3.5 ms > ~1.7 s from ~500 hosts
-# in all.  500 a worker (1,000 on two cores) keeps a margin for what each worker repeats (its own
-# Fabric config, known_hosts, first connection; every result pickled once more): 200 hosts took
-# 2.8 s in one process and 4.6-6.7 s in two here.  Small runs, the demo and every existing test
-# stay in one process; --procs N overrides.
-MIN_HOSTS_PER_WORKER = 500
+# Opt-in (--procs N), never chosen by itself: on the 2-core bench machine, whose cores the simulated
+# hosts share, two processes were slower than one in 4 of 9 cells of the 1,000-host matrix (faster
+# in 5) and spent 13-63 % more CPU (bench/RESULTS.md, "Fan-out through a replaying endpoint").
 # More workers than this would only add handshakes racing for the same cores and sshd's MaxStartups.
 MAX_PROCS = 16
 # How long the parent waits for workers to stop after it told them to, beyond a connect timeout:
@@ -55,22 +50,12 @@ MAX_PROCS = 16
 STOP_GRACE_S = 5.0
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
 def process_count(hosts: Sequence[Host], requested: int | None, factory: TransportFactory) -> int:
-    """How many processes probe `hosts`: `requested` (1: this process), else one per usable core
-    where each gets at least MIN_HOSTS_PER_WORKER hosts.  Never more than the hosts, and 1 where a
-    worker could not do what this process does: a transport factory that cannot be sent (a test's
-    closure), or a host whose connection was registered after import (a fresh process lacks it)."""
-    if requested is not None:
-        wanted = max(1, min(requested, MAX_PROCS, len(hosts)))
-    else:
-        wanted = max(1, min(usable_cores(), MAX_PROCS, len(hosts) // MIN_HOSTS_PER_WORKER))
+    """How many processes probe `hosts`: `requested` (None or 1: this process).  Never more than the
+    hosts, and 1 where a worker could not do what this process does: a transport factory that cannot
+    be sent (a test's closure), or a host whose connection was registered after import (a fresh
+    process lacks it)."""
+    wanted = max(1, min(requested or 1, MAX_PROCS, len(hosts)))
     if wanted > 1 and not (_sendable(factory) and _built_in_connections(hosts)):
         return 1
     return wanted

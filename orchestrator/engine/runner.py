@@ -63,8 +63,8 @@ class RunOptions:
     # Several probes on a host share one interpreter start (orchestrator/engine/bundle.py); measured in
     # docs/performance.md.  False: one `python3` per probe, as before.
     bundle: bool = True
-    # Worker processes the fan-out is spread over (engine/procs.py): None = one per usable core for a
-    # big enough run, 1 = this process only (as before), N = N.
+    # Worker processes the fan-out is spread over (engine/procs.py): None or 1 = this process only,
+    # N = N (opt-in: measured slower on a 2-core machine shared with the hosts, bench/RESULTS.md).
     procs: int | None = None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from orchestrator.engine.outcomes import Outcome
-from orchestrator.engine.procs import MIN_HOSTS_PER_WORKER, process_count
+from orchestrator.engine.procs import process_count
 from orchestrator.engine.runner import HostResult, ProbeCall, RunOptions, run_fleet
 from orchestrator.inventory.model import Host
 from orchestrator.transport.factory import (
@@ -85,8 +85,8 @@ def test_small_runs_and_what_a_worker_could_not_do_stay_in_one_process() -> None
     def fleet(n: int, connection: str = "ssh") -> list[Host]:
         return [Host(f"h{i}", {"ansible_connection": connection}) for i in range(n)]
 
-    # auto: a worker only from MIN_HOSTS_PER_WORKER hosts each; --procs 1 always one process
-    assert process_count(fleet(MIN_HOSTS_PER_WORKER - 1), None, open_transport) == 1
+    # one process unless asked: the default never spreads, however big the fleet
+    assert process_count(fleet(10_000), None, open_transport) == 1
     assert process_count(fleet(10_000), 1, open_transport) == 1
     assert process_count(fleet(3), 8, open_transport) == 3  # never more workers than hosts
     assert process_count(fleet(12, "local"), 2, open_transport) == 2
