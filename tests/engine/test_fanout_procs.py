@@ -112,6 +112,7 @@ class _Recorded:
         self.hosts.append(result)
 
 
+@pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 @pytest.mark.parametrize("executable", ["/nonexistent/python3", "/bin/false"])  # cannot start; ends at once
 def test_workers_that_cannot_start_cost_their_hosts_with_the_reason(executable: str) -> None:
     from multiprocessing import spawn
@@ -135,6 +136,7 @@ def test_workers_that_cannot_start_cost_their_hosts_with_the_reason(executable: 
         assert "None" not in r.reason
 
 
+@pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 def test_two_processes_give_the_same_run_as_one(sshd: SshdServer, tmp_path: Path) -> None:
     names = [f"node{i:02d}" for i in range(1, 11)]
     inv = _inventory(sshd, tmp_path / "fleet.yml", {n: {} for n in names})
@@ -153,6 +155,7 @@ def test_two_processes_give_the_same_run_as_one(sshd: SshdServer, tmp_path: Path
     assert fleets["2"]["summary"]["outcomes"] == fleets["1"]["summary"]["outcomes"]
 
 
+@pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])  # killed; crashed
 def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Path, sig: signal.Signals) -> None:
     slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
@@ -191,6 +194,7 @@ def test_a_killed_worker_costs_only_its_own_hosts(sshd: SshdServer, tmp_path: Pa
     assert (run_dir / "fleet.json").exists() and not list(run_dir.glob(".verdict-*"))
 
 
+@pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 @pytest.mark.parametrize("how", ["sigint-parent", "sigterm-parent", "ctrl-c-group"])
 def test_stopping_the_parent_stops_every_worker(sshd: SshdServer, tmp_path: Path, how: str) -> None:
     slow = interpreter(tmp_path / "bin", "slow", "import time; time.sleep(60)")
@@ -228,6 +232,7 @@ def test_stopping_the_parent_stops_every_worker(sshd: SshdServer, tmp_path: Path
         assert host_record(fleet, n)["reason"] == "run interrupted before this host started"
 
 
+@pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 def test_accept_new_from_two_processes_records_every_key_once(sshd: SshdServer, tmp_path: Path) -> None:
     n = min(12, len(sshd.addresses))
     if n < 4:
