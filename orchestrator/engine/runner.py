@@ -582,6 +582,12 @@ def run_fleet(hosts: Iterable[Host], calls: list[ProbeCall], options: RunOptions
     count = procs.process_count(host_list, options.procs, factory)
     if count > 1:
         return procs.run_fleet_procs(host_list, calls, options, factory, sink, stop, count)
+    return _run_fleet_here(host_list, calls, options, factory, sink, stop)
+
+
+def _run_fleet_here(host_list: list[Host], calls: list[ProbeCall], options: RunOptions, factory: TransportFactory,
+                    sink: EventSink, stop: threading.Event) -> list[HostResult]:
+    """run_fleet in this process: a thread per fork."""
     order = {h.name: i for i, h in enumerate(host_list)}
     done: dict[str, HostResult] = {}
     active: dict[str, Transport] = {}
