@@ -147,7 +147,8 @@ def test_every_fleet_check_finds_the_same_over_held_verdicts(demo_inputs: list[H
 
 def test_held_facts_are_a_fraction_of_the_dicts_they_were(demo_inputs: list[HostInput]) -> None:
     """The dicts as a merge held them (equal values shared by the handoff Reader) against the held
-    form: the identities (GPU UUIDs, serials) make each host's GPU dicts its own."""
+    form: the identities (GPU UUIDs, serials) make each host's GPU dicts its own, and those are what
+    the held form packs; the sections hosts have alike are held once either way."""
     verdicts, _ = _fleet(demo_inputs)
     buf = io.BytesIO()
     for v in verdicts:
@@ -156,9 +157,20 @@ def test_held_facts_are_a_fraction_of_the_dicts_they_were(demo_inputs: list[Host
     shared = list(handoff.Reader().load_all(buf))
     seen: set[int] = set()
     as_dicts = sum(_deep(v.fleet_view.facts, seen) for v in shared)
-    holder, seen = Holder(), set()
-    as_held = sum(_deep(holder.verdict(v).fleet_view.facts, seen) for v in shared)
-    assert as_held * 2 < as_dicts, (as_held, as_dicts)
+    holder = Holder()
+    held = [holder.verdict(v) for v in shared]  # alive while measured: a freed object's id is reused
+    seen = set()
+    as_held = sum(_deep(v.fleet_view.facts, seen) for v in held)
+    own_dicts, own_held, dict_seen = 0, 0, set()
+    for plain, packed in ((v.fleet_view.facts, h.fleet_view.facts) for v, h in zip(shared, held)):
+        assert isinstance(packed, PackedFacts)
+        for k, name in enumerate(packed._names):
+            if packed._packed >> k & 1:  # a section of this host's own
+                own_dicts += _deep(plain[name], dict_seen)
+                own_held += sys.getsizeof(packed._values[k])
+    assert own_dicts > 0
+    assert own_held * 4 < own_dicts, (own_held, own_dicts)
+    assert as_held < as_dicts, (as_held, as_dicts)
 
 
 def test_findings_grouped_as_they_were_are_kept_not_copied() -> None:
