@@ -13,7 +13,7 @@ import os
 import shutil
 import weakref
 from array import array
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -103,11 +103,13 @@ class SpooledRecords(Sequence[dict[str, Any]]):
         packed = self._layouts[i]
         return None if packed is None else _unpack(packed)
 
-    def set_late(self, of_host: dict[str, dict[str, Any]]) -> None:
-        """host -> its fleet-wide keys (fingerprint, class, health) in the order they end its record,
-        decided once every host was judged."""
-        self._classes = {name: (keys.get("fingerprint"), keys.get("class")) for name, keys in of_host.items()}
-        self._tail = {name: _late_text(keys, self.version) for name, keys in of_host.items()}
+    def set_late(self, of_host: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """(host, its fleet-wide keys: fingerprint, class, health, in the order they end its
+        record), decided once every host was judged; each kept as its text."""
+        self._classes, self._tail = {}, {}
+        for name, keys in of_host:
+            self._classes[name] = keys.get("fingerprint"), keys.get("class")
+            self._tail[name] = _late_text(keys, self.version)
 
     def body(self, i: int) -> tuple[dict[str, Any], Body | None]:
         """Record i decoded, as reading it gives it, and where its stored members sit without its

@@ -420,6 +420,17 @@ def _overridden(findings: list[Finding], overrides_for: Callable[[str], Mapping[
 _CAUSES = causes.by_consequence(CAUSES)
 
 
+def _late_keys(of_host: Mapping[str, tuple[str, str]], health: Mapping[str, host_health.HostHealth]
+               ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each host's fleet-wide keys (fingerprint, class, health), in the order they end its record."""
+    for name, h in health.items():
+        fp, cls = of_host.get(name) or (None, None)
+        yield name, {"fingerprint": fp, "class": cls, "health": h.to_dict()}
+    for name, (fp, cls) in of_host.items():
+        if name not in health:
+            yield name, {"fingerprint": fp, "class": cls}
+
+
 def _health(verdicts: list[HostVerdict], findings: list[Finding]) -> dict[str, host_health.HostHealth]:
     """host -> its health, decided once all its findings (its own and the fleet's) are grouped."""
     by_host: dict[str, list[Finding]] = {}
@@ -452,14 +463,12 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
     findings.sort(key=lambda f: (-f.severity.rank, f.id, f.host, f.subject))
     findings = causes.group(findings, _CAUSES)
     health = _health(verdicts, findings)
-    late: dict[str, dict[str, Any]] = {name: {"fingerprint": fp, "class": cls} for name, (fp, cls) in of_host.items()}
-    for name, h in health.items():
-        late.setdefault(name, {"fingerprint": None, "class": None})["health"] = h.to_dict()
     if isinstance(records, list):
+        late = dict(_late_keys(of_host, health))
         for rec in records:
             rec.update(late.get(rec["name"]) or {"fingerprint": None, "class": None, "health": None})
-    else:
-        records.set_late(late)
+    else:  # each host's keys made as its text is: 100,000 hosts' as dicts at once were ~160 MB
+        records.set_late(_late_keys(of_host, health))
     # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
     not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described, intent),
                   nccl_checks.BUSBW_LOW: nccl_checks.peers_not_judged(fleet_views), **base_not_judged,
