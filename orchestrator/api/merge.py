@@ -42,14 +42,13 @@ from orchestrator.store.lock import LOCK_NAME
 from orchestrator.store.rundir import RunDirectory
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict import handoff
-from orchestrator.verdict.carried import CarriedPart
+from orchestrator.verdict.carried import CarriedPart, Decoders
 from orchestrator.verdict.checks import is_fleet_finding
 from orchestrator.verdict.expectations import ExpectationError
 from orchestrator.verdict.findings import Finding
 from orchestrator.verdict.held import Holder
 from orchestrator.verdict.judge import HostVerdict, assemble_judged, fleet_step_findings
 from orchestrator.verdict.overrides import Override, Silenced
-from orchestrator.verdict.parallel import worker_count
 from orchestrator.verdict.result import FleetResult
 
 
@@ -217,10 +216,10 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
             fleet = load_result(r.dir)
         except RunNotFound as e:
             raise UsageError(str(e)) from None  # it names the run and `probe rejudge`
-        return fleet, CarriedPart(fleet.hosts, worker_count(len(fleet.hosts)), carrier, strings)
+        return fleet, decoders.start(r.dir, fleet.hosts)
 
-    upcoming = start(runs[0])
-    try:
+    with Decoders(carrier, lambda run_dir: load_result(run_dir).hosts, strings) as decoders:
+        upcoming = start(runs[0])
         for i, r in enumerate(runs):
             step(f"part {i + 1}/{len(runs)} ({one_line(r.dir.name)}), {len(verdicts):,} hosts read")
             fleet, decoding = upcoming
@@ -253,8 +252,6 @@ def _merge_locked(sources: list[Path], root: Path, carrier: Carrier,
             silenced.extend(own_silenced)
             verdicts.extend(holder.verdict(replace(v, findings=own.get(v.name, []))) for v in part_verdicts)
             del carried, part_verdicts, own_findings, own  # this part's own state: only its held verdicts stay
-    finally:
-        upcoming[1].stop()
     del fleet, upcoming
     metas = [r.meta for r in runs]
     inv_sources = _inventories(metas)

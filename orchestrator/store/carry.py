@@ -62,11 +62,12 @@ class Carrier:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._close()
+        self.close()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close its spool file, if it wrote one (a worker's, when its share is written)."""
         if self._spool is not None:
             os.close(self._spool)
             self._spool = None
@@ -87,7 +88,7 @@ class Carrier:
 
     def records(self, bodies: list[tuple[str, Body]]) -> SpooledRecords:
         """The records of the new run, in the order given: fleet.json copies their texts."""
-        self._close()
+        self.close()
         out = SpooledRecords(self._dir, version=members.SCHEMA_VERSION, cut=True)
         self._dir = None  # the records own the spool now
         for name, (path, offset, length) in bodies:

@@ -10,6 +10,7 @@ memory): the merged file must be byte for byte the whole run's either way.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -217,15 +218,16 @@ def test_parts_decoded_at_once_in_workers_each_write_files_of_their_own(fleet: d
     this process to redo (a worker that fails is redone here, which would hide a clash)."""
     from orchestrator.api.stored import load_result
     from orchestrator.store.carry import Carrier
-    from orchestrator.verdict.carried import CarriedPart
+    from orchestrator.verdict.carried import Decoders
     from orchestrator.verdict.result import HostTable
 
     real = HostTable.carried
     monkeypatch.setattr(HostTable, "carried", lambda self, start=0, stop=None: (
         (rec, None) for rec, _body in real(self, start, stop)))  # forked workers inherit it
     fleets = [load_result(p) for p in fleet["parts"][:2]]
-    with Carrier(tmp_path) as carrier:
-        parts = [CarriedPart(f.hosts, 2, carrier) for f in fleets]  # both started before either is read
+    monkeypatch.setenv("FLEETPROBE_WORKERS", "2")
+    with Carrier(tmp_path) as carrier, Decoders(carrier, lambda d: load_result(d).hosts) as decoders:
+        parts = [decoders.start(p, f.hosts) for p, f in zip(fleet["parts"], fleets)]  # both sent before either is read
         got = [p.result() for p in parts]
         files = [{body[0].name for _verdict, body in part} for part in got]
         assert all(files) and not files[0] & files[1], files
@@ -237,3 +239,71 @@ def test_parts_decoded_at_once_in_workers_each_write_files_of_their_own(fleet: d
                     fh.seek(offset)
                     text = members.unpack(fh.read(length)) + b"}"  # its text, open: a member
                 assert json.loads(text)["name"] == _verdict.name
+
+
+def _merged_pieces(result: Any) -> tuple[bytes, dict[str, Any]]:
+    _head, hosts, rest = _pieces(result.run.dir)
+    return hosts, rest
+
+
+def test_the_decoding_workers_are_forked_once_for_every_part(fleet: dict[str, Any], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forked once, before the merge holds any part's verdicts, and handed each part by its run
+    directory; none outlives the merge, and the merge is the one made in this process."""
+    from orchestrator.verdict import carried
+
+    forks: list[list[int]] = []
+    real = carried.start_workers
+
+    def counted(jobs: Any) -> Any:
+        pids = real(jobs)
+        forks.append(list(pids or []))
+        return pids
+
+    monkeypatch.setattr(carried, "start_workers", counted)
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    in_workers, _ = merge_runs(list(fleet["parts"]), tmp_path / "workers")
+    assert len(fleet["parts"]) == SHARDS > 1 and len(forks) == 1 and len(forks[0]) == 2, forks
+    for pid in forks[0]:
+        with pytest.raises(ChildProcessError):  # reaped, not left running or as a zombie
+            os.waitpid(pid, os.WNOHANG)
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    here, _ = merge_runs(list(fleet["parts"]), tmp_path / "here")
+    assert len(forks) == 1
+    assert _merged_pieces(in_workers) == _merged_pieces(here)
+
+
+@pytest.mark.parametrize("when", ["before its part is sent", "while its part is decoded"])
+def test_a_decoding_worker_that_dies_costs_nothing_but_time(fleet: dict[str, Any], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    """A worker killed between parts or in the middle of one: that part and the ones after it are
+    decoded in this process, and the merged run is the one the workers would have made."""
+    import signal
+
+    from orchestrator.verdict import carried
+
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    want, _ = merge_runs(list(fleet["parts"]), tmp_path / "here")
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    pids: list[int] = []
+    real_start, real_send = carried.start_workers, carried.Decoders._send
+    monkeypatch.setattr(carried, "start_workers", lambda jobs: pids.extend(real_start(jobs) or []) or pids)
+    sent = [0]
+
+    def send(self: Any, run_dir: Path, n: int) -> Any:
+        sent[0] += 1
+        if sent[0] == 2 and when == "before its part is sent":
+            os.kill(pids[1], signal.SIGKILL)
+            os.waitpid(pids[1], 0)
+        outs = real_send(self, run_dir, n)
+        if sent[0] == 2 and when == "while its part is decoded":
+            os.kill(pids[0], signal.SIGKILL)
+        return outs
+
+    monkeypatch.setattr(carried.Decoders, "_send", send)
+    got, _ = merge_runs(list(fleet["parts"]), tmp_path / "killed")
+    assert sent[0] >= 2 and len(pids) == 2
+    assert _merged_pieces(got) == _merged_pieces(want)
+    del got, want  # the merged run's records own the spool while it is held
+    gc.collect()
+    assert not [p for p in (tmp_path / "killed").iterdir() if p.name.startswith(".merge-")], "spool left behind"
