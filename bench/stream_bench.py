@@ -226,8 +226,9 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="REV", action="append", default=[],
                     help="also run this commit's code, alternately (repeatable: each, in the order given)")
     ap.add_argument("--parts-by", metavar="REV",
-                    help="merge: the parts are written by this commit's code (one of --baseline), so a baseline "
-                         "that predates the stored form of this checkout reads the same files")
+                    help="merge: the parts are written by this commit's code, so a baseline that predates the "
+                         "stored form of this checkout reads the same files (and parts made for an earlier "
+                         "comparison are merged again)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "fleetprobe-stream-bench")
     ap.add_argument("--results-md", type=Path, metavar="FILE",
@@ -257,8 +258,6 @@ def main() -> int:
     if args.what == "merge":
         maker = None
         if args.parts_by:
-            if args.parts_by not in args.baseline:
-                ap.error("--parts-by names one of the --baseline commits")
             maker = (args.parts_by, baseline_tree(args.work, args.parts_by))
         cmd = ["merge", *make_parts(args.work, args.shards, args.hosts_per_shard, args.replayed, maker)]
         size = f"{args.shards} shards x {args.hosts_per_shard:,} hosts" + (" (replayed)" if args.replayed else "")
