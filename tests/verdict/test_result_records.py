@@ -129,3 +129,28 @@ def test_records_written_in_a_document_are_each_checked_for_their_host() -> None
         fleet = FleetResult.from_document({**load_fleet(V1_RUN), "hosts": hosts})
         assert fleet.hosts.names() == ["dgx-h100-01", "dgx-h100-05", "dgx-a100-03"]
         assert fleet.problems == [f"host record {i} names no host: left out" for i in (3, 4, 5, 6)]
+
+
+def test_a_host_read_whole_for_its_coverage_keeps_only_the_sections_asked_for() -> None:
+    """A record stored without its not-judged ids is read whole (its facts say what was measured);
+    the host handed over still holds only the sections asked for: `-q` holds every unhealthy
+    host, and 100,000 of them with their whole facts were gigabytes."""
+    records = [{k: v for k, v in r.items() if k != "not_judged"} for r in _records()]
+    assert any(len(r.get("facts") or {}) > 1 for r in records)
+    fleet = FleetResult.from_document({**dict(load_fleet(V1_RUN)), "hosts": TextRecords(records)})
+    whole = {h.name: h for h in fleet.hosts}
+    for host in fleet.hosts.with_facts(("host",)):
+        assert set(host.facts) <= {"host"}, host.name
+        assert host.not_judged == whole[host.name].not_judged  # worked out from the whole record
+        assert host.facts.get("host") == whole[host.name].facts.get("host")
+
+
+def test_hosts_that_were_not_judged_alike_share_one_table_of_why() -> None:
+    same = {"gpu.count.mismatch": "no expectation gpu_count set", "p2p.outlier": "p2p probe not in this run"}
+    records = [{**r, "not_judged": dict(same)} for r in _records()]
+    records[-1]["not_judged"] = {**same, "p2p.outlier": "the host's own reason"}
+    fleet = FleetResult.from_document({**dict(load_fleet(V1_RUN)), "hosts": TextRecords(records)})
+    hosts = list(fleet.hosts.with_facts(()))
+    assert len(hosts) > 2
+    assert all(h.not_judged == same and h.not_judged is hosts[0].not_judged for h in hosts[:-1])
+    assert hosts[-1].not_judged == {**same, "p2p.outlier": "the host's own reason"}
