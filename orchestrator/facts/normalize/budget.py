@@ -336,9 +336,9 @@ def _cut_kinds(data: Any, notes: list[str]) -> Any:
     from orchestrator.facts.normalize.pcie import _kind
 
     devices = data.get("devices") if isinstance(data, dict) else None
-    if not isinstance(devices, list):
-        return data
     caps = {"gpu": MAX_GPUS, "nic": MAX_NICS}
+    if not isinstance(devices, list) or len(devices) <= min(caps.values()):
+        return data  # no more devices than the smaller cap: none is cut, told without classifying each
     seen = {"gpu": 0, "nic": 0}
     kept = []
     for d in devices:
