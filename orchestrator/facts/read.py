@@ -155,12 +155,14 @@ def level_matrix(facts: Facts | None) -> dict[tuple[str, str], str] | None:
     labels = [str(d.get("bus_id") or d.get("label") or i) if isinstance(d, dict) else str(d)
               for i, d in enumerate(devices if isinstance(devices, list) else [])]
     out: dict[tuple[str, str], str] = {}
-    for i, row in enumerate(matrix):
+    n = len(labels)  # rows and columns past the labels name no device: never read
+    for i, row in enumerate(matrix[:n]):
         if not isinstance(row, list):
             continue
-        for j, level in enumerate(row):
-            if i != j and level is not None and i < len(labels) and j < len(labels):
-                out[(labels[i], labels[j])] = str(level)
+        a = labels[i]
+        for j, level in enumerate(row[:n]):
+            if level is not None and i != j:
+                out[(a, labels[j])] = str(level)
     return out
 
 

@@ -56,3 +56,26 @@ def test_merge_parts_are_not_taken_from_another_maker_another_size_or_an_unfinis
     assert made == [50_000]
     for d in others:  # left as they were
         assert (d / "done").is_file() and (d / "s1").is_dir()
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_step_ab_times_two_codes_only_where_they_answer_alike(tmp_path: Path, changed: bool) -> None:
+    """bench/step_ab.py (judging's CPU, round 3) runs another checkout's file of a module beside
+    this one's: a base that answers otherwise is refused, not timed."""
+    import subprocess
+
+    repo = BENCH.parent
+    rel = Path("orchestrator/facts/read.py")
+    text = (repo / rel).read_text()
+    if changed:  # every level a host's matrix holds read one row off
+        text = text.replace("a = labels[i]", "a = labels[i - 1]")
+        assert "labels[i - 1]" in text
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_text(text)
+    run = subprocess.run([sys.executable, str(BENCH / "step_ab.py"), str(tmp_path), "orchestrator.facts.read",
+                          "level_matrix"], capture_output=True, text=True, cwd=repo, timeout=600)
+    if changed:
+        assert run.returncode != 0 and "answer differently" in run.stderr, run.stderr
+    else:
+        assert run.returncode == 0, run.stderr
+        assert "level_matrix: base " in run.stdout and "us CPU a host" in run.stdout

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.facts.normalize.budget import MAX_PORTS, bound
+import pytest
+
+from orchestrator.facts.normalize.budget import MAX_GPUS, MAX_PORTS, bound
 
 
 def _device(i: int, ports: int = 2) -> dict[str, Any]:
@@ -38,3 +40,30 @@ def test_elements_of_another_shape_are_passed_over() -> None:
     devices: list[Any] = ["not a device", None, {"netdevs": "eth0"}, {"netdevs": ["e"] * (MAX_PORTS + 1)}]
     out, notes = bound("pcie", {"devices": devices})
     assert out["devices"][:3] == devices[:3] and len(out["devices"][3]["netdevs"]) == MAX_PORTS and len(notes) == 1
+
+
+def _function(i: int, kind: str) -> dict[str, Any]:
+    """A PCI function of one kind by its ids: an NVIDIA 3D controller, a Mellanox NIC, a bridge."""
+    vendor, cls = {"gpu": ("0x10de", "0x030200"), "nic": ("0x15b3", "0x020000"), "bridge": ("0x1000", "0x060400")}[kind]
+    return {"bdf": f"0000:{i >> 3:02x}:{i & 7:02x}.0", "vendor": vendor, "class": cls}
+
+
+@pytest.mark.parametrize(("gpus", "others", "cut"), [
+    (MAX_GPUS, 0, False),  # as many devices as the smaller cap: told without classifying each
+    (MAX_GPUS - 1, 1, False),
+    (MAX_GPUS, 30, False),  # more devices than the cap, no more GPUs than it
+    (MAX_GPUS + 1, 0, True),
+    (MAX_GPUS + 1, 30, True),
+    (3, MAX_GPUS * 2, False),
+])
+def test_gpu_functions_are_cut_at_their_cap_whatever_else_is_on_the_bus(gpus: int, others: int, cut: bool) -> None:
+    devices = [_function(i, "gpu") for i in range(gpus)]
+    devices += [_function(gpus + i, "bridge" if i % 2 else "nic") for i in range(others)]
+    data = {"devices": devices}
+    out, notes = bound("pcie", data)
+    if cut:
+        assert notes == [f"pcie: {gpus} GPU functions reported, more than the {MAX_GPUS} a host is judged on; "
+                         f"judged on the first {MAX_GPUS}"]
+        assert len(out["devices"]) == len(devices) - (gpus - MAX_GPUS)
+    else:
+        assert notes == [] and out is data

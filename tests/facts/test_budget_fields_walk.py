@@ -99,3 +99,19 @@ def test_data_with_nothing_to_refuse_is_handed_on_uncopied(probe: str) -> None:
     data = _SHAPES[probe](7)
     got, notes = check_fields(probe, data)
     assert notes == [] and got is data
+
+
+def _nic_bad_last(bad: Any) -> dict[str, Any]:
+    port = {"port": 1, "counters": {"ok": 3, "also": 0.5, "symbol_error": bad}, "hw_counters": {"tx": 1, "rx": bad}}
+    return {"infiniband": [{"name": "mlx5_0", "ports": [port, {**port, "counters": [4, 5, bad]}]}]}
+
+
+@pytest.mark.parametrize("bad", _HOSTILE, ids=repr)
+def test_a_figure_after_in_range_ones_is_still_judged(bad: Any) -> None:
+    """A leaf's in-range figures are told in one pass (issue 51, round 3): a figure to refuse after
+    them, in a dict or a list of counters, is refused and noted as rule by rule."""
+    data = _nic_bad_last(bad)
+    got, notes = check_fields("nic", data)
+    want, want_notes = _oracle("nic", data)
+    assert notes == want_notes
+    assert repr(got) == repr(want)

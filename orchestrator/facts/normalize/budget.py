@@ -114,13 +114,17 @@ class _Walk:
 
     ends: tuple[tuple[int, Bound], ...]
     steps: tuple[tuple[str, _Walk], ...]
+    # the range of a walk that is one rule's figure and nothing below it (a GPU's temperature, an
+    # RDMA port's counter): its step tells an in-range figure inline, without a call per figure
+    leaf: Bound | None = None
 
 
 def _walk_of(rules: list[tuple[int, tuple[str, ...], Bound]]) -> _Walk:
     keys = dict.fromkeys(path[0] for _, path, _ in rules if path)
-    return _Walk(tuple((i, rng) for i, path, rng in rules if not path),
-                 tuple((k, _walk_of([(i, path[1:], rng) for i, path, rng in rules if path and path[0] == k]))
-                       for k in keys))
+    ends = tuple((i, rng) for i, path, rng in rules if not path)
+    steps = tuple((k, _walk_of([(i, path[1:], rng) for i, path, rng in rules if path and path[0] == k]))
+                  for k in keys)
+    return _Walk(ends, steps, ends[0][1] if len(ends) == 1 and not steps else None)
 
 
 _WALKS: dict[str, _Walk] = {probe: _walk_of([(i, path, rng) for i, (path, rng) in enumerate(rules)])
@@ -151,6 +155,11 @@ def _refuse(value: Any, walk: _Walk, refused: list[list[str]]) -> Any:
 
 
 def _step(value: Any, key: str, sub: _Walk, refused: list[list[str]]) -> Any:
+    leaf = sub.leaf
+    if leaf is not None and key == "*" and isinstance(value, (list, dict)) and all(
+            (type(v) is int or type(v) is float) and leaf.lo <= v <= leaf.hi
+            for v in (value if isinstance(value, list) else value.values())):
+        return value  # every figure in range, the usual case: _figure would return each one as it is
     if key == "*" and isinstance(value, list):
         out: list[Any] | None = None
         for j, v in enumerate(value):
@@ -169,7 +178,10 @@ def _step(value: Any, key: str, sub: _Walk, refused: list[list[str]]) -> Any:
         return {**value, **changed} if changed else value
     if not isinstance(value, dict) or key not in value:
         return value
-    inner = _refuse(value[key], sub, refused)
+    inner = value[key]
+    if leaf is not None and (type(inner) is int or type(inner) is float) and leaf.lo <= inner <= leaf.hi:
+        return value  # in range: as _figure would tell it
+    inner = _refuse(inner, sub, refused)
     return value if inner is value[key] else {**value, key: inner}
 
 
@@ -324,9 +336,9 @@ def _cut_kinds(data: Any, notes: list[str]) -> Any:
     from orchestrator.facts.normalize.pcie import _kind
 
     devices = data.get("devices") if isinstance(data, dict) else None
-    if not isinstance(devices, list):
-        return data
     caps = {"gpu": MAX_GPUS, "nic": MAX_NICS}
+    if not isinstance(devices, list) or len(devices) <= min(caps.values()):
+        return data  # no more devices than the smaller cap: none is cut, told without classifying each
     seen = {"gpu": 0, "nic": 0}
     kept = []
     for d in devices:

@@ -87,7 +87,9 @@ def normalize(data: dict[str, Any]) -> NvlinkFacts:
             elif state == "down":
                 inactive.append(lk["link"])
             if rtype == "nvswitch" and remote:
-                sw = switches.setdefault(remote, {"bus_id": remote, "links": 0, "links_up": 0, "gpus": []})
+                sw = switches.get(remote)
+                if sw is None:  # the switch's first link (a record made for every link was thrown away)
+                    sw = switches[remote] = {"bus_id": remote, "links": 0, "links_up": 0, "gpus": []}
                 sw["links"] += 1
                 sw["links_up"] += 1 if state == "up" else 0
                 if order[i] not in sw["gpus"]:

@@ -483,7 +483,10 @@ def _levels(devs: dict[str, dict[str, Any]], gpus: list[str], nics_all: list[str
 def _switches(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per physical switch (its outermost upstream port), with its downstream ports."""
     usps = [b for b, d in devs.items() if d.get("_role") == "usp"]
-    dsps = [b for b, d in devs.items() if d.get("_role") == "dsp"]
+    dsps_below: dict[str | None, list[str]] = {}  # downstream ports by the port above them
+    for b, d in devs.items():
+        if d.get("_role") == "dsp":
+            dsps_below.setdefault(d["parent"], []).append(b)
     switches = []
     for b in sorted(usps):
         d = devs[b]
@@ -494,8 +497,7 @@ def _switches(devs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         switches.append({"upstream": b, "parent": d["parent"], "vendor": d["vendor"], "device": d["device"],
                          "family": d["family"], "levels": 1 + (1 if same_part else 0),
                          "nested": sorted(inner),
-                         "downstream": sorted(x for x in dsps
-                                              if devs[x]["parent"] == b or devs[x]["parent"] in same_part)})
+                         "downstream": sorted(x for up in {b, *same_part} for x in dsps_below.get(up, ()))})
     return switches
 
 

@@ -258,6 +258,15 @@ def _nvlink_judgement(model: gpu_models.GpuModel,
     return ceiling, round(ceiling * NVLINK_MIN_RATIO, 1), f"{NVLINK_MIN_RATIO:.0%} of NV{nv} x {model.nvlink_link_gbps} GB/s", nv
 
 
+def _pcie_judgement(gens: tuple[tuple[int | None, int | None], ...]) -> tuple[float | None, float | None, str]:
+    """(ceiling, floor, where the floor comes from) for a PCIe pair whose ends run at `gens`."""
+    rates = [gpu_models.pcie_gbps(g, w) for g, w in gens]
+    if all(r is not None for r in rates):
+        ceiling = min(r for r in rates if r is not None)
+        return ceiling, round(ceiling * PCIE_MIN_RATIO, 1), f"{PCIE_MIN_RATIO:.0%} of PCIe Gen{gens[0][0]} x{gens[0][1]}"
+    return None, None, ""
+
+
 def _judge_pairs(facts: Facts, p2p: P2pFacts, host_pcie: _HostPcie,
                  p2p_min_gbps: float | None) -> list[_PairJudgement]:
     gpus = p2p.get("gpus") or []
@@ -265,6 +274,8 @@ def _judge_pairs(facts: Facts, p2p: P2pFacts, host_pcie: _HostPcie,
     links: _HostLinks | None = None
     # every NVLink pair of a host with the same model and link count is judged alike
     nvlink_memo: dict[tuple[str, int | None], tuple[float | None, float | None, str, int | None]] = {}
+    # and every PCIe pair whose two ends run at the same (generation, width)s
+    pcie_memo: dict[tuple[tuple[int | None, int | None], ...], tuple[float | None, float | None, str]] = {}
     for p in p2p.get("pairs") or []:
         a = p["src"]
         if links is None:
@@ -280,12 +291,10 @@ def _judge_pairs(facts: Facts, p2p: P2pFacts, host_pcie: _HostPcie,
                 nvlink_memo[key] = _nvlink_judgement(model, link.nv)
             ceiling, floor, source, nv = nvlink_memo[key]
         elif link.kind == "pcie":
-            gens = [host_pcie.get(bus, model) for bus in (p["src_bus_id"], p["dst_bus_id"])]
-            rates = [gpu_models.pcie_gbps(g, w) for g, w in gens]
-            if all(r is not None for r in rates):
-                ceiling = min(r for r in rates if r is not None)
-                floor = round(ceiling * PCIE_MIN_RATIO, 1)
-                source = f"{PCIE_MIN_RATIO:.0%} of PCIe Gen{gens[0][0]} x{gens[0][1]}"
+            gens = (host_pcie.get(p["src_bus_id"], model), host_pcie.get(p["dst_bus_id"], model))
+            if gens not in pcie_memo:
+                pcie_memo[gens] = _pcie_judgement(gens)
+            ceiling, floor, source = pcie_memo[gens]
         if p2p_min_gbps is not None:
             floor = p2p_min_gbps
             source = "expectation p2p_min_gbps"
