@@ -91,7 +91,7 @@ class Decoders:
             first = self._pending.pop(0)
             ok = self._answers()
             if first is part:
-                return [item for out in part.outs for item in _read(Path(out), self._reader)] if ok else None
+                return [item for out in part.outs for item in _read(out, self._reader)] if ok else None
         return None
 
     def _answers(self) -> bool:
@@ -142,7 +142,7 @@ class CarriedPart:
         if got is not None:
             return got
         for out in self.outs:  # what a worker wrote before it failed
-            Path(out).unlink(missing_ok=True)
+            out.unlink(missing_ok=True)
         return list(_carried(self._hosts, 0, len(self._hosts), self._carrier))
 
 
