@@ -10,7 +10,7 @@ True kept apart) compressed by zlib, decoded each time a fleet check reads it (a
 to one an earlier host had is that one object, so a check that keeps what it read (the NIC peers
 group hosts by their ports) holds it once.  zlib's level 1 makes a DGX host's GPU section 2.4
 times smaller and its NIC section 3.5 times (1,379 and 1,021 bytes to 568 and 292; 21 us each):
-~0.8 KB a host of a 100,000-host merge's hold, where the merge's memory is bounded.
+a merge of 5,000 hosts held 21.8 MiB where it had held 24.7 (tracemalloc).
 """
 
 from __future__ import annotations

@@ -467,7 +467,7 @@ def _assemble(run: RunMeta, records: RecordList | SpooledRecords,
         late = dict(_late_keys(of_host, health))
         for rec in records:
             rec.update(late.get(rec["name"]) or {"fingerprint": None, "class": None, "health": None})
-    else:  # each host's keys made as its text is: 100,000 hosts' as dicts at once were ~160 MB
+    else:  # each host's keys made as its text is: as dicts all at once they held ~0.8 KB a host to the end
         records.set_late(_late_keys(of_host, health))
     # fleet-wide ids a host could not be judged on (no peers to compare with): id -> host -> why
     not_judged = {fingerprint.OUTLIER: fingerprint.outlier_not_judged(described, intent),
