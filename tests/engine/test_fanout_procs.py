@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,8 @@ from orchestrator.transport.factory import (
 )
 from orchestrator.transport.local import LocalTransport
 from tests.support.fleet import Cli, stop, wait_for
-from tests.support.hostile import host_record, interpreter, load_fleet, run_cli
-from tests.support.sshd import SshdServer, descendants
+from tests.support.hostile import cli_env, host_record, interpreter, load_fleet, run_cli
+from tests.support.sshd import ROOT_DIR, SshdServer, descendants
 
 pytestmark = pytest.mark.ssh
 
@@ -44,8 +45,10 @@ def _cmdline(pid: int) -> bytes:
 
 
 def _workers(pid: int) -> list[int]:
-    """The spawned worker processes below the CLI process `pid`."""
-    return [p for p in descendants(pid) if SPAWNED in _cmdline(p)]
+    """The worker processes below the CLI process `pid`: spawned ones, or forked copies of it (these
+    runs are too small for judging workers, the only other copies it forks)."""
+    cli = _cmdline(pid)
+    return [p for p in descendants(pid) if SPAWNED in _cmdline(p) or _cmdline(p) == cli]
 
 
 def _alive(pid: int) -> bool:
@@ -112,11 +115,74 @@ class _Recorded:
         self.hosts.append(result)
 
 
+_FORK_OR_SPAWN = r"""
+import json, os, select, sys
+from orchestrator.engine import procs
+from orchestrator.engine.runner import ProbeCall, RunOptions, run_fleet
+from orchestrator.inventory.model import Host
+from orchestrator.transport.factory import open_transport
+
+method = sys.argv[1]
+chosen = procs.start_method()  # no thread but this one yet
+procs.start_method = lambda: method
+r, w = os.pipe()  # held by this process the way a judging worker's pipe is
+held = []
+
+
+class Sink:
+    def host_finished(self, result):
+        if not held:  # the workers still have hosts to run: does one of them hold `w`?
+            os.close(w)
+            ready, _, _ = select.select([r], [], [], 0)
+            held.append(not (ready and os.read(r, 1) == b""))
+
+
+class Quiet:
+    def host_finished(self, result):
+        pass
+
+
+hosts = [Host(f"h{i}", {"ansible_connection": "local"}) for i in range(8)]
+calls = [ProbeCall("host", timeout=30)]
+two = run_fleet(hosts, calls, RunOptions(forks=2, procs=2), open_transport, Sink())
+one = run_fleet(hosts, calls, RunOptions(forks=2, procs=1), open_transport, Quiet())
+print(json.dumps({"chosen": chosen, "held": held,
+                  "two": [(x.host.name, x.outcome.value) for x in two],
+                  "one": [(x.host.name, x.outcome.value) for x in one]}))
+"""
+
+
+@pytest.mark.slow  # worker processes; spawned ones import Paramiko and Fabric: seconds each
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_forked_and_spawned_workers_give_the_same_run_and_hold_nothing_of_the_parent(method: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", _FORK_OR_SPAWN, method], capture_output=True, text=True,
+                          timeout=120, cwd=str(ROOT_DIR), env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["chosen"] == "fork"  # Linux, one thread: the cheap start
+    assert out["two"] == out["one"] and [o for _, o in out["two"]] == ["ok"] * 8, out
+    assert out["held"] == [False], "a worker kept the parent's pipe open"
+
+
+def test_a_process_running_other_threads_spawns_its_workers() -> None:
+    script = ("import threading; from orchestrator.engine.procs import start_method; a = start_method(); "
+              "e = threading.Event(); t = threading.Thread(target=e.wait); t.start(); b = start_method(); "
+              "e.set(); t.join(); print(a, b, start_method())")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=str(ROOT_DIR), env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["fork", "spawn", "fork"]
+
+
 @pytest.mark.slow  # spawned interpreters importing Paramiko and Fabric: seconds each
 @pytest.mark.parametrize("executable", ["/nonexistent/python3", "/bin/false"])  # cannot start; ends at once
-def test_workers_that_cannot_start_cost_their_hosts_with_the_reason(executable: str) -> None:
+def test_workers_that_cannot_start_cost_their_hosts_with_the_reason(executable: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from multiprocessing import spawn
 
+    from orchestrator.engine import procs
+
+    monkeypatch.setattr(procs, "start_method", lambda: "spawn")  # an interpreter to start: the spawned kind
     hosts = [Host(f"h{i}", {"ansible_connection": "local"}) for i in range(4)]
     sink = _Recorded()
     before = spawn.get_executable()
