@@ -250,8 +250,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-f", "--forks", type=int, default=DEFAULT_FORKS,
                    help=f"hosts probed at once (default {DEFAULT_FORKS}; see docs/performance.md)")
     p.add_argument("--procs", type=int, metavar="N",
-                   help="processes the hosts are spread over, forks shared among them (default 1: this process; "
-                        "see docs/performance.md for when more pays)")
+                   help="processes the hosts are spread over, forks shared among them (default: one per core "
+                        "for 100 hosts a core or more where workers can be forked, else 1; see docs/performance.md)")
     p.add_argument("-t", "--timeout", type=float, default=60.0, help="seconds per probe (default 60)")
     p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to connect and log in (default 10)")
     p.add_argument("--host-key-policy", choices=["strict", "accept-new", "off"], default="strict",

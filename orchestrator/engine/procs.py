@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from orchestrator.engine import runner
+from orchestrator.engine.cores import usable_cores
 from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome
 from orchestrator.engine.runner import (
     EventSink,
@@ -44,9 +45,12 @@ from orchestrator.engine.runner import (
 )
 from orchestrator.inventory.model import Host
 
-# Opt-in (--procs N), never chosen by itself: on the 2-core bench machine, whose cores the simulated
-# hosts share, two processes were slower than one in 4 of 9 cells of the 1,000-host matrix (faster
-# in 5) and spent 13-63 % more CPU (bench/RESULTS.md, "Fan-out through a replaying endpoint").
+# Without --procs, a run of at least this many hosts a worker is spread over the cores by itself,
+# where workers are forked (spawned ones cost ~1.7 s each before their first host): at 1,000 hosts
+# on 2 cores two forked workers were faster than one process in each of the 9 cells of the
+# 0/20/100 ms x forks 32/128/512 matrix (bench/RESULTS.md, "Forked workers").  Smaller runs were
+# not measured and stay in one process.
+AUTO_MIN_HOSTS_PER_PROC = 100
 # More workers than this would only add handshakes racing for the same cores and sshd's MaxStartups.
 MAX_PROCS = 16
 # How long the parent waits for workers to stop after it told them to, beyond a connect timeout:
@@ -62,11 +66,16 @@ WORKER_SWITCH_INTERVAL_S = 0.05
 
 
 def process_count(hosts: Sequence[Host], requested: int | None, factory: TransportFactory) -> int:
-    """How many processes probe `hosts`: `requested` (None or 1: this process).  Never more than the
-    hosts, and 1 where a worker could not do what this process does: a transport factory that cannot
-    be sent (a test's closure), or a host whose connection was registered after import (a fresh
-    process lacks it)."""
-    wanted = max(1, min(requested or 1, MAX_PROCS, len(hosts)))
+    """How many processes probe `hosts`: `requested` (1: this process), or with None one per core
+    where workers are forked and there are AUTO_MIN_HOSTS_PER_PROC hosts for each.  Never more than
+    the hosts, and 1 where a worker could not do what this process does: a transport factory that
+    cannot be sent (a test's closure), or a host whose connection was registered after import (a
+    fresh process lacks it)."""
+    if requested is None:
+        auto = usable_cores() if start_method() == "fork" else 1
+        wanted = max(1, min(auto, MAX_PROCS, len(hosts) // AUTO_MIN_HOSTS_PER_PROC))
+    else:
+        wanted = max(1, min(requested, MAX_PROCS, len(hosts)))
     if wanted > 1 and not (_sendable(factory) and _built_in_connections(hosts)):
         return 1
     return wanted

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from orchestrator.engine.cores import usable_cores
 from orchestrator.facts.textsafe import is_digits
 from orchestrator.store import members
 from orchestrator.store.fleet_file import stored_record
@@ -63,8 +64,7 @@ def worker_count(hosts: int, requested: int | None = None) -> int:
     if requested is not None:
         wanted = max(1, min(requested, MAX_WORKERS, hosts))
     else:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        wanted = max(1, min(cpus, MAX_WORKERS, hosts // MIN_HOSTS_PER_WORKER))
+        wanted = max(1, min(usable_cores(), MAX_WORKERS, hosts // MIN_HOSTS_PER_WORKER))
     if wanted > 1 and (not hasattr(os, "fork") or threading.active_count() > 1):
         return 1
     return wanted

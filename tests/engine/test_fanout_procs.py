@@ -88,8 +88,6 @@ def test_small_runs_and_what_a_worker_could_not_do_stay_in_one_process() -> None
     def fleet(n: int, connection: str = "ssh") -> list[Host]:
         return [Host(f"h{i}", {"ansible_connection": connection}) for i in range(n)]
 
-    # one process unless asked: the default never spreads, however big the fleet
-    assert process_count(fleet(10_000), None, open_transport) == 1
     assert process_count(fleet(10_000), 1, open_transport) == 1
     assert process_count(fleet(3), 8, open_transport) == 3  # never more workers than hosts
     assert process_count(fleet(12, "local"), 2, open_transport) == 2
@@ -105,6 +103,24 @@ def test_small_runs_and_what_a_worker_could_not_do_stay_in_one_process() -> None
             unregister_transport(name)
             if before is not None:
                 register_transport(name, before)
+
+
+def test_by_default_a_big_run_takes_a_process_a_core_where_workers_are_forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.engine import procs
+
+    fleet = [Host(f"h{i}") for i in range(10_000)]
+    monkeypatch.setattr(procs, "usable_cores", lambda: 4)
+    monkeypatch.setattr(procs, "start_method", lambda: "fork")
+    assert process_count(fleet, None, open_transport) == 4
+    assert process_count(fleet[:250], None, open_transport) == 2  # 100 hosts a worker at least
+    assert process_count(fleet[:199], None, open_transport) == 1
+    assert process_count(fleet, 1, open_transport) == 1  # --procs 1: one process, whatever the size
+    assert process_count(fleet, 3, open_transport) == 3
+    monkeypatch.setattr(procs, "usable_cores", lambda: 64)
+    assert process_count(fleet, None, open_transport) == procs.MAX_PROCS
+    monkeypatch.setattr(procs, "start_method", lambda: "spawn")  # ~1.7 s a worker: only when asked
+    assert process_count(fleet, None, open_transport) == 1
+    assert process_count(fleet, 2, open_transport) == 2
 
 
 class _Recorded:
