@@ -5,8 +5,9 @@ core.  Here the hosts are dealt to C worker processes (every C-th host each, for
 running runner.run_fleet with transports of its own (no Paramiko object crosses a process).  A
 worker is forked where that is safe (Linux, no other thread in this process: it then inherits the
 imported engine instead of spending ~1.7 s importing it again, and keeps no descriptor of the
-parent's but its pipe), spawned otherwise.  Each finished HostResult comes back over the worker's pipe as it ends and the parent
-hands it to the sink: progress, run directory and streaming verdict stay in one process.
+parent's but its pipe), spawned otherwise.  Each finished HostResult comes back over the worker's
+pipe as it ends and the parent hands it to the sink: progress, run directory and streaming verdict
+stay in one process.
 
 What a worker needs (hosts with their variables, the transport options) travels over that pipe,
 never argv or the environment.  Stop (Ctrl-C, SIGTERM, a store failure) is a message to every
