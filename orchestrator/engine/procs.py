@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from orchestrator.engine import runner
-from orchestrator.engine.cores import usable_cores
+from orchestrator.engine.cores import may_fork, usable_cores
 from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome
 from orchestrator.engine.runner import (
     EventSink,
@@ -177,12 +177,9 @@ def _forked_worker_main(conn: Connection) -> None:
 
 
 def start_method() -> str:
-    """fork where it is safe and cheap: Linux (where /proc lists what to close) and no thread but
-    this one (a lock another thread holds would stay held in the child forever); spawn otherwise."""
-    if (sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
-            and threading.active_count() == 1):
-        return "fork"
-    return "spawn"
+    """fork where it is safe and cheap: Linux (where /proc lists what to close) while this process
+    may fork (cores.may_fork); spawn otherwise."""
+    return "fork" if sys.platform.startswith("linux") and may_fork() else "spawn"
 
 
 def _listen_for_stop(conn: Connection) -> None:

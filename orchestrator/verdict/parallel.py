@@ -23,13 +23,12 @@ import signal
 import struct
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from orchestrator.engine.cores import usable_cores
+from orchestrator.engine.cores import may_fork, usable_cores
 from orchestrator.facts.textsafe import is_digits
 from orchestrator.store import members
 from orchestrator.store.fleet_file import stored_record
@@ -65,7 +64,7 @@ def worker_count(hosts: int, requested: int | None = None) -> int:
         wanted = max(1, min(requested, MAX_WORKERS, hosts))
     else:
         wanted = max(1, min(usable_cores(), MAX_WORKERS, hosts // MIN_HOSTS_PER_WORKER))
-    if wanted > 1 and (not hasattr(os, "fork") or threading.active_count() > 1):
+    if wanted > 1 and not may_fork():
         return 1
     return wanted
 
