@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -74,18 +75,27 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _longest_string(text: str) -> int:
-    """An upper bound of the longest JSON string in `text` (C-level, within the parse slots)."""
-    return max(map(len, text.split('"')[1::2]), default=0) if len(text) > MAX_STRING else 0
+# a quote, then more characters than a string may hold before the next one
+_PAST_MAX_STRING = re.compile(f'"[^"]{{{MAX_STRING + 1}}}')
 
 
-def _unescaped(text: str) -> str:
-    """`text` with the escapes that could hide a string's end removed: every `\\\\` pair, then every
-    `\\"` (a run of backslashes in a JSON string starts an escape, so removing pairs from its left
-    leaves one backslash exactly where the run escapes the next character).  Other escapes stay as
-    text inside their strings.  Two C-level passes: a regex over every escape cost ten times more on
-    a bundle document, whose envelopes are strings with every quote escaped."""
-    return text.replace("\\\\", "").replace('\\"', "") if "\\" in text else text
+def _may_hold_long_string(text: str) -> bool:
+    """Whether a JSON string (a key or a value) of `text` may be longer than MAX_STRING characters
+    (C-level, within the parse slots).  Once `_unescaped` made each escape that could hide a
+    string's end the one character it stands for, every string is the run between two quotes, and
+    its text is at least as long as its value; the runs between strings are looked at too, which
+    only costs a walk that cuts nothing.  On the raw text, a string with an escaped quote every few
+    thousand characters hid its length."""
+    return len(text) > MAX_STRING and _PAST_MAX_STRING.search(_unescaped(text, "_")) is not None
+
+
+def _unescaped(text: str, each: str = "") -> str:
+    """`text` with the escapes that could hide a string's end replaced by `each`: every `\\\\`
+    pair, then every `\\"` (a run of backslashes in a JSON string starts an escape, so removing
+    pairs from its left leaves one backslash exactly where the run escapes the next character).
+    Other escapes stay as text inside their strings.  Two C-level passes: a regex over every escape
+    cost ten times more on a bundle document, whose envelopes are strings with every quote escaped."""
+    return text.replace("\\\\", each).replace('\\"', each) if "\\" in text else text
 
 
 def _skeleton(text: str, max_values: int = MAX_VALUES) -> str:
@@ -158,21 +168,22 @@ def clean_strings(value: Any) -> Any:
     return value
 
 
-def loads_bounded(text: str, max_values: int = MAX_VALUES) -> Any:
+def loads_bounded(text: str, max_values: int = MAX_VALUES, whole: Collection[str] = ()) -> Any:
     """json.loads within the budget: strict JSON (no NaN/Infinity, finite floats), no lone surrogates.
-    `max_values`: STORED_MAX_VALUES for an envelope this program stored.
+    `max_values`: STORED_MAX_VALUES for an envelope this program stored; `whole`: keys of its
+    `data` whose strings are not cut (budget.cut_long_strings).
 
     Raises EnvelopeError past the budget, ValueError/RecursionError as json.loads does."""
     with _PARSE_SLOTS:
-        return _loads(text, max_values)
+        return _loads(text, max_values, whole)
 
 
-def _loads(text: str, max_values: int = MAX_VALUES) -> Any:
+def _loads(text: str, max_values: int = MAX_VALUES, whole: Collection[str] = ()) -> Any:
     check_budget(text, max_values)
     doc = loads_strict(text, MAX_FIGURE)
     if _SURROGATE_ESCAPE.search(text):
         doc = clean_strings(doc)
-    return cut_long_strings(doc) if _longest_string(text) > MAX_STRING else doc
+    return cut_long_strings(doc, whole) if _may_hold_long_string(text) else doc
 
 
 _NOT_BLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")

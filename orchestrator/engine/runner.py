@@ -26,6 +26,7 @@ from orchestrator.engine import bundle, descriptors
 from orchestrator.engine import payload as probes
 from orchestrator.engine.envelope import Envelope, EnvelopeError, parse_envelope
 from orchestrator.engine.outcomes import CUT_OFF, NOT_STARTED, Outcome, transport_outcome, worst
+from orchestrator.facts.normalize import RAW_OUTPUTS, RAW_PROBE
 from orchestrator.inventory.model import Host
 from orchestrator.transport.base import (
     CommandResult,
@@ -216,7 +217,6 @@ def classify_envelope(env: Envelope, res: CommandResult) -> ProbeResult:
                        envelope=env, **base)
 
 
-RAW_PROBE = "raw"
 RAW_COMMAND_TIMEOUT_S = 30.0
 
 
@@ -260,7 +260,7 @@ def run_raw(transport: Transport, host: Host, options: RunOptions, deadline: flo
             outputs[kind] = res.stdout.decode("utf-8", "replace")
     got = [k for k, v in outputs.items() if v is not None]
     env = Envelope(probe=RAW_PROBE, probe_version="text", status="ok" if got else "unsupported",
-                   data={"outputs": outputs, "why": why}, errors=[] if got else ["no text command answered"],
+                   data={RAW_OUTPUTS: outputs, "why": why}, errors=[] if got else ["no text command answered"],
                    warnings=[why, *notes], duration_s=time.monotonic() - t0)
     outcome = Outcome.OK if got else Outcome.UNSUPPORTED
     reason = why if got else f"{why}; none of nvidia-smi/lspci answered ({'; '.join(notes)})"

@@ -31,6 +31,7 @@ from orchestrator.engine.envelope import STORED_MAX_VALUES, loads_bounded
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
+from orchestrator.facts.normalize import WHOLE_STRINGS
 from orchestrator.facts.textsafe import one_line
 from orchestrator.files.bounded import UnreadableInput, read_regular
 from orchestrator.store import atomic
@@ -384,7 +385,7 @@ def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any
         if not env_path.is_file():
             continue
         try:
-            doc = loads_bounded(env_path.read_text(encoding="utf-8"), STORED_MAX_VALUES)
+            doc = loads_bounded(env_path.read_text(encoding="utf-8"), STORED_MAX_VALUES, WHOLE_STRINGS.get(p, ()))
         except (UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"{env_path.name}: {type(e).__name__}") from None
         except ValueError as e:

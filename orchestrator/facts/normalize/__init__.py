@@ -24,12 +24,16 @@ MERGERS: list[tuple[str, Callable[[dict[str, Any]], Mapping[str, Any] | None]]] 
 
 # Raw mode (no Python on the host): the outputs of nvidia-smi/lspci, parsed here on the controller.
 RAW_PROBE = "raw"
+RAW_OUTPUTS = "outputs"  # its data's key of the command outputs
+# probe -> keys of its data whose strings are read back whole from the run's raw files: raw mode's
+# outputs are text the controller read itself, within the output cap, and its parsers read whole
+WHOLE_STRINGS: dict[str, tuple[str, ...]] = {RAW_PROBE: (RAW_OUTPUTS,)}
 
 
 def _raw_facts(data: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     from orchestrator.facts.textparse import facts_from_raw_outputs
 
-    outputs = {k: (v.encode() if isinstance(v, str) else None) for k, v in (data.get("outputs") or {}).items()}
+    outputs = {k: (v.encode() if isinstance(v, str) else None) for k, v in (data.get(RAW_OUTPUTS) or {}).items()}
     try:
         parsed = facts_from_raw_outputs(outputs)
     except ValueError as e:

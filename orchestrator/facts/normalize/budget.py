@@ -9,7 +9,7 @@ part.  The caps are documented in docs/reliability.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,21 +249,29 @@ def bound(probe: str, data: Any) -> tuple[Any, list[str]]:
     return data, notes
 
 
-def cut_long_strings(doc: Any) -> Any:
+def cut_long_strings(doc: Any, whole: Collection[str] = ()) -> Any:
     """`doc` (a parsed envelope) with every string past MAX_STRING cut, and the lengths cut noted
     under STRING_NOTE in its `data`, so bound() reports them.  The parser calls it only when its
-    scan found such a string: a walk over every host's every value costs more than normalizing."""
+    scan found such a string: a walk over every host's every value costs more than normalizing.
+    `whole`: keys of `data` kept as they are (raw mode's command outputs, which the controller read
+    itself within the output cap and whose parsers read whole)."""
     cut: list[int] = []
-    out = _cut_strings(doc, cut)
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if whole and isinstance(data, dict) and any(k in data for k in whole):
+        rest = _cut_strings({**doc, "data": {k: v for k, v in data.items() if k not in whole}}, cut)
+        out = {**rest, "data": {k: data[k] if k in whole else rest["data"][k] for k in data}} if cut else doc
+    else:
+        out = _cut_strings(doc, cut)
     if cut and isinstance(out, dict) and isinstance(out.get("data"), dict):
         out = {**out, "data": {**out["data"], STRING_NOTE: cut}}
     return out
 
 
 def _cut_strings(value: Any, cut: list[int]) -> Any:
-    """Every string of `value` cut to MAX_STRING characters (copies only where something was cut);
-    the lengths cut are appended to `cut`.  A 10 MB hostname would otherwise be copied into
-    fleet.json, every view and the report."""
+    """Every string of `value`, keys included, cut to MAX_STRING characters (copies only where
+    something was cut); the lengths cut are appended to `cut`.  A 10 MB hostname would otherwise be
+    copied into fleet.json, every view and the report, and so would a key that facts keep (an AER
+    counter's name).  Two keys alike in their first MAX_STRING characters become one: the later value."""
     if isinstance(value, str):
         if len(value) > MAX_STRING:
             cut.append(len(value))
@@ -273,8 +281,10 @@ def _cut_strings(value: Any, cut: list[int]) -> Any:
         out = [_cut_strings(v, cut) for v in value]
         return out if any(a is not b for a, b in zip(out, value)) else value
     if isinstance(value, dict):
-        new = {k: _cut_strings(v, cut) for k, v in value.items()}
-        return new if any(new[k] is not value[k] for k in value) else value
+        pairs = [(_cut_strings(k, cut), k, _cut_strings(v, cut), v) for k, v in value.items()]
+        if all(k is k0 and v is v0 for k, k0, v, v0 in pairs):
+            return value
+        return {k: v for k, _, v, _ in pairs}
     return value
 
 
