@@ -32,6 +32,7 @@ from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.results import HostInput
 from orchestrator.engine.runner import HostResult
 from orchestrator.facts.normalize import WHOLE_STRINGS
+from orchestrator.facts.textparse import RAW_COMMANDS
 from orchestrator.facts.textsafe import one_line
 from orchestrator.files.bounded import UnreadableInput, read_regular
 from orchestrator.store import atomic
@@ -39,6 +40,7 @@ from orchestrator.store.fleet_file import fleet_index_names, write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
 from orchestrator.store.redaction import public_vars
 from orchestrator.store.runmeta import RunMeta
+from orchestrator.transport.base import DEFAULT_MAX_OUTPUT
 
 _SAFE = re.compile(rb"[^A-Za-z0-9._-]")
 # Run files hold what hosts told us and the inventory's public variables: the run's owner only.
@@ -374,6 +376,13 @@ def host_input_from_result(res: HostResult, stored_in: Path | None = None) -> Ho
     )
 
 
+# The largest envelope file this program writes: its data came from at most the output cap of a
+# probe's stdout (raw mode: one cap per text command), and the compact writer spells a character in
+# at most 6 bytes ("\u001f"); the rest of the envelope is a few fields.  A raw file past it was not
+# written here, and is refused unread: costing the host it names, not the judging worker's memory.
+STORED_ENVELOPE_MAX = 6 * DEFAULT_MAX_OUTPUT * len(RAW_COMMANDS) + (1 << 20)
+
+
 def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any]]:
     """probe -> its envelope's data, from a host's raw directory (probes without a file: absent).
 
@@ -385,7 +394,10 @@ def read_envelope_data(hdir: Path, probes: list[str]) -> dict[str, dict[str, Any
         if not env_path.is_file():
             continue
         try:
-            doc = loads_bounded(env_path.read_text(encoding="utf-8"), STORED_MAX_VALUES, WHOLE_STRINGS.get(p, ()))
+            text = read_regular(env_path, STORED_ENVELOPE_MAX, "stored envelope").decode("utf-8")
+            doc = loads_bounded(text, STORED_MAX_VALUES, WHOLE_STRINGS.get(p, ()))
+        except UnreadableInput as e:
+            raise ValueError(f"{env_path.name}: {e.why}") from None
         except (UnicodeDecodeError, RecursionError) as e:
             raise ValueError(f"{env_path.name}: {type(e).__name__}") from None
         except ValueError as e:

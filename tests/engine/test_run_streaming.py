@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import json
 import threading
+import tracemalloc
 from pathlib import Path
+
+import pytest
 
 from orchestrator.api.session import _StoreOrStop
 from orchestrator.engine.envelope import Envelope
 from orchestrator.engine.outcomes import Outcome
 from orchestrator.engine.runner import HostResult, ProbeResult
 from orchestrator.inventory.model import Host
-from orchestrator.store.rundir import RunDirectory, host_input_from_result
+from orchestrator.store.rundir import (
+    STORED_ENVELOPE_MAX,
+    RunDirectory,
+    host_input_from_result,
+    read_envelope_data,
+)
 from orchestrator.store.runmeta import RunMeta
 from orchestrator.verdict.expectations import Expectations
 from orchestrator.verdict.judge import host_record, judge_host
@@ -62,6 +70,29 @@ def test_unreadable_stored_data_is_a_malformed_data_note_not_a_crash(tmp_path: P
     record = host_record(host_input_from_result(res, writer.dir))
     assert any("could not be read back" in e for e in record["normalize_errors"])
     assert record["facts"] == {}
+
+
+def test_a_stored_envelope_larger_than_any_written_here_is_refused_unread(tmp_path: Path) -> None:
+    """A raw file past STORED_ENVELOPE_MAX (a run directory tampered with, or a disk error's
+    garbage) costs the host it belongs to a note, not the judging worker gigabytes of memory."""
+    res = _result()
+    writer = RunDirectory.create(tmp_path, RunMeta())
+    _StoreOrStop(writer, threading.Event()).host_finished(res)
+    huge = writer.dir / "raw" / "gpu-7" / "nvml.json"
+    with huge.open("r+b") as f:  # sparse: no disk is used for it
+        f.truncate(STORED_ENVELOPE_MAX + 1)
+    tracemalloc.start()
+    try:
+        record = host_record(host_input_from_result(res, writer.dir))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
+    notes = [e for e in record["normalize_errors"] if "could not be read back" in e]
+    assert notes and "nvml.json" in notes[0] and f"over the {STORED_ENVELOPE_MAX:,}" in notes[0], notes
+    assert record["facts"] == {}
+    with pytest.raises(ValueError, match=r"^nvml\.json: .* bytes, over the "):
+        read_envelope_data(huge.parent, ["host", "nvml"])
 
 
 def test_a_failed_write_keeps_the_data_in_memory(tmp_path: Path) -> None:
