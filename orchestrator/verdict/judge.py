@@ -66,6 +66,10 @@ def host_record(h: HostInput) -> dict[str, Any]:
                 data = h.load_data()
             except (OSError, ValueError) as e:
                 errors.append(f"stored probe data could not be read back ({e})")
+            else:
+                # an answered probe's raw file gone, or not a file: judged without it, and said
+                errors.extend(f"stored probe data could not be read back ({p}.json is missing or not a regular file)"
+                              for p, run in h.probes.items() if run.get("outcome") == "ok" and p not in data)
         facts, more = normalize_host({p: d for p, d in data.items() if _judged_on(p, h.probes.get(p, {}))})
         errors.extend(more)
     outcome = worst([Outcome(p["outcome"]) for p in h.probes.values()])

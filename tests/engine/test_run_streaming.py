@@ -4,6 +4,7 @@ data dropped, read back when the host is judged."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import tracemalloc
 from pathlib import Path
@@ -70,6 +71,26 @@ def test_unreadable_stored_data_is_a_malformed_data_note_not_a_crash(tmp_path: P
     record = host_record(host_input_from_result(res, writer.dir))
     assert any("could not be read back" in e for e in record["normalize_errors"])
     assert record["facts"] == {}
+
+
+def test_an_answered_probes_raw_file_gone_or_not_a_file_is_said_not_skipped(tmp_path: Path) -> None:
+    """A probe that answered has a raw file; one deleted, or replaced by a FIFO, must not leave its
+    host judged as if the probe had never been asked.  A probe that never answered (p2p here, its
+    deadline passed) has no file, and nothing is said of it."""
+    res = _result()
+    writer = RunDirectory.create(tmp_path, RunMeta())
+    _StoreOrStop(writer, threading.Event()).host_finished(res)
+    hdir = writer.dir / "raw" / "gpu-7"
+    (hdir / "pcie.json").unlink()
+    (hdir / "nvml.json").unlink()
+    os.mkfifo(hdir / "nvml.json")
+    record = host_record(host_input_from_result(res, writer.dir))
+    notes = [e for e in record["normalize_errors"] if "could not be read back" in e]
+    assert sorted(notes) == [f"stored probe data could not be read back ({p}.json is missing or not a regular file)"
+                             for p in ("nvml", "pcie")]
+    assert "gpus" not in record["facts"] and "pcie" not in record["facts"]
+    assert "nvlink" in record["facts"]  # the files still there are judged
+    assert record["probes"]["p2p"]["outcome"] == "timeout"
 
 
 def test_a_stored_envelope_larger_than_any_written_here_is_refused_unread(tmp_path: Path) -> None:
