@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 class UnreadableInput(OSError):
@@ -27,8 +28,9 @@ class UnreadableInput(OSError):
         return f"{self.path}: {self.why}"
 
 
-def read_regular(path: str | Path, limit: int, what: str = "file") -> bytes:
-    """The bytes of `path`, a regular file of at most `limit` bytes."""
+def _regular_fd(path: str | Path, what: str) -> int:
+    """A descriptor of `path` opened for reading, a regular file once open (no race with a swap):
+    opened without blocking, so a FIFO does not hold the caller before it is refused."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -41,6 +43,25 @@ def read_regular(path: str | Path, limit: int, what: str = "file") -> bytes:
             raise UnreadableInput(path, f"a directory, not a {what}", errno.EISDIR)
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableInput(path, f"not a regular file (a FIFO, socket or device); give a {what}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
+    """`path` open for reading as a binary file, when it is a regular file (UnreadableInput
+    otherwise): for a reader that seeks in a large file instead of reading it whole."""
+    fd = _regular_fd(path, what)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_regular(path: str | Path, limit: int, what: str = "file") -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes."""
+    fd = _regular_fd(path, what)
+    try:
+        st = os.fstat(fd)
         if st.st_size > limit:
             raise UnreadableInput(path, f"{st.st_size:,} bytes, over the {limit:,} a {what} may have", errno.EFBIG)
         chunks, size = [], 0

@@ -34,6 +34,7 @@ from operator import itemgetter, methodcaller
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files.bounded import open_regular
 from orchestrator.files.jsontext import StrictEncoder, text_of
 from orchestrator.store import members
 
@@ -466,7 +467,8 @@ _text_default: Callable[[Any], str] = StrictEncoder(separators=(",", ":"), defau
 def read_plain(path: Path) -> Any:
     """A fleet.json of any schema parsed whole, as readers read it (tools and tests; a run's
     readers go through fleet_file.read_fleet, which reads hosts on demand)."""
-    data = Path(path).read_bytes()
+    with open_regular(path, "fleet.json") as f:  # a FIFO would hold the reader for ever
+        data = f.read()
     return decode_fleet(members.loads(data) if members.is_members(data) else json.loads(data.decode("utf-8")))
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
+from orchestrator.files.bounded import open_regular, read_regular
 from orchestrator.files.jsonstream import JsonStream
 from orchestrator.store import atomic, compact, members
 from orchestrator.store.spool import LATE_KEYS, FactsLayout, SpooledRecords
@@ -246,12 +247,20 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _side_file(path: Path, name: str, fleet_size: int) -> bytes:
+    """The bytes of a file beside fleet.json (its index, digests, layouts): a regular file, and
+    smaller than a few times fleet.json, whose records it describes in a few bytes each.  Past
+    that, or not a file (a FIFO would hold the reader for ever), UnreadableInput, an OSError: the
+    side file is not believed, and fleet.json is read without it."""
+    return read_regular(path.with_name(name), 4 * fleet_size + (1 << 20), name)
+
+
 def _per_host(path: Path, name: str, count: int) -> list[Any]:
     """The per-record list of a file beside fleet.json (`name`: digests, layouts) when it belongs
     to this very fleet.json, else one None per record."""
     try:
-        doc = json.loads(path.with_name(name).read_text(encoding="utf-8"))
         st = path.stat()
+        doc = json.loads(_side_file(path, name, st.st_size))
     except (OSError, ValueError):
         return [None] * count
     if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION or doc.get("size") != st.st_size \
@@ -265,8 +274,8 @@ def _index(path: Path) -> list[list[Any]] | None:
     """The host records' byte ranges, when the index belongs to this very file and its ranges
     follow one another as the records do in fleet.json."""
     try:
-        idx = json.loads(path.with_name(INDEX_NAME).read_text(encoding="utf-8"))
         st = path.stat()
+        idx = json.loads(_side_file(path, INDEX_NAME, st.st_size))
     except (OSError, ValueError):
         return None
     if not isinstance(idx, dict) or idx.get("version") != INDEX_VERSION or idx.get("size") != st.st_size \
@@ -311,7 +320,7 @@ def fleet_index_names(path: Path) -> list[str]:
     file (the names are then only in the records, which this does not read)."""
     try:
         if _is_members(path):
-            with open(path, "rb") as f:
+            with open_regular(path, "fleet.json") as f:
                 found = _members_index(path, f.fileno())
             return [e[0] for e in found.hosts] if found else []
     except OSError:
@@ -368,7 +377,7 @@ def read_fleet_bounded(path: Path, max_findings: int) -> Bounded:
         return _members_read(path, max_findings)
     hosts = _index(path)
     if hosts:
-        with open(path, "rb") as f:
+        with open_regular(path, "fleet.json") as f:
             named = _named_as_indexed(f.fileno(), hosts)
             rest, kept, more = _rest_streamed(f, hosts, max_findings)
         if named and rest is not None:
@@ -437,7 +446,7 @@ def _rest_by_index(path: Path, hosts: list[list[Any]]) -> tuple[dict[str, Any] |
     """fleet.json without its host records, parsed (None when the index's ranges do not leave the
     document with an empty host list), and whether each range starts with the record it names."""
     start, end = hosts[0][1], hosts[-1][1] + hosts[-1][2]
-    with open(path, "rb") as f:
+    with open_regular(path, "fleet.json") as f:
         head = f.read(start)
         f.seek(end)
         tail = f.read()
@@ -479,7 +488,7 @@ class _Members:
 
 
 def _is_members(path: Path) -> bool:
-    with open(path, "rb") as f:
+    with open_regular(path, "fleet.json") as f:
         return members.is_members(f.read(2))
 
 
@@ -487,8 +496,8 @@ def _members_index(path: Path, fd: int) -> _Members | None:
     """The schema-3 index, when it belongs to this very file: its ranges follow one another, a
     separator apart, between the head and the rest, and each starts a gzip member."""
     try:
-        idx = json.loads(path.with_name(INDEX_NAME).read_text(encoding="utf-8"))
         st = os.fstat(fd)
+        idx = json.loads(_side_file(path, INDEX_NAME, st.st_size))
     except (OSError, ValueError):
         return None
     if not isinstance(idx, dict) or idx.get("version") != MEMBERS_INDEX_VERSION or idx.get("size") != st.st_size \
@@ -560,7 +569,7 @@ def _name_in(text: bytes, j: int) -> str:
 def _members_read(path: Path, max_findings: int | None) -> Bounded:
     """A schema-3 fleet.json: its hosts read on demand, the rest parsed (the first `max_findings`
     findings only, when given: a reader of the history)."""
-    with open(path, "rb") as f:
+    with open_regular(path, "fleet.json") as f:
         found = _members_index(path, f.fileno())
         if found is None:
             size = os.fstat(f.fileno()).st_size

@@ -136,13 +136,22 @@ def _run_json_truncated(run: Path) -> None:
     (run / "run.json").write_text(text[: len(text) // 2])
 
 
+def _a_fifo(name: str) -> Callable[[Path], None]:
+    """A stored file replaced by a FIFO: opened as a file, it would hold its reader for ever."""
+    def damage(run: Path) -> None:
+        (run / name).unlink()
+        os.mkfifo(run / name)
+    damage.__name__ = f"{name.replace('.', '_')}_a_fifo"
+    return damage
+
+
 CORRUPTIONS = [_facts_wrong_type, _facts_inner_wrong_type, _facts_a_list, _probes_wrong_type, _nan_duration,
                _host_without_name, _host_without_outcome, _finding_unknown_kind, _finding_without_message, _schema_version_string,
                _run_json("plan", "x"), _run_json("plan", {"plays": 5, "expect": {"a": 1}}),
                _run_json("plan", {"playbook": 7, "timeout": "abc"}), _run_json("plan", {"forks": 10**400}),
                _run_json("inventory", 5), _run_json("inventory", [1, {"a": 2}]), _run_json("probes", {"x": 1}),
                _run_json("probes", [1, None]), _run_json("id", "x\nscontrol update NodeName=all State=DOWN"),
-               _run_json_truncated]
+               _run_json_truncated, _a_fifo("fleet.json"), _a_fifo("run.json")]
 
 
 @pytest.mark.parametrize("damage", CORRUPTIONS, ids=lambda f: f.__name__.strip("_"))
@@ -327,7 +336,8 @@ def _layout_gpus_gone(run: Path) -> None:
 
 # A fleet.json that is whole beside a side file that is wrong: the side file is not believed.
 WRONG_SIDE_FILES = [_index_row_gone, _index_length_short, _index_last_row_gone, _index_name_null,
-                    _index_names_swapped, _layout_names_swapped, _layout_gpus_gone]
+                    _index_names_swapped, _layout_names_swapped, _layout_gpus_gone,
+                    _a_fifo("fleet.index.json"), _a_fifo("fleet.layouts.json")]
 
 
 @pytest.fixture(scope="module")
