@@ -28,6 +28,11 @@ class UnreadableInput(OSError):
         return f"{self.path}: {self.why}"
 
 
+def unread(name: str, e: UnreadableInput) -> str:
+    """Why a stored file `name` was not read, in a listing's words: not there, or what it is."""
+    return f"no {name}" if e.errno == errno.ENOENT else f"{name} unreadable: {e.why}"
+
+
 def _regular_fd(path: str | Path, what: str) -> int:
     """A descriptor of `path` opened for reading, a regular file once open (no race with a swap):
     opened without blocking, so a FIFO does not hold the caller before it is refused."""
@@ -53,8 +58,12 @@ def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
     """`path` open for reading as a binary file, when it is a regular file (UnreadableInput
     otherwise): for a reader that seeks in a large file instead of reading it whole."""
     fd = _regular_fd(path, what)
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
+    try:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_regular(path: str | Path, limit: int, what: str = "file") -> bytes:

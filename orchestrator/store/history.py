@@ -7,7 +7,6 @@ partial with the reason, because the nightly history must stay readable after a 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -20,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.files.bounded import UnreadableInput
+from orchestrator.files.bounded import UnreadableInput, unread
 from orchestrator.store.fleet_file import READ_VERSIONS, read_fleet, read_fleet_bounded
 
 RUN_DIR_RE = re.compile(r"^(\d{8}T\d{6}Z)-([0-9a-z]{4,16})$")
@@ -131,16 +130,11 @@ def _parse_time(value: Any) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def _unreadable(name: str, e: UnreadableInput) -> str:
-    """Why a stored file was not read (gone, a directory, a FIFO: files/bounded says which)."""
-    return f"no {name}" if e.errno == errno.ENOENT else f"{name} unreadable: {e.why}"
-
-
 def _read_json(path: Path, read: Callable[[Path], Any] | None = None) -> tuple[dict[str, Any] | None, str]:
     try:
         data = read(path) if read is not None else json.loads(path.read_text(encoding="utf-8"))
     except UnreadableInput as e:
-        return None, _unreadable(path.name, e)
+        return None, unread(path.name, e)
     except FileNotFoundError:
         return None, f"no {path.name}"
     except (OSError, UnicodeDecodeError) as e:
@@ -403,7 +397,7 @@ def load_past_fleet(run_dir: str | Path, max_findings: int = HISTORY_FINDINGS) -
     try:
         read = read_fleet_bounded(run_dir / "fleet.json", max_findings)
     except UnreadableInput as e:
-        raise RunNotFound(f"{run_dir}: {_unreadable('fleet.json', e)}; {PARTIAL_RUN}") from None
+        raise RunNotFound(f"{run_dir}: {unread('fleet.json', e)}; {PARTIAL_RUN}") from None
     except FileNotFoundError:
         raise RunNotFound(f"{run_dir}: no fleet.json; {PARTIAL_RUN}") from None
     except (OSError, ValueError) as e:

@@ -34,7 +34,7 @@ from orchestrator.engine.runner import HostResult
 from orchestrator.facts.normalize import WHOLE_STRINGS
 from orchestrator.facts.textparse import RAW_COMMANDS
 from orchestrator.facts.textsafe import one_line
-from orchestrator.files.bounded import UnreadableInput, read_regular
+from orchestrator.files.bounded import UnreadableInput, read_regular, unread
 from orchestrator.store import atomic
 from orchestrator.store.fleet_file import fleet_index_names, write_fleet
 from orchestrator.store.history import load_fleet, new_run_id
@@ -287,7 +287,7 @@ def read_run_json(run_dir: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         doc = json.loads(read_regular(path, RUN_JSON_MAX, "run.json").decode("utf-8"))
     except UnreadableInput as e:
-        return None, "no run.json" if e.errno == errno.ENOENT else f"run.json unreadable: {e.why}"
+        return None, unread("run.json", e)
     except UnicodeDecodeError as e:
         return None, f"run.json unreadable: {e}"
     except (ValueError, RecursionError) as e:

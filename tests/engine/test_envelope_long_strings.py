@@ -29,6 +29,7 @@ LONG = {
     "quotes and backslashes": {"hostname": '\\"' * (N // 2 + 1)},
     "newlines, each escaped": {"hostname": "\n" * N},
     "non-ASCII": {"hostname": "é" * N},
+    "past the BMP, each a surrogate pair of escapes": {"hostname": "\U0001F600" * N},
     "a key": {"k" * N: 1, "x": "y"},
     "deep in a list": {"devices": [{"bdf": "0000:01:00.0", "path": ["x" * 10, 'b"' * N]}]},
 }
@@ -36,6 +37,7 @@ LONG = {
 SHORT = {
     "at the limit": {"hostname": "a" * MAX_STRING},
     "escaped quotes at the limit": {"hostname": '"' * MAX_STRING},
+    "past the BMP at the limit (12 characters of text each)": {"hostname": "\U0001F600" * MAX_STRING},
     "many short strings past the limit in all": {"devices": [f"0000:{i:02x}:00.0\\\"" for i in range(20000)]},
     "a long run of numbers between strings": {"a": "x", "n": list(range(20000)), "b": "y"},
 }
@@ -101,6 +103,12 @@ def test_raw_modes_command_outputs_read_back_whole_and_nothing_else_does(tmp_pat
     assert back[RAW_OUTPUTS] == {"lspci": lspci, "smi_xml": xml}
     assert back["why"] == "w" * MAX_STRING and back[STRING_NOTE] == [N]
     assert list(back) == [RAW_OUTPUTS, "why", STRING_NOTE]
+
+    # a long key beside the outputs is cut as anywhere, and the outputs stay whole
+    (tmp_path / f"{RAW_PROBE}.json").write_bytes(json.dumps(
+        {**env.to_dict(), "data": {RAW_OUTPUTS: {"lspci": lspci}, "k" * N: 1}}).encode())
+    keyed = read_envelope_data(tmp_path, [RAW_PROBE])[RAW_PROBE]
+    assert keyed == {RAW_OUTPUTS: {"lspci": lspci}, "k" * MAX_STRING: 1, STRING_NOTE: [N]}
 
     # the same file under another probe's name: nothing of it is kept whole
     (tmp_path / "host.json").write_bytes((tmp_path / f"{RAW_PROBE}.json").read_bytes())

@@ -258,8 +258,9 @@ def cut_long_strings(doc: Any, whole: Collection[str] = ()) -> Any:
     cut: list[int] = []
     data = doc.get("data") if isinstance(doc, dict) else None
     if whole and isinstance(data, dict) and any(k in data for k in whole):
-        rest = _cut_strings({**doc, "data": {k: v for k, v in data.items() if k not in whole}}, cut)
-        out = {**rest, "data": {k: data[k] if k in whole else rest["data"][k] for k in data}} if cut else doc
+        rest = _cut_strings({k: v for k, v in doc.items() if k != "data"}, cut)
+        kept = {_cut_strings(k, cut): v if k in whole else _cut_strings(v, cut) for k, v in data.items()}
+        out = {**rest, "data": kept} if cut else doc
     else:
         out = _cut_strings(doc, cut)
     if cut and isinstance(out, dict) and isinstance(out.get("data"), dict):
